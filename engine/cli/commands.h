@@ -1,0 +1,16 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Subcommands of the `pagedkv` tool. Each Add*Command registers one subcommand on `app`; when that
+// subcommand runs, its callback stores the process exit code in `*exit_code` (0 on success).
+//
+// Example (main.cc):
+//   int exit_code = 0;
+//   AddReplayCommand(app, &exit_code);
+#ifndef PAGEDKV_ENGINE_CLI_COMMANDS_H_
+#define PAGEDKV_ENGINE_CLI_COMMANDS_H_
+
+#include "CLI/CLI.hpp"
+
+namespace pagedkv::cli {}  // namespace pagedkv::cli
+
+#endif  // PAGEDKV_ENGINE_CLI_COMMANDS_H_
