@@ -1,0 +1,308 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Continuous-batching scheduler in the style of vLLM's v1 scheduler. It decides, step by step,
+// which tokens of which requests the model computes, allocates their KV blocks through a
+// KvCacheManager (prefix-cache hits count as already computed) and emits one flat batch per step:
+// every token with its own position id and KV slot, plus each sequence's block table.
+//
+// Each step has a token budget (max_num_batched_tokens) and a cap on running sequences
+// (max_num_seqs). Running requests are served first (their decode token, or the next chunk of a
+// long prompt), then waiting requests are admitted in the queue order (FCFS, priority, or longest
+// cached prefix first). When the KV pool runs out of blocks, the lowest-priority, latest-arrived
+// running request is preempted by recompute: its blocks are freed (they stay in the prefix cache)
+// and it goes back to the front of the waiting queue with every token it has so far.
+//
+// The scheduler runs without a model: the caller computes the batch (or simulates it) and feeds
+// back one sampled token per sequence that samples.
+//
+// Example:
+//   pagedkv::KvCacheManager cache(cache_options);
+//   pagedkv::Scheduler scheduler(pagedkv::SchedulerOptions{.max_num_batched_tokens = 2048},
+//                                cache);
+//   PAGEDKV_RETURN_IF_ERROR(scheduler.AddRequest({.id = 7, .prompt = {1, 2, 3},
+//                                                 .max_new_tokens = 16, .eos_token = 2}));
+//   pagedkv::ScheduledBatch batch;
+//   while (scheduler.HasUnfinishedRequests()) {
+//     PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
+//     std::vector<pagedkv::SampledToken> sampled = RunModel(batch);  // one per batch.Samples(i)
+//     PAGEDKV_ASSIGN_OR_RETURN(auto outputs, scheduler.UpdateFromOutput(sampled));
+//     for (const pagedkv::RequestOutput& out : outputs) Emit(out.request_id, out.token);
+//   }
+//
+// Thread safety: none; one thread drives a Scheduler and its KvCacheManager.
+#ifndef PAGEDKV_SCHEDULER_H_
+#define PAGEDKV_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+class KvCacheManager;
+
+// Order in which waiting requests are admitted.
+enum class SchedulingPolicy {
+  // First come, first served: the order of AddRequest calls; preempted requests go to the front.
+  kFcfs,
+  // Smallest `priority` value first, then earliest arrival_time, then AddRequest order. Preemption
+  // picks the largest priority value (then latest arrival) as its victim.
+  kPriority,
+};
+
+// Scheduler settings. Validate() says what is wrong with a setting.
+struct SchedulerOptions {
+  // Most tokens (prefill + decode, all sequences) in one step's batch. >= 1.
+  int32_t max_num_batched_tokens = 2048;
+  // Most sequences running at once (and so in one batch). >= 1.
+  int32_t max_num_seqs = 256;
+  // Split long prompts over several steps. When false a prompt is admitted only when all of its
+  // uncached tokens fit in the step's budget, and AddRequest rejects requests that never could.
+  bool enable_chunked_prefill = true;
+  // When > 0, at most this many prefill tokens per request per step (so one long prompt cannot
+  // take the whole budget from others). 0 = no per-request cap.
+  int32_t long_prefill_token_threshold = 0;
+  // Waiting-queue order (FCFS or priority).
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // Cache-aware admission (SGLang's "longest prefix match"): each step, waiting requests are
+  // admitted longest cached prefix first, ties broken by `policy`. Can starve requests whose
+  // prefix is cold while hot ones keep arriving; use FCFS when fairness matters.
+  bool cache_aware = false;
+  // With cache_aware, the longest-prefix order is computed only while at most this many requests
+  // wait (it probes the prefix cache for each); above it, `policy` order is used. >= 1.
+  int32_t cache_aware_max_waiting = 256;
+  // When > 0, a request's prompt + max_new_tokens may not exceed this (AddRequest rejects it);
+  // generation also stops when a sequence reaches it. 0 = bounded only by the KV pool.
+  int32_t max_model_len = 0;
+
+  // OK when every field is in range; otherwise InvalidArgument naming the field.
+  absl::Status Validate() const;
+};
+
+// What the caller submits. Tokens are copied in.
+struct SchedulerRequest {
+  // Caller-chosen id, unique among requests not yet finished or aborted.
+  RequestId id = 0;
+  // Prompt token ids; non-empty, each >= 0.
+  std::vector<TokenId> prompt;
+  // Most tokens to generate; >= 1. Generation stops earlier at eos_token or a stop token.
+  int32_t max_new_tokens = 16;
+  // Smaller = more important (vLLM's convention). Used by SchedulingPolicy::kPriority only.
+  int32_t priority = 0;
+  // Arrival time in the caller's clock (seconds; replay supplies a simulated one). Used for
+  // priority tie-breaks and preemption order; FCFS uses AddRequest order.
+  double arrival_time = 0.0;
+  // Isolates prefix-cache sharing: requests share cached blocks only with the same salt.
+  std::string cache_salt;
+  // Adapter (e.g. LoRA) id; part of every block hash, so adapters never share blocks. 0 = none.
+  int32_t adapter_id = 0;
+  // Sampling this token finishes the request (the token is kept as its last output).
+  std::optional<TokenId> eos_token;
+  // More tokens that finish the request when sampled (kept as the last output).
+  std::vector<TokenId> stop_tokens;
+};
+
+// One sequence of a ScheduledBatch. Its tokens are batch.token_ids[query_start ..
+// query_start + num_scheduled_tokens), at positions num_computed_tokens onward.
+struct ScheduledSequence {
+  RequestId request_id = 0;
+  // Offset of this sequence's first token in the flat batch (== batch.query_start_loc[i]).
+  int32_t query_start = 0;
+  // Tokens computed for this sequence in this step (>= 1).
+  int32_t num_scheduled_tokens = 0;
+  // Tokens whose KV was already in the cache before this step (prefix hits included).
+  int32_t num_computed_tokens = 0;
+  // Offset of this sequence's block table in batch.block_table_ids (== block_table_start[i]).
+  int32_t block_table_start = 0;
+  // Blocks in its table: ceil((num_computed_tokens + num_scheduled_tokens) / block_size).
+  int32_t num_blocks = 0;
+  // True when this step computes the sequence's last known token, so the caller samples one token
+  // from the logits of its last scheduled position (false for a prompt chunk that is not the end).
+  bool samples = false;
+  // True when the request was admitted from the waiting queue in this step (new or resumed after
+  // preemption); the model runner must forget any state it holds for it.
+  bool newly_admitted = false;
+  // For newly admitted sequences: prompt tokens found in the prefix cache (counted as computed).
+  int32_t num_prefix_hit_tokens = 0;
+
+  // KV length after this step: num_computed_tokens + num_scheduled_tokens.
+  int32_t seq_len() const { return num_computed_tokens + num_scheduled_tokens; }
+};
+
+// Per-step counters, filled by Schedule() (the `finished` counts by the UpdateFromOutput and
+// AbortRequest calls since the previous Schedule()).
+struct SchedulerStepStats {
+  int64_t step = 0;                        // 0-based step index
+  int32_t num_scheduled_tokens = 0;        // token_ids.size()
+  int32_t num_prefill_tokens = 0;          // tokens of sequences not in plain decode
+  int32_t num_decode_tokens = 0;           // tokens of sequences decoding their next token
+  int32_t num_scheduled_seqs = 0;          // sequences.size()
+  int32_t num_running = 0;                 // running requests after scheduling
+  int32_t num_waiting = 0;                 // waiting requests after scheduling
+  int32_t num_newly_admitted = 0;          // admitted from the waiting queue this step
+  int32_t num_preempted = 0;               // preempted this step
+  int32_t num_finished = 0;                // finished or aborted since the previous step
+  int64_t num_prefix_hit_tokens = 0;       // prefix hits of the requests admitted this step
+  int64_t num_admitted_prompt_tokens = 0;  // all tokens of the requests admitted this step
+  int32_t num_used_blocks = 0;             // KV blocks held by running requests after scheduling
+  int32_t num_total_blocks = 0;            // KV pool size
+};
+
+// Totals since construction.
+struct SchedulerStats {
+  int64_t num_steps = 0;
+  int64_t num_scheduled_tokens = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_finished = 0;  // finished by EOS/stop/length (aborts not counted)
+  int64_t num_aborted = 0;
+  int64_t num_admissions = 0;         // admissions, re-admissions after preemption included
+  int64_t num_admitted_tokens = 0;    // tokens of those admissions
+  int64_t num_prefix_hit_tokens = 0;  // of those, found in the prefix cache
+};
+
+// One step's work, flat (the layout the model runner and kernels use). n = sequences.size().
+struct ScheduledBatch {
+  // One entry per scheduled token, sequences one after another.
+  std::vector<TokenId> token_ids;
+  // Position id of each token (its index in its sequence).
+  std::vector<int32_t> positions;
+  // KV slot of each token: block_id * block_size + position % block_size.
+  std::vector<int64_t> slot_mapping;
+  std::vector<ScheduledSequence> sequences;
+  // [n + 1]: sequence i's tokens are [query_start_loc[i], query_start_loc[i + 1]).
+  std::vector<int32_t> query_start_loc;
+  // Block tables, concatenated (CSR): sequence i's table is
+  // block_table_ids[block_table_start[i], block_table_start[i + 1]).
+  std::vector<BlockId> block_table_ids;
+  // [n + 1] offsets into block_table_ids.
+  std::vector<int32_t> block_table_start;
+  // Requests that finished (EOS, stop token, length) or were aborted since the previous step.
+  std::vector<RequestId> finished_request_ids;
+  // Requests preempted in this step (blocks freed, back in the waiting queue).
+  std::vector<RequestId> preempted_request_ids;
+  // Tokens per block of the KV cache (for slot arithmetic).
+  int32_t block_size = 0;
+  SchedulerStepStats stats;
+
+  int32_t num_sequences() const { return static_cast<int32_t>(sequences.size()); }
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  // Sequence i's block table. REQUIRES: 0 <= i < num_sequences().
+  absl::Span<const BlockId> BlockTable(int32_t i) const;
+  // True when no token is scheduled (nothing to run this step).
+  bool empty() const { return token_ids.empty(); }
+  // Empties every field, keeping capacity.
+  void Clear();
+};
+
+// The token sampled for one sequence of the last batch.
+struct SampledToken {
+  RequestId request_id = 0;
+  TokenId token = 0;
+};
+
+enum class FinishReason {
+  kNone,     // still running
+  kStop,     // sampled eos_token or a stop token
+  kLength,   // reached max_new_tokens (or max_model_len)
+  kAborted,  // AbortRequest
+};
+
+// What UpdateFromOutput did with one sampled token.
+struct RequestOutput {
+  RequestId request_id = 0;
+  TokenId token = 0;
+  // Output tokens so far, this one included.
+  int32_t num_output_tokens = 0;
+  FinishReason finish_reason = FinishReason::kNone;
+  // When finished: every generated token, in order (empty otherwise).
+  std::vector<TokenId> output_tokens;
+
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+// Where a request is.
+enum class RequestStatus { kWaiting, kRunning };
+
+// A snapshot of one unfinished request (GetRequestInfo).
+struct RequestInfo {
+  RequestId id = 0;
+  RequestStatus status = RequestStatus::kWaiting;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  // Tokens whose KV is computed (or scheduled to be) in the current admission.
+  int32_t num_computed_tokens = 0;
+  // Prefix-cache hits at the latest admission.
+  int32_t num_prefix_hit_tokens = 0;
+  int32_t num_preemptions = 0;
+};
+
+class Scheduler {
+ public:
+  // `cache` must outlive the scheduler, and nothing else may allocate for or free the scheduler's
+  // requests in it. Invalid options do not abort: every call then returns options.Validate()'s
+  // error (see status()).
+  Scheduler(const SchedulerOptions& options, KvCacheManager& cache);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Like the constructor, but returns the options error instead of a scheduler that has one.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
+                                                           KvCacheManager& cache);
+
+  // OK, or why the options are invalid.
+  absl::Status status() const { return options_status_; }
+
+  // Queues a request. AlreadyExists for an id not yet finished; InvalidArgument for an empty
+  // prompt, a negative token, max_new_tokens < 1, or a request that could never fit (longer than
+  // max_model_len, than the whole KV pool, or than the token budget without chunked prefill).
+  // On error nothing changes.
+  absl::Status AddRequest(SchedulerRequest request);
+
+  // Plans the next step into `*batch` (cleared first; its capacity is reused).
+  // FailedPrecondition when the previous batch had sampling sequences and UpdateFromOutput was not
+  // called for it (nothing changes then). The batch may be empty when nothing can run.
+  absl::Status Schedule(ScheduledBatch* batch);
+  // Same, returning a fresh batch.
+  absl::StatusOr<ScheduledBatch> Schedule();
+
+  // Feeds back the tokens sampled for the last batch: exactly one for each sequence with
+  // samples == true (requests aborted since then excepted), in any order. Appends each token to its
+  // request (its filled blocks become cacheable), finishes requests at EOS / stop token / length
+  // and frees their blocks. Returns one RequestOutput per token, in the given order.
+  // InvalidArgument (nothing changed) for an unknown id, a sequence that did not sample, a
+  // duplicate, a negative token, or a missing token; FailedPrecondition when there is no batch
+  // awaiting output.
+  absl::StatusOr<std::vector<RequestOutput>> UpdateFromOutput(
+      absl::Span<const SampledToken> sampled);
+
+  // Finishes a waiting or running request and frees its blocks; it is reported in the next
+  // batch's finished_request_ids. NotFound for an unknown (or already finished) id.
+  absl::Status AbortRequest(RequestId id);
+
+  // True while any request is waiting or running.
+  bool HasUnfinishedRequests() const;
+  int32_t num_waiting() const;
+  int32_t num_running() const;
+  // NotFound for an unknown (or finished) id.
+  absl::StatusOr<RequestInfo> GetRequestInfo(RequestId id) const;
+  const SchedulerStats& stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  class Impl;
+  SchedulerOptions options_;
+  absl::Status options_status_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_SCHEDULER_H_
