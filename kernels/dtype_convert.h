@@ -1,0 +1,136 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// fp16 / bf16 <-> fp32 conversions (round to nearest even) and typed element load/store, usable on
+// host and device. Bit-exact on both, so the CPU reference and the CUDA kernels store identical
+// bits.
+//
+// Example:
+//   uint16_t h = pagedkv::F32ToF16Bits(1.5f);       // 0x3E00
+//   float x = pagedkv::LoadElement(ptr, DType::kBF16, i);
+//   pagedkv::StoreElement(ptr, DType::kF16, i, x);
+#ifndef PAGEDKV_KERNELS_DTYPE_CONVERT_H_
+#define PAGEDKV_KERNELS_DTYPE_CONVERT_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "pagedkv/dtype.h"
+#include "pagedkv/hd.h"
+
+namespace pagedkv {
+
+PAGEDKV_HD uint32_t FloatToBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+#endif
+}
+
+PAGEDKV_HD float BitsToFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+// IEEE binary16 bits of `f`, round to nearest even; overflow -> inf, NaN stays NaN.
+PAGEDKV_HD uint16_t F32ToF16Bits(float f) {
+  const uint32_t x = FloatToBits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs_x = x & 0x7fffffffu;
+  if (abs_x >= 0x7f800000u) {  // inf or NaN
+    return static_cast<uint16_t>(sign | (abs_x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  }
+  if (abs_x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  const uint32_t exp = abs_x >> 23;
+  const uint32_t mant = abs_x & 0x7fffffu;
+  if (exp < 113) {  // below the smallest normal half (2^-14): subnormal half or zero
+    const uint32_t shift = 126 - exp;  // value = (mant | 2^23) * 2^(exp-126) in units of 2^-24
+    if (shift > 24) return static_cast<uint16_t>(sign);
+    const uint32_t m = mant | 0x800000u;
+    uint32_t result = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (result & 1u))) ++result;
+    return static_cast<uint16_t>(sign | result);
+  }
+  uint32_t result = ((exp - 112) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (result & 1u))) ++result;
+  return static_cast<uint16_t>(sign | result);
+}
+
+// fp32 value of IEEE binary16 bits (exact).
+PAGEDKV_HD float F16BitsToF32(uint16_t h) {
+  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    const float magnitude = static_cast<float>(mant) * 5.9604644775390625e-8f;  // mant * 2^-24
+    return BitsToFloat(FloatToBits(magnitude) | sign);
+  }
+  if (exp == 31) return BitsToFloat(sign | 0x7f800000u | (mant << 13));
+  return BitsToFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+// bfloat16 bits of `f`, round to nearest even; NaN stays NaN.
+PAGEDKV_HD uint16_t F32ToBF16Bits(float f) {
+  const uint32_t x = FloatToBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// fp32 value of bfloat16 bits (exact).
+PAGEDKV_HD float BF16BitsToF32(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+
+// Element `index` of an array of `dtype` at `base`, as fp32.
+PAGEDKV_HD float LoadElement(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::kF16:
+      return F16BitsToF32(static_cast<const uint16_t*>(base)[index]);
+    case DType::kBF16:
+      return BF16BitsToF32(static_cast<const uint16_t*>(base)[index]);
+    case DType::kF32:
+    default:
+      return static_cast<const float*>(base)[index];
+  }
+}
+
+// Stores `value` rounded to `dtype` at element `index` of `base`.
+PAGEDKV_HD void StoreElement(void* base, DType dtype, int64_t index, float value) {
+  switch (dtype) {
+    case DType::kF16:
+      static_cast<uint16_t*>(base)[index] = F32ToF16Bits(value);
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(base)[index] = F32ToBF16Bits(value);
+      return;
+    case DType::kF32:
+    default:
+      static_cast<float*>(base)[index] = value;
+      return;
+  }
+}
+
+// `value` rounded to `dtype` and back (what a store followed by a load returns).
+PAGEDKV_HD float RoundToDType(float value, DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return F16BitsToF32(F32ToF16Bits(value));
+    case DType::kBF16:
+      return BF16BitsToF32(F32ToBF16Bits(value));
+    case DType::kF32:
+    default:
+      return value;
+  }
+}
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KERNELS_DTYPE_CONVERT_H_

@@ -1,0 +1,34 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Counter-based random numbers for seeded sampling, identical on host and device: the uniform
+// draw of a sequence depends only on (seed, counter), so a request replays the same tokens on
+// either backend and regardless of batching.
+//
+// Example:
+//   double u = pagedkv::SampleUniform(/*seed=*/42, /*counter=*/num_generated_tokens);
+#ifndef PAGEDKV_KERNELS_SAMPLE_MATH_H_
+#define PAGEDKV_KERNELS_SAMPLE_MATH_H_
+
+#include <cstdint>
+
+#include "pagedkv/hd.h"
+
+namespace pagedkv {
+
+// SplitMix64 finaliser.
+PAGEDKV_HD uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform double in [0, 1) from (seed, counter); 53 random bits.
+PAGEDKV_HD double SampleUniform(uint64_t seed, uint64_t counter) {
+  const uint64_t bits = SplitMix64(SplitMix64(seed) ^ (counter * 0xd1342543de82ef95ull + 1));
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KERNELS_SAMPLE_MATH_H_

@@ -1,0 +1,54 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Online (streaming) softmax in fp32, host and device. Keeps a running max `m` and normaliser `l`
+// so attention over a sequence needs one pass:
+//   OnlineSoftmax st;                        // m = -inf, l = 0
+//   for each key j:  float rescale, p;
+//                    st.Update(score_j, &rescale, &p);
+//                    acc = acc * rescale + p * v_j;
+//   out = acc / st.l;
+// Two partial states over disjoint key sets combine with Merge (split-K reductions on the GPU).
+#ifndef PAGEDKV_KERNELS_SOFTMAX_MATH_H_
+#define PAGEDKV_KERNELS_SOFTMAX_MATH_H_
+
+#include <math.h>
+
+#include "pagedkv/hd.h"
+
+namespace pagedkv {
+
+struct OnlineSoftmax {
+  float m = -INFINITY;  // running max of scores seen
+  float l = 0.0f;       // running sum of exp(score - m)
+
+  // Adds one score; `rescale` multiplies the existing accumulator, `p` weights the new value.
+  PAGEDKV_HD void Update(float score, float* rescale, float* p) {
+    const float new_m = m > score ? m : score;
+    *rescale = expf(m - new_m);  // exp(-inf) = 0 on the first call
+    *p = expf(score - new_m);
+    l = l * *rescale + *p;
+    m = new_m;
+  }
+
+  // Folds in `other` (over a disjoint key set). `self_scale` multiplies this side's accumulator,
+  // `other_scale` the other side's, before they are added.
+  PAGEDKV_HD void Merge(const OnlineSoftmax& other, float* self_scale, float* other_scale) {
+    const float new_m = m > other.m ? m : other.m;
+    if (new_m == -INFINITY) {
+      *self_scale = 0.0f;
+      *other_scale = 0.0f;
+      return;
+    }
+    *self_scale = expf(m - new_m);
+    *other_scale = expf(other.m - new_m);
+    l = l * *self_scale + other.l * *other_scale;
+    m = new_m;
+  }
+
+  // 1 / l, or 0 when no key was seen.
+  PAGEDKV_HD float InverseSum() const { return l > 0.0f ? 1.0f / l : 0.0f; }
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KERNELS_SOFTMAX_MATH_H_
