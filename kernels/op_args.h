@@ -105,12 +105,6 @@ struct ReshapeAndCacheArgs {
   PagedKvLayout cache;      // destination layer
 };
 
-// How ReRotate turns a key cached at old_pos into one at new_pos.
-enum class ReRotateMode : int32_t {
-  kCompose = 0,  // R(new) R(old)^T from the table entries of new and old (matches the KV write)
-  kDelta = 1,    // R(new - old) from the table entry of the difference
-};
-
 // Shifted reuse: for each token t, cache[dst_slots[t]].k = R(new) R(old)^T cache[src_slots[t]].k
 // (in fp32, rounded once to the storage dtype) and cache[dst].v = cache[src].v. In place when
 // src == dst. The YaRN attention factor is already in the cached key and is not applied again.

@@ -57,6 +57,40 @@ struct RopeTableView {
   }
 };
 
+// How ReRotate turns a key cached at old_pos into one at new_pos.
+enum class ReRotateMode : int32_t {
+  kCompose = 0,  // R(new) R(old)^T from the table entries of new and old (matches the KV write)
+  kDelta = 1,    // R(new - old) from the table entry of the difference
+};
+
+// cos/sin of pair `pair` that turn a key cached at `old_position` into one at `new_position`:
+// kCompose combines the table entries of both positions, kDelta uses the entry of the difference.
+// No attention factor: the cached key already carries it.
+PAGEDKV_HD void ReRotateCosSin(const RopeTableView& rope, ReRotateMode mode, int64_t old_position,
+                               int64_t new_position, int32_t pair, float* c, float* s) {
+  if (mode == ReRotateMode::kDelta) {
+    rope.CosSin(new_position - old_position, pair, c, s);
+    return;
+  }
+  float c_new, s_new, c_old, s_old;
+  rope.CosSin(new_position, pair, &c_new, &s_new);
+  rope.CosSin(old_position, pair, &c_old, &s_old);
+  RopeComposeDelta(c_new, s_new, c_old, s_old, c, s);
+}
+
+// Rotates one head `x` (head_dim contiguous floats) to `position`, multiplying the rotated dims by
+// rope.attention_factor (dims >= rotary_dim pass through unchanged, as in Hugging Face).
+PAGEDKV_HD void RopeRotateHead(const RopeTableView& rope, int64_t position, float* x) {
+  const int32_t num_pairs = rope.NumPairs();
+  for (int32_t i = 0; i < num_pairs; ++i) {
+    float c, s;
+    rope.CosSin(position, i, &c, &s);
+    int32_t a, b;
+    RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
+    RotatePair(&x[a], &x[b], c * rope.attention_factor, s * rope.attention_factor);
+  }
+}
+
 // Host-owned cos/sin table and inverse frequencies of one RopeConfig. Movable, not copyable.
 class RopeTable {
  public:

@@ -1,0 +1,148 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys.
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/op_validate.h"
+#include "kernels/rope_table.h"
+#include "pagedkv/rope_config.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::cpu {
+namespace {
+
+absl::Status CheckPositions(const char* op, const char* name, const int32_t* positions, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    if (positions[t] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", name, "[", t, "] = ", positions[t], " must be >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSlots(const char* op, const char* name, const int64_t* slots, int64_t n,
+                        int64_t num_slots, bool allow_skip) {
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t slot = slots[t];
+    if (allow_skip && slot == -1) continue;
+    if (slot < 0 || slot >= num_slots) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, "[", t, "] = ", slot,
+                                                     " is outside [0, ", num_slots, ")",
+                                                     allow_skip ? " (or -1 to skip)" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RotateHeads(const RopeTableView& rope, int64_t position, float* row, int32_t num_heads) {
+  for (int32_t h = 0; h < num_heads; ++h) RopeRotateHead(rope, position, row + h * rope.head_dim);
+}
+
+}  // namespace
+
+absl::Status Rope(const RopeArgs& args) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateRope(args));
+  PAGEDKV_RETURN_IF_ERROR(CheckPositions("Rope", "positions", args.positions, args.num_tokens));
+  const int64_t hd = args.rope.head_dim;
+  const int64_t q_stride = args.q_stride == 0 ? args.num_q_heads * hd : args.q_stride;
+  const int64_t k_stride = args.k_stride == 0 ? args.num_kv_heads * hd : args.k_stride;
+  for (int64_t t = 0; t < args.num_tokens; ++t) {
+    RotateHeads(args.rope, args.positions[t], args.q + t * q_stride, args.num_q_heads);
+    if (args.k != nullptr) {
+      RotateHeads(args.rope, args.positions[t], args.k + t * k_stride, args.num_kv_heads);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
+  const PagedKvLayout& cache = args.cache;
+  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReshapeAndCache", "slot_mapping", args.slot_mapping,
+                                     args.num_tokens, cache.NumSlots(), /*allow_skip=*/true));
+  if (args.rotate) {
+    PAGEDKV_RETURN_IF_ERROR(
+        CheckPositions("ReshapeAndCache", "positions", args.positions, args.num_tokens));
+  }
+  const int32_t hd = cache.head_dim;
+  const int64_t kv_row = cache.TokenStride();
+  const int64_t q_stride = args.q_stride == 0 ? int64_t{args.num_q_heads} * hd : args.q_stride;
+  const int64_t k_stride = args.k_stride == 0 ? kv_row : args.k_stride;
+  const int64_t v_stride = args.v_stride == 0 ? kv_row : args.v_stride;
+  float head[kMaxHeadDim];
+  for (int64_t t = 0; t < args.num_tokens; ++t) {
+    if (args.rotate && args.q != nullptr) {
+      RotateHeads(args.rope, args.positions[t], args.q + t * q_stride, args.num_q_heads);
+    }
+    const int64_t slot = args.slot_mapping[t];
+    if (slot < 0) continue;
+    for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+      std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
+      if (args.rotate) RopeRotateHead(args.rope, args.positions[t], head);
+      const int64_t base = cache.ElementOffset(slot, h, 0);
+      const float* v = args.v + t * v_stride + h * hd;
+      for (int32_t d = 0; d < hd; ++d) {
+        StoreElement(cache.k, cache.dtype, base + d, head[d]);
+        StoreElement(cache.v, cache.dtype, base + d, v[d]);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReRotate(const ReRotateArgs& args) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
+  const PagedKvLayout& cache = args.cache;
+  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReRotate", "src_slots", args.src_slots, args.num_tokens,
+                                     cache.NumSlots(), /*allow_skip=*/false));
+  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReRotate", "dst_slots", args.dst_slots, args.num_tokens,
+                                     cache.NumSlots(), /*allow_skip=*/false));
+  PAGEDKV_RETURN_IF_ERROR(
+      CheckPositions("ReRotate", "old_positions", args.old_positions, args.num_tokens));
+  PAGEDKV_RETURN_IF_ERROR(
+      CheckPositions("ReRotate", "new_positions", args.new_positions, args.num_tokens));
+  const RopeTableView& rope = args.rope;
+  const int32_t hd = cache.head_dim;
+  const size_t head_bytes = static_cast<size_t>(hd) * DTypeSize(cache.dtype);
+  float c[kMaxHeadDim / 2];
+  float s[kMaxHeadDim / 2];
+  for (int64_t t = 0; t < args.num_tokens; ++t) {
+    const int64_t src = args.src_slots[t];
+    const int64_t dst = args.dst_slots[t];
+    for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+      ReRotateCosSin(rope, args.mode, args.old_positions[t], args.new_positions[t], i, &c[i],
+                     &s[i]);
+    }
+    for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+      const int64_t src_base = cache.ElementOffset(src, h, 0);
+      const int64_t dst_base = cache.ElementOffset(dst, h, 0);
+      for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+        int32_t a, b;
+        RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
+        float x = LoadElement(cache.k, cache.dtype, src_base + a);
+        float y = LoadElement(cache.k, cache.dtype, src_base + b);
+        RotatePair(&x, &y, c[i], s[i]);
+        StoreElement(cache.k, cache.dtype, dst_base + a, x);
+        StoreElement(cache.k, cache.dtype, dst_base + b, y);
+      }
+      if (src != dst) {
+        for (int32_t d = rope.rotary_dim; d < hd; ++d) {  // pass-through dims
+          StoreElement(cache.k, cache.dtype, dst_base + d,
+                       LoadElement(cache.k, cache.dtype, src_base + d));
+        }
+        const int64_t esize = DTypeSize(cache.dtype);
+        std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
+                    static_cast<const char*>(cache.v) + src_base * esize, head_bytes);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv::cpu
