@@ -1,0 +1,420 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// BlockPool: flat per-block metadata, a LIFO stack of free blocks, a flat_hash_map index and an
+// EvictionPolicy over the evictable blocks. See include/pagedkv/block_pool.h for the contract.
+#include "pagedkv/block_pool.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pagedkv {
+namespace {
+
+absl::Status OutOfRange(BlockId block, int32_t num_blocks) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("block id ", block, " is out of range [0, ", num_blocks, ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(
+    const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy) {
+  if (options.num_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlockPoolOptions.num_blocks must be > 0, got ", options.num_blocks));
+  }
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlockPoolOptions.block_size must be > 0, got ", options.block_size));
+  }
+  if (policy == nullptr) {
+    auto made = MakeEvictionPolicy(options.eviction_policy);
+    if (!made.ok()) return made.status();
+    policy = *std::move(made);
+  }
+  return std::unique_ptr<BlockPool>(new BlockPool(options, std::move(policy)));
+}
+
+BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy)
+    : num_blocks_(options.num_blocks),
+      block_size_(options.block_size),
+      store_tokens_(options.store_tokens),
+      policy_(std::move(policy)),
+      meta_(options.num_blocks) {
+  if (store_tokens_) {
+    tokens_.resize(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_));
+  }
+  free_stack_.reserve(num_blocks_);
+  for (BlockId b = num_blocks_ - 1; b >= 0; --b) free_stack_.push_back(b);
+  index_.reserve(num_blocks_);
+  policy_->Init(num_blocks_);
+}
+
+BlockPool::~BlockPool() = default;
+
+BlockId BlockPool::FindCached(const BlockHash& hash) const {
+  const auto it = index_.find(hash);
+  return it == index_.end() ? kNullBlock : it->second;
+}
+
+bool BlockPool::TokensMatch(BlockId block, std::span<const TokenId> tokens) const {
+  if (!InRange(block) || !meta_[block].cached) return false;
+  if (!meta_[block].has_tokens) return true;
+  if (tokens.size() != static_cast<size_t>(block_size_)) return false;
+  const TokenId* stored = tokens_.data() + static_cast<size_t>(block) * block_size_;
+  return std::equal(tokens.begin(), tokens.end(), stored);
+}
+
+absl::Status BlockPool::Pin(BlockId block) {
+  if (!InRange(block)) return OutOfRange(block, num_blocks_);
+  BlockMeta& m = meta_[block];
+  if (m.state == State::kFree) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot pin block ", block, ": it is free (neither used nor cached); Allocate it instead"));
+  }
+  if (m.state == State::kEvictable) {
+    m.state = State::kUsed;
+    --num_evictable_;
+  }
+  ++m.ref_count;
+  if (m.cached) policy_->OnAccess(block, m.hash);
+  return absl::OkStatus();
+}
+
+void BlockPool::Release(BlockId block) {
+  BlockMeta& m = meta_[block];
+  if (m.cached) {
+    m.state = State::kEvictable;
+    ++num_evictable_;
+    policy_->OnRelease(block, m.hash);
+  } else {
+    m.state = State::kFree;
+    free_stack_.push_back(block);
+  }
+}
+
+absl::Status BlockPool::Unpin(BlockId block) {
+  if (!InRange(block)) return OutOfRange(block, num_blocks_);
+  BlockMeta& m = meta_[block];
+  if (m.ref_count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot unpin block ", block,
+                                                      ": its reference count is already 0 (double "
+                                                      "free?)"));
+  }
+  if (--m.ref_count == 0) Release(block);
+  return absl::OkStatus();
+}
+
+absl::Status BlockPool::Unpin(std::span<const BlockId> blocks) {
+  // Pass 1: decrement, rolling back on the first bad entry so a failure changes nothing.
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockId b = blocks[i];
+    absl::Status error;
+    if (!InRange(b)) {
+      error = OutOfRange(b, num_blocks_);
+    } else if (meta_[b].ref_count == 0) {
+      error = absl::FailedPreconditionError(absl::StrCat(
+          "cannot unpin block ", b, " (entry ", i,
+          "): its reference count would drop below 0 (double free or repeated entry?)"));
+    }
+    if (!error.ok()) {
+      for (size_t j = 0; j < i; ++j) ++meta_[blocks[j]].ref_count;
+      return error;
+    }
+    --meta_[b].ref_count;
+  }
+  // Pass 2: queue the blocks that reached zero, in the caller's order (each once).
+  for (const BlockId b : blocks) {
+    if (meta_[b].ref_count == 0 && meta_[b].state == State::kUsed) Release(b);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlockId> BlockPool::EvictOne() {
+  const BlockId victim = policy_->PickVictim();
+  if (!InRange(victim) || meta_[victim].state != State::kEvictable || !meta_[victim].cached) {
+    return absl::InternalError(absl::StrCat("eviction policy \"", std::string(policy_->Name()),
+                                            "\" picked block ", victim,
+                                            ", which is not an evictable cached block"));
+  }
+  --num_evictable_;
+  meta_[victim].state = State::kFree;
+  RemoveFromIndex(victim);
+  ++stats_.evictions;
+  return victim;
+}
+
+absl::StatusOr<BlockId> BlockPool::Allocate() {
+  BlockId block;
+  if (!free_stack_.empty()) {
+    block = free_stack_.back();
+    free_stack_.pop_back();
+  } else if (num_evictable_ > 0) {
+    auto victim = EvictOne();
+    if (!victim.ok()) return victim.status();
+    block = *victim;
+  } else {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no free or evictable KV block: all ", num_blocks_,
+                     " blocks are in use; free requests or configure more blocks"));
+  }
+  BlockMeta& m = meta_[block];
+  m.ref_count = 1;
+  m.state = State::kUsed;
+  return block;
+}
+
+absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
+  if (count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot allocate ", count, " blocks"));
+  }
+  if (count > NumAvailableBlocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("need ", count, " KV blocks but only ",
+                                                     NumAvailableBlocks(), " of ", num_blocks_,
+                                                     " are free or evictable"));
+  }
+  out->reserve(out->size() + count);
+  for (int32_t i = 0; i < count; ++i) {
+    auto block = Allocate();
+    if (!block.ok()) return block.status();
+    out->push_back(*block);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
+                                       const BlockHash& parent_hash,
+                                       std::span<const TokenId> tokens, BlockId parent_block) {
+  if (!InRange(block)) return OutOfRange(block, num_blocks_);
+  BlockMeta& m = meta_[block];
+  if (m.state != State::kUsed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot cache block ", block, ": it is not in use (allocate or pin it first)"));
+  }
+  if (m.cached) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot cache block ", block, ": it is already cached"));
+  }
+  if (!tokens.empty() && tokens.size() != static_cast<size_t>(block_size_)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot cache block ", block, " with ",
+                                                   tokens.size(), " tokens: pass none or exactly ",
+                                                   block_size_));
+  }
+  if (parent_block != kNullBlock) {
+    if (!InRange(parent_block)) return OutOfRange(parent_block, num_blocks_);
+    if (!meta_[parent_block].cached || meta_[parent_block].hash != parent_hash) {
+      return absl::InvalidArgumentError(absl::StrCat("parent block ", parent_block,
+                                                     " is not cached under the parent hash ",
+                                                     parent_hash.ToString()));
+    }
+  }
+  const auto [it, inserted] = index_.try_emplace(hash, block);
+  if (!inserted) return false;
+  m.hash = hash;
+  m.parent_hash = parent_hash;
+  m.cached = true;
+  ++m.generation;
+  m.parent_block = parent_block;
+  m.parent_generation = parent_block == kNullBlock ? 0 : meta_[parent_block].generation;
+  m.has_tokens = store_tokens_ && !tokens.empty();
+  if (m.has_tokens) {
+    std::copy(tokens.begin(), tokens.end(),
+              tokens_.begin() + static_cast<ptrdiff_t>(block) * block_size_);
+  }
+  ++stats_.stored_blocks;
+  policy_->OnInsert(block, hash);
+  if (!listeners_.empty()) {
+    Emit(KvEvent{.type = KvEventType::kBlockStored,
+                 .hash = hash,
+                 .parent_hash = parent_hash,
+                 .token_count = block_size_,
+                 .block = block,
+                 .token_ids = tokens});
+  }
+  return true;
+}
+
+void BlockPool::RemoveFromIndex(BlockId block) {
+  BlockMeta& m = meta_[block];
+  index_.erase(m.hash);
+  m.cached = false;
+  m.has_tokens = false;
+  if (!listeners_.empty()) {
+    Emit(KvEvent{.type = KvEventType::kBlockRemoved,
+                 .hash = m.hash,
+                 .parent_hash = m.parent_hash,
+                 .token_count = block_size_,
+                 .block = block,
+                 .token_ids = {}});
+  }
+}
+
+absl::Status BlockPool::Uncache(BlockId block) {
+  if (!InRange(block)) return OutOfRange(block, num_blocks_);
+  BlockMeta& m = meta_[block];
+  if (!m.cached) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot uncache block ", block, ": it is not cached"));
+  }
+  policy_->OnRemove(block, m.hash);
+  if (m.state == State::kEvictable) {
+    --num_evictable_;
+    m.state = State::kFree;
+    free_stack_.push_back(block);
+  }
+  RemoveFromIndex(block);
+  return absl::OkStatus();
+}
+
+void BlockPool::ResetPrefixCache() {
+  policy_->Clear();
+  for (BlockId b = 0; b < num_blocks_; ++b) {
+    BlockMeta& m = meta_[b];
+    if (!m.cached) continue;
+    m.cached = false;
+    m.has_tokens = false;
+    if (m.state == State::kEvictable) {
+      m.state = State::kFree;
+      free_stack_.push_back(b);
+    }
+  }
+  index_.clear();
+  num_evictable_ = 0;
+  ++stats_.resets;
+  if (!listeners_.empty()) {
+    Emit(KvEvent{.type = KvEventType::kAllBlocksCleared,
+                 .hash = {},
+                 .parent_hash = {},
+                 .token_count = 0,
+                 .block = kNullBlock,
+                 .token_ids = {}});
+  }
+}
+
+int32_t BlockPool::RefCount(BlockId block) const {
+  return InRange(block) ? meta_[block].ref_count : -1;
+}
+
+bool BlockPool::IsCached(BlockId block) const { return InRange(block) && meta_[block].cached; }
+
+std::optional<BlockHash> BlockPool::CachedHash(BlockId block) const {
+  if (!IsCached(block)) return std::nullopt;
+  return meta_[block].hash;
+}
+
+std::optional<BlockHash> BlockPool::ParentHash(BlockId block) const {
+  if (!IsCached(block)) return std::nullopt;
+  return meta_[block].parent_hash;
+}
+
+std::span<const TokenId> BlockPool::CachedTokens(BlockId block) const {
+  if (!IsCached(block) || !meta_[block].has_tokens) return {};
+  return std::span<const TokenId>(tokens_).subspan(static_cast<size_t>(block) * block_size_,
+                                                   block_size_);
+}
+
+uint32_t BlockPool::Generation(BlockId block) const {
+  return InRange(block) ? meta_[block].generation : 0;
+}
+
+bool BlockPool::IsLinkedTo(BlockId child, BlockId parent) const {
+  if (!IsCached(child)) return false;
+  const BlockMeta& c = meta_[child];
+  if (parent == kNullBlock) return c.parent_block == kNullBlock;
+  return IsCached(parent) && c.parent_block == parent &&
+         c.parent_generation == meta_[parent].generation;
+}
+
+int BlockPool::AddEventListener(KvEventListener listener) {
+  const int id = next_listener_id_++;
+  listeners_.emplace_back(id, std::move(listener));
+  return id;
+}
+
+bool BlockPool::RemoveEventListener(int id) {
+  const auto it = std::find_if(listeners_.begin(), listeners_.end(),
+                               [id](const auto& entry) { return entry.first == id; });
+  if (it == listeners_.end()) return false;
+  listeners_.erase(it);
+  return true;
+}
+
+void BlockPool::Emit(const KvEvent& event) {
+  for (const auto& [id, listener] : listeners_) listener(event);
+}
+
+absl::Status BlockPool::ValidateInvariants() const {
+  int32_t num_free = 0, num_used = 0, num_evictable = 0, num_cached = 0;
+  for (BlockId b = 0; b < num_blocks_; ++b) {
+    const BlockMeta& m = meta_[b];
+    switch (m.state) {
+      case State::kFree:
+        ++num_free;
+        if (m.ref_count != 0 || m.cached) {
+          return absl::InternalError(
+              absl::StrCat("free block ", b, " has ref_count ", m.ref_count, " cached=", m.cached));
+        }
+        break;
+      case State::kUsed:
+        ++num_used;
+        if (m.ref_count <= 0) {
+          return absl::InternalError(
+              absl::StrCat("used block ", b, " has ref_count ", m.ref_count));
+        }
+        break;
+      case State::kEvictable:
+        ++num_evictable;
+        if (m.ref_count != 0 || !m.cached) {
+          return absl::InternalError(absl::StrCat("evictable block ", b, " has ref_count ",
+                                                  m.ref_count, " cached=", m.cached));
+        }
+        break;
+    }
+    if (m.cached) {
+      ++num_cached;
+      const BlockId indexed = FindCached(m.hash);
+      if (indexed != b) {
+        return absl::InternalError(absl::StrCat("cached block ", b, " hash ", m.hash.ToString(),
+                                                " maps to block ", indexed));
+      }
+    }
+    if (m.has_tokens && !m.cached) {
+      return absl::InternalError(absl::StrCat("uncached block ", b, " claims stored tokens"));
+    }
+  }
+  if (num_free + num_used + num_evictable != num_blocks_) {
+    return absl::InternalError("block states do not add up to num_blocks");
+  }
+  if (num_free != NumFreeBlocks()) {
+    return absl::InternalError(
+        absl::StrCat(num_free, " blocks are free but the free stack holds ", free_stack_.size()));
+  }
+  std::vector<bool> seen(num_blocks_, false);
+  for (const BlockId b : free_stack_) {
+    if (!InRange(b) || meta_[b].state != State::kFree || seen[b]) {
+      return absl::InternalError(absl::StrCat("free stack entry ", b, " is invalid or repeated"));
+    }
+    seen[b] = true;
+  }
+  if (num_evictable != num_evictable_) {
+    return absl::InternalError(
+        absl::StrCat(num_evictable, " blocks are evictable but the count is ", num_evictable_));
+  }
+  if (num_cached != NumCachedBlocks()) {
+    return absl::InternalError(
+        absl::StrCat(num_cached, " blocks are cached but the index holds ", index_.size()));
+  }
+  for (const auto& [hash, b] : index_) {
+    if (!InRange(b) || !meta_[b].cached || meta_[b].hash != hash) {
+      return absl::InternalError(
+          absl::StrCat("index entry ", hash.ToString(), " -> ", b, " does not match the block"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv

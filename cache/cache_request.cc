@@ -1,0 +1,101 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// CacheRequest: incremental chained hashing of a request's full blocks.
+#include "pagedkv/cache_request.h"
+
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+
+namespace pagedkv {
+namespace {
+
+absl::Status CheckVocab(std::span<const TokenId> tokens, int32_t vocab_size, int64_t first_index) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const TokenId t = tokens[i];
+    if (t < 0 || (vocab_size > 0 && t >= vocab_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token ", t, " at index ", first_index + static_cast<int64_t>(i),
+          vocab_size > 0 ? absl::StrCat(" is outside the vocabulary [0, ", vocab_size, ")")
+                         : std::string(" is negative")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CacheRequest::CacheRequest(CacheRequestOptions options) : options_(std::move(options)) {
+  hasher_ = options_.hasher != nullptr
+                ? options_.hasher
+                : std::shared_ptr<const BlockHasher>(std::shared_ptr<const BlockHasher>(),
+                                                     &DefaultBlockHasher());
+  root_ = RootHash(options_.cache_salt, options_.model_fingerprint);
+}
+
+absl::StatusOr<CacheRequest> CacheRequest::Create(CacheRequestOptions options,
+                                                  std::span<const TokenId> prompt) {
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CacheRequestOptions.block_size must be > 0, got ", options.block_size));
+  }
+  if (options.vocab_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CacheRequestOptions.vocab_size must be >= 0, got ", options.vocab_size));
+  }
+  for (size_t i = 0; i < options.multimodal.size(); ++i) {
+    const MultimodalInput& mm = options.multimodal[i];
+    if (mm.offset < 0 || mm.length <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("multimodal input ", i, " has offset ",
+                                                     mm.offset, " and length ", mm.length,
+                                                     "; need offset >= 0 and length > 0"));
+    }
+    if (i > 0 && mm.offset < options.multimodal[i - 1].offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("multimodal inputs must be sorted by offset; input ", i, " starts at ",
+                       mm.offset, " before input ", i - 1));
+    }
+  }
+  absl::Status vocab = CheckVocab(prompt, options.vocab_size, 0);
+  if (!vocab.ok()) return vocab;
+  CacheRequest request(std::move(options));
+  request.tokens_.assign(prompt.begin(), prompt.end());
+  request.num_prompt_tokens_ = static_cast<int64_t>(prompt.size());
+  request.block_hashes_.reserve(prompt.size() / request.options_.block_size + 1);
+  request.HashNewBlocks();
+  return request;
+}
+
+absl::Status CacheRequest::AppendTokens(std::span<const TokenId> tokens) {
+  absl::Status vocab = CheckVocab(tokens, options_.vocab_size, num_tokens());
+  if (!vocab.ok()) return vocab;
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  HashNewBlocks();
+  return absl::OkStatus();
+}
+
+void CacheRequest::HashNewBlocks() {
+  const int64_t bs = options_.block_size;
+  const std::vector<MultimodalInput>& mm = options_.multimodal;
+  absl::InlinedVector<BlockHash, 4> mm_hashes;
+  while (static_cast<int64_t>(block_hashes_.size() + 1) * bs <= num_tokens()) {
+    const int64_t i = static_cast<int64_t>(block_hashes_.size());
+    const int64_t start = i * bs;
+    const int64_t end = start + bs;
+    BlockExtraKeys extra{.adapter_id = options_.adapter_id};
+    if (!mm.empty()) {
+      while (mm_cursor_ < mm.size() && mm[mm_cursor_].offset + mm[mm_cursor_].length <= start) {
+        ++mm_cursor_;
+      }
+      mm_hashes.clear();
+      for (size_t j = mm_cursor_; j < mm.size() && mm[j].offset < end; ++j) {
+        if (mm[j].offset + mm[j].length > start) mm_hashes.push_back(mm[j].content_hash);
+      }
+      extra.multimodal = mm_hashes;
+    }
+    block_hashes_.push_back(HashBlock(*hasher_, ParentHashOf(i), BlockTokens(i), extra));
+  }
+}
+
+}  // namespace pagedkv

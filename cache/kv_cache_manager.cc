@@ -1,0 +1,341 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// KvCacheManager: request-level prefix caching over a BlockPool. See
+// include/pagedkv/kv_cache_manager.h for the contract.
+#include "pagedkv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pagedkv {
+
+absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
+    KvCacheManagerOptions options, std::unique_ptr<EvictionPolicy> policy) {
+  if (options.num_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KvCacheManagerOptions.num_blocks must be > 0, got ", options.num_blocks));
+  }
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KvCacheManagerOptions.block_size must be > 0, got ", options.block_size));
+  }
+  if (options.vocab_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KvCacheManagerOptions.vocab_size must be >= 0 (0 = unchecked), got ", options.vocab_size));
+  }
+  BlockPoolOptions pool_options{
+      .num_blocks = options.num_blocks,
+      .block_size = options.block_size,
+      .store_tokens = options.enable_prefix_caching && options.verify_tokens,
+      .eviction_policy = options.eviction_policy,
+  };
+  auto pool = BlockPool::Create(pool_options, std::move(policy));
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<KvCacheManager>(new KvCacheManager(std::move(options), *std::move(pool)));
+}
+
+KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<BlockPool> pool)
+    : options_(std::move(options)), pool_(std::move(pool)) {}
+
+absl::StatusOr<CacheRequest> KvCacheManager::NewRequest(RequestId id,
+                                                        std::span<const TokenId> prompt,
+                                                        const RequestCacheKeys& keys) const {
+  return CacheRequest::Create(
+      CacheRequestOptions{
+          .id = id,
+          .block_size = options_.block_size,
+          .cache_salt = keys.cache_salt,
+          .model_fingerprint = options_.model_fingerprint,
+          .adapter_id = keys.adapter_id,
+          .multimodal = keys.multimodal,
+          .vocab_size = options_.vocab_size,
+          .hasher = options_.hasher,
+      },
+      prompt);
+}
+
+absl::Status KvCacheManager::CheckRequest(const CacheRequest& request) const {
+  if (request.block_size() != options_.block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", request.id(), " was hashed with block size ", request.block_size(),
+                     " but the manager uses ", options_.block_size, "; create it with NewRequest"));
+  }
+  if (options_.vocab_size > 0 && request.vocab_size() != options_.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request.id(), " was checked against vocabulary size ", request.vocab_size(),
+        " but the manager uses ", options_.vocab_size, "; create it with NewRequest"));
+  }
+  return absl::OkStatus();
+}
+
+bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int64_t i,
+                            BlockId prev) const {
+  const std::optional<BlockHash> parent = pool_->ParentHash(block);
+  return parent.has_value() && *parent == request.ParentHashOf(i) &&
+         pool_->TokensMatch(block, request.BlockTokens(i)) && pool_->IsLinkedTo(block, prev);
+}
+
+absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequest& request) {
+  absl::Status ok = CheckRequest(request);
+  if (!ok.ok()) return ok;
+  ComputedBlocks result;
+  ++stats_.lookups;
+  stats_.queried_tokens += request.num_tokens();
+  stats_.queried_blocks += request.num_full_blocks();
+  if (!options_.enable_prefix_caching || request.num_tokens() == 0) return result;
+  // At least one token must be computed, so the last token's block is never a hit.
+  const int64_t max_blocks = std::min<int64_t>((request.num_tokens() - 1) / options_.block_size,
+                                               request.num_full_blocks());
+  const std::span<const BlockHash> hashes = request.block_hashes();
+  BlockId prev = kNullBlock;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const BlockId block = pool_->FindCached(hashes[i]);
+    if (block == kNullBlock) break;
+    if (options_.verify_tokens && !Verify(block, request, i, prev)) {
+      ++stats_.verification_failures;
+      break;
+    }
+    result.blocks.push_back(block);
+    prev = block;
+  }
+  result.num_computed_tokens = static_cast<int64_t>(result.blocks.size()) * options_.block_size;
+  stats_.hit_blocks += static_cast<int64_t>(result.blocks.size());
+  stats_.hit_tokens += result.num_computed_tokens;
+  return result;
+}
+
+absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
+    const CacheRequest& request, int64_t num_new_tokens,
+    const ComputedBlocks& new_computed_blocks) const {
+  absl::Status ok = CheckRequest(request);
+  if (!ok.ok()) return ok;
+  if (num_new_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_new_tokens must be >= 0, got ", num_new_tokens));
+  }
+  const auto it = requests_.find(request.id());
+  Plan plan;
+  plan.is_new = it == requests_.end();
+  const int64_t num_computed = static_cast<int64_t>(new_computed_blocks.blocks.size());
+  if (num_computed > 0) {
+    if (!plan.is_new) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", request.id(),
+          " already has blocks; pass computed blocks only on its first AllocateSlots"));
+    }
+    if (!options_.enable_prefix_caching) {
+      return absl::InvalidArgumentError("prefix caching is off; there are no computed blocks");
+    }
+  }
+  if (new_computed_blocks.num_computed_tokens != num_computed * options_.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "computed blocks hold ", num_computed, " blocks of ", options_.block_size,
+        " tokens but num_computed_tokens is ", new_computed_blocks.num_computed_tokens));
+  }
+  if (num_computed > request.num_full_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request.id(), " has ",
+                                                   request.num_full_blocks(), " full blocks but ",
+                                                   num_computed, " computed blocks were passed"));
+  }
+  BlockId prev = kNullBlock;
+  for (int64_t i = 0; i < num_computed; ++i) {
+    const BlockId block = new_computed_blocks.blocks[i];
+    const std::optional<BlockHash> hash = pool_->CachedHash(block);
+    if (!hash.has_value() || *hash != request.block_hashes()[i] ||
+        (options_.verify_tokens && !Verify(block, request, i, prev))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "computed block ", i, " (block id ", block, ") of request ", request.id(),
+          " is no longer cached for it; call GetComputedBlocks again in the same step"));
+    }
+    if (pool_->RefCount(block) == 0) ++plan.evictable_hits;
+    prev = block;
+  }
+  const int64_t have_tokens =
+      plan.is_new ? new_computed_blocks.num_computed_tokens : it->second.num_tokens;
+  plan.total_tokens = have_tokens + num_new_tokens;
+  if (plan.total_tokens > request.num_tokens()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", request.id(), " has ", request.num_tokens(),
+                     " tokens; cannot allocate slots for ", plan.total_tokens, " (", have_tokens,
+                     " + ", num_new_tokens, "); append tokens to the CacheRequest first"));
+  }
+  const int64_t bs = options_.block_size;
+  const int64_t blocks_needed = (plan.total_tokens + bs - 1) / bs;
+  const int64_t blocks_held =
+      plan.is_new ? num_computed : static_cast<int64_t>(it->second.table.size());
+  plan.new_blocks = static_cast<int32_t>(std::max<int64_t>(0, blocks_needed - blocks_held));
+  return plan;
+}
+
+absl::StatusOr<int32_t> KvCacheManager::NumBlocksToAllocate(
+    const CacheRequest& request, int64_t num_new_tokens,
+    const ComputedBlocks& new_computed_blocks) const {
+  auto plan = MakePlan(request, num_new_tokens, new_computed_blocks);
+  if (!plan.ok()) return plan.status();
+  return plan->new_blocks + plan->evictable_hits;
+}
+
+absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
+                                           const ComputedBlocks& new_computed_blocks) {
+  auto plan_or = MakePlan(request, num_new_tokens, new_computed_blocks);
+  if (!plan_or.ok()) return plan_or.status();
+  const Plan& plan = *plan_or;
+  if (plan.new_blocks + plan.evictable_hits > pool_->NumAvailableBlocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request ", request.id(), " needs ", plan.new_blocks + plan.evictable_hits,
+        " more KV blocks but only ", pool_->NumAvailableBlocks(), " of ", pool_->num_blocks(),
+        " are free or evictable; wait for requests to finish or preempt one"));
+  }
+  // Nothing below can fail on caller input: every check is done.
+  RequestState* state;
+  if (plan.is_new) {
+    state = &requests_[request.id()];
+    state->table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
+    for (const BlockId block : new_computed_blocks.blocks) {
+      absl::Status pinned = pool_->Pin(block);
+      if (!pinned.ok()) return pinned;  // unreachable: validated by MakePlan
+      state->table.push_back(block);
+    }
+    state->num_cached_blocks = static_cast<int64_t>(new_computed_blocks.blocks.size());
+    if (!new_computed_blocks.blocks.empty()) {
+      state->last_canonical = new_computed_blocks.blocks.back();
+      state->last_canonical_generation = pool_->Generation(state->last_canonical);
+    }
+  } else {
+    state = &requests_.find(request.id())->second;
+  }
+  absl::Status allocated = pool_->Allocate(plan.new_blocks, &state->table);
+  if (!allocated.ok()) return allocated;  // only a misbehaving eviction policy gets here
+  state->num_tokens = plan.total_tokens;
+  if (options_.enable_prefix_caching) CacheFullBlocks(request, *state);
+  return absl::OkStatus();
+}
+
+void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& state) {
+  const int64_t full =
+      std::min<int64_t>(state.num_tokens / options_.block_size, request.num_full_blocks());
+  const std::span<const BlockHash> hashes = request.block_hashes();
+  for (int64_t i = state.num_cached_blocks; i < full; ++i) {
+    const BlockId block = state.table[i];
+    const BlockHash& hash = hashes[i];
+    const BlockHash& parent_hash = request.ParentHashOf(i);
+    const std::span<const TokenId> tokens = request.BlockTokens(i);
+    if (!options_.verify_tokens) {
+      // Hash-only mode: index the block unless its hash is already present.
+      (void)pool_->Insert(block, hash, parent_hash, tokens);
+      continue;
+    }
+    if (state.chain_broken) continue;
+    BlockId prev = kNullBlock;
+    if (i > 0) {
+      prev = state.last_canonical;
+      if (prev == kNullBlock || !pool_->IsCached(prev) ||
+          pool_->Generation(prev) != state.last_canonical_generation) {
+        // The verified block before this one left the cache: this block's context cannot be
+        // linked any more, so neither it nor its successors are offered to the index.
+        state.chain_broken = true;
+        continue;
+      }
+    }
+    BlockId canonical = block;
+    const BlockId holder = pool_->FindCached(hash);
+    if (holder != kNullBlock) {
+      if (Verify(holder, request, i, prev)) {
+        canonical = holder;  // same content already cached (e.g. computed concurrently)
+      } else {
+        // A different block (hash collision, or a block whose parent changed) holds the hash:
+        // replace it with this request's verified block.
+        ++stats_.replaced_blocks;
+        (void)pool_->Uncache(holder);
+      }
+    }
+    if (canonical == block) (void)pool_->Insert(block, hash, parent_hash, tokens, prev);
+    state.last_canonical = canonical;
+    state.last_canonical_generation = pool_->Generation(canonical);
+  }
+  state.num_cached_blocks = std::max(state.num_cached_blocks, full);
+}
+
+absl::Status KvCacheManager::Free(RequestId id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("request ", id, " holds no KV blocks (never allocated, or already freed)"));
+  }
+  const std::vector<BlockId>& table = it->second.table;
+  // Tail first, so a chain's tail becomes evictable before its parents.
+  for (auto b = table.rbegin(); b != table.rend(); ++b) {
+    absl::Status unpinned = pool_->Unpin(*b);
+    if (!unpinned.ok()) return unpinned;  // unreachable: the table holds one reference per entry
+  }
+  requests_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::span<const BlockId>> KvCacheManager::GetBlockTable(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
+  }
+  return std::span<const BlockId>(it->second.table);
+}
+
+absl::StatusOr<int64_t> KvCacheManager::NumAllocatedTokens(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
+  }
+  return it->second.num_tokens;
+}
+
+void KvCacheManager::ResetPrefixCache() { pool_->ResetPrefixCache(); }
+
+double KvCacheManager::Usage() const {
+  return static_cast<double>(pool_->NumUsedBlocks()) / pool_->num_blocks();
+}
+
+CacheStats KvCacheManager::stats() const {
+  CacheStats s = stats_;
+  const CacheStats& p = pool_->stats();
+  s.stored_blocks = p.stored_blocks;
+  s.evictions = p.evictions;
+  s.resets = p.resets;
+  return s;
+}
+
+void KvCacheManager::ResetStats() {
+  stats_ = CacheStats{};
+  pool_->ResetStats();
+}
+
+absl::Status KvCacheManager::ValidateInvariants() const {
+  absl::Status pool_ok = pool_->ValidateInvariants();
+  if (!pool_ok.ok()) return pool_ok;
+  std::vector<int32_t> refs(pool_->num_blocks(), 0);
+  const int64_t bs = options_.block_size;
+  for (const auto& [id, state] : requests_) {
+    const int64_t expected_blocks = (state.num_tokens + bs - 1) / bs;
+    if (static_cast<int64_t>(state.table.size()) != expected_blocks) {
+      return absl::InternalError(absl::StrCat("request ", id, " covers ", state.num_tokens,
+                                              " tokens with ", state.table.size(), " blocks"));
+    }
+    for (const BlockId b : state.table) {
+      if (b < 0 || b >= pool_->num_blocks()) {
+        return absl::InternalError(absl::StrCat("request ", id, " holds invalid block ", b));
+      }
+      ++refs[b];
+    }
+  }
+  for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
+    if (pool_->RefCount(b) != refs[b]) {
+      return absl::InternalError(absl::StrCat("block ", b, " has reference count ",
+                                              pool_->RefCount(b), " but ", refs[b],
+                                              " block-table entries"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv

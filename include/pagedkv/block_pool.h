@@ -1,0 +1,218 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// BlockPool: a fixed set of KV blocks with reference counts and a hash -> block index.
+//
+// Every block is in exactly one state:
+//   free       - reference count 0, not in the index; Allocate hands these out first;
+//   used       - reference count > 0 (cached or not);
+//   evictable  - reference count 0 but still in the index: a later request can Pin it (a prefix
+//                hit); when no free block is left, Allocate evicts one chosen by the policy and
+//                drops it from the index.
+// The pool works at the hash level only (no requests, no prompts): the KvCacheManager drives it
+// for an engine; the replay tool drives it directly with trace hash ids. All operations are O(1)
+// (amortised hash-map cost) except the LFU/FIFO policies (O(log n)) and ResetPrefixCache (O(n)).
+// Not thread-safe. Holds no device memory: block ids index the engine's paged KV storage.
+//
+// Chain links (for exact verification): Insert may name the parent block that currently holds the
+// parent hash; the pool records it with that parent's generation (bumped each time a block enters
+// the index). IsLinkedTo(child, parent) later tells whether the child was computed on top of
+// exactly that cached parent, so a verifier that compares tokens block by block and follows links
+// can never accept a block whose earlier context differed.
+//
+// Example (the replay "cache mode" access pattern):
+//   auto pool = pagedkv::BlockPool::Create({.num_blocks = 4096, .block_size = 16}).value();
+//   std::vector<pagedkv::BlockId> table;
+//   for (const pagedkv::BlockHash& h : request_hashes) {
+//     pagedkv::BlockId b = pool->FindCached(h);
+//     if (b != pagedkv::kNullBlock) {
+//       PAGEDKV_RETURN_IF_ERROR(pool->Pin(b));                  // hit
+//     } else {
+//       PAGEDKV_ASSIGN_OR_RETURN(b, pool->Allocate());          // may evict
+//       PAGEDKV_RETURN_IF_ERROR(pool->Insert(b, h, parent).status());
+//     }
+//     table.push_back(b);
+//   }
+//   std::reverse(table.begin(), table.end());                   // free tail first
+//   PAGEDKV_RETURN_IF_ERROR(pool->Unpin(table));
+#ifndef PAGEDKV_BLOCK_POOL_H_
+#define PAGEDKV_BLOCK_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/block_hash.h"
+#include "pagedkv/cache_stats.h"
+#include "pagedkv/eviction_policy.h"
+#include "pagedkv/kv_events.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+struct BlockPoolOptions {
+  int32_t num_blocks = 0;               // total blocks in the pool; must be > 0
+  int32_t block_size = 16;              // tokens per block; must be > 0
+  bool store_tokens = true;             // keep cached blocks' token ids so hits can be verified
+  std::string eviction_policy = "lru";  // used when Create gets no policy: "lru", "lfu", "fifo"
+};
+
+class BlockPool {
+ public:
+  // Validates `options` (InvalidArgument for zero/negative sizes or an unknown policy name) and
+  // builds a pool with every block free. `policy`, when given, replaces options.eviction_policy.
+  static absl::StatusOr<std::unique_ptr<BlockPool>> Create(
+      const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy = nullptr);
+
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool();
+
+  // ---- Lookup ---------------------------------------------------------------------------------
+
+  // The block cached under `hash` (used or evictable), or kNullBlock. Changes nothing.
+  BlockId FindCached(const BlockHash& hash) const;
+
+  // True when `block` is cached and either has no stored tokens (store_tokens off, or inserted
+  // without tokens) or its stored tokens equal `tokens`.
+  bool TokensMatch(BlockId block, std::span<const TokenId> tokens) const;
+
+  // ---- Reference counting ---------------------------------------------------------------------
+
+  // Adds a reference to `block`, which must be used or cached (a free block is
+  // FailedPrecondition: Allocate it instead; out of range is InvalidArgument). Pinning an
+  // evictable block takes it off the evictable set; pinning a cached block tells the policy.
+  absl::Status Pin(BlockId block);
+
+  // Drops one reference. At zero a cached block becomes evictable (queued in call order), an
+  // uncached one becomes free. FailedPrecondition when the count is already zero (double free).
+  absl::Status Unpin(BlockId block);
+
+  // Unpin of each block in order (pass a chain tail first). All-or-nothing: when any block would
+  // drop below zero (counting repeats) nothing changes.
+  absl::Status Unpin(std::span<const BlockId> blocks);
+
+  // ---- Allocation -----------------------------------------------------------------------------
+
+  // A block with reference count 1, not cached: a free block if any, else an evicted one (removed
+  // from the index, kBlockRemoved emitted). ResourceExhausted when every block is used.
+  absl::StatusOr<BlockId> Allocate();
+
+  // Appends `count` (>= 0) allocated blocks to `*out`. All-or-nothing: ResourceExhausted (nothing
+  // allocated, nothing evicted) when fewer than `count` blocks are available.
+  absl::Status Allocate(int32_t count, std::vector<BlockId>* out);
+
+  // ---- Index ----------------------------------------------------------------------------------
+
+  // Caches used, uncached `block` under `hash`. `parent_hash` is the previous block's hash (the
+  // root for a first block); `tokens` is empty or exactly block_size tokens (stored when
+  // store_tokens); `parent_block`, when not kNullBlock, must be cached under `parent_hash` and is
+  // recorded as the chain link. Returns true when indexed (kBlockStored emitted, policy told),
+  // false when another block already holds `hash` (then nothing changes). InvalidArgument /
+  // FailedPrecondition for a bad block, state, token count or parent; nothing changes then.
+  absl::StatusOr<bool> Insert(BlockId block, const BlockHash& hash, const BlockHash& parent_hash,
+                              std::span<const TokenId> tokens = {},
+                              BlockId parent_block = kNullBlock);
+
+  // Drops cached `block` from the index (kBlockRemoved emitted). A used block stays used; an
+  // evictable one becomes free. FailedPrecondition when it is not cached.
+  absl::Status Uncache(BlockId block);
+
+  // Drops the whole index: evictable blocks become free, used blocks stay used but uncached.
+  // Emits one kAllBlocksCleared. Reference counts are untouched.
+  void ResetPrefixCache();
+
+  // ---- Queries --------------------------------------------------------------------------------
+
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  bool store_tokens() const { return store_tokens_; }
+  int32_t NumFreeBlocks() const { return static_cast<int32_t>(free_stack_.size()); }
+  int32_t NumEvictableBlocks() const { return num_evictable_; }
+  // Free + evictable: how many blocks Allocate can hand out now.
+  int32_t NumAvailableBlocks() const { return NumFreeBlocks() + num_evictable_; }
+  int32_t NumUsedBlocks() const { return num_blocks_ - NumAvailableBlocks(); }
+  int32_t NumCachedBlocks() const { return static_cast<int32_t>(index_.size()); }
+
+  // Reference count of `block`; -1 when out of range.
+  int32_t RefCount(BlockId block) const;
+  // Whether `block` is in the index.
+  bool IsCached(BlockId block) const;
+  // The hash / parent hash `block` is cached under; nullopt when not cached.
+  std::optional<BlockHash> CachedHash(BlockId block) const;
+  std::optional<BlockHash> ParentHash(BlockId block) const;
+  // The stored tokens of cached `block` (empty when none are stored). Valid until it changes.
+  std::span<const TokenId> CachedTokens(BlockId block) const;
+  // How many times `block` has entered the index (0 for out of range).
+  uint32_t Generation(BlockId block) const;
+  // True when `child` is cached and its recorded parent link is `parent` in its current
+  // generation (and `parent` is cached); for parent == kNullBlock: `child` is cached and was
+  // inserted with no parent block.
+  bool IsLinkedTo(BlockId child, BlockId parent) const;
+
+  // Pool counters: stored_blocks, evictions, resets (the lookup counters stay zero here).
+  const CacheStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = CacheStats{}; }
+  const EvictionPolicy& policy() const { return *policy_; }
+
+  // ---- Events ---------------------------------------------------------------------------------
+
+  // Registers a listener (see kv_events.h); returns its id for RemoveEventListener.
+  int AddEventListener(KvEventListener listener);
+  // Unregisters; false when `id` is unknown.
+  bool RemoveEventListener(int id);
+
+  // ---- Debugging ------------------------------------------------------------------------------
+
+  // O(num_blocks) consistency check of every internal structure (free + evictable + used = total,
+  // index <-> block states, evictable count); Internal with a description when broken.
+  absl::Status ValidateInvariants() const;
+
+ private:
+  enum class State : uint8_t { kFree, kUsed, kEvictable };
+
+  struct BlockMeta {
+    BlockHash hash;         // valid when cached
+    BlockHash parent_hash;  // valid when cached
+    int32_t ref_count = 0;
+    BlockId parent_block = kNullBlock;  // chain link, valid when cached
+    uint32_t parent_generation = 0;     // generation of parent_block when linked
+    uint32_t generation = 0;            // times this block entered the index
+    State state = State::kFree;
+    bool cached = false;
+    bool has_tokens = false;
+  };
+
+  BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy);
+
+  bool InRange(BlockId block) const { return block >= 0 && block < num_blocks_; }
+  // Evicts the policy's victim; returns it (reference count 0, uncached, not on the free stack).
+  absl::StatusOr<BlockId> EvictOne();
+  // Reference count of used `block` reached zero: queue it as evictable or return it to free.
+  void Release(BlockId block);
+  void RemoveFromIndex(BlockId block);
+  void Emit(const KvEvent& event);
+
+  int32_t num_blocks_;
+  int32_t block_size_;
+  bool store_tokens_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::vector<BlockMeta> meta_;      // [num_blocks]
+  std::vector<TokenId> tokens_;      // [num_blocks * block_size] if stored
+  std::vector<BlockId> free_stack_;  // free blocks, popped from the back
+  absl::flat_hash_map<BlockHash, BlockId, BlockHashMix> index_;
+  int32_t num_evictable_ = 0;
+  CacheStats stats_;
+  std::vector<std::pair<int, KvEventListener>> listeners_;
+  int next_listener_id_ = 1;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_BLOCK_POOL_H_

@@ -1,0 +1,39 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Prefix-cache statistics: counters kept by BlockPool (evictions, stores) and KvCacheManager
+// (lookups, hits), and a one-line hit-rate summary.
+//
+// Example:
+//   pagedkv::CacheStats s = manager->stats();
+//   std::printf("%s\n", s.Summary().c_str());  // "lookups=10 hit_rate=43.75% (…)"
+#ifndef PAGEDKV_CACHE_STATS_H_
+#define PAGEDKV_CACHE_STATS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace pagedkv {
+
+struct CacheStats {
+  int64_t lookups = 0;                // prefix lookups (KvCacheManager::GetComputedBlocks calls)
+  int64_t queried_tokens = 0;         // prompt tokens presented to those lookups
+  int64_t queried_blocks = 0;         // full blocks presented to those lookups
+  int64_t hit_tokens = 0;             // tokens served from the cache (num_computed_tokens)
+  int64_t hit_blocks = 0;             // blocks served from the cache
+  int64_t stored_blocks = 0;          // blocks inserted into the hash index
+  int64_t evictions = 0;              // cached blocks evicted to make room for an allocation
+  int64_t verification_failures = 0;  // hash hits rejected because tokens/parent did not match
+  int64_t replaced_blocks = 0;        // indexed blocks replaced after failing verification
+  int64_t resets = 0;                 // ResetPrefixCache calls
+
+  // hit_tokens / queried_tokens, or 0 when nothing was queried.
+  double HitRate() const;
+  // hit_blocks / queried_blocks, or 0 when nothing was queried.
+  double BlockHitRate() const;
+  // One line with every counter and the hit rates.
+  std::string Summary() const;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_CACHE_STATS_H_

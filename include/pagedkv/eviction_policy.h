@@ -1,0 +1,91 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Eviction policies: which cached, unreferenced block a BlockPool evicts when it runs out of free
+// blocks.
+//
+// A BlockPool owns one policy and tells it about every cached block's life:
+//   OnInsert  - the block entered the hash index (it is in use: not a candidate);
+//   OnAccess  - a cached block was pinned (a prefix hit or a share); if it was a candidate it no
+//               longer is one;
+//   OnRelease - a cached block's reference count dropped to zero: it is now a candidate. Called in
+//               the order the caller unpinned blocks (requests free tail first, so under LRU a
+//               chain's tail is evicted before its parents);
+//   OnRemove  - the block left the index other than through PickVictim (it may be a candidate);
+//   PickVictim- choose one candidate, forget it, return it (the pool then drops it from the index);
+//   Clear     - forget everything (the pool dropped its whole index).
+// Block ids are in [0, num_blocks) as given to Init; the hash identifies the block's content
+// (outside code, e.g. a Belady policy with future knowledge, keys on it).
+//
+// Built in: "lru" (default; O(1), intrusive list over flat arrays), "lfu" (fewest accesses since
+// insertion first, ties least recently released first; O(log n)), "fifo" (earliest inserted
+// first; O(log n)).
+//
+// Example (plugging a custom policy):
+//   class MyPolicy : public pagedkv::EvictionPolicy { ... };
+//   auto pool = pagedkv::BlockPool::Create({.num_blocks = 1024}, std::make_unique<MyPolicy>());
+//   auto lfu = pagedkv::MakeEvictionPolicy("lfu");  // StatusOr<std::unique_ptr<EvictionPolicy>>
+#ifndef PAGEDKV_EVICTION_POLICY_H_
+#define PAGEDKV_EVICTION_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/block_hash.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+// The pool calls these from a single thread; implementations need no locking. The pool never calls
+// OnRelease for a block that is already a candidate, nor OnAccess/OnRemove/OnRelease for a block
+// that is not in the index.
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+
+  // A short lowercase name, e.g. "lru".
+  virtual std::string_view Name() const = 0;
+
+  // Called once before any other call; later calls use block ids in [0, num_blocks).
+  // May be called again (by a new pool); then the policy starts empty.
+  virtual void Init(int32_t num_blocks) = 0;
+
+  // `block` entered the hash index under `hash`; it is referenced (not a candidate).
+  virtual void OnInsert(BlockId block, const BlockHash& hash) = 0;
+
+  // Cached `block` was pinned; if it was a candidate it is not one any more.
+  virtual void OnAccess(BlockId block, const BlockHash& hash) = 0;
+
+  // Cached `block`'s reference count dropped to zero: it becomes a candidate.
+  virtual void OnRelease(BlockId block, const BlockHash& hash) = 0;
+
+  // Cached `block` left the index without being picked (e.g. replaced after a failed
+  // verification); forget it whether or not it was a candidate.
+  virtual void OnRemove(BlockId block, const BlockHash& hash) = 0;
+
+  // Chooses a candidate to evict, forgets it and returns it.
+  // REQUIRES: at least one candidate (the pool checks its own count first).
+  virtual BlockId PickVictim() = 0;
+
+  // Forgets every block (the pool emptied its index).
+  virtual void Clear() = 0;
+};
+
+// Least recently released first. O(1) per call.
+std::unique_ptr<EvictionPolicy> MakeLruPolicy();
+// Fewest accesses (pins while cached) since insertion first; ties: least recently released.
+std::unique_ptr<EvictionPolicy> MakeLfuPolicy();
+// Earliest inserted first, regardless of accesses.
+std::unique_ptr<EvictionPolicy> MakeFifoPolicy();
+
+// "lru", "lfu" or "fifo" (case-sensitive); InvalidArgument naming the choices otherwise.
+absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name);
+
+// The names MakeEvictionPolicy accepts.
+std::vector<std::string_view> EvictionPolicyNames();
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_EVICTION_POLICY_H_

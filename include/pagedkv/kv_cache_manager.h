@@ -1,0 +1,200 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// KvCacheManager: request-level prefix caching over a BlockPool (vLLM v1 style).
+//
+// Per step, for each request the scheduler
+//   1. on admission: GetComputedBlocks(request) -> the longest cached prefix (never the whole
+//      prompt: at least one token is left to compute, so the step produces logits);
+//   2. AllocateSlots(request, num_new_tokens, computed) -> pins the hit blocks, grows the block
+//      table to cover the computed tokens plus `num_new_tokens`, and caches every block that
+//      becomes full (prompt and decode alike). ResourceExhausted, with nothing changed, when the
+//      pool is short of blocks (the scheduler then waits or preempts);
+//   3. reads GetBlockTable(id) to build slot mappings (slot = table[pos / bs] * bs + pos % bs);
+//   4. on finish / preemption / abort: Free(id) unpins the table tail first, so cached blocks stay
+//      evictable and a chain's tail is evicted before its parents.
+// Decode: append the sampled token to the CacheRequest, then AllocateSlots(request, 1).
+//
+// Verification (options.verify_tokens, on by default): a hash hit is accepted only when the
+// cached block's tokens and parent hash equal the request's and the block is linked to the very
+// block accepted just before it (BlockPool::IsLinkedTo), so even colliding hashes never make a
+// wrong reuse. A cached block that fails verification is replaced by the request's own block when
+// the request computes it. With verification off, hits are accepted on the hash alone.
+//
+// Not thread-safe. Holds no device memory; block ids index the engine's paged KV storage.
+//
+// Example:
+//   auto manager = pagedkv::KvCacheManager::Create({.num_blocks = 4096, .block_size = 16,
+//                                                   .model_fingerprint = "llama2-7b"}).value();
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::CacheRequest req, manager->NewRequest(1, prompt));
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::ComputedBlocks hit, manager->GetComputedBlocks(req));
+//   int64_t todo = req.num_tokens() - hit.num_computed_tokens;  // prefill the rest
+//   PAGEDKV_RETURN_IF_ERROR(manager->AllocateSlots(req, todo, hit));
+//   PAGEDKV_ASSIGN_OR_RETURN(std::span<const pagedkv::BlockId> table, manager->GetBlockTable(1));
+//   ...                                                           // run the model
+//   PAGEDKV_RETURN_IF_ERROR(req.AppendToken(sampled));            // decode step
+//   PAGEDKV_RETURN_IF_ERROR(manager->AllocateSlots(req, 1));
+//   PAGEDKV_RETURN_IF_ERROR(manager->Free(1));
+#ifndef PAGEDKV_KV_CACHE_MANAGER_H_
+#define PAGEDKV_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/block_hash.h"
+#include "pagedkv/block_pool.h"
+#include "pagedkv/cache_request.h"
+#include "pagedkv/cache_stats.h"
+#include "pagedkv/eviction_policy.h"
+#include "pagedkv/kv_events.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+struct KvCacheManagerOptions {
+  int32_t num_blocks = 0;               // blocks in the pool; must be > 0
+  int32_t block_size = 16;              // tokens per block; must be > 0
+  bool enable_prefix_caching = true;    // false: no lookups, no indexing (plain paged allocation)
+  bool verify_tokens = true;            // verify tokens and chain links on every hash hit
+  std::string eviction_policy = "lru";  // "lru", "lfu", "fifo"; ignored when Create gets a policy
+  int32_t vocab_size = 0;               // > 0: tokens outside [0, vocab_size) are rejected
+  std::string model_fingerprint;        // model id + RoPE config, hashed into every root
+  std::shared_ptr<const BlockHasher> hasher;  // block hasher; null = XXH3-128
+};
+
+// Per-request cache keys beyond the tokens.
+struct RequestCacheKeys {
+  std::string cache_salt;                   // requests with different salts never share blocks
+  uint64_t adapter_id = 0;                  // LoRA adapter id; 0 = none
+  std::vector<MultimodalInput> multimodal;  // sorted by offset
+};
+
+// The longest cached prefix of a request, as found by GetComputedBlocks.
+struct ComputedBlocks {
+  std::vector<BlockId> blocks;      // cached blocks holding the request's first tokens, in order
+  int64_t num_computed_tokens = 0;  // blocks.size() * block_size
+};
+
+class KvCacheManager {
+ public:
+  // InvalidArgument for a bad config (zero blocks, zero block size, negative vocab size, unknown
+  // policy name). `policy`, when given, replaces options.eviction_policy.
+  static absl::StatusOr<std::unique_ptr<KvCacheManager>> Create(
+      KvCacheManagerOptions options, std::unique_ptr<EvictionPolicy> policy = nullptr);
+
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  // A CacheRequest with this manager's block size, fingerprint, vocabulary and hasher.
+  // InvalidArgument for tokens outside the vocabulary or malformed multimodal inputs.
+  absl::StatusOr<CacheRequest> NewRequest(RequestId id, std::span<const TokenId> prompt,
+                                          const RequestCacheKeys& keys = {}) const;
+
+  // The longest verified cached prefix of `request`, at most (num_tokens - 1) / block_size blocks
+  // so at least one token is left to compute. Pins nothing (call AllocateSlots in the same step).
+  // Counts a lookup in the statistics. Empty when prefix caching is off. InvalidArgument when the
+  // request's block size differs from the manager's.
+  absl::StatusOr<ComputedBlocks> GetComputedBlocks(const CacheRequest& request);
+
+  // Reserves KV slots for `num_new_tokens` (>= 0) more tokens of `request`.
+  // On the request's first call `new_computed_blocks` (from GetComputedBlocks in the same step)
+  // are pinned and become the head of its block table; later calls must pass none. Blocks that
+  // become full are cached (hashes from `request`). Errors, with nothing changed:
+  //   ResourceExhausted  - not enough free + evictable blocks;
+  //   InvalidArgument    - negative count, more tokens than the request has, wrong block size,
+  //                        computed blocks on a later call or not matching the request;
+  //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again).
+  absl::Status AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
+                             const ComputedBlocks& new_computed_blocks = {});
+
+  // How many new blocks AllocateSlots(request, num_new_tokens, new_computed_blocks) would take
+  // from the pool (including computed blocks that are now evictable). Changes nothing.
+  absl::StatusOr<int32_t> NumBlocksToAllocate(const CacheRequest& request, int64_t num_new_tokens,
+                                              const ComputedBlocks& new_computed_blocks = {}) const;
+
+  // Releases the request's blocks (tail first) and forgets it. NotFound when the request has no
+  // blocks here (never allocated, or already freed: a double free).
+  absl::Status Free(RequestId id);
+
+  // The request's block table: entry i holds its tokens [i*bs, (i+1)*bs). Valid until the next
+  // AllocateSlots / Free. NotFound for an unknown request.
+  absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id) const;
+
+  // Tokens of the request that have KV slots (computed prefix + every allocated new token).
+  absl::StatusOr<int64_t> NumAllocatedTokens(RequestId id) const;
+
+  bool HasRequest(RequestId id) const { return requests_.contains(id); }
+  int32_t NumRequests() const { return static_cast<int32_t>(requests_.size()); }
+
+  // Drops every cached hash (running requests keep their blocks, uncached). Emits
+  // kAllBlocksCleared. Always succeeds.
+  void ResetPrefixCache();
+
+  int32_t num_blocks() const { return pool_->num_blocks(); }
+  int32_t block_size() const { return pool_->block_size(); }
+  // Free + evictable blocks.
+  int32_t NumAvailableBlocks() const { return pool_->NumAvailableBlocks(); }
+  // Fraction of blocks referenced by requests, in [0, 1].
+  double Usage() const;
+
+  // Lookup counters (this manager) merged with the pool's (stores, evictions, resets).
+  CacheStats stats() const;
+  void ResetStats();
+
+  int AddEventListener(KvEventListener listener) {
+    return pool_->AddEventListener(std::move(listener));
+  }
+  bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
+
+  const BlockPool& pool() const { return *pool_; }
+  const KvCacheManagerOptions& options() const { return options_; }
+
+  // Pool invariants plus: every request's table is referenced (reference counts equal the number
+  // of table entries holding each block). Internal with a description when broken.
+  absl::Status ValidateInvariants() const;
+
+ private:
+  struct RequestState {
+    std::vector<BlockId> table;           // block table
+    int64_t num_tokens = 0;               // tokens with slots
+    int64_t num_cached_blocks = 0;        // leading full blocks already offered to the index
+    BlockId last_canonical = kNullBlock;  // verified cached block for block num_cached_blocks-1
+    uint32_t last_canonical_generation = 0;
+    bool chain_broken = false;  // a block could not be linked; later ones are not cached
+  };
+
+  // What AllocateSlots would do; computed by MakePlan without changing anything.
+  struct Plan {
+    bool is_new = false;         // the request has no state yet
+    int64_t total_tokens = 0;    // tokens with slots after the call
+    int32_t new_blocks = 0;      // blocks to allocate from the pool
+    int32_t evictable_hits = 0;  // computed blocks that are evictable now (pinning takes them)
+  };
+
+  KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<BlockPool> pool);
+
+  // Validates the arguments of AllocateSlots / NumBlocksToAllocate and plans the allocation.
+  absl::StatusOr<Plan> MakePlan(const CacheRequest& request, int64_t num_new_tokens,
+                                const ComputedBlocks& new_computed_blocks) const;
+
+  // Whether cached `block` may serve block `i` of `request` whose previous block is `prev`.
+  bool Verify(BlockId block, const CacheRequest& request, int64_t i, BlockId prev) const;
+  // Offers the request's newly full blocks to the index.
+  void CacheFullBlocks(const CacheRequest& request, RequestState& state);
+  absl::Status CheckRequest(const CacheRequest& request) const;
+
+  KvCacheManagerOptions options_;
+  std::unique_ptr<BlockPool> pool_;
+  absl::flat_hash_map<RequestId, RequestState> requests_;
+  CacheStats stats_;  // lookup counters only
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KV_CACHE_MANAGER_H_

@@ -1,0 +1,58 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// KV cache events: what an embedding engine subscribes to in order to mirror the prefix cache
+// (e.g. a cache-aware router), in the spirit of vLLM's KV events.
+//
+// A BlockPool (and the KvCacheManager above it) calls every listener synchronously, in
+// registration order, at the moment the index changes:
+//   kBlockStored      - a block entered the hash index (hash, parent hash, tokens, block id);
+//   kBlockRemoved     - a block left the index (evicted to make room, or replaced after a failed
+//                       verification);
+//   kAllBlocksCleared - ResetPrefixCache dropped the whole index (no per-block events follow).
+//
+// Example:
+//   manager->AddEventListener([&](const pagedkv::KvEvent& e) {
+//     if (e.type == pagedkv::KvEventType::kBlockStored) router.Add(e.hash, e.parent_hash);
+//   });
+#ifndef PAGEDKV_KV_EVENTS_H_
+#define PAGEDKV_KV_EVENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pagedkv/block_hash.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+enum class KvEventType : uint8_t {
+  kBlockStored,
+  kBlockRemoved,
+  kAllBlocksCleared,
+};
+
+// "stored", "removed" or "cleared".
+std::string_view KvEventTypeName(KvEventType type);
+
+struct KvEvent {
+  KvEventType type = KvEventType::kBlockStored;
+  BlockHash hash;              // the block's hash (zero for kAllBlocksCleared)
+  BlockHash parent_hash;       // the previous block's hash; the chain root for a first block
+  int32_t token_count = 0;     // tokens in the block (the block size); 0 for cleared
+  BlockId block = kNullBlock;  // physical block id; kNullBlock for cleared
+  std::span<const TokenId> token_ids;  // stored: the block's tokens when known, else empty.
+                                       // Valid only during the callback.
+
+  // One line, e.g. "stored hash=… parent=… tokens=16 block=3".
+  std::string ToString() const;
+};
+
+// Called synchronously; must not call back into the pool or manager that emitted the event.
+using KvEventListener = std::function<void(const KvEvent&)>;
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KV_EVENTS_H_

@@ -1,0 +1,29 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Common scalar types shared by every part of pagedkv.
+//
+// Example:
+//   pagedkv::BlockId block = pagedkv::kNullBlock;  // "no block"
+//   pagedkv::TokenId token = 42;                    // a vocabulary index
+#ifndef PAGEDKV_TYPES_H_
+#define PAGEDKV_TYPES_H_
+
+#include <cstdint>
+
+namespace pagedkv {
+
+// A token id: an index into the model's vocabulary (>= 0 for real tokens).
+using TokenId = int32_t;
+
+// A physical KV block index in [0, num_blocks) of a BlockPool / paged KV cache.
+using BlockId = int32_t;
+
+// An engine-chosen request identifier, unique among live requests.
+using RequestId = uint64_t;
+
+// "No block": an empty block-table entry or a failed lookup.
+inline constexpr BlockId kNullBlock = -1;
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_TYPES_H_
