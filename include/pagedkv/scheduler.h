@@ -36,12 +36,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
+#include "pagedkv/block_hash.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -66,8 +67,8 @@ struct SchedulerOptions {
   // Split long prompts over several steps. When false a prompt is admitted only when all of its
   // uncached tokens fit in the step's budget, and AddRequest rejects requests that never could.
   bool enable_chunked_prefill = true;
-  // When > 0, at most this many prefill tokens per request per step (so one long prompt cannot
-  // take the whole budget from others). 0 = no per-request cap.
+  // When > 0 (and chunked prefill is on), at most this many prefill tokens per request per step,
+  // so one long prompt cannot take the whole budget from others. 0 = no per-request cap.
   int32_t long_prefill_token_threshold = 0;
   // Waiting-queue order (FCFS or priority).
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
@@ -102,7 +103,9 @@ struct SchedulerRequest {
   // Isolates prefix-cache sharing: requests share cached blocks only with the same salt.
   std::string cache_salt;
   // Adapter (e.g. LoRA) id; part of every block hash, so adapters never share blocks. 0 = none.
-  int32_t adapter_id = 0;
+  uint64_t adapter_id = 0;
+  // Multimodal inputs (sorted by offset), hashed into the blocks they overlap.
+  std::vector<MultimodalInput> multimodal;
   // Sampling this token finishes the request (the token is kept as its last output).
   std::optional<TokenId> eos_token;
   // More tokens that finish the request when sampled (kept as the last output).
@@ -194,7 +197,7 @@ struct ScheduledBatch {
   int32_t num_sequences() const { return static_cast<int32_t>(sequences.size()); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   // Sequence i's block table. REQUIRES: 0 <= i < num_sequences().
-  absl::Span<const BlockId> BlockTable(int32_t i) const;
+  std::span<const BlockId> BlockTable(int32_t i) const;
   // True when no token is scheduled (nothing to run this step).
   bool empty() const { return token_ids.empty(); }
   // Empties every field, keeping capacity.
@@ -261,9 +264,10 @@ class Scheduler {
   absl::Status status() const { return options_status_; }
 
   // Queues a request. AlreadyExists for an id not yet finished; InvalidArgument for an empty
-  // prompt, a negative token, max_new_tokens < 1, or a request that could never fit (longer than
-  // max_model_len, than the whole KV pool, or than the token budget without chunked prefill).
-  // On error nothing changes.
+  // prompt, a token that is negative or outside the cache's vocabulary, max_new_tokens < 1,
+  // malformed multimodal inputs, or a request that could never fit (prompt + max_new_tokens
+  // longer than max_model_len, than the whole KV pool, or than the token budget without chunked
+  // prefill). On error nothing changes.
   absl::Status AddRequest(SchedulerRequest request);
 
   // Plans the next step into `*batch` (cleared first; its capacity is reused).
@@ -277,11 +281,11 @@ class Scheduler {
   // samples == true (requests aborted since then excepted), in any order. Appends each token to its
   // request (its filled blocks become cacheable), finishes requests at EOS / stop token / length
   // and frees their blocks. Returns one RequestOutput per token, in the given order.
-  // InvalidArgument (nothing changed) for an unknown id, a sequence that did not sample, a
-  // duplicate, a negative token, or a missing token; FailedPrecondition when there is no batch
-  // awaiting output.
+  // Errors, with nothing changed: NotFound for an unknown (or finished) id; InvalidArgument for a
+  // sequence that did not sample in the last batch, a duplicate, a token that is negative or
+  // outside the vocabulary, or a missing token. An empty span is fine when nothing sampled.
   absl::StatusOr<std::vector<RequestOutput>> UpdateFromOutput(
-      absl::Span<const SampledToken> sampled);
+      std::span<const SampledToken> sampled);
 
   // Finishes a waiting or running request and frees its blocks; it is reported in the next
   // batch's finished_request_ids. NotFound for an unknown (or already finished) id.

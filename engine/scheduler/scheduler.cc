@@ -1,0 +1,572 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Scheduler: continuous batching over a KvCacheManager (see include/pagedkv/scheduler.h).
+//
+// One step (Schedule):
+//   1. Running requests, in admission order, get their next tokens (decode token or next prompt
+//      chunk) within the token budget. When AllocateSlots is short of blocks, the running request
+//      with the largest rank (lowest priority, then latest) is preempted and the allocation
+//      retried; a request that is itself the victim is not scheduled.
+//   2. If nothing was preempted, waiting requests are admitted in queue order (or longest cached
+//      prefix first), each with its prefix hits counted as computed, until the budget, the
+//      sequence cap or the pool runs out (the first that does not fit stops admission).
+//   3. The decisions are written out as one flat batch and each request's num_computed_tokens
+//      advances past its scheduled tokens.
+#include "pagedkv/scheduler.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/scheduler/request_state.h"
+#include "engine/scheduler/waiting_queue.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+using internal::RequestState;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One request's share of a step, decided before the batch is written out.
+struct Decision {
+  RequestState* request;
+  int32_t num_new_tokens;
+  bool newly_admitted;
+};
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  Impl(const SchedulerOptions& options, KvCacheManager& cache)
+      : options_(options), cache_(cache), waiting_(options.policy) {}
+
+  absl::Status AddRequest(SchedulerRequest request);
+  absl::Status Schedule(ScheduledBatch* batch);
+  absl::StatusOr<std::vector<RequestOutput>> UpdateFromOutput(
+      std::span<const SampledToken> sampled);
+  absl::Status AbortRequest(RequestId id);
+  absl::StatusOr<RequestInfo> GetRequestInfo(RequestId id) const;
+
+  bool HasUnfinishedRequests() const { return !requests_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  const SchedulerStats& stats() const { return stats_; }
+
+ private:
+  // Step 1: serves running requests; returns the remaining budget.
+  absl::StatusOr<int32_t> ScheduleRunning(int32_t budget, ScheduledBatch* batch);
+  // Step 2: admits waiting requests; returns the remaining budget.
+  absl::StatusOr<int32_t> ScheduleWaiting(int32_t budget);
+  // Tries to admit `request` with at most `budget` tokens. Returns false when it does not fit.
+  absl::StatusOr<bool> TryAdmit(RequestState* request, int32_t* budget);
+  // Waiting requests in admission order for this step.
+  void OrderWaiting(std::vector<RequestState*>* order) const;
+  // Leading full blocks of `request` found in the pool's hash index (hash only, no verification,
+  // no statistics): the cache-aware order's estimate of its prefix hit.
+  int64_t ProbeCachedBlocks(const RequestState& request) const;
+  // Preempts `victim`: frees its blocks, drops any decision for it (returning its tokens to
+  // `*budget`) and queues it at the front.
+  absl::Status Preempt(RequestState* victim, int32_t* budget, ScheduledBatch* batch);
+  // The running request to preempt: the largest rank.
+  RequestState* PickVictim() const;
+  // Writes decisions_ into `batch` and advances num_computed_tokens.
+  absl::Status EmitBatch(ScheduledBatch* batch);
+  // Ends a request: frees its blocks, forgets it, reports it in the next batch.
+  absl::Status Finish(RequestState* request, FinishReason reason);
+  void RemoveFromRunning(RequestState* request);
+
+  SchedulerOptions options_;
+  KvCacheManager& cache_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> requests_;
+  internal::WaitingQueue<RequestState> waiting_;
+  std::vector<RequestState*> running_;  // admission order
+  std::vector<Decision> decisions_;     // this step's, reused
+  std::vector<RequestState*> order_;    // this step's admission order, reused
+  std::vector<RequestId> pending_finished_;
+  int32_t num_awaiting_samples_ = 0;
+  uint64_t update_calls_ = 0;
+  bool preempted_this_step_ = false;
+  SchedulerStats stats_;
+};
+
+// ---- AddRequest --------------------------------------------------------------------------------
+
+absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
+  if (requests_.contains(request.id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request ", request.id,
+                     " is already queued or running; ids must be unique among "
+                     "unfinished requests"));
+  }
+  if (request.prompt.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", request.id, " has an empty prompt; give at least one token"));
+  }
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", request.id, ": prompt token ", i,
+                                                     " is negative (", request.prompt[i], ")"));
+    }
+  }
+  if (request.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request.id, ": max_new_tokens must be >= 1, got ", request.max_new_tokens));
+  }
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  const int64_t max_len = prompt_len + request.max_new_tokens;
+  if (options_.max_model_len > 0 && max_len > options_.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
+                     request.max_new_tokens, ") exceeds max_model_len ", options_.max_model_len));
+  }
+  // The last sampled token is never computed, so KV holds at most max_len - 1 tokens.
+  const int64_t max_blocks = CeilDiv(max_len - 1, cache_.block_size());
+  if (max_blocks > cache_.num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
+        request.max_new_tokens, ") needs up to ", max_blocks, " KV blocks but the pool has only ",
+        cache_.num_blocks(), "; shorten it or enlarge the pool"));
+  }
+  if (!options_.enable_chunked_prefill && max_len - 1 > options_.max_num_batched_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
+        request.max_new_tokens, ") - 1 exceeds max_num_batched_tokens ",
+        options_.max_num_batched_tokens,
+        " and chunked prefill is off, so it could never be (re)admitted; enable chunked prefill "
+        "or raise the budget"));
+  }
+  RequestCacheKeys keys;
+  keys.cache_salt = request.cache_salt;
+  keys.adapter_id = request.adapter_id;
+  keys.multimodal = request.multimodal;
+  PAGEDKV_ASSIGN_OR_RETURN(CacheRequest cache_request,
+                           cache_.NewRequest(request.id, request.prompt, keys));
+
+  auto state = std::make_unique<RequestState>(std::move(cache_request), request);
+  RequestState* raw = state.get();
+  requests_.emplace(request.id, std::move(state));
+  waiting_.PushBack(raw, raw->priority, raw->arrival_time);
+  raw->rank = raw->waiting_key;
+  return absl::OkStatus();
+}
+
+// ---- Schedule ----------------------------------------------------------------------------------
+
+absl::Status Scheduler::Impl::Schedule(ScheduledBatch* batch) {
+  if (num_awaiting_samples_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Schedule() called while ", num_awaiting_samples_,
+        " sequence(s) of the previous batch await their sampled token; call UpdateFromOutput "
+        "first"));
+  }
+  batch->Clear();
+  batch->block_size = cache_.block_size();
+  decisions_.clear();
+  preempted_this_step_ = false;
+
+  int32_t budget = options_.max_num_batched_tokens;
+  PAGEDKV_ASSIGN_OR_RETURN(budget, ScheduleRunning(budget, batch));
+  // Like vLLM: a step that had to preempt admits nobody (the pool is under pressure).
+  if (!preempted_this_step_) {
+    PAGEDKV_ASSIGN_OR_RETURN(budget, ScheduleWaiting(budget));
+  }
+  return EmitBatch(batch);
+}
+
+absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, ScheduledBatch* batch) {
+  size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    RequestState* request = running_[i];
+    int32_t num_new = request->num_tokens() - request->num_computed_tokens;
+    if (options_.enable_chunked_prefill && options_.long_prefill_token_threshold > 0) {
+      num_new = std::min(num_new, options_.long_prefill_token_threshold);
+    }
+    num_new = std::min(num_new, budget);
+    if (num_new <= 0) {
+      ++i;
+      continue;
+    }
+    bool scheduled = false;
+    while (true) {
+      const absl::Status status = cache_.AllocateSlots(request->cache, num_new);
+      if (status.ok()) {
+        scheduled = true;
+        break;
+      }
+      if (!absl::IsResourceExhausted(status)) return status;
+      RequestState* victim = PickVictim();
+      const bool victim_before =
+          std::find(running_.begin(), running_.begin() + i, victim) != running_.begin() + i;
+      PAGEDKV_RETURN_IF_ERROR(Preempt(victim, &budget, batch));
+      if (victim == request) break;
+      if (victim_before) --i;
+    }
+    if (scheduled) {
+      decisions_.push_back(Decision{request, num_new, /*newly_admitted=*/false});
+      budget -= num_new;
+      ++i;
+    }
+    // When the request preempted itself it left running_, and running_[i] is the next one.
+  }
+  return budget;
+}
+
+RequestState* Scheduler::Impl::PickVictim() const {
+  RequestState* victim = running_.front();
+  for (RequestState* r : running_) {
+    if (victim->rank < r->rank) victim = r;
+  }
+  return victim;
+}
+
+absl::Status Scheduler::Impl::Preempt(RequestState* victim, int32_t* budget,
+                                      ScheduledBatch* batch) {
+  for (auto it = decisions_.begin(); it != decisions_.end(); ++it) {
+    if (it->request == victim) {
+      *budget += it->num_new_tokens;
+      decisions_.erase(it);
+      break;
+    }
+  }
+  if (cache_.HasRequest(victim->id)) PAGEDKV_RETURN_IF_ERROR(cache_.Free(victim->id));
+  RemoveFromRunning(victim);
+  victim->status = RequestStatus::kWaiting;
+  victim->num_computed_tokens = 0;
+  ++victim->num_preemptions;
+  waiting_.PushPreempted(victim, victim->priority, victim->arrival_time, victim->rank.order);
+  batch->preempted_request_ids.push_back(victim->id);
+  preempted_this_step_ = true;
+  ++stats_.num_preemptions;
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::RemoveFromRunning(RequestState* request) {
+  auto it = std::find(running_.begin(), running_.end(), request);
+  if (it != running_.end()) running_.erase(it);
+}
+
+absl::StatusOr<int32_t> Scheduler::Impl::ScheduleWaiting(int32_t budget) {
+  if (waiting_.empty()) return budget;
+  OrderWaiting(&order_);
+  for (RequestState* request : order_) {
+    if (budget <= 0 || static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) break;
+    PAGEDKV_ASSIGN_OR_RETURN(bool admitted, TryAdmit(request, &budget));
+    if (!admitted) break;
+  }
+  return budget;
+}
+
+void Scheduler::Impl::OrderWaiting(std::vector<RequestState*>* order) const {
+  order->clear();
+  // Admission stops at the first request that does not fit, so at most max_num_seqs candidates
+  // matter under the queue order; the cache-aware order needs them all.
+  const bool cache_aware =
+      options_.cache_aware && cache_.options().enable_prefix_caching &&
+      static_cast<int32_t>(waiting_.size()) <= options_.cache_aware_max_waiting;
+  const size_t limit =
+      cache_aware ? waiting_.size()
+                  : std::min<size_t>(waiting_.size(), static_cast<size_t>(options_.max_num_seqs));
+  for (auto it = waiting_.begin(); it != waiting_.end() && order->size() < limit; ++it) {
+    order->push_back(it->request);
+  }
+  if (!cache_aware) return;
+  std::vector<std::pair<int64_t, RequestState*>> keyed;
+  keyed.reserve(order->size());
+  for (RequestState* r : *order) keyed.emplace_back(ProbeCachedBlocks(*r), r);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) (*order)[i] = keyed[i].second;
+}
+
+int64_t Scheduler::Impl::ProbeCachedBlocks(const RequestState& request) const {
+  // Like GetComputedBlocks: never the whole request, at least one token is left to compute.
+  const int64_t max_blocks = std::min<int64_t>(
+      (request.cache.num_tokens() - 1) / cache_.block_size(), request.cache.num_full_blocks());
+  const auto hashes = request.cache.block_hashes();
+  int64_t n = 0;
+  while (n < max_blocks && cache_.pool().FindCached(hashes[n]) != kNullBlock) ++n;
+  return n;
+}
+
+absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* budget) {
+  PAGEDKV_ASSIGN_OR_RETURN(ComputedBlocks hit, cache_.GetComputedBlocks(request->cache));
+  const int32_t num_hit = static_cast<int32_t>(hit.num_computed_tokens);
+  int32_t num_new = request->num_tokens() - num_hit;
+  if (!options_.enable_chunked_prefill) {
+    if (num_new > *budget) return false;
+  } else {
+    if (options_.long_prefill_token_threshold > 0) {
+      num_new = std::min(num_new, options_.long_prefill_token_threshold);
+    }
+    num_new = std::min(num_new, *budget);
+  }
+  const absl::Status status = cache_.AllocateSlots(request->cache, num_new, hit);
+  if (absl::IsResourceExhausted(status)) return false;
+  PAGEDKV_RETURN_IF_ERROR(status);
+
+  waiting_.Erase(request);
+  running_.push_back(request);
+  request->status = RequestStatus::kRunning;
+  request->num_computed_tokens = num_hit;
+  request->num_prefix_hit_tokens = num_hit;
+  decisions_.push_back(Decision{request, num_new, /*newly_admitted=*/true});
+  *budget -= num_new;
+  ++stats_.num_admissions;
+  stats_.num_admitted_tokens += request->num_tokens();
+  stats_.num_prefix_hit_tokens += num_hit;
+  return true;
+}
+
+absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
+  const int32_t bs = cache_.block_size();
+  int64_t total_tokens = 0;
+  for (const Decision& d : decisions_) total_tokens += d.num_new_tokens;
+  batch->token_ids.reserve(static_cast<size_t>(total_tokens));
+  batch->positions.reserve(static_cast<size_t>(total_tokens));
+  batch->slot_mapping.reserve(static_cast<size_t>(total_tokens));
+  batch->sequences.reserve(decisions_.size());
+  batch->query_start_loc.reserve(decisions_.size() + 1);
+  batch->block_table_start.reserve(decisions_.size() + 1);
+  batch->query_start_loc.push_back(0);
+  batch->block_table_start.push_back(0);
+
+  SchedulerStepStats& st = batch->stats;
+  for (const Decision& d : decisions_) {
+    RequestState& r = *d.request;
+    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
+    const int32_t start = r.num_computed_tokens;
+    const int32_t end = start + d.num_new_tokens;
+    if (static_cast<int64_t>(table.size()) != CeilDiv(end, bs)) {
+      return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
+                                              " blocks for ", end, " tokens of block size ", bs));
+    }
+    ScheduledSequence seq;
+    seq.request_id = r.id;
+    seq.query_start = static_cast<int32_t>(batch->token_ids.size());
+    seq.num_scheduled_tokens = d.num_new_tokens;
+    seq.num_computed_tokens = start;
+    seq.block_table_start = static_cast<int32_t>(batch->block_table_ids.size());
+    seq.num_blocks = static_cast<int32_t>(table.size());
+    seq.samples = end == r.num_tokens();
+    seq.newly_admitted = d.newly_admitted;
+    seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
+
+    const std::span<const TokenId> tokens = r.cache.tokens();
+    batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
+    for (int32_t pos = start; pos < end; ++pos) {
+      batch->positions.push_back(pos);
+      batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+    }
+    batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
+    batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
+    batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
+
+    const bool decode = !d.newly_admitted && d.num_new_tokens == 1 && start >= r.num_prompt_tokens;
+    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += d.num_new_tokens;
+    if (d.newly_admitted) {
+      ++st.num_newly_admitted;
+      st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
+      st.num_admitted_prompt_tokens += r.num_tokens();
+    }
+    if (seq.samples) {
+      r.awaiting_sample = true;
+      ++num_awaiting_samples_;
+    }
+    r.num_computed_tokens = end;
+    batch->sequences.push_back(seq);
+  }
+
+  batch->finished_request_ids = std::move(pending_finished_);
+  pending_finished_.clear();
+  st.step = stats_.num_steps;
+  st.num_scheduled_tokens = static_cast<int32_t>(batch->token_ids.size());
+  st.num_scheduled_seqs = static_cast<int32_t>(batch->sequences.size());
+  st.num_running = num_running();
+  st.num_waiting = num_waiting();
+  st.num_preempted = static_cast<int32_t>(batch->preempted_request_ids.size());
+  st.num_finished = static_cast<int32_t>(batch->finished_request_ids.size());
+  st.num_total_blocks = cache_.num_blocks();
+  st.num_used_blocks = cache_.num_blocks() - cache_.NumAvailableBlocks();
+  ++stats_.num_steps;
+  stats_.num_scheduled_tokens += st.num_scheduled_tokens;
+  return absl::OkStatus();
+}
+
+// ---- UpdateFromOutput --------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
+    std::span<const SampledToken> sampled) {
+  // Validate everything first so that a bad call changes nothing.
+  const uint64_t call = ++update_calls_;
+  for (const SampledToken& s : sampled) {
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) {
+      return absl::NotFoundError(absl::StrCat("UpdateFromOutput: unknown request ", s.request_id,
+                                              " (never added, finished or aborted)"));
+    }
+    RequestState& r = *it->second;
+    if (!r.awaiting_sample) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("UpdateFromOutput: request ", s.request_id,
+                       " did not sample in the last batch (ScheduledSequence.samples was false "
+                       "or it was not scheduled)"));
+    }
+    if (r.seen_in_update == call) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("UpdateFromOutput: request ", s.request_id, " appears more than once"));
+    }
+    r.seen_in_update = call;
+    const int32_t vocab = r.cache.vocab_size();
+    if (s.token < 0 || (vocab > 0 && s.token >= vocab)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("UpdateFromOutput: token ", s.token, " for request ", s.request_id,
+                       " is outside the vocabulary [0, ", vocab > 0 ? vocab : INT32_MAX, ")"));
+    }
+  }
+  if (static_cast<int32_t>(sampled.size()) != num_awaiting_samples_) {
+    RequestId missing = 0;
+    for (RequestState* r : running_) {
+      if (r->awaiting_sample && r->seen_in_update != call) {
+        missing = r->id;
+        break;
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "UpdateFromOutput: got ", sampled.size(), " tokens but ", num_awaiting_samples_,
+        " sequences sampled in the last batch; e.g. request ", missing, " has no token"));
+  }
+
+  std::vector<RequestOutput> outputs;
+  outputs.reserve(sampled.size());
+  for (const SampledToken& s : sampled) {
+    RequestState* r = requests_.find(s.request_id)->second.get();
+    // Cannot fail: the token was checked against the vocabulary above.
+    PAGEDKV_RETURN_IF_ERROR(r->cache.AppendToken(s.token));
+    r->awaiting_sample = false;
+    --num_awaiting_samples_;
+    RequestOutput out;
+    out.request_id = r->id;
+    out.token = s.token;
+    out.num_output_tokens = r->num_output_tokens();
+    if (r->IsStopToken(s.token)) {
+      out.finish_reason = FinishReason::kStop;
+    } else if (out.num_output_tokens >= r->max_new_tokens ||
+               (options_.max_model_len > 0 && r->num_tokens() >= options_.max_model_len)) {
+      out.finish_reason = FinishReason::kLength;
+    }
+    if (out.finished()) {
+      const auto tokens = r->cache.tokens();
+      out.output_tokens.assign(tokens.begin() + r->num_prompt_tokens, tokens.end());
+      PAGEDKV_RETURN_IF_ERROR(Finish(r, out.finish_reason));
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+absl::Status Scheduler::Impl::Finish(RequestState* request, FinishReason reason) {
+  if (request->status == RequestStatus::kRunning) {
+    if (cache_.HasRequest(request->id)) PAGEDKV_RETURN_IF_ERROR(cache_.Free(request->id));
+    RemoveFromRunning(request);
+  } else {
+    waiting_.Erase(request);
+  }
+  if (request->awaiting_sample) --num_awaiting_samples_;
+  if (reason == FinishReason::kAborted) {
+    ++stats_.num_aborted;
+  } else {
+    ++stats_.num_finished;
+  }
+  pending_finished_.push_back(request->id);
+  requests_.erase(request->id);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Impl::AbortRequest(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("AbortRequest: unknown request ", id, " (never added, finished or aborted)"));
+  }
+  return Finish(it->second.get(), FinishReason::kAborted);
+}
+
+absl::StatusOr<RequestInfo> Scheduler::Impl::GetRequestInfo(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("GetRequestInfo: unknown request ", id,
+                                            " (never added, finished or aborted)"));
+  }
+  const RequestState& r = *it->second;
+  RequestInfo info;
+  info.id = r.id;
+  info.status = r.status;
+  info.num_prompt_tokens = r.num_prompt_tokens;
+  info.num_output_tokens = r.num_output_tokens();
+  info.num_computed_tokens = r.num_computed_tokens;
+  info.num_prefix_hit_tokens = r.num_prefix_hit_tokens;
+  info.num_preemptions = r.num_preemptions;
+  return info;
+}
+
+// ---- Scheduler (forwarding) --------------------------------------------------------------------
+
+Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager& cache)
+    : options_(options),
+      options_status_(options.Validate()),
+      impl_(std::make_unique<Impl>(options, cache)) {}
+
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
+                                                             KvCacheManager& cache) {
+  PAGEDKV_RETURN_IF_ERROR(options.Validate());
+  return std::make_unique<Scheduler>(options, cache);
+}
+
+absl::Status Scheduler::AddRequest(SchedulerRequest request) {
+  PAGEDKV_RETURN_IF_ERROR(options_status_);
+  return impl_->AddRequest(std::move(request));
+}
+
+absl::Status Scheduler::Schedule(ScheduledBatch* batch) {
+  PAGEDKV_RETURN_IF_ERROR(options_status_);
+  return impl_->Schedule(batch);
+}
+
+absl::StatusOr<ScheduledBatch> Scheduler::Schedule() {
+  ScheduledBatch batch;
+  PAGEDKV_RETURN_IF_ERROR(Schedule(&batch));
+  return batch;
+}
+
+absl::StatusOr<std::vector<RequestOutput>> Scheduler::UpdateFromOutput(
+    std::span<const SampledToken> sampled) {
+  PAGEDKV_RETURN_IF_ERROR(options_status_);
+  return impl_->UpdateFromOutput(sampled);
+}
+
+absl::Status Scheduler::AbortRequest(RequestId id) {
+  PAGEDKV_RETURN_IF_ERROR(options_status_);
+  return impl_->AbortRequest(id);
+}
+
+bool Scheduler::HasUnfinishedRequests() const { return impl_->HasUnfinishedRequests(); }
+int32_t Scheduler::num_waiting() const { return impl_->num_waiting(); }
+int32_t Scheduler::num_running() const { return impl_->num_running(); }
+absl::StatusOr<RequestInfo> Scheduler::GetRequestInfo(RequestId id) const {
+  return impl_->GetRequestInfo(id);
+}
+const SchedulerStats& Scheduler::stats() const { return impl_->stats(); }
+
+}  // namespace pagedkv
