@@ -1,0 +1,117 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Backend: the memory and compute interface the model runner is written against, so one forward
+// pass runs on the CPU reference ops (pagedkv::cpu, host memory) or on the CUDA launchers
+// (pagedkv::cuda, device memory). Every op takes the kernels' argument structs (kernels/op_args.h)
+// with pointers into this backend's memory; ops may run asynchronously, in order, until
+// Synchronize() or a CopyToHost.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(BackendKind::kAuto));
+//   PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Create(*backend, 1024 * sizeof(float)));
+//   PAGEDKV_RETURN_IF_ERROR(backend->CopyToDevice(x.data(), host, 1024 * sizeof(float)));
+//   PAGEDKV_RETURN_IF_ERROR(backend->RmsNorm({.x = x.as<float>(), ...}));
+#ifndef PAGEDKV_ENGINE_MODEL_BACKEND_H_
+#define PAGEDKV_ENGINE_MODEL_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/op_args.h"
+#include "pagedkv/backend_kind.h"
+
+namespace pagedkv {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  // Human-readable name, e.g. "cpu" or "cuda:0 (NVIDIA H100)".
+  virtual std::string name() const = 0;
+  // True when this backend's memory is host memory (the CPU backend): host pointers, e.g. model
+  // weights, may then be passed to ops directly without a copy.
+  virtual bool host_memory() const = 0;
+
+  // Memory. Allocate returns zero-initialised memory aligned to 64 bytes; ResourceExhausted when
+  // it cannot. Free(nullptr) is a no-op.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for every queued op.
+  virtual absl::Status Synchronize() = 0;
+
+  // Compute (see kernels/op_args.h for each op's contract).
+  virtual absl::Status Linear(const LinearArgs& args) = 0;
+  virtual absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) = 0;
+  virtual absl::Status RmsNorm(const RmsNormArgs& args) = 0;
+  virtual absl::Status SwiGlu(const SwiGluArgs& args) = 0;
+  virtual absl::Status LmHead(const LmHeadArgs& args) = 0;
+  virtual absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) = 0;
+  virtual absl::Status ReRotate(const ReRotateArgs& args) = 0;
+  virtual absl::Status PagedAttention(const PagedAttentionArgs& args) = 0;
+  virtual absl::Status Sample(const SampleArgs& args) = 0;
+};
+
+// The CPU reference backend (always available).
+std::unique_ptr<Backend> CreateCpuBackend();
+
+// True when pagedkv was built with CUDA and a CUDA device is visible now.
+bool CudaBackendAvailable();
+
+// kCpu: the CPU backend. kCuda: the CUDA backend on device 0, Unavailable (saying why) when not
+// built with CUDA or no device is visible. kAuto: CUDA when available, else CPU.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind);
+
+// Owns one allocation of a Backend. Movable, not copyable. The backend must outlive it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static absl::StatusOr<DeviceBuffer> Create(Backend& backend, size_t bytes);
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : backend_(std::exchange(other.backend_, nullptr)),
+        data_(std::exchange(other.data_, nullptr)),
+        bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      backend_ = std::exchange(other.backend_, nullptr);
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+  // Frees the allocation (empty afterwards).
+  void Reset() {
+    if (backend_ != nullptr) backend_->Free(data_);
+    backend_ = nullptr;
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_MODEL_BACKEND_H_

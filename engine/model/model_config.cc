@@ -1,0 +1,86 @@
+// Copyright 2026 The pagedkv Authors.
+#include "pagedkv/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace pagedkv {
+namespace {
+
+// Every tensor must have fewer elements than this (kernels index with int32 offsets per row).
+constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+
+}  // namespace
+
+int64_t ModelConfig::NumParameters() const {
+  const int64_t d = dim;
+  const int64_t h = hidden_dim;
+  const int64_t kv = kv_dim();
+  const int64_t per_layer = 2 * d + d * d * 2 + 2 * kv * d + 3 * d * h;
+  int64_t total = int64_t{vocab_size} * d + n_layers * per_layer + d;
+  if (!shared_classifier) total += int64_t{vocab_size} * d;
+  return total;
+}
+
+absl::Status ModelConfig::Validate() const {
+  auto positive = [](const char* name, int32_t value) -> absl::Status {
+    if (value <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model config: %s must be positive, got %d", name, value));
+    }
+    return absl::OkStatus();
+  };
+  for (const auto& [name, value] : {std::pair<const char*, int32_t>{"dim", dim},
+                                    {"hidden_dim", hidden_dim},
+                                    {"n_layers", n_layers},
+                                    {"n_heads", n_heads},
+                                    {"n_kv_heads", n_kv_heads},
+                                    {"vocab_size", vocab_size},
+                                    {"seq_len", seq_len}}) {
+    if (absl::Status s = positive(name, value); !s.ok()) return s;
+  }
+  if (dim % n_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: n_heads (%d) must divide dim (%d)", n_heads, dim));
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: n_kv_heads (%d) must divide n_heads (%d)", n_kv_heads, n_heads));
+  }
+  if (head_dim() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: head_dim = dim / n_heads = %d must be even (RoPE rotates pairs)",
+        head_dim()));
+  }
+  const int64_t biggest = std::max({int64_t{vocab_size} * dim, int64_t{dim} * dim,
+                                    int64_t{dim} * hidden_dim, int64_t{seq_len} * head_dim()});
+  if (biggest >= kMaxTensorElements) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: a tensor would hold %d elements, more than the supported 2^31", biggest));
+  }
+  if (!(rms_norm_eps > 0.0f) || !std::isfinite(rms_norm_eps)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: rms_norm_eps must be positive, got %g", rms_norm_eps));
+  }
+  if (!(rope_base > 1.0f) || !std::isfinite(rope_base)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: rope_base must be > 1, got %g", rope_base));
+  }
+  return absl::OkStatus();
+}
+
+std::string ModelConfig::ToString() const {
+  return absl::StrFormat(
+      "dim=%d hidden_dim=%d n_layers=%d n_heads=%d n_kv_heads=%d vocab_size=%d seq_len=%d "
+      "shared_classifier=%d rms_norm_eps=%g rope_base=%g",
+      dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
+      shared_classifier ? 1 : 0, rms_norm_eps, rope_base);
+}
+
+}  // namespace pagedkv

@@ -1,0 +1,245 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Tokenizer: llama2.c tokenizer files, run.c's BPE encode and decode.
+#include "pagedkv/tokenizer.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "engine/model/file_bytes.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+// Reads little-endian scalars from a byte buffer, never past its end.
+class ByteReader {
+ public:
+  explicit ByteReader(std::string_view bytes) : bytes_(bytes) {}
+  size_t offset() const { return offset_; }
+  size_t remaining() const { return bytes_.size() - offset_; }
+
+  template <typename T>
+  std::optional<T> Read() {
+    if (remaining() < sizeof(T)) return std::nullopt;
+    T value;
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return value;
+  }
+  std::optional<std::string_view> ReadBytes(size_t n) {
+    if (remaining() < n) return std::nullopt;
+    std::string_view out = bytes_.substr(offset_, n);
+    offset_ += n;
+    return out;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t offset_ = 0;
+};
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The byte of a "<0xNN>" piece, or -1.
+int ByteOfPiece(std::string_view piece) {
+  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return -1;
+  const int hi = HexValue(piece[3]);
+  const int lo = HexValue(piece[4]);
+  if (hi < 0 || lo < 0) return -1;
+  return hi * 16 + lo;
+}
+
+bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+}  // namespace
+
+absl::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view bytes, int32_t vocab_size,
+                                           std::string_view name) {
+  if (vocab_size < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tokenizer '%s': vocab_size must be at least 3 (<unk>, BOS, EOS), got %d",
+                        name, vocab_size));
+  }
+  ByteReader reader(bytes);
+  std::optional<int32_t> max_len = reader.Read<int32_t>();
+  if (!max_len) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is truncated: %d bytes, too short for the max_token_length header", name,
+        bytes.size()));
+  }
+  if (*max_len <= 0 || *max_len > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is corrupt: max_token_length is %d (expected 1 .. 2^20)", name, *max_len));
+  }
+  Tokenizer tok;
+  tok.max_token_length_ = *max_len;
+  tok.pieces_.reserve(static_cast<size_t>(vocab_size));
+  tok.scores_.reserve(static_cast<size_t>(vocab_size));
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    const size_t entry_offset = reader.offset();
+    std::optional<float> score = reader.Read<float>();
+    std::optional<int32_t> len = reader.Read<int32_t>();
+    if (!score || !len) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer '%s' is truncated: it ends inside token %d (byte offset %d) of the %d the "
+          "model needs",
+          name, id, entry_offset, vocab_size));
+    }
+    if (!std::isfinite(*score)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer '%s' is corrupt: token %d has a non-finite score %f", name, id, *score));
+    }
+    if (*len < 0 || *len > *max_len) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer '%s' is corrupt: token %d (byte offset %d) has length %d, outside 0 .. "
+          "max_token_length %d",
+          name, id, entry_offset, *len, *max_len));
+    }
+    std::optional<std::string_view> piece = reader.ReadBytes(static_cast<size_t>(*len));
+    if (!piece) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tokenizer '%s' is truncated: token %d needs %d bytes at offset %d, the file has %d "
+          "left",
+          name, id, *len, reader.offset(), reader.remaining()));
+    }
+    tok.pieces_.emplace_back(*piece);
+    tok.scores_.push_back(*score);
+  }
+  if (reader.remaining() != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' has %d bytes after its first %d tokens: it holds more tokens than the "
+        "model's vocab_size %d (is it this model's tokenizer?)",
+        name, reader.remaining(), vocab_size, vocab_size));
+  }
+  tok.byte_to_id_.fill(-1);
+  tok.piece_byte_.assign(tok.pieces_.size(), -1);
+  tok.piece_to_id_.reserve(tok.pieces_.size());
+  for (size_t i = 0; i < tok.pieces_.size(); ++i) {
+    const TokenId id = static_cast<TokenId>(i);
+    tok.piece_to_id_.try_emplace(tok.pieces_[i], id);
+    const int byte = ByteOfPiece(tok.pieces_[i]);
+    if (byte >= 0) {
+      tok.piece_byte_[i] = static_cast<int16_t>(byte);
+      if (tok.byte_to_id_[static_cast<size_t>(byte)] < 0) {
+        tok.byte_to_id_[static_cast<size_t>(byte)] = id;
+      }
+    }
+  }
+  return tok;
+}
+
+absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path, int32_t vocab_size) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::string bytes, model_internal::ReadFileBytes(path, "tokenizer"));
+  return Parse(bytes, vocab_size, path);
+}
+
+absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
+                                                       const EncodeOptions& options) const {
+  std::vector<TokenId> tokens;
+  tokens.reserve(text.size() + 3);
+  if (options.add_bos) tokens.push_back(kBosId);
+  if (!text.empty()) {
+    auto space = piece_to_id_.find(" ");
+    if (space == piece_to_id_.end()) {
+      return absl::InvalidArgumentError(
+          "tokenizer has no \" \" piece, needed for the dummy prefix of non-empty text");
+    }
+    tokens.push_back(space->second);
+  }
+  // One piece per UTF-8 code point (at most 4 bytes), else its bytes as "<0xNN>" pieces.
+  std::string code_point;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!IsContinuationByte(text[i])) code_point.clear();
+    code_point.push_back(text[i]);
+    if (i + 1 < text.size() && IsContinuationByte(text[i + 1]) && code_point.size() < 4) {
+      continue;
+    }
+    if (auto it = piece_to_id_.find(code_point); it != piece_to_id_.end()) {
+      tokens.push_back(it->second);
+    } else {
+      for (char c : code_point) {
+        const auto byte = static_cast<unsigned char>(c);
+        const TokenId id = byte_to_id_[byte];
+        if (id < 0) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "cannot encode byte 0x%02X at text offset %d: not in the vocabulary and the "
+              "tokenizer has no byte-fallback piece <0x%02X>",
+              byte, i, byte));
+        }
+        tokens.push_back(id);
+      }
+    }
+    code_point.clear();
+  }
+  // Merge the adjacent pair with the best-scoring merged piece (leftmost on ties), as run.c
+  // does. merge[i] caches the merge of (tokens[i], tokens[i+1]): -1 when the pair is no piece.
+  auto merge_of = [&](size_t i) -> TokenId {
+    std::string joined = pieces_[static_cast<size_t>(tokens[i])];
+    joined += pieces_[static_cast<size_t>(tokens[i + 1])];
+    auto it = piece_to_id_.find(joined);
+    return it == piece_to_id_.end() ? -1 : it->second;
+  };
+  std::vector<TokenId> merge(tokens.size() > 0 ? tokens.size() - 1 : 0);
+  for (size_t i = 0; i < merge.size(); ++i) merge[i] = merge_of(i);
+  while (true) {
+    float best_score = -1e10f;
+    TokenId best_id = -1;
+    size_t best_idx = 0;
+    for (size_t i = 0; i < merge.size(); ++i) {
+      if (merge[i] >= 0 && scores_[static_cast<size_t>(merge[i])] > best_score) {
+        best_score = scores_[static_cast<size_t>(merge[i])];
+        best_id = merge[i];
+        best_idx = i;
+      }
+    }
+    if (best_id < 0) break;
+    tokens[best_idx] = best_id;
+    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_idx) + 1);
+    merge.erase(merge.begin() + static_cast<std::ptrdiff_t>(best_idx));
+    if (best_idx < merge.size()) merge[best_idx] = merge_of(best_idx);
+    if (best_idx > 0) merge[best_idx - 1] = merge_of(best_idx - 1);
+  }
+  if (options.add_eos) tokens.push_back(kEosId);
+  return tokens;
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeToken(TokenId prev, TokenId token) const {
+  if (token < 0 || token >= vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot decode token %d: outside the vocabulary [0, %d)", token, vocab_size()));
+  }
+  if (token == kBosId || token == kEosId) return std::string();
+  const auto index = static_cast<size_t>(token);
+  if (piece_byte_[index] >= 0) return std::string(1, static_cast<char>(piece_byte_[index]));
+  std::string_view piece = pieces_[index];
+  if (prev == kBosId && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+  return std::string(piece);
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const TokenId> tokens,
+                                              TokenId prev) const {
+  std::string text;
+  for (TokenId token : tokens) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::string piece, DecodeToken(prev, token));
+    text += piece;
+    prev = token;
+  }
+  return text;
+}
+
+}  // namespace pagedkv

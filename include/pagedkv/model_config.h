@@ -1,0 +1,56 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ModelConfig: the shape of a Llama-architecture decoder (the llama2.c checkpoint header).
+//
+// A llama2.c model is: token embedding; n_layers x (RMSNorm, Q/K/V projections, RoPE with
+// interleaved pairs and base 10000, causal multi-head attention with GQA, output projection,
+// residual, RMSNorm, SwiGLU MLP, residual); final RMSNorm; a classifier that is either the
+// embedding matrix itself (shared) or a separate [vocab_size, dim] matrix.
+//
+// Example:
+//   pagedkv::ModelConfig config{.dim = 64, .hidden_dim = 172, .n_layers = 4, .n_heads = 4,
+//                               .n_kv_heads = 4, .vocab_size = 512, .seq_len = 128};
+//   PAGEDKV_RETURN_IF_ERROR(config.Validate());
+//   int head_dim = config.head_dim();  // 16
+#ifndef PAGEDKV_MODEL_CONFIG_H_
+#define PAGEDKV_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace pagedkv {
+
+struct ModelConfig {
+  int32_t dim = 0;                // width of the residual stream (= n_heads * head_dim)
+  int32_t hidden_dim = 0;         // inner width of the SwiGLU MLP
+  int32_t n_layers = 0;           // number of transformer layers
+  int32_t n_heads = 0;            // query heads per layer
+  int32_t n_kv_heads = 0;         // key/value heads per layer (divides n_heads; GQA when fewer)
+  int32_t vocab_size = 0;         // number of tokens (rows of the embedding and the classifier)
+  int32_t seq_len = 0;            // trained context length: positions 0 .. seq_len-1
+  bool shared_classifier = true;  // classifier is the embedding matrix (llama2.c: vocab > 0)
+  float rms_norm_eps = 1e-5f;     // epsilon inside every RMSNorm (llama2.c uses 1e-5)
+  float rope_base = 10000.0f;     // RoPE base (llama2.c: 10000, interleaved pairs)
+
+  // Per-head width: dim / n_heads. REQUIRES: Validate().ok().
+  int32_t head_dim() const { return dim / n_heads; }
+  // Width of the K and V projections: n_kv_heads * head_dim. REQUIRES: Validate().ok().
+  int32_t kv_dim() const { return n_kv_heads * head_dim(); }
+  // Number of fp32 parameters (including the classifier when it is not shared).
+  // REQUIRES: Validate().ok().
+  int64_t NumParameters() const;
+
+  // OK when every field is positive and consistent: n_heads divides dim, n_kv_heads divides
+  // n_heads, head_dim is even (RoPE rotates pairs), and the tensors fit in memory sizes
+  // (each below 2^31 elements). Otherwise InvalidArgument naming the field.
+  absl::Status Validate() const;
+
+  // A stable text form of every field, e.g. for a cache's model fingerprint.
+  std::string ToString() const;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_MODEL_CONFIG_H_

@@ -1,0 +1,106 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ModelWeights: the fp32 weights of a llama2.c model, loaded from a checkpoint file.
+//
+// The file format is llama2.c's legacy "v0": a header of 7 int32 (dim, hidden_dim, n_layers,
+// n_heads, n_kv_heads, vocab_size, seq_len; a negative vocab_size means the classifier is a
+// separate matrix), then fp32 tensors in this order: token_embedding [vocab, dim], rms_att
+// [layers, dim], wq [layers, dim, dim], wk [layers, kv_dim, dim], wv [layers, kv_dim, dim], wo
+// [layers, dim, dim], rms_ffn [layers, dim], w1 [layers, hidden, dim], w2 [layers, dim, hidden],
+// w3 [layers, hidden, dim], rms_final [dim], freq_cis_real and freq_cis_imag [seq_len,
+// head_dim/2] each (kept in the file for compatibility; RoPE is computed, as run.c does today),
+// then wcls [vocab, dim] when not shared. Little-endian, as written by llama2.c's export.
+//
+// The loader checks the header (positive sizes, heads dividing dim, kv heads dividing heads) and
+// that the file size is exactly what the header implies; any problem is InvalidArgument naming
+// the file and what is wrong. It never reads past the file's bytes.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::ModelWeights weights,
+//                            pagedkv::ModelWeights::LoadLlama2c("aidreams260K.bin"));
+//   const pagedkv::ModelConfig& config = weights.config();
+//   const float* wq0 = weights.layer(0).wq;  // [dim, dim], row-major, y = x wq^T
+#ifndef PAGEDKV_MODEL_WEIGHTS_H_
+#define PAGEDKV_MODEL_WEIGHTS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/model_config.h"
+
+namespace pagedkv {
+
+// Pointers into one layer's weights. Projections are row-major [out_features, in_features], so a
+// projection is y = x W^T (llama2.c's matmul).
+struct LayerWeights {
+  const float* rms_att = nullptr;  // [dim]
+  const float* wq = nullptr;       // [dim, dim]
+  const float* wk = nullptr;       // [kv_dim, dim]
+  const float* wv = nullptr;       // [kv_dim, dim]
+  const float* wo = nullptr;       // [dim, dim]
+  const float* rms_ffn = nullptr;  // [dim]
+  const float* w1 = nullptr;       // [hidden_dim, dim] (gate)
+  const float* w2 = nullptr;       // [dim, hidden_dim] (down)
+  const float* w3 = nullptr;       // [hidden_dim, dim] (up)
+};
+
+// Options for ModelWeights::Random.
+struct RandomWeightsOptions {
+  uint64_t seed = 1;             // seed of the generator; equal seeds give equal weights
+  float embedding_scale = 1.0f;  // embedding entries are uniform in [-scale, scale]
+  float projection_gain = 1.0f;  // projection entries uniform in +-gain / sqrt(in_features)
+};
+
+class ModelWeights {
+ public:
+  // Reads and validates a llama2.c v0 checkpoint. InvalidArgument (naming `path`) for a malformed
+  // file, NotFound when it cannot be opened.
+  static absl::StatusOr<ModelWeights> LoadLlama2c(const std::string& path);
+
+  // Same, from the file's bytes; `name` is used in error messages.
+  static absl::StatusOr<ModelWeights> ParseLlama2c(std::string_view bytes, std::string_view name);
+
+  // Weights from the fp32 payload of a llama2.c file (everything after the header, in file
+  // order). InvalidArgument when config is invalid or the payload has the wrong length.
+  static absl::StatusOr<ModelWeights> FromLlama2cPayload(const ModelConfig& config,
+                                                         std::vector<float> payload);
+
+  // Random weights for `config` (norm weights near 1), e.g. for benchmarks and studies that
+  // must run without a checkpoint. InvalidArgument when config is invalid.
+  static absl::StatusOr<ModelWeights> Random(const ModelConfig& config,
+                                             const RandomWeightsOptions& options = {});
+
+  // Number of fp32 values in the payload that `config` implies. REQUIRES: config.Validate().ok().
+  static int64_t PayloadSize(const ModelConfig& config);
+
+  ModelWeights(ModelWeights&&) = default;
+  ModelWeights& operator=(ModelWeights&&) = default;
+  ModelWeights(const ModelWeights&) = delete;
+  ModelWeights& operator=(const ModelWeights&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  // REQUIRES: 0 <= index < config().n_layers.
+  const LayerWeights& layer(int index) const { return layers_[static_cast<size_t>(index)]; }
+  const float* token_embedding() const { return token_embedding_; }  // [vocab_size, dim]
+  const float* rms_final() const { return rms_final_; }              // [dim]
+  // The classifier (LM head) [vocab_size, dim]: the embedding when shared.
+  const float* classifier() const { return classifier_; }
+
+ private:
+  ModelWeights() = default;
+  void BindPointers();
+
+  ModelConfig config_;
+  std::vector<float> payload_;  // the file's fp32 payload, in file order
+  std::vector<LayerWeights> layers_;
+  const float* token_embedding_ = nullptr;
+  const float* rms_final_ = nullptr;
+  const float* classifier_ = nullptr;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_MODEL_WEIGHTS_H_

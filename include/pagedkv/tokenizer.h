@@ -1,0 +1,102 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Tokenizer: llama2.c's BPE tokenizer (a SentencePiece vocabulary exported to a flat file).
+//
+// File format: int32 max_token_length, then for each of vocab_size tokens: float32 score,
+// int32 length, `length` bytes (the piece, no terminator). Ids 0, 1, 2 are <unk>, BOS, EOS by
+// llama2.c convention; byte-fallback pieces are spelled "<0xNN>".
+//
+// Encode follows run.c: BOS first (optional), then the dummy-prefix " " piece when the text is
+// not empty, then one piece per UTF-8 code point (the code point's bytes as "<0xNN>" pieces when
+// it is not in the vocabulary), then repeatedly merge the adjacent pair whose concatenation is a
+// piece with the highest score (the leftmost on ties) until no pair merges. Decode maps a piece
+// back to its bytes: "<0xNN>" becomes the raw byte, and a leading space right after BOS is
+// dropped (the dummy prefix).
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::Tokenizer tok,
+//                            pagedkv::Tokenizer::Load("tok512.bin", /*vocab_size=*/512));
+//   PAGEDKV_ASSIGN_OR_RETURN(std::vector<pagedkv::TokenId> ids, tok.Encode("Echoes of"));
+//   // ids[0] == tok.bos_id()
+//   PAGEDKV_ASSIGN_OR_RETURN(std::string text, tok.Decode(ids));  // "Echoes of"
+#ifndef PAGEDKV_TOKENIZER_H_
+#define PAGEDKV_TOKENIZER_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+// Options for Tokenizer::Encode.
+struct EncodeOptions {
+  bool add_bos = true;   // prepend BOS (id 1), as run.c does for prompts
+  bool add_eos = false;  // append EOS (id 2)
+};
+
+class Tokenizer {
+ public:
+  static constexpr TokenId kUnkId = 0;
+  static constexpr TokenId kBosId = 1;
+  static constexpr TokenId kEosId = 2;
+
+  // Reads a llama2.c tokenizer file holding exactly `vocab_size` tokens (the model's vocabulary
+  // size). NotFound when it cannot be opened; InvalidArgument naming the file for a truncated or
+  // malformed file (negative or oversized lengths, pieces longer than max_token_length, trailing
+  // bytes, non-finite scores, vocab_size < 3).
+  static absl::StatusOr<Tokenizer> Load(const std::string& path, int32_t vocab_size);
+
+  // Same, from the file's bytes; `name` is used in error messages.
+  static absl::StatusOr<Tokenizer> Parse(std::string_view bytes, int32_t vocab_size,
+                                         std::string_view name);
+
+  Tokenizer(Tokenizer&&) = default;
+  Tokenizer& operator=(Tokenizer&&) = default;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // Token ids for `text` (run.c's rule, see the banner). The empty text gives {BOS} alone (with
+  // add_bos). InvalidArgument when the vocabulary lacks a piece the text needs: the " " dummy
+  // prefix, or the "<0xNN>" byte-fallback piece of a byte not otherwise covered.
+  absl::StatusOr<std::vector<TokenId>> Encode(std::string_view text,
+                                              const EncodeOptions& options = {}) const;
+
+  // The bytes of `token` when it follows `prev` (run.c's decode): "<0xNN>" gives the raw byte;
+  // after BOS a leading space is dropped; BOS and EOS give "". InvalidArgument for an id
+  // outside [0, vocab_size).
+  absl::StatusOr<std::string> DecodeToken(TokenId prev, TokenId token) const;
+
+  // Concatenated DecodeToken over `tokens`, each with its predecessor, the first with `prev`
+  // (so Decode(Encode(text)) == text, and a continuation decodes with prev = the last prompt
+  // token). BOS and EOS decode to nothing. InvalidArgument for an id outside [0, vocab_size).
+  absl::StatusOr<std::string> Decode(absl::Span<const TokenId> tokens, TokenId prev = kBosId) const;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+  int32_t max_token_length() const { return max_token_length_; }
+  TokenId bos_id() const { return kBosId; }
+  TokenId eos_id() const { return kEosId; }
+  // REQUIRES: 0 <= id < vocab_size().
+  const std::string& piece(TokenId id) const { return pieces_[static_cast<size_t>(id)]; }
+  float score(TokenId id) const { return scores_[static_cast<size_t>(id)]; }
+
+ private:
+  Tokenizer() = default;
+
+  int32_t max_token_length_ = 0;
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  absl::flat_hash_map<std::string, TokenId> piece_to_id_;  // first id of each piece
+  std::array<TokenId, 256> byte_to_id_{};                  // "<0xNN>" piece ids; -1 if absent
+  std::vector<int16_t> piece_byte_;                        // byte of "<0xNN>" pieces, else -1
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_TOKENIZER_H_
