@@ -53,6 +53,7 @@ struct BlockHash {
   static constexpr BlockHash FromU64(uint64_t id) { return BlockHash{id, 0}; }
 
   friend constexpr bool operator==(const BlockHash&, const BlockHash&) = default;
+  // A total order (lexicographic on (low, high)) for ordered containers.
   friend constexpr auto operator<=>(const BlockHash&, const BlockHash&) = default;
 
   template <typename H>

@@ -1,0 +1,93 @@
+// Copyright 2026 The pagedkv Authors.
+#include "pagedkv/eviction_policy.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pagedkv {
+namespace {
+
+BlockHash H(BlockId b) { return BlockHash::FromU64(1000 + b); }
+
+std::vector<BlockId> DrainVictims(EvictionPolicy& p, int n) {
+  std::vector<BlockId> out;
+  for (int i = 0; i < n; ++i) out.push_back(p.PickVictim());
+  return out;
+}
+
+TEST(EvictionPolicyTest, FactoryByName) {
+  for (std::string_view name : EvictionPolicyNames()) {
+    auto p = MakeEvictionPolicy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ((*p)->Name(), name);
+  }
+  auto bad = MakeEvictionPolicy("mru");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("lru, lfu, fifo"), std::string::npos) << bad.status();
+}
+
+TEST(EvictionPolicyTest, LruEvictsLeastRecentlyReleased) {
+  auto p = MakeLruPolicy();
+  p->Init(8);
+  for (BlockId b : {0, 1, 2, 3, 4}) p->OnInsert(b, H(b));
+  for (BlockId b : {3, 1, 4, 0, 2}) p->OnRelease(b, H(b));
+  p->OnAccess(4, H(4));   // pinned again: no longer a candidate
+  p->OnRelease(4, H(4));  // released again: most recent
+  p->OnRemove(0, H(0));   // dropped from the index
+  EXPECT_EQ(DrainVictims(*p, 4), (std::vector<BlockId>{3, 1, 2, 4}));
+}
+
+TEST(EvictionPolicyTest, LfuEvictsFewestAccessesThenLeastRecentlyReleased) {
+  auto p = MakeLfuPolicy();
+  p->Init(8);
+  for (BlockId b : {0, 1, 2, 3}) p->OnInsert(b, H(b));
+  p->OnAccess(2, H(2));  // 2: 2 accesses
+  p->OnAccess(2, H(2));  // 2: 3
+  p->OnAccess(0, H(0));  // 0: 2
+  for (BlockId b : {2, 0, 3, 1}) p->OnRelease(b, H(b));
+  // Frequencies: 3->1, 1->1 (3 released first), 0->2, 2->3.
+  EXPECT_EQ(DrainVictims(*p, 4), (std::vector<BlockId>{3, 1, 0, 2}));
+}
+
+TEST(EvictionPolicyTest, LfuAccessWhileCandidateMovesIt) {
+  auto p = MakeLfuPolicy();
+  p->Init(4);
+  for (BlockId b : {0, 1}) p->OnInsert(b, H(b));
+  p->OnRelease(0, H(0));
+  p->OnRelease(1, H(1));
+  p->OnAccess(0, H(0));  // hit: leaves the candidates with frequency 2
+  p->OnRelease(0, H(0));
+  EXPECT_EQ(p->PickVictim(), 1);
+  EXPECT_EQ(p->PickVictim(), 0);
+}
+
+TEST(EvictionPolicyTest, FifoEvictsEarliestInsertedRegardlessOfUse) {
+  auto p = MakeFifoPolicy();
+  p->Init(8);
+  for (BlockId b : {5, 2, 7, 1}) p->OnInsert(b, H(b));
+  p->OnAccess(5, H(5));
+  for (BlockId b : {1, 7, 2, 5}) p->OnRelease(b, H(b));
+  p->OnRemove(7, H(7));
+  EXPECT_EQ(DrainVictims(*p, 3), (std::vector<BlockId>{5, 2, 1}));
+}
+
+TEST(EvictionPolicyTest, ClearForgetsEveryCandidate) {
+  for (std::string_view name : EvictionPolicyNames()) {
+    auto p = *MakeEvictionPolicy(name);
+    p->Init(4);
+    for (BlockId b : {0, 1, 2}) {
+      p->OnInsert(b, H(b));
+      p->OnRelease(b, H(b));
+    }
+    p->Clear();
+    p->OnInsert(3, H(3));
+    p->OnRelease(3, H(3));
+    EXPECT_EQ(p->PickVictim(), 3) << name;
+  }
+}
+
+}  // namespace
+}  // namespace pagedkv
