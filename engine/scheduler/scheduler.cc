@@ -3,10 +3,11 @@
 // Scheduler: continuous batching over a KvCacheManager (see include/pagedkv/scheduler.h).
 //
 // One step (Schedule):
-//   1. Running requests, in admission order, get their next tokens (decode token or next prompt
-//      chunk) within the token budget. When AllocateSlots is short of blocks, the running request
-//      with the largest rank (lowest priority, then latest) is preempted and the allocation
-//      retried; a request that is itself the victim is not scheduled.
+//   1. Running requests, in rank order (priority under kPriority, then arrival order), get their
+//      next tokens (decode token or next prompt chunk) within the token budget. When AllocateSlots
+//      is short of blocks, the running request with the largest rank (lowest priority, then
+//      latest) is preempted and the allocation retried; a request that is itself the victim is
+//      not scheduled. Rank order guarantees the victim was not scheduled earlier in the step.
 //   2. If nothing was preempted, waiting requests are admitted in queue order (or longest cached
 //      prefix first), each with its prefix hits counted as computed, until the budget, the
 //      sequence cap or the pool runs out (the first that does not fit stops admission).
@@ -74,11 +75,11 @@ class Scheduler::Impl {
   // Leading full blocks of `request` found in the pool's hash index (hash only, no verification,
   // no statistics): the cache-aware order's estimate of its prefix hit.
   int64_t ProbeCachedBlocks(const RequestState& request) const;
-  // Preempts `victim`: frees its blocks, drops any decision for it (returning its tokens to
-  // `*budget`) and queues it at the front.
-  absl::Status Preempt(RequestState* victim, int32_t* budget, ScheduledBatch* batch);
-  // The running request to preempt: the largest rank.
-  RequestState* PickVictim() const;
+  // Preempts `victim` (REQUIRES: not scheduled in this step): frees its blocks and queues it at
+  // the front.
+  absl::Status Preempt(RequestState* victim, ScheduledBatch* batch);
+  // Inserts `request` into running_, keeping it sorted by rank.
+  void InsertRunning(RequestState* request);
   // Writes decisions_ into `batch` and advances num_computed_tokens.
   absl::Status EmitBatch(ScheduledBatch* batch);
   // Ends a request: frees its blocks, forgets it, reports it in the next batch.
@@ -89,9 +90,10 @@ class Scheduler::Impl {
   KvCacheManager& cache_;
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> requests_;
   internal::WaitingQueue<RequestState> waiting_;
-  std::vector<RequestState*> running_;  // admission order
-  std::vector<Decision> decisions_;     // this step's, reused
-  std::vector<RequestState*> order_;    // this step's admission order, reused
+  // Sorted by rank (priority, then arrival order): served in this order, preempted from the back.
+  std::vector<RequestState*> running_;
+  std::vector<Decision> decisions_;   // this step's, reused
+  std::vector<RequestState*> order_;  // this step's admission order, reused
   std::vector<RequestId> pending_finished_;
   int32_t num_awaiting_samples_ = 0;
   uint64_t update_calls_ = 0;
@@ -204,12 +206,12 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
         break;
       }
       if (!absl::IsResourceExhausted(status)) return status;
-      RequestState* victim = PickVictim();
-      const bool victim_before =
-          std::find(running_.begin(), running_.begin() + i, victim) != running_.begin() + i;
-      PAGEDKV_RETURN_IF_ERROR(Preempt(victim, &budget, batch));
+      // running_ is sorted by rank, so the victim (the largest rank) is at the back, never before
+      // `request`: requests already scheduled this step are never preempted (their newly full
+      // blocks are already in the prefix index and must be computed).
+      RequestState* victim = running_.back();
+      PAGEDKV_RETURN_IF_ERROR(Preempt(victim, batch));
       if (victim == request) break;
-      if (victim_before) --i;
     }
     if (scheduled) {
       decisions_.push_back(Decision{request, num_new, /*newly_admitted=*/false});
@@ -221,23 +223,7 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
   return budget;
 }
 
-RequestState* Scheduler::Impl::PickVictim() const {
-  RequestState* victim = running_.front();
-  for (RequestState* r : running_) {
-    if (victim->rank < r->rank) victim = r;
-  }
-  return victim;
-}
-
-absl::Status Scheduler::Impl::Preempt(RequestState* victim, int32_t* budget,
-                                      ScheduledBatch* batch) {
-  for (auto it = decisions_.begin(); it != decisions_.end(); ++it) {
-    if (it->request == victim) {
-      *budget += it->num_new_tokens;
-      decisions_.erase(it);
-      break;
-    }
-  }
+absl::Status Scheduler::Impl::Preempt(RequestState* victim, ScheduledBatch* batch) {
   if (cache_.HasRequest(victim->id)) PAGEDKV_RETURN_IF_ERROR(cache_.Free(victim->id));
   RemoveFromRunning(victim);
   victim->status = RequestStatus::kWaiting;
@@ -248,6 +234,14 @@ absl::Status Scheduler::Impl::Preempt(RequestState* victim, int32_t* budget,
   preempted_this_step_ = true;
   ++stats_.num_preemptions;
   return absl::OkStatus();
+}
+
+void Scheduler::Impl::InsertRunning(RequestState* request) {
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), request,
+                                   [](const RequestState* a, const RequestState* b) {
+                                     return a->rank < b->rank;
+                                   }),
+                  request);
 }
 
 void Scheduler::Impl::RemoveFromRunning(RequestState* request) {
@@ -315,7 +309,7 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
   PAGEDKV_RETURN_IF_ERROR(status);
 
   waiting_.Erase(request);
-  running_.push_back(request);
+  InsertRunning(request);
   request->status = RequestStatus::kRunning;
   request->num_computed_tokens = num_hit;
   request->num_prefix_hit_tokens = num_hit;
