@@ -78,17 +78,21 @@ PAGEDKV_HD void ReRotateCosSin(const RopeTableView& rope, ReRotateMode mode, int
   RopeComposeDelta(c_new, s_new, c_old, s_old, c, s);
 }
 
+// Rotates pair `pair` of one head `x` (head_dim contiguous floats) to `position`, multiplying it
+// by rope.attention_factor. The unit of work of the CUDA kernels; RopeRotateHead loops over it.
+PAGEDKV_HD void RopeRotatePair(const RopeTableView& rope, int64_t position, int32_t pair,
+                               float* x) {
+  float c, s;
+  rope.CosSin(position, pair, &c, &s);
+  int32_t a, b;
+  RopePairDims(rope.layout, rope.rotary_dim, pair, &a, &b);
+  RotatePair(&x[a], &x[b], c * rope.attention_factor, s * rope.attention_factor);
+}
+
 // Rotates one head `x` (head_dim contiguous floats) to `position`, multiplying the rotated dims by
 // rope.attention_factor (dims >= rotary_dim pass through unchanged, as in Hugging Face).
 PAGEDKV_HD void RopeRotateHead(const RopeTableView& rope, int64_t position, float* x) {
-  const int32_t num_pairs = rope.NumPairs();
-  for (int32_t i = 0; i < num_pairs; ++i) {
-    float c, s;
-    rope.CosSin(position, i, &c, &s);
-    int32_t a, b;
-    RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
-    RotatePair(&x[a], &x[b], c * rope.attention_factor, s * rope.attention_factor);
-  }
+  for (int32_t i = 0; i < rope.NumPairs(); ++i) RopeRotatePair(rope, position, i, x);
 }
 
 // Host-owned cos/sin table and inverse frequencies of one RopeConfig. Movable, not copyable.
