@@ -1,0 +1,436 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/shift/shifted_prefill.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/backend.h"
+#include "engine/shift/layer_prefix_weights.h"
+#include "kernels/op_args.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+
+struct ShiftedPrefill::Hit {
+  size_t span = 0;              // index into input.chunks
+  ChunkLocation location;       // pinned while the Hit lives in the guard
+  std::vector<int32_t> reused;  // chunk-relative indices filled from the cache
+};
+
+namespace {
+
+// Releases every acquired chunk when it goes out of scope (each Run path).
+class ReleaseGuard {
+ public:
+  ReleaseGuard(ChunkIndex* index, std::vector<ChunkLocation>* acquired)
+      : index_(index), acquired_(acquired) {}
+  ~ReleaseGuard() { (void)ReleaseAll(); }
+  absl::Status ReleaseAll() {
+    absl::Status status;
+    for (const ChunkLocation& location : *acquired_) status.Update(index_->Release(location));
+    acquired_->clear();
+    return status;
+  }
+
+ private:
+  ChunkIndex* index_;
+  std::vector<ChunkLocation>* acquired_;
+};
+
+int64_t SlotAt(std::span<const BlockId> table, int32_t block_size, int64_t position) {
+  return int64_t{table[static_cast<size_t>(position / block_size)]} * block_size +
+         position % block_size;
+}
+
+// A host array placed where `backend` computes: the host pointer itself on a host backend, a
+// device copy otherwise.
+template <typename T>
+absl::StatusOr<const T*> Place(Backend& backend, std::span<const T> host, DeviceBuffer* storage) {
+  if (backend.host_memory()) return host.data();
+  PAGEDKV_ASSIGN_OR_RETURN(*storage, DeviceBuffer::Create(backend, host.size_bytes()));
+  PAGEDKV_RETURN_IF_ERROR(backend.CopyToDevice(storage->data(), host.data(), host.size_bytes()));
+  return storage->as<const T>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShiftedPrefill>> ShiftedPrefill::Create(ModelRunner* runner,
+                                                                       BlockPool* pool,
+                                                                       ChunkIndex* index) {
+  if (runner == nullptr || pool == nullptr || index == nullptr) {
+    return absl::InvalidArgumentError("ShiftedPrefill::Create: runner, pool and index are needed");
+  }
+  if (&index->pool() != pool) {
+    return absl::InvalidArgumentError(
+        "ShiftedPrefill::Create: the chunk index must be built over the same block pool");
+  }
+  if (pool->num_blocks() != runner->options().num_blocks ||
+      pool->block_size() != runner->options().block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ShiftedPrefill::Create: the pool has ", pool->num_blocks(), " blocks of ",
+                     pool->block_size(), " tokens but the model runner's KV pages have ",
+                     runner->options().num_blocks, " blocks of ", runner->options().block_size));
+  }
+  return std::unique_ptr<ShiftedPrefill>(new ShiftedPrefill(runner, pool, index));
+}
+
+ShiftedPrefill::ShiftedPrefill(ModelRunner* runner, BlockPool* pool, ChunkIndex* index)
+    : runner_(runner),
+      pool_(pool),
+      index_(index),
+      model_fingerprint_(
+          absl::StrCat(runner->config().ToString(), "/kv=", DTypeName(runner->options().kv_dtype))),
+      rope_fingerprint_(runner->rope_config().Fingerprint()) {}
+
+ShiftedPrefill::~ShiftedPrefill() = default;
+
+BlockHash ShiftedPrefill::KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
+                                uint64_t adapter_id) const {
+  return ChunkKey(tokens, {.cache_salt = cache_salt,
+                           .adapter_id = adapter_id,
+                           .rope_fingerprint = rope_fingerprint_,
+                           .model_fingerprint = model_fingerprint_});
+}
+
+absl::Status ShiftedPrefill::Validate(const ShiftedPrefillInput& input,
+                                      const ShiftedReuseOptions& options) const {
+  const auto n = static_cast<int64_t>(input.tokens.size());
+  const int32_t bs = pool_->block_size();
+  if (n == 0) return absl::InvalidArgumentError("ShiftedPrefill: the prompt is empty");
+  if (n > INT32_MAX / 2) return absl::InvalidArgumentError("ShiftedPrefill: prompt too long");
+  for (int64_t t = 0; t < n; ++t) {
+    const TokenId token = input.tokens[static_cast<size_t>(t)];
+    if (token < 0 || token >= runner_->config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("ShiftedPrefill: token ", t, " = ", token,
+                                                     " is outside the vocabulary [0, ",
+                                                     runner_->config().vocab_size, ")"));
+    }
+  }
+  if (static_cast<int64_t>(input.block_table.size()) * bs < n) {
+    return absl::InvalidArgumentError(absl::StrCat("ShiftedPrefill: the block table covers ",
+                                                   input.block_table.size() * bs,
+                                                   " tokens, the prompt has ", n));
+  }
+  for (BlockId block : input.block_table) {
+    if (block < 0 || block >= pool_->num_blocks() || pool_->RefCount(block) <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("ShiftedPrefill: block table entry ", block,
+                                                     " is not a block the caller holds"));
+    }
+  }
+  int64_t end = 0;
+  for (size_t i = 0; i < input.chunks.size(); ++i) {
+    const ChunkSpan& span = input.chunks[i];
+    if (span.length <= 0 || span.begin < end || int64_t{span.begin} + span.length > n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ShiftedPrefill: chunk span ", i, " [", span.begin, ", +", span.length,
+          ") must be non-empty, inside the prompt, sorted and not overlap the previous one"));
+    }
+    end = int64_t{span.begin} + span.length;
+  }
+  if (input.logits_from < -1 || input.logits_from >= n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShiftedPrefill: logits_from = ", input.logits_from, " must be -1 or in [0, ", n, ")"));
+  }
+  if (options.recompute_first < 0 || options.deviation_layer < 0 ||
+      !(options.recompute_fraction >= 0.0 && options.recompute_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        "ShiftedReuseOptions: recompute_first and deviation_layer must be >= 0 and "
+        "recompute_fraction in [0, 1]");
+  }
+  if (options.rotation != ReRotateMode::kCompose && options.rotation != ReRotateMode::kDelta) {
+    return absl::InvalidArgumentError("ShiftedReuseOptions.rotation is not a ReRotateMode");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShiftedPrefill::MoveKv(ModelRunner& runner, std::span<const int64_t> src,
+                                    std::span<const int64_t> dst, std::span<const int32_t> old_pos,
+                                    std::span<const int32_t> new_pos, ReRotateMode mode) {
+  // Unshifted tokens go through R(0) (kDelta), which is the identity in fp32: an exact copy.
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<int64_t> s, d;
+    std::vector<int32_t> o, p;
+    for (size_t i = 0; i < src.size(); ++i) {
+      if ((old_pos[i] == new_pos[i]) != (pass == 0)) continue;
+      s.push_back(src[i]);
+      d.push_back(dst[i]);
+      o.push_back(old_pos[i]);
+      p.push_back(new_pos[i]);
+    }
+    if (s.empty()) continue;
+    Backend& backend = runner.backend();
+    DeviceBuffer sb, db, ob, pb;
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* s_ptr,
+                             Place<int64_t>(backend, std::span<const int64_t>(s), &sb));
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr,
+                             Place<int64_t>(backend, std::span<const int64_t>(d), &db));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr,
+                             Place<int32_t>(backend, std::span<const int32_t>(o), &ob));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr,
+                             Place<int32_t>(backend, std::span<const int32_t>(p), &pb));
+    for (int32_t l = 0; l < runner.config().n_layers; ++l) {
+      ReRotateArgs args;
+      args.src_slots = s_ptr;
+      args.dst_slots = d_ptr;
+      args.old_positions = o_ptr;
+      args.new_positions = p_ptr;
+      args.num_tokens = static_cast<int64_t>(s.size());
+      args.mode = pass == 0 ? ReRotateMode::kDelta : mode;
+      args.rope = runner.rope_view();
+      args.cache = runner.kv_layout(l);
+      PAGEDKV_RETURN_IF_ERROR(backend.ReRotate(args));
+    }
+    PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelRunner*> ShiftedPrefill::Probe(int32_t num_layers) {
+  if (probe_ != nullptr && probe_->config().n_layers == num_layers) return probe_.get();
+  probe_.reset();
+  PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights,
+                           LayerPrefixWeights(runner_->weights(), num_layers));
+  ModelRunnerOptions options = runner_->options();
+  options.backend = runner_->backend().kind();
+  options.rope = runner_->rope_config();
+  PAGEDKV_ASSIGN_OR_RETURN(
+      probe_,
+      ModelRunner::Create(std::make_shared<const ModelWeights>(std::move(weights)), options));
+  return probe_.get();
+}
+
+absl::Status ShiftedPrefill::SelectByDeviation(const ShiftedPrefillInput& input,
+                                               const ShiftedReuseOptions& o, std::vector<Hit>& hits,
+                                               std::vector<char>& computed,
+                                               ShiftedPrefillResult& result) {
+  const int32_t bs = pool_->block_size();
+  const int32_t layer = std::min(o.deviation_layer, runner_->config().n_layers - 1);
+  PAGEDKV_ASSIGN_OR_RETURN(ModelRunner * probe, Probe(layer + 1));
+  // The probe computes its layers fresh, in context, for every token up to the last reused one.
+  int32_t end = 0;
+  for (const Hit& hit : hits) {
+    if (!hit.reused.empty())
+      end = std::max(end, input.chunks[hit.span].begin + hit.reused.back() + 1);
+  }
+  if (end == 0) return absl::OkStatus();
+  std::vector<int32_t> positions(static_cast<size_t>(end));
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<int64_t> slots(static_cast<size_t>(end));
+  for (int32_t t = 0; t < end; ++t)
+    slots[static_cast<size_t>(t)] = SlotAt(input.block_table, bs, t);
+  const std::vector<int32_t> qsl = {0, end}, kv_lens = {end};
+  ModelInput probe_input{
+      .token_ids = absl::MakeConstSpan(input.tokens.data(), end),
+      .positions = positions,
+      .slot_mapping = slots,
+      .query_start_loc = qsl,
+      .kv_lens = kv_lens,
+      .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
+      .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size())};
+  ModelOutput unused;
+  PAGEDKV_RETURN_IF_ERROR(probe->Forward(probe_input, {}, &unused));
+  result.num_probe_tokens = end;
+  result.probe_layers = layer + 1;
+
+  for (Hit& hit : hits) {
+    if (hit.reused.empty()) continue;
+    const ChunkSpan& span = input.chunks[hit.span];
+    std::vector<int64_t> hit_slots;
+    for (int32_t i : hit.reused) hit_slots.push_back(SlotAt(input.block_table, bs, span.begin + i));
+    std::vector<float> k_main, v_main, k_probe, v_probe;
+    PAGEDKV_RETURN_IF_ERROR(runner_->ReadKv(layer, hit_slots, &k_main, &v_main));
+    PAGEDKV_RETURN_IF_ERROR(probe->ReadKv(layer, hit_slots, &k_probe, &v_probe));
+    const size_t width = k_main.size() / hit_slots.size();
+    std::vector<std::pair<double, size_t>> deviation;
+    for (size_t j = 0; j < hit_slots.size(); ++j) {
+      double sum = 0.0;
+      for (size_t e = j * width; e < (j + 1) * width; ++e) {
+        const double dk = double{k_main[e]} - k_probe[e];
+        const double dv = double{v_main[e]} - v_probe[e];
+        sum += dk * dk + dv * dv;
+      }
+      deviation.emplace_back(sum, j);
+    }
+    const auto pick = std::min(
+        deviation.size(), static_cast<size_t>(std::ceil(o.recompute_fraction *
+                                                        static_cast<double>(deviation.size()))));
+    std::partial_sort(deviation.begin(), deviation.begin() + static_cast<std::ptrdiff_t>(pick),
+                      deviation.end(), [](const auto& a, const auto& b) {
+                        return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
+    std::vector<char> drop(hit.reused.size(), 0);
+    for (size_t j = 0; j < pick; ++j) drop[deviation[j].second] = 1;
+    std::vector<int32_t> kept;
+    for (size_t j = 0; j < hit.reused.size(); ++j) {
+      if (drop[j]) {
+        computed[static_cast<size_t>(span.begin + hit.reused[j])] = 1;
+      } else {
+        kept.push_back(hit.reused[j]);
+      }
+    }
+    hit.reused = std::move(kept);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShiftedPrefill::RegisterChunk(const ShiftedPrefillInput& input, const ChunkSpan& span,
+                                           ChunkReuseRecord& record) {
+  const int32_t bs = pool_->block_size();
+  const std::span<const TokenId> tokens =
+      input.tokens.subspan(static_cast<size_t>(span.begin), static_cast<size_t>(span.length));
+  const BlockHash key = KeyOf(tokens, input.cache_salt, input.adapter_id);
+  if (index_->Contains(key)) return absl::OkStatus();
+  std::vector<BlockId> blocks;
+  if (!pool_->Allocate((span.length + bs - 1) / bs, &blocks).ok()) {
+    return absl::OkStatus();  // no room: the chunk is simply not cached
+  }
+  std::vector<int64_t> src, dst;
+  std::vector<int32_t> pos;
+  for (int32_t i = 0; i < span.length; ++i) {
+    src.push_back(SlotAt(input.block_table, bs, span.begin + i));
+    dst.push_back(int64_t{blocks[static_cast<size_t>(i / bs)]} * bs + i % bs);
+    pos.push_back(span.begin + i);
+  }
+  absl::Status status = MoveKv(*runner_, src, dst, pos, pos, ReRotateMode::kDelta);
+  if (status.ok()) {
+    absl::StatusOr<bool> inserted = index_->Insert(key, tokens, span.begin, blocks, 0);
+    if (inserted.ok()) {
+      record.registered = *inserted;
+    } else {
+      status = inserted.status();
+    }
+  }
+  std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
+  status.Update(pool_->Unpin(tail_first));
+  return status;
+}
+
+absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInput& input,
+                                                         const ShiftedReuseOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(Validate(input, options));
+  const auto n = static_cast<int32_t>(input.tokens.size());
+  const int32_t bs = pool_->block_size();
+  const int32_t logits_from = input.logits_from < 0 ? n - 1 : input.logits_from;
+  ShiftedPrefillResult result;
+  result.logits_from = logits_from;
+  result.chunks.resize(input.chunks.size());
+  std::vector<char> computed(static_cast<size_t>(n), 1);
+  std::vector<Hit> hits;
+  std::vector<ChunkLocation> acquired;
+  ReleaseGuard guard(index_, &acquired);
+
+  // 1. Plan: find and pin cached chunks.
+  const absl::flat_hash_set<BlockId> own(input.block_table.begin(), input.block_table.end());
+  for (size_t s = 0; s < input.chunks.size(); ++s) {
+    const ChunkSpan& span = input.chunks[s];
+    ChunkReuseRecord& record = result.chunks[s];
+    record.begin = span.begin;
+    record.length = span.length;
+    if (!options.enable_reuse) continue;
+    const std::span<const TokenId> tokens =
+        input.tokens.subspan(static_cast<size_t>(span.begin), static_cast<size_t>(span.length));
+    std::optional<ChunkLocation> location =
+        index_->Find(KeyOf(tokens, input.cache_salt, input.adapter_id), tokens);
+    if (!location) continue;
+    // A cached copy inside this sequence's own blocks would be overwritten while read.
+    if (std::any_of(location->blocks.begin(), location->blocks.end(),
+                    [&own](BlockId b) { return own.contains(b); })) {
+      continue;
+    }
+    if (!index_->Acquire(*location).ok()) continue;  // stale: compute instead
+    acquired.push_back(*location);
+    Hit hit{.span = s, .location = *location, .reused = {}};
+    record.hit = true;
+    record.cached_position = location->position;
+    for (int32_t i = 0; i < span.length; ++i) {
+      const int32_t t = span.begin + i;
+      if (i < options.recompute_first || t >= logits_from || t == n - 1) continue;
+      hit.reused.push_back(i);
+      computed[static_cast<size_t>(t)] = 0;
+    }
+    hits.push_back(std::move(hit));
+  }
+
+  // 2. Reuse: re-rotate (or, naive, copy) every reused token into the sequence's slots.
+  {
+    std::vector<int64_t> src, dst;
+    std::vector<int32_t> old_pos, new_pos;
+    for (const Hit& hit : hits) {
+      const ChunkSpan& span = input.chunks[hit.span];
+      for (int32_t i : hit.reused) {
+        src.push_back(hit.location.SlotOf(i, bs));
+        dst.push_back(SlotAt(input.block_table, bs, span.begin + i));
+        old_pos.push_back(hit.location.PositionOf(i));
+        new_pos.push_back(options.rerotate ? span.begin + i : hit.location.PositionOf(i));
+      }
+    }
+    if (!src.empty()) {
+      PAGEDKV_RETURN_IF_ERROR(MoveKv(*runner_, src, dst, old_pos, new_pos, options.rotation));
+    }
+  }
+
+  // 3. Selective recompute (CacheBlend).
+  if (options.recompute_fraction > 0.0 && !hits.empty()) {
+    PAGEDKV_RETURN_IF_ERROR(SelectByDeviation(input, options, hits, computed, result));
+  }
+  for (const Hit& hit : hits) {
+    ChunkReuseRecord& record = result.chunks[hit.span];
+    record.num_reused = static_cast<int32_t>(hit.reused.size());
+    record.num_recomputed = record.length - record.num_reused;
+    result.num_reused_tokens += record.num_reused;
+  }
+
+  // 4. Compute every other token in one forward pass.
+  std::vector<TokenId> ids;
+  std::vector<int32_t> positions, logits_rows;
+  std::vector<int64_t> slots;
+  for (int32_t t = 0; t < n; ++t) {
+    if (!computed[static_cast<size_t>(t)]) continue;
+    if (t >= logits_from) logits_rows.push_back(static_cast<int32_t>(ids.size()));
+    ids.push_back(input.tokens[static_cast<size_t>(t)]);
+    positions.push_back(t);
+    slots.push_back(SlotAt(input.block_table, bs, t));
+  }
+  const std::vector<int32_t> qsl = {0, static_cast<int32_t>(ids.size())}, kv_lens = {n};
+  const ModelInput model_input{
+      .token_ids = ids,
+      .positions = positions,
+      .slot_mapping = slots,
+      .query_start_loc = qsl,
+      .kv_lens = kv_lens,
+      .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
+      .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size()),
+      .logits_indices = logits_rows};
+  ModelOutput output;
+  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(model_input, {.return_logits = true}, &output));
+  result.logits = std::move(output.logits);
+  result.num_computed_tokens = static_cast<int64_t>(ids.size());
+  PAGEDKV_RETURN_IF_ERROR(guard.ReleaseAll());
+
+  // 5. Register spans computed here.
+  if (options.register_chunks) {
+    for (size_t s = 0; s < input.chunks.size(); ++s) {
+      if (result.chunks[s].hit) continue;
+      PAGEDKV_RETURN_IF_ERROR(RegisterChunk(input, input.chunks[s], result.chunks[s]));
+    }
+  }
+  const double layers = runner_->config().n_layers;
+  result.compute_fraction = (static_cast<double>(result.num_computed_tokens) * layers +
+                             static_cast<double>(result.num_probe_tokens) * result.probe_layers) /
+                            (static_cast<double>(n) * layers);
+  return result;
+}
+
+}  // namespace pagedkv
