@@ -75,6 +75,21 @@ BlockHash RootHash(std::string_view cache_salt, std::string_view model_fingerpri
   return Xxh3Hash128(buf);
 }
 
+BlockHash ExtraKeysDigest(const BlockExtraKeys& extra) {
+  if (extra.multimodal.empty()) return BlockHash{extra.adapter_id, 0};
+  constexpr char kTag[] = "pagedkv-extra-v1";
+  std::vector<std::byte> buf(sizeof(kTag) - 1 + 8 + 16 * extra.multimodal.size());
+  std::memcpy(buf.data(), kTag, sizeof(kTag) - 1);
+  std::byte* p = PutU64(buf.data() + sizeof(kTag) - 1, extra.adapter_id);
+  for (const BlockHash& mm : extra.multimodal) {
+    p = PutU64(p, mm.low);
+    p = PutU64(p, mm.high);
+  }
+  BlockHash digest = Xxh3Hash128(buf);
+  digest.high |= uint64_t{1} << 63;
+  return digest;
+}
+
 BlockHash HashBlock(const BlockHasher& hasher, const BlockHash& parent,
                     std::span<const TokenId> tokens, const BlockExtraKeys& extra) {
   const size_t size =

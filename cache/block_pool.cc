@@ -69,6 +69,10 @@ bool BlockPool::TokensMatch(BlockId block, std::span<const TokenId> tokens) cons
   return std::equal(tokens.begin(), tokens.end(), stored);
 }
 
+bool BlockPool::ExtraKeysMatch(BlockId block, const BlockHash& extra_digest) const {
+  return InRange(block) && meta_[block].cached && meta_[block].extra_digest == extra_digest;
+}
+
 absl::Status BlockPool::Pin(BlockId block) {
   if (!InRange(block)) return OutOfRange(block, num_blocks_);
   BlockMeta& m = meta_[block];
@@ -188,7 +192,8 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
 
 absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
                                        const BlockHash& parent_hash,
-                                       std::span<const TokenId> tokens, BlockId parent_block) {
+                                       std::span<const TokenId> tokens, BlockId parent_block,
+                                       const BlockHash& extra_digest) {
   if (!InRange(block)) return OutOfRange(block, num_blocks_);
   BlockMeta& m = meta_[block];
   if (m.state != State::kUsed) {
@@ -216,6 +221,7 @@ absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
   if (!inserted) return false;
   m.hash = hash;
   m.parent_hash = parent_hash;
+  m.extra_digest = extra_digest;
   m.cached = true;
   ++m.generation;
   m.parent_block = parent_block;

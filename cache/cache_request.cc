@@ -95,6 +95,7 @@ void CacheRequest::HashNewBlocks() {
       extra.multimodal = mm_hashes;
     }
     block_hashes_.push_back(HashBlock(*hasher_, ParentHashOf(i), BlockTokens(i), extra));
+    block_extra_digests_.push_back(ExtraKeysDigest(extra));
   }
 }
 

@@ -74,7 +74,9 @@ bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int64_t 
                             BlockId prev) const {
   const std::optional<BlockHash> parent = pool_->ParentHash(block);
   return parent.has_value() && *parent == request.ParentHashOf(i) &&
-         pool_->TokensMatch(block, request.BlockTokens(i)) && pool_->IsLinkedTo(block, prev);
+         pool_->TokensMatch(block, request.BlockTokens(i)) &&
+         pool_->ExtraKeysMatch(block, request.BlockExtraDigest(i)) &&
+         pool_->IsLinkedTo(block, prev);
 }
 
 absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequest& request) {
@@ -224,7 +226,8 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
     const std::span<const TokenId> tokens = request.BlockTokens(i);
     if (!options_.verify_tokens) {
       // Hash-only mode: index the block unless its hash is already present.
-      (void)pool_->Insert(block, hash, parent_hash, tokens);
+      (void)pool_->Insert(block, hash, parent_hash, tokens, kNullBlock,
+                          request.BlockExtraDigest(i));
       continue;
     }
     if (state.chain_broken) continue;
@@ -241,6 +244,12 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
     }
     BlockId canonical = block;
     const BlockId holder = pool_->FindCached(hash);
+    if (holder != kNullBlock && holder == prev) {
+      // The block's hash collides with its own parent's: it cannot be indexed without dropping
+      // the parent, so the chain ends here.
+      state.chain_broken = true;
+      continue;
+    }
     if (holder != kNullBlock) {
       if (Verify(holder, request, i, prev)) {
         canonical = holder;  // same content already cached (e.g. computed concurrently)
@@ -251,7 +260,9 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
         (void)pool_->Uncache(holder);
       }
     }
-    if (canonical == block) (void)pool_->Insert(block, hash, parent_hash, tokens, prev);
+    if (canonical == block) {
+      (void)pool_->Insert(block, hash, parent_hash, tokens, prev, request.BlockExtraDigest(i));
+    }
     state.last_canonical = canonical;
     state.last_canonical_generation = pool_->Generation(canonical);
   }

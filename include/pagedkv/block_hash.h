@@ -121,6 +121,13 @@ struct BlockExtraKeys {
   std::span<const BlockHash> multimodal = {};  // content hashes of inputs overlapping the block
 };
 
+// An exact-or-strong digest of a block's extra keys, stored beside cached blocks so verification
+// compares extra keys as well as tokens: {adapter_id, 0} when there are no multimodal keys (so
+// {0, 0} for none), else XXH3-128("pagedkv-extra-v1" ‖ adapter_id ‖ each content hash) with the
+// high bit of `high` set (never equal to an adapter-only digest). Independent of any plugged
+// hasher.
+BlockHash ExtraKeysDigest(const BlockExtraKeys& extra);
+
 // Hashes one full block: `hasher`(parent ‖ tokens ‖ extra keys), byte layout as above.
 // REQUIRES: tokens.size() is the block size (the function hashes whatever it is given).
 BlockHash HashBlock(const BlockHasher& hasher, const BlockHash& parent,

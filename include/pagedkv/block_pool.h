@@ -83,6 +83,9 @@ class BlockPool {
   // without tokens) or its stored tokens equal `tokens`.
   bool TokensMatch(BlockId block, std::span<const TokenId> tokens) const;
 
+  // True when `block` is cached with extra-keys digest `extra_digest` (see Insert).
+  bool ExtraKeysMatch(BlockId block, const BlockHash& extra_digest) const;
+
   // ---- Reference counting ---------------------------------------------------------------------
 
   // Adds a reference to `block`, which must be used or cached (a free block is
@@ -113,12 +116,14 @@ class BlockPool {
   // Caches used, uncached `block` under `hash`. `parent_hash` is the previous block's hash (the
   // root for a first block); `tokens` is empty or exactly block_size tokens (stored when
   // store_tokens); `parent_block`, when not kNullBlock, must be cached under `parent_hash` and is
-  // recorded as the chain link. Returns true when indexed (kBlockStored emitted, policy told),
+  // recorded as the chain link; `extra_digest` (ExtraKeysDigest of the block's extra keys) is
+  // stored for ExtraKeysMatch. Returns true when indexed (kBlockStored emitted, policy told),
   // false when another block already holds `hash` (then nothing changes). InvalidArgument /
   // FailedPrecondition for a bad block, state, token count or parent; nothing changes then.
   absl::StatusOr<bool> Insert(BlockId block, const BlockHash& hash, const BlockHash& parent_hash,
                               std::span<const TokenId> tokens = {},
-                              BlockId parent_block = kNullBlock);
+                              BlockId parent_block = kNullBlock,
+                              const BlockHash& extra_digest = {});
 
   // Drops cached `block` from the index (kBlockRemoved emitted). A used block stays used; an
   // evictable one becomes free. FailedPrecondition when it is not cached.
@@ -178,8 +183,9 @@ class BlockPool {
   enum class State : uint8_t { kFree, kUsed, kEvictable };
 
   struct BlockMeta {
-    BlockHash hash;         // valid when cached
-    BlockHash parent_hash;  // valid when cached
+    BlockHash hash;          // valid when cached
+    BlockHash parent_hash;   // valid when cached
+    BlockHash extra_digest;  // valid when cached
     int32_t ref_count = 0;
     BlockId parent_block = kNullBlock;  // chain link, valid when cached
     uint32_t parent_generation = 0;     // generation of parent_block when linked

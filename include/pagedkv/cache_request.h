@@ -77,6 +77,9 @@ class CacheRequest {
   // The hash block `i` chains from: root_hash() for 0, else block_hashes()[i - 1].
   // REQUIRES: 0 <= i <= num_full_blocks().
   const BlockHash& ParentHashOf(int64_t i) const { return i == 0 ? root_ : block_hashes_[i - 1]; }
+  // ExtraKeysDigest of full block `i` (adapter id and overlapping multimodal keys), which the
+  // manager stores with cached blocks and compares on hits. REQUIRES: 0 <= i < num_full_blocks().
+  const BlockHash& BlockExtraDigest(int64_t i) const { return block_extra_digests_[i]; }
   // Tokens of full block `i`. REQUIRES: 0 <= i < num_full_blocks().
   std::span<const TokenId> BlockTokens(int64_t i) const {
     return std::span<const TokenId>(tokens_).subspan(i * options_.block_size, options_.block_size);
@@ -92,6 +95,7 @@ class CacheRequest {
   BlockHash root_;
   std::vector<TokenId> tokens_;
   std::vector<BlockHash> block_hashes_;
+  std::vector<BlockHash> block_extra_digests_;  // parallel to block_hashes_
   int64_t num_prompt_tokens_ = 0;
   size_t mm_cursor_ = 0;  // first multimodal input that may overlap the next block to hash
 };

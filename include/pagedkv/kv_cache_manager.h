@@ -15,7 +15,8 @@
 // Decode: append the sampled token to the CacheRequest, then AllocateSlots(request, 1).
 //
 // Verification (options.verify_tokens, on by default): a hash hit is accepted only when the
-// cached block's tokens and parent hash equal the request's and the block is linked to the very
+// cached block's tokens, extra keys (adapter, multimodal) and parent hash equal the request's and
+// the block is linked to the very
 // block accepted just before it (BlockPool::IsLinkedTo), so even colliding hashes never make a
 // wrong reuse. A cached block that fails verification is replaced by the request's own block when
 // the request computes it. With verification off, hits are accepted on the hash alone.

@@ -1,0 +1,626 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Randomised differential test of KvCacheManager (and the BlockPool and eviction policies under
+// it) against a brute-force reference model: linear scans instead of hash maps, timestamps
+// instead of lists, and the same documented rules. Thousands of random operations (admit with
+// prefix hits, chunked growth, decode, free, double free, reset, invalid calls, salts, adapters,
+// multimodal keys) run for every policy, with and without token verification, with XXH3 and with a
+// 2-bit hasher that forces collisions. After every step an invariant checker compares the two
+// models and checks the real one on its own: reference counts equal block-table entries,
+// free + evictable + used = total, every indexed hash maps to a block holding exactly the tokens
+// (and hash) it was computed for, the evictable set is exactly the zero-count cached blocks, and
+// (with verification on, or with a real hash) every prefix hit holds the request's own context.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "tests/cache/test_hashers.h"
+
+namespace pagedkv {
+namespace {
+
+// ---- Brute-force reference ----------------------------------------------------------------------
+
+class RefPool {
+ public:
+  enum class State { kFree, kUsed, kEvictable };
+  struct Block {
+    State state = State::kFree;
+    int ref = 0;
+    bool cached = false;
+    BlockHash hash, parent, extra;
+    std::vector<TokenId> tokens;  // stored tokens (empty: none)
+    int parent_block = -1;
+    uint32_t parent_gen = 0;
+    uint32_t gen = 0;
+    uint64_t release_seq = 0, insert_seq = 0, freq = 0;
+  };
+
+  RefPool(int n, int bs, bool store, std::string policy)
+      : blocks_(n), bs_(bs), store_(store), policy_(std::move(policy)) {}
+
+  int Find(const BlockHash& h) const {
+    for (int b = 0; b < Size(); ++b) {
+      if (blocks_[b].cached && blocks_[b].hash == h) return b;
+    }
+    return -1;
+  }
+  int Count(State s) const {
+    return static_cast<int>(std::count_if(blocks_.begin(), blocks_.end(),
+                                          [s](const Block& b) { return b.state == s; }));
+  }
+  int Available() const { return Count(State::kFree) + Count(State::kEvictable); }
+  int Size() const { return static_cast<int>(blocks_.size()); }
+  const Block& at(int b) const { return blocks_[b]; }
+
+  void Pin(int b) {
+    Block& x = blocks_[b];
+    if (x.state == State::kEvictable) x.state = State::kUsed;
+    ++x.ref;
+    if (x.cached) ++x.freq;
+  }
+  void Unpin(int b) {
+    Block& x = blocks_[b];
+    if (--x.ref > 0) return;
+    if (x.cached) {
+      x.state = State::kEvictable;
+      x.release_seq = ++seq_;
+    } else {
+      x.state = State::kFree;
+    }
+  }
+  int Allocate() {
+    int pick = -1;
+    for (int b = 0; b < Size() && pick < 0; ++b) {
+      if (blocks_[b].state == State::kFree) pick = b;
+    }
+    if (pick < 0) {
+      for (int b = 0; b < Size(); ++b) {
+        if (blocks_[b].state != State::kEvictable) continue;
+        if (pick < 0 || VictimKey(b) < VictimKey(pick)) pick = b;
+      }
+      blocks_[pick].cached = false;
+      ++evictions;
+    }
+    blocks_[pick].state = State::kUsed;
+    blocks_[pick].ref = 1;
+    return pick;
+  }
+  bool Insert(int b, const BlockHash& h, const BlockHash& parent, std::span<const TokenId> tokens,
+              int parent_block, const BlockHash& extra) {
+    if (Find(h) >= 0) return false;
+    EXPECT_TRUE(parent_block < 0 || blocks_[parent_block].cached) << "parent must be cached";
+    Block& x = blocks_[b];
+    x.cached = true;
+    x.hash = h;
+    x.parent = parent;
+    x.extra = extra;
+    x.tokens = store_ ? std::vector<TokenId>(tokens.begin(), tokens.end()) : std::vector<TokenId>{};
+    x.parent_block = parent_block;
+    x.parent_gen = parent_block < 0 ? 0 : blocks_[parent_block].gen;
+    ++x.gen;
+    x.freq = 1;
+    x.insert_seq = ++seq_;
+    ++stored;
+    return true;
+  }
+  void Uncache(int b) {
+    blocks_[b].cached = false;
+    if (blocks_[b].state == State::kEvictable) blocks_[b].state = State::kFree;
+  }
+  void Reset() {
+    for (int b = 0; b < Size(); ++b) Uncache(b);
+  }
+  bool Linked(int child, int parent) const {
+    const Block& c = blocks_[child];
+    if (!c.cached) return false;
+    if (parent < 0) return c.parent_block < 0;
+    return blocks_[parent].cached && c.parent_block == parent &&
+           c.parent_gen == blocks_[parent].gen;
+  }
+  bool TokensMatch(int b, std::span<const TokenId> t) const {
+    const Block& x = blocks_[b];
+    return x.tokens.empty() || std::equal(t.begin(), t.end(), x.tokens.begin(), x.tokens.end());
+  }
+
+  int64_t evictions = 0, stored = 0;
+
+ private:
+  std::pair<uint64_t, uint64_t> VictimKey(int b) const {
+    const Block& x = blocks_[b];
+    if (policy_ == "lfu") return {x.freq, x.release_seq};
+    if (policy_ == "fifo") return {x.insert_seq, 0};
+    return {x.release_seq, 0};
+  }
+
+  std::vector<Block> blocks_;
+  int bs_;
+  bool store_;
+  std::string policy_;
+  uint64_t seq_ = 0;
+};
+
+class RefManager {
+ public:
+  struct Req {
+    std::vector<int> table;
+    int64_t num_tokens = 0;
+    int64_t num_cached = 0;
+    int canon = -1;
+    uint32_t canon_gen = 0;
+    bool broken = false;
+  };
+
+  RefManager(int n, int bs, bool verify, std::string policy)
+      : pool(n, bs, verify, std::move(policy)), bs_(bs), verify_(verify) {}
+
+  bool Verify(int b, const CacheRequest& r, int64_t i, int prev) const {
+    const auto& x = pool.at(b);
+    return x.cached && x.parent == r.ParentHashOf(i) && pool.TokensMatch(b, r.BlockTokens(i)) &&
+           x.extra == r.BlockExtraDigest(i) && pool.Linked(b, prev);
+  }
+
+  std::vector<int> Lookup(const CacheRequest& r) {
+    std::vector<int> hit;
+    if (r.num_tokens() == 0) return hit;
+    const int64_t max_blocks = (r.num_tokens() - 1) / bs_;
+    int prev = -1;
+    for (int64_t i = 0; i < max_blocks; ++i) {
+      const int b = pool.Find(r.block_hashes()[i]);
+      if (b < 0) break;
+      if (verify_ && !Verify(b, r, i, prev)) {
+        ++verification_failures;
+        break;
+      }
+      hit.push_back(b);
+      prev = b;
+    }
+    hit_tokens += static_cast<int64_t>(hit.size()) * bs_;
+    return hit;
+  }
+
+  // Returns the status code AllocateSlots must produce.
+  absl::StatusCode Allocate(const CacheRequest& r, int64_t n, const std::vector<int>& hit) {
+    const bool is_new = !reqs.contains(r.id());
+    if (n < 0 || (!is_new && !hit.empty())) return absl::StatusCode::kInvalidArgument;
+    const int64_t have = is_new ? static_cast<int64_t>(hit.size()) * bs_ : reqs[r.id()].num_tokens;
+    if (have + n > r.num_tokens()) return absl::StatusCode::kInvalidArgument;
+    const int64_t held = is_new ? static_cast<int64_t>(hit.size()) : reqs[r.id()].table.size();
+    const int64_t need = std::max<int64_t>(0, (have + n + bs_ - 1) / bs_ - held);
+    int64_t evictable_hits = 0;
+    for (int b : hit) evictable_hits += pool.at(b).ref == 0;
+    if (need + evictable_hits > pool.Available()) {
+      if (is_new) reqs.erase(r.id());
+      return absl::StatusCode::kResourceExhausted;
+    }
+    Req& q = reqs[r.id()];
+    if (is_new) {
+      for (int b : hit) {
+        pool.Pin(b);
+        q.table.push_back(b);
+      }
+      q.num_cached = static_cast<int64_t>(hit.size());
+      if (!hit.empty()) {
+        q.canon = hit.back();
+        q.canon_gen = pool.at(q.canon).gen;
+      }
+    }
+    for (int64_t i = 0; i < need; ++i) q.table.push_back(pool.Allocate());
+    q.num_tokens = have + n;
+    CacheFull(r, q);
+    return absl::StatusCode::kOk;
+  }
+
+  void CacheFull(const CacheRequest& r, Req& q) {
+    const int64_t full = q.num_tokens / bs_;
+    for (int64_t i = q.num_cached; i < full; ++i) {
+      const int b = q.table[i];
+      if (!verify_) {
+        pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), -1,
+                    r.BlockExtraDigest(i));
+        continue;
+      }
+      if (q.broken) continue;
+      int prev = -1;
+      if (i > 0) {
+        prev = q.canon;
+        if (prev < 0 || !pool.at(prev).cached || pool.at(prev).gen != q.canon_gen) {
+          q.broken = true;
+          continue;
+        }
+      }
+      int canon = b;
+      const int holder = pool.Find(r.block_hashes()[i]);
+      if (holder >= 0 && holder == prev) {
+        q.broken = true;
+        continue;
+      }
+      if (holder >= 0) {
+        if (Verify(holder, r, i, prev)) {
+          canon = holder;
+        } else {
+          ++replaced;
+          pool.Uncache(holder);
+        }
+      }
+      if (canon == b) {
+        pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), prev,
+                    r.BlockExtraDigest(i));
+      }
+      q.canon = canon;
+      q.canon_gen = pool.at(canon).gen;
+    }
+    q.num_cached = std::max(q.num_cached, full);
+  }
+
+  bool Free(RequestId id) {
+    auto it = reqs.find(id);
+    if (it == reqs.end()) return false;
+    for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool.Unpin(*b);
+    reqs.erase(it);
+    return true;
+  }
+
+  RefPool pool;
+  std::map<RequestId, Req> reqs;
+  int64_t hit_tokens = 0, verification_failures = 0, replaced = 0;
+
+ private:
+  int bs_;
+  bool verify_;
+};
+
+// ---- Driver -------------------------------------------------------------------------------------
+
+struct Config {
+  std::string policy;
+  bool verify;
+  int hash_bits;  // 0: XXH3-128, else a colliding hasher with that many bits
+};
+
+std::string ConfigName(const Config& c) {
+  return absl::StrCat(c.policy, c.verify ? "_verify" : "_noverify",
+                      c.hash_bits == 0 ? "_xxh3" : absl::StrCat("_bits", c.hash_bits));
+}
+
+class Driver {
+ public:
+  static constexpr int kBs = 4;
+  static constexpr int kBlocks = 24;
+  static constexpr int kVocab = 5;
+
+  Driver(const Config& c, uint32_t seed)
+      : config_(c), rng_(seed), ref_(kBlocks, kBs, c.verify, c.policy) {
+    KvCacheManagerOptions o{.num_blocks = kBlocks,
+                            .block_size = kBs,
+                            .verify_tokens = c.verify,
+                            .eviction_policy = c.policy,
+                            .vocab_size = kVocab,
+                            .model_fingerprint = "test-model"};
+    if (c.hash_bits > 0) o.hasher = std::make_shared<testing::CollidingHasher>(c.hash_bits);
+    manager_ = *KvCacheManager::Create(std::move(o));
+    for (int d = 0; d < 4; ++d) {
+      std::vector<TokenId> doc(40);
+      for (TokenId& t : doc) t = Uniform(0, kVocab - 1);
+      docs_.push_back(doc);
+    }
+    owner_.assign(kBlocks, std::nullopt);
+  }
+
+  void Run(int steps) {
+    for (int step = 0; step < steps; ++step) {
+      SCOPED_TRACE(absl::StrCat("step ", step));
+      const int op = Uniform(0, 99);
+      if (op < 25) {
+        NewRequest();
+      } else if (op < 32) {
+        RetryWaiting();
+      } else if (op < 45) {
+        Grow();
+      } else if (op < 70) {
+        Decode();
+      } else if (op < 90) {
+        Free();
+      } else if (op < 94) {
+        BadFree();
+      } else if (op < 98) {
+        BadAllocate();
+      } else if (op < 99) {
+        manager_->ResetPrefixCache();
+        ref_.pool.Reset();
+      } else {
+        StaleHit();
+      }
+      Check();
+      if (::testing::Test::HasFatalFailure() || ::testing::Test::HasNonfatalFailure()) return;
+    }
+    EXPECT_GT(manager_->stats().hit_tokens, 0);
+    EXPECT_GT(manager_->stats().evictions, 0);
+  }
+
+ private:
+  struct Live {
+    CacheRequest req;
+    bool admitted;
+  };
+  // What a full block was computed for: its request's hash and the whole context up to it.
+  struct Content {
+    BlockHash hash;
+    std::string key;
+    std::vector<TokenId> tokens;
+  };
+
+  int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+
+  // The exact context of block i of r: salt, adapter, and per block its tokens + multimodal keys.
+  static std::string ContextKey(const CacheRequest& r, int64_t i) {
+    std::string key = absl::StrCat(r.cache_salt(), "|", r.adapter_id(), "|");
+    for (int64_t k = 0; k <= i; ++k) {
+      for (TokenId t : r.BlockTokens(k)) absl::StrAppend(&key, t, ",");
+      for (const MultimodalInput& mm : r.multimodal()) {
+        if (mm.offset < (k + 1) * kBs && mm.offset + mm.length > k * kBs) {
+          absl::StrAppend(&key, "mm", mm.content_hash.low, ",");
+        }
+      }
+      key += ";";
+    }
+    return key;
+  }
+
+  void NewRequest() {
+    const std::vector<TokenId>& doc = docs_[Uniform(0, 3)];
+    std::vector<TokenId> prompt(doc.begin(), doc.begin() + Uniform(1, 40));
+    for (int i = Uniform(0, 6); i > 0; --i) prompt.push_back(Uniform(0, kVocab - 1));
+    RequestCacheKeys keys;
+    if (Uniform(0, 4) == 0) keys.cache_salt = "tenant-b";
+    if (Uniform(0, 4) == 0) keys.adapter_id = 5;
+    if (Uniform(0, 9) == 0) {
+      keys.multimodal.push_back({.offset = Uniform(0, 20),
+                                 .length = Uniform(1, 8),
+                                 .content_hash = {Uniform(1, 2) * 1u, 0}});
+    }
+    auto req = manager_->NewRequest(next_id_++, prompt, keys);
+    ASSERT_TRUE(req.ok()) << req.status();
+    live_.push_back(Live{*std::move(req), false});
+    Admit(live_.back());
+  }
+
+  void RetryWaiting() {
+    for (Live& l : live_) {
+      if (!l.admitted) {
+        Admit(l);
+        return;
+      }
+    }
+  }
+
+  void Admit(Live& l) {
+    auto hit = manager_->GetComputedBlocks(l.req);
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    const std::vector<int> ref_hit = ref_.Lookup(l.req);
+    ASSERT_EQ(hit->blocks.size(), ref_hit.size());
+    CheckHitContents(l.req, hit->blocks);
+    const int64_t todo = l.req.num_tokens() - hit->num_computed_tokens;
+    const int64_t n = Uniform(0, 2) == 0 ? Uniform(1, static_cast<int>(todo)) : todo;  // chunked
+    Allocate(l, n, *hit, ref_hit);
+  }
+
+  void Allocate(Live& l, int64_t n, const ComputedBlocks& hit, const std::vector<int>& ref_hit) {
+    const absl::Status st = manager_->AllocateSlots(l.req, n, hit);
+    const absl::StatusCode want = ref_.Allocate(l.req, n, ref_hit);
+    ASSERT_EQ(st.code(), want) << st;
+    if (st.ok()) {
+      l.admitted = true;
+      TrackOwnership(l.req, hit.blocks.size());
+    }
+  }
+
+  // Records what the request's own (non-hit) blocks hold once they are full.
+  void TrackOwnership(const CacheRequest& r, size_t num_hit) {
+    auto table = manager_->GetBlockTable(r.id());
+    ASSERT_TRUE(table.ok());
+    const int64_t full = *manager_->NumAllocatedTokens(r.id()) / kBs;
+    Track& track = tracks_[r.id()];
+    if (track.first_owned < 0) track.first_owned = static_cast<int64_t>(num_hit);
+    for (int64_t i = std::max(track.first_owned, track.filled);
+         i < static_cast<int64_t>(table->size()); ++i) {
+      const BlockId b = (*table)[i];
+      if (i < full) {
+        const auto tokens = r.BlockTokens(i);
+        owner_[b] = Content{r.block_hashes()[i], ContextKey(r, i),
+                            std::vector<TokenId>(tokens.begin(), tokens.end())};
+      } else {
+        owner_[b] = std::nullopt;  // not full yet
+      }
+    }
+    track.filled = std::max(track.filled, full);
+  }
+
+  void CheckHitContents(const CacheRequest& r, const std::vector<BlockId>& blocks) {
+    if (!config_.verify && config_.hash_bits > 0) return;  // wrong reuse is possible by design
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_TRUE(owner_[blocks[i]].has_value()) << "hit block " << blocks[i] << " has no content";
+      ASSERT_EQ(owner_[blocks[i]]->key, ContextKey(r, static_cast<int64_t>(i)))
+          << "wrong reuse of block " << blocks[i] << " for request block " << i;
+    }
+  }
+
+  Live* PickAdmitted(bool want_room) {
+    std::vector<Live*> c;
+    for (Live& l : live_) {
+      if (!l.admitted) continue;
+      const int64_t have = *manager_->NumAllocatedTokens(l.req.id());
+      if (want_room == (have < l.req.num_tokens())) c.push_back(&l);
+    }
+    return c.empty() ? nullptr : c[Uniform(0, static_cast<int>(c.size()) - 1)];
+  }
+
+  void Grow() {
+    Live* l = PickAdmitted(/*want_room=*/true);
+    if (l == nullptr) return;
+    const int64_t room = l->req.num_tokens() - *manager_->NumAllocatedTokens(l->req.id());
+    Allocate(*l, Uniform(1, static_cast<int>(room)), {}, {});
+  }
+
+  void Decode() {
+    Live* l = PickAdmitted(/*want_room=*/false);
+    if (l == nullptr) return;
+    ASSERT_TRUE(l->req.AppendToken(Uniform(0, kVocab - 1)).ok());
+    Allocate(*l, 1, {}, {});
+  }
+
+  void Free() {
+    if (Uniform(0, 3) == 0) {  // abort a waiting request: it holds nothing
+      for (size_t i = 0; i < live_.size(); ++i) {
+        if (live_[i].admitted) continue;
+        ASSERT_EQ(manager_->Free(live_[i].req.id()).code(), absl::StatusCode::kNotFound);
+        live_.erase(live_.begin() + static_cast<ptrdiff_t>(i));
+        return;
+      }
+    }
+    std::vector<size_t> admitted;
+    for (size_t i = 0; i < live_.size(); ++i) {
+      if (live_[i].admitted) admitted.push_back(i);
+    }
+    if (admitted.empty()) return;
+    const size_t i = admitted[Uniform(0, static_cast<int>(admitted.size()) - 1)];
+    const RequestId id = live_[i].req.id();
+    ASSERT_TRUE(manager_->Free(id).ok());
+    ASSERT_TRUE(ref_.Free(id));
+    tracks_.erase(id);
+    live_.erase(live_.begin() + static_cast<ptrdiff_t>(i));
+  }
+
+  void BadFree() {
+    const RequestId id = Uniform(0, 1) == 0 ? next_id_ + 1000 : freed_probe_++;
+    const bool known = ref_.reqs.contains(id);
+    if (known) return;
+    const absl::Status st = manager_->Free(id);
+    ASSERT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  }
+
+  void BadAllocate() {
+    Live* l = PickAdmitted(Uniform(0, 1) == 0);
+    if (l == nullptr) return;
+    const int64_t room = l->req.num_tokens() - *manager_->NumAllocatedTokens(l->req.id());
+    const int64_t n = Uniform(0, 1) == 0 ? room + Uniform(1, 5) : -1;
+    ASSERT_EQ(manager_->AllocateSlots(l->req, n).code(), absl::StatusCode::kInvalidArgument);
+  }
+
+  // A hit that went stale (its blocks were reset) must be refused with nothing changed.
+  void StaleHit() {
+    for (Live& l : live_) {
+      if (l.admitted) continue;
+      auto hit = manager_->GetComputedBlocks(l.req);
+      ASSERT_TRUE(hit.ok());
+      ref_.Lookup(l.req);
+      if (hit->blocks.empty()) return;
+      manager_->ResetPrefixCache();
+      ref_.pool.Reset();
+      ASSERT_EQ(manager_->AllocateSlots(l.req, 1, *hit).code(),
+                absl::StatusCode::kFailedPrecondition);
+      return;
+    }
+  }
+
+  void Check() {
+    const absl::Status inv = manager_->ValidateInvariants();
+    ASSERT_TRUE(inv.ok()) << inv;
+    const BlockPool& pool = manager_->pool();
+    using S = RefPool::State;
+    ASSERT_EQ(pool.NumFreeBlocks(), ref_.pool.Count(S::kFree));
+    ASSERT_EQ(pool.NumEvictableBlocks(), ref_.pool.Count(S::kEvictable));
+    ASSERT_EQ(pool.NumUsedBlocks(), ref_.pool.Count(S::kUsed));
+    ASSERT_EQ(pool.NumFreeBlocks() + pool.NumEvictableBlocks() + pool.NumUsedBlocks(), kBlocks);
+    // Same cached hashes, and each indexed block holds the tokens it was computed with.
+    std::vector<BlockHash> real_hashes, ref_hashes;
+    for (BlockId b = 0; b < kBlocks; ++b) {
+      if (pool.IsCached(b)) {
+        real_hashes.push_back(*pool.CachedHash(b));
+        ASSERT_EQ(pool.FindCached(*pool.CachedHash(b)), b);
+        ASSERT_TRUE(owner_[b].has_value()) << "cached block " << b << " was never filled";
+        ASSERT_EQ(owner_[b]->hash, *pool.CachedHash(b)) << "block " << b;
+        if (pool.store_tokens()) {
+          const auto t = pool.CachedTokens(b);
+          ASSERT_EQ(std::vector<TokenId>(t.begin(), t.end()), owner_[b]->tokens) << "block " << b;
+        }
+      }
+      if (ref_.pool.at(b).cached) ref_hashes.push_back(ref_.pool.at(b).hash);
+    }
+    std::sort(real_hashes.begin(), real_hashes.end());
+    std::sort(ref_hashes.begin(), ref_hashes.end());
+    ASSERT_EQ(real_hashes, ref_hashes);
+    int evictable = 0;
+    for (BlockId b = 0; b < kBlocks; ++b) evictable += pool.IsCached(b) && pool.RefCount(b) == 0;
+    ASSERT_EQ(evictable, pool.NumEvictableBlocks());
+    // Same requests and table shapes.
+    ASSERT_EQ(manager_->NumRequests(), static_cast<int32_t>(ref_.reqs.size()));
+    for (const auto& [id, q] : ref_.reqs) {
+      auto t = manager_->GetBlockTable(id);
+      ASSERT_TRUE(t.ok());
+      ASSERT_EQ(t->size(), q.table.size());
+      ASSERT_EQ(*manager_->NumAllocatedTokens(id), q.num_tokens);
+    }
+    const CacheStats s = manager_->stats();
+    ASSERT_EQ(s.hit_tokens, ref_.hit_tokens);
+    ASSERT_EQ(s.evictions, ref_.pool.evictions);
+    ASSERT_EQ(s.stored_blocks, ref_.pool.stored);
+    ASSERT_EQ(s.verification_failures, ref_.verification_failures);
+    ASSERT_EQ(s.replaced_blocks, ref_.replaced);
+  }
+
+  Config config_;
+  std::mt19937 rng_;
+  RefManager ref_;
+  std::unique_ptr<KvCacheManager> manager_;
+  std::vector<std::vector<TokenId>> docs_;
+  std::vector<Live> live_;
+  std::vector<std::optional<Content>> owner_;  // [kBlocks]
+  struct Track {
+    int64_t first_owned = -1;  // table entries before this are prefix hits (not the request's)
+    int64_t filled = 0;        // leading full blocks already recorded
+  };
+  std::map<RequestId, Track> tracks_;
+  RequestId next_id_ = 1;
+  RequestId freed_probe_ = 1;
+};
+
+class KvCacheManagerRandomTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(KvCacheManagerRandomTest, MatchesReferenceModel) {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int kSteps = 1500;
+#else
+  constexpr int kSteps = 5000;
+#endif
+  for (uint32_t seed : {1u, 2u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    Driver driver(GetParam(), seed);
+    driver.Run(kSteps);
+    if (HasFailure()) return;
+  }
+}
+
+std::vector<Config> AllConfigs() {
+  std::vector<Config> out;
+  for (const char* policy : {"lru", "lfu", "fifo"}) {
+    for (bool verify : {true, false}) {
+      for (int bits : {0, 2}) out.push_back({policy, verify, bits});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, KvCacheManagerRandomTest, ::testing::ValuesIn(AllConfigs()),
+                         [](const auto& info) { return ConfigName(info.param); });
+
+}  // namespace
+}  // namespace pagedkv
