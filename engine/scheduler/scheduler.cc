@@ -92,8 +92,9 @@ class Scheduler::Impl {
   internal::WaitingQueue<RequestState> waiting_;
   // Sorted by rank (priority, then arrival order): served in this order, preempted from the back.
   std::vector<RequestState*> running_;
-  std::vector<Decision> decisions_;   // this step's, reused
-  std::vector<RequestState*> order_;  // this step's admission order, reused
+  std::vector<Decision> decisions_;            // this step's, reused
+  std::vector<RequestState*> order_;           // this step's admission order, reused
+  std::vector<RequestState*> update_targets_;  // UpdateFromOutput's requests, reused
   std::vector<RequestId> pending_finished_;
   int32_t num_awaiting_samples_ = 0;
   uint64_t update_calls_ = 0;
@@ -402,6 +403,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
     std::span<const SampledToken> sampled) {
   // Validate everything first so that a bad call changes nothing.
   const uint64_t call = ++update_calls_;
+  update_targets_.clear();
   for (const SampledToken& s : sampled) {
     auto it = requests_.find(s.request_id);
     if (it == requests_.end()) {
@@ -420,6 +422,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
           absl::StrCat("UpdateFromOutput: request ", s.request_id, " appears more than once"));
     }
     r.seen_in_update = call;
+    update_targets_.push_back(&r);
     const int32_t vocab = r.cache.vocab_size();
     if (s.token < 0 || (vocab > 0 && s.token >= vocab)) {
       return absl::InvalidArgumentError(
@@ -442,8 +445,9 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
 
   std::vector<RequestOutput> outputs;
   outputs.reserve(sampled.size());
-  for (const SampledToken& s : sampled) {
-    RequestState* r = requests_.find(s.request_id)->second.get();
+  for (size_t k = 0; k < sampled.size(); ++k) {
+    const SampledToken& s = sampled[k];
+    RequestState* r = update_targets_[k];
     // Cannot fail: the token was checked against the vocabulary above.
     PAGEDKV_RETURN_IF_ERROR(r->cache.AppendToken(s.token));
     r->awaiting_sample = false;
