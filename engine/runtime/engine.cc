@@ -1,0 +1,358 @@
+// Copyright 2026 The pagedkv Authors.
+#include "pagedkv/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/model_runner.h"
+#include "kernels/op_args.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+struct Engine::RequestRecord {
+  std::vector<TokenId> prompt;
+  SamplingOptions sampling;
+  int32_t num_generated = 0;
+  int32_t num_prefix_hit_tokens = 0;
+  int32_t num_admissions = 0;
+  Clock::time_point added;
+  double time_to_first_token_s = 0.0;
+};
+
+Engine::Engine() = default;
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const ModelWeights> weights,
+                                                       const EngineOptions& options,
+                                                       std::shared_ptr<const Tokenizer> tokenizer) {
+  if (weights == nullptr) return absl::InvalidArgumentError("Engine: weights are null");
+  if (tokenizer != nullptr && tokenizer->vocab_size() != weights->config().vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Engine: the tokenizer has ", tokenizer->vocab_size(),
+                     " tokens but the model's vocab_size is ", weights->config().vocab_size));
+  }
+  std::unique_ptr<Engine> engine(new Engine());
+  engine->options_ = options;
+  engine->tokenizer_ = std::move(tokenizer);
+  PAGEDKV_RETURN_IF_ERROR(engine->Init(std::move(weights)));
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
+                                                     const std::string& tokenizer_path,
+                                                     const EngineOptions& options) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::LoadLlama2c(model_path));
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (!tokenizer_path.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(Tokenizer tok,
+                             Tokenizer::Load(tokenizer_path, weights.config().vocab_size));
+    tokenizer = std::make_shared<const Tokenizer>(std::move(tok));
+  }
+  return Create(std::make_shared<const ModelWeights>(std::move(weights)), options,
+                std::move(tokenizer));
+}
+
+absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
+  const ModelConfig& c = weights->config();
+  if (options_.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.block_size must be positive, got ", options_.block_size));
+  }
+  if (options_.num_kv_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options_.num_kv_blocks));
+  }
+  const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
+  const int64_t context = ContextLengthFor(c, rope);
+  int64_t num_blocks = options_.num_kv_blocks;
+  if (num_blocks == 0) num_blocks = 32 * CeilDiv(context + 1, options_.block_size);
+  if (num_blocks > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions: ", num_blocks, " KV blocks is too many; set num_kv_blocks"));
+  }
+  ModelRunnerOptions runner_options;
+  runner_options.backend = options_.backend;
+  runner_options.num_blocks = static_cast<int32_t>(num_blocks);
+  runner_options.block_size = options_.block_size;
+  runner_options.kv_dtype = options_.kv_dtype;
+  runner_options.rope = rope;
+  PAGEDKV_ASSIGN_OR_RETURN(runner_, ModelRunner::Create(std::move(weights), runner_options));
+
+  KvCacheManagerOptions cache_options;
+  cache_options.num_blocks = static_cast<int32_t>(num_blocks);
+  cache_options.block_size = options_.block_size;
+  cache_options.enable_prefix_caching = options_.enable_prefix_caching;
+  cache_options.eviction_policy = options_.eviction_policy;
+  cache_options.vocab_size = c.vocab_size;
+  cache_options.model_fingerprint =
+      absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner_->rope_config().Fingerprint(),
+                   "|kv=", DTypeName(options_.kv_dtype));
+  PAGEDKV_ASSIGN_OR_RETURN(cache_, KvCacheManager::Create(std::move(cache_options)));
+
+  SchedulerOptions scheduler_options = options_.scheduler;
+  scheduler_options.max_model_len =
+      options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
+  PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
+  return absl::OkStatus();
+}
+
+int64_t Engine::context_length() const { return runner_->context_length(); }
+const ModelConfig& Engine::config() const { return runner_->config(); }
+std::string Engine::backend_name() const { return runner_->backend().name(); }
+
+bool Engine::HasUnfinishedRequests() const { return scheduler_->HasUnfinishedRequests(); }
+
+absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
+  const ModelConfig& c = config();
+  std::vector<TokenId> prompt = std::move(request.prompt_tokens);
+  if (prompt.empty()) {
+    if (!request.prompt_text.empty()) {
+      if (tokenizer_ == nullptr) {
+        return absl::InvalidArgumentError(
+            "AddRequest: a text prompt needs an engine with a tokenizer; pass prompt_tokens or "
+            "create the engine with one");
+      }
+      PAGEDKV_ASSIGN_OR_RETURN(prompt, tokenizer_->Encode(request.prompt_text));
+    } else {
+      prompt = {Tokenizer::kBosId};
+    }
+  }
+  if (request.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddRequest: max_new_tokens must be >= 1, got ", request.max_new_tokens));
+  }
+  const SamplingOptions& s = request.sampling;
+  if (!std::isfinite(s.temperature) || !(s.top_p > 0.0f && s.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddRequest: sampling needs a finite temperature and top_p in (0, 1], got "
+                     "temperature ",
+                     s.temperature, ", top_p ", s.top_p));
+  }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("AddRequest: prompt token ", i, " (",
+                                                     prompt[i], ") is outside the vocabulary [0, ",
+                                                     c.vocab_size, ")"));
+    }
+  }
+  // The last sampled token is never run through the model: positions go up to
+  // prompt + max_new_tokens - 2.
+  const int64_t last_position = static_cast<int64_t>(prompt.size()) + request.max_new_tokens - 2;
+  if (!options_.allow_context_overrun && last_position >= context_length()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AddRequest: prompt (", prompt.size(), " tokens) + max_new_tokens (",
+        request.max_new_tokens, ") would run the model at position ", last_position,
+        ", past its trained context of ", context_length(),
+        " positions; shorten the prompt or max_new_tokens, configure RoPE scaling for a longer "
+        "context, or set EngineOptions.allow_context_overrun to run it anyway (the output is "
+        "then extrapolation)"));
+  }
+
+  const RequestId id = next_id_;
+  SchedulerRequest sr;
+  sr.id = id;
+  sr.prompt = prompt;
+  sr.max_new_tokens = request.max_new_tokens;
+  sr.priority = request.priority;
+  sr.cache_salt = std::move(request.cache_salt);
+  sr.stop_tokens = std::move(request.stop_tokens);
+  if (request.stop_at_eos) {
+    sr.stop_tokens.push_back(Tokenizer::kBosId);
+    sr.stop_tokens.push_back(Tokenizer::kEosId);
+  }
+  PAGEDKV_RETURN_IF_ERROR(scheduler_->AddRequest(std::move(sr)));
+  auto record = std::make_unique<RequestRecord>();
+  record->prompt = std::move(prompt);
+  record->sampling = request.sampling;
+  record->added = Clock::now();
+  requests_.emplace(id, std::move(record));
+  ++next_id_;
+  ++stats_.num_requests;
+  return id;
+}
+
+GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
+                                    std::vector<TokenId> output_tokens, FinishReason reason) const {
+  GenerationResult result;
+  result.request_id = id;
+  result.prompt_tokens = record.prompt;
+  result.output_tokens = std::move(output_tokens);
+  result.finish_reason = reason;
+  result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
+  result.num_preemptions = std::max(0, record.num_admissions - 1);
+  result.time_to_first_token_s = record.time_to_first_token_s;
+  result.latency_s = SecondsSince(record.added);
+  if (tokenizer_ != nullptr) {
+    absl::StatusOr<std::string> text =
+        tokenizer_->Decode(result.output_tokens, record.prompt.back());
+    // Tokens come from the model's vocabulary, which is the tokenizer's: decoding cannot fail.
+    if (text.ok()) result.text = *std::move(text);
+  }
+  return result;
+}
+
+absl::StatusOr<StepOutput> Engine::Step() {
+  const Clock::time_point start = Clock::now();
+  StepOutput out;
+  PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  out.batch = batch_.stats;
+  // Aborted requests are reported here (finished ones come from UpdateFromOutput below).
+  for (RequestId id : batch_.finished_request_ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    out.finished.push_back(MakeResult(id, *it->second, {}, FinishReason::kAborted));
+    requests_.erase(it);
+    ++stats_.num_finished;
+  }
+  if (batch_.empty()) return out;
+
+  // Flatten the batch for the runner: padded block tables, one logits row per sampling sequence.
+  const int32_t n = batch_.num_sequences();
+  int32_t max_blocks = 0;
+  for (const ScheduledSequence& s : batch_.sequences)
+    max_blocks = std::max(max_blocks, s.num_blocks);
+  std::vector<BlockId> tables(static_cast<size_t>(n) * static_cast<size_t>(max_blocks), 0);
+  std::vector<int32_t> kv_lens(static_cast<size_t>(n));
+  std::vector<int32_t> logits_indices;
+  std::vector<SamplingParams> sampling;
+  std::vector<RequestId> sampled_ids;
+  for (int32_t i = 0; i < n; ++i) {
+    const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
+    const auto table = batch_.BlockTable(i);
+    std::copy(table.begin(), table.end(), tables.begin() + static_cast<ptrdiff_t>(i) * max_blocks);
+    kv_lens[static_cast<size_t>(i)] = s.seq_len();
+    RequestRecord& record = *requests_.at(s.request_id);
+    if (s.newly_admitted) {
+      if (record.num_admissions == 0) {
+        record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
+        stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
+        stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
+      }
+      ++record.num_admissions;
+    }
+    if (s.samples) {
+      logits_indices.push_back(s.query_start + s.num_scheduled_tokens - 1);
+      sampling.push_back(SamplingParams{.temperature = record.sampling.temperature,
+                                        .top_p = record.sampling.top_p,
+                                        .seed = record.sampling.seed,
+                                        .counter = static_cast<uint64_t>(record.num_generated)});
+      sampled_ids.push_back(s.request_id);
+    }
+  }
+  ModelInput input{.token_ids = batch_.token_ids,
+                   .positions = batch_.positions,
+                   .slot_mapping = batch_.slot_mapping,
+                   .query_start_loc = batch_.query_start_loc,
+                   .kv_lens = kv_lens,
+                   .block_tables = tables,
+                   .max_blocks_per_seq = max_blocks,
+                   .logits_indices = logits_indices};
+  ModelOutput model_out;
+  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(
+      input, {.return_logits = options_.return_logits, .sampling = sampling}, &model_out));
+
+  std::vector<SampledToken> sampled(sampled_ids.size());
+  for (size_t i = 0; i < sampled_ids.size(); ++i) {
+    sampled[i] = SampledToken{.request_id = sampled_ids[i], .token = model_out.sampled[i]};
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
+                           scheduler_->UpdateFromOutput(sampled));
+  const Clock::time_point now = Clock::now();
+  for (RequestOutput& o : outputs) {
+    auto it = requests_.find(o.request_id);
+    RequestRecord& record = *it->second;
+    if (record.num_generated == 0) {
+      record.time_to_first_token_s = std::chrono::duration<double>(now - record.added).count();
+    }
+    out.tokens.push_back(
+        TokenOutput{.request_id = o.request_id, .token = o.token, .index = record.num_generated});
+    ++record.num_generated;
+    if (o.finished()) {
+      out.finished.push_back(
+          MakeResult(o.request_id, record, std::move(o.output_tokens), o.finish_reason));
+      requests_.erase(it);
+      ++stats_.num_finished;
+    }
+  }
+  if (options_.return_logits) out.logits = std::move(model_out.logits);
+
+  ++stats_.num_steps;
+  stats_.num_computed_tokens += batch_.num_tokens();
+  stats_.num_generated_tokens += static_cast<int64_t>(out.tokens.size());
+  stats_.num_preemptions += batch_.stats.num_preempted;
+  stats_.step_num_tokens.push_back(batch_.num_tokens());
+  stats_.step_num_seqs.push_back(n);
+  out.seconds = SecondsSince(start);
+  stats_.busy_seconds += out.seconds;
+  return out;
+}
+
+absl::StatusOr<std::vector<GenerationResult>> Engine::Generate(
+    std::vector<GenerationRequest> requests) {
+  std::vector<RequestId> ids;
+  ids.reserve(requests.size());
+  for (GenerationRequest& r : requests) {
+    absl::StatusOr<RequestId> id = AddRequest(std::move(r));
+    if (!id.ok()) {
+      for (RequestId added : ids) {
+        if (scheduler_->AbortRequest(added).ok()) {
+          requests_.erase(added);
+          --stats_.num_requests;
+        }
+      }
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  absl::flat_hash_map<RequestId, size_t> slot_of;
+  for (size_t i = 0; i < ids.size(); ++i) slot_of[ids[i]] = i;
+  std::vector<GenerationResult> results(ids.size());
+  size_t remaining = ids.size();
+  while (remaining > 0) {
+    PAGEDKV_ASSIGN_OR_RETURN(StepOutput step, Step());
+    for (GenerationResult& r : step.finished) {
+      auto it = slot_of.find(r.request_id);
+      if (it == slot_of.end()) continue;
+      results[it->second] = std::move(r);
+      --remaining;
+    }
+    if (remaining > 0 && step.batch.num_scheduled_tokens == 0 && step.finished.empty()) {
+      return absl::InternalError(
+          absl::StrCat("Engine::Generate: the scheduler made no progress with ", remaining,
+                       " request(s) unfinished"));
+    }
+  }
+  return results;
+}
+
+absl::Status Engine::AbortRequest(RequestId id) {
+  if (!requests_.contains(id)) {
+    return absl::NotFoundError(
+        absl::StrCat("AbortRequest: unknown request ", id, " (never added, or already finished)"));
+  }
+  return scheduler_->AbortRequest(id);
+}
+
+}  // namespace pagedkv

@@ -1,0 +1,212 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Engine: a llama2.c model served on paged KV memory with prefix caching and continuous batching.
+//
+// Requests go in (prompt tokens or text, how many tokens to generate, sampling settings, cache
+// salt, priority); each Step() asks the scheduler for one flat batch (prefill chunks and decode
+// tokens of many requests, each token with its own position and KV slot), runs it through the
+// model runner (CPU backend, or CUDA when built with it and a device is visible), samples one
+// token for every sequence that completed its known tokens, and reports the new tokens and the
+// requests that finished. Prefix caching is on by default: a request whose prompt starts with
+// blocks another request computed reuses their KV instead of recomputing it.
+//
+// Requests that would use positions past the model's trained context (seq_len, or the extended
+// context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<pagedkv::Engine> engine,
+//                            pagedkv::Engine::Load("model.bin", "tok.bin", {}));
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::RequestId id,
+//                            engine->AddRequest({.prompt_text = "Echoes of", .max_new_tokens =
+//                            32}));
+//   while (engine->HasUnfinishedRequests()) {
+//     PAGEDKV_ASSIGN_OR_RETURN(pagedkv::StepOutput step, engine->Step());
+//     for (const pagedkv::GenerationResult& done : step.finished) Print(done.text);
+//   }
+//   // Or, blocking: engine->Generate({{.prompt_text = "a"}, {.prompt_text = "b"}}).
+//
+// Not thread-safe: one thread drives an Engine.
+#ifndef PAGEDKV_ENGINE_H_
+#define PAGEDKV_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/backend_kind.h"
+#include "pagedkv/dtype.h"
+#include "pagedkv/model_config.h"
+#include "pagedkv/model_weights.h"
+#include "pagedkv/rope_config.h"
+#include "pagedkv/scheduler.h"
+#include "pagedkv/tokenizer.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+class KvCacheManager;
+class ModelRunner;
+
+struct EngineOptions {
+  BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
+  int32_t block_size = 16;                   // tokens per KV block
+  // KV blocks in the pool (per layer). 0: enough for 32 sequences of the full context.
+  int32_t num_kv_blocks = 0;
+  DType kv_dtype = DType::kF32;         // storage type of cached K and V
+  bool enable_prefix_caching = true;    // reuse cached prompt blocks across requests
+  std::string eviction_policy = "lru";  // cached-block eviction: "lru", "lfu", "fifo"
+  // Batching: token budget per step, running sequences, chunked prefill, policy. Its
+  // max_model_len is set by the engine (the context limit, or 0 with allow_context_overrun).
+  SchedulerOptions scheduler = {};
+  // RoPE override (e.g. a scaling variant); unset: llama2.c's (interleaved, base 10000, none).
+  std::optional<RopeConfig> rope = std::nullopt;
+  // Allow requests whose positions pass the trained context (the model is then extrapolating).
+  bool allow_context_overrun = false;
+  // Return each sampled token's logits row in StepOutput::logits (for tests and studies).
+  bool return_logits = false;
+  // Model name hashed into the prefix cache's root (with the shape and RoPE fingerprint).
+  std::string model_id = "llama2c";
+};
+
+// How to pick each next token.
+struct SamplingOptions {
+  float temperature = 0.0f;  // <= 0: greedy (argmax)
+  float top_p = 1.0f;        // nucleus sampling mass in (0, 1]
+  uint64_t seed = 0;         // random stream of this request (same seed, same tokens)
+};
+
+struct GenerationRequest {
+  // Prompt token ids; when empty, prompt_text is encoded (BOS first). Both empty: BOS alone.
+  std::vector<TokenId> prompt_tokens = {};
+  std::string prompt_text = {};  // needs a tokenizer
+  int32_t max_new_tokens = 16;   // >= 1
+  SamplingOptions sampling = {};
+  std::string cache_salt = {};  // requests share cached blocks only with the same salt
+  int32_t priority = 0;         // smaller = more important (with SchedulingPolicy::kPriority)
+  // Stop at llama2.c's sequence delimiters: BOS (1) and EOS (2), as run.c stops at BOS.
+  bool stop_at_eos = true;
+  std::vector<TokenId> stop_tokens = {};  // more tokens that end the request (kept in output)
+};
+
+// One token produced by a step.
+struct TokenOutput {
+  RequestId request_id = 0;
+  TokenId token = 0;
+  int32_t index = 0;  // 0 for the request's first generated token
+};
+
+// A finished (or aborted) request.
+struct GenerationResult {
+  RequestId request_id = 0;
+  std::vector<TokenId> prompt_tokens;
+  std::vector<TokenId> output_tokens;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
+  int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  int32_t num_preemptions = 0;         // times it was preempted and recomputed
+  double time_to_first_token_s = 0.0;  // from AddRequest to its first token
+  double latency_s = 0.0;              // from AddRequest to finishing
+};
+
+struct StepOutput {
+  std::vector<TokenOutput> tokens;         // tokens sampled in this step
+  std::vector<GenerationResult> finished;  // requests that finished in (or before) this step
+  // With EngineOptions.return_logits: [tokens.size(), vocab_size], row i for tokens[i].
+  std::vector<float> logits;
+  SchedulerStepStats batch;  // what the step computed (tokens, sequences, prefix hits, ...)
+  double seconds = 0.0;      // wall time of the step
+};
+
+struct EngineStats {
+  int64_t num_steps = 0;
+  int64_t num_requests = 0;           // added
+  int64_t num_finished = 0;           // finished or aborted
+  int64_t num_prompt_tokens = 0;      // over first admissions
+  int64_t num_prefix_hit_tokens = 0;  // of those, served from the prefix cache
+  int64_t num_computed_tokens = 0;    // tokens run through the model (prefill + decode)
+  int64_t num_generated_tokens = 0;   // tokens sampled
+  int64_t num_preemptions = 0;
+  double busy_seconds = 0.0;             // wall time inside Step()
+  std::vector<int32_t> step_num_tokens;  // per step: tokens in the batch
+  std::vector<int32_t> step_num_seqs;    // per step: sequences in the batch
+};
+
+class Engine {
+ public:
+  // An engine over `weights` (shared, read-only) and an optional tokenizer (needed for text
+  // prompts and GenerationResult::text). InvalidArgument for bad options (and a tokenizer whose
+  // vocabulary size differs from the model's), Unavailable when the backend cannot be created.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      std::shared_ptr<const ModelWeights> weights, const EngineOptions& options,
+      std::shared_ptr<const Tokenizer> tokenizer = nullptr);
+
+  // Loads a llama2.c checkpoint and (when tokenizer_path is not empty) its tokenizer.
+  static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_path,
+                                                      const std::string& tokenizer_path,
+                                                      const EngineOptions& options);
+
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its id. InvalidArgument (nothing queued) for a text prompt
+  // without a tokenizer, tokens outside the vocabulary, max_new_tokens < 1, bad sampling
+  // settings, or positions past the context limit (see the banner).
+  absl::StatusOr<RequestId> AddRequest(GenerationRequest request);
+
+  // Runs one scheduled batch. Returns the sampled tokens and the requests that finished. An empty
+  // StepOutput when nothing is waiting or running.
+  absl::StatusOr<StepOutput> Step();
+
+  // Queues `requests`, steps until each has finished and returns their results in order (other
+  // requests already queued progress too; their results are not returned). On an AddRequest
+  // error nothing of this call stays queued.
+  absl::StatusOr<std::vector<GenerationResult>> Generate(std::vector<GenerationRequest> requests);
+
+  // Ends a waiting or running request; it shows up in the next StepOutput::finished with
+  // FinishReason::kAborted. NotFound for an unknown or finished id.
+  absl::Status AbortRequest(RequestId id);
+
+  bool HasUnfinishedRequests() const;
+
+  // Positions [0, context_length()) are within the trained context.
+  int64_t context_length() const;
+  const ModelConfig& config() const;
+  // The compute backend, e.g. "cpu" or "cuda:0 (NVIDIA H100)".
+  std::string backend_name() const;
+  const EngineOptions& options() const { return options_; }
+  const EngineStats& stats() const { return stats_; }
+  // Null when created without a tokenizer.
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+  // The parts, for engines and studies that build on this one (e.g. shifted reuse).
+  ModelRunner& model_runner() { return *runner_; }
+  KvCacheManager& kv_cache_manager() { return *cache_; }
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  struct RequestRecord;
+  Engine();
+  absl::Status Init(std::shared_ptr<const ModelWeights> weights);
+  GenerationResult MakeResult(RequestId id, const RequestRecord& record,
+                              std::vector<TokenId> output_tokens, FinishReason reason) const;
+
+  EngineOptions options_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<KvCacheManager> cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<RequestRecord>> requests_;
+  RequestId next_id_ = 1;
+  EngineStats stats_;
+  ScheduledBatch batch_;  // reused between steps
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_H_

@@ -1,0 +1,390 @@
+// Copyright 2026 The pagedkv Authors.
+#include "pagedkv/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/model_weights.h"
+#include "pagedkv/tokenizer.h"
+#include "tests/engine/model/tiny_llama2c.h"
+#include "tests/shared_data.h"
+
+namespace pagedkv {
+namespace {
+
+using ::pagedkv::testing::MakeTinyLlama2c;
+using ::pagedkv::testing::ReferenceForward;
+using ::pagedkv::testing::TinyLlama2c;
+using ::pagedkv::testing::TinyShape;
+using ::pagedkv::testing::WriteTempFile;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kNewTokens = 12;
+#else
+constexpr int kNewTokens = 24;
+#endif
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() : model_(MakeTinyLlama2c(Shape(), 31)) {
+    const auto path = WriteTempFile("engine_model.bin", model_.FileBytes());
+    absl::StatusOr<ModelWeights> w = ModelWeights::LoadLlama2c(path.string());
+    EXPECT_TRUE(w.ok()) << w.status();
+    weights_ = std::make_shared<const ModelWeights>(std::move(w).value());
+  }
+  static TinyShape Shape() {
+    TinyShape s;
+    s.seq_len = 96;
+    // A separate classifier: with a tied one a random model tends to repeat its input token.
+    s.shared_classifier = false;
+    return s;
+  }
+  static EngineOptions Options() {
+    EngineOptions o;
+    o.backend = BackendKind::kCpu;
+    o.block_size = 4;
+    o.num_kv_blocks = 256;
+    return o;
+  }
+  std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, options);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return std::move(e).value();
+  }
+  // Prompts that share prefixes of different lengths (some block-aligned, some not).
+  std::vector<std::vector<TokenId>> SharedPrefixPrompts() const {
+    std::mt19937 rng(77);
+    auto random = [&](int n) {
+      std::vector<TokenId> t(static_cast<size_t>(n));
+      for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
+      return t;
+    };
+    const std::vector<TokenId> system = random(21);
+    std::vector<std::vector<TokenId>> prompts;
+    for (int tail : {5, 9, 1, 14}) {
+      std::vector<TokenId> p = system;
+      const std::vector<TokenId> t = random(tail);
+      p.insert(p.end(), t.begin(), t.end());
+      prompts.push_back(p);
+    }
+    std::vector<TokenId> prefix_of_first(prompts[0].begin(), prompts[0].begin() + 12);
+    prompts.push_back(prefix_of_first);
+    prompts.push_back(random(7));
+    return prompts;
+  }
+  static std::vector<GenerationRequest> Requests(const std::vector<std::vector<TokenId>>& prompts,
+                                                 int max_new_tokens) {
+    std::vector<GenerationRequest> out;
+    for (const auto& p : prompts) {
+      GenerationRequest r;
+      r.prompt_tokens = p;
+      r.max_new_tokens = max_new_tokens;
+      r.stop_at_eos = false;
+      out.push_back(r);
+    }
+    return out;
+  }
+  static std::vector<std::vector<TokenId>> Outputs(const std::vector<GenerationResult>& results) {
+    std::vector<std::vector<TokenId>> out;
+    for (const GenerationResult& r : results) out.push_back(r.output_tokens);
+    return out;
+  }
+
+  TinyLlama2c model_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+TEST_F(EngineTest, GreedyLogitsMatchTheReferenceAtEveryGeneratedPosition) {
+  EngineOptions options = Options();
+  options.return_logits = true;
+  auto engine = MakeEngine(options);
+  const std::vector<TokenId> prompt = SharedPrefixPrompts()[0];
+  ASSERT_TRUE(engine->AddRequest(Requests({prompt}, kNewTokens)[0]).ok());
+  std::vector<TokenId> sequence = prompt;
+  std::vector<std::vector<float>> rows;
+  while (engine->HasUnfinishedRequests()) {
+    absl::StatusOr<StepOutput> step = engine->Step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (size_t i = 0; i < step->tokens.size(); ++i) {
+      sequence.push_back(step->tokens[i].token);
+      rows.emplace_back(step->logits.begin() + static_cast<ptrdiff_t>(i) * 64,
+                        step->logits.begin() + static_cast<ptrdiff_t>(i + 1) * 64);
+    }
+  }
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kNewTokens));
+  const auto want = ReferenceForward(model_).Logits(sequence);
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const std::vector<double>& ref = want[prompt.size() - 1 + g];
+    double scale = 1.0, worst = 0.0;
+    for (double x : ref) scale = std::max(scale, std::abs(x));
+    for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(rows[g][i] - ref[i]));
+    EXPECT_LE(worst, 1e-4 * scale) << "generated token " << g;
+    // Greedy: the sampled token is the row's argmax.
+    EXPECT_EQ(sequence[prompt.size() + g],
+              std::max_element(rows[g].begin(), rows[g].end()) - rows[g].begin());
+  }
+}
+
+TEST_F(EngineTest, PrefixCachingOnAndOffGiveIdenticalGreedyOutputs) {
+  const auto prompts = SharedPrefixPrompts();
+  std::vector<std::vector<TokenId>> outputs[2];
+  int64_t hits[2] = {0, 0};
+  for (int caching = 0; caching < 2; ++caching) {
+    EngineOptions options = Options();
+    options.enable_prefix_caching = caching == 1;
+    auto engine = MakeEngine(options);
+    // The first request runs alone so its blocks are cached before the others arrive.
+    absl::StatusOr<std::vector<GenerationResult>> first =
+        engine->Generate(Requests({prompts[0]}, kNewTokens));
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<std::vector<GenerationResult>> rest = engine->Generate(Requests(
+        std::vector<std::vector<TokenId>>(prompts.begin() + 1, prompts.end()), kNewTokens));
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    outputs[caching] = Outputs(*first);
+    for (auto& o : Outputs(*rest)) outputs[caching].push_back(o);
+    hits[caching] = engine->stats().num_prefix_hit_tokens;
+    for (auto o : outputs[caching]) {
+      EXPECT_EQ(o.size(), static_cast<size_t>(kNewTokens));
+      std::sort(o.begin(), o.end());
+      EXPECT_GE(std::unique(o.begin(), o.end()) - o.begin(), 3) << "a degenerate test model";
+    }
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_EQ(hits[0], 0);
+  EXPECT_GE(hits[1], 3 * 20);  // the three prompts extending the 21-token system prompt
+}
+
+TEST_F(EngineTest, BatchOfSharedPrefixRequestsEqualsEachAlone) {
+  const auto prompts = SharedPrefixPrompts();
+  std::vector<std::vector<TokenId>> alone;
+  for (const auto& p : prompts) {
+    auto engine = MakeEngine(Options());
+    absl::StatusOr<std::vector<GenerationResult>> r = engine->Generate(Requests({p}, kNewTokens));
+    ASSERT_TRUE(r.ok()) << r.status();
+    alone.push_back(r->at(0).output_tokens);
+  }
+  auto engine = MakeEngine(Options());
+  // Twice: the second round hits the blocks the first cached, mid-batch.
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<std::vector<GenerationResult>> batched =
+        engine->Generate(Requests(prompts, kNewTokens));
+    ASSERT_TRUE(batched.ok()) << batched.status();
+    EXPECT_EQ(Outputs(*batched), alone) << "round " << round;
+  }
+  EXPECT_GT(engine->stats().num_prefix_hit_tokens, 0);
+  int32_t max_seqs = 0;
+  for (int32_t s : engine->stats().step_num_seqs) max_seqs = std::max(max_seqs, s);
+  EXPECT_EQ(max_seqs, static_cast<int32_t>(prompts.size()));
+}
+
+TEST_F(EngineTest, PreemptionWithATinyCacheGivesIdenticalOutputs) {
+  const auto prompts = SharedPrefixPrompts();
+  auto big = MakeEngine(Options());
+  absl::StatusOr<std::vector<GenerationResult>> want = big->Generate(Requests(prompts, kNewTokens));
+  ASSERT_TRUE(want.ok());
+  EngineOptions options = Options();
+  options.num_kv_blocks = 16;  // 64 slots for six requests of up to 35 + 24 tokens
+  auto small = MakeEngine(options);
+  absl::StatusOr<std::vector<GenerationResult>> got =
+      small->Generate(Requests(prompts, kNewTokens));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_GT(small->stats().num_preemptions, 0);
+  EXPECT_EQ(Outputs(*got), Outputs(*want));
+}
+
+TEST_F(EngineTest, ChunkedPrefillAtAnyChunkSizeGivesTheSameLogitsAndTokens) {
+  const std::vector<TokenId> prompt = SharedPrefixPrompts()[3];  // 35 tokens
+  auto run = [&](int32_t budget, std::vector<float>* logits) {
+    EngineOptions options = Options();
+    options.return_logits = true;
+    options.scheduler.max_num_batched_tokens = budget;
+    auto engine = MakeEngine(options);
+    EXPECT_TRUE(engine->AddRequest(Requests({prompt}, 4)[0]).ok());
+    std::vector<TokenId> tokens;
+    int64_t steps = 0;
+    while (engine->HasUnfinishedRequests()) {
+      absl::StatusOr<StepOutput> step = engine->Step();
+      EXPECT_TRUE(step.ok()) << step.status();
+      for (const TokenOutput& t : step->tokens) tokens.push_back(t.token);
+      logits->insert(logits->end(), step->logits.begin(), step->logits.end());
+      ++steps;
+    }
+    EXPECT_GE(steps, (35 + budget - 1) / budget + 3);
+    return tokens;
+  };
+  std::vector<float> want_logits;
+  const std::vector<TokenId> want = run(2048, &want_logits);
+  for (int32_t chunk = 1; chunk <= 36; chunk += (chunk < 8 ? 1 : 5)) {
+    std::vector<float> logits;
+    EXPECT_EQ(run(chunk, &logits), want) << "chunk " << chunk;
+    ASSERT_EQ(logits.size(), want_logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      ASSERT_NEAR(logits[i], want_logits[i], 1e-4 * (1 + std::abs(want_logits[i])))
+          << "chunk " << chunk << " element " << i;
+    }
+  }
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducibleAndBatchIndependent) {
+  std::vector<GenerationRequest> requests = Requests(SharedPrefixPrompts(), kNewTokens);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].sampling = {.temperature = 0.9f, .top_p = 0.95f, .seed = 1000 + i};
+  }
+  auto a = MakeEngine(Options());
+  absl::StatusOr<std::vector<GenerationResult>> batched = a->Generate(requests);
+  ASSERT_TRUE(batched.ok());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto b = MakeEngine(Options());
+    absl::StatusOr<std::vector<GenerationResult>> alone = b->Generate({requests[i]});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(alone->at(0).output_tokens, batched->at(i).output_tokens);
+    std::sort(alone->at(0).output_tokens.begin(), alone->at(0).output_tokens.end());
+    EXPECT_GT(std::unique(alone->at(0).output_tokens.begin(), alone->at(0).output_tokens.end()) -
+                  alone->at(0).output_tokens.begin(),
+              4)
+        << "sampling should vary the tokens";
+  }
+  // A different seed changes the tokens.
+  requests[0].sampling.seed = 5;
+  auto c = MakeEngine(Options());
+  absl::StatusOr<std::vector<GenerationResult>> other = c->Generate({requests[0]});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->at(0).output_tokens, batched->at(0).output_tokens);
+}
+
+TEST_F(EngineTest, RequestsPastTheTrainedContextAreRefusedUnlessAllowed) {
+  auto engine = MakeEngine(Options());
+  EXPECT_EQ(engine->context_length(), 96);
+  GenerationRequest r;
+  r.prompt_tokens = std::vector<TokenId>(90, 5);
+  r.max_new_tokens = 7;  // positions up to 95: fits exactly
+  EXPECT_TRUE(engine->AddRequest(r).ok());
+  r.max_new_tokens = 8;  // position 96
+  absl::StatusOr<RequestId> refused = engine->AddRequest(r);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("trained context of 96"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("allow_context_overrun"));
+  EXPECT_EQ(engine->stats().num_requests, 1);
+
+  EngineOptions allow = Options();
+  allow.allow_context_overrun = true;
+  auto overrun = MakeEngine(allow);
+  ASSERT_TRUE(overrun->AddRequest(r).ok());
+  absl::StatusOr<std::vector<GenerationResult>> done = overrun->Generate({});
+  ASSERT_TRUE(done.ok());
+  while (overrun->HasUnfinishedRequests()) ASSERT_TRUE(overrun->Step().ok());
+
+  // Linear RoPE scaling by 2 doubles the context.
+  EngineOptions scaled = Options();
+  RopeConfig rope;
+  rope.head_dim = 8;
+  rope.layout = RopeLayout::kInterleaved;
+  rope.scaling = RopeScaling::kLinear;
+  rope.factor = 2.0;
+  rope.max_position_embeddings = 96;
+  scaled.rope = rope;
+  auto longer = MakeEngine(scaled);
+  EXPECT_EQ(longer->context_length(), 192);
+  EXPECT_TRUE(longer->AddRequest(r).ok());
+}
+
+TEST_F(EngineTest, BadRequestsChangeNothing) {
+  auto engine = MakeEngine(Options());
+  GenerationRequest text;
+  text.prompt_text = "hello";
+  EXPECT_EQ(engine->AddRequest(text).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerationRequest bad_token;
+  bad_token.prompt_tokens = {1, 64};
+  EXPECT_EQ(engine->AddRequest(bad_token).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerationRequest zero;
+  zero.max_new_tokens = 0;
+  EXPECT_EQ(engine->AddRequest(zero).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerationRequest top_p;
+  top_p.sampling.top_p = 0.0f;
+  EXPECT_EQ(engine->AddRequest(top_p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(engine->HasUnfinishedRequests());
+  EXPECT_EQ(engine->stats().num_requests, 0);
+  // Generate with one bad request queues none of its requests.
+  std::vector<GenerationRequest> mixed = Requests({{1, 2, 3}}, 4);
+  mixed.push_back(bad_token);
+  EXPECT_EQ(engine->Generate(mixed).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<StepOutput> step = engine->Step();
+  ASSERT_TRUE(step.ok());
+  EXPECT_TRUE(step->tokens.empty());
+  EXPECT_FALSE(engine->HasUnfinishedRequests());
+  EXPECT_EQ(engine->stats().num_requests, 0);
+}
+
+TEST_F(EngineTest, EmptyPromptStartsFromBosAndAbortIsReported) {
+  auto engine = MakeEngine(Options());
+  absl::StatusOr<RequestId> id = engine->AddRequest({.max_new_tokens = 50, .stop_at_eos = false});
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(engine->Step().ok());
+  EXPECT_TRUE(engine->AbortRequest(*id).ok());
+  EXPECT_EQ(engine->AbortRequest(*id + 100).code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<StepOutput> step = engine->Step();
+  ASSERT_TRUE(step.ok());
+  ASSERT_EQ(step->finished.size(), 1u);
+  EXPECT_EQ(step->finished[0].finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(step->finished[0].prompt_tokens, std::vector<TokenId>({Tokenizer::kBosId}));
+  EXPECT_FALSE(engine->HasUnfinishedRequests());
+}
+
+TEST_F(EngineTest, BadOptionsAreInvalidArgument) {
+  EngineOptions options = Options();
+  options.block_size = 0;
+  EXPECT_EQ(Engine::Create(weights_, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Options();
+  options.eviction_policy = "random";
+  EXPECT_EQ(Engine::Create(weights_, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Options();
+  options.scheduler.max_num_seqs = 0;
+  EXPECT_EQ(Engine::Create(weights_, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Engine::Load("/nonexistent/model.bin", "", Options()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(EngineAidreamsTest, GreedyFromBosWritesTheDream) {
+  auto dir = pagedkv::testing::SharedDataDir();
+  if (!dir) GTEST_SKIP() << pagedkv::testing::kNoSharedDataMessage;
+  const auto model = *dir / "aidreams260K" / "aidreams260K.bin";
+  const auto tok = *dir / "aidreams260K" / "tok512.bin";
+  if (!std::filesystem::exists(model) || !std::filesystem::exists(tok)) {
+    GTEST_SKIP() << "aidreams260K not present";
+  }
+  EngineOptions options;
+  options.backend = BackendKind::kCpu;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Load(model.string(), tok.string(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::vector<GenerationResult>> out =
+      (*engine)->Generate({{.prompt_text = "", .max_new_tokens = 40}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->at(0).text, StartsWith("\"Echoes of vectors unfold,")) << out->at(0).text;
+  // A mismatched vocabulary is refused.
+  absl::StatusOr<Tokenizer> small = Tokenizer::Load(tok.string(), 512);
+  ASSERT_TRUE(small.ok());
+  ModelConfig c = (*engine)->config();
+  c.vocab_size = 256;
+  absl::StatusOr<ModelWeights> random = ModelWeights::Random(c);
+  ASSERT_TRUE(random.ok());
+  EXPECT_EQ(Engine::Create(std::make_shared<const ModelWeights>(std::move(random).value()), options,
+                           std::make_shared<const Tokenizer>(std::move(small).value()))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pagedkv
