@@ -1,0 +1,247 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// CPU kernel throughput (one core): GFLOP/s for Linear / LM head, GB/s for the memory-bound ops,
+// with a plain memcpy of comparable size in the same run as the floor (BM_Memcpy).
+//   ./build/bench/kernels/kernels_benchmark --benchmark_min_time=0.2s
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/rope_table.h"
+
+namespace pagedkv {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * bytes);  // read + write
+}
+BENCHMARK(BM_Memcpy)->Arg(1 << 20)->Arg(16 << 20)->Arg(64 << 20);
+
+// Args: m, n, k. Reports GFLOP/s and the bytes of W streamed.
+void BM_Linear(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto x = Random(m * k, 1);
+  const auto w = Random(n * k, 2);
+  std::vector<float> y(m * n);
+  const LinearArgs args{.x = x.data(), .w = w.data(), .y = y.data(), .m = m, .n = n, .k = k};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cpu::Linear(args));
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * k * 4);
+}
+BENCHMARK(BM_Linear)
+    ->Args({1, 768, 768})     // decode projection (GEMV)
+    ->Args({16, 768, 768})    // small batch
+    ->Args({128, 768, 768})   // prefill chunk
+    ->Args({128, 2048, 768})  // MLP up
+    ->Args({1, 32000, 288});  // LM head of a llama2.c 15M model
+
+void BM_EmbeddingGather(benchmark::State& state) {
+  const int64_t vocab = 32000, dim = state.range(0), tokens = 256;
+  const auto table = Random(vocab * dim, 3);
+  std::vector<int32_t> ids(tokens);
+  std::mt19937 rng(4);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
+  std::vector<float> out(tokens * dim);
+  const EmbeddingGatherArgs args{.table = table.data(),
+                                 .token_ids = ids.data(),
+                                 .out = out.data(),
+                                 .num_tokens = tokens,
+                                 .vocab_size = vocab,
+                                 .dim = dim};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::EmbeddingGather(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * tokens * dim * 4);
+}
+BENCHMARK(BM_EmbeddingGather)->Arg(288)->Arg(4096);
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t rows = 64, dim = state.range(0);
+  const auto x = Random(rows * dim, 5);
+  const auto w = Random(dim, 6);
+  std::vector<float> out(rows * dim);
+  const RmsNormArgs args{
+      .x = x.data(), .weight = w.data(), .out = out.data(), .num_rows = rows, .dim = dim};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::RmsNorm(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * rows * dim * 4);
+}
+BENCHMARK(BM_RmsNorm)->Arg(768)->Arg(4096);
+
+void BM_SwiGlu(benchmark::State& state) {
+  const int64_t rows = 64, dim = state.range(0);
+  const auto gate = Random(rows * dim, 7);
+  const auto up = Random(rows * dim, 8);
+  std::vector<float> out(rows * dim);
+  const SwiGluArgs args{
+      .gate = gate.data(), .up = up.data(), .out = out.data(), .num_rows = rows, .dim = dim};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::SwiGlu(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 * rows * dim * 4);
+}
+BENCHMARK(BM_SwiGlu)->Arg(2048)->Arg(11008);
+
+constexpr int32_t kKvHeads = 8;
+constexpr int32_t kHeadDim = 128;
+constexpr int32_t kBlockSize = 16;
+
+struct KvFixture {
+  KvFixture(DType dtype, int32_t num_blocks)
+      : k(static_cast<size_t>(num_blocks) * kBlockSize * kKvHeads * kHeadDim), v(k.size()) {
+    layout = PagedKvLayout{.k = k.data(),
+                           .v = v.data(),
+                           .dtype = dtype,
+                           .num_blocks = num_blocks,
+                           .block_size = kBlockSize,
+                           .num_kv_heads = kKvHeads,
+                           .head_dim = kHeadDim};
+  }
+  std::vector<float> k, v;  // fp32-sized, enough for every dtype
+  PagedKvLayout layout;
+};
+
+RopeTable MakeTable() {
+  RopeConfig config;
+  config.head_dim = kHeadDim;
+  return *RopeTable::Create(config, 8192);
+}
+
+// Arg: dtype. KV write of 1024 tokens (K rotated) into shuffled slots.
+void BM_ReshapeAndCache(benchmark::State& state) {
+  const DType dtype = static_cast<DType>(state.range(0));
+  const int64_t tokens = 1024;
+  KvFixture fx(dtype, 128);
+  const RopeTable table = MakeTable();
+  const auto k = Random(tokens * kKvHeads * kHeadDim, 9);
+  const auto v = Random(tokens * kKvHeads * kHeadDim, 10);
+  std::vector<int32_t> pos(tokens);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<int64_t> slots(tokens);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937(11));
+  const ReshapeAndCacheArgs args{.k = k.data(),
+                                 .v = v.data(),
+                                 .positions = pos.data(),
+                                 .slot_mapping = slots.data(),
+                                 .num_tokens = tokens,
+                                 .rope = table.View(),
+                                 .cache = fx.layout};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::ReshapeAndCache(args));
+  const int64_t elems = tokens * kKvHeads * kHeadDim * 2;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * elems *
+                          (4 + DTypeSize(dtype)));
+  state.SetLabel(DTypeName(dtype));
+}
+BENCHMARK(BM_ReshapeAndCache)->Arg(0)->Arg(1)->Arg(2);
+
+// Args: dtype, mode. Re-rotates 1024 cached tokens out of place (K rotated, V copied).
+void BM_ReRotate(benchmark::State& state) {
+  const DType dtype = static_cast<DType>(state.range(0));
+  const auto mode = static_cast<ReRotateMode>(state.range(1));
+  const int64_t tokens = 1024;
+  KvFixture fx(dtype, 128);
+  const RopeTable table = MakeTable();
+  std::vector<int64_t> src(tokens), dst(tokens);
+  std::vector<int32_t> old_pos(tokens), new_pos(tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    src[t] = t;
+    dst[t] = tokens + t;
+    old_pos[t] = static_cast<int32_t>(t);
+    new_pos[t] = static_cast<int32_t>(t + 300);
+  }
+  const ReRotateArgs args{.src_slots = src.data(),
+                          .dst_slots = dst.data(),
+                          .old_positions = old_pos.data(),
+                          .new_positions = new_pos.data(),
+                          .num_tokens = tokens,
+                          .mode = mode,
+                          .rope = table.View(),
+                          .cache = fx.layout};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::ReRotate(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * kKvHeads * kHeadDim *
+                          DTypeSize(dtype) * 4);  // read + write of K and V
+  state.SetLabel(std::string(DTypeName(dtype)) +
+                 (mode == ReRotateMode::kDelta ? "/delta" : "/compose"));
+}
+BENCHMARK(BM_ReRotate)->Args({0, 0})->Args({2, 0})->Args({2, 1});
+
+// Args: dtype, kv_len. Decode attention: 4 sequences, 32 query heads (GQA 4), one token each.
+void BM_PagedAttentionDecode(benchmark::State& state) {
+  const DType dtype = static_cast<DType>(state.range(0));
+  const int32_t kv_len = static_cast<int32_t>(state.range(1));
+  const int32_t seqs = 4, nq = 32;
+  const int32_t blocks_per_seq = (kv_len + kBlockSize - 1) / kBlockSize;
+  KvFixture fx(dtype, seqs * blocks_per_seq);
+  const auto fill = Random(fx.layout.NumElements(), 12);
+  for (int64_t i = 0; i < fx.layout.NumElements(); ++i) {
+    StoreElement(fx.layout.k, dtype, i, fill[i]);
+    StoreElement(fx.layout.v, dtype, i, fill[fx.layout.NumElements() - 1 - i]);
+  }
+  std::vector<int32_t> tables(seqs * blocks_per_seq);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), std::mt19937(13));
+  std::vector<int32_t> qsl = {0, 1, 2, 3, 4}, lens(seqs, kv_len), pos(seqs, kv_len - 1);
+  const auto q = Random(seqs * nq * kHeadDim, 14);
+  std::vector<float> out(q.size());
+  const PagedAttentionArgs args{.q = q.data(),
+                                .out = out.data(),
+                                .positions = pos.data(),
+                                .query_start_loc = qsl.data(),
+                                .kv_lens = lens.data(),
+                                .block_tables = tables.data(),
+                                .num_tokens = seqs,
+                                .num_seqs = seqs,
+                                .num_q_heads = nq,
+                                .max_blocks_per_seq = blocks_per_seq,
+                                .cache = fx.layout};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * seqs * kv_len * kKvHeads *
+                          kHeadDim * 2 * DTypeSize(dtype));  // K and V read once
+  state.SetLabel(DTypeName(dtype));
+}
+BENCHMARK(BM_PagedAttentionDecode)->Args({0, 1024})->Args({2, 1024})->Args({2, 4096});
+
+// Arg: 0 greedy, 1 temperature + top-p. 8 rows of a 32000 vocabulary.
+void BM_Sample(benchmark::State& state) {
+  const int64_t rows = 8, vocab = 32000;
+  const auto logits = Random(rows * vocab, 15);
+  std::vector<SamplingParams> params(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (state.range(0) == 1) params[r] = {.temperature = 0.8f, .top_p = 0.9f, .seed = 1};
+  }
+  std::vector<int32_t> out(rows);
+  const SampleArgs args{.logits = logits.data(),
+                        .params = params.data(),
+                        .out_tokens = out.data(),
+                        .num_seqs = rows,
+                        .vocab_size = vocab};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::Sample(args));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * vocab * 4);
+  state.SetLabel(state.range(0) == 1 ? "top-p" : "greedy");
+}
+BENCHMARK(BM_Sample)->Arg(0)->Arg(1);
+
+}  // namespace
+}  // namespace pagedkv
