@@ -1,0 +1,53 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Models for the engine benchmarks, loaded once per process:
+//   "aidreams260K": ../shared/data/aidreams260K/aidreams260K.bin (null when absent)
+//   "random15M":    random weights in the shape of llama2.c's stories15M (dim 288, 6 layers,
+//                   6 heads, hidden 768, vocab 32000, seq_len 256)
+//
+// Example:
+//   std::shared_ptr<const ModelWeights> w = BenchModel("random15M");
+#ifndef PAGEDKV_BENCH_ENGINE_MODEL_BENCH_MODELS_H_
+#define PAGEDKV_BENCH_ENGINE_MODEL_BENCH_MODELS_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "pagedkv/model_weights.h"
+
+namespace pagedkv::bench {
+
+inline std::shared_ptr<const ModelWeights> BenchModel(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const ModelWeights>>* cache =
+      new std::map<std::string, std::shared_ptr<const ModelWeights>>();
+  if (auto it = cache->find(name); it != cache->end()) return it->second;
+  std::shared_ptr<const ModelWeights> weights;
+  if (name == "aidreams260K") {
+    std::filesystem::path dir = PAGEDKV_SHARED_DATA_DIR;
+    if (const char* env = std::getenv("PAGEDKV_DATA_DIR"); env != nullptr && *env != '\0') {
+      dir = env;
+    }
+    absl::StatusOr<ModelWeights> w =
+        ModelWeights::LoadLlama2c((dir / "aidreams260K" / "aidreams260K.bin").string());
+    if (w.ok()) weights = std::make_shared<const ModelWeights>(std::move(w).value());
+  } else if (name == "random15M") {
+    ModelConfig c{.dim = 288,
+                  .hidden_dim = 768,
+                  .n_layers = 6,
+                  .n_heads = 6,
+                  .n_kv_heads = 6,
+                  .vocab_size = 32000,
+                  .seq_len = 256};
+    absl::StatusOr<ModelWeights> w = ModelWeights::Random(c, {.seed = 15});
+    if (w.ok()) weights = std::make_shared<const ModelWeights>(std::move(w).value());
+  }
+  (*cache)[name] = weights;
+  return weights;
+}
+
+}  // namespace pagedkv::bench
+
+#endif  // PAGEDKV_BENCH_ENGINE_MODEL_BENCH_MODELS_H_

@@ -1,0 +1,132 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The CUDA backend: cudaMalloc'd memory and the pagedkv::cuda launchers on one stream, with a
+// cuBLAS handle bound to that stream. Built only when PAGEDKV_HAVE_CUDA.
+#include "engine/model/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ops.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(int device) {
+    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->device_ = device;
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+    b->name_ = absl::StrCat("cuda:", device, " (", prop.name, ")");
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+    PAGEDKV_ASSIGN_OR_RETURN(b->cublas_, cuda::CublasHandle::Create());
+    PAGEDKV_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas_.get(), b->stream_));
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+
+  ~CudaBackend() override {
+    if (stream_ != nullptr) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::string name() const override { return name_; }
+  bool host_memory() const override { return false; }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* ptr = nullptr;
+    if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name_, ": cannot allocate ", bytes, " bytes of device memory"));
+    }
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ptr, 0, bytes, stream_));
+    return ptr;
+  }
+  void Free(void* ptr) override {
+    if (ptr == nullptr) return;
+    cudaStreamSynchronize(stream_);
+    cudaFree(ptr);
+  }
+  // Pageable host sources are staged before cudaMemcpyAsync returns, so `src` may be reused.
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    PAGEDKV_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override {
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Linear(const LinearArgs& args) override {
+    return cuda::Linear(args, cublas_.get(), stream_);
+  }
+  absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
+    return cuda::EmbeddingGather(args, stream_);
+  }
+  absl::Status RmsNorm(const RmsNormArgs& args) override { return cuda::RmsNorm(args, stream_); }
+  absl::Status SwiGlu(const SwiGluArgs& args) override { return cuda::SwiGlu(args, stream_); }
+  absl::Status LmHead(const LmHeadArgs& args) override {
+    return cuda::LmHead(args, cublas_.get(), stream_);
+  }
+  absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) override {
+    return cuda::ReshapeAndCache(args, stream_);
+  }
+  absl::Status ReRotate(const ReRotateArgs& args) override { return cuda::ReRotate(args, stream_); }
+  absl::Status PagedAttention(const PagedAttentionArgs& args) override {
+    return cuda::PagedAttention(args, stream_);
+  }
+  absl::Status Sample(const SampleArgs& args) override { return cuda::Sample(args, stream_); }
+
+ private:
+  CudaBackend() = default;
+
+  int device_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cuda::CublasHandle cublas_;
+};
+
+}  // namespace
+
+bool CudaDeviceVisible() { return cuda::VisibleDeviceCount() > 0; }
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CudaBackend::Create(device);
+  if (!backend.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA backend on device ", device, ": ", backend.status().message()));
+  }
+  return backend;
+}
+
+}  // namespace pagedkv
