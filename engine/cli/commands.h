@@ -11,6 +11,11 @@
 
 #include "CLI/CLI.hpp"
 
-namespace pagedkv::cli {}  // namespace pagedkv::cli
+namespace pagedkv::cli {
+
+// `pagedkv generate`: text generation with a llama2.c model on the paged engine (engine/runtime).
+void AddGenerateCommand(CLI::App& app, int* exit_code);
+
+}  // namespace pagedkv::cli
 
 #endif  // PAGEDKV_ENGINE_CLI_COMMANDS_H_
