@@ -39,31 +39,25 @@ PAGEDKV_HD float BitsToFloat(uint32_t u) {
 #endif
 }
 
-// IEEE binary16 bits of `f`, round to nearest even; overflow -> inf, NaN stays NaN.
+// IEEE binary16 bits of `f`, round to nearest even; overflow -> inf, NaN stays NaN. Mostly
+// branch-free: subnormal results come from one fp32 addition that rounds at the right bit.
 PAGEDKV_HD uint16_t F32ToF16Bits(float f) {
-  const uint32_t x = FloatToBits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs_x = x & 0x7fffffffu;
-  if (abs_x >= 0x7f800000u) {  // inf or NaN
-    return static_cast<uint16_t>(sign | (abs_x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  uint32_t x = FloatToBits(f);
+  const uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint32_t out;
+  if (x >= 0x47800000u) {  // >= 65536, inf or NaN (65520..65536 overflow in the normal path)
+    out = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (x < 0x38800000u) {          // below 2^-14: subnormal half or zero
+    const uint32_t kMagic = 126u << 23;  // 0.5f: adding it rounds to a multiple of 2^-24
+    out = FloatToBits(BitsToFloat(x) + BitsToFloat(kMagic)) - kMagic;
+  } else {
+    const uint32_t mantissa_odd = (x >> 13) & 1u;
+    x += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu;  // rebias exponent, round half down
+    x += mantissa_odd;                                      // ... ties to even
+    out = x >> 13;
   }
-  if (abs_x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
-  const uint32_t exp = abs_x >> 23;
-  const uint32_t mant = abs_x & 0x7fffffu;
-  if (exp < 113) {  // below the smallest normal half (2^-14): subnormal half or zero
-    const uint32_t shift = 126 - exp;  // value = (mant | 2^23) * 2^(exp-126) in units of 2^-24
-    if (shift > 24) return static_cast<uint16_t>(sign);
-    const uint32_t m = mant | 0x800000u;
-    uint32_t result = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1u);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (result & 1u))) ++result;
-    return static_cast<uint16_t>(sign | result);
-  }
-  uint32_t result = ((exp - 112) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (result & 1u))) ++result;
-  return static_cast<uint16_t>(sign | result);
+  return static_cast<uint16_t>(out | (sign >> 16));
 }
 
 // fp32 value of IEEE binary16 bits (exact).
@@ -115,6 +109,50 @@ PAGEDKV_HD void StoreElement(void* base, DType dtype, int64_t index, float value
     default:
       static_cast<float*>(base)[index] = value;
       return;
+  }
+}
+
+// dst[i] = element (offset + i) of `base`, i < n, as fp32 (the dtype switch is outside the loop).
+PAGEDKV_HD void LoadRow(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF16: {
+      const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = F16BitsToF32(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = BF16BitsToF32(src[i]);
+      return;
+    }
+    case DType::kF32:
+    default: {
+      const float* src = static_cast<const float*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+      return;
+    }
+  }
+}
+
+// Stores src[i], i < n, rounded to `dtype`, at element (offset + i) of `base`.
+PAGEDKV_HD void StoreRow(void* base, DType dtype, int64_t offset, int32_t n, const float* src) {
+  switch (dtype) {
+    case DType::kF16: {
+      uint16_t* dst = static_cast<uint16_t*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = F32ToF16Bits(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      uint16_t* dst = static_cast<uint16_t*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = F32ToBF16Bits(src[i]);
+      return;
+    }
+    case DType::kF32:
+    default: {
+      float* dst = static_cast<float*>(base) + offset;
+      for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+      return;
+    }
   }
 }
 

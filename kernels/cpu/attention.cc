@@ -55,6 +55,19 @@ absl::Status CheckContents(const PagedAttentionArgs& a) {
   return absl::OkStatus();
 }
 
+// Dot product with 8 independent partial sums (hd is even; vectorisable without -ffast-math).
+float Dot(const float* a, const float* b, int32_t n) {
+  float partial[8] = {};
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) partial[l] += a[i + l] * b[i + l];
+  }
+  float sum = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+              ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 }  // namespace
 
 absl::Status PagedAttention(const PagedAttentionArgs& args) {
@@ -80,14 +93,10 @@ absl::Status PagedAttention(const PagedAttentionArgs& args) {
         std::fill(softmax.begin(), softmax.end(), OnlineSoftmax{});
         for (int64_t j = 0; j <= last; ++j) {
           const int64_t base = cache.ElementOffset(cache.SlotForPosition(table, j), kvh, 0);
-          for (int32_t d = 0; d < hd; ++d) {
-            k_row[d] = LoadElement(cache.k, cache.dtype, base + d);
-            v_row[d] = LoadElement(cache.v, cache.dtype, base + d);
-          }
+          LoadRow(cache.k, cache.dtype, base, hd, k_row);
+          LoadRow(cache.v, cache.dtype, base, hd, v_row);
           for (int32_t g = 0; g < group; ++g) {
-            const float* qg = q + int64_t{g} * hd;
-            float dot = 0.0f;
-            for (int32_t d = 0; d < hd; ++d) dot += qg[d] * k_row[d];
+            const float dot = Dot(q + int64_t{g} * hd, k_row, hd);
             float rescale, p;
             softmax[g].Update(dot * scale, &rescale, &p);
             float* ag = acc.data() + int64_t{g} * hd;

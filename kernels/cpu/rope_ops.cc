@@ -86,11 +86,8 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
       if (args.rotate) RopeRotateHead(args.rope, args.positions[t], head);
       const int64_t base = cache.ElementOffset(slot, h, 0);
-      const float* v = args.v + t * v_stride + h * hd;
-      for (int32_t d = 0; d < hd; ++d) {
-        StoreElement(cache.k, cache.dtype, base + d, head[d]);
-        StoreElement(cache.v, cache.dtype, base + d, v[d]);
-      }
+      StoreRow(cache.k, cache.dtype, base, hd, head);
+      StoreRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);
     }
   }
   return absl::OkStatus();
@@ -112,6 +109,7 @@ absl::Status ReRotate(const ReRotateArgs& args) {
   const size_t head_bytes = static_cast<size_t>(hd) * DTypeSize(cache.dtype);
   float c[kMaxHeadDim / 2];
   float s[kMaxHeadDim / 2];
+  float head[kMaxHeadDim];
   for (int64_t t = 0; t < args.num_tokens; ++t) {
     const int64_t src = args.src_slots[t];
     const int64_t dst = args.dst_slots[t];
@@ -122,24 +120,20 @@ absl::Status ReRotate(const ReRotateArgs& args) {
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       const int64_t src_base = cache.ElementOffset(src, h, 0);
       const int64_t dst_base = cache.ElementOffset(dst, h, 0);
+      LoadRow(cache.k, cache.dtype, src_base, hd, head);
       for (int32_t i = 0; i < rope.NumPairs(); ++i) {
         int32_t a, b;
         RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
-        float x = LoadElement(cache.k, cache.dtype, src_base + a);
-        float y = LoadElement(cache.k, cache.dtype, src_base + b);
-        RotatePair(&x, &y, c[i], s[i]);
-        StoreElement(cache.k, cache.dtype, dst_base + a, x);
-        StoreElement(cache.k, cache.dtype, dst_base + b, y);
+        RotatePair(&head[a], &head[b], c[i], s[i]);
       }
-      if (src != dst) {
-        for (int32_t d = rope.rotary_dim; d < hd; ++d) {  // pass-through dims
-          StoreElement(cache.k, cache.dtype, dst_base + d,
-                       LoadElement(cache.k, cache.dtype, src_base + d));
-        }
-        const int64_t esize = DTypeSize(cache.dtype);
-        std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
-                    static_cast<const char*>(cache.v) + src_base * esize, head_bytes);
+      if (src == dst) {  // pass-through dims are already in place
+        StoreRow(cache.k, cache.dtype, dst_base, rope.rotary_dim, head);
+        continue;
       }
+      StoreRow(cache.k, cache.dtype, dst_base, hd, head);
+      const int64_t esize = DTypeSize(cache.dtype);
+      std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
+                  static_cast<const char*>(cache.v) + src_base * esize, head_bytes);
     }
   }
   return absl::OkStatus();

@@ -39,14 +39,28 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   }
   float threshold = 0.0f;
   if (params.top_p < 1.0f) {
+    // Sort only as many of the largest probabilities as the nucleus needs: the top 64, then
+    // 1024, then all (same threshold as one full sort; peaked distributions stop early).
     sorted.assign(probs.begin(), probs.begin() + vocab);
-    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
     const double target = static_cast<double>(params.top_p) * total;
+    int64_t done = 0;
     double cumulative = 0.0;
-    for (float p : sorted) {
-      cumulative += p;
-      threshold = p;
-      if (cumulative >= target) break;
+    bool reached = false;
+    for (int64_t want : {int64_t{64}, int64_t{1024}, vocab}) {
+      want = std::min(want, vocab);
+      if (want <= done) continue;
+      if (want == vocab) {
+        std::sort(sorted.begin() + done, sorted.end(), std::greater<float>());
+      } else {
+        std::partial_sort(sorted.begin() + done, sorted.begin() + want, sorted.end(),
+                          std::greater<float>());
+      }
+      for (; done < want && !reached; ++done) {
+        cumulative += sorted[done];
+        threshold = sorted[done];
+        reached = cumulative >= target;
+      }
+      if (reached) break;
     }
   }
   double kept = 0.0;
