@@ -290,6 +290,31 @@ TEST(ModelRunnerBatchTest, ReadKvReturnsTheLayerZeroValues) {
   EXPECT_EQ((*runner)->ReadKv(2, {0}, &k, &v).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ModelRunnerCudaTest, CudaBackendMatchesTheReference) {
+  if (!CudaBackendAvailable()) GTEST_SKIP() << "no CUDA backend (not built with CUDA or no device)";
+  const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 29);
+  auto runner = ModelRunner::Create(
+      LoadThroughFile(m), {.backend = BackendKind::kCuda, .num_blocks = 16, .block_size = 4});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const std::vector<int32_t> tokens = RandomTokens(30, 64, 12);
+  const auto want = ReferenceForward(m).Logits(tokens);
+  // Prefill 20 tokens, then decode the rest one at a time, sampling greedily on the device.
+  const std::vector<BlockId> table = ShuffledBlocks(8, 16, 13);
+  ModelOutput out;
+  Batch prefill({{&tokens, 0, 20, table}}, 4);
+  ASSERT_TRUE((*runner)->Forward(prefill.Input(), {.return_logits = true}, &out).ok());
+  for (size_t t = 0; t < 20; ++t) ExpectLogitsNear(out.logits, t, want[t], 1e-4, "cuda prefill");
+  for (int32_t p = 20; p < 30; ++p) {
+    Batch step({{&tokens, p, p + 1, table}}, 4);
+    const SamplingParams greedy[1] = {{}};
+    ASSERT_TRUE(
+        (*runner)->Forward(step.Input(), {.return_logits = true, .sampling = greedy}, &out).ok());
+    ExpectLogitsNear(out.logits, 0, want[static_cast<size_t>(p)], 1e-4, "cuda decode");
+    const auto& row = want[static_cast<size_t>(p)];
+    EXPECT_EQ(out.sampled[0], std::max_element(row.begin(), row.end()) - row.begin());
+  }
+}
+
 TEST(ModelRunnerOptionsTest, BadOptionsAreInvalidArgument) {
   const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 28);
   auto weights = LoadThroughFile(m);
