@@ -16,15 +16,14 @@
 // back one sampled token per sequence that samples.
 //
 // Example:
-//   pagedkv::KvCacheManager cache(cache_options);
-//   pagedkv::Scheduler scheduler(pagedkv::SchedulerOptions{.max_num_batched_tokens = 2048},
-//                                cache);
+//   auto cache = pagedkv::KvCacheManager::Create({.num_blocks = 4096, .block_size = 16}).value();
+//   pagedkv::Scheduler scheduler({.max_num_batched_tokens = 2048}, *cache);
 //   PAGEDKV_RETURN_IF_ERROR(scheduler.AddRequest({.id = 7, .prompt = {1, 2, 3},
 //                                                 .max_new_tokens = 16, .eos_token = 2}));
 //   pagedkv::ScheduledBatch batch;
 //   while (scheduler.HasUnfinishedRequests()) {
 //     PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
-//     std::vector<pagedkv::SampledToken> sampled = RunModel(batch);  // one per batch.Samples(i)
+//     std::vector<pagedkv::SampledToken> sampled = RunModel(batch);  // one per sampling sequence
 //     PAGEDKV_ASSIGN_OR_RETURN(auto outputs, scheduler.UpdateFromOutput(sampled));
 //     for (const pagedkv::RequestOutput& out : outputs) Emit(out.request_id, out.token);
 //   }
@@ -288,7 +287,9 @@ class Scheduler {
       std::span<const SampledToken> sampled);
 
   // Finishes a waiting or running request and frees its blocks; it is reported in the next
-  // batch's finished_request_ids. NotFound for an unknown (or already finished) id.
+  // batch's finished_request_ids. NotFound for an unknown (or already finished) id. Blocks are
+  // cached when allocated (as in vLLM), so a request aborted after Schedule() must still have that
+  // batch run; its token is then not expected by UpdateFromOutput.
   absl::Status AbortRequest(RequestId id);
 
   // True while any request is waiting or running.

@@ -359,6 +359,33 @@ TEST(SchedulerTest, DecodeBlocksAreCachedForLaterRequests) {
   EXPECT_EQ(batch->sequences[0].num_prefix_hit_tokens, 8);
 }
 
+TEST(SchedulerTest, HeaderExampleRuns) {
+  auto cache = KvCacheManager::Create({.num_blocks = 4096, .block_size = 16}).value();
+  Scheduler scheduler({.max_num_batched_tokens = 2048}, *cache);
+  ASSERT_TRUE(
+      scheduler.AddRequest({.id = 7, .prompt = {1, 2, 3}, .max_new_tokens = 16, .eos_token = 2})
+          .ok());
+  ScheduledBatch batch;
+  std::vector<TokenId> emitted;
+  while (scheduler.HasUnfinishedRequests()) {
+    ASSERT_TRUE(scheduler.Schedule(&batch).ok());
+    std::vector<SampledToken> sampled;
+    for (int32_t i = 0; i < batch.num_sequences(); ++i) {
+      const ScheduledSequence& s = batch.sequences[static_cast<size_t>(i)];
+      // A fake model: the next token is the last input token + 1.
+      if (s.samples)
+        sampled.push_back(
+            {s.request_id,
+             batch.token_ids[static_cast<size_t>(s.query_start + s.num_scheduled_tokens - 1)] + 1});
+    }
+    auto outputs = scheduler.UpdateFromOutput(sampled);
+    ASSERT_TRUE(outputs.ok());
+    for (const RequestOutput& out : *outputs) emitted.push_back(out.token);
+  }
+  EXPECT_EQ(emitted,
+            (std::vector<TokenId>{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+}
+
 // ---- Aborts ------------------------------------------------------------------------------------
 
 TEST(SchedulerTest, AbortWaitingAndRunning) {
