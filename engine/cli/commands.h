@@ -13,6 +13,9 @@
 
 namespace pagedkv::cli {
 
+// `pagedkv replay`: prefix hit rates on built-in workloads and Mooncake traces (engine/replay).
+void AddReplayCommand(CLI::App& app, int* exit_code);
+
 // `pagedkv generate`: text generation with a llama2.c model on the paged engine (engine/runtime).
 void AddGenerateCommand(CLI::App& app, int* exit_code);
 

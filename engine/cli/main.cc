@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   // One line per subcommand (see commands.h).
+  pagedkv::cli::AddReplayCommand(app, &exit_code);
   pagedkv::cli::AddGenerateCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,0 +1,99 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// `pagedkv replay`: measures prefix-cache hit rates on built-in workloads or Mooncake traces by
+// driving the real BlockPool (cache mode) or the real Scheduler + KvCacheManager with a simulated
+// executor (serve mode). See docs/replay.md.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
+#include "engine/cli/commands.h"
+#include "engine/replay/cache_replay.h"
+#include "engine/replay/cost_model.h"
+#include "engine/replay/generators.h"
+#include "engine/replay/replay_runner.h"
+
+namespace pagedkv::cli {
+
+void AddReplayCommand(CLI::App& app, int* exit_code) {
+  auto config = std::make_shared<replay::ReplayConfig>();
+  CLI::App* sub = app.add_subcommand(
+      "replay",
+      "Replay a workload through the prefix cache and report hit rates. With no arguments: the "
+      "built-in mixed workload, a capacity sweep over every policy, a table, a CSV and a plot.");
+  std::vector<std::string> gpus, models;
+  for (const auto& g : replay::GpuPresets()) gpus.push_back(g.name);
+  for (const auto& m : replay::ModelPresets()) models.push_back(m.name);
+
+  sub->add_option("--trace", config->trace,
+                  "Mooncake trace, JSON Lines, plain or .gz (timestamp, input_length, "
+                  "output_length, hash_ids)");
+  sub->add_option("--workload", config->workload,
+                  "Built-in workload when no --trace: " +
+                      absl::StrJoin(replay::BuiltinWorkloadNames(), ", "))
+      ->capture_default_str();
+  sub->add_option("--requests", config->requests,
+                  "Approximate number of requests of the built-in workload (0 = its default)");
+  sub->add_option("--seed", config->seed, "Seed of the built-in workload")->capture_default_str();
+  sub->add_option("--mode", config->mode,
+                  "cache: hit rates, no timing, file order; serve: arrivals, scheduler, "
+                  "simulated GPU, TTFT and throughput")
+      ->capture_default_str();
+  sub->add_option("--block-size", config->block_size, "Cache block size in tokens")
+      ->capture_default_str();
+  sub->add_option("--trace-block-size", config->trace_block_size,
+                  "Tokens per trace hash id (Mooncake traces: 512)")
+      ->capture_default_str();
+  sub->add_flag("--skip-bad-lines", config->skip_bad_lines,
+                "Skip (and count) malformed trace lines instead of stopping");
+  auto* cap_blocks =
+      sub->add_option("--capacity-blocks", config->capacity_blocks, "Cache capacity in blocks");
+  sub->add_option("--capacity-gib", config->capacity_gib,
+                  "Cache capacity in GiB of KV, with the --model's KV bytes per token")
+      ->excludes(cap_blocks);
+  sub->add_option("--sweep", config->sweep,
+                  "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV "
+                  "and a plot")
+      ->delimiter(',');
+  sub->add_option("--policies,--policy", config->policies,
+                  "Eviction policies, e.g. lru,lfu,fifo,belady (belady: cache mode only). "
+                  "Default: lru for one capacity, all four for a sweep")
+      ->delimiter(',');
+  sub->add_option("--model", config->model,
+                  "Model preset (KV bytes per token, cost): " + absl::StrJoin(models, ", "))
+      ->capture_default_str();
+  sub->add_option("--gpu", config->gpu, "GPU preset (serve mode): " + absl::StrJoin(gpus, ", "))
+      ->capture_default_str();
+  sub->add_option("--gpu-memory-utilization", config->gpu_memory_utilization,
+                  "Serve mode: share of GPU memory for weights + KV when no capacity is given")
+      ->capture_default_str();
+  sub->add_option("--max-num-seqs", config->max_num_seqs, "Serve mode: running sequences cap")
+      ->capture_default_str();
+  sub->add_option("--max-num-batched-tokens", config->max_num_batched_tokens,
+                  "Serve mode: token budget per step")
+      ->capture_default_str();
+  sub->add_flag("--cache-aware", config->cache_aware,
+                "Serve mode: admit the longest cached prefix first");
+  sub->add_flag("--json", config->json, "Print one JSON object instead of the table");
+  sub->add_flag("!--no-progress", config->progress, "Never draw the progress bar");
+  sub->add_option("--out-dir", config->out_dir, "Directory for the sweep CSV and plot")
+      ->capture_default_str();
+  sub->add_option("--csv", config->csv, "Sweep CSV path (default: in --out-dir)");
+  sub->add_option("--plot", config->plot,
+                  "Plot path ending in .png or .svg (default: in --out-dir; .png with gnuplot)");
+
+  sub->callback([config, exit_code] {
+    const absl::Status status = replay::RunReplay(*config, std::cout, std::cerr);
+    if (!status.ok()) {
+      std::cerr << "pagedkv replay: error: " << status.message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    *exit_code = 0;
+  });
+}
+
+}  // namespace pagedkv::cli

@@ -1,0 +1,131 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/replay/block_expansion.h"
+
+#include <xxhash.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "engine/replay/workload.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::replay {
+namespace {
+
+// Little-endian u64 words, hashed as bytes (x86-64 and ARM64 Linux are little-endian).
+void PutU64(std::vector<uint64_t>& words, uint64_t v) { words.push_back(v); }
+
+}  // namespace
+
+int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
+                          int32_t trace_block_size, std::vector<BlockHash>* keys) {
+  thread_local std::vector<uint64_t> buf;
+  BlockHash parent{};
+  if (trace_block_size > 0 && block_size == trace_block_size) {
+    // One block per hash id, chained so that equal keys always mean equal prefixes.
+    for (const Segment& s : request.segments) {
+      const uint64_t words[4] = {parent.low, parent.high, s.content_id,
+                                 static_cast<uint64_t>(s.length)};
+      const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
+      parent = BlockHash{h.low64, h.high64};
+      keys->push_back(parent);
+    }
+    return request.segments.empty() ? 0 : request.segments.back().length;
+  }
+  // Walk the segments with a cursor, emitting one key per full block.
+  size_t seg = 0;
+  int64_t seg_off = 0;  // tokens of segments[seg] already consumed
+  const int64_t full_blocks = request.input_length / block_size;
+  for (int64_t b = 0; b < full_blocks; ++b) {
+    buf.clear();
+    PutU64(buf, parent.low);
+    PutU64(buf, parent.high);
+    int64_t need = block_size;
+    while (need > 0) {
+      const Segment& s = request.segments[seg];
+      const int64_t take = std::min<int64_t>(need, s.length - seg_off);
+      PutU64(buf, s.content_id);
+      PutU64(buf, static_cast<uint64_t>(seg_off) | (static_cast<uint64_t>(seg_off + take) << 32));
+      need -= take;
+      seg_off += take;
+      if (seg_off == s.length) {
+        ++seg;
+        seg_off = 0;
+      }
+    }
+    const XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size() * sizeof(uint64_t));
+    parent = BlockHash{h.low64, h.high64};
+    keys->push_back(parent);
+  }
+  return full_blocks > 0 ? block_size : 0;
+}
+
+absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
+                                                const ExpansionOptions& options) {
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--block-size must be > 0 (got %d)", options.block_size));
+  }
+  if (workload.requests.size() >= static_cast<size_t>(kNeverUsed)) {
+    return absl::InvalidArgumentError("too many requests (at most 2^31 - 2)");
+  }
+  PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
+  ExpandedWorkload e;
+  e.block_size = options.block_size;
+  e.one_block_per_hash_id =
+      workload.trace_block_size > 0 && workload.trace_block_size == options.block_size;
+  const size_t n = workload.requests.size();
+  e.request_begin.reserve(n + 1);
+  e.last_block_tokens.reserve(n);
+  e.input_tokens.reserve(n);
+  e.request_begin.push_back(0);
+  for (const ReplayRequest& r : workload.requests) {
+    const int32_t last =
+        ExpandRequestKeys(r, options.block_size, workload.trace_block_size, &e.keys);
+    e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
+    e.last_block_tokens.push_back(last);
+    e.input_tokens.push_back(r.input_length);
+    e.total_tokens += r.input_length;
+    if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % options.block_size;
+  }
+  // One hash pass numbers the distinct keys densely; seen_before and next_use then work on the
+  // dense ids with plain arrays. A key repeated inside one request counts as seen only when an
+  // earlier request had it.
+  const size_t num_blocks = e.keys.size();
+  std::vector<int32_t> dense(num_blocks);
+  {
+    absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> ids;
+    ids.reserve(num_blocks / 2 + 16);
+    for (size_t i = 0; i < num_blocks; ++i) {
+      dense[i] = ids.try_emplace(e.keys[i], static_cast<int32_t>(ids.size())).first->second;
+    }
+    e.distinct_blocks = static_cast<int64_t>(ids.size());
+  }
+  constexpr int32_t kNone = -1;
+  std::vector<int32_t> last(static_cast<size_t>(e.distinct_blocks), kNone);
+  e.seen_before.assign(num_blocks, 0);
+  for (size_t r = 0; r < n; ++r) {
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      const int32_t prev = last[dense[i]];
+      e.seen_before[i] = prev != kNone && prev < static_cast<int32_t>(r);
+    }
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      last[dense[i]] = static_cast<int32_t>(r);
+    }
+  }
+  if (options.compute_next_use) {
+    e.next_use.assign(num_blocks, kNeverUsed);
+    std::vector<int32_t>& next = last;  // reused: next request index per dense id
+    std::fill(next.begin(), next.end(), kNeverUsed);
+    for (size_t r = n; r-- > 0;) {
+      for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+        e.next_use[i] = next[dense[i]];
+      }
+      for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+        next[dense[i]] = static_cast<int32_t>(r);
+      }
+    }
+  }
+  return e;
+}
+
+}  // namespace pagedkv::replay

@@ -1,0 +1,88 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Block expansion: cuts every prompt of a workload into cache blocks of `block_size` tokens and
+// gives each block a 128-bit key that depends on the block's tokens and on everything before it,
+// so equal prefixes give equal keys and a shared block after different prefixes does not.
+//
+//  - Mooncake trace at its own block size (block_size == trace_block_size): each hash id is one
+//    block, a request's last partial block included (the trace hashed it); its key chains
+//    XXH3-128 over the parent key, the hash id and the block's token count (a Mooncake hash id
+//    already names its prefix; chaining keeps that true for any trace).
+//  - Otherwise: block i covers tokens [i*B, (i+1)*B); its key chains XXH3-128 over the parent
+//    key and the (content id, begin, end) pieces of segments it covers, i.e. exactly the
+//    deterministic tokens the segments expand into (SegmentToken). Only full blocks count; the
+//    last tokens that do not fill a block are "not a full block".
+//
+// ExpandWorkload does this once for a whole workload (and precomputes what cache replay needs
+// from the future: whether a block was seen before, and when it is next used).
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e,
+//                            ExpandWorkload(workload, {.block_size = 16}));
+//   for (size_t r = 0; r < e.num_requests(); ++r) {
+//     absl::Span<const BlockHash> keys = e.RequestKeys(r);  // first to last block
+//   }
+#ifndef PAGEDKV_ENGINE_REPLAY_BLOCK_EXPANSION_H_
+#define PAGEDKV_ENGINE_REPLAY_BLOCK_EXPANSION_H_
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/replay/workload.h"
+#include "pagedkv/block_hash.h"
+
+namespace pagedkv::replay {
+
+struct ExpansionOptions {
+  int32_t block_size = 16;       // cache block size in tokens (> 0)
+  bool compute_next_use = true;  // fill ExpandedWorkload::next_use (needed by the belady policy)
+};
+
+// "Never used again" in ExpandedWorkload::next_use.
+inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
+
+// Every block of every request, concatenated. Request r's blocks are
+// [request_begin[r], request_begin[r + 1]).
+struct ExpandedWorkload {
+  int32_t block_size = 0;
+  bool one_block_per_hash_id = false;      // trace replayed at its own block size
+  std::vector<BlockHash> keys;             // [num_blocks] block keys
+  std::vector<int64_t> request_begin;      // [num_requests + 1]
+  std::vector<int32_t> last_block_tokens;  // [num_requests] tokens in the request's last block
+  std::vector<int64_t> input_tokens;       // [num_requests] input_length
+  std::vector<uint8_t> seen_before;        // [num_blocks] 1 when an earlier request had the key
+  std::vector<int32_t> next_use;           // [num_blocks] next request index with the key, or
+                                           // kNeverUsed (empty unless compute_next_use)
+  int64_t distinct_blocks = 0;             // distinct keys
+  int64_t total_tokens = 0;                // sum of input_length
+  int64_t partial_tokens = 0;              // prompt tokens in no full block (never cacheable)
+
+  size_t num_requests() const { return input_tokens.size(); }
+  int64_t num_blocks() const { return static_cast<int64_t>(keys.size()); }
+  absl::Span<const BlockHash> RequestKeys(size_t r) const {
+    return absl::MakeConstSpan(keys).subspan(
+        static_cast<size_t>(request_begin[r]),
+        static_cast<size_t>(request_begin[r + 1] - request_begin[r]));
+  }
+  // Tokens of block j of request r (block_size, except a trace's partial last block).
+  int32_t BlockTokens(size_t r, int64_t j) const {
+    return j + 1 == request_begin[r + 1] - request_begin[r] ? last_block_tokens[r] : block_size;
+  }
+};
+
+// The keys of one request's blocks (see above), appended to `keys`; returns the tokens in the
+// last block (0 when there is none). REQUIRES: ValidateWorkload-valid request, block_size > 0.
+int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
+                          int32_t trace_block_size, std::vector<BlockHash>* keys);
+
+// Expands the whole workload. InvalidArgument for block_size <= 0, an invalid workload, or more
+// than 2^31 - 1 requests.
+absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
+                                                const ExpansionOptions& options);
+
+}  // namespace pagedkv::replay
+
+#endif  // PAGEDKV_ENGINE_REPLAY_BLOCK_EXPANSION_H_

@@ -1,0 +1,160 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/replay/cache_replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/replay/belady_policy.h"
+#include "pagedkv/block_pool.h"
+#include "pagedkv/eviction_policy.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::replay {
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; }
+
+// Tokens of the first `hits` blocks of request r.
+int64_t PrefixTokens(const ExpandedWorkload& w, size_t r, int64_t hits) {
+  if (hits == 0) return 0;
+  const int64_t n = w.request_begin[r + 1] - w.request_begin[r];
+  return (hits - 1) * w.block_size + (hits == n ? w.last_block_tokens[r] : w.block_size);
+}
+
+}  // namespace
+
+double CacheReplayResult::block_hit_rate() const { return Ratio(hit_blocks, blocks); }
+double CacheReplayResult::token_hit_rate() const { return Ratio(hit_tokens, total_tokens); }
+double CacheReplayResult::infinite_cache_block_hit_rate() const {
+  return Ratio(infinite_hit_blocks, blocks);
+}
+double CacheReplayResult::infinite_cache_token_hit_rate() const {
+  return Ratio(infinite_hit_tokens, total_tokens);
+}
+double CacheReplayResult::blocks_per_second() const {
+  return seconds > 0 ? static_cast<double>(blocks) / seconds : 0.0;
+}
+
+std::vector<std::string> CacheReplayPolicyNames() {
+  std::vector<std::string> names;
+  for (std::string_view n : EvictionPolicyNames()) names.emplace_back(n);
+  names.emplace_back("belady");
+  return names;
+}
+
+absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
+                                                 const CacheReplayOptions& options) {
+  if (options.capacity_blocks <= 0 || options.capacity_blocks >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cache capacity must be between 1 and 2^31 - 1 blocks (got %d)", options.capacity_blocks));
+  }
+  std::unique_ptr<EvictionPolicy> policy;
+  BeladyPolicy* belady = nullptr;
+  if (options.policy == "belady") {
+    if (w.next_use.size() != w.keys.size()) {
+      return absl::InvalidArgumentError(
+          "the belady policy needs the workload expanded with compute_next_use");
+    }
+    auto p = std::make_unique<BeladyPolicy>();
+    belady = p.get();
+    policy = std::move(p);
+  } else {
+    auto p = MakeEvictionPolicy(options.policy);
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown eviction policy \"%s\"; expected one of: %s", options.policy,
+                          absl::StrJoin(CacheReplayPolicyNames(), ", ")));
+    }
+    policy = *std::move(p);
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<BlockPool> pool,
+      BlockPool::Create({.num_blocks = static_cast<int32_t>(options.capacity_blocks),
+                         .block_size = w.block_size,
+                         .store_tokens = false},
+                        std::move(policy)));
+
+  CacheReplayResult res;
+  res.policy = options.policy;
+  res.capacity_blocks = options.capacity_blocks;
+  res.requests = static_cast<int64_t>(w.num_requests());
+  res.blocks = w.num_blocks();
+  res.total_tokens = w.total_tokens;
+  res.not_full_block_tokens = w.partial_tokens;
+  std::vector<BlockId> table;
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ThreadCpuSeconds();
+  for (size_t r = 0; r < w.num_requests(); ++r) {
+    const int64_t begin = w.request_begin[r];
+    const int64_t end = w.request_begin[r + 1];
+    table.clear();
+    int64_t hits = 0;
+    int64_t infinite_hits = 0;
+    bool prefix = true;
+    bool infinite_prefix = true;
+    bool pool_full = false;
+    BlockHash parent{};
+    for (int64_t i = begin; i < end; ++i) {
+      const BlockHash& key = w.keys[i];
+      infinite_prefix = infinite_prefix && w.seen_before[i];
+      infinite_hits += infinite_prefix;
+      // A block no earlier request had cannot be cached: skip the lookup.
+      BlockId block = w.seen_before[i] ? pool->FindCached(key) : kNullBlock;
+      if (block != kNullBlock) {
+        PAGEDKV_RETURN_IF_ERROR(pool->Pin(block));
+        if (prefix) {
+          ++hits;
+        } else {
+          ++res.miss_after_miss;
+        }
+      } else {
+        prefix = false;
+        if (w.seen_before[i]) {
+          ++res.miss_evicted;
+        } else {
+          ++res.miss_never_seen;
+        }
+        if (pool_full) {
+          ++res.over_capacity_blocks;
+        } else if (auto allocated = pool->Allocate(); allocated.ok()) {
+          block = *allocated;
+          PAGEDKV_RETURN_IF_ERROR(pool->Insert(block, key, parent).status());
+        } else {
+          pool_full = true;  // every block is pinned by this request
+          ++res.over_capacity_blocks;
+        }
+      }
+      if (block != kNullBlock) {
+        if (belady != nullptr) belady->SetNextUse(block, w.next_use[i]);
+        table.push_back(block);
+      }
+      parent = key;
+    }
+    res.hit_blocks += hits;
+    res.hit_tokens += PrefixTokens(w, r, hits);
+    res.infinite_hit_blocks += infinite_hits;
+    res.infinite_hit_tokens += PrefixTokens(w, r, infinite_hits);
+    std::reverse(table.begin(), table.end());
+    PAGEDKV_RETURN_IF_ERROR(pool->Unpin(table));
+    if (options.progress && (r & 1023) == 1023) options.progress(end);
+  }
+  res.seconds = ThreadCpuSeconds() - cpu_start;
+  res.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  res.evictions = pool->stats().evictions;
+  if (options.progress) options.progress(w.num_blocks());
+  return res;
+}
+
+}  // namespace pagedkv::replay

@@ -1,0 +1,76 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Cache-mode replay: drives the real BlockPool (cache/) with a workload's block keys, in file
+// order and without timing, and counts prefix hits.
+//
+// For each request: walk its blocks first to last; a block cached in the pool is pinned (a hit
+// while no earlier block of the request missed), a missing one is allocated (evicting through the
+// pool's policy when no block is free) and inserted; then every block is unpinned tail first, so
+// the policy sees the chain's tail released before its parents. A hit counts block by block along
+// the prefix and stops at the first miss. Misses are classified as never seen (no earlier request
+// had the block), evicted (an earlier request had it, the pool no longer does), or after a miss
+// (cached, but an earlier block of the prompt missed). When a request has more blocks than the
+// pool, the blocks past the pool's size are not cached (over_capacity_blocks).
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
+//   PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult r,
+//                            RunCacheReplay(e, {.capacity_blocks = 4096, .policy = "lru"}));
+//   std::printf("%.3f\n", r.block_hit_rate());
+#ifndef PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
+#define PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/replay/block_expansion.h"
+
+namespace pagedkv::replay {
+
+struct CacheReplayOptions {
+  int64_t capacity_blocks = 0;  // blocks in the pool (> 0, < 2^31)
+  std::string policy = "lru";   // "lru", "lfu", "fifo" (cache library) or "belady"
+  // Called every few thousand requests with the number of blocks replayed so far (may be empty).
+  std::function<void(int64_t blocks_done)> progress;
+};
+
+struct CacheReplayResult {
+  std::string policy;
+  int64_t capacity_blocks = 0;
+  int64_t requests = 0;
+  int64_t blocks = 0;               // blocks looked up (all blocks of all requests)
+  int64_t hit_blocks = 0;           // prefix hits
+  int64_t total_tokens = 0;         // sum of input_length
+  int64_t hit_tokens = 0;           // tokens of the hit blocks
+  int64_t infinite_hit_blocks = 0;  // prefix hits an unbounded cache would have had
+  int64_t infinite_hit_tokens = 0;
+  int64_t evictions = 0;              // cached blocks evicted by the pool
+  int64_t miss_never_seen = 0;        // missed blocks no earlier request had
+  int64_t miss_evicted = 0;           // missed blocks an earlier request had, since evicted
+  int64_t miss_after_miss = 0;        // blocks still cached, but after the prompt's first miss
+  int64_t over_capacity_blocks = 0;   // blocks not cached because the request outgrew the pool
+  int64_t not_full_block_tokens = 0;  // prompt tokens in no full block (never cacheable)
+  double seconds = 0;       // CPU time of the replay loop on its thread (expansion excluded)
+  double wall_seconds = 0;  // wall time of the replay loop
+
+  double block_hit_rate() const;
+  double token_hit_rate() const;
+  double infinite_cache_block_hit_rate() const;
+  double infinite_cache_token_hit_rate() const;
+  double blocks_per_second() const;  // blocks / seconds (per CPU second)
+};
+
+// Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".
+std::vector<std::string> CacheReplayPolicyNames();
+
+// Replays `workload` through a fresh BlockPool. InvalidArgument for a capacity out of range or an
+// unknown policy; "belady" needs workload.next_use (ExpansionOptions::compute_next_use).
+absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& workload,
+                                                 const CacheReplayOptions& options);
+
+}  // namespace pagedkv::replay
+
+#endif  // PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_

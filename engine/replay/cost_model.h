@@ -1,0 +1,92 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Roofline cost model of one engine step, for `pagedkv replay --mode serve`'s simulated executor.
+// A step's time is max(compute time, memory time) + a fixed overhead, where
+//   FLOPs = 2 * params * tokens                                   (every linear layer, LM head)
+//         + 4 * layers * q_heads * head_dim * sum over tokens of its context length (attention)
+//   bytes = weight bytes (read once per step)
+//         + KV bytes per token * (every sequence's context read once + the new tokens written)
+// and compute/memory time divide by the GPU's peak FLOP/s and bandwidth times efficiency factors.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(GpuPreset gpu, FindGpuPreset("H200"));
+//   PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset("llama-3-8b"));
+//   RooflineCostModel cost(gpu, model, {});
+//   StepWork work;
+//   work.AddSequence(/*num_computed_tokens=*/512, /*num_new_tokens=*/128);
+//   double seconds = cost.StepSeconds(work);
+#ifndef PAGEDKV_ENGINE_REPLAY_COST_MODEL_H_
+#define PAGEDKV_ENGINE_REPLAY_COST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pagedkv::replay {
+
+// A GPU's peak numbers (dense BF16 tensor-core FLOP/s, HBM bandwidth, memory).
+struct GpuPreset {
+  std::string name;             // "H100", "H200", "A100"
+  double peak_flops = 0;        // dense BF16 FLOP/s
+  double memory_bandwidth = 0;  // bytes/s
+  double memory_bytes = 0;      // HBM capacity in bytes
+};
+
+// A decoder model's shape, enough for FLOPs and bytes (BF16 weights and KV cache).
+struct ModelPreset {
+  std::string name;               // "llama-3-8b", ...
+  double num_parameters = 0;      // weights (each 2 bytes)
+  int32_t num_layers = 0;         // transformer layers
+  int32_t num_q_heads = 0;        // query heads per layer
+  int32_t num_kv_heads = 0;       // key/value heads per layer
+  int32_t head_dim = 0;           // per-head width
+  int32_t bytes_per_element = 2;  // BF16 weights and KV
+
+  // K and V of one token over all layers: 2 * layers * kv_heads * head_dim * bytes.
+  int64_t KvBytesPerToken() const;
+  double WeightBytes() const { return num_parameters * bytes_per_element; }
+};
+
+std::vector<GpuPreset> GpuPresets();
+std::vector<ModelPreset> ModelPresets();
+// Case-insensitive lookups; InvalidArgument listing the known names otherwise.
+absl::StatusOr<GpuPreset> FindGpuPreset(std::string_view name);
+absl::StatusOr<ModelPreset> FindModelPreset(std::string_view name);
+
+struct CostModelOptions {
+  double compute_efficiency = 0.6;  // achieved fraction of peak FLOP/s (MFU) in (0, 1]
+  double memory_efficiency = 0.8;   // achieved fraction of peak bandwidth in (0, 1]
+  double step_overhead_s = 0.0005;  // fixed per-step cost (scheduling, launches), seconds
+};
+
+// The work of one step: tokens computed and the attention context they see.
+struct StepWork {
+  int64_t num_tokens = 0;        // tokens computed (all sequences)
+  double attention_context = 0;  // sum over computed tokens of (position + 1)
+  int64_t kv_tokens_read = 0;    // sum over sequences of their context length after the step
+
+  // Adds a sequence that computes num_new_tokens after num_computed_tokens cached ones.
+  void AddSequence(int64_t num_computed_tokens, int64_t num_new_tokens);
+};
+
+class RooflineCostModel {
+ public:
+  RooflineCostModel(const GpuPreset& gpu, const ModelPreset& model,
+                    const CostModelOptions& options);
+  double StepFlops(const StepWork& work) const;
+  double StepBytes(const StepWork& work) const;
+  // Seconds for the step: max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + overhead.
+  double StepSeconds(const StepWork& work) const;
+
+ private:
+  GpuPreset gpu_;
+  ModelPreset model_;
+  CostModelOptions options_;
+};
+
+}  // namespace pagedkv::replay
+
+#endif  // PAGEDKV_ENGINE_REPLAY_COST_MODEL_H_

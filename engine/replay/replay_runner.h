@@ -1,0 +1,55 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// RunReplay: everything `pagedkv replay` does after parsing its flags - load or generate the
+// workload, expand it into blocks, run cache mode (one capacity or a sweep, one or several
+// policies) or serve mode, and print the table or JSON, the sweep CSV and the plot.
+//
+// Example:
+//   ReplayConfig config;            // defaults: built-in "mixed" workload, cache mode, a sweep
+//   config.sweep = {1000, 4000};
+//   absl::Status s = RunReplay(config, std::cout, std::cerr);
+#ifndef PAGEDKV_ENGINE_REPLAY_REPLAY_RUNNER_H_
+#define PAGEDKV_ENGINE_REPLAY_REPLAY_RUNNER_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pagedkv::replay {
+
+struct ReplayConfig {
+  std::string trace;                      // Mooncake JSONL(.gz) file; empty = built-in workload
+  std::string workload = "mixed";         // built-in workload when no trace is given
+  int32_t requests = 0;                   // built-in workload size (0 = its default)
+  uint64_t seed = 1;                      // built-in workload seed
+  std::string mode = "cache";             // "cache" or "serve"
+  int32_t block_size = 16;                // cache block size in tokens
+  int32_t trace_block_size = 512;         // tokens per Mooncake hash id
+  bool skip_bad_lines = false;            // skip malformed trace lines instead of failing
+  int64_t capacity_blocks = -1;           // cache capacity in blocks (-1 = unset)
+  double capacity_gib = -1;               // cache capacity in GiB of KV (-1 = unset; uses `model`)
+  std::vector<int64_t> sweep;             // capacities (blocks) to sweep in cache mode
+  std::vector<std::string> policies;      // eviction policies; empty = lru (one capacity) or all
+  std::string model = "llama-3-8b";       // model preset (KV bytes per token, serve-mode cost)
+  std::string gpu = "H200";               // GPU preset (serve mode)
+  double gpu_memory_utilization = 0.9;    // serve mode: memory share for weights + KV
+  int32_t max_num_seqs = 256;             // serve mode scheduler: running sequences cap
+  int32_t max_num_batched_tokens = 8192;  // serve mode scheduler: tokens per step
+  bool cache_aware = false;               // serve mode scheduler: longest cached prefix first
+  bool json = false;                      // print one JSON object instead of the table
+  bool progress = true;                   // progress bar on stderr (only on a terminal, long runs)
+  std::string out_dir = "out/replay";     // where the sweep CSV and plot go
+  std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
+  std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
+};
+
+// Runs the replay; writes results to `out` and notes (files written, skipped lines) to `err`.
+// Returns the first error (a message for the user) with nothing printed to `out`.
+absl::Status RunReplay(const ReplayConfig& config, std::ostream& out, std::ostream& err);
+
+}  // namespace pagedkv::replay
+
+#endif  // PAGEDKV_ENGINE_REPLAY_REPLAY_RUNNER_H_

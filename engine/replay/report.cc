@@ -1,0 +1,250 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/replay/report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+
+namespace pagedkv::replay {
+namespace {
+
+absl::Status EnsureParentDir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot create directory %s: %s", parent.string(), ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  if (absl::Status s = EnsureParentDir(path); !s.ok()) return s;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrFormat("cannot write %s", path));
+  return absl::OkStatus();
+}
+
+// Results grouped by policy (first-seen order), each sorted by capacity.
+std::vector<std::pair<std::string, std::vector<const CacheReplayResult*>>> ByPolicy(
+    const std::vector<CacheReplayResult>& results) {
+  std::vector<std::pair<std::string, std::vector<const CacheReplayResult*>>> groups;
+  for (const CacheReplayResult& r : results) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == r.policy; });
+    if (it == groups.end()) {
+      groups.push_back({r.policy, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(&r);
+  }
+  for (auto& g : groups) {
+    std::sort(g.second.begin(), g.second.end(),
+              [](const auto* a, const auto* b) { return a->capacity_blocks < b->capacity_blocks; });
+  }
+  return groups;
+}
+
+std::string XmlEscape(const std::string& s) {
+  return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+}
+
+}  // namespace
+
+bool GnuplotAvailable() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
+  std::string out = absl::StrFormat("%-7s %12s %10s %10s %10s %12s %12s %12s %12s\n", "policy",
+                                    "capacity", "block_hit", "token_hit", "inf_cache", "evictions",
+                                    "miss_new", "miss_evicted", "miss_after");
+  for (const CacheReplayResult& r : results) {
+    absl::StrAppendFormat(&out, "%-7s %12d %9.2f%% %9.2f%% %9.2f%% %12d %12d %12d %12d\n", r.policy,
+                          r.capacity_blocks, 100 * r.block_hit_rate(), 100 * r.token_hit_rate(),
+                          100 * r.infinite_cache_block_hit_rate(), r.evictions, r.miss_never_seen,
+                          r.miss_evicted, r.miss_after_miss);
+  }
+  return out;
+}
+
+nlohmann::json CacheResultJson(const CacheReplayResult& r) {
+  return {
+      {"policy", r.policy},
+      {"capacity_blocks", r.capacity_blocks},
+      {"requests", r.requests},
+      {"blocks", r.blocks},
+      {"hit_blocks", r.hit_blocks},
+      {"block_hit_rate", r.block_hit_rate()},
+      {"total_tokens", r.total_tokens},
+      {"hit_tokens", r.hit_tokens},
+      {"token_hit_rate", r.token_hit_rate()},
+      {"infinite_cache_hit_blocks", r.infinite_hit_blocks},
+      {"infinite_cache_block_hit_rate", r.infinite_cache_block_hit_rate()},
+      {"infinite_cache_token_hit_rate", r.infinite_cache_token_hit_rate()},
+      {"evictions", r.evictions},
+      {"misses",
+       {{"never_seen", r.miss_never_seen},
+        {"evicted", r.miss_evicted},
+        {"after_first_miss", r.miss_after_miss},
+        {"over_capacity_blocks", r.over_capacity_blocks},
+        {"not_full_block_tokens", r.not_full_block_tokens}}},
+      {"replay_cpu_seconds", r.seconds},
+      {"replay_wall_seconds", r.wall_seconds},
+      {"blocks_per_second", r.blocks_per_second()},
+  };
+}
+
+absl::Status WriteSweepCsv(const std::string& path, const std::vector<CacheReplayResult>& results) {
+  std::string csv =
+      "policy,capacity_blocks,requests,blocks,hit_blocks,block_hit_rate,total_tokens,hit_tokens,"
+      "token_hit_rate,infinite_cache_block_hit_rate,infinite_cache_token_hit_rate,evictions,"
+      "miss_never_seen,miss_evicted,miss_after_first_miss,over_capacity_blocks,"
+      "not_full_block_tokens,replay_cpu_seconds\n";
+  for (const CacheReplayResult& r : results) {
+    absl::StrAppendFormat(&csv, "%s,%d,%d,%d,%d,%.6f,%d,%d,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%d,%.4f\n",
+                          r.policy, r.capacity_blocks, r.requests, r.blocks, r.hit_blocks,
+                          r.block_hit_rate(), r.total_tokens, r.hit_tokens, r.token_hit_rate(),
+                          r.infinite_cache_block_hit_rate(), r.infinite_cache_token_hit_rate(),
+                          r.evictions, r.miss_never_seen, r.miss_evicted, r.miss_after_miss,
+                          r.over_capacity_blocks, r.not_full_block_tokens, r.seconds);
+  }
+  return WriteFile(path, csv);
+}
+
+std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std::string& title) {
+  constexpr double kW = 800, kH = 500, kLeft = 70, kRight = 150, kTop = 40, kBottom = 60;
+  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+  double lo = 1, hi = 10;
+  if (!results.empty()) {
+    lo = hi = static_cast<double>(results[0].capacity_blocks);
+    for (const auto& r : results) {
+      lo = std::min(lo, static_cast<double>(r.capacity_blocks));
+      hi = std::max(hi, static_cast<double>(r.capacity_blocks));
+    }
+  }
+  const double llo = std::floor(std::log10(lo)), lhi = std::max(llo + 1, std::ceil(std::log10(hi)));
+  auto x = [&](double c) { return kLeft + pw * (std::log10(c) - llo) / (lhi - llo); };
+  auto y = [&](double rate) { return kTop + ph * (1 - rate); };
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n<text x=\"%g\" y=\"24\" text-anchor=\"middle\" "
+      "font-size=\"15\">%s</text>\n",
+      kW, kH, kLeft + pw / 2, XmlEscape(title));
+  for (int i = 0; i <= 10; ++i) {
+    const double rate = i / 10.0;
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
+                          "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%d</text>\n",
+                          kLeft, y(rate), kLeft + pw, y(rate), kLeft - 6, y(rate) + 4, i * 10);
+  }
+  for (double e = llo; e <= lhi; ++e) {
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
+                          "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">1e%d</text>\n",
+                          x(std::pow(10, e)), kTop, x(std::pow(10, e)), kTop + ph,
+                          x(std::pow(10, e)), kTop + ph + 18, static_cast<int>(e));
+  }
+  absl::StrAppendFormat(&svg,
+                        "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
+                        "stroke=\"black\"/>\n<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">"
+                        "cache capacity (blocks, log scale)</text>\n<text x=\"18\" y=\"%g\" "
+                        "text-anchor=\"middle\" transform=\"rotate(-90 18 %g)\">block hit rate "
+                        "(%%)</text>\n",
+                        kLeft, kTop, pw, ph, kLeft + pw / 2, kH - 15, kTop + ph / 2, kTop + ph / 2);
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  int index = 0;
+  for (const auto& [policy, rows] : ByPolicy(results)) {
+    const char* color = colors[index % 6];
+    std::string points;
+    for (const auto* r : rows) {
+      absl::StrAppendFormat(&points, "%g,%g ", x(static_cast<double>(r->capacity_blocks)),
+                            y(r->block_hit_rate()));
+    }
+    absl::StrAppendFormat(&svg,
+                          "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" "
+                          "stroke-width=\"2\"/>\n<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n",
+                          points, color, kLeft + pw + 10, kTop + 20 + 18 * index, color,
+                          XmlEscape(policy));
+    ++index;
+  }
+  if (!results.empty()) {
+    const double inf = results[0].infinite_cache_block_hit_rate();
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"gray\" "
+                          "stroke-dasharray=\"6,4\"/>\n<text x=\"%g\" y=\"%g\" fill=\"gray\">"
+                          "infinite cache</text>\n",
+                          kLeft, y(inf), kLeft + pw, y(inf), kLeft + pw + 10,
+                          kTop + 20 + 18 * index);
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+absl::StatusOr<std::string> WriteHitRatePlot(const std::string& path,
+                                             const std::vector<CacheReplayResult>& results,
+                                             const std::string& title) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext != ".svg" && ext != ".png") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("plot file %s must end in .svg or .png", path));
+  }
+  if (absl::Status s = EnsureParentDir(path); !s.ok()) return s;
+  if (!GnuplotAvailable()) {
+    if (ext == ".png") {
+      return absl::FailedPreconditionError(
+          "gnuplot is not installed, so no PNG can be drawn; ask for an .svg plot instead");
+    }
+    if (absl::Status s = WriteFile(path, HitRateSvg(results, title)); !s.ok()) return s;
+    return std::string("built-in SVG writer");
+  }
+  // One inline data block per policy.
+  std::string script = absl::StrFormat(
+      "set terminal %s size 900,560 font \"sans,11\"\nset output \"%s\"\nset title \"%s\"\n"
+      "set logscale x\nset xlabel \"cache capacity (blocks)\"\nset ylabel \"block hit rate (%%)\"\n"
+      "set yrange [0:100]\nset grid\nset key outside right\n",
+      ext == ".png" ? "pngcairo" : "svg", absl::StrReplaceAll(path, {{"\"", "\\\""}}),
+      absl::StrReplaceAll(title, {{"\"", "'"}}));
+  const auto groups = ByPolicy(results);
+  std::string plot = "plot ";
+  std::string data;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    absl::StrAppendFormat(&data, "$d%d << EOD\n", g);
+    for (const auto* r : groups[g].second) {
+      absl::StrAppendFormat(&data, "%d %.4f\n", r->capacity_blocks, 100 * r->block_hit_rate());
+    }
+    data += "EOD\n";
+    absl::StrAppendFormat(&plot, "$d%d using 1:2 with linespoints lw 2 title \"%s\", ", g,
+                          groups[g].first);
+  }
+  if (!results.empty()) {
+    absl::StrAppendFormat(&plot, "%.4f with lines dt 2 lc rgb \"gray\" title \"infinite cache\"",
+                          100 * results[0].infinite_cache_block_hit_rate());
+  }
+  script += data + plot + "\n";
+  FILE* pipe = popen("gnuplot 1>&2", "w");
+  if (pipe == nullptr) return absl::InternalError("cannot start gnuplot");
+  std::fwrite(script.data(), 1, script.size(), pipe);
+  const int rc = pclose(pipe);
+  if (rc != 0) {
+    return absl::InternalError(
+        absl::StrFormat("gnuplot failed (exit status %d) drawing %s", rc, path));
+  }
+  return std::string("gnuplot");
+}
+
+}  // namespace pagedkv::replay

@@ -1,0 +1,159 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// `pagedkv replay` end to end, in process: CLI11 parsing, RunReplay, output and exit codes.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "engine/cli/commands.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace pagedkv::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(std::vector<std::string> args) {
+  CLI::App app{"pagedkv"};
+  app.require_subcommand(1);
+  CliResult result;
+  AddReplayCommand(app, &result.exit_code);
+  args.insert(args.begin(), "pagedkv");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = app.exit(e);
+  }
+  result.out = ::testing::internal::GetCapturedStdout();
+  result.err = ::testing::internal::GetCapturedStderr();
+  return result;
+}
+
+std::string TempDir(const std::string& name) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+TEST(ReplayCliTest, JsonHasTheDocumentedFields) {
+  CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "200",
+                        "--capacity-blocks", "500", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"requests", "blocks", "hit_blocks", "block_hit_rate", "token_hit_rate",
+                          "infinite_cache_block_hit_rate", "evictions", "misses"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["requests"], 200);
+  EXPECT_EQ(j["policy"], "lru");
+  EXPECT_EQ(j["capacity_blocks"], 500);
+  EXPECT_LE(j["block_hit_rate"].get<double>(), j["infinite_cache_block_hit_rate"].get<double>());
+  EXPECT_TRUE(j["misses"].contains("never_seen"));
+  EXPECT_TRUE(j["misses"].contains("evicted"));
+  EXPECT_TRUE(j["misses"].contains("not_full_block_tokens"));
+}
+
+TEST(ReplayCliTest, SweepWritesCsvAndPlotAndTable) {
+  const std::string dir = TempDir("replay_sweep");
+  CliResult r = RunCli({"replay", "--workload", "rag", "--requests", "150", "--sweep", "50,200,800",
+                        "--policies", "lru,belady", "--out-dir", dir, "--plot", dir + "/plot.svg"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("belady"));
+  EXPECT_THAT(r.out, HasSubstr("block_hit"));
+  std::ifstream csv(dir + "/rag_sweep.csv");
+  ASSERT_TRUE(csv.good());
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 1 + 3 * 2);  // header + capacities x policies
+  std::ifstream svg(dir + "/plot.svg");
+  ASSERT_TRUE(svg.good());
+  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("<svg"));
+}
+
+TEST(ReplayCliTest, ServeModePrintsTtftAndThroughput) {
+  CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "60", "--mode",
+                        "serve", "--gpu", "H100", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["finished"], 60);
+  EXPECT_TRUE(j.contains("ttft_p99_s"));
+  EXPECT_TRUE(j.contains("output_tokens_per_second"));
+  EXPECT_EQ(j["gpu"], "H100");
+}
+
+struct ErrorCase {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+class ReplayCliErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ReplayCliErrorTest, FailsWithAClearMessage) {
+  std::vector<std::string> args = {"replay", "--requests", "30"};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  CliResult r = RunCli(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(GetParam().message));
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ReplayCliErrorTest,
+    ::testing::Values(ErrorCase{{"--trace", "/no/such/trace.jsonl.gz"}, "not found"},
+                      ErrorCase{{"--capacity-blocks", "0"}, "--capacity-blocks must be > 0"},
+                      ErrorCase{{"--sweep", "100,0"}, "capacity must be > 0"},
+                      ErrorCase{{"--capacity-gib", "0"}, "--capacity-gib must be > 0"},
+                      ErrorCase{{"--capacity-gib", "1e-9"}, "holds no block"},
+                      ErrorCase{{"--policies", "lru,mru"}, "unknown eviction policy \"mru\""},
+                      ErrorCase{{"--mode", "serve", "--policy", "belady"}, "cache mode only"},
+                      ErrorCase{{"--mode", "batch"}, "unknown --mode"},
+                      ErrorCase{{"--workload", "nope"}, "unknown workload"},
+                      ErrorCase{{"--block-size", "0"}, "--block-size must be > 0"},
+                      ErrorCase{{"--capacity-blocks", "10", "--capacity-gib", "1"}, "excludes"},
+                      ErrorCase{{"--model", "gpt-9", "--capacity-gib", "1"}, "unknown model"}));
+
+TEST(ReplayCliTest, MalformedTraceLineStopsOrIsSkipped) {
+  const std::string dir = TempDir("replay_bad_trace");
+  const std::string path = dir + "/bad.jsonl";
+  {
+    std::ofstream out(path);
+    out << R"({"timestamp": 0, "input_length": 20, "output_length": 2, "hash_ids": [1]})"
+        << "\n"
+        << R"({"timestamp": 1, "input_length": 20, "output_length": 2, "hash_ids": [1, 2]})"
+        << "\n"
+        << R"({"timestamp": 2, "input_length": 20, "output_length": 2, "hash_ids": [1]})"
+        << "\n";
+  }
+  CliResult bad = RunCli({"replay", "--trace", path, "--capacity-blocks", "10"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("bad.jsonl: line 2: 2 hash_ids"));
+
+  CliResult skip =
+      RunCli({"replay", "--trace", path, "--capacity-blocks", "10", "--skip-bad-lines", "--json"});
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_THAT(skip.err, HasSubstr("skipped 1 malformed line"));
+  const auto j = nlohmann::json::parse(skip.out);
+  EXPECT_EQ(j["skipped_lines"], 1);
+  EXPECT_EQ(j["requests"], 2);
+  EXPECT_EQ(j["hit_blocks"], 1);  // the second good line repeats the first
+}
+
+}  // namespace
+}  // namespace pagedkv::cli
