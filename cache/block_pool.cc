@@ -44,7 +44,9 @@ BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPo
       block_size_(options.block_size),
       store_tokens_(options.store_tokens),
       policy_(std::move(policy)),
-      meta_(options.num_blocks) {
+      meta_(options.num_blocks),
+      chain_(options.num_blocks),
+      parent_hash_(options.num_blocks) {
   if (store_tokens_) {
     tokens_.resize(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_));
   }
@@ -56,11 +58,6 @@ BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPo
 
 BlockPool::~BlockPool() = default;
 
-BlockId BlockPool::FindCached(const BlockHash& hash) const {
-  const auto it = index_.find(hash);
-  return it == index_.end() ? kNullBlock : it->second;
-}
-
 bool BlockPool::TokensMatch(BlockId block, std::span<const TokenId> tokens) const {
   if (!InRange(block) || !meta_[block].cached) return false;
   if (!meta_[block].has_tokens) return true;
@@ -70,7 +67,7 @@ bool BlockPool::TokensMatch(BlockId block, std::span<const TokenId> tokens) cons
 }
 
 bool BlockPool::ExtraKeysMatch(BlockId block, const BlockHash& extra_digest) const {
-  return InRange(block) && meta_[block].cached && meta_[block].extra_digest == extra_digest;
+  return InRange(block) && meta_[block].cached && chain_[block].extra_digest == extra_digest;
 }
 
 absl::Status BlockPool::Pin(BlockId block) {
@@ -219,13 +216,14 @@ absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
   }
   const auto [it, inserted] = index_.try_emplace(hash, block);
   if (!inserted) return false;
+  BlockChain& c = chain_[block];
   m.hash = hash;
-  m.parent_hash = parent_hash;
-  m.extra_digest = extra_digest;
   m.cached = true;
-  ++m.generation;
-  m.parent_block = parent_block;
-  m.parent_generation = parent_block == kNullBlock ? 0 : meta_[parent_block].generation;
+  parent_hash_[block] = parent_hash;
+  c.extra_digest = extra_digest;
+  ++c.generation;
+  c.parent_block = parent_block;
+  c.parent_generation = parent_block == kNullBlock ? 0 : chain_[parent_block].generation;
   m.has_tokens = store_tokens_ && !tokens.empty();
   if (m.has_tokens) {
     std::copy(tokens.begin(), tokens.end(),
@@ -252,7 +250,7 @@ void BlockPool::RemoveFromIndex(BlockId block) {
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockRemoved,
                  .hash = m.hash,
-                 .parent_hash = m.parent_hash,
+                 .parent_hash = parent_hash_[block],
                  .token_count = block_size_,
                  .block = block,
                  .token_ids = {}});
@@ -314,7 +312,7 @@ std::optional<BlockHash> BlockPool::CachedHash(BlockId block) const {
 
 std::optional<BlockHash> BlockPool::ParentHash(BlockId block) const {
   if (!IsCached(block)) return std::nullopt;
-  return meta_[block].parent_hash;
+  return parent_hash_[block];
 }
 
 std::span<const TokenId> BlockPool::CachedTokens(BlockId block) const {
@@ -324,15 +322,15 @@ std::span<const TokenId> BlockPool::CachedTokens(BlockId block) const {
 }
 
 uint32_t BlockPool::Generation(BlockId block) const {
-  return InRange(block) ? meta_[block].generation : 0;
+  return InRange(block) ? chain_[block].generation : 0;
 }
 
 bool BlockPool::IsLinkedTo(BlockId child, BlockId parent) const {
   if (!IsCached(child)) return false;
-  const BlockMeta& c = meta_[child];
+  const BlockChain& c = chain_[child];
   if (parent == kNullBlock) return c.parent_block == kNullBlock;
   return IsCached(parent) && c.parent_block == parent &&
-         c.parent_generation == meta_[parent].generation;
+         c.parent_generation == chain_[parent].generation;
 }
 
 int BlockPool::AddEventListener(KvEventListener listener) {

@@ -12,14 +12,23 @@ namespace pagedkv {
 namespace {
 
 absl::Status CheckVocab(std::span<const TokenId> tokens, int32_t vocab_size, int64_t first_index) {
+  // Branch-free OR reduction that vectorises even with plain SSE2: for t in [0, max_id] neither t
+  // nor max_id - t has the sign bit set; a negative t, or t > max_id, sets it in one of the two.
+  const uint32_t limit = vocab_size > 0 ? static_cast<uint32_t>(vocab_size) : uint32_t{1} << 31;
+  const uint32_t max_id = limit - 1;
+  uint32_t acc = 0;
+  for (const TokenId t : tokens) {
+    const auto u = static_cast<uint32_t>(t);
+    acc |= u | (max_id - u);
+  }
+  if ((acc >> 31) == 0) return absl::OkStatus();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const TokenId t = tokens[i];
-    if (t < 0 || (vocab_size > 0 && t >= vocab_size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", t, " at index ", first_index + static_cast<int64_t>(i),
-          vocab_size > 0 ? absl::StrCat(" is outside the vocabulary [0, ", vocab_size, ")")
-                         : std::string(" is negative")));
-    }
+    if (static_cast<uint32_t>(t) < limit) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token ", t, " at index ", first_index + static_cast<int64_t>(i),
+        vocab_size > 0 ? absl::StrCat(" is outside the vocabulary [0, ", vocab_size, ")")
+                       : std::string(" is negative")));
   }
   return absl::OkStatus();
 }
@@ -62,7 +71,9 @@ absl::StatusOr<CacheRequest> CacheRequest::Create(CacheRequestOptions options,
   CacheRequest request(std::move(options));
   request.tokens_.assign(prompt.begin(), prompt.end());
   request.num_prompt_tokens_ = static_cast<int64_t>(prompt.size());
-  request.block_hashes_.reserve(prompt.size() / request.options_.block_size + 1);
+  const size_t prompt_blocks = prompt.size() / static_cast<size_t>(request.options_.block_size);
+  request.block_hashes_.reserve(prompt_blocks + 1);
+  request.block_extra_digests_.reserve(prompt_blocks + 1);
   request.HashNewBlocks();
   return request;
 }
@@ -77,6 +88,8 @@ absl::Status CacheRequest::AppendTokens(std::span<const TokenId> tokens) {
 
 void CacheRequest::HashNewBlocks() {
   const int64_t bs = options_.block_size;
+  if (static_cast<int64_t>(block_hashes_.size() + 1) * bs > num_tokens())
+    return;  // decode fast path
   const std::vector<MultimodalInput>& mm = options_.multimodal;
   absl::InlinedVector<BlockHash, 4> mm_hashes;
   while (static_cast<int64_t>(block_hashes_.size() + 1) * bs <= num_tokens()) {
@@ -95,7 +108,8 @@ void CacheRequest::HashNewBlocks() {
       extra.multimodal = mm_hashes;
     }
     block_hashes_.push_back(HashBlock(*hasher_, ParentHashOf(i), BlockTokens(i), extra));
-    block_extra_digests_.push_back(ExtraKeysDigest(extra));
+    block_extra_digests_.push_back(mm.empty() ? BlockHash{options_.adapter_id, 0}
+                                              : ExtraKeysDigest(extra));
   }
 }
 

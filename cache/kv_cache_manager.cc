@@ -72,11 +72,8 @@ absl::Status KvCacheManager::CheckRequest(const CacheRequest& request) const {
 
 bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int64_t i,
                             BlockId prev) const {
-  const std::optional<BlockHash> parent = pool_->ParentHash(block);
-  return parent.has_value() && *parent == request.ParentHashOf(i) &&
-         pool_->TokensMatch(block, request.BlockTokens(i)) &&
-         pool_->ExtraKeysMatch(block, request.BlockExtraDigest(i)) &&
-         pool_->IsLinkedTo(block, prev);
+  return pool_->MatchesChain(block, request.ParentHashOf(i), request.BlockTokens(i),
+                             request.BlockExtraDigest(i), prev);
 }
 
 absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequest& request) {
@@ -91,16 +88,23 @@ absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequ
   const int64_t max_blocks = std::min<int64_t>((request.num_tokens() - 1) / options_.block_size,
                                                request.num_full_blocks());
   const std::span<const BlockHash> hashes = request.block_hashes();
-  BlockId prev = kNullBlock;
+  // Two passes: probe every hash first, then verify, so the loads of independent blocks overlap.
+  result.blocks.reserve(max_blocks);
   for (int64_t i = 0; i < max_blocks; ++i) {
     const BlockId block = pool_->FindCached(hashes[i]);
     if (block == kNullBlock) break;
-    if (options_.verify_tokens && !Verify(block, request, i, prev)) {
-      ++stats_.verification_failures;
-      break;
-    }
     result.blocks.push_back(block);
-    prev = block;
+  }
+  if (options_.verify_tokens) {
+    BlockId prev = kNullBlock;
+    for (size_t i = 0; i < result.blocks.size(); ++i) {
+      if (!Verify(result.blocks[i], request, static_cast<int64_t>(i), prev)) {
+        ++stats_.verification_failures;
+        result.blocks.resize(i);
+        break;
+      }
+      prev = result.blocks[i];
+    }
   }
   result.num_computed_tokens = static_cast<int64_t>(result.blocks.size()) * options_.block_size;
   stats_.hit_blocks += static_cast<int64_t>(result.blocks.size());

@@ -77,7 +77,10 @@ class BlockPool {
   // ---- Lookup ---------------------------------------------------------------------------------
 
   // The block cached under `hash` (used or evictable), or kNullBlock. Changes nothing.
-  BlockId FindCached(const BlockHash& hash) const;
+  BlockId FindCached(const BlockHash& hash) const {
+    const auto it = index_.find(hash);
+    return it == index_.end() ? kNullBlock : it->second;
+  }
 
   // True when `block` is cached and either has no stored tokens (store_tokens off, or inserted
   // without tokens) or its stored tokens equal `tokens`.
@@ -85,6 +88,34 @@ class BlockPool {
 
   // True when `block` is cached with extra-keys digest `extra_digest` (see Insert).
   bool ExtraKeysMatch(BlockId block, const BlockHash& extra_digest) const;
+
+  // All of the above in one pass, as KvCacheManager checks every hit: `block` is cached with
+  // parent hash `parent_hash`, TokensMatch(block, tokens), ExtraKeysMatch(block, extra_digest) and
+  // IsLinkedTo(block, prev).
+  // Inline: it runs once per prefix-hit block.
+  bool MatchesChain(BlockId block, const BlockHash& parent_hash, std::span<const TokenId> tokens,
+                    const BlockHash& extra_digest, BlockId prev) const {
+    if (!InRange(block)) return false;
+    const BlockMeta& m = meta_[block];
+    const BlockChain& c = chain_[block];
+    if (!m.cached || c.extra_digest != extra_digest) return false;
+    if (prev == kNullBlock) {
+      if (c.parent_block != kNullBlock || parent_hash_[block] != parent_hash) return false;
+    } else if (c.parent_block != prev || !InRange(prev) || !meta_[prev].cached ||
+               c.parent_generation != chain_[prev].generation || meta_[prev].hash != parent_hash) {
+      // A block linked to the current generation of `prev` was inserted with `prev`'s hash as its
+      // parent hash, so comparing `prev`'s (hot) hash stands for comparing the stored one.
+      return false;
+    }
+    if (!m.has_tokens) return true;
+    if (tokens.size() != static_cast<size_t>(block_size_)) return false;
+    const TokenId* stored = tokens_.data() + static_cast<size_t>(block) * block_size_;
+    uint32_t diff = 0;  // branch-free compare; vectorises
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      diff |= static_cast<uint32_t>(tokens[k]) ^ static_cast<uint32_t>(stored[k]);
+    }
+    return diff == 0;
+  }
 
   // ---- Reference counting ---------------------------------------------------------------------
 
@@ -182,17 +213,20 @@ class BlockPool {
  private:
   enum class State : uint8_t { kFree, kUsed, kEvictable };
 
+  // Hot per-block state (24 bytes), touched by every pin / unpin / allocation.
   struct BlockMeta {
-    BlockHash hash;          // valid when cached
-    BlockHash parent_hash;   // valid when cached
-    BlockHash extra_digest;  // valid when cached
+    BlockHash hash;  // valid when cached
     int32_t ref_count = 0;
-    BlockId parent_block = kNullBlock;  // chain link, valid when cached
-    uint32_t parent_generation = 0;     // generation of parent_block when linked
-    uint32_t generation = 0;            // times this block entered the index
     State state = State::kFree;
     bool cached = false;
     bool has_tokens = false;
+  };
+  // Chain state of cached blocks (32 bytes), touched by Insert and verification only.
+  struct BlockChain {
+    BlockHash extra_digest;
+    BlockId parent_block = kNullBlock;  // chain link
+    uint32_t parent_generation = 0;     // generation of parent_block when linked
+    uint32_t generation = 0;            // times this block entered the index
   };
 
   BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy);
@@ -209,9 +243,11 @@ class BlockPool {
   int32_t block_size_;
   bool store_tokens_;
   std::unique_ptr<EvictionPolicy> policy_;
-  std::vector<BlockMeta> meta_;      // [num_blocks]
-  std::vector<TokenId> tokens_;      // [num_blocks * block_size] if stored
-  std::vector<BlockId> free_stack_;  // free blocks, popped from the back
+  std::vector<BlockMeta> meta_;         // [num_blocks]
+  std::vector<BlockChain> chain_;       // [num_blocks]
+  std::vector<BlockHash> parent_hash_;  // [num_blocks], valid when cached
+  std::vector<TokenId> tokens_;         // [num_blocks * block_size] if stored
+  std::vector<BlockId> free_stack_;     // free blocks, popped from the back
   absl::flat_hash_map<BlockHash, BlockId, BlockHashMix> index_;
   int32_t num_evictable_ = 0;
   CacheStats stats_;
