@@ -362,7 +362,9 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
       batch->positions.push_back(pos);
       batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
     }
-    batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
+    if (options_.emit_block_tables) {
+      batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
+    }
     batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
     batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
 

@@ -81,6 +81,10 @@ struct SchedulerOptions {
   // When > 0, a request's prompt + max_new_tokens may not exceed this (AddRequest rejects it);
   // generation also stops when a sequence reaches it. 0 = bounded only by the KV pool.
   int32_t max_model_len = 0;
+  // Copy every scheduled sequence's block table into the batch (block_table_ids). false leaves
+  // block_table_ids empty and block_table_start all zeros (num_blocks still counts the blocks):
+  // for simulators such as replay's serve mode, which need no tables, on long contexts.
+  bool emit_block_tables = true;
 
   // OK when every field is in range; otherwise InvalidArgument naming the field.
   absl::Status Validate() const;
@@ -123,7 +127,8 @@ struct ScheduledSequence {
   int32_t num_computed_tokens = 0;
   // Offset of this sequence's block table in batch.block_table_ids (== block_table_start[i]).
   int32_t block_table_start = 0;
-  // Blocks in its table: ceil((num_computed_tokens + num_scheduled_tokens) / block_size).
+  // Blocks in its table: ceil((num_computed_tokens + num_scheduled_tokens) / block_size) (also
+  // when SchedulerOptions::emit_block_tables is false and the table itself is not in the batch).
   int32_t num_blocks = 0;
   // True when this step computes the sequence's last known token, so the caller samples one token
   // from the logits of its last scheduled position (false for a prompt chunk that is not the end).
@@ -183,7 +188,7 @@ struct ScheduledBatch {
   // Block tables, concatenated (CSR): sequence i's table is
   // block_table_ids[block_table_start[i], block_table_start[i + 1]).
   std::vector<BlockId> block_table_ids;
-  // [n + 1] offsets into block_table_ids.
+  // [n + 1] offsets into block_table_ids (all zeros when emit_block_tables is false).
   std::vector<int32_t> block_table_start;
   // Requests that finished (EOS, stop token, length) or were aborted since the previous step.
   std::vector<RequestId> finished_request_ids;
@@ -195,7 +200,8 @@ struct ScheduledBatch {
 
   int32_t num_sequences() const { return static_cast<int32_t>(sequences.size()); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
-  // Sequence i's block table. REQUIRES: 0 <= i < num_sequences().
+  // Sequence i's block table (empty when emit_block_tables is false).
+  // REQUIRES: 0 <= i < num_sequences().
   std::span<const BlockId> BlockTable(int32_t i) const;
   // True when no token is scheduled (nothing to run this step).
   bool empty() const { return token_ids.empty(); }

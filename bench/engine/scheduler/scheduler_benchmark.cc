@@ -2,9 +2,10 @@
 //
 // Per-step cost of the Scheduler: Schedule() + UpdateFromOutput() with N running requests.
 //
-//   BM_DecodeStep/N          N requests decoding (prompt 512, block size 16): one token each.
-//   BM_ManagerDecodeFloor/N  the floor: the KvCacheManager work the same step needs and nothing
-//                            else (AppendToken, AllocateSlots(1), GetBlockTable per request).
+//   BM_DecodeStep/N/P/E      N requests decoding (prompt P, block size 16): one token each;
+//                            E = SchedulerOptions::emit_block_tables.
+//   BM_ManagerDecodeFloor/N/P  the floor: the KvCacheManager work the same step needs and
+//                            nothing else (AppendToken, AllocateSlots(1), GetBlockTable each).
 //   BM_MixedStep/N           steady state with arrivals: N seqs at most, 2048-token budget,
 //                            prompts of 512 sharing a 256-token system prompt, 64 new tokens;
 //                            finished requests are replaced, so steps mix chunked prefill
@@ -23,7 +24,7 @@ namespace pagedkv {
 namespace {
 
 constexpr int32_t kBlockSize = 16;
-constexpr int32_t kPromptLen = 512;
+constexpr int32_t kPromptLen = 512;     // BM_MixedStep
 constexpr int32_t kDecodeSteps = 2000;  // fixed iterations: requests must not finish
 
 std::unique_ptr<KvCacheManager> MakeManager(int32_t num_blocks) {
@@ -54,17 +55,19 @@ void FakeSample(const ScheduledBatch& batch, std::vector<SampledToken>* out) {
 
 void BM_DecodeStep(benchmark::State& state) {
   const int32_t n = static_cast<int32_t>(state.range(0));
-  // Early requests decode while later ones prefill (n * 512 / 8192 steps): room for that too.
-  const int32_t max_new = kDecodeSteps + n * kPromptLen / 8192 + 8;
-  auto manager = MakeManager(n * ((kPromptLen + max_new) / kBlockSize + 2));
+  const int32_t prompt_len = static_cast<int32_t>(state.range(1));
+  // Early requests decode while later ones prefill (n * P / 8192 steps): room for that too.
+  const int32_t max_new = kDecodeSteps + n * prompt_len / 8192 + 8;
+  auto manager = MakeManager(n * ((prompt_len + max_new) / kBlockSize + 2));
   SchedulerOptions options;
   options.max_num_seqs = n;
   options.max_num_batched_tokens = 8192;
+  options.emit_block_tables = state.range(2) != 0;
   Scheduler scheduler(options, *manager);
   for (int32_t i = 0; i < n; ++i) {
     SchedulerRequest r;
     r.id = static_cast<RequestId>(i);
-    r.prompt = Prompt(r.id, 0, kPromptLen);
+    r.prompt = Prompt(r.id, 0, prompt_len);
     r.max_new_tokens = max_new;
     if (!scheduler.AddRequest(std::move(r)).ok()) state.SkipWithError("AddRequest failed");
   }
@@ -89,15 +92,22 @@ void BM_DecodeStep(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * n,
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_DecodeStep)->Arg(64)->Arg(256)->Arg(1024)->Iterations(kDecodeSteps);
+BENCHMARK(BM_DecodeStep)
+    ->Args({64, 512, 1})
+    ->Args({256, 512, 1})
+    ->Args({1024, 512, 1})
+    ->Args({256, 8192, 1})
+    ->Args({256, 8192, 0})
+    ->Iterations(kDecodeSteps);
 
 void BM_ManagerDecodeFloor(benchmark::State& state) {
   const int32_t n = static_cast<int32_t>(state.range(0));
+  const int32_t prompt_len = static_cast<int32_t>(state.range(1));
   const int32_t max_new = kDecodeSteps + 8;
-  auto manager = MakeManager(n * ((kPromptLen + max_new) / kBlockSize + 2));
+  auto manager = MakeManager(n * ((prompt_len + max_new) / kBlockSize + 2));
   std::vector<CacheRequest> requests;
   for (int32_t i = 0; i < n; ++i) {
-    const std::vector<TokenId> prompt = Prompt(static_cast<RequestId>(i), 0, kPromptLen);
+    const std::vector<TokenId> prompt = Prompt(static_cast<RequestId>(i), 0, prompt_len);
     requests.push_back(manager->NewRequest(static_cast<RequestId>(i), prompt).value());
     CacheRequest& r = requests.back();
     ComputedBlocks hit = manager->GetComputedBlocks(r).value();
@@ -124,7 +134,12 @@ void BM_ManagerDecodeFloor(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * n,
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_ManagerDecodeFloor)->Arg(64)->Arg(256)->Arg(1024)->Iterations(kDecodeSteps);
+BENCHMARK(BM_ManagerDecodeFloor)
+    ->Args({64, 512})
+    ->Args({256, 512})
+    ->Args({1024, 512})
+    ->Args({256, 8192})
+    ->Iterations(kDecodeSteps);
 
 void BM_MixedStep(benchmark::State& state) {
   const int32_t n = static_cast<int32_t>(state.range(0));

@@ -386,6 +386,44 @@ TEST(SchedulerTest, HeaderExampleRuns) {
             (std::vector<TokenId>{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
 }
 
+TEST(SchedulerTest, EmitBlockTablesOffKeepsEverythingElse) {
+  auto with_manager = MakeManager(32, 4);
+  auto without_manager = MakeManager(32, 4);
+  SchedulerOptions options;
+  options.max_num_batched_tokens = 7;
+  Scheduler with(options, *with_manager);
+  options.emit_block_tables = false;
+  Scheduler without(options, *without_manager);
+  for (Scheduler* s : {&with, &without}) {
+    ASSERT_TRUE(s->AddRequest(Req(1, Iota(9, 1), 3)).ok());
+    ASSERT_TRUE(s->AddRequest(Req(2, Iota(5, 20), 4)).ok());
+  }
+  while (with.HasUnfinishedRequests()) {
+    auto a = with.Schedule();
+    auto b = without.Schedule();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(Describe(*a), Describe(*b));
+    EXPECT_EQ(a->token_ids, b->token_ids);
+    EXPECT_EQ(a->positions, b->positions);
+    EXPECT_EQ(a->slot_mapping, b->slot_mapping);
+    EXPECT_EQ(a->query_start_loc, b->query_start_loc);
+    EXPECT_TRUE(b->block_table_ids.empty());
+    EXPECT_EQ(b->block_table_start, std::vector<int32_t>(b->sequences.size() + 1, 0));
+    for (int32_t i = 0; i < a->num_sequences(); ++i) {
+      EXPECT_EQ(a->sequences[static_cast<size_t>(i)].num_blocks,
+                b->sequences[static_cast<size_t>(i)].num_blocks);
+      EXPECT_TRUE(b->BlockTable(i).empty());
+    }
+    std::vector<SampledToken> sampled;
+    for (const ScheduledSequence& s : a->sequences) {
+      if (s.samples) sampled.push_back({s.request_id, 3});
+    }
+    ASSERT_TRUE(with.UpdateFromOutput(sampled).ok());
+    ASSERT_TRUE(without.UpdateFromOutput(sampled).ok());
+  }
+  EXPECT_FALSE(without.HasUnfinishedRequests());
+}
+
 // ---- Aborts ------------------------------------------------------------------------------------
 
 TEST(SchedulerTest, AbortWaitingAndRunning) {
