@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
 #include "engine/shift/layer_prefix_weights.h"
+#include "engine/shift/rerotate_slots.h"
 #include "kernels/op_args.h"
 #include "pagedkv/status_macros.h"
 
@@ -52,16 +53,6 @@ class ReleaseGuard {
 int64_t SlotAt(std::span<const BlockId> table, int32_t block_size, int64_t position) {
   return int64_t{table[static_cast<size_t>(position / block_size)]} * block_size +
          position % block_size;
-}
-
-// A host array placed where `backend` computes: the host pointer itself on a host backend, a
-// device copy otherwise.
-template <typename T>
-absl::StatusOr<const T*> Place(Backend& backend, std::span<const T> host, DeviceBuffer* storage) {
-  if (backend.host_memory()) return host.data();
-  PAGEDKV_ASSIGN_OR_RETURN(*storage, DeviceBuffer::Create(backend, host.size_bytes()));
-  PAGEDKV_RETURN_IF_ERROR(backend.CopyToDevice(storage->data(), host.data(), host.size_bytes()));
-  return storage->as<const T>();
 }
 
 }  // namespace
@@ -151,48 +142,6 @@ absl::Status ShiftedPrefill::Validate(const ShiftedPrefillInput& input,
   }
   if (options.rotation != ReRotateMode::kCompose && options.rotation != ReRotateMode::kDelta) {
     return absl::InvalidArgumentError("ShiftedReuseOptions.rotation is not a ReRotateMode");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ShiftedPrefill::MoveKv(ModelRunner& runner, std::span<const int64_t> src,
-                                    std::span<const int64_t> dst, std::span<const int32_t> old_pos,
-                                    std::span<const int32_t> new_pos, ReRotateMode mode) {
-  // Unshifted tokens go through R(0) (kDelta), which is the identity in fp32: an exact copy.
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<int64_t> s, d;
-    std::vector<int32_t> o, p;
-    for (size_t i = 0; i < src.size(); ++i) {
-      if ((old_pos[i] == new_pos[i]) != (pass == 0)) continue;
-      s.push_back(src[i]);
-      d.push_back(dst[i]);
-      o.push_back(old_pos[i]);
-      p.push_back(new_pos[i]);
-    }
-    if (s.empty()) continue;
-    Backend& backend = runner.backend();
-    DeviceBuffer sb, db, ob, pb;
-    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* s_ptr,
-                             Place<int64_t>(backend, std::span<const int64_t>(s), &sb));
-    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr,
-                             Place<int64_t>(backend, std::span<const int64_t>(d), &db));
-    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr,
-                             Place<int32_t>(backend, std::span<const int32_t>(o), &ob));
-    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr,
-                             Place<int32_t>(backend, std::span<const int32_t>(p), &pb));
-    for (int32_t l = 0; l < runner.config().n_layers; ++l) {
-      ReRotateArgs args;
-      args.src_slots = s_ptr;
-      args.dst_slots = d_ptr;
-      args.old_positions = o_ptr;
-      args.new_positions = p_ptr;
-      args.num_tokens = static_cast<int64_t>(s.size());
-      args.mode = pass == 0 ? ReRotateMode::kDelta : mode;
-      args.rope = runner.rope_view();
-      args.cache = runner.kv_layout(l);
-      PAGEDKV_RETURN_IF_ERROR(backend.ReRotate(args));
-    }
-    PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
   }
   return absl::OkStatus();
 }
@@ -303,7 +252,8 @@ absl::Status ShiftedPrefill::RegisterChunk(const ShiftedPrefillInput& input, con
     dst.push_back(int64_t{blocks[static_cast<size_t>(i / bs)]} * bs + i % bs);
     pos.push_back(span.begin + i);
   }
-  absl::Status status = MoveKv(*runner_, src, dst, pos, pos, ReRotateMode::kDelta);
+  absl::Status status =
+      ReRotateSlots(*runner_, {.src = src, .dst = dst, .old_positions = pos, .new_positions = pos});
   if (status.ok()) {
     absl::StatusOr<bool> inserted = index_->Insert(key, tokens, span.begin, blocks, 0);
     if (inserted.ok()) {
@@ -377,7 +327,11 @@ absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInp
       }
     }
     if (!src.empty()) {
-      PAGEDKV_RETURN_IF_ERROR(MoveKv(*runner_, src, dst, old_pos, new_pos, options.rotation));
+      PAGEDKV_RETURN_IF_ERROR(ReRotateSlots(*runner_, {.src = src,
+                                                       .dst = dst,
+                                                       .old_positions = old_pos,
+                                                       .new_positions = new_pos,
+                                                       .mode = options.rotation}));
     }
   }
 
@@ -427,9 +381,11 @@ absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInp
     }
   }
   const double layers = runner_->config().n_layers;
-  result.compute_fraction = (static_cast<double>(result.num_computed_tokens) * layers +
-                             static_cast<double>(result.num_probe_tokens) * result.probe_layers) /
-                            (static_cast<double>(n) * layers);
+  result.compute_fraction =
+      (static_cast<double>(result.num_computed_tokens) * layers +
+       (result.probe_layers > 0 ? static_cast<double>(result.num_reused_tokens) : 0.0) *
+           result.probe_layers) /
+      (static_cast<double>(n) * layers);
   return result;
 }
 

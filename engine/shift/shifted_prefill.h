@@ -95,13 +95,19 @@ struct ChunkReuseRecord {
 };
 
 struct ShiftedPrefillResult {
-  std::vector<float> logits;             // [rows, vocab_size]: tokens >= logits_from (or the last)
-  int32_t logits_from = 0;               // token index of logits row 0
-  int64_t num_computed_tokens = 0;       // tokens run through every layer
-  int64_t num_reused_tokens = 0;         // tokens filled by re-rotation / copy (count as computed)
-  int64_t num_probe_tokens = 0;          // tokens run through the probe's layers only
-  int32_t probe_layers = 0;              // layers of the probe (0: no probe)
-  double compute_fraction = 1.0;         // layer-token work done / a full prefill's
+  std::vector<float> logits;        // [rows, vocab_size]: tokens >= logits_from (or the last)
+  int32_t logits_from = 0;          // token index of logits row 0
+  int64_t num_computed_tokens = 0;  // tokens run through every layer
+  int64_t num_reused_tokens = 0;    // tokens filled by re-rotation / copy (count as computed)
+  // Tokens this executor ran through the probe: every token up to the last reused one, since the
+  // probe is a separate truncated model (ModelRunner has no layer-range forward).
+  int64_t num_probe_tokens = 0;
+  int32_t probe_layers = 0;  // layers of the probe (0: no probe)
+  // Layer-token work of the method over a full prefill's (N tokens x L layers): computed tokens x L
+  // plus, with selective recompute, reused tokens x probe_layers (CacheBlend computes the first
+  // layers of every chunk token; a layer-granular engine shares the other tokens' first layers
+  // with the main pass, which this executor recomputes in the probe).
+  double compute_fraction = 1.0;
   std::vector<ChunkReuseRecord> chunks;  // one per marked span, in order
 };
 
@@ -135,10 +141,6 @@ class ShiftedPrefill {
   struct Hit;
   ShiftedPrefill(ModelRunner* runner, BlockPool* pool, ChunkIndex* index);
   absl::Status Validate(const ShiftedPrefillInput& input, const ShiftedReuseOptions& options) const;
-  // ReRotate (src -> dst) on every layer of `runner`; old == new positions copy exactly.
-  absl::Status MoveKv(ModelRunner& runner, std::span<const int64_t> src,
-                      std::span<const int64_t> dst, std::span<const int32_t> old_pos,
-                      std::span<const int32_t> new_pos, ReRotateMode mode);
   absl::StatusOr<ModelRunner*> Probe(int32_t num_layers);
   absl::Status SelectByDeviation(const ShiftedPrefillInput& input, const ShiftedReuseOptions& o,
                                  std::vector<Hit>& hits, std::vector<char>& computed,
