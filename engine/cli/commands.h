@@ -19,6 +19,10 @@ void AddReplayCommand(CLI::App& app, int* exit_code);
 // `pagedkv generate`: text generation with a llama2.c model on the paged engine (engine/runtime).
 void AddGenerateCommand(CLI::App& app, int* exit_code);
 
+// `pagedkv study-shift`: shifted-position reuse study - re-rotation exactness, drift, quality
+// (engine/shift).
+void AddStudyShiftCommand(CLI::App& app, int* exit_code);
+
 }  // namespace pagedkv::cli
 
 #endif  // PAGEDKV_ENGINE_CLI_COMMANDS_H_

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   // One line per subcommand (see commands.h).
   pagedkv::cli::AddReplayCommand(app, &exit_code);
   pagedkv::cli::AddGenerateCommand(app, &exit_code);
+  pagedkv::cli::AddStudyShiftCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
