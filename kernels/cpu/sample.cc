@@ -52,8 +52,9 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
       if (want == vocab) {
         std::sort(sorted.begin() + done, sorted.end(), std::greater<float>());
       } else {
-        std::partial_sort(sorted.begin() + done, sorted.begin() + want, sorted.end(),
-                          std::greater<float>());
+        std::nth_element(sorted.begin() + done, sorted.begin() + want, sorted.end(),
+                         std::greater<float>());
+        std::sort(sorted.begin() + done, sorted.begin() + want, std::greater<float>());
       }
       for (; done < want && !reached; ++done) {
         cumulative += sorted[done];
