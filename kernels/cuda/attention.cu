@@ -57,6 +57,8 @@ __global__ void __launch_bounds__(kWarps* kWarpSize)
   const int64_t position = a.positions[t];
   int64_t last = a.causal && position < kv_len ? position : kv_len - 1;
   if (position < 0) last = -1;
+  const int64_t capacity = static_cast<int64_t>(a.max_blocks_per_seq) * cache.block_size;
+  if (last >= capacity) last = capacity - 1;  // kv_len beyond the block table row
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
 
   const float* q = a.q + (t * a.num_q_heads + qh) * hd;

@@ -62,7 +62,13 @@ inline int VisibleDeviceCount() {
     if (!pagedkv_cuda_status_.ok()) return pagedkv_cuda_status_;          \
   } while (0)
 
-// Checks the launch configuration error of the kernel just launched.
-#define PAGEDKV_CUDA_CHECK_LAUNCH(kernel_name) PAGEDKV_CUDA_RETURN_IF_ERROR(cudaGetLastError())
+// Checks the launch (configuration) error of the kernel just launched; `kernel_name` names it in
+// the message.
+#define PAGEDKV_CUDA_CHECK_LAUNCH(kernel_name)                             \
+  do {                                                                     \
+    ::absl::Status pagedkv_cuda_status_ = ::pagedkv::cuda::CudaStatus(     \
+        cudaGetLastError(), "launch of " kernel_name, __FILE__, __LINE__); \
+    if (!pagedkv_cuda_status_.ok()) return pagedkv_cuda_status_;           \
+  } while (0)
 
 #endif  // PAGEDKV_KERNELS_CUDA_CUDA_CHECK_H_
