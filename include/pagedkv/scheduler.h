@@ -175,6 +175,10 @@ struct SchedulerStats {
 };
 
 // One step's work, flat (the layout the model runner and kernels use). n = sequences.size().
+// A newly admitted sequence's prefix hit may cover blocks whose KV an earlier sequence of the same
+// batch computes in this step (blocks are cached when allocated, as in vLLM): the model runner
+// must write the KV of sequences 0..i-1 before sequence i's attention reads it, e.g. by writing
+// the whole batch's KV per layer before that layer's attention (the usual order).
 struct ScheduledBatch {
   // One entry per scheduled token, sequences one after another.
   std::vector<TokenId> token_ids;

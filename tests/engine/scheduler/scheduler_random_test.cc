@@ -9,7 +9,8 @@
 //   - positions, slot mapping and block tables agree; no two tokens of a batch share a slot;
 //   - a simulated KV store (each slot holds a fingerprint of the prefix it was computed from) reads
 //     back the right prefix at every position of every scheduled sequence, so prefix hits, block
-//     tables and eviction never hand a sequence someone else's KV;
+//     tables and eviction never hand a sequence someone else's KV (sequences run in batch order:
+//     a hit on KV computed in the same step must come from an earlier sequence);
 //   - blocks are conserved: used blocks == blocks in running requests' tables, manager invariants;
 //   - preemption victims rank below every request left running (FCFS: latest; priority: lowest
 //     priority, then latest);
@@ -258,11 +259,9 @@ class RandomRun {
         ASSERT_GE(batch_.slot_mapping[k], 0);
         kv_[static_cast<size_t>(batch_.slot_mapping[k])] = m.prefix[static_cast<size_t>(pos)];
       }
-    }
-    // The simulated attention reads every position of every scheduled sequence.
-    for (int32_t i = 0; i < batch_.num_sequences(); ++i) {
-      const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
-      const Model& m = models_.at(s.request_id);
+      // The simulated model runs the batch's sequences in order: each writes its KV, then its
+      // attention reads every position it has. A prefix hit may rely on KV written in this same
+      // step, but only by a sequence earlier in the batch.
       const auto table = batch_.BlockTable(i);
       for (int32_t pos = 0; pos < s.seq_len(); ++pos) {
         const int64_t slot =
