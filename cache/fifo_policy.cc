@@ -1,14 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // FIFO eviction: the victim is the candidate that entered the index earliest, whatever its
-// accesses. Candidates live in a B-tree keyed by insertion sequence; O(log n) per call.
+// accesses. Candidates live in a lazy min-heap keyed by insertion sequence; O(log n) amortised.
 #include <cstdint>
 #include <memory>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
+#include "cache/lazy_heap.h"
 #include "pagedkv/eviction_policy.h"
 
 namespace pagedkv {
@@ -20,36 +19,21 @@ class FifoPolicy final : public EvictionPolicy {
 
   void Init(int32_t num_blocks) override {
     insert_seq_.assign(num_blocks, 0);
-    listed_.assign(num_blocks, false);
-    candidates_.clear();
+    candidates_.Init(num_blocks);
   }
 
   void OnInsert(BlockId block, const BlockHash&) override { insert_seq_[block] = ++seq_; }
-  void OnAccess(BlockId block, const BlockHash&) override { Unlist(block); }
+  void OnAccess(BlockId block, const BlockHash&) override { candidates_.Remove(block); }
   void OnRelease(BlockId block, const BlockHash&) override {
-    listed_[block] = true;
-    candidates_.insert({insert_seq_[block], block});
+    candidates_.Add(block, insert_seq_[block]);
   }
-  void OnRemove(BlockId block, const BlockHash&) override { Unlist(block); }
-
-  BlockId PickVictim() override {
-    const BlockId victim = candidates_.begin()->second;
-    Unlist(victim);
-    return victim;
-  }
-
+  void OnRemove(BlockId block, const BlockHash&) override { candidates_.Remove(block); }
+  BlockId PickVictim() override { return candidates_.PopMin(); }
   void Clear() override { Init(static_cast<int32_t>(insert_seq_.size())); }
 
  private:
-  void Unlist(BlockId block) {
-    if (!listed_[block]) return;
-    candidates_.erase({insert_seq_[block], block});
-    listed_[block] = false;
-  }
-
   std::vector<uint64_t> insert_seq_;  // [num_blocks]
-  std::vector<bool> listed_;          // [num_blocks]
-  absl::btree_set<std::pair<uint64_t, BlockId>> candidates_;
+  internal::LazyCandidateHeap candidates_;
   uint64_t seq_ = 0;
 };
 

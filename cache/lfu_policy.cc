@@ -1,15 +1,14 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// LFU eviction: candidates ordered by (accesses since insertion, release sequence) in a B-tree,
-// so the victim is the least frequently used block, ties broken least recently released first.
-// O(log n) per call.
+// LFU eviction: the victim is the candidate with the fewest accesses since it entered the index,
+// ties broken least recently released first. Candidates live in a lazy min-heap keyed by
+// frequency (release order breaks ties); O(log n) amortised per call.
 #include <cstdint>
 #include <memory>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
-#include "absl/container/btree_set.h"
+#include "cache/lazy_heap.h"
 #include "pagedkv/eviction_policy.h"
 
 namespace pagedkv {
@@ -20,51 +19,25 @@ class LfuPolicy final : public EvictionPolicy {
   std::string_view Name() const override { return "lfu"; }
 
   void Init(int32_t num_blocks) override {
-    blocks_.assign(num_blocks, BlockInfo{});
-    candidates_.clear();
+    frequency_.assign(num_blocks, 0);
+    candidates_.Init(num_blocks);
   }
 
-  void OnInsert(BlockId block, const BlockHash&) override {
-    blocks_[block] = BlockInfo{.frequency = 1, .release_seq = 0, .listed = false};
-  }
+  void OnInsert(BlockId block, const BlockHash&) override { frequency_[block] = 1; }
   void OnAccess(BlockId block, const BlockHash&) override {
-    Unlist(block);
-    ++blocks_[block].frequency;
+    candidates_.Remove(block);
+    ++frequency_[block];
   }
   void OnRelease(BlockId block, const BlockHash&) override {
-    BlockInfo& info = blocks_[block];
-    info.release_seq = ++seq_;
-    info.listed = true;
-    candidates_.insert(Key{info.frequency, info.release_seq, block});
+    candidates_.Add(block, frequency_[block]);
   }
-  void OnRemove(BlockId block, const BlockHash&) override { Unlist(block); }
-
-  BlockId PickVictim() override {
-    const BlockId victim = std::get<2>(*candidates_.begin());
-    Unlist(victim);
-    return victim;
-  }
-
-  void Clear() override { Init(static_cast<int32_t>(blocks_.size())); }
+  void OnRemove(BlockId block, const BlockHash&) override { candidates_.Remove(block); }
+  BlockId PickVictim() override { return candidates_.PopMin(); }
+  void Clear() override { Init(static_cast<int32_t>(frequency_.size())); }
 
  private:
-  using Key = std::tuple<uint64_t, uint64_t, BlockId>;  // frequency, release seq, block
-  struct BlockInfo {
-    uint64_t frequency = 0;
-    uint64_t release_seq = 0;
-    bool listed = false;
-  };
-
-  void Unlist(BlockId block) {
-    BlockInfo& info = blocks_[block];
-    if (!info.listed) return;
-    candidates_.erase(Key{info.frequency, info.release_seq, block});
-    info.listed = false;
-  }
-
-  std::vector<BlockInfo> blocks_;  // [num_blocks]
-  absl::btree_set<Key> candidates_;
-  uint64_t seq_ = 0;
+  std::vector<uint64_t> frequency_;  // [num_blocks] accesses since insertion (1 at insertion)
+  internal::LazyCandidateHeap candidates_;
 };
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 #include "pagedkv/cache_request.h"
 
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -141,6 +143,22 @@ TEST(CacheRequestTest, VocabularyIsEnforcedAndFailedAppendChangesNothing) {
   EXPECT_EQ(std::vector<BlockHash>(req->block_hashes().begin(), req->block_hashes().end()), before);
   EXPECT_TRUE(req->AppendToken(9).ok());
   EXPECT_EQ(req->num_full_blocks(), 2);
+}
+
+TEST(CacheRequestTest, VocabularyBoundaries) {
+  constexpr TokenId kMax = std::numeric_limits<TokenId>::max();
+  constexpr TokenId kMin = std::numeric_limits<TokenId>::min();
+  EXPECT_TRUE(CacheRequest::Create({.vocab_size = 10}, {{0, 9}}).ok());
+  EXPECT_FALSE(CacheRequest::Create({.vocab_size = 10}, {{0, 10}}).ok());
+  EXPECT_FALSE(CacheRequest::Create({.vocab_size = 10}, {{kMax}}).ok());
+  EXPECT_FALSE(CacheRequest::Create({.vocab_size = 10}, {{kMin}}).ok());
+  EXPECT_TRUE(CacheRequest::Create({.vocab_size = kMax}, {{kMax - 1}}).ok());
+  EXPECT_FALSE(CacheRequest::Create({.vocab_size = kMax}, {{kMax}}).ok());
+  EXPECT_TRUE(CacheRequest::Create({}, {{0, kMax}}).ok());  // no vocabulary: only negatives fail
+  EXPECT_FALSE(CacheRequest::Create({}, {{kMin}}).ok());
+  // The error names the first bad token and its index.
+  const absl::Status st = CacheRequest::Create({.vocab_size = 5}, {{1, 2, 7, 9}}).status();
+  EXPECT_NE(st.message().find("token 7 at index 2"), std::string::npos) << st;
 }
 
 TEST(CacheRequestTest, PluggedHasherIsUsedForBlocksButNotForTheRoot) {
