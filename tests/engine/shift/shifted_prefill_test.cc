@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -54,14 +55,16 @@ struct Rig {
   std::unique_ptr<ChunkIndex> index;
   std::unique_ptr<ShiftedPrefill> prefill;
 
-  static Rig Make(DType dtype, int32_t num_blocks = 96) {
+  static Rig Make(DType dtype, int32_t num_blocks = 96,
+                  std::optional<RopeConfig> rope = std::nullopt) {
     Rig rig;
     auto weights = std::make_shared<const ModelWeights>(
         ModelWeights::Random(TinyConfig(), {.seed = 5}).value());
     rig.runner = ModelRunner::Create(weights, {.backend = BackendKind::kCpu,
                                                .num_blocks = num_blocks,
                                                .block_size = kBlockSize,
-                                               .kv_dtype = dtype})
+                                               .kv_dtype = dtype,
+                                               .rope = rope})
                      .value();
     rig.pool = BlockPool::Create({.num_blocks = num_blocks, .block_size = kBlockSize}).value();
     rig.index = ChunkIndex::Create(rig.pool.get()).value();
@@ -110,15 +113,27 @@ double UnitRoundoff(DType dtype) {
 // Re-rotated keys went through two roundings to the dtype (at p0, after re-rotation) and fp32
 // trigonometry; fresh ones through one. Per rotated pair: |diff| <= (3u + 1e-6) * |pair|.
 void ExpectKeysMatch(const std::vector<float>& got, const std::vector<float>& fresh, DType dtype,
-                     bool interleaved) {
+                     const RopeConfig& rope) {
   ASSERT_EQ(got.size(), fresh.size());
-  ASSERT_TRUE(interleaved);
   const double u = UnitRoundoff(dtype);
-  for (size_t e = 0; e + 1 < fresh.size(); e += 2) {
-    const double norm = std::hypot(double{fresh[e]}, double{fresh[e + 1]});
-    const double tol = (3.0 * u + 1e-6) * norm + 1e-30;
-    EXPECT_LE(std::abs(double{got[e]} - fresh[e]), tol) << "element " << e;
-    EXPECT_LE(std::abs(double{got[e + 1]} - fresh[e + 1]), tol) << "element " << e + 1;
+  const size_t hd = static_cast<size_t>(rope.head_dim);
+  const size_t rd = static_cast<size_t>(rope.RotaryDim());
+  for (size_t base = 0; base < fresh.size(); base += hd) {
+    for (size_t d = 0; d < hd; ++d) {
+      // The rotated pair d belongs to (d alone when it is not rotated).
+      size_t mate = d;
+      if (d < rd) {
+        if (rope.layout == RopeLayout::kInterleaved) {
+          mate = d ^ 1;
+        } else {
+          mate = d < rd / 2 ? d + rd / 2 : d - rd / 2;
+        }
+      }
+      const double norm = std::hypot(double{fresh[base + d]}, double{fresh[base + mate]});
+      const double tol =
+          (3.0 * u + 1e-6) * (mate == d ? std::abs(double{fresh[base + d]}) : norm) + 1e-30;
+      EXPECT_LE(std::abs(double{got[base + d]} - fresh[base + d]), tol) << "element " << base + d;
+    }
   }
 }
 
@@ -166,11 +181,64 @@ TEST(ShiftedPrefillTest, ReRotatedLayer0KeysMatchFreshForEveryDtypeAndAlignment)
 
       const auto [k, v] = rig.Kv(table, 0, c.p1, 10);
       const auto [k_fresh, v_fresh] = rig.Kv(fresh_table, 0, c.p1, 10);
-      ExpectKeysMatch(k, k_fresh, dtype, /*interleaved=*/true);
+      ExpectKeysMatch(k, k_fresh, dtype, rig.runner->rope_config());
       EXPECT_EQ(v, v_fresh);  // layer-0 values depend on the token only: copied exactly
       // The chunk's blocks were pinned only while read.
       EXPECT_TRUE(rig.index->ValidateInvariants().ok());
       EXPECT_EQ(rig.pool->NumUsedBlocks(), static_cast<int32_t>(table.size() + fresh_table.size()));
+    }
+  }
+}
+
+// Re-rotation honours every RoPE variant the KV write uses (pair layout, partial rotary, scaling,
+// YaRN's attention factor applied once): layer-0 keys still equal fresh ones.
+TEST(ShiftedPrefillTest, ReRotationHonoursRopeVariants) {
+  std::vector<RopeConfig> ropes;
+  RopeConfig half{.head_dim = 8, .rotary_dim = 4, .base = 500.0, .layout = RopeLayout::kHalfSplit};
+  ropes.push_back(half);
+  RopeConfig yarn{.head_dim = 8,
+                  .layout = RopeLayout::kHalfSplit,
+                  .scaling = RopeScaling::kYarn,
+                  .factor = 4.0,
+                  .max_position_embeddings = 128,
+                  .original_max_position_embeddings = 32};
+  ropes.push_back(yarn);
+  RopeConfig llama3{.head_dim = 8,
+                    .base = 500000.0,
+                    .layout = RopeLayout::kInterleaved,
+                    .scaling = RopeScaling::kLlama3,
+                    .factor = 8.0,
+                    .max_position_embeddings = 128,
+                    .original_max_position_embeddings = 16};
+  ropes.push_back(llama3);
+  RopeConfig linear{.head_dim = 8, .scaling = RopeScaling::kLinear, .factor = 2.0};
+  ropes.push_back(linear);
+  const std::vector<TokenId> doc = RandomTokens(9, 4);
+  for (const RopeConfig& rope : ropes) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(testing::Message() << rope.Fingerprint() << " " << DTypeName(dtype));
+      Rig rig = Rig::Make(dtype, 96, rope);
+      const std::vector<TokenId> donor = Concat({RandomTokens(2, 5), doc, {3}});
+      const std::vector<TokenId> target = Concat({RandomTokens(41, 6), doc, {4}});
+      const std::vector<ChunkSpan> donor_span = {{.begin = 2, .length = 9}};
+      const std::vector<ChunkSpan> target_span = {{.begin = 41, .length = 9}};
+      const std::vector<BlockId> donor_table = rig.Table(12);
+      ASSERT_TRUE(
+          rig.prefill->Run({.tokens = donor, .chunks = donor_span, .block_table = donor_table}, {})
+              .ok());
+      const std::vector<BlockId> table = rig.Table(51), fresh_table = rig.Table(51);
+      auto run =
+          rig.prefill->Run({.tokens = target, .chunks = target_span, .block_table = table}, {});
+      ASSERT_TRUE(run.ok()) << run.status();
+      ASSERT_EQ(run->num_reused_tokens, 9);
+      ASSERT_TRUE(rig.prefill
+                      ->Run({.tokens = target, .chunks = target_span, .block_table = fresh_table},
+                            {.enable_reuse = false, .register_chunks = false})
+                      .ok());
+      const auto [k, v] = rig.Kv(table, 0, 41, 9);
+      const auto [k_fresh, v_fresh] = rig.Kv(fresh_table, 0, 41, 9);
+      ExpectKeysMatch(k, k_fresh, dtype, rope);
+      EXPECT_EQ(v, v_fresh);
     }
   }
 }
