@@ -160,7 +160,8 @@ class Engine {
   absl::StatusOr<RequestId> AddRequest(GenerationRequest request);
 
   // Runs one scheduled batch. Returns the sampled tokens and the requests that finished. An empty
-  // StepOutput when nothing is waiting or running.
+  // StepOutput when nothing is waiting or running. The batch comes from the scheduler, so an error
+  // here is a backend failure (e.g. device out of memory), after which the engine is not usable.
   absl::StatusOr<StepOutput> Step();
 
   // Queues `requests`, steps until each has finished and returns their results in order (other
