@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -48,7 +49,13 @@ BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPo
       chain_(options.num_blocks),
       parent_hash_(options.num_blocks) {
   if (store_tokens_) {
-    tokens_.resize(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_));
+    // Over-allocate so every block's tokens can start on a 64-byte boundary (one cache line for
+    // 16-token blocks).
+    constexpr size_t kAlignTokens = 64 / sizeof(TokenId);
+    token_storage_.resize(static_cast<size_t>(num_blocks_) * static_cast<size_t>(block_size_) +
+                          kAlignTokens);
+    const auto address = reinterpret_cast<uintptr_t>(token_storage_.data());
+    tokens_ = token_storage_.data() + ((64 - address % 64) % 64) / sizeof(TokenId);
   }
   free_stack_.reserve(num_blocks_);
   for (BlockId b = num_blocks_ - 1; b >= 0; --b) free_stack_.push_back(b);
@@ -62,7 +69,7 @@ bool BlockPool::TokensMatch(BlockId block, std::span<const TokenId> tokens) cons
   if (!InRange(block) || !meta_[block].cached) return false;
   if (!meta_[block].has_tokens) return true;
   if (tokens.size() != static_cast<size_t>(block_size_)) return false;
-  const TokenId* stored = tokens_.data() + static_cast<size_t>(block) * block_size_;
+  const TokenId* stored = tokens_ + static_cast<size_t>(block) * block_size_;
   return std::equal(tokens.begin(), tokens.end(), stored);
 }
 
@@ -221,13 +228,13 @@ absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
   m.cached = true;
   parent_hash_[block] = parent_hash;
   c.extra_digest = extra_digest;
-  ++c.generation;
-  c.parent_block = parent_block;
-  c.parent_generation = parent_block == kNullBlock ? 0 : chain_[parent_block].generation;
+  m.has_extra = extra_digest != BlockHash{};
+  ++m.generation;
+  m.parent_block = parent_block;
+  m.parent_generation = parent_block == kNullBlock ? 0 : meta_[parent_block].generation;
   m.has_tokens = store_tokens_ && !tokens.empty();
   if (m.has_tokens) {
-    std::copy(tokens.begin(), tokens.end(),
-              tokens_.begin() + static_cast<ptrdiff_t>(block) * block_size_);
+    std::copy(tokens.begin(), tokens.end(), tokens_ + static_cast<ptrdiff_t>(block) * block_size_);
   }
   ++stats_.stored_blocks;
   policy_->OnInsert(block, hash);
@@ -317,20 +324,19 @@ std::optional<BlockHash> BlockPool::ParentHash(BlockId block) const {
 
 std::span<const TokenId> BlockPool::CachedTokens(BlockId block) const {
   if (!IsCached(block) || !meta_[block].has_tokens) return {};
-  return std::span<const TokenId>(tokens_).subspan(static_cast<size_t>(block) * block_size_,
-                                                   block_size_);
+  return std::span<const TokenId>(tokens_ + static_cast<size_t>(block) * block_size_, block_size_);
 }
 
 uint32_t BlockPool::Generation(BlockId block) const {
-  return InRange(block) ? chain_[block].generation : 0;
+  return InRange(block) ? meta_[block].generation : 0;
 }
 
 bool BlockPool::IsLinkedTo(BlockId child, BlockId parent) const {
   if (!IsCached(child)) return false;
-  const BlockChain& c = chain_[child];
+  const BlockMeta& c = meta_[child];
   if (parent == kNullBlock) return c.parent_block == kNullBlock;
   return IsCached(parent) && c.parent_block == parent &&
-         c.parent_generation == chain_[parent].generation;
+         c.parent_generation == meta_[parent].generation;
 }
 
 int BlockPool::AddEventListener(KvEventListener listener) {

@@ -89,12 +89,15 @@ absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequ
                                                request.num_full_blocks());
   const std::span<const BlockHash> hashes = request.block_hashes();
   // Two passes: probe every hash first, then verify, so the loads of independent blocks overlap.
-  result.blocks.reserve(max_blocks);
-  for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockId block = pool_->FindCached(hashes[i]);
+  result.blocks.resize(max_blocks);
+  BlockId* const out = result.blocks.data();
+  int64_t found = 0;
+  for (; found < max_blocks; ++found) {
+    const BlockId block = pool_->FindCached(hashes[found]);
     if (block == kNullBlock) break;
-    result.blocks.push_back(block);
+    out[found] = block;
   }
+  result.blocks.resize(found);
   if (options_.verify_tokens) {
     BlockId prev = kNullBlock;
     for (size_t i = 0; i < result.blocks.size(); ++i) {

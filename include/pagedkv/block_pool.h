@@ -97,19 +97,22 @@ class BlockPool {
                     const BlockHash& extra_digest, BlockId prev) const {
     if (!InRange(block)) return false;
     const BlockMeta& m = meta_[block];
-    const BlockChain& c = chain_[block];
-    if (!m.cached || c.extra_digest != extra_digest) return false;
+    if (!m.cached) return false;
+    if ((m.has_extra || extra_digest != BlockHash{}) &&
+        chain_[block].extra_digest != extra_digest) {
+      return false;
+    }
     if (prev == kNullBlock) {
-      if (c.parent_block != kNullBlock || parent_hash_[block] != parent_hash) return false;
-    } else if (c.parent_block != prev || !InRange(prev) || !meta_[prev].cached ||
-               c.parent_generation != chain_[prev].generation || meta_[prev].hash != parent_hash) {
+      if (m.parent_block != kNullBlock || parent_hash_[block] != parent_hash) return false;
+    } else if (m.parent_block != prev || !InRange(prev) || !meta_[prev].cached ||
+               m.parent_generation != meta_[prev].generation || meta_[prev].hash != parent_hash) {
       // A block linked to the current generation of `prev` was inserted with `prev`'s hash as its
       // parent hash, so comparing `prev`'s (hot) hash stands for comparing the stored one.
       return false;
     }
     if (!m.has_tokens) return true;
     if (tokens.size() != static_cast<size_t>(block_size_)) return false;
-    const TokenId* stored = tokens_.data() + static_cast<size_t>(block) * block_size_;
+    const TokenId* stored = tokens_ + static_cast<size_t>(block) * block_size_;
     uint32_t diff = 0;  // branch-free compare; vectorises
     for (size_t k = 0; k < tokens.size(); ++k) {
       diff |= static_cast<uint32_t>(tokens[k]) ^ static_cast<uint32_t>(stored[k]);
@@ -213,20 +216,21 @@ class BlockPool {
  private:
   enum class State : uint8_t { kFree, kUsed, kEvictable };
 
-  // Hot per-block state (24 bytes), touched by every pin / unpin / allocation.
+  // Hot per-block state (40 bytes), touched by pins, allocations and verification.
   struct BlockMeta {
     BlockHash hash;  // valid when cached
     int32_t ref_count = 0;
+    BlockId parent_block = kNullBlock;  // chain link, valid when cached
+    uint32_t parent_generation = 0;     // generation of parent_block when linked
+    uint32_t generation = 0;            // times this block entered the index
     State state = State::kFree;
     bool cached = false;
     bool has_tokens = false;
+    bool has_extra = false;  // extra-keys digest is non-zero (see chain_)
   };
-  // Chain state of cached blocks (32 bytes), touched by Insert and verification only.
+  // Cold per-block state of cached blocks, read only when extra keys are in play.
   struct BlockChain {
     BlockHash extra_digest;
-    BlockId parent_block = kNullBlock;  // chain link
-    uint32_t parent_generation = 0;     // generation of parent_block when linked
-    uint32_t generation = 0;            // times this block entered the index
   };
 
   BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy);
@@ -246,7 +250,8 @@ class BlockPool {
   std::vector<BlockMeta> meta_;         // [num_blocks]
   std::vector<BlockChain> chain_;       // [num_blocks]
   std::vector<BlockHash> parent_hash_;  // [num_blocks], valid when cached
-  std::vector<TokenId> tokens_;         // [num_blocks * block_size] if stored
+  std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
+  TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
   std::vector<BlockId> free_stack_;     // free blocks, popped from the back
   absl::flat_hash_map<BlockHash, BlockId, BlockHashMix> index_;
   int32_t num_evictable_ = 0;
