@@ -18,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -170,6 +171,9 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
     absl::Status status = RunGenerate(*flags);
     if (!status.ok()) {
       std::cerr << "pagedkv generate: " << status.message() << "\n";
+      if (absl::StrContains(status.message(), "allow_context_overrun")) {
+        std::cerr << "(use -n to generate fewer tokens, or --allow-context-overrun)\n";
+      }
       *exit_code = 1;
       return;
     }
