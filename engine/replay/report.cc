@@ -216,7 +216,7 @@ absl::StatusOr<std::string> WriteHitRatePlot(const std::string& path,
   std::string script = absl::StrFormat(
       "set terminal %s size 900,560 font \"sans,11\"\nset output \"%s\"\nset title \"%s\"\n"
       "set logscale x\nset xlabel \"cache capacity (blocks)\"\nset ylabel \"block hit rate (%%)\"\n"
-      "set yrange [0:100]\nset grid\nset key outside right\n",
+      "set yrange [0:100]\nset format x \"%%.0f\"\nset grid\nset key outside right\n",
       ext == ".png" ? "pngcairo" : "svg", absl::StrReplaceAll(path, {{"\"", "\\\""}}),
       absl::StrReplaceAll(title, {{"\"", "'"}}));
   const auto groups = ByPolicy(results);

@@ -35,7 +35,9 @@ struct ServeReplayOptions {
   GpuPreset gpu;                        // simulated GPU (required)
   ModelPreset model;                    // simulated model (required)
   CostModelOptions cost;                // roofline efficiencies and per-step overhead
-  SchedulerOptions scheduler = {.max_num_batched_tokens = 8192, .max_num_seqs = 256};
+  // The simulated executor needs no block tables, so the scheduler skips copying them.
+  SchedulerOptions scheduler = {
+      .max_num_batched_tokens = 8192, .max_num_seqs = 256, .emit_block_tables = false};
   int32_t vocab_size = 128256;  // token ids of the synthetic prompts lie below this
   // Called now and then with the number of finished (or rejected) requests (may be empty).
   std::function<void(int64_t requests_done)> progress;
