@@ -10,6 +10,10 @@
 //              block table; output projection + residual; RMSNorm; SwiGLU MLP + residual
 //   final RMSNorm and LM head on the rows whose logits are wanted; sampling
 //
+// Within a layer the K/V of every token of the batch is written before that layer's attention
+// runs, so a sequence may attend to KV that another sequence of the same batch computes in this
+// step (a same-step prefix hit, see ScheduledBatch).
+//
 // The runner owns the KV pages (K and V per layer, [num_blocks, block_size, n_kv_heads,
 // head_dim] of options.kv_dtype), the RoPE table and the activations, all in the backend's
 // memory; it does not decide which slots a token uses (the scheduler / KV cache manager do).
