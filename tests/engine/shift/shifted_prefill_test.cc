@@ -243,6 +243,47 @@ TEST(ShiftedPrefillTest, ReRotationHonoursRopeVariants) {
   }
 }
 
+// Two chunks in one prompt, in the other order than cached, the second ending the prompt: its
+// last token is computed (the prompt's logits need it); everything else of both is reused.
+TEST(ShiftedPrefillTest, SeveralChunksInOnePromptAndTheLastTokenIsComputed) {
+  Rig rig = Rig::Make(DType::kF32);
+  const std::vector<TokenId> d1 = RandomTokens(7, 11), d2 = RandomTokens(10, 12);
+  const std::vector<TokenId> donor = Concat({RandomTokens(2, 13), d1, RandomTokens(3, 14), d2});
+  const std::vector<ChunkSpan> donor_spans = {{.begin = 2, .length = 7},
+                                              {.begin = 12, .length = 10}};
+  const std::vector<BlockId> donor_table = rig.Table(22);
+  auto first =
+      rig.prefill->Run({.tokens = donor, .chunks = donor_spans, .block_table = donor_table}, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->chunks[0].registered);
+  EXPECT_TRUE(first->chunks[1].registered);
+  EXPECT_EQ(rig.index->size(), 2);
+
+  const std::vector<TokenId> target = Concat({RandomTokens(5, 15), d2, RandomTokens(1, 16), d1});
+  const std::vector<ChunkSpan> spans = {{.begin = 5, .length = 10}, {.begin = 16, .length = 7}};
+  const std::vector<BlockId> table = rig.Table(23), fresh_table = rig.Table(23);
+  auto run = rig.prefill->Run({.tokens = target, .chunks = spans, .block_table = table}, {});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->chunks[0].hit);
+  ASSERT_TRUE(run->chunks[1].hit);
+  EXPECT_EQ(run->chunks[0].cached_position, 12);
+  EXPECT_EQ(run->chunks[1].cached_position, 2);
+  EXPECT_EQ(run->chunks[0].num_reused, 10);
+  EXPECT_EQ(run->chunks[1].num_reused, 6);
+  EXPECT_EQ(run->chunks[1].num_recomputed, 1);
+  EXPECT_EQ(run->num_computed_tokens, 23 - 16);
+  EXPECT_EQ(run->logits.size(), static_cast<size_t>(TinyConfig().vocab_size));
+  ASSERT_TRUE(rig.prefill
+                  ->Run({.tokens = target, .chunks = spans, .block_table = fresh_table},
+                        {.enable_reuse = false, .register_chunks = false})
+                  .ok());
+  for (const ChunkSpan& span : spans) {
+    const auto [k, v] = rig.Kv(table, 0, span.begin, span.length);
+    const auto [k_fresh, v_fresh] = rig.Kv(fresh_table, 0, span.begin, span.length);
+    ExpectKeysMatch(k, k_fresh, DType::kF32, rig.runner->rope_config());
+  }
+}
+
 TEST(ShiftedPrefillTest, NaiveCopyLeavesKeysAtTheOldPosition) {
   Rig rig = Rig::Make(DType::kF32);
   const std::vector<TokenId> doc = RandomTokens(8, 1);
