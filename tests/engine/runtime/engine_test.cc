@@ -188,6 +188,23 @@ TEST_F(EngineTest, BatchOfSharedPrefixRequestsEqualsEachAlone) {
   EXPECT_EQ(max_seqs, static_cast<int32_t>(prompts.size()));
 }
 
+TEST_F(EngineTest, SameStepPrefixHitsReadKvWrittenEarlierInTheBatch) {
+  // Identical prompts admitted in one step: the later ones may hit blocks the first computes in
+  // that very step (blocks are cached when allocated).
+  const std::vector<TokenId> prompt = SharedPrefixPrompts()[3];
+  auto alone = MakeEngine(Options());
+  absl::StatusOr<std::vector<GenerationResult>> want =
+      alone->Generate(Requests({prompt}, kNewTokens));
+  ASSERT_TRUE(want.ok());
+  auto engine = MakeEngine(Options());
+  absl::StatusOr<std::vector<GenerationResult>> got =
+      engine->Generate(Requests({prompt, prompt, prompt}, kNewTokens));
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (const GenerationResult& r : *got) EXPECT_EQ(r.output_tokens, want->at(0).output_tokens);
+  EXPECT_EQ(engine->stats().step_num_seqs.front(), 3);
+  EXPECT_GT(engine->stats().num_prefix_hit_tokens, 0) << "no same-step hit: the test is moot";
+}
+
 TEST_F(EngineTest, PreemptionWithATinyCacheGivesIdenticalOutputs) {
   const auto prompts = SharedPrefixPrompts();
   auto big = MakeEngine(Options());
