@@ -274,7 +274,7 @@ int Run(StudyShiftFlags& flags) {
   }
   absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(o);
   if (!report.ok()) {
-    std::cerr << "study-shift: " << report.status().message() << "\n";
+    std::cerr << report.status().message() << "\n";
     return 2;
   }
   const int32_t layers = o.weights->config().n_layers;
