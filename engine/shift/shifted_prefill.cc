@@ -55,6 +55,33 @@ int64_t SlotAt(std::span<const BlockId> table, int32_t block_size, int64_t posit
          position % block_size;
 }
 
+// One forward pass over the prompt tokens `indices` (ascending) of `input`'s sequence, whose KV
+// holds kv_len tokens afterwards; logits for the batch rows `logits_rows`.
+absl::Status ForwardTokens(ModelRunner& runner, const ShiftedPrefillInput& input,
+                           std::span<const int32_t> indices, int32_t kv_len,
+                           std::span<const int32_t> logits_rows, ModelOutput* output) {
+  const int32_t bs = runner.options().block_size;
+  std::vector<TokenId> ids;
+  std::vector<int32_t> positions;
+  std::vector<int64_t> slots;
+  for (int32_t t : indices) {
+    ids.push_back(input.tokens[static_cast<size_t>(t)]);
+    positions.push_back(t);
+    slots.push_back(SlotAt(input.block_table, bs, t));
+  }
+  const std::vector<int32_t> qsl = {0, static_cast<int32_t>(ids.size())}, kv_lens = {kv_len};
+  const ModelInput model_input{
+      .token_ids = ids,
+      .positions = positions,
+      .slot_mapping = slots,
+      .query_start_loc = qsl,
+      .kv_lens = kv_lens,
+      .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
+      .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size()),
+      .logits_indices = absl::MakeConstSpan(logits_rows.data(), logits_rows.size())};
+  return runner.Forward(model_input, {.return_logits = !logits_rows.empty()}, output);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShiftedPrefill>> ShiftedPrefill::Create(ModelRunner* runner,
@@ -161,36 +188,42 @@ absl::StatusOr<ModelRunner*> ShiftedPrefill::Probe(int32_t num_layers) {
 }
 
 absl::Status ShiftedPrefill::SelectByDeviation(const ShiftedPrefillInput& input,
-                                               const ShiftedReuseOptions& o, std::vector<Hit>& hits,
-                                               std::vector<char>& computed,
+                                               const ShiftedReuseOptions& o, int32_t start,
+                                               std::vector<Hit>& hits, std::vector<char>& computed,
                                                ShiftedPrefillResult& result) {
   const int32_t bs = pool_->block_size();
   const int32_t layer = std::min(o.deviation_layer, runner_->config().n_layers - 1);
   PAGEDKV_ASSIGN_OR_RETURN(ModelRunner * probe, Probe(layer + 1));
-  // The probe computes its layers fresh, in context, for every token up to the last reused one.
+  // The probe computes its layers fresh, in context, for the tokens [start, end) up to the last
+  // reused one; the KV of [0, start), already computed by the main pass, is copied in.
   int32_t end = 0;
   for (const Hit& hit : hits) {
-    if (!hit.reused.empty())
+    if (!hit.reused.empty()) {
       end = std::max(end, input.chunks[hit.span].begin + hit.reused.back() + 1);
+    }
   }
-  if (end == 0) return absl::OkStatus();
-  std::vector<int32_t> positions(static_cast<size_t>(end));
-  std::iota(positions.begin(), positions.end(), 0);
-  std::vector<int64_t> slots(static_cast<size_t>(end));
-  for (int32_t t = 0; t < end; ++t)
-    slots[static_cast<size_t>(t)] = SlotAt(input.block_table, bs, t);
-  const std::vector<int32_t> qsl = {0, end}, kv_lens = {end};
-  ModelInput probe_input{
-      .token_ids = absl::MakeConstSpan(input.tokens.data(), end),
-      .positions = positions,
-      .slot_mapping = slots,
-      .query_start_loc = qsl,
-      .kv_lens = kv_lens,
-      .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
-      .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size())};
+  if (end <= start) return absl::OkStatus();
+  const int32_t copy_blocks = (start + bs - 1) / bs;
+  for (int32_t l = 0; l <= layer; ++l) {
+    const PagedKvLayout& from = runner_->kv_layout(l);
+    const PagedKvLayout& to = probe->kv_layout(l);
+    const auto block_bytes = static_cast<size_t>(from.BlockStride() * DTypeSize(from.dtype));
+    for (int32_t b = 0; b < copy_blocks; ++b) {
+      const size_t offset =
+          static_cast<size_t>(input.block_table[static_cast<size_t>(b)]) * block_bytes;
+      PAGEDKV_RETURN_IF_ERROR(probe->backend().CopyDeviceToDevice(
+          static_cast<char*>(to.k) + offset, static_cast<const char*>(from.k) + offset,
+          block_bytes));
+      PAGEDKV_RETURN_IF_ERROR(probe->backend().CopyDeviceToDevice(
+          static_cast<char*>(to.v) + offset, static_cast<const char*>(from.v) + offset,
+          block_bytes));
+    }
+  }
+  std::vector<int32_t> indices(static_cast<size_t>(end - start));
+  std::iota(indices.begin(), indices.end(), start);
   ModelOutput unused;
-  PAGEDKV_RETURN_IF_ERROR(probe->Forward(probe_input, {}, &unused));
-  result.num_probe_tokens = end;
+  PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*probe, input, indices, end, {}, &unused));
+  result.num_probe_tokens = end - start;
   result.probe_layers = layer + 1;
 
   for (Hit& hit : hits) {
@@ -335,9 +368,24 @@ absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInp
     }
   }
 
-  // 3. Selective recompute (CacheBlend).
-  if (options.recompute_fraction > 0.0 && !hits.empty()) {
-    PAGEDKV_RETURN_IF_ERROR(SelectByDeviation(input, options, hits, computed, result));
+  // 3. Selective recompute (CacheBlend): the tokens before the first reused chunk are computed
+  //    first, so the probe starts from their KV.
+  int32_t done = 0;
+  if (options.recompute_fraction > 0.0) {
+    int32_t first = n;
+    for (const Hit& hit : hits) {
+      if (!hit.reused.empty()) first = std::min(first, input.chunks[hit.span].begin);
+    }
+    if (first < n) {
+      if (first > 0) {
+        std::vector<int32_t> head(static_cast<size_t>(first));
+        std::iota(head.begin(), head.end(), 0);
+        ModelOutput unused;
+        PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*runner_, input, head, first, {}, &unused));
+      }
+      done = first;
+      PAGEDKV_RETURN_IF_ERROR(SelectByDeviation(input, options, first, hits, computed, result));
+    }
   }
   for (const Hit& hit : hits) {
     ChunkReuseRecord& record = result.chunks[hit.span];
@@ -347,30 +395,16 @@ absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInp
   }
 
   // 4. Compute every other token in one forward pass.
-  std::vector<TokenId> ids;
-  std::vector<int32_t> positions, logits_rows;
-  std::vector<int64_t> slots;
-  for (int32_t t = 0; t < n; ++t) {
+  std::vector<int32_t> indices, logits_rows;
+  for (int32_t t = done; t < n; ++t) {
     if (!computed[static_cast<size_t>(t)]) continue;
-    if (t >= logits_from) logits_rows.push_back(static_cast<int32_t>(ids.size()));
-    ids.push_back(input.tokens[static_cast<size_t>(t)]);
-    positions.push_back(t);
-    slots.push_back(SlotAt(input.block_table, bs, t));
+    if (t >= logits_from) logits_rows.push_back(static_cast<int32_t>(indices.size()));
+    indices.push_back(t);
   }
-  const std::vector<int32_t> qsl = {0, static_cast<int32_t>(ids.size())}, kv_lens = {n};
-  const ModelInput model_input{
-      .token_ids = ids,
-      .positions = positions,
-      .slot_mapping = slots,
-      .query_start_loc = qsl,
-      .kv_lens = kv_lens,
-      .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
-      .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size()),
-      .logits_indices = logits_rows};
   ModelOutput output;
-  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(model_input, {.return_logits = true}, &output));
+  PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*runner_, input, indices, n, logits_rows, &output));
+  result.num_computed_tokens = done + static_cast<int64_t>(indices.size());
   result.logits = std::move(output.logits);
-  result.num_computed_tokens = static_cast<int64_t>(ids.size());
   PAGEDKV_RETURN_IF_ERROR(guard.ReleaseAll());
 
   // 5. Register spans computed here.

@@ -13,10 +13,13 @@
 //             old and new slots (kernels' ReRotate). Those tokens count as computed;
 //   3. optional recompute (options): the first k tokens of each reused chunk (EPIC), and/or the
 //             fraction of its tokens whose K/V deviate most at `deviation_layer` (CacheBlend) -
-//             the deviation is measured by a probe model made of the first deviation_layer + 1
-//             layers (LayerPrefixWeights) that computes those layers fresh, in context;
+//             the tokens before the first reused chunk are computed first; a probe model made of
+//             the first deviation_layer + 1 layers (LayerPrefixWeights) gets their KV copied and
+//             computes its layers fresh, in context, for the chunks; the deviation of the reused
+//             K/V from the probe's ranks the tokens;
 //   4. compute: every other token runs through the model in ONE forward pass (each token with its
-//             own position, so the reused tokens are holes that attention reads from the pages);
+//             own position, so the reused tokens are holes that attention reads from the pages;
+//             two passes with selective recompute, split at the first reused chunk);
 //   5. register: each marked span computed fresh here is copied (exactly) into blocks of its own
 //             and registered in the ChunkIndex at its position; those blocks are then unpinned,
 //             evictable in the pool's order.
@@ -99,14 +102,14 @@ struct ShiftedPrefillResult {
   int32_t logits_from = 0;          // token index of logits row 0
   int64_t num_computed_tokens = 0;  // tokens run through every layer
   int64_t num_reused_tokens = 0;    // tokens filled by re-rotation / copy (count as computed)
-  // Tokens this executor ran through the probe: every token up to the last reused one, since the
-  // probe is a separate truncated model (ModelRunner has no layer-range forward).
+  // Tokens this executor ran through the probe: from the first reused chunk to the last reused
+  // token (the KV before it is computed first by the main pass and copied into the probe).
   int64_t num_probe_tokens = 0;
   int32_t probe_layers = 0;  // layers of the probe (0: no probe)
   // Layer-token work of the method over a full prefill's (N tokens x L layers): computed tokens x L
   // plus, with selective recompute, reused tokens x probe_layers (CacheBlend computes the first
-  // layers of every chunk token; a layer-granular engine shares the other tokens' first layers
-  // with the main pass, which this executor recomputes in the probe).
+  // layers of every chunk token). The probe also repeats its layers for the computed tokens inside
+  // its range (first-k tokens, tokens between chunks), which a layer-granular engine would share.
   double compute_fraction = 1.0;
   std::vector<ChunkReuseRecord> chunks;  // one per marked span, in order
 };
@@ -142,8 +145,10 @@ class ShiftedPrefill {
   ShiftedPrefill(ModelRunner* runner, BlockPool* pool, ChunkIndex* index);
   absl::Status Validate(const ShiftedPrefillInput& input, const ShiftedReuseOptions& options) const;
   absl::StatusOr<ModelRunner*> Probe(int32_t num_layers);
+  // Runs the probe over [start, last reused token] (copying the KV of [0, start) from the main
+  // pages) and moves the most deviating reused tokens of each hit to `computed`.
   absl::Status SelectByDeviation(const ShiftedPrefillInput& input, const ShiftedReuseOptions& o,
-                                 std::vector<Hit>& hits, std::vector<char>& computed,
+                                 int32_t start, std::vector<Hit>& hits, std::vector<char>& computed,
                                  ShiftedPrefillResult& result);
   absl::Status RegisterChunk(const ShiftedPrefillInput& input, const ChunkSpan& span,
                              ChunkReuseRecord& record);

@@ -479,7 +479,7 @@ TEST(ShiftedPrefillTest, SelectiveRecomputePicksLargestDeviation) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->num_reused_tokens, 12);
   EXPECT_EQ(run->probe_layers, 2);
-  EXPECT_EQ(run->num_probe_tokens, 26);
+  EXPECT_EQ(run->num_probe_tokens, 16);  // the chunk only: the prefix KV is copied in
   EXPECT_NEAR(run->compute_fraction, (15.0 * 3 + 12.0 * 2) / (27.0 * 3), 1e-12);
   // Reused tokens keep exactly the plain re-rotated K/V; recomputed ones do not.
   const auto [k_sel, v_sel] = rig.Kv(table, 1, 10, 16);
