@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/engine/model/bench_models.h"
-#include "bench/engine/model/plain_llama.h"
+#include "bench/engine/model/plain_decode_benchmark.h"
 #include "benchmark/benchmark.h"
 #include "engine/model/model_runner.h"
 
@@ -20,22 +20,6 @@ namespace pagedkv::bench {
 namespace {
 
 constexpr int32_t kBlockSize = 16;
-
-int DecodeLength(const ModelWeights& w) { return std::min(w.config().seq_len, 200); }
-
-void BM_PlainDecode(benchmark::State& state, const std::string& model) {
-  std::shared_ptr<const ModelWeights> w = BenchModel(model);
-  if (w == nullptr) return state.SkipWithError("model not available");
-  PlainLlama plain(*w);
-  const int n = DecodeLength(*w);
-  for (auto _ : state) {
-    TokenId token = 1;
-    for (int pos = 0; pos < n; ++pos) token = PlainLlama::Argmax(plain.Forward(token, pos));
-    benchmark::DoNotOptimize(token);
-  }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
-}
 
 void BM_RunnerDecode(benchmark::State& state, const std::string& model) {
   std::shared_ptr<const ModelWeights> w = BenchModel(model);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/engine/model/bench_models.h"
-#include "bench/engine/model/plain_llama.h"
+#include "bench/engine/model/plain_decode_benchmark.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/engine.h"
 
@@ -34,22 +34,6 @@ std::vector<TokenId> RandomTokens(int n, int vocab, std::mt19937& rng) {
   std::vector<TokenId> t(static_cast<size_t>(n));
   for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % static_cast<uint32_t>(vocab - 3));
   return t;
-}
-
-int DecodeLength(const ModelWeights& w) { return std::min(w.config().seq_len, 200); }
-
-void BM_PlainDecode(benchmark::State& state, const std::string& model) {
-  std::shared_ptr<const ModelWeights> w = BenchModel(model);
-  if (w == nullptr) return state.SkipWithError("model not available");
-  PlainLlama plain(*w);
-  const int n = DecodeLength(*w);
-  for (auto _ : state) {
-    TokenId token = 1;
-    for (int pos = 0; pos < n; ++pos) token = PlainLlama::Argmax(plain.Forward(token, pos));
-    benchmark::DoNotOptimize(token);
-  }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_EngineDecode(benchmark::State& state, const std::string& model) {
