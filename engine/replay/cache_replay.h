@@ -85,14 +85,15 @@ struct CacheReplayResult {
   double token_hit_rate() const;
   double infinite_cache_block_hit_rate() const;
   double infinite_cache_token_hit_rate() const;
-  double blocks_per_second() const;
+  double blocks_per_second() const;  // blocks / seconds (per CPU second)
   // shifted_hit_tokens / total_tokens.
   double shifted_hit_rate() const;
   // (hit_tokens + shifted_hit_tokens) / total_tokens: the prompt share served by either reuse.
   double prefix_plus_shifted_token_hit_rate() const;
+  // Shifted-hit tokens from copies at the same position (after a different prefix).
   int64_t shifted_hit_tokens_same_position() const {
     return shifted_hit_tokens - shifted_hit_tokens_moved;
-  }  // blocks / seconds (per CPU second)
+  }
 };
 
 // Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".
