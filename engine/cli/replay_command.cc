@@ -77,6 +77,8 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_flag("--cache-aware", config->cache_aware,
                 "Serve mode: admit the longest cached prefix first");
+  sub->add_flag("!--no-shifted", config->count_shifted,
+                "Cache mode: do not count shifted hits of marked chunks (rag documents)");
   sub->add_flag("--json", config->json, "Print one JSON object instead of the table");
   sub->add_flag("!--no-progress", config->progress, "Never draw the progress bar");
   sub->add_option("--out-dir", config->out_dir, "Directory for the sweep CSV and plot")

@@ -3,6 +3,8 @@
 
 #include <xxhash.h>
 
+#include <cstring>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "engine/replay/workload.h"
@@ -15,6 +17,17 @@ namespace {
 void PutU64(std::vector<uint64_t>& words, uint64_t v) { words.push_back(v); }
 
 }  // namespace
+
+BlockHash ChunkSpanKey(const ChunkSpan& chunk) {
+  // "pagedkv-replay-chunk" is 20 bytes: padded to 24 with zeros.
+  uint64_t words[5] = {};
+  static constexpr char kTag[] = "pagedkv-replay-chunk";
+  std::memcpy(words, kTag, sizeof(kTag) - 1);
+  words[3] = chunk.content_id;
+  words[4] = static_cast<uint64_t>(chunk.length);
+  const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
+  return BlockHash{h.low64, h.high64};
+}
 
 int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
                           int32_t trace_block_size, std::vector<BlockHash>* keys) {
@@ -86,6 +99,19 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
     e.input_tokens.push_back(r.input_length);
     e.total_tokens += r.input_length;
     if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % options.block_size;
+  }
+  bool any_chunks = false;
+  for (const ReplayRequest& r : workload.requests) any_chunks = any_chunks || !r.chunks.empty();
+  if (any_chunks) {
+    e.chunk_begin.reserve(n + 1);
+    e.chunk_begin.push_back(0);
+    for (const ReplayRequest& r : workload.requests) {
+      for (const ChunkSpan& c : r.chunks) {
+        e.chunks.push_back(
+            {.key = ChunkSpanKey(c), .position = c.token_offset, .length = c.length});
+      }
+      e.chunk_begin.push_back(static_cast<int64_t>(e.chunks.size()));
+    }
   }
   // One hash pass numbers the distinct keys densely; seen_before and next_use then work on the
   // dense ids with plain arrays. A key repeated inside one request counts as seen only when an

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/replay/workload.h"
+#include "engine/shift/chunk_reuse_tracker.h"
 #include "pagedkv/block_hash.h"
 
 namespace pagedkv::replay {
@@ -56,9 +57,13 @@ struct ExpandedWorkload {
   std::vector<uint8_t> seen_before;        // [num_blocks] 1 when an earlier request had the key
   std::vector<int32_t> next_use;           // [num_blocks] next request index with the key, or
                                            // kNeverUsed (empty unless compute_next_use)
-  int64_t distinct_blocks = 0;             // distinct keys
-  int64_t total_tokens = 0;                // sum of input_length
-  int64_t partial_tokens = 0;              // prompt tokens in no full block (never cacheable)
+  // Marked chunks (ChunkSpan) of every request, in prompt order, keyed by ChunkSpanKey. Request
+  // r's are [chunk_begin[r], chunk_begin[r + 1]). Both empty when no request marks a chunk.
+  std::vector<TrackedChunk> chunks;
+  std::vector<int64_t> chunk_begin;  // [num_requests + 1] or empty
+  int64_t distinct_blocks = 0;       // distinct keys
+  int64_t total_tokens = 0;          // sum of input_length
+  int64_t partial_tokens = 0;        // prompt tokens in no full block (never cacheable)
 
   size_t num_requests() const { return input_tokens.size(); }
   int64_t num_blocks() const { return static_cast<int64_t>(keys.size()); }
@@ -67,11 +72,17 @@ struct ExpandedWorkload {
         static_cast<size_t>(request_begin[r]),
         static_cast<size_t>(request_begin[r + 1] - request_begin[r]));
   }
+  bool has_chunks() const { return !chunks.empty(); }
   // Tokens of block j of request r (block_size, except a trace's partial last block).
   int32_t BlockTokens(size_t r, int64_t j) const {
     return j + 1 == request_begin[r + 1] - request_begin[r] ? last_block_tokens[r] : block_size;
   }
 };
+
+// The position-free key of a marked chunk: XXH3-128 over "pagedkv-replay-chunk" (zero-padded to
+// 24 bytes) ‖ content_id ‖ length (u64 little-endian each). Equal content ids and lengths mean
+// equal tokens (workload.h), wherever the span lies in its prompt.
+BlockHash ChunkSpanKey(const ChunkSpan& chunk);
 
 // The keys of one request's blocks (see above), appended to `keys`; returns the tokens in the
 // last block (0 when there is none). REQUIRES: ValidateWorkload-valid request, block_size > 0.

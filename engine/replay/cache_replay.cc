@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/replay/belady_policy.h"
+#include "engine/shift/chunk_reuse_tracker.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/status_macros.h"
@@ -32,6 +33,33 @@ int64_t PrefixTokens(const ExpandedWorkload& w, size_t r, int64_t hits) {
   return (hits - 1) * w.block_size + (hits == n ? w.last_block_tokens[r] : w.block_size);
 }
 
+// Counts request r's marked chunks through `tracker` once its prefix hit covers
+// `prefix_tokens` tokens. One tracker call per chunk, so its stats tell each chunk's outcome.
+absl::Status CountChunks(const ExpandedWorkload& w, size_t r, int64_t prefix_tokens,
+                         ChunkReuseTracker& tracker, CacheReplayResult& res) {
+  const int64_t bs = w.block_size;
+  for (int64_t c = w.chunk_begin[r]; c < w.chunk_begin[r + 1]; ++c) {
+    const TrackedChunk& chunk = w.chunks[static_cast<size_t>(c)];
+    const ChunkReuseStats before = tracker.stats();
+    PAGEDKV_RETURN_IF_ERROR(tracker.OnRequest({&chunk, 1}, prefix_tokens));
+    const ChunkReuseStats& after = tracker.stats();
+    ++res.chunks;
+    res.chunks_in_prefix += after.prefix_covered - before.prefix_covered;
+    res.chunks_registered += after.registered - before.registered;
+    res.chunk_register_failures += after.register_failures - before.register_failures;
+    if (after.hits == before.hits) continue;
+    ++res.chunk_hits;
+    res.chunk_hits_moved += after.shifted_hits - before.shifted_hits;
+    res.shifted_hit_tokens += after.hit_tokens - before.hit_tokens;
+    res.shifted_hit_tokens_moved += after.shifted_hit_tokens - before.shifted_hit_tokens;
+    // Served tokens [start, end): full blocks of the request's grid wholly inside them.
+    const int64_t start = std::max(prefix_tokens, chunk.position);
+    const int64_t end = chunk.position + chunk.length;
+    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - (start + bs - 1) / bs);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 double CacheReplayResult::block_hit_rate() const { return Ratio(hit_blocks, blocks); }
@@ -41,6 +69,12 @@ double CacheReplayResult::infinite_cache_block_hit_rate() const {
 }
 double CacheReplayResult::infinite_cache_token_hit_rate() const {
   return Ratio(infinite_hit_tokens, total_tokens);
+}
+double CacheReplayResult::shifted_hit_rate() const {
+  return Ratio(shifted_hit_tokens, total_tokens);
+}
+double CacheReplayResult::prefix_plus_shifted_token_hit_rate() const {
+  return Ratio(hit_tokens + shifted_hit_tokens, total_tokens);
 }
 double CacheReplayResult::blocks_per_second() const {
   return seconds > 0 ? static_cast<double>(blocks) / seconds : 0.0;
@@ -85,7 +119,13 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
                          .store_tokens = false},
                         std::move(policy)));
 
+  std::unique_ptr<ChunkReuseTracker> tracker;
+  if (options.count_shifted && w.has_chunks() && belady == nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(tracker, ChunkReuseTracker::Create(pool.get()));
+  }
+
   CacheReplayResult res;
+  res.shifted_counted = tracker != nullptr;
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;
   res.requests = static_cast<int64_t>(w.num_requests());
@@ -142,7 +182,9 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
       parent = key;
     }
     res.hit_blocks += hits;
-    res.hit_tokens += PrefixTokens(w, r, hits);
+    const int64_t hit_tokens = PrefixTokens(w, r, hits);
+    res.hit_tokens += hit_tokens;
+    if (tracker != nullptr) PAGEDKV_RETURN_IF_ERROR(CountChunks(w, r, hit_tokens, *tracker, res));
     res.infinite_hit_blocks += infinite_hits;
     res.infinite_hit_tokens += PrefixTokens(w, r, infinite_hits);
     std::reverse(table.begin(), table.end());

@@ -12,6 +12,17 @@
 // (cached, but an earlier block of the prompt missed). When a request has more blocks than the
 // pool, the blocks past the pool's size are not cached (over_capacity_blocks).
 //
+// Shifted hits: when the workload marks chunks (ChunkSpan, e.g. the rag workload's documents),
+// then after a request's prefix walk and while its blocks are still pinned, each marked chunk
+// goes through a ChunkReuseTracker on the same pool (engine/shift): a chunk entirely inside the
+// prefix hit needs nothing; otherwise a chunk whose content is cached (registered earlier by any
+// request, at any position, and not evicted since) serves its tokens past the prefix hit as
+// shifted hits, split into hits at another position and at the same one; a chunk not cached is
+// computed and registered as a copy in blocks of its own, allocated from the same pool (evicting
+// through the same policy), so chunk copies and prefix blocks compete for one capacity. With the
+// belady policy chunks are not counted (its future-use information covers prefix blocks only):
+// shifted_counted is false and the pool holds prefix blocks only.
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
 //   PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult r,
@@ -33,6 +44,9 @@ namespace pagedkv::replay {
 struct CacheReplayOptions {
   int64_t capacity_blocks = 0;  // blocks in the pool (> 0, < 2^31)
   std::string policy = "lru";   // "lru", "lfu", "fifo" (cache library) or "belady"
+  // Count shifted hits of marked chunks (see the banner). No effect on workloads without chunks
+  // or with the belady policy.
+  bool count_shifted = true;
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
 };
@@ -53,6 +67,17 @@ struct CacheReplayResult {
   int64_t miss_after_miss = 0;        // blocks still cached, but after the prompt's first miss
   int64_t over_capacity_blocks = 0;   // blocks not cached because the request outgrew the pool
   int64_t not_full_block_tokens = 0;  // prompt tokens in no full block (never cacheable)
+  // Shifted hits (all zero unless shifted_counted).
+  bool shifted_counted = false;          // chunks were marked, counting was on, policy not belady
+  int64_t chunks = 0;                    // marked chunks over all requests
+  int64_t chunks_in_prefix = 0;          // chunks entirely inside their request's prefix hit
+  int64_t chunk_hits = 0;                // other chunks found cached (at any position)
+  int64_t chunk_hits_moved = 0;          // of those, cached at another position
+  int64_t shifted_hit_tokens = 0;        // tokens past the prefix hit served by chunk hits
+  int64_t shifted_hit_tokens_moved = 0;  // of those, from copies at another position
+  int64_t shifted_hit_blocks = 0;        // full request blocks wholly inside shifted-hit tokens
+  int64_t chunks_registered = 0;         // chunk misses copied into blocks of their own
+  int64_t chunk_register_failures = 0;   // chunk misses not registered: no block to give
   double seconds = 0;       // CPU time of the replay loop on its thread (expansion excluded)
   double wall_seconds = 0;  // wall time of the replay loop
 
@@ -61,6 +86,14 @@ struct CacheReplayResult {
   double infinite_cache_block_hit_rate() const;
   double infinite_cache_token_hit_rate() const;
   double blocks_per_second() const;  // blocks / seconds (per CPU second)
+  // shifted_hit_tokens / total_tokens.
+  double shifted_hit_rate() const;
+  // (hit_tokens + shifted_hit_tokens) / total_tokens: the prompt share served by either reuse.
+  double prefix_plus_shifted_token_hit_rate() const;
+  // Shifted-hit tokens from copies at the same position (after a different prefix).
+  int64_t shifted_hit_tokens_same_position() const {
+    return shifted_hit_tokens - shifted_hit_tokens_moved;
+  }
 };
 
 // Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".

@@ -128,12 +128,13 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
   int64_t blocks_before = 0;
   for (int64_t cap : capacities) {
     for (const std::string& policy : policies) {
-      PAGEDKV_ASSIGN_OR_RETURN(
-          CacheReplayResult r,
-          RunCacheReplay(expanded,
-                         {.capacity_blocks = cap, .policy = policy, .progress = [&](int64_t done) {
-                            bar.Update(blocks_before + done);
-                          }}));
+      PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult r,
+                               RunCacheReplay(expanded, {.capacity_blocks = cap,
+                                                         .policy = policy,
+                                                         .count_shifted = c.count_shifted,
+                                                         .progress = [&](int64_t done) {
+                                                           bar.Update(blocks_before + done);
+                                                         }}));
       blocks_before += expanded.num_blocks();
       results.push_back(std::move(r));
     }

@@ -64,25 +64,50 @@ std::string XmlEscape(const std::string& s) {
   return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
 
+double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; }
+
+bool AnyShiftedCounted(const std::vector<CacheReplayResult>& results) {
+  return std::any_of(results.begin(), results.end(),
+                     [](const CacheReplayResult& r) { return r.shifted_counted; });
+}
+
 }  // namespace
 
 bool GnuplotAvailable() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
-  std::string out = absl::StrFormat("%-7s %12s %10s %10s %10s %12s %12s %12s %12s\n", "policy",
+  const bool shifted = AnyShiftedCounted(results);
+  std::string out = absl::StrFormat("%-7s %12s %10s %10s %10s %12s %12s %12s %12s", "policy",
                                     "capacity", "block_hit", "token_hit", "inf_cache", "evictions",
                                     "miss_new", "miss_evicted", "miss_after");
+  if (shifted) {
+    absl::StrAppendFormat(&out, " %10s %10s %10s", "shifted", "moved", "pfx+shift");
+  }
+  out += "\n";
   for (const CacheReplayResult& r : results) {
-    absl::StrAppendFormat(&out, "%-7s %12d %9.2f%% %9.2f%% %9.2f%% %12d %12d %12d %12d\n", r.policy,
+    absl::StrAppendFormat(&out, "%-7s %12d %9.2f%% %9.2f%% %9.2f%% %12d %12d %12d %12d", r.policy,
                           r.capacity_blocks, 100 * r.block_hit_rate(), 100 * r.token_hit_rate(),
                           100 * r.infinite_cache_block_hit_rate(), r.evictions, r.miss_never_seen,
                           r.miss_evicted, r.miss_after_miss);
+    if (shifted && r.shifted_counted) {
+      absl::StrAppendFormat(&out, " %9.2f%% %9.2f%% %9.2f%%", 100 * r.shifted_hit_rate(),
+                            100 * Ratio(r.shifted_hit_tokens_moved, r.total_tokens),
+                            100 * r.prefix_plus_shifted_token_hit_rate());
+    } else if (shifted) {
+      absl::StrAppendFormat(&out, " %10s %10s %10s", "-", "-", "-");
+    }
+    out += "\n";
+  }
+  if (shifted) {
+    out +=
+        "shifted: prompt tokens past the prefix hit served by cached chunks (moved: from copies "
+        "at another position); pfx+shift: token_hit + shifted; '-': not counted (belady)\n";
   }
   return out;
 }
 
 nlohmann::json CacheResultJson(const CacheReplayResult& r) {
-  return {
+  nlohmann::json j = {
       {"policy", r.policy},
       {"capacity_blocks", r.capacity_blocks},
       {"requests", r.requests},
@@ -105,7 +130,23 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
       {"replay_cpu_seconds", r.seconds},
       {"replay_wall_seconds", r.wall_seconds},
       {"blocks_per_second", r.blocks_per_second()},
+      {"shifted_counted", r.shifted_counted},
   };
+  if (r.shifted_counted) {
+    j["shifted_hit_tokens"] = r.shifted_hit_tokens;
+    j["shifted_hit_tokens_moved"] = r.shifted_hit_tokens_moved;
+    j["shifted_hit_tokens_same_position"] = r.shifted_hit_tokens_same_position();
+    j["shifted_hit_blocks"] = r.shifted_hit_blocks;
+    j["shifted_hit_rate"] = r.shifted_hit_rate();
+    j["prefix_plus_shifted_token_hit_rate"] = r.prefix_plus_shifted_token_hit_rate();
+    j["chunks"] = {{"marked", r.chunks},
+                   {"in_prefix_hit", r.chunks_in_prefix},
+                   {"hits", r.chunk_hits},
+                   {"hits_moved", r.chunk_hits_moved},
+                   {"registered", r.chunks_registered},
+                   {"register_failures", r.chunk_register_failures}};
+  }
+  return j;
 }
 
 absl::Status WriteSweepCsv(const std::string& path, const std::vector<CacheReplayResult>& results) {
@@ -113,14 +154,27 @@ absl::Status WriteSweepCsv(const std::string& path, const std::vector<CacheRepla
       "policy,capacity_blocks,requests,blocks,hit_blocks,block_hit_rate,total_tokens,hit_tokens,"
       "token_hit_rate,infinite_cache_block_hit_rate,infinite_cache_token_hit_rate,evictions,"
       "miss_never_seen,miss_evicted,miss_after_first_miss,over_capacity_blocks,"
-      "not_full_block_tokens,replay_cpu_seconds\n";
+      "not_full_block_tokens,replay_cpu_seconds";
+  const bool shifted = AnyShiftedCounted(results);
+  if (shifted) {
+    csv +=
+        ",shifted_counted,shifted_hit_tokens,shifted_hit_tokens_moved,shifted_hit_blocks,"
+        "shifted_hit_rate,prefix_plus_shifted_token_hit_rate";
+  }
+  csv += "\n";
   for (const CacheReplayResult& r : results) {
-    absl::StrAppendFormat(&csv, "%s,%d,%d,%d,%d,%.6f,%d,%d,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%d,%.4f\n",
+    absl::StrAppendFormat(&csv, "%s,%d,%d,%d,%d,%.6f,%d,%d,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%d,%.4f",
                           r.policy, r.capacity_blocks, r.requests, r.blocks, r.hit_blocks,
                           r.block_hit_rate(), r.total_tokens, r.hit_tokens, r.token_hit_rate(),
                           r.infinite_cache_block_hit_rate(), r.infinite_cache_token_hit_rate(),
                           r.evictions, r.miss_never_seen, r.miss_evicted, r.miss_after_miss,
                           r.over_capacity_blocks, r.not_full_block_tokens, r.seconds);
+    if (shifted) {
+      absl::StrAppendFormat(&csv, ",%d,%d,%d,%d,%.6f,%.6f", r.shifted_counted ? 1 : 0,
+                            r.shifted_hit_tokens, r.shifted_hit_tokens_moved, r.shifted_hit_blocks,
+                            r.shifted_hit_rate(), r.prefix_plus_shifted_token_hit_rate());
+    }
+    csv += "\n";
   }
   return WriteFile(path, csv);
 }

@@ -50,6 +50,25 @@ std::string TempDir(const std::string& name) {
   return dir.string();
 }
 
+TEST(ReplayCliTest, RagJsonCountsShiftedHitsUnlessTurnedOff) {
+  CliResult r = RunCli(
+      {"replay", "--workload", "rag", "--requests", "150", "--capacity-blocks", "3000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["shifted_counted"].get<bool>());
+  for (const char* key :
+       {"shifted_hit_tokens", "shifted_hit_rate", "prefix_plus_shifted_token_hit_rate"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["shifted_hit_tokens"].get<int64_t>(), 0);
+  CliResult off = RunCli({"replay", "--workload", "rag", "--requests", "150", "--capacity-blocks",
+                          "3000", "--json", "--no-shifted"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto jo = nlohmann::json::parse(off.out);
+  EXPECT_FALSE(jo["shifted_counted"].get<bool>());
+  EXPECT_FALSE(jo.contains("shifted_hit_rate"));
+}
+
 TEST(ReplayCliTest, JsonHasTheDocumentedFields) {
   CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "200",
                         "--capacity-blocks", "500", "--json"});
