@@ -8,7 +8,10 @@
 // model runner (CPU backend, or CUDA when built with it and a device is visible), samples one
 // token for every sequence that completed its known tokens, and reports the new tokens and the
 // requests that finished. Prefix caching is on by default: a request whose prompt starts with
-// blocks another request computed reuses their KV instead of recomputing it.
+// blocks another request computed reuses their KV instead of recomputing it. With
+// EngineOptions.chunk_reuse (off by default), spans a request marks in GenerationRequest.chunks
+// (a document, a tool description) are also reused when another request computed the same tokens
+// at ANOTHER position: their keys are re-rotated to the new positions (docs/shifted_reuse.md).
 //
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
