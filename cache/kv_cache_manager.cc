@@ -187,7 +187,8 @@ absl::StatusOr<int32_t> KvCacheManager::NumBlocksToAllocate(
 }
 
 absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
-                                           const ComputedBlocks& new_computed_blocks) {
+                                           const ComputedBlocks& new_computed_blocks,
+                                           const AllocateOptions& options) {
   auto plan_or = MakePlan(request, num_new_tokens, new_computed_blocks);
   if (!plan_or.ok()) return plan_or.status();
   const Plan& plan = *plan_or;
@@ -218,13 +219,17 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
   absl::Status allocated = pool_->Allocate(plan.new_blocks, &state->table);
   if (!allocated.ok()) return allocated;  // only a misbehaving eviction policy gets here
   state->num_tokens = plan.total_tokens;
+  if (options.no_cache_from_token >= 0) {
+    state->max_cached_blocks =
+        std::min(state->max_cached_blocks, options.no_cache_from_token / options_.block_size);
+  }
   if (options_.enable_prefix_caching) CacheFullBlocks(request, *state);
   return absl::OkStatus();
 }
 
 void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& state) {
-  const int64_t full =
-      std::min<int64_t>(state.num_tokens / options_.block_size, request.num_full_blocks());
+  const int64_t full = std::min({state.num_tokens / options_.block_size, request.num_full_blocks(),
+                                 std::max(state.num_cached_blocks, state.max_cached_blocks)});
   const std::span<const BlockHash> hashes = request.block_hashes();
   for (int64_t i = state.num_cached_blocks; i < full; ++i) {
     const BlockId block = state.table[i];

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_runner.h"
+#include "engine/shift/engine_chunk_reuse.h"
 #include "kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
@@ -36,7 +37,10 @@ struct Engine::RequestRecord {
   SamplingOptions sampling;
   int32_t num_generated = 0;
   int32_t num_prefix_hit_tokens = 0;
+  int32_t num_shifted_hit_tokens = 0;
   int32_t num_admissions = 0;
+  std::string cache_salt;
+  std::vector<PromptChunk> chunks;
   Clock::time_point added;
   double time_to_first_token_s = 0.0;
 };
@@ -115,6 +119,21 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   scheduler_options.max_model_len =
       options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
+  switch (options_.chunk_reuse.mode) {
+    case ChunkReuseMode::kOff:
+      break;
+    case ChunkReuseMode::kReRotate: {
+      PAGEDKV_ASSIGN_OR_RETURN(
+          reuse_,
+          EngineChunkReuse::Create(runner_.get(), &cache_->mutable_pool(),
+                                   {.first_k = options_.chunk_reuse.first_k,
+                                    .model_fingerprint = cache_->options().model_fingerprint}));
+      scheduler_->SetChunkReuseProvider(reuse_.get());
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("EngineOptions.chunk_reuse.mode must be kOff or kReRotate");
+  }
   return absl::OkStatus();
 }
 
@@ -176,8 +195,10 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   sr.prompt = prompt;
   sr.max_new_tokens = request.max_new_tokens;
   sr.priority = request.priority;
+  const std::string sr_salt = request.cache_salt;
   sr.cache_salt = std::move(request.cache_salt);
   sr.stop_tokens = std::move(request.stop_tokens);
+  sr.chunks = request.chunks;
   if (request.stop_at_eos) {
     sr.stop_tokens.push_back(Tokenizer::kBosId);
     sr.stop_tokens.push_back(Tokenizer::kEosId);
@@ -186,6 +207,8 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   auto record = std::make_unique<RequestRecord>();
   record->prompt = std::move(prompt);
   record->sampling = request.sampling;
+  record->cache_salt = sr_salt;
+  record->chunks = std::move(request.chunks);
   record->added = Clock::now();
   requests_.emplace(id, std::move(record));
   ++next_id_;
@@ -201,6 +224,7 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.output_tokens = std::move(output_tokens);
   result.finish_reason = reason;
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
+  result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;
   result.latency_s = SecondsSince(record.added);
@@ -226,6 +250,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
     requests_.erase(it);
     ++stats_.num_finished;
   }
+  if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse_->RunMoves(batch_.slot_moves));
   if (batch_.empty()) return out;
 
   // Flatten the batch for the runner: padded block tables, one logits row per sampling sequence.
@@ -252,6 +277,10 @@ absl::StatusOr<StepOutput> Engine::Step() {
       }
       ++record.num_admissions;
     }
+    if (record.num_admissions == 1) {
+      record.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
+      stats_.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
+    }
     if (s.samples) {
       logits_indices.push_back(s.query_start + s.num_scheduled_tokens - 1);
       sampling.push_back(SamplingParams{.temperature = record.sampling.temperature,
@@ -272,6 +301,10 @@ absl::StatusOr<StepOutput> Engine::Step() {
   ModelOutput model_out;
   PAGEDKV_RETURN_IF_ERROR(runner_->Forward(
       input, {.return_logits = options_.return_logits, .sampling = sampling}, &model_out));
+
+  if (reuse_ != nullptr) {
+    for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
+  }
 
   std::vector<SampledToken> sampled(sampled_ids.size());
   for (size_t i = 0; i < sampled_ids.size(); ++i) {
@@ -307,6 +340,28 @@ absl::StatusOr<StepOutput> Engine::Step() {
   out.seconds = SecondsSince(start);
   stats_.busy_seconds += out.seconds;
   return out;
+}
+
+absl::Status Engine::RegisterChunks(int32_t i) {
+  const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
+  const RequestRecord& record = *requests_.at(s.request_id);
+  const std::span<const BlockId> table = batch_.BlockTable(i);
+  const int64_t bs = batch_.block_size;
+  for (const PromptChunk& chunk : record.chunks) {
+    const int32_t end = chunk.offset + chunk.length;
+    if (end <= s.num_computed_tokens || end > s.seq_len()) continue;
+    std::vector<int64_t> slots;
+    slots.reserve(static_cast<size_t>(chunk.length));
+    for (int32_t pos = chunk.offset; pos < end; ++pos) {
+      slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs);
+    }
+    const auto tokens =
+        std::span<const TokenId>(record.prompt)
+            .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
+    PAGEDKV_RETURN_IF_ERROR(
+        reuse_->Register(tokens, record.cache_salt, /*adapter_id=*/0, chunk.offset, slots));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<GenerationResult>> Engine::Generate(

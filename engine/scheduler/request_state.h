@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,7 +33,10 @@ struct RequestState {
         arrival_time(request.arrival_time),
         eos_token(request.eos_token),
         stop_tokens(request.stop_tokens),
-        num_prompt_tokens(static_cast<int32_t>(request.prompt.size())) {}
+        num_prompt_tokens(static_cast<int32_t>(request.prompt.size())),
+        cache_salt(request.cache_salt),
+        adapter_id(request.adapter_id),
+        chunks(request.chunks) {}
 
   // Prompt + outputs so far.
   int32_t num_tokens() const { return static_cast<int32_t>(cache.num_tokens()); }
@@ -51,6 +55,9 @@ struct RequestState {
   std::optional<TokenId> eos_token;
   std::vector<TokenId> stop_tokens;
   int32_t num_prompt_tokens;
+  std::string cache_salt;
+  uint64_t adapter_id;
+  std::vector<PromptChunk> chunks;  // sorted, non-overlapping, inside the prompt
 
   RequestStatus status = RequestStatus::kWaiting;
   // Tokens whose KV is computed or scheduled in the current admission (0 while waiting).

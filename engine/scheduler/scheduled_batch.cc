@@ -51,6 +51,7 @@ void ScheduledBatch::Clear() {
   block_table_start.clear();
   finished_request_ids.clear();
   preempted_request_ids.clear();
+  slot_moves.clear();
   block_size = 0;
   stats = SchedulerStepStats{};
 }

@@ -42,6 +42,16 @@ struct Decision {
   RequestState* request;
   int32_t num_new_tokens;
   bool newly_admitted;
+  int32_t num_reused = 0;  // tokens reused from `chunk` before the new ones
+  AcquiredChunk chunk = {};
+  int32_t chunk_first = 0;  // chunk token moved to the request's token num_computed_tokens
+};
+
+// A chunk span's part that may be reused: prompt tokens [begin, end).
+struct ReusableRange {
+  int32_t begin = 0;
+  int32_t end = 0;
+  const PromptChunk* chunk = nullptr;
 };
 
 }  // namespace
@@ -62,6 +72,7 @@ class Scheduler::Impl {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   const SchedulerStats& stats() const { return stats_; }
+  void SetChunkReuseProvider(ChunkReuseProvider* provider) { reuse_ = provider; }
 
  private:
   // Step 1: serves running requests; returns the remaining budget.
@@ -85,7 +96,16 @@ class Scheduler::Impl {
   // Ends a request: frees its blocks, forgets it, reports it in the next batch.
   absl::Status Finish(RequestState* request, FinishReason reason);
   void RemoveFromRunning(RequestState* request);
+  // The reusable part of `chunk` in `request` (begin >= end when none: the last prompt token is
+  // always computed, and the first num_leading_tokens_to_compute() tokens of the chunk).
+  ReusableRange RangeOf(const RequestState& request, const PromptChunk& chunk) const;
+  // With a provider: when a chunk's reusable range of `request` starts at token `from`, acquires
+  // the chunk and fills d->num_reused / chunk / chunk_first. Then caps `*num_new` so that the
+  // step stops before the next reusable range, which is tried on a later step.
+  void PlanReuse(RequestState& request, int32_t from, int32_t* num_new, Decision* d);
+  void ReleaseChunk(Decision* d);
 
+  ChunkReuseProvider* reuse_ = nullptr;  // not owned; null: chunk reuse off
   SchedulerOptions options_;
   KvCacheManager& cache_;
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> requests_;
@@ -148,6 +168,18 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
         " and chunked prefill is off, so it could never be (re)admitted; enable chunked prefill "
         "or raise the budget"));
   }
+  int64_t chunk_end = 0;
+  for (size_t i = 0; i < request.chunks.size(); ++i) {
+    const PromptChunk& c = request.chunks[i];
+    if (c.offset < chunk_end || c.length < 1 ||
+        static_cast<int64_t>(c.offset) + c.length > prompt_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", request.id, ": chunk ", i, " (offset ", c.offset, ", length ", c.length,
+          ") must have length >= 1, lie inside the prompt of ", prompt_len,
+          " tokens, and start at or after the previous chunk's end (", chunk_end, ")"));
+    }
+    chunk_end = static_cast<int64_t>(c.offset) + c.length;
+  }
   RequestCacheKeys keys;
   keys.cache_salt = request.cache_salt;
   keys.adapter_id = request.adapter_id;
@@ -199,9 +231,13 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
       ++i;
       continue;
     }
+    Decision d{request, 0, /*newly_admitted=*/false};
+    PlanReuse(*request, request->num_computed_tokens, &num_new, &d);
     bool scheduled = false;
     while (true) {
-      const absl::Status status = cache_.AllocateSlots(request->cache, num_new);
+      const absl::Status status = cache_.AllocateSlots(
+          request->cache, d.num_reused + num_new, {},
+          {.no_cache_from_token = d.num_reused > 0 ? request->num_computed_tokens : -1});
       if (status.ok()) {
         scheduled = true;
         break;
@@ -215,9 +251,12 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
       if (victim == request) break;
     }
     if (scheduled) {
-      decisions_.push_back(Decision{request, num_new, /*newly_admitted=*/false});
+      d.num_new_tokens = num_new;
+      decisions_.push_back(std::move(d));
       budget -= num_new;
       ++i;
+    } else {
+      ReleaseChunk(&d);
     }
     // When the request preempted itself it left running_, and running_[i] is the next one.
   }
@@ -305,7 +344,12 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
     }
     num_new = std::min(num_new, *budget);
   }
-  const absl::Status status = cache_.AllocateSlots(request->cache, num_new, hit);
+  Decision d{request, 0, /*newly_admitted=*/true};
+  PlanReuse(*request, num_hit, &num_new, &d);
+  const absl::Status status =
+      cache_.AllocateSlots(request->cache, d.num_reused + num_new, hit,
+                           {.no_cache_from_token = d.num_reused > 0 ? num_hit : -1});
+  if (!status.ok()) ReleaseChunk(&d);
   if (absl::IsResourceExhausted(status)) return false;
   PAGEDKV_RETURN_IF_ERROR(status);
 
@@ -314,12 +358,61 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
   request->status = RequestStatus::kRunning;
   request->num_computed_tokens = num_hit;
   request->num_prefix_hit_tokens = num_hit;
-  decisions_.push_back(Decision{request, num_new, /*newly_admitted=*/true});
+  d.num_new_tokens = num_new;
+  decisions_.push_back(std::move(d));
   *budget -= num_new;
   ++stats_.num_admissions;
   stats_.num_admitted_tokens += request->num_tokens();
   stats_.num_prefix_hit_tokens += num_hit;
   return true;
+}
+
+ReusableRange Scheduler::Impl::RangeOf(const RequestState& request,
+                                       const PromptChunk& chunk) const {
+  ReusableRange range;
+  range.chunk = &chunk;
+  range.begin = chunk.offset + std::min(chunk.length, reuse_->num_leading_tokens_to_compute());
+  range.end = std::min(chunk.offset + chunk.length, request.num_prompt_tokens - 1);
+  return range;
+}
+
+void Scheduler::Impl::PlanReuse(RequestState& request, int32_t from, int32_t* num_new,
+                                Decision* d) {
+  if (reuse_ == nullptr || request.chunks.empty()) return;
+  int32_t next = from;  // first token this step computes
+  for (const PromptChunk& chunk : request.chunks) {
+    const ReusableRange range = RangeOf(request, chunk);
+    if (range.begin >= range.end || range.begin != from) continue;
+    const auto tokens = request.cache.tokens().subspan(static_cast<size_t>(chunk.offset),
+                                                       static_cast<size_t>(chunk.length));
+    std::optional<AcquiredChunk> hit =
+        reuse_->Acquire(tokens, request.cache_salt, request.adapter_id);
+    if (!hit.has_value()) break;
+    if (static_cast<int32_t>(hit->slots.size()) != chunk.length) {
+      reuse_->Release(hit->handle);  // a provider bug; compute the chunk instead
+      break;
+    }
+    d->chunk = *std::move(hit);
+    d->num_reused = range.end - range.begin;
+    d->chunk_first = range.begin - chunk.offset;
+    next = range.end;
+    break;
+  }
+  // Stop before the next reusable range so that a later step can try it.
+  *num_new = std::min(*num_new, request.num_tokens() - next);
+  for (const PromptChunk& chunk : request.chunks) {
+    const ReusableRange range = RangeOf(request, chunk);
+    if (range.begin >= range.end || range.begin <= next) continue;
+    *num_new = std::min(*num_new, range.begin - next);
+    break;
+  }
+}
+
+void Scheduler::Impl::ReleaseChunk(Decision* d) {
+  if (d->num_reused == 0) return;
+  reuse_->Release(d->chunk.handle);
+  d->num_reused = 0;
+  d->chunk = {};
 }
 
 absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
@@ -339,6 +432,16 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
   for (const Decision& d : decisions_) {
     RequestState& r = *d.request;
     PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
+    for (int32_t t = 0; t < d.num_reused; ++t) {
+      const int32_t pos = r.num_computed_tokens + t;
+      const int32_t c = d.chunk_first + t;
+      batch->slot_moves.push_back(
+          KvSlotMove{.src_slot = d.chunk.slots[static_cast<size_t>(c)],
+                     .dst_slot = static_cast<int64_t>(table[pos / bs]) * bs + pos % bs,
+                     .old_position = d.chunk.position + c,
+                     .new_position = pos});
+    }
+    r.num_computed_tokens += d.num_reused;
     const int32_t start = r.num_computed_tokens;
     const int32_t end = start + d.num_new_tokens;
     if (static_cast<int64_t>(table.size()) != CeilDiv(end, bs)) {
@@ -355,6 +458,9 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
     seq.samples = end == r.num_tokens();
     seq.newly_admitted = d.newly_admitted;
     seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
+    seq.num_shifted_hit_tokens = d.num_reused;
+    st.num_shifted_hit_tokens += d.num_reused;
+    stats_.num_shifted_hit_tokens += d.num_reused;
 
     const std::span<const TokenId> tokens = r.cache.tokens();
     batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
@@ -568,5 +674,8 @@ absl::StatusOr<RequestInfo> Scheduler::GetRequestInfo(RequestId id) const {
   return impl_->GetRequestInfo(id);
 }
 const SchedulerStats& Scheduler::stats() const { return impl_->stats(); }
+void Scheduler::SetChunkReuseProvider(ChunkReuseProvider* provider) {
+  impl_->SetChunkReuseProvider(provider);
+}
 
 }  // namespace pagedkv

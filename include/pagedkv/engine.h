@@ -8,7 +8,10 @@
 // model runner (CPU backend, or CUDA when built with it and a device is visible), samples one
 // token for every sequence that completed its known tokens, and reports the new tokens and the
 // requests that finished. Prefix caching is on by default: a request whose prompt starts with
-// blocks another request computed reuses their KV instead of recomputing it.
+// blocks another request computed reuses their KV instead of recomputing it. With
+// EngineOptions.chunk_reuse (off by default), spans a request marks in GenerationRequest.chunks
+// (a document, a tool description) are also reused when another request computed the same tokens
+// at ANOTHER position: their keys are re-rotated to the new positions (docs/shifted_reuse.md).
 //
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
@@ -49,8 +52,21 @@
 
 namespace pagedkv {
 
+class EngineChunkReuse;
 class KvCacheManager;
 class ModelRunner;
+
+// Shifted-position reuse of GenerationRequest::chunks (see docs/shifted_reuse.md).
+enum class ChunkReuseMode {
+  kOff,       // chunks are ignored: every token not in the prefix cache is computed
+  kReRotate,  // a chunk cached at another position is reused, keys re-rotated (V copied)
+};
+
+struct ChunkReuseOptions {
+  ChunkReuseMode mode = ChunkReuseMode::kOff;  // off by default
+  // With kReRotate: the first k tokens of each reused chunk are recomputed (EPIC). >= 0.
+  int32_t first_k = 0;
+};
 
 struct EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
@@ -71,6 +87,10 @@ struct EngineOptions {
   bool return_logits = false;
   // Model name hashed into the prefix cache's root (with the shape and RoPE fingerprint).
   std::string model_id = "llama2c";
+  // Reuse of marked prompt chunks cached at other positions (off by default). Reused chunks'
+  // keys are exact at layer 0 only, so blocks holding them (and every later block of that
+  // request) are never offered to the prefix cache.
+  ChunkReuseOptions chunk_reuse = {};
 };
 
 // How to pick each next token.
@@ -91,6 +111,11 @@ struct GenerationRequest {
   // Stop at llama2.c's sequence delimiters: BOS (1) and EOS (2), as run.c stops at BOS.
   bool stop_at_eos = true;
   std::vector<TokenId> stop_tokens = {};  // more tokens that end the request (kept in output)
+  // Prompt spans (a document, a tool description) that may be reused from a chunk with the same
+  // tokens and salt cached at another position (EngineOptions.chunk_reuse), and that are cached
+  // as chunks once computed. Sorted by offset, non-overlapping, inside the prompt (offsets index
+  // the prompt tokens, BOS included).
+  std::vector<PromptChunk> chunks = {};
 };
 
 // One token produced by a step.
@@ -108,6 +133,7 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
   int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
   int32_t num_preemptions = 0;         // times it was preempted and recomputed
   double time_to_first_token_s = 0.0;  // from AddRequest to its first token
   double latency_s = 0.0;              // from AddRequest to finishing
@@ -124,12 +150,13 @@ struct StepOutput {
 
 struct EngineStats {
   int64_t num_steps = 0;
-  int64_t num_requests = 0;           // added
-  int64_t num_finished = 0;           // finished or aborted
-  int64_t num_prompt_tokens = 0;      // over first admissions
-  int64_t num_prefix_hit_tokens = 0;  // of those, served from the prefix cache
-  int64_t num_computed_tokens = 0;    // tokens run through the model (prefill + decode)
-  int64_t num_generated_tokens = 0;   // tokens sampled
+  int64_t num_requests = 0;            // added
+  int64_t num_finished = 0;            // finished or aborted
+  int64_t num_prompt_tokens = 0;       // over first admissions
+  int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache
+  int64_t num_shifted_hit_tokens = 0;  // of those, reused from chunks at another position
+  int64_t num_computed_tokens = 0;     // tokens run through the model (prefill + decode)
+  int64_t num_generated_tokens = 0;    // tokens sampled
   int64_t num_preemptions = 0;
   double busy_seconds = 0.0;             // wall time inside Step()
   std::vector<int32_t> step_num_tokens;  // per step: tokens in the batch
@@ -189,11 +216,15 @@ class Engine {
   ModelRunner& model_runner() { return *runner_; }
   KvCacheManager& kv_cache_manager() { return *cache_; }
   Scheduler& scheduler() { return *scheduler_; }
+  // Null unless EngineOptions.chunk_reuse is on.
+  EngineChunkReuse* chunk_reuse() { return reuse_.get(); }
 
  private:
   struct RequestRecord;
   Engine();
   absl::Status Init(std::shared_ptr<const ModelWeights> weights);
+  // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
+  absl::Status RegisterChunks(int32_t i);
   GenerationResult MakeResult(RequestId id, const RequestRecord& record,
                               std::vector<TokenId> output_tokens, FinishReason reason) const;
 
@@ -202,6 +233,7 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<EngineChunkReuse> reuse_;  // declared after cache_: destroyed before its pool
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestRecord>> requests_;
   RequestId next_id_ = 1;
   EngineStats stats_;

@@ -76,6 +76,14 @@ struct RequestCacheKeys {
   std::vector<MultimodalInput> multimodal;  // sorted by offset
 };
 
+// Per-call settings of AllocateSlots.
+struct AllocateOptions {
+  // >= 0: blocks holding any token at or after this index are never offered to the prefix index
+  // (e.g. blocks with re-rotated, approximate KV from shifted reuse). Sticky for the request: the
+  // smallest value given so far wins. -1: no limit.
+  int64_t no_cache_from_token = -1;
+};
+
 // The longest cached prefix of a request, as found by GetComputedBlocks.
 struct ComputedBlocks {
   std::vector<BlockId> blocks;      // cached blocks holding the request's first tokens, in order
@@ -111,8 +119,10 @@ class KvCacheManager {
   //   InvalidArgument    - negative count, more tokens than the request has, wrong block size,
   //                        computed blocks on a later call or not matching the request;
   //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again).
+  // `options` applies only when the call succeeds.
   absl::Status AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
-                             const ComputedBlocks& new_computed_blocks = {});
+                             const ComputedBlocks& new_computed_blocks = {},
+                             const AllocateOptions& options = {});
 
   // How many new blocks AllocateSlots(request, num_new_tokens, new_computed_blocks) would take
   // from the pool (including computed blocks that are now evictable). Changes nothing.
@@ -154,6 +164,9 @@ class KvCacheManager {
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
   const BlockPool& pool() const { return *pool_; }
+  // The pool, for indexes that share its blocks and eviction order (e.g. a ChunkIndex). Blocks
+  // such an index takes must never be in a request's table here.
+  BlockPool& mutable_pool() { return *pool_; }
   const KvCacheManagerOptions& options() const { return options_; }
 
   // Pool invariants plus: every request's table is referenced (reference counts equal the number
@@ -168,6 +181,7 @@ class KvCacheManager {
     BlockId last_canonical = kNullBlock;  // verified cached block for block num_cached_blocks-1
     uint32_t last_canonical_generation = 0;
     bool chain_broken = false;  // a block could not be linked; later ones are not cached
+    int64_t max_cached_blocks = INT64_MAX;  // blocks at or past this index are never cached
   };
 
   // What AllocateSlots would do; computed by MakePlan without changing anything.

@@ -37,6 +37,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,41 @@
 namespace pagedkv {
 
 class KvCacheManager;
+
+// A span of a prompt that may be reused from a cached chunk computed at another position
+// (shifted-position reuse): prompt tokens [offset, offset + length).
+struct PromptChunk {
+  int32_t offset = 0;  // first token, >= 0
+  int32_t length = 0;  // tokens, >= 1
+};
+
+// A cached chunk pinned for reuse by ChunkReuseProvider::Acquire.
+struct AcquiredChunk {
+  int64_t handle = 0;          // passed back to Release
+  std::vector<int64_t> slots;  // [chunk length] KV slot of each chunk token
+  int32_t position = 0;        // position chunk token 0 was computed at (its keys' rotation)
+};
+
+// Where the scheduler finds chunks to reuse at admission (implemented by the engine's shifted
+// reuse; see engine/shift/engine_chunk_reuse.h). When a request's computed tokens reach one of
+// its PromptChunks (past the first num_leading_tokens_to_compute() tokens), the scheduler asks
+// for the chunk; on a hit it allocates the request's slots for the chunk's remaining tokens,
+// counts them as computed and lists one KvSlotMove per token in the batch. The owner runs the
+// moves (re-rotating keys) before the step's forward pass and then releases every chunk acquired
+// for that batch.
+class ChunkReuseProvider {
+ public:
+  virtual ~ChunkReuseProvider() = default;
+  // Leading tokens of every chunk that are always computed, never reused (EPIC's first-k).
+  virtual int32_t num_leading_tokens_to_compute() const = 0;
+  // The cached chunk whose tokens equal `tokens` under `cache_salt` and `adapter_id`, pinned so
+  // its KV stays until Release; nullopt when none is cached.
+  virtual std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens,
+                                               std::string_view cache_salt,
+                                               uint64_t adapter_id) = 0;
+  // Unpins a chunk from Acquire (the scheduler calls it when it does not use the chunk).
+  virtual void Release(int64_t handle) = 0;
+};
 
 // Order in which waiting requests are admitted.
 enum class SchedulingPolicy {
@@ -113,6 +149,18 @@ struct SchedulerRequest {
   std::optional<TokenId> eos_token;
   // More tokens that finish the request when sampled (kept as the last output).
   std::vector<TokenId> stop_tokens;
+  // Spans that may be reused from cached chunks at another position (with a ChunkReuseProvider);
+  // sorted by offset, non-overlapping, inside the prompt.
+  std::vector<PromptChunk> chunks;
+};
+
+// One token whose KV is moved before a step's forward pass (shifted-position reuse): its key is
+// re-rotated from old_position to new_position, its value copied.
+struct KvSlotMove {
+  int64_t src_slot = 0;
+  int64_t dst_slot = 0;
+  int32_t old_position = 0;
+  int32_t new_position = 0;
 };
 
 // One sequence of a ScheduledBatch. Its tokens are batch.token_ids[query_start ..
@@ -138,6 +186,9 @@ struct ScheduledSequence {
   bool newly_admitted = false;
   // For newly admitted sequences: prompt tokens found in the prefix cache (counted as computed).
   int32_t num_prefix_hit_tokens = 0;
+  // Tokens reused from a cached chunk at another position in this step (moved by
+  // batch.slot_moves, counted in num_computed_tokens): the last tokens before this step's.
+  int32_t num_shifted_hit_tokens = 0;
 
   // KV length after this step: num_computed_tokens + num_scheduled_tokens.
   int32_t seq_len() const { return num_computed_tokens + num_scheduled_tokens; }
@@ -158,6 +209,7 @@ struct SchedulerStepStats {
   int32_t num_finished = 0;                // finished or aborted since the previous step
   int64_t num_prefix_hit_tokens = 0;       // prefix hits of the requests admitted this step
   int64_t num_admitted_prompt_tokens = 0;  // all tokens of the requests admitted this step
+  int64_t num_shifted_hit_tokens = 0;      // tokens reused from chunks at another position
   int32_t num_used_blocks = 0;             // KV blocks held by running requests after scheduling
   int32_t num_total_blocks = 0;            // KV pool size
 };
@@ -169,9 +221,10 @@ struct SchedulerStats {
   int64_t num_preemptions = 0;
   int64_t num_finished = 0;  // finished by EOS/stop/length (aborts not counted)
   int64_t num_aborted = 0;
-  int64_t num_admissions = 0;         // admissions, re-admissions after preemption included
-  int64_t num_admitted_tokens = 0;    // tokens of those admissions
-  int64_t num_prefix_hit_tokens = 0;  // of those, found in the prefix cache
+  int64_t num_admissions = 0;          // admissions, re-admissions after preemption included
+  int64_t num_admitted_tokens = 0;     // tokens of those admissions
+  int64_t num_prefix_hit_tokens = 0;   // of those, found in the prefix cache
+  int64_t num_shifted_hit_tokens = 0;  // tokens reused from chunks at another position
 };
 
 // One step's work, flat (the layout the model runner and kernels use). n = sequences.size().
@@ -198,6 +251,8 @@ struct ScheduledBatch {
   std::vector<RequestId> finished_request_ids;
   // Requests preempted in this step (blocks freed, back in the waiting queue).
   std::vector<RequestId> preempted_request_ids;
+  // KV to move (re-rotate) before the forward pass: shifted-position reuse of cached chunks.
+  std::vector<KvSlotMove> slot_moves;
   // Tokens per block of the KV cache (for slot arithmetic).
   int32_t block_size = 0;
   SchedulerStepStats stats;
@@ -310,6 +365,10 @@ class Scheduler {
   absl::StatusOr<RequestInfo> GetRequestInfo(RequestId id) const;
   const SchedulerStats& stats() const;
   const SchedulerOptions& options() const { return options_; }
+
+  // Turns shifted-position reuse of requests' PromptChunks on (`provider`, not owned, must
+  // outlive its use) or off (null). Off by default: chunks are then ignored.
+  void SetChunkReuseProvider(ChunkReuseProvider* provider);
 
  private:
   class Impl;

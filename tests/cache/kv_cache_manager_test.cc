@@ -407,5 +407,26 @@ TEST(KvCacheManagerTest, VerificationFollowsChainLinks) {
   EXPECT_EQ(m->GetComputedBlocks(c)->num_computed_tokens, kBs);
 }
 
+TEST(KvCacheManagerTest, NoCacheFromTokenKeepsLaterBlocksOutOfTheIndex) {
+  auto m = MakeManager(4);
+  auto a = *m->NewRequest(1, Iota(14));
+  ASSERT_TRUE(m->AllocateSlots(a, 6).ok());
+  EXPECT_EQ(m->pool().NumCachedBlocks(), 1);
+  // A failed call's option does not stick.
+  EXPECT_EQ(m->AllocateSlots(a, 9, {}, {.no_cache_from_token = 0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Tokens 6.. are "re-rotated": block 1 (tokens 4..7) and later are never cached.
+  ASSERT_TRUE(m->AllocateSlots(a, 8, {}, {.no_cache_from_token = 6}).ok());
+  EXPECT_EQ(m->pool().NumCachedBlocks(), 1);
+  ASSERT_TRUE(a.AppendToken(3).ok());
+  ASSERT_TRUE(a.AppendToken(3).ok());
+  ASSERT_TRUE(m->AllocateSlots(a, 2).ok());  // block 3 fills: still not cached (sticky)
+  EXPECT_EQ(m->pool().NumCachedBlocks(), 1);
+  EXPECT_TRUE(m->ValidateInvariants().ok());
+  ASSERT_TRUE(m->Free(1).ok());
+  auto b = *m->NewRequest(2, Iota(14));
+  EXPECT_EQ(m->GetComputedBlocks(b)->num_computed_tokens, kBs);
+}
+
 }  // namespace
 }  // namespace pagedkv

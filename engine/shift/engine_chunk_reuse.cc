@@ -1,0 +1,142 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/shift/engine_chunk_reuse.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/shift/rerotate_slots.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+
+absl::StatusOr<std::unique_ptr<EngineChunkReuse>> EngineChunkReuse::Create(
+    ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options) {
+  if (runner == nullptr || pool == nullptr) {
+    return absl::InvalidArgumentError("EngineChunkReuse::Create: runner and pool are required");
+  }
+  if (options.first_k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineChunkReuse: first_k (tokens recomputed per chunk) must be >= 0, got ",
+                     options.first_k));
+  }
+  if (pool->num_blocks() != runner->options().num_blocks ||
+      pool->block_size() != runner->options().block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineChunkReuse::Create: the pool has ", pool->num_blocks(), " blocks of ",
+                     pool->block_size(), " tokens but the model runner's KV pages have ",
+                     runner->options().num_blocks, " blocks of ", runner->options().block_size));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, ChunkIndex::Create(pool));
+  return std::unique_ptr<EngineChunkReuse>(
+      new EngineChunkReuse(runner, pool, options, std::move(index)));
+}
+
+EngineChunkReuse::EngineChunkReuse(ModelRunner* runner, BlockPool* pool,
+                                   const EngineChunkReuseOptions& options,
+                                   std::unique_ptr<ChunkIndex> index)
+    : runner_(runner),
+      pool_(pool),
+      options_(options),
+      rope_fingerprint_(runner->rope_config().Fingerprint()),
+      index_(std::move(index)) {}
+
+EngineChunkReuse::~EngineChunkReuse() {
+  for (const auto& [handle, location] : acquired_) (void)index_->Release(location);
+}
+
+BlockHash EngineChunkReuse::KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
+                                  uint64_t adapter_id) const {
+  return ChunkKey(tokens, {.cache_salt = cache_salt,
+                           .adapter_id = adapter_id,
+                           .rope_fingerprint = rope_fingerprint_,
+                           .model_fingerprint = options_.model_fingerprint});
+}
+
+std::optional<AcquiredChunk> EngineChunkReuse::Acquire(std::span<const TokenId> tokens,
+                                                       std::string_view cache_salt,
+                                                       uint64_t adapter_id) {
+  const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
+  std::optional<ChunkLocation> location = index_->Find(key, tokens);
+  if (!location.has_value() || !index_->Acquire(*location).ok()) return std::nullopt;
+  AcquiredChunk chunk;
+  chunk.handle = next_handle_++;
+  chunk.position = location->position;
+  chunk.slots.reserve(static_cast<size_t>(location->num_tokens));
+  for (int32_t i = 0; i < location->num_tokens; ++i) {
+    chunk.slots.push_back(location->SlotOf(i, pool_->block_size()));
+  }
+  acquired_.emplace(chunk.handle, *std::move(location));
+  return chunk;
+}
+
+void EngineChunkReuse::Release(int64_t handle) {
+  auto it = acquired_.find(handle);
+  if (it == acquired_.end()) return;
+  (void)index_->Release(it->second);  // pinned by Acquire: cannot fail
+  acquired_.erase(it);
+}
+
+absl::Status EngineChunkReuse::RunMoves(std::span<const KvSlotMove> moves) {
+  absl::Status status;
+  if (!moves.empty()) {
+    std::vector<int64_t> src, dst;
+    std::vector<int32_t> old_pos, new_pos;
+    src.reserve(moves.size());
+    dst.reserve(moves.size());
+    old_pos.reserve(moves.size());
+    new_pos.reserve(moves.size());
+    for (const KvSlotMove& m : moves) {
+      src.push_back(m.src_slot);
+      dst.push_back(m.dst_slot);
+      old_pos.push_back(m.old_position);
+      new_pos.push_back(m.new_position);
+    }
+    status = ReRotateSlots(
+        *runner_, {.src = src, .dst = dst, .old_positions = old_pos, .new_positions = new_pos});
+  }
+  for (const auto& [handle, location] : acquired_) status.Update(index_->Release(location));
+  acquired_.clear();
+  return status;
+}
+
+absl::Status EngineChunkReuse::Register(std::span<const TokenId> tokens,
+                                        std::string_view cache_salt, uint64_t adapter_id,
+                                        int32_t position, std::span<const int64_t> slots) {
+  if (tokens.empty() || slots.size() != tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("EngineChunkReuse::Register: ", tokens.size(),
+                                                   " tokens but ", slots.size(),
+                                                   " slots (need equal, non-zero counts)"));
+  }
+  const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
+  if (index_->Contains(key)) return absl::OkStatus();
+  const int32_t bs = pool_->block_size();
+  const auto n = static_cast<int32_t>(tokens.size());
+  std::vector<BlockId> blocks;
+  if (!pool_->Allocate((n + bs - 1) / bs, &blocks).ok()) {
+    return absl::OkStatus();  // no room: the chunk is simply not cached
+  }
+  std::vector<int64_t> dst;
+  std::vector<int32_t> pos;
+  dst.reserve(tokens.size());
+  pos.reserve(tokens.size());
+  for (int32_t i = 0; i < n; ++i) {
+    dst.push_back(int64_t{blocks[static_cast<size_t>(i / bs)]} * bs + i % bs);
+    pos.push_back(position + i);
+  }
+  absl::Status status = ReRotateSlots(
+      *runner_, {.src = slots, .dst = dst, .old_positions = pos, .new_positions = pos});
+  if (status.ok()) status = index_->Insert(key, tokens, position, blocks, 0).status();
+  const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
+  status.Update(pool_->Unpin(tail_first));
+  return status;
+}
+
+}  // namespace pagedkv

@@ -1,0 +1,97 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// EngineChunkReuse: shifted-position reuse inside the Engine. It is the scheduler's
+// ChunkReuseProvider over a ChunkIndex that lives on the KvCacheManager's BlockPool (one set of
+// reference counts, one eviction order with the prefix cache), and it runs the scheduler's slot
+// moves on the ModelRunner's pages (ReRotateSlots: K re-rotated from the old to the new position,
+// V copied, whatever the block alignment).
+//
+// Per engine step:
+//   1. Scheduler::Schedule acquires (pins) cached chunks through Acquire and lists KvSlotMoves;
+//   2. RunMoves(batch.slot_moves) re-rotates them into the requests' slots and releases every
+//      acquired chunk (the moved KV is now the requests' own);
+//   3. after the forward pass, Register(...) copies each chunk span the step finished computing
+//      into blocks of its own and registers it at its position, so a later request can reuse it.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, pagedkv::EngineChunkReuse::Create(
+//       &runner, &cache.mutable_pool(), {.model_fingerprint = fingerprint}));
+//   scheduler.SetChunkReuseProvider(reuse.get());
+//   PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
+//   PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch.slot_moves));
+//   ...  // forward pass, then Register the spans it completed
+//
+// Not thread-safe; the runner and the pool must outlive it.
+#ifndef PAGEDKV_ENGINE_SHIFT_ENGINE_CHUNK_REUSE_H_
+#define PAGEDKV_ENGINE_SHIFT_ENGINE_CHUNK_REUSE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model/model_runner.h"
+#include "pagedkv/block_pool.h"
+#include "pagedkv/chunk_index.h"
+#include "pagedkv/scheduler.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+struct EngineChunkReuseOptions {
+  int32_t first_k = 0;            // leading tokens of each chunk always recomputed (EPIC); >= 0
+  std::string model_fingerprint;  // model id / shape / KV dtype, hashed into every chunk key
+};
+
+class EngineChunkReuse final : public ChunkReuseProvider {
+ public:
+  // InvalidArgument for null arguments, a negative first_k, or a pool whose shape differs from
+  // the runner's KV pages.
+  static absl::StatusOr<std::unique_ptr<EngineChunkReuse>> Create(
+      ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options);
+
+  ~EngineChunkReuse() override;
+  EngineChunkReuse(const EngineChunkReuse&) = delete;
+  EngineChunkReuse& operator=(const EngineChunkReuse&) = delete;
+
+  int32_t num_leading_tokens_to_compute() const override { return options_.first_k; }
+  std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens, std::string_view cache_salt,
+                                       uint64_t adapter_id) override;
+  void Release(int64_t handle) override;
+
+  // Runs `moves` on every layer, then releases every chunk still acquired. Backend errors are
+  // passed through (the chunks are released in any case).
+  absl::Status RunMoves(std::span<const KvSlotMove> moves);
+
+  // Registers the chunk `tokens` whose KV lies in `slots` ([tokens.size()]) at positions
+  // position.. : copies it into newly allocated pool blocks (cached under chunk-domain hashes,
+  // evictable once registered). Does nothing when the chunk is already registered or the pool has
+  // no block to spare. Backend errors are passed through.
+  absl::Status Register(std::span<const TokenId> tokens, std::string_view cache_salt,
+                        uint64_t adapter_id, int32_t position, std::span<const int64_t> slots);
+
+  const ChunkIndex& index() const { return *index_; }
+
+ private:
+  EngineChunkReuse(ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options,
+                   std::unique_ptr<ChunkIndex> index);
+  BlockHash KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
+                  uint64_t adapter_id) const;
+
+  ModelRunner* runner_;
+  BlockPool* pool_;
+  EngineChunkReuseOptions options_;
+  std::string rope_fingerprint_;
+  std::unique_ptr<ChunkIndex> index_;
+  int64_t next_handle_ = 1;
+  absl::flat_hash_map<int64_t, ChunkLocation> acquired_;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_SHIFT_ENGINE_CHUNK_REUSE_H_
