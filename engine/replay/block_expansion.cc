@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "engine/replay/workload.h"
+#include "pagedkv/block_index.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
@@ -117,14 +117,30 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
   // dense ids with plain arrays. A key repeated inside one request counts as seen only when an
   // earlier request had it.
   const size_t num_blocks = e.keys.size();
+  if (num_blocks >= static_cast<size_t>(kNeverUsed)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the workload expands to %d blocks; at most 2^31 - 2 are supported (use a larger "
+        "--block-size)",
+        num_blocks));
+  }
+  // The table of BlockPool's index (8-byte slots, keys kept aside in first-seen order), probed
+  // with the slots of later keys prefetched: this pass is DRAM-bound on real traces.
   std::vector<int32_t> dense(num_blocks);
   {
-    absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> ids;
-    ids.reserve(num_blocks / 2 + 16);
+    constexpr size_t kPrefetchDistance = 16;
+    BlockIndex ids(static_cast<int64_t>(num_blocks));
+    std::vector<BlockHash> distinct;
+    const auto key_of = [&distinct](int32_t id) -> const BlockHash& {
+      return distinct[static_cast<size_t>(id)];
+    };
     for (size_t i = 0; i < num_blocks; ++i) {
-      dense[i] = ids.try_emplace(e.keys[i], static_cast<int32_t>(ids.size())).first->second;
+      if (i + kPrefetchDistance < num_blocks) ids.Prefetch(e.keys[i + kPrefetchDistance]);
+      const auto [id, inserted] =
+          ids.TryInsert(e.keys[i], static_cast<int32_t>(distinct.size()), key_of);
+      if (inserted) distinct.push_back(e.keys[i]);
+      dense[i] = id;
     }
-    e.distinct_blocks = static_cast<int64_t>(ids.size());
+    e.distinct_blocks = static_cast<int64_t>(distinct.size());
   }
   constexpr int32_t kNone = -1;
   std::vector<int32_t> last(static_cast<size_t>(e.distinct_blocks), kNone);

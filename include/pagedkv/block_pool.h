@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/block_index.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/kv_events.h"
@@ -77,10 +77,11 @@ class BlockPool {
   // ---- Lookup ---------------------------------------------------------------------------------
 
   // The block cached under `hash` (used or evictable), or kNullBlock. Changes nothing.
-  BlockId FindCached(const BlockHash& hash) const {
-    const auto it = index_.find(hash);
-    return it == index_.end() ? kNullBlock : it->second;
-  }
+  BlockId FindCached(const BlockHash& hash) const { return index_.Find(hash, KeyOf{this}); }
+
+  // A hint with no effect on state: starts loading the index slot `hash` would be looked up in,
+  // so a FindCached / Insert of it a few blocks later does not wait on memory.
+  void PrefetchIndex(const BlockHash& hash) const { index_.Prefetch(hash); }
 
   // True when `block` is cached and either has no stored tokens (store_tokens off, or inserted
   // without tokens) or its stored tokens equal `tokens`.
@@ -98,8 +99,7 @@ class BlockPool {
     if (!InRange(block)) return false;
     const BlockMeta& m = meta_[block];
     if (!m.cached) return false;
-    if ((m.has_extra || extra_digest != BlockHash{}) &&
-        chain_[block].extra_digest != extra_digest) {
+    if (m.has_extra ? chain_[block].extra_digest != extra_digest : extra_digest != BlockHash{}) {
       return false;
     }
     if (prev == kNullBlock) {
@@ -233,6 +233,12 @@ class BlockPool {
     BlockHash extra_digest;
   };
 
+  // The index's key accessor: the hash a cached block is indexed under.
+  struct KeyOf {
+    const BlockPool* pool;
+    const BlockHash& operator()(BlockId block) const { return pool->meta_[block].hash; }
+  };
+
   BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy);
 
   bool InRange(BlockId block) const { return block >= 0 && block < num_blocks_; }
@@ -241,6 +247,8 @@ class BlockPool {
   // Reference count of used `block` reached zero: queue it as evictable or return it to free.
   void Release(BlockId block);
   void RemoveFromIndex(BlockId block);
+  // Prefetches what the next evictions will touch (see EvictionPolicy::PeekVictim).
+  void PrefetchNextVictims() const;
   void Emit(const KvEvent& event);
 
   int32_t num_blocks_;
@@ -253,7 +261,7 @@ class BlockPool {
   std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
   TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
   std::vector<BlockId> free_stack_;     // free blocks, popped from the back
-  absl::flat_hash_map<BlockHash, BlockId, BlockHashMix> index_;
+  BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
   int32_t num_evictable_ = 0;
   CacheStats stats_;
   std::vector<std::pair<int, KvEventListener>> listeners_;

@@ -71,6 +71,15 @@ class EvictionPolicy {
 
   // Forgets every block (the pool emptied its index).
   virtual void Clear() = 0;
+
+  // A hint for prefetching, with no effect on state: the block that the (ahead + 1)-th
+  // PickVictim from now would return if nothing else changed, when the policy can tell in O(1)
+  // without a cache miss of its own; kNullBlock otherwise (the default). The pool only prefetches
+  // memory with it; any answer, even a wrong one, keeps every result correct.
+  virtual BlockId PeekVictim(int32_t ahead) const {
+    (void)ahead;
+    return kNullBlock;
+  }
 };
 
 // Least recently released first. O(1) per call.

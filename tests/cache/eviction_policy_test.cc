@@ -40,6 +40,44 @@ TEST(EvictionPolicyTest, LruEvictsLeastRecentlyReleased) {
   EXPECT_EQ(DrainVictims(*p, 4), (std::vector<BlockId>{3, 1, 2, 4}));
 }
 
+TEST(EvictionPolicyTest, LruPeekVictimForeseesTheNextPicks) {
+  auto p = MakeLruPolicy();
+  p->Init(16);
+  EXPECT_EQ(p->PeekVictim(0), kNullBlock);  // no candidate yet
+  for (BlockId b = 0; b < 10; ++b) p->OnInsert(b, H(b));
+  for (BlockId b : {7, 2, 9, 4, 0, 5, 1}) p->OnRelease(b, H(b));
+  p->OnAccess(9, H(9));
+  const std::vector<BlockId> order = {7, 2, 4, 0, 5, 1};
+  // Up to its depth the peek names the upcoming victims in order; past the candidates, none.
+  std::vector<BlockId> peeked;
+  for (int32_t ahead = 0; ahead < 8; ++ahead) {
+    const BlockId b = p->PeekVictim(ahead);
+    if (b == kNullBlock) break;
+    peeked.push_back(b);
+  }
+  ASSERT_GE(peeked.size(), 2u);
+  EXPECT_EQ(peeked, std::vector<BlockId>(order.begin(), order.begin() + peeked.size()));
+  EXPECT_EQ(p->PeekVictim(-1), kNullBlock);
+  // Peeking changes nothing, and after each pick the peek moves on.
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(p->PeekVictim(0), order[i]);
+    EXPECT_EQ(p->PeekVictim(1), i + 1 < order.size() ? order[i + 1] : kNullBlock);
+    EXPECT_EQ(p->PickVictim(), order[i]);
+  }
+  EXPECT_EQ(p->PeekVictim(0), kNullBlock);
+}
+
+TEST(EvictionPolicyTest, PoliciesWithoutPeekSayNull) {
+  for (std::string_view name : {"lfu", "fifo"}) {
+    auto p = MakeEvictionPolicy(name);
+    ASSERT_TRUE(p.ok());
+    (*p)->Init(4);
+    (*p)->OnInsert(1, H(1));
+    (*p)->OnRelease(1, H(1));
+    EXPECT_EQ((*p)->PeekVictim(0), kNullBlock) << name;
+  }
+}
+
 TEST(EvictionPolicyTest, LfuEvictsFewestAccessesThenLeastRecentlyReleased) {
   auto p = MakeLfuPolicy();
   p->Init(8);
