@@ -299,6 +299,9 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
                             const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
   if (args.num_tokens == 0) return absl::OkStatus();
+  if (args.num_seqs == 0) {  // the kernels look tokens up in sequences: none would be found
+    return absl::InvalidArgumentError("PagedAttention: num_tokens > 0 needs num_seqs >= 1");
+  }
   const PagedKvLayout& cache = args.cache;
   const int32_t group = args.num_q_heads / cache.num_kv_heads;
   AttentionPlan plan;
