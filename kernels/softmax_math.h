@@ -7,7 +7,12 @@
 //                    st.Update(score_j, &rescale, &p);
 //                    acc = acc * rescale + p * v_j;
 //   out = acc / st.l;
-// Two partial states over disjoint key sets combine with Merge (split-K reductions on the GPU).
+// Two partial states over disjoint key sets combine with Merge; MergeAttentionState folds a
+// partial (state, unnormalised accumulator) into a running one (split-K attention: each partition
+// of the keys yields a partial, the partials are merged in any order):
+//   OnlineSoftmax total;  float acc[hd] = {};
+//   for each partition p:  MergeAttentionState(&total, acc, part_state[p], part_acc[p], hd);
+//   out = acc * total.InverseSum();
 #ifndef PAGEDKV_KERNELS_SOFTMAX_MATH_H_
 #define PAGEDKV_KERNELS_SOFTMAX_MATH_H_
 
@@ -47,7 +52,22 @@ struct OnlineSoftmax {
 
   // 1 / l, or 0 when no key was seen.
   PAGEDKV_HD float InverseSum() const { return l > 0.0f ? 1.0f / l : 0.0f; }
+
+  // True once a key was seen (a partition with no keys stays empty).
+  PAGEDKV_HD bool Empty() const { return !(l > 0.0f); }
 };
+
+// Folds the partial `part` (softmax state over a disjoint key set, with its unnormalised
+// accumulator part_acc[0, n)) into (*total, acc[0, n)). An empty part is skipped without reading
+// part_acc, so a partition that saw no key need not write its accumulator. The CPU split-K test
+// and the CUDA merge kernel (n = 1 per thread) call this same function.
+PAGEDKV_HD void MergeAttentionState(OnlineSoftmax* total, float* acc, const OnlineSoftmax& part,
+                                    const float* part_acc, int n) {
+  if (part.Empty()) return;
+  float self_scale, part_scale;
+  total->Merge(part, &self_scale, &part_scale);
+  for (int i = 0; i < n; ++i) acc[i] = acc[i] * self_scale + part_acc[i] * part_scale;
+}
 
 }  // namespace pagedkv
 

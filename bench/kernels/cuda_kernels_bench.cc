@@ -3,6 +3,8 @@
 // CUDA kernel throughput, timed with CUDA events: KV write, re-rotation, embedding gather and
 // paged decode attention in GB/s next to a device-to-device copy measured in the same run, and
 // the LM head in TFLOP/s next to cuBLAS (SGEMM direct, and TF32 as the shape's faster ceiling).
+// Index-reading ops run twice: "trusted" (ContentCheck::kTrusted, the kernels alone) and
+// "validated" (the default: device content check + one host synchronisation per call).
 // Exits with a message (status 0) when no CUDA device is visible.
 //   ./build/bench/kernels/cuda_kernels_bench
 #include <cuda_runtime_api.h>
@@ -27,6 +29,7 @@ namespace {
 
 constexpr int kWarmup = 3;
 constexpr int kIters = 20;
+const LaunchOptions kTrusted{.check = ContentCheck::kTrusted};
 
 // Mean milliseconds of `fn` over kIters launches after kWarmup.
 absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& fn) {
@@ -114,9 +117,21 @@ absl::Status Run() {
                             .num_tokens = tokens,
                             .rope = dtable.View(),
                             .cache = layout};
-  PAGEDKV_ASSIGN_OR_RETURN(double write_ms, TimeMs([&] { return ReshapeAndCache(write); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double write_ms,
+                           TimeMs([&] { return ReshapeAndCache(write, nullptr, kTrusted); }));
   Report("KV write 32768 tok, 8x128, f32 -> bf16", 2.0 * tokens * row * (4 + 2), write_ms,
          copy_gbs);
+  PAGEDKV_ASSIGN_OR_RETURN(double write_checked_ms, TimeMs([&] { return ReshapeAndCache(write); }));
+  Report("  same, validated", 2.0 * tokens * row * (4 + 2), write_checked_ms, copy_gbs);
+  ReshapeAndCacheArgs decode_write = write;
+  decode_write.num_tokens = 64;
+  PAGEDKV_ASSIGN_OR_RETURN(
+      double small_ms, TimeMs([&] { return ReshapeAndCache(decode_write, nullptr, kTrusted); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double small_checked_ms,
+                           TimeMs([&] { return ReshapeAndCache(decode_write); }));
+  std::printf("%-44s %9.3f ms trusted, %9.3f ms validated (check + sync cost %.1f us)\n",
+              "KV write 64 tok (decode step)", small_ms, small_checked_ms,
+              1000.0 * (small_checked_ms - small_ms));
 
   // Re-rotation out of place: read and write bf16 K (rotated) and V (copied).
   std::vector<int64_t> src(tokens), dst(tokens);
@@ -136,12 +151,14 @@ absl::Status Run() {
                      .num_tokens = tokens,
                      .rope = dtable.View(),
                      .cache = layout};
-  PAGEDKV_ASSIGN_OR_RETURN(double shift_ms, TimeMs([&] { return ReRotate(shift); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double shift_ms,
+                           TimeMs([&] { return ReRotate(shift, nullptr, kTrusted); }));
   Report("re-rotation 32768 tok, bf16, out of place", 2.0 * 2.0 * tokens * row * 2, shift_ms,
          copy_gbs);
   ReRotateArgs in_place = shift;
   in_place.dst_slots = dsrc.data();
-  PAGEDKV_ASSIGN_OR_RETURN(double inplace_ms, TimeMs([&] { return ReRotate(in_place); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double inplace_ms,
+                           TimeMs([&] { return ReRotate(in_place, nullptr, kTrusted); }));
   Report("re-rotation 32768 tok, bf16, in place (K only)", 2.0 * tokens * row * 2, inplace_ms,
          copy_gbs);
 
@@ -159,13 +176,20 @@ absl::Status Run() {
                              .num_tokens = gather_tokens,
                              .vocab_size = vocab,
                              .dim = d_model};
-  PAGEDKV_ASSIGN_OR_RETURN(double gather_ms, TimeMs([&] { return EmbeddingGather(gather); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double gather_ms,
+                           TimeMs([&] { return EmbeddingGather(gather, nullptr, kTrusted); }));
   Report("embedding gather 16384 x 4096 f32", 2.0 * gather_tokens * d_model * 4, gather_ms,
          copy_gbs);
 
-  // Paged decode attention: 32 sequences, one query token each, bf16 KV.
-  for (int32_t kv_len : {1024, 4096, 16384}) {
-    const int32_t seqs = 32;
+  // Paged decode attention: one query token per sequence, bf16 KV; few long sequences take the
+  // split-K path.
+  struct DecodeShape {
+    int32_t seqs, kv_len;
+  };
+  for (const DecodeShape shape :
+       {DecodeShape{32, 1024}, DecodeShape{32, 4096}, DecodeShape{32, 16384}, DecodeShape{4, 32768},
+        DecodeShape{1, 131072}}) {
+    const int32_t seqs = shape.seqs, kv_len = shape.kv_len;
     const int32_t blocks_per_seq = kv_len / block_size;
     PagedKvLayout attn_layout = layout;
     attn_layout.num_blocks = seqs * blocks_per_seq;
@@ -195,10 +219,14 @@ absl::Status Run() {
                             .num_q_heads = q_heads,
                             .max_blocks_per_seq = blocks_per_seq,
                             .cache = attn_layout};
-    PAGEDKV_ASSIGN_OR_RETURN(double attn_ms, TimeMs([&] { return PagedAttention(attn); }));
+    const double kv_bytes = 2.0 * seqs * kv_len * row * 2;
+    PAGEDKV_ASSIGN_OR_RETURN(double attn_ms,
+                             TimeMs([&] { return PagedAttention(attn, nullptr, kTrusted); }));
     char name[96];
-    std::snprintf(name, sizeof(name), "paged decode attention 32 seq x %d, bf16", kv_len);
-    Report(name, 2.0 * seqs * kv_len * row * 2, attn_ms, copy_gbs);
+    std::snprintf(name, sizeof(name), "paged decode attention %d seq x %d, bf16", seqs, kv_len);
+    Report(name, kv_bytes, attn_ms, copy_gbs);
+    PAGEDKV_ASSIGN_OR_RETURN(double checked_ms, TimeMs([&] { return PagedAttention(attn); }));
+    Report("  same, validated", kv_bytes, checked_ms, copy_gbs);
   }
 
   // LM head: [rows, 4096] x [128256, 4096]^T in fp32.

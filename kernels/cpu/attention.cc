@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "kernels/attention_split.h"
+#include "kernels/content_checks.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
@@ -17,43 +18,6 @@
 
 namespace pagedkv::cpu {
 namespace {
-
-absl::Status Invalid(std::string message) {
-  return absl::InvalidArgumentError(absl::StrCat("PagedAttention: ", message));
-}
-
-absl::Status CheckContents(const PagedAttentionArgs& a) {
-  if (a.query_start_loc[0] != 0) return Invalid("query_start_loc[0] must be 0");
-  if (a.query_start_loc[a.num_seqs] != a.num_tokens) {
-    return Invalid(absl::StrCat("query_start_loc[num_seqs] = ", a.query_start_loc[a.num_seqs],
-                                " must equal num_tokens = ", a.num_tokens));
-  }
-  const int64_t capacity = int64_t{a.max_blocks_per_seq} * a.cache.block_size;
-  for (int32_t s = 0; s < a.num_seqs; ++s) {
-    if (a.query_start_loc[s + 1] < a.query_start_loc[s]) {
-      return Invalid(absl::StrCat("query_start_loc is decreasing at sequence ", s));
-    }
-    const int32_t kv_len = a.kv_lens[s];
-    if (kv_len < 1 || kv_len > capacity) {
-      return Invalid(absl::StrCat("kv_lens[", s, "] = ", kv_len, " is outside [1, ", capacity,
-                                  "] (max_blocks_per_seq * block_size)"));
-    }
-    const int32_t* table = a.block_tables + int64_t{s} * a.max_blocks_per_seq;
-    const int32_t used_blocks = (kv_len + a.cache.block_size - 1) / a.cache.block_size;
-    for (int32_t b = 0; b < used_blocks; ++b) {
-      if (table[b] < 0 || table[b] >= a.cache.num_blocks) {
-        return Invalid(absl::StrCat("block_tables[", s, "][", b, "] = ", table[b],
-                                    " is outside [0, ", a.cache.num_blocks, ")"));
-      }
-    }
-  }
-  for (int64_t t = 0; t < a.num_tokens; ++t) {
-    if (a.positions[t] < 0) {
-      return Invalid(absl::StrCat("positions[", t, "] = ", a.positions[t], " must be >= 0"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // Dot product with 8 independent partial sums (hd is even; vectorisable without -ffast-math).
 float Dot(const float* a, const float* b, int32_t n) {
@@ -72,7 +36,7 @@ float Dot(const float* a, const float* b, int32_t n) {
 
 absl::Status PagedAttention(const PagedAttentionArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
-  PAGEDKV_RETURN_IF_ERROR(CheckContents(args));
+  PAGEDKV_RETURN_IF_ERROR(CheckPagedAttentionContents(args));
   const PagedKvLayout& cache = args.cache;
   const int32_t hd = cache.head_dim;
   const int32_t group = args.num_q_heads / cache.num_kv_heads;
@@ -85,8 +49,7 @@ absl::Status PagedAttention(const PagedAttentionArgs& args) {
     const int32_t* table = args.block_tables + int64_t{s} * args.max_blocks_per_seq;
     const int32_t kv_len = args.kv_lens[s];
     for (int64_t t = args.query_start_loc[s]; t < args.query_start_loc[s + 1]; ++t) {
-      const int64_t last =
-          args.causal && args.positions[t] < kv_len ? args.positions[t] : kv_len - 1;
+      const int64_t last = AttentionLastKey(args.causal, args.positions[t], kv_len);
       for (int32_t kvh = 0; kvh < cache.num_kv_heads; ++kvh) {
         const float* q = args.q + (t * args.num_q_heads + int64_t{kvh} * group) * hd;
         std::fill(acc.begin(), acc.end(), 0.0f);

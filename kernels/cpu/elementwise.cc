@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "kernels/content_checks.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/op_validate.h"
@@ -16,13 +16,7 @@ namespace pagedkv::cpu {
 
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEmbeddingGather(args));
-  for (int64_t t = 0; t < args.num_tokens; ++t) {
-    const int32_t id = args.token_ids[t];
-    if (id < 0 || id >= args.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("EmbeddingGather: token_ids[", t, "] = ", id,
-                                                     " is outside [0, ", args.vocab_size, ")"));
-    }
-  }
+  PAGEDKV_RETURN_IF_ERROR(CheckEmbeddingGatherContents(args));
   const size_t row_bytes = static_cast<size_t>(args.dim) * sizeof(float);
   for (int64_t t = 0; t < args.num_tokens; ++t) {
     std::memcpy(args.out + t * args.dim, args.table + args.token_ids[t] * args.dim, row_bytes);

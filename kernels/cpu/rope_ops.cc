@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "kernels/content_checks.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
@@ -16,30 +16,6 @@
 namespace pagedkv::cpu {
 namespace {
 
-absl::Status CheckPositions(const char* op, const char* name, const int32_t* positions, int64_t n) {
-  for (int64_t t = 0; t < n; ++t) {
-    if (positions[t] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": ", name, "[", t, "] = ", positions[t], " must be >= 0"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSlots(const char* op, const char* name, const int64_t* slots, int64_t n,
-                        int64_t num_slots, bool allow_skip) {
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t slot = slots[t];
-    if (allow_skip && slot == -1) continue;
-    if (slot < 0 || slot >= num_slots) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, "[", t, "] = ", slot,
-                                                     " is outside [0, ", num_slots, ")",
-                                                     allow_skip ? " (or -1 to skip)" : ""));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void RotateHeads(const RopeTableView& rope, int64_t position, float* row, int32_t num_heads) {
   for (int32_t h = 0; h < num_heads; ++h) RopeRotateHead(rope, position, row + h * rope.head_dim);
 }
@@ -48,7 +24,7 @@ void RotateHeads(const RopeTableView& rope, int64_t position, float* row, int32_
 
 absl::Status Rope(const RopeArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateRope(args));
-  PAGEDKV_RETURN_IF_ERROR(CheckPositions("Rope", "positions", args.positions, args.num_tokens));
+  PAGEDKV_RETURN_IF_ERROR(CheckRopeContents(args));
   const int64_t hd = args.rope.head_dim;
   const int64_t q_stride = args.q_stride == 0 ? args.num_q_heads * hd : args.q_stride;
   const int64_t k_stride = args.k_stride == 0 ? args.num_kv_heads * hd : args.k_stride;
@@ -64,12 +40,7 @@ absl::Status Rope(const RopeArgs& args) {
 absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
   const PagedKvLayout& cache = args.cache;
-  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReshapeAndCache", "slot_mapping", args.slot_mapping,
-                                     args.num_tokens, cache.NumSlots(), /*allow_skip=*/true));
-  if (args.rotate) {
-    PAGEDKV_RETURN_IF_ERROR(
-        CheckPositions("ReshapeAndCache", "positions", args.positions, args.num_tokens));
-  }
+  PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheContents(args));
   const int32_t hd = cache.head_dim;
   const int64_t kv_row = cache.TokenStride();
   const int64_t q_stride = args.q_stride == 0 ? int64_t{args.num_q_heads} * hd : args.q_stride;
@@ -96,14 +67,7 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
 absl::Status ReRotate(const ReRotateArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
   const PagedKvLayout& cache = args.cache;
-  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReRotate", "src_slots", args.src_slots, args.num_tokens,
-                                     cache.NumSlots(), /*allow_skip=*/false));
-  PAGEDKV_RETURN_IF_ERROR(CheckSlots("ReRotate", "dst_slots", args.dst_slots, args.num_tokens,
-                                     cache.NumSlots(), /*allow_skip=*/false));
-  PAGEDKV_RETURN_IF_ERROR(
-      CheckPositions("ReRotate", "old_positions", args.old_positions, args.num_tokens));
-  PAGEDKV_RETURN_IF_ERROR(
-      CheckPositions("ReRotate", "new_positions", args.new_positions, args.num_tokens));
+  PAGEDKV_RETURN_IF_ERROR(CheckReRotateContents(args));
   const RopeTableView& rope = args.rope;
   const int32_t hd = cache.head_dim;
   const size_t head_bytes = static_cast<size_t>(hd) * DTypeSize(cache.dtype);

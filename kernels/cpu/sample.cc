@@ -4,6 +4,7 @@
 // and drawn with the counter-based uniform of kernels/sample_math.h. The nucleus is every token
 // whose probability is >= the probability at which the descending cumulative mass first reaches
 // top_p; the draw walks kept tokens in index order (the CUDA backend does the same).
+// The threshold is found without sorting, by a weighted quickselect: O(V) expected per row.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "kernels/content_checks.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/op_validate.h"
 #include "kernels/sample_math.h"
@@ -28,8 +29,58 @@ int32_t Argmax(const float* logits, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
+// Sum of values[begin, end) in double.
+double Mass(const float* begin, const float* end) {
+  double sum = 0.0;
+  for (const float* p = begin; p < end; ++p) sum += *p;
+  return sum;
+}
+
+// The probability at which the descending cumulative mass of `probs` first reaches `target`, or
+// the smallest probability when it never does (rounding): the threshold a full descending sort
+// followed by a running sum gives. Weighted quickselect: pick a pivot, split the candidates into
+// (> pivot, == pivot, < pivot); the threshold lies in the greater part when its mass already
+// reaches what is still needed, is the pivot when the equal part completes it, and lies in the
+// smaller part otherwise (with the greater and equal mass taken off what is needed). Each round
+// keeps one part, so the expected cost is O(V). Pivots come from a fixed hash sequence, so the
+// result is deterministic. NaN probabilities are never candidates (NaN >= t is false anyway).
+float NucleusThreshold(const std::vector<float>& probs, int64_t vocab, double target,
+                       std::vector<float>& work) {
+  work.clear();
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!std::isnan(probs[i])) work.push_back(probs[i]);
+  }
+  if (work.empty()) return 0.0f;
+  float* lo = work.data();
+  float* hi = work.data() + work.size();
+  double need = target;
+  uint64_t round = 0;
+  constexpr int64_t kSortBelow = 32;
+  while (hi - lo > kSortBelow) {
+    const float pivot = lo[SplitMix64(round++) % static_cast<uint64_t>(hi - lo)];
+    float* equal_begin = std::partition(lo, hi, [pivot](float x) { return x > pivot; });
+    float* equal_end = std::partition(equal_begin, hi, [pivot](float x) { return x == pivot; });
+    const double greater = Mass(lo, equal_begin);
+    if (greater >= need) {
+      hi = equal_begin;
+      continue;
+    }
+    const double through_pivot = greater + Mass(equal_begin, equal_end);
+    if (through_pivot >= need || equal_end == hi) return pivot;
+    need -= through_pivot;
+    lo = equal_end;
+  }
+  std::sort(lo, hi, std::greater<float>());
+  double cumulative = 0.0;
+  for (float* p = lo; p < hi; ++p) {
+    cumulative += *p;
+    if (cumulative >= need) return *p;
+  }
+  return hi[-1];
+}
+
 int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& params,
-                  std::vector<float>& probs, std::vector<float>& sorted) {
+                  std::vector<float>& probs, std::vector<float>& work) {
   const float max_logit = *std::max_element(logits, logits + vocab);
   const float inv_t = 1.0f / params.temperature;
   double total = 0.0;
@@ -39,30 +90,7 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   }
   float threshold = 0.0f;
   if (params.top_p < 1.0f) {
-    // Sort only as many of the largest probabilities as the nucleus needs: the top 64, then
-    // 1024, then all (same threshold as one full sort; peaked distributions stop early).
-    sorted.assign(probs.begin(), probs.begin() + vocab);
-    const double target = static_cast<double>(params.top_p) * total;
-    int64_t done = 0;
-    double cumulative = 0.0;
-    bool reached = false;
-    for (int64_t want : {int64_t{64}, int64_t{1024}, vocab}) {
-      want = std::min(want, vocab);
-      if (want <= done) continue;
-      if (want == vocab) {
-        std::sort(sorted.begin() + done, sorted.end(), std::greater<float>());
-      } else {
-        std::nth_element(sorted.begin() + done, sorted.begin() + want, sorted.end(),
-                         std::greater<float>());
-        std::sort(sorted.begin() + done, sorted.begin() + want, std::greater<float>());
-      }
-      for (; done < want && !reached; ++done) {
-        cumulative += sorted[done];
-        threshold = sorted[done];
-        reached = cumulative >= target;
-      }
-      if (reached) break;
-    }
+    threshold = NucleusThreshold(probs, vocab, static_cast<double>(params.top_p) * total, work);
   }
   double kept = 0.0;
   for (int64_t i = 0; i < vocab; ++i) {
@@ -84,20 +112,14 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
 
 absl::Status Sample(const SampleArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateSample(args));
-  for (int64_t s = 0; s < args.num_seqs; ++s) {
-    const SamplingParams& p = args.params[s];
-    if (!std::isfinite(p.temperature) || !(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Sample: params[", s, "] needs a finite temperature and top_p in (0, 1]"));
-    }
-  }
+  PAGEDKV_RETURN_IF_ERROR(CheckSampleContents(args));
   std::vector<float> probs(args.vocab_size);
-  std::vector<float> sorted;
+  std::vector<float> work;
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const float* row = args.logits + s * args.vocab_size;
     const SamplingParams& p = args.params[s];
     args.out_tokens[s] = p.temperature <= 0.0f ? Argmax(row, args.vocab_size)
-                                               : SampleRow(row, args.vocab_size, p, probs, sorted);
+                                               : SampleRow(row, args.vocab_size, p, probs, work);
   }
   return absl::OkStatus();
 }

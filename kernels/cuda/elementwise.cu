@@ -5,7 +5,10 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/content_checks.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/elementwise_math.h"
@@ -20,7 +23,7 @@ constexpr int kThreads = 256;
 __global__ void EmbeddingGatherKernel(EmbeddingGatherArgs a, bool vectorised) {
   const int64_t t = blockIdx.x;
   const int32_t id = a.token_ids[t];
-  if (id < 0 || id >= a.vocab_size) return;
+  if (!TokenIdValid(id, a.vocab_size)) return;  // only reachable with ContentCheck::kTrusted
   const float* src = a.table + static_cast<int64_t>(id) * a.dim;
   float* dst = a.out + t * a.dim;
   if (vectorised) {
@@ -57,11 +60,18 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream) {
+absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream,
+                             const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEmbeddingGather(args));
   if (args.num_tokens == 0) return absl::OkStatus();
-  if (args.num_tokens > INT32_MAX)
-    return absl::InvalidArgumentError("EmbeddingGather: too many tokens");
+  if (args.num_tokens > INT32_MAX) {
+    return absl::InvalidArgumentError("EmbeddingGather: num_tokens must be < 2^31");
+  }
+  if (options.check == ContentCheck::kValidate) {
+    PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+    absl::MutexLock lock(&workspace->mutex());
+    PAGEDKV_RETURN_IF_ERROR(CheckEmbeddingGatherOnDevice(args, stream, *workspace));
+  }
   // float4 copies when every row starts 16-byte aligned, scalar copies otherwise.
   const bool vectorised = args.dim % 4 == 0 && Aligned16(args.table) && Aligned16(args.out);
   EmbeddingGatherKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(

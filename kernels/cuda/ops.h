@@ -2,48 +2,85 @@
 //
 // CUDA backend: the same ops and argument structs as pagedkv::cpu (kernels/cpu/ops.h), over
 // device pointers, enqueued on `stream` (asynchronous; errors of the launch itself are returned,
-// errors during execution surface at the next synchronising call). Launchers validate sizes, head
-// dims and dtypes (InvalidArgument) but cannot read device-side contents: out-of-range slots,
-// token ids and block ids are skipped by the kernels instead of being reported, so validate
-// those on the host (the CPU backend does) when they come from untrusted input.
+// errors during execution surface at the next synchronising call). Launchers check sizes, head
+// dims and dtypes on the host (InvalidArgument, nothing enqueued).
+//
+// Contents of device index arrays (slots, positions, token ids, block tables, sampling params)
+// are checked according to LaunchOptions::check:
+//  - ContentCheck::kValidate (default): a small validation kernel runs first and its verdict is
+//    copied back to the host (one 8-byte copy and one stream synchronisation per call, see
+//    kernels/cuda/content_check.h); a bad entry gives the same InvalidArgument as the CPU backend
+//    and nothing is written.
+//  - ContentCheck::kTrusted: the fast path for callers that validated on the host already (the
+//    engine's ModelRunner checks every ModelInput): no check, no synchronisation; the kernels
+//    still skip out-of-range entries (memory-safe) but never report them.
+// Launchers that need temporary device memory (split-K attention) or check words take them from
+// LaunchOptions::workspace, or from DefaultWorkspace(stream) when it is null (kernels/cuda/
+// workspace.h); steady-state calls allocate nothing.
 // Only built when PAGEDKV_HAVE_CUDA.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(auto cublas, pagedkv::cuda::CublasHandle::Create());
 //   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::Linear(args, cublas.get(), stream));
-//   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(attn, stream));
+//   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(attn, stream));  // validated
+//   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(
+//       attn, stream, {.check = pagedkv::cuda::ContentCheck::kTrusted, .workspace = &ws}));
 #ifndef PAGEDKV_KERNELS_CUDA_OPS_H_
 #define PAGEDKV_KERNELS_CUDA_OPS_H_
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "kernels/cuda/workspace.h"
 #include "kernels/op_args.h"
 
 namespace pagedkv::cuda {
+
+// Whether a launcher checks the contents of its device index arrays before writing.
+enum class ContentCheck : int32_t {
+  kValidate = 0,  // validation kernel + one host synchronisation; InvalidArgument on bad entries
+  kTrusted = 1,   // caller guarantees valid contents; bad entries are skipped silently
+};
+
+// Per-call options of the launchers that read device index arrays.
+struct LaunchOptions {
+  ContentCheck check = ContentCheck::kValidate;  // see above
+  Workspace* workspace = nullptr;                // null: DefaultWorkspace(stream)
+};
 
 // y = x W^T (+ y) with cuBLAS SGEMM (fp32 math, no TF32).
 absl::Status Linear(const LinearArgs& args, cublasHandle_t cublas, cudaStream_t stream = nullptr);
 // logits = hidden W^T via Linear.
 absl::Status LmHead(const LmHeadArgs& args, cublasHandle_t cublas, cudaStream_t stream = nullptr);
-// out[t] = table[token_ids[t]]; rows of out-of-range ids are left unwritten.
-absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream = nullptr);
+// out[t] = table[token_ids[t]].
+absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream = nullptr,
+                             const LaunchOptions& options = {});
 // Row-wise RMSNorm.
 absl::Status RmsNorm(const RmsNormArgs& args, cudaStream_t stream = nullptr);
 // silu(gate) * up.
 absl::Status SwiGlu(const SwiGluArgs& args, cudaStream_t stream = nullptr);
 // Rotates q and k in place by per-token positions.
-absl::Status Rope(const RopeArgs& args, cudaStream_t stream = nullptr);
-// Rotates q (in place) and k, writes k and v to slot_mapping slots (-1 and out-of-range skipped).
-absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t stream = nullptr);
-// Re-rotates cached keys from old to new positions and copies values (out-of-range skipped).
-absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream = nullptr);
-// Causal paged attention over a flat batch of query tokens (keys in out-of-range blocks skipped).
-absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream = nullptr);
+absl::Status Rope(const RopeArgs& args, cudaStream_t stream = nullptr,
+                  const LaunchOptions& options = {});
+// Rotates q (in place) and k, writes k and v to slot_mapping slots (-1 skipped).
+absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t stream = nullptr,
+                             const LaunchOptions& options = {});
+// Re-rotates cached keys from old to new positions and copies values.
+absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream = nullptr,
+                      const LaunchOptions& options = {});
+// Causal paged attention over a flat batch of query tokens. Few, long sequences are split into
+// key partitions (split-K, kernels/attention_split.h) merged by a second kernel; the partition
+// count comes from the batch's largest kv_len (known after validation) or, with kTrusted, from
+// max_blocks_per_seq * block_size.
+absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream = nullptr,
+                            const LaunchOptions& options = {});
 // One token per sequence: greedy, temperature, top-p, seeded (same rule and random stream as
-// the CPU backend; Thrust computes each row's max / argmax).
-absl::Status Sample(const SampleArgs& args, cudaStream_t stream = nullptr);
+// the CPU backend). One block per row (CUB block reduce / scan); no temporary memory.
+absl::Status Sample(const SampleArgs& args, cudaStream_t stream = nullptr,
+                    const LaunchOptions& options = {});
 
 }  // namespace pagedkv::cuda
 

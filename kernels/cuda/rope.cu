@@ -3,11 +3,15 @@
 // CUDA RoPE, KV write (reshape_and_cache) and re-rotation. One block per token; threads walk
 // (head, pair) for the rotated dims and (head, dim) for pass-through dims and values. The math is
 // RopeRotatePair / ReRotateCosSin / RotatePair from kernels/rope_table.h and kernels/rope_math.h,
-// the same functions the CPU reference calls.
+// the same functions the CPU reference calls. With ContentCheck::kTrusted, tokens with a negative
+// position or an out-of-range slot are skipped (nothing written for them).
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/content_checks.h"
+#include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dtype_convert.h"
@@ -32,7 +36,7 @@ __device__ __forceinline__ void RotateHeadsParallel(const RopeTableView& rope, i
 __global__ void RopeKernel(RopeArgs a, int64_t q_stride, int64_t k_stride) {
   const int64_t t = blockIdx.x;
   const int64_t position = a.positions[t];
-  if (position < 0) return;
+  if (!PositionValid(position)) return;  // only reachable with ContentCheck::kTrusted
   RotateHeadsParallel(a.rope, position, a.q + t * q_stride, a.num_q_heads);
   if (a.k != nullptr) RotateHeadsParallel(a.rope, position, a.k + t * k_stride, a.num_kv_heads);
 }
@@ -51,11 +55,13 @@ __global__ void ReshapeAndCacheKernel(ReshapeAndCacheArgs a, int64_t q_stride, i
   const int64_t t = blockIdx.x;
   const PagedKvLayout& cache = a.cache;
   const int64_t position = a.rotate ? a.positions[t] : 0;
-  const bool rotate = a.rotate && position >= 0;
-  if (rotate && a.q != nullptr)
+  if (!PositionValid(position)) return;  // only reachable with ContentCheck::kTrusted
+  const bool rotate = a.rotate;
+  if (rotate && a.q != nullptr) {
     RotateHeadsParallel(a.rope, position, a.q + t * q_stride, a.num_q_heads);
+  }
   const int64_t slot = a.slot_mapping[t];
-  if (slot < 0 || slot >= cache.NumSlots()) return;
+  if (slot == -1 || !SlotValid(slot, cache.NumSlots(), /*allow_skip=*/false)) return;
   const int32_t hd = cache.head_dim;
   const int32_t rd = rotate ? a.rope.rotary_dim : 0;
   const int32_t num_pairs = rd / 2;
@@ -96,8 +102,9 @@ __global__ void ReRotateKernel(ReRotateArgs a) {
   const int64_t dst = a.dst_slots[t];
   const int64_t old_position = a.old_positions[t];
   const int64_t new_position = a.new_positions[t];
-  if (src < 0 || src >= cache.NumSlots() || dst < 0 || dst >= cache.NumSlots()) return;
-  if (old_position < 0 || new_position < 0) return;
+  // Only reachable with ContentCheck::kTrusted:
+  if (!SlotValid(src, cache.NumSlots(), false) || !SlotValid(dst, cache.NumSlots(), false)) return;
+  if (!PositionValid(old_position) || !PositionValid(new_position)) return;
   const int32_t hd = cache.head_dim;
   const int32_t rd = a.rope.rotary_dim;
   const int32_t num_pairs = rd / 2;
@@ -137,10 +144,15 @@ absl::Status CheckGrid(const char* op, int64_t num_tokens) {
 
 }  // namespace
 
-absl::Status Rope(const RopeArgs& args, cudaStream_t stream) {
+absl::Status Rope(const RopeArgs& args, cudaStream_t stream, const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateRope(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("Rope", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
+  if (options.check == ContentCheck::kValidate) {
+    PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+    absl::MutexLock lock(&workspace->mutex());
+    PAGEDKV_RETURN_IF_ERROR(CheckRopeOnDevice(args, stream, *workspace));
+  }
   const int64_t hd = args.rope.head_dim;
   RopeKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(
       args, args.q_stride == 0 ? args.num_q_heads * hd : args.q_stride,
@@ -149,10 +161,16 @@ absl::Status Rope(const RopeArgs& args, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t stream) {
+absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t stream,
+                             const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("ReshapeAndCache", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
+  if (options.check == ContentCheck::kValidate) {
+    PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+    absl::MutexLock lock(&workspace->mutex());
+    PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheOnDevice(args, stream, *workspace));
+  }
   const int64_t row = args.cache.TokenStride();
   ReshapeAndCacheKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(
       args, args.q_stride == 0 ? int64_t{args.num_q_heads} * args.cache.head_dim : args.q_stride,
@@ -161,10 +179,15 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t strea
   return absl::OkStatus();
 }
 
-absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream) {
+absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream, const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("ReRotate", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
+  if (options.check == ContentCheck::kValidate) {
+    PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+    absl::MutexLock lock(&workspace->mutex());
+    PAGEDKV_RETURN_IF_ERROR(CheckReRotateOnDevice(args, stream, *workspace));
+  }
   ReRotateKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(args);
   PAGEDKV_CUDA_CHECK_LAUNCH("ReRotateKernel");
   return absl::OkStatus();

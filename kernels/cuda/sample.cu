@@ -1,27 +1,21 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CUDA sampling. Thrust's reduce_by_key gives every row's (max logit, argmax) in one pass; greedy
-// rows take the argmax, the others run one block per row: the softmax normaliser, the top-p
-// threshold found by bisection on the fp32 bit pattern (the largest t whose mass of p >= t still
-// reaches top_p, i.e. the CPU's sorted-cumsum threshold), and the draw by a block scan over the
-// kept tokens in index order with the counter-based uniform of kernels/sample_math.h.
-#include <thrust/execution_policy.h>
-#include <thrust/functional.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/iterator/zip_iterator.h>
-#include <thrust/reduce.h>
-#include <thrust/tuple.h>
-
+// CUDA sampling, one block per row and no temporary memory: a CUB block reduction gives the
+// row's (max logit, argmax) (ties to the lower index, like the CPU); greedy rows take the argmax,
+// the others compute the softmax normaliser, the top-p threshold found by bisection on the fp32
+// bit pattern (the largest t whose mass of p >= t still reaches top_p, i.e. the CPU's
+// sorted-cumsum threshold), and the draw by a CUB block scan over the kept tokens in index order
+// with the counter-based uniform of kernels/sample_math.h.
 #include <cstdint>
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <exception>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
@@ -33,27 +27,18 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct RowOf {
-  int64_t vocab;
-  __host__ __device__ int64_t operator()(int64_t i) const { return i / vocab; }
-};
-
-struct ColumnOf {
-  int64_t vocab;
-  __host__ __device__ int32_t operator()(int64_t i) const {
-    return static_cast<int32_t>(i % vocab);
-  }
+// A logit and its index.
+struct ArgMaxPair {
+  float value;
+  int32_t index;
 };
 
 // Larger logit wins; ties go to the lower index (the CPU's first maximum).
-struct ArgMax {
-  __host__ __device__ thrust::tuple<float, int32_t> operator()(
-      const thrust::tuple<float, int32_t>& a, const thrust::tuple<float, int32_t>& b) const {
-    const float va = thrust::get<0>(a);
-    const float vb = thrust::get<0>(b);
-    if (va > vb) return a;
-    if (vb > va) return b;
-    return thrust::get<1>(a) < thrust::get<1>(b) ? a : b;
+struct ArgMaxOp {
+  __device__ __forceinline__ ArgMaxPair operator()(const ArgMaxPair& a, const ArgMaxPair& b) const {
+    if (a.value > b.value) return a;
+    if (b.value > a.value) return b;
+    return a.index < b.index ? a : b;
   }
 };
 
@@ -72,21 +57,33 @@ __device__ double MassAbove(const float* row, int64_t vocab, float max_logit, fl
   return BlockSum(sum, scratch);
 }
 
-__global__ void __launch_bounds__(kThreads)
-    SampleKernel(SampleArgs a, const float* max_logits, const int32_t* argmax) {
+__global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   using BlockScan = cub::BlockScan<double, kThreads>;
-  __shared__ typename BlockScan::TempStorage scan_storage;
+  using BlockReduce = cub::BlockReduce<ArgMaxPair, kThreads>;
+  __shared__ union {
+    typename BlockScan::TempStorage scan;
+    typename BlockReduce::TempStorage reduce;
+  } storage;
   __shared__ double scratch[32];
   __shared__ int32_t found;
   __shared__ double chunk_total;
+  __shared__ ArgMaxPair best;
   const int64_t s = blockIdx.x;
   const SamplingParams params = a.params[s];
+  const float* row = a.logits + s * a.vocab_size;
+  ArgMaxPair mine{-INFINITY, INT32_MAX};  // loses to every real entry
+  for (int64_t i = threadIdx.x; i < a.vocab_size; i += blockDim.x) {
+    mine = ArgMaxOp()(mine, ArgMaxPair{row[i], static_cast<int32_t>(i)});
+  }
+  const ArgMaxPair reduced = BlockReduce(storage.reduce).Reduce(mine, ArgMaxOp());
+  if (threadIdx.x == 0) best = reduced;  // the aggregate is valid in thread 0
+  __syncthreads();
+  const int32_t argmax = best.index;
   if (params.temperature <= 0.0f) {
-    if (threadIdx.x == 0) a.out_tokens[s] = argmax[s];
+    if (threadIdx.x == 0) a.out_tokens[s] = argmax;
     return;
   }
-  const float* row = a.logits + s * a.vocab_size;
-  const float max_logit = max_logits[s];
+  const float max_logit = best.value;
   const float inv_t = 1.0f / params.temperature;
   float threshold = 0.0f;
   if (params.top_p < 1.0f) {
@@ -115,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
       if (pf >= threshold) p = pf;
     }
     double inclusive;
-    BlockScan(scan_storage).InclusiveSum(p, inclusive);
+    BlockScan(storage.scan).InclusiveSum(p, inclusive);
     if (threadIdx.x == 0) found = INT32_MAX;
     if (threadIdx.x == blockDim.x - 1) chunk_total = inclusive;
     __syncthreads();
@@ -131,44 +128,32 @@ __global__ void __launch_bounds__(kThreads)
     running += total;
   }
   // u fell past the last kept token by rounding: take the last kept token, like the CPU.
-  int32_t mine = -1;
+  int32_t last_kept = -1;
   for (int64_t i = threadIdx.x; i < a.vocab_size; i += blockDim.x) {
-    if (Prob(row, i, max_logit, inv_t) >= threshold) mine = static_cast<int32_t>(i);
+    if (Prob(row, i, max_logit, inv_t) >= threshold) last_kept = static_cast<int32_t>(i);
   }
   if (threadIdx.x == 0) found = -1;
   __syncthreads();
-  atomicMax(&found, mine);
+  atomicMax(&found, last_kept);
   __syncthreads();
-  if (threadIdx.x == 0) a.out_tokens[s] = found < 0 ? argmax[s] : found;
+  if (threadIdx.x == 0) a.out_tokens[s] = found < 0 ? argmax : found;
 }
 
 }  // namespace
 
-absl::Status Sample(const SampleArgs& args, cudaStream_t stream) {
+absl::Status Sample(const SampleArgs& args, cudaStream_t stream, const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateSample(args));
   if (args.num_seqs == 0) return absl::OkStatus();
-  if (args.num_seqs > INT32_MAX) return absl::InvalidArgumentError("Sample: too many sequences");
-  PAGEDKV_ASSIGN_OR_RETURN(auto max_logits, DeviceBuffer<float>::Create(args.num_seqs));
-  PAGEDKV_ASSIGN_OR_RETURN(auto argmax, DeviceBuffer<int32_t>::Create(args.num_seqs));
-  PAGEDKV_ASSIGN_OR_RETURN(auto row_keys, DeviceBuffer<int64_t>::Create(args.num_seqs));
-  const int64_t n = args.num_seqs * args.vocab_size;
-  auto counting = thrust::make_counting_iterator<int64_t>(0);
-  auto keys = thrust::make_transform_iterator(counting, RowOf{args.vocab_size});
-  auto values = thrust::make_zip_iterator(thrust::make_tuple(
-      args.logits, thrust::make_transform_iterator(counting, ColumnOf{args.vocab_size})));
-  auto out_values = thrust::make_zip_iterator(thrust::make_tuple(max_logits.data(), argmax.data()));
-  try {
-    thrust::reduce_by_key(thrust::cuda::par.on(stream), keys, keys + n, values, row_keys.data(),
-                          out_values, thrust::equal_to<int64_t>(), ArgMax());
-  } catch (const std::exception& e) {  // Thrust reports CUDA errors by throwing
-    return absl::InternalError(absl::StrCat("Sample: thrust::reduce_by_key failed: ", e.what()));
+  if (args.num_seqs > INT32_MAX) {
+    return absl::InvalidArgumentError("Sample: num_seqs must be < 2^31");
   }
-  PAGEDKV_CUDA_CHECK_LAUNCH("thrust::reduce_by_key");
-  SampleKernel<<<static_cast<unsigned>(args.num_seqs), kThreads, 0, stream>>>(
-      args, max_logits.data(), argmax.data());
+  if (options.check == ContentCheck::kValidate) {
+    PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+    absl::MutexLock lock(&workspace->mutex());
+    PAGEDKV_RETURN_IF_ERROR(CheckSampleOnDevice(args, stream, *workspace));
+  }
+  SampleKernel<<<static_cast<unsigned>(args.num_seqs), kThreads, 0, stream>>>(args);
   PAGEDKV_CUDA_CHECK_LAUNCH("SampleKernel");
-  // The temporaries are freed on return: wait for the kernels that read them.
-  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
 

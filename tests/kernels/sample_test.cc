@@ -1,13 +1,18 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Sampling: greedy, temperature (frequencies vs the softmax), top-p nucleus, seeding, bad input.
+// Sampling: greedy, temperature (frequencies vs the softmax), top-p nucleus, seeding, bad input;
+// the quickselect top-p threshold against the full-sort implementation it replaced.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <random>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/sample_math.h"
 
 namespace pagedkv {
 namespace {
@@ -103,6 +108,84 @@ TEST(SampleTest, SeedAndCounterDetermineTheDraw) {
                   .ok());
   EXPECT_EQ(out[0], Draw(logits, a, 4)[3]);
   EXPECT_EQ(out[1], Draw(logits, b, 4)[3]);
+}
+
+// The previous CPU implementation, written plainly: probabilities, a full descending sort, the
+// threshold where the running sum first reaches top_p * total (else the smallest probability),
+// then the draw over kept tokens in index order.
+int32_t FullSortSample(const float* logits, int64_t vocab, const SamplingParams& params) {
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  const float inv_t = 1.0f / params.temperature;
+  std::vector<float> probs(vocab);
+  double total = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    probs[i] = std::exp((logits[i] - max_logit) * inv_t);
+    total += probs[i];
+  }
+  float threshold = 0.0f;
+  if (params.top_p < 1.0f) {
+    std::vector<float> sorted = probs;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const double target = static_cast<double>(params.top_p) * total;
+    double cumulative = 0.0;
+    for (float p : sorted) {
+      cumulative += p;
+      threshold = p;
+      if (cumulative >= target) break;
+    }
+  }
+  double kept = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (probs[i] >= threshold) kept += probs[i];
+  }
+  const double u = SampleUniform(params.seed, params.counter) * kept;
+  double cumulative = 0.0;
+  int64_t last_kept = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (probs[i] < threshold) continue;
+    cumulative += probs[i];
+    last_kept = i;
+    if (cumulative > u) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(last_kept);
+}
+
+TEST(SampleTest, TopPMatchesTheFullSortImplementation) {
+  const int64_t vocab = 3000;
+  std::mt19937 rng(21);
+  int rows = 0;
+  // Flat, peaked and heavily tied (logits rounded to a few levels) distributions.
+  for (int shape = 0; shape < 3; ++shape) {
+    for (int r = 0; r < 12; ++r) {
+      std::vector<float> logits(vocab);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (float& x : logits) {
+        x = dist(rng);
+        if (shape == 1) x *= 40.0f;
+        if (shape == 2) x = std::round(x * 3.0f);
+      }
+      for (float top_p : {0.01f, 0.3f, 0.5f, 0.9f, 0.999f}) {
+        for (float temperature : {0.5f, 1.0f, 2.0f}) {
+          const SamplingParams params{.temperature = temperature,
+                                      .top_p = top_p,
+                                      .seed = static_cast<uint64_t>(r),
+                                      .counter = static_cast<uint64_t>(shape)};
+          int32_t token = -1;
+          ASSERT_TRUE(cpu::Sample({.logits = logits.data(),
+                                   .params = &params,
+                                   .out_tokens = &token,
+                                   .num_seqs = 1,
+                                   .vocab_size = vocab})
+                          .ok());
+          ASSERT_EQ(token, FullSortSample(logits.data(), vocab, params))
+              << "shape " << shape << " row " << r << " top_p " << top_p << " temperature "
+              << temperature;
+          ++rows;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(rows, 3 * 12 * 5 * 3);
 }
 
 TEST(SampleTest, BadParamsAreInvalidArgument) {
