@@ -91,7 +91,7 @@ class CudaBackend final : public Backend {
     return cuda::Linear(args, cublas_.get(), stream_);
   }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
-    return cuda::EmbeddingGather(args, stream_);
+    return cuda::EmbeddingGather(args, stream_, kTrusted);
   }
   absl::Status RmsNorm(const RmsNormArgs& args) override { return cuda::RmsNorm(args, stream_); }
   absl::Status SwiGlu(const SwiGluArgs& args) override { return cuda::SwiGlu(args, stream_); }
@@ -99,15 +99,20 @@ class CudaBackend final : public Backend {
     return cuda::LmHead(args, cublas_.get(), stream_);
   }
   absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) override {
-    return cuda::ReshapeAndCache(args, stream_);
+    return cuda::ReshapeAndCache(args, stream_, kTrusted);
   }
   absl::Status ReRotate(const ReRotateArgs& args) override { return cuda::ReRotate(args, stream_); }
   absl::Status PagedAttention(const PagedAttentionArgs& args) override {
-    return cuda::PagedAttention(args, stream_);
+    return cuda::PagedAttention(args, stream_, kTrusted);
   }
   absl::Status Sample(const SampleArgs& args) override { return cuda::Sample(args, stream_); }
 
  private:
+  // The per-layer ops skip the device content checks (a host round trip each): ModelRunner
+  // validates every ModelInput on the host before any launch (token ids, slots, block tables,
+  // kv_lens). ReRotate and Sample, once per step and fed by other callers, keep the checks.
+  static constexpr cuda::LaunchOptions kTrusted = {.check = cuda::ContentCheck::kTrusted};
+
   CudaBackend() = default;
 
   int device_ = 0;
