@@ -78,7 +78,8 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--cache-aware", config->cache_aware,
                 "Serve mode: admit the longest cached prefix first");
   sub->add_flag("!--no-shifted", config->count_shifted,
-                "Cache mode: do not count shifted hits of marked chunks (rag documents)");
+                "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "
+                "reuse them (and skip the comparison run without reuse)");
   sub->add_flag("--json", config->json, "Print one JSON object instead of the table");
   sub->add_flag("!--no-progress", config->progress, "Never draw the progress bar");
   sub->add_option("--out-dir", config->out_dir, "Directory for the sweep CSV and plot")

@@ -113,6 +113,20 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
       e.chunk_begin.push_back(static_cast<int64_t>(e.chunks.size()));
     }
   }
+  if (any_chunks && options.compute_next_use) {
+    // Each chunk's next use: the next request marking a chunk with the same key.
+    absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> next_request;
+    for (size_t r = n; r-- > 0;) {
+      for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
+        TrackedChunk& chunk = e.chunks[static_cast<size_t>(c)];
+        const auto it = next_request.find(chunk.key);
+        chunk.next_use = it == next_request.end() ? kNeverUsed : it->second;
+      }
+      for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
+        next_request[e.chunks[static_cast<size_t>(c)].key] = static_cast<int32_t>(r);
+      }
+    }
+  }
   // One hash pass numbers the distinct keys densely; seen_before and next_use then work on the
   // dense ids with plain arrays. A key repeated inside one request counts as seen only when an
   // earlier request had it.

@@ -39,7 +39,7 @@ namespace pagedkv::replay {
 
 struct ExpansionOptions {
   int32_t block_size = 16;       // cache block size in tokens (> 0)
-  bool compute_next_use = true;  // fill ExpandedWorkload::next_use (needed by the belady policy)
+  bool compute_next_use = true;  // fill next_use and chunks' next_use (needed by belady)
 };
 
 // "Never used again" in ExpandedWorkload::next_use.
@@ -58,7 +58,9 @@ struct ExpandedWorkload {
   std::vector<int32_t> next_use;           // [num_blocks] next request index with the key, or
                                            // kNeverUsed (empty unless compute_next_use)
   // Marked chunks (ChunkSpan) of every request, in prompt order, keyed by ChunkSpanKey. Request
-  // r's are [chunk_begin[r], chunk_begin[r + 1]). Both empty when no request marks a chunk.
+  // r's are [chunk_begin[r], chunk_begin[r + 1]). Both empty when no request marks a chunk. With
+  // compute_next_use, each chunk's next_use is the next request index marking a chunk with the
+  // same key, or kNeverUsed (otherwise kChunkNeverUsed).
   std::vector<TrackedChunk> chunks;
   std::vector<int64_t> chunk_begin;  // [num_requests + 1] or empty
   int64_t distinct_blocks = 0;       // distinct keys

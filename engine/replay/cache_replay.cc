@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -124,8 +125,18 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
                         std::move(policy)));
 
   std::unique_ptr<ChunkReuseTracker> tracker;
-  if (options.count_shifted && w.has_chunks() && belady == nullptr) {
-    PAGEDKV_ASSIGN_OR_RETURN(tracker, ChunkReuseTracker::Create(pool.get()));
+  if (options.count_shifted && w.has_chunks()) {
+    ChunkReuseTrackerOptions tracker_options;
+    if (belady != nullptr) {
+      // Chunk copies are next needed when the next request marks the same chunk.
+      tracker_options.before_unpin = [belady](std::span<const BlockId> blocks, int64_t next_use) {
+        for (BlockId b : blocks) belady->SetNextUse(b, next_use);
+      };
+      tracker_options.refresh_covered_chunks = true;
+      tracker_options.retire_orphaned_blocks = true;
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(tracker,
+                             ChunkReuseTracker::Create(pool.get(), std::move(tracker_options)));
   }
 
   CacheReplayResult res;

@@ -20,8 +20,10 @@
 // shifted hits, split into hits at another position and at the same one; a chunk not cached is
 // computed and registered as a copy in blocks of its own, allocated from the same pool (evicting
 // through the same policy), so chunk copies and prefix blocks compete for one capacity. With the
-// belady policy chunks are not counted (its future-use information covers prefix blocks only):
-// shifted_counted is false and the pool holds prefix blocks only.
+// belady policy a chunk copy's blocks are ranked by the chunk's next use (the next request that
+// marks the same chunk, ExpandedWorkload::chunks), as prefix blocks are by theirs; a cached copy
+// of a chunk that a request's prefix hit covers is refreshed too (pinned and released with its
+// new next use), or its old next use, then past, would rank it as needed soonest forever.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
@@ -44,8 +46,7 @@ namespace pagedkv::replay {
 struct CacheReplayOptions {
   int64_t capacity_blocks = 0;  // blocks in the pool (> 0, < 2^31)
   std::string policy = "lru";   // "lru", "lfu", "fifo" (cache library) or "belady"
-  // Count shifted hits of marked chunks (see the banner). No effect on workloads without chunks
-  // or with the belady policy.
+  // Count shifted hits of marked chunks (see the banner). No effect on workloads without chunks.
   bool count_shifted = true;
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
@@ -68,7 +69,7 @@ struct CacheReplayResult {
   int64_t over_capacity_blocks = 0;   // blocks not cached because the request outgrew the pool
   int64_t not_full_block_tokens = 0;  // prompt tokens in no full block (never cacheable)
   // Shifted hits (all zero unless shifted_counted).
-  bool shifted_counted = false;          // chunks were marked, counting was on, policy not belady
+  bool shifted_counted = false;          // chunks were marked and counting was on
   int64_t chunks = 0;                    // marked chunks over all requests
   int64_t chunks_in_prefix = 0;          // chunks entirely inside their request's prefix hit
   int64_t chunk_hits = 0;                // other chunks found cached (at any position)

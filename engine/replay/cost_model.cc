@@ -108,11 +108,24 @@ double RooflineCostModel::StepBytes(const StepWork& work) const {
   return model_.WeightBytes() + kv;
 }
 
+double RooflineCostModel::RerotationSeconds(int64_t num_tokens) const {
+  if (num_tokens <= 0) return 0;
+  const auto n = static_cast<double>(num_tokens);
+  const double bytes = 2.0 * static_cast<double>(model_.KvBytesPerToken()) * n;
+  const double flops = 3.0 * model_.num_layers * model_.num_kv_heads * model_.head_dim * n;
+  return std::max(flops / (gpu_.peak_flops * options_.compute_efficiency),
+                  bytes / (gpu_.memory_bandwidth * options_.memory_efficiency));
+}
+
 double RooflineCostModel::StepSeconds(const StepWork& work) const {
-  if (work.num_tokens == 0) return 0;
-  const double compute = StepFlops(work) / (gpu_.peak_flops * options_.compute_efficiency);
-  const double memory = StepBytes(work) / (gpu_.memory_bandwidth * options_.memory_efficiency);
-  return std::max(compute, memory) + options_.step_overhead_s;
+  if (work.num_tokens == 0 && work.num_rerotated_tokens == 0) return 0;
+  double seconds = options_.step_overhead_s + RerotationSeconds(work.num_rerotated_tokens);
+  if (work.num_tokens > 0) {
+    const double compute = StepFlops(work) / (gpu_.peak_flops * options_.compute_efficiency);
+    const double memory = StepBytes(work) / (gpu_.memory_bandwidth * options_.memory_efficiency);
+    seconds += std::max(compute, memory);
+  }
+  return seconds;
 }
 
 }  // namespace pagedkv::replay

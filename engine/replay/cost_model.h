@@ -7,6 +7,13 @@
 //   bytes = weight bytes (read once per step)
 //         + KV bytes per token * (every sequence's context read once + the new tokens written)
 // and compute/memory time divide by the GPU's peak FLOP/s and bandwidth times efficiency factors.
+// Shifted-position reuse adds a separate memory-bound pass over the KV of re-rotated tokens (keys
+// rotated from their old to their new position, values copied; the engine copies registered
+// chunks with the same kernel): every layer's K and V of each such token is read and written,
+//   rerotation bytes = 2 * KV bytes per token * tokens,
+//   rerotation FLOPs = 3 * layers * kv_heads * head_dim * tokens   (6 FLOPs per rotated K pair),
+// timed as its own roofline maximum and added to the step (it runs before / after the forward
+// pass, not overlapped with it).
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(GpuPreset gpu, FindGpuPreset("H200"));
@@ -64,9 +71,10 @@ struct CostModelOptions {
 
 // The work of one step: tokens computed and the attention context they see.
 struct StepWork {
-  int64_t num_tokens = 0;        // tokens computed (all sequences)
-  double attention_context = 0;  // sum over computed tokens of (position + 1)
-  int64_t kv_tokens_read = 0;    // sum over sequences of their context length after the step
+  int64_t num_tokens = 0;            // tokens computed (all sequences)
+  double attention_context = 0;      // sum over computed tokens of (position + 1)
+  int64_t kv_tokens_read = 0;        // sum over sequences of their context length after the step
+  int64_t num_rerotated_tokens = 0;  // tokens whose KV a separate pass re-rotates or copies
 
   // Adds a sequence that computes num_new_tokens after num_computed_tokens cached ones.
   void AddSequence(int64_t num_computed_tokens, int64_t num_new_tokens);
@@ -78,7 +86,10 @@ class RooflineCostModel {
                     const CostModelOptions& options);
   double StepFlops(const StepWork& work) const;
   double StepBytes(const StepWork& work) const;
-  // Seconds for the step: max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + overhead.
+  // Seconds of the re-rotation pass over `num_tokens` tokens' KV (see the banner); 0 for none.
+  double RerotationSeconds(int64_t num_tokens) const;
+  // Seconds for the step: max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + overhead,
+  // plus RerotationSeconds(work.num_rerotated_tokens). 0 for a step with no work at all.
   double StepSeconds(const StepWork& work) const;
 
  private:

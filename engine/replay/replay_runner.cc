@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -237,10 +238,23 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
   if (c.capacity_gib > 0) {
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }
-  ProgressBar bar("serve", static_cast<int64_t>(workload.requests.size()),
-                  {.enabled = c.progress && !c.json});
+  o.count_shifted = c.count_shifted;
+  // With shifted reuse on a workload that marks chunks, the same replay runs a second time
+  // without it, to show the reuse's effect on TTFT.
+  bool any_chunks = false;
+  for (const ReplayRequest& r : workload.requests) any_chunks = any_chunks || !r.chunks.empty();
+  const bool compare = c.count_shifted && any_chunks;
+  const auto num_requests = static_cast<int64_t>(workload.requests.size());
+  ProgressBar bar("serve", num_requests * (compare ? 2 : 1), {.enabled = c.progress && !c.json});
   o.progress = [&bar](int64_t done) { bar.Update(done); };
   PAGEDKV_ASSIGN_OR_RETURN(ServeReplayResult r, RunServeReplay(workload, o));
+  std::optional<ServeReplayResult> without;
+  if (compare) {
+    ServeReplayOptions off = o;
+    off.count_shifted = false;
+    off.progress = [&bar, num_requests](int64_t done) { bar.Update(num_requests + done); };
+    PAGEDKV_ASSIGN_OR_RETURN(without, RunServeReplay(workload, off));
+  }
   bar.Finish();
   if (c.json) {
     nlohmann::json j = WorkloadJson(workload, c);
@@ -249,11 +263,13 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
     j["model"] = o.model.name;
     j["policy"] = o.policy;
     j.update(ServeResultJson(r));
+    if (without.has_value()) j["without_shifted"] = WithoutShiftedJson(*without);
     out << j.dump(2) << "\n";
   } else {
     out << absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
                            Describe(workload), o.model.name, o.gpu.name, c.block_size, o.policy)
         << FormatServeTable(r);
+    if (without.has_value()) out << FormatShiftedEffect(r, *without);
   }
   return absl::OkStatus();
 }

@@ -33,7 +33,7 @@ struct ReplayConfig {
   double capacity_gib = -1;               // cache capacity in GiB of KV (-1 = unset; uses `model`)
   std::vector<int64_t> sweep;             // capacities (blocks) to sweep in cache mode
   std::vector<std::string> policies;      // eviction policies; empty = lru (one capacity) or all
-  bool count_shifted = true;              // cache mode: count shifted hits of marked chunks
+  bool count_shifted = true;              // count (serve mode: reuse) shifted hits of chunks
   std::string model = "llama-3-8b";       // model preset (KV bytes per token, serve-mode cost)
   std::string gpu = "H200";               // GPU preset (serve mode)
   double gpu_memory_utilization = 0.9;    // serve mode: memory share for weights + KV

@@ -101,7 +101,7 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
   if (shifted) {
     out +=
         "shifted: prompt tokens past the prefix hit served by cached chunks (moved: from copies "
-        "at another position); pfx+shift: token_hit + shifted; '-': not counted (belady)\n";
+        "at another position); pfx+shift: token_hit + shifted; '-': not counted\n";
   }
   return out;
 }

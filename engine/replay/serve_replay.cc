@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/replay/simulated_chunk_reuse.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
@@ -36,12 +39,92 @@ struct Tracked {
   double arrival_s = 0;
   double first_token_s = -1;
   int64_t prompt_tokens = 0;
+  std::vector<PromptChunk> chunks;  // marked chunks (only with shifted reuse on)
+  std::vector<TokenId> prompt;      // the prompt, kept only when chunks is not empty
 };
+
+// The marked chunks of `r` as scheduler PromptChunks. InvalidArgument for a chunk whose offset
+// or length does not fit an int32 (ValidateWorkload already keeps them inside the prompt).
+absl::StatusOr<std::vector<PromptChunk>> PromptChunksOf(const ReplayRequest& r, size_t index) {
+  std::vector<PromptChunk> chunks;
+  chunks.reserve(r.chunks.size());
+  for (const ChunkSpan& c : r.chunks) {
+    if (c.token_offset + c.length > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("request %d: chunk [%d, %d) lies past 2^31 - 1 tokens", index,
+                          c.token_offset, c.token_offset + c.length));
+    }
+    chunks.push_back(
+        {.offset = static_cast<int32_t>(c.token_offset), .length = static_cast<int32_t>(c.length)});
+  }
+  return chunks;
+}
+
+// Counts the shifted hits of one batch (the moves of sequence i are the next
+// sequences[i].num_shifted_hit_tokens entries of slot_moves) and the chunks of newly admitted
+// sequences; returns the number of moved tokens.
+int64_t CountShiftedHits(const ScheduledBatch& batch,
+                         const absl::flat_hash_map<RequestId, Tracked>& live,
+                         ServeReplayResult& res) {
+  const int64_t bs = batch.block_size;
+  size_t move = 0;
+  for (const ScheduledSequence& seq : batch.sequences) {
+    if (seq.newly_admitted) {
+      if (auto it = live.find(seq.request_id); it != live.end()) {
+        for (const PromptChunk& c : it->second.chunks) {
+          ++res.chunks;
+          res.chunks_in_prefix += c.offset + c.length <= seq.num_prefix_hit_tokens;
+        }
+      }
+    }
+    const int64_t m = seq.num_shifted_hit_tokens;
+    if (m == 0) continue;
+    ++res.chunk_hits;
+    res.shifted_hit_tokens += m;
+    if (batch.slot_moves[move].old_position != batch.slot_moves[move].new_position) {
+      ++res.chunk_hits_moved;
+      res.shifted_hit_tokens_moved += m;
+    }
+    move += static_cast<size_t>(m);
+    const int64_t end = seq.num_computed_tokens;
+    const int64_t start = end - m;
+    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - (start + bs - 1) / bs);
+  }
+  return static_cast<int64_t>(batch.slot_moves.size());
+}
+
+// Registers every chunk span of `seq` that this step finished computing, as the engine does
+// (Engine::RegisterChunks); returns the tokens copied.
+absl::StatusOr<int64_t> RegisterChunks(const ScheduledSequence& seq, const Tracked& t,
+                                       SimulatedChunkReuse& reuse, ServeReplayResult& res) {
+  int64_t copied = 0;
+  for (const PromptChunk& c : t.chunks) {
+    const int32_t end = c.offset + c.length;
+    if (end <= seq.num_computed_tokens || end > seq.seq_len()) continue;
+    const auto tokens = std::span<const TokenId>(t.prompt).subspan(static_cast<size_t>(c.offset),
+                                                                   static_cast<size_t>(c.length));
+    const int64_t failures = reuse.stats().register_failures;
+    PAGEDKV_ASSIGN_OR_RETURN(bool registered, reuse.Register(tokens, "", 0, c.offset));
+    if (registered) {
+      ++res.chunks_registered;
+      copied += c.length;
+    }
+    res.chunk_register_failures += reuse.stats().register_failures - failures;
+  }
+  return copied;
+}
 
 }  // namespace
 
 double ServeReplayResult::prefix_hit_rate() const {
   return Ratio(static_cast<double>(prefix_hit_tokens), static_cast<double>(admitted_tokens));
+}
+double ServeReplayResult::shifted_hit_rate() const {
+  return Ratio(static_cast<double>(shifted_hit_tokens), static_cast<double>(admitted_tokens));
+}
+double ServeReplayResult::prefix_plus_shifted_token_hit_rate() const {
+  return Ratio(static_cast<double>(prefix_hit_tokens + shifted_hit_tokens),
+               static_cast<double>(admitted_tokens));
 }
 double ServeReplayResult::output_tokens_per_second() const {
   return Ratio(static_cast<double>(output_tokens), simulated_seconds);
@@ -86,6 +169,11 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
     return absl::InvalidArgumentError(
         absl::StrFormat("vocab_size must be > 0 (got %d)", options.vocab_size));
   }
+  if (options.chunk_first_k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("chunk_first_k (tokens recomputed per reused chunk) must be >= 0 (got %d)",
+                        options.chunk_first_k));
+  }
   PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
   PAGEDKV_RETURN_IF_ERROR(options.scheduler.Validate());
   int64_t capacity = options.capacity_blocks;
@@ -109,8 +197,19 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                            Scheduler::Create(options.scheduler, *manager));
   const RooflineCostModel cost(options.gpu, options.model, options.cost);
+  bool any_chunks = false;
+  for (const ReplayRequest& r : workload.requests) any_chunks = any_chunks || !r.chunks.empty();
+  std::unique_ptr<SimulatedChunkReuse> reuse;
+  if (options.count_shifted && any_chunks) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        reuse, SimulatedChunkReuse::Create(
+                   &manager->mutable_pool(),
+                   {.first_k = options.chunk_first_k, .model_fingerprint = options.model.name}));
+    scheduler->SetChunkReuseProvider(reuse.get());
+  }
 
   ServeReplayResult res;
+  res.shifted_counted = reuse != nullptr;
   res.requests = static_cast<int64_t>(workload.requests.size());
   res.capacity_blocks = capacity;
   absl::flat_hash_map<RequestId, Tracked> live;
@@ -136,13 +235,19 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
       sr.prompt = MaterializePrompt(r, options.vocab_size);
       sr.max_new_tokens = static_cast<int32_t>(std::clamp<int64_t>(r.output_length, 1, 1 << 30));
       sr.arrival_time = r.arrival_ms / 1000.0;
+      Tracked t{.arrival_s = r.arrival_ms / 1000.0, .prompt_tokens = r.input_length};
+      if (reuse != nullptr && !r.chunks.empty()) {
+        PAGEDKV_ASSIGN_OR_RETURN(t.chunks, PromptChunksOf(r, next));
+        t.prompt = sr.prompt;
+        sr.chunks = t.chunks;
+      }
       if (absl::Status s = scheduler->AddRequest(std::move(sr)); !s.ok()) {
         if (s.code() != absl::StatusCode::kInvalidArgument) return s;
         ++res.rejected;  // e.g. a prompt longer than the whole KV pool
         ++done;
         continue;
       }
-      live[next] = {.arrival_s = r.arrival_ms / 1000.0, .prompt_tokens = r.input_length};
+      live[next] = std::move(t);
     }
     PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));
     if (batch.empty()) {
@@ -155,6 +260,11 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
           scheduler->num_waiting(), scheduler->num_running(), now - t0));
     }
     StepWork work;
+    if (reuse != nullptr) {
+      // The engine re-rotates the acquired chunks here, then releases them.
+      work.num_rerotated_tokens += CountShiftedHits(batch, live, res);
+      PAGEDKV_RETURN_IF_ERROR(reuse->ReleaseAcquired());
+    }
     sampled.clear();
     for (const ScheduledSequence& seq : batch.sequences) {
       work.AddSequence(seq.num_computed_tokens, seq.num_scheduled_tokens);
@@ -165,6 +275,17 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
              .token = static_cast<TokenId>((seq.request_id * 7919 + seq.seq_len()) %
                                            static_cast<uint64_t>(options.vocab_size))});
       }
+    }
+    if (reuse != nullptr) {
+      // After the forward pass the engine copies each chunk span the step completed.
+      for (const ScheduledSequence& seq : batch.sequences) {
+        auto it = live.find(seq.request_id);
+        if (it == live.end() || it->second.chunks.empty()) continue;
+        PAGEDKV_ASSIGN_OR_RETURN(int64_t copied, RegisterChunks(seq, it->second, *reuse, res));
+        work.num_rerotated_tokens += copied;
+      }
+      res.rerotated_tokens += work.num_rerotated_tokens;
+      res.rerotation_seconds += cost.RerotationSeconds(work.num_rerotated_tokens);
     }
     res.computed_tokens += work.num_tokens;
     now += cost.StepSeconds(work);
@@ -197,6 +318,18 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   res.admitted_tokens = stats.num_admitted_tokens;
   res.prefix_hit_tokens = stats.num_prefix_hit_tokens;
   res.evictions = manager->stats().evictions;
+  if (res.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
+    return absl::InternalError(absl::StrFormat(
+        "serve replay counted %d shifted-hit tokens in the batches but the scheduler %d",
+        res.shifted_hit_tokens, stats.num_shifted_hit_tokens));
+  }
+  // Every request finished and every chunk was released: no block may still be held.
+  PAGEDKV_RETURN_IF_ERROR(manager->ValidateInvariants());
+  if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->index().ValidateInvariants());
+  if (manager->pool().NumUsedBlocks() != 0 || (reuse != nullptr && reuse->num_acquired() != 0)) {
+    return absl::InternalError(absl::StrFormat("serve replay ended with %d blocks still held",
+                                               manager->pool().NumUsedBlocks()));
+  }
   res.simulated_seconds = now - t0;
   std::sort(ttft.begin(), ttft.end());
   std::sort(e2e.begin(), e2e.end());
@@ -223,6 +356,21 @@ std::string FormatServeTable(const ServeReplayResult& r) {
   row("prefix hit rate (tokens)",
       absl::StrFormat("%.2f%% (%d of %d admitted prompt tokens)", 100 * r.prefix_hit_rate(),
                       r.prefix_hit_tokens, r.admitted_tokens));
+  if (r.shifted_counted) {
+    row("shifted hit rate (tokens)",
+        absl::StrFormat("%.2f%% (%d tokens; %d from copies at another position)",
+                        100 * r.shifted_hit_rate(), r.shifted_hit_tokens,
+                        r.shifted_hit_tokens_moved));
+    row("prefix + shifted hit rate",
+        absl::StrFormat("%.2f%%", 100 * r.prefix_plus_shifted_token_hit_rate()));
+    row("chunks (hits / registered)",
+        absl::StrFormat("%d marked: %d in prefix hit, %d hits (%d moved), %d registered, %d "
+                        "without room",
+                        r.chunks, r.chunks_in_prefix, r.chunk_hits, r.chunk_hits_moved,
+                        r.chunks_registered, r.chunk_register_failures));
+    row("re-rotation pass",
+        absl::StrFormat("%d tokens, %.3f s simulated", r.rerotated_tokens, r.rerotation_seconds));
+  }
   row("TTFT mean / p50 / p99",
       absl::StrFormat("%.3f / %.3f / %.3f s", r.ttft_mean_s, r.ttft_p50_s, r.ttft_p99_s));
   row("time per output token", absl::StrFormat("%.2f ms", 1000 * r.tpot_mean_s));
@@ -237,7 +385,7 @@ std::string FormatServeTable(const ServeReplayResult& r) {
 }
 
 nlohmann::json ServeResultJson(const ServeReplayResult& r) {
-  return {
+  nlohmann::json j = {
       {"requests", r.requests},
       {"finished", r.finished},
       {"rejected", r.rejected},
@@ -262,7 +410,55 @@ nlohmann::json ServeResultJson(const ServeReplayResult& r) {
       {"total_tokens_per_second", r.total_tokens_per_second()},
       {"requests_per_second", r.requests_per_second()},
       {"wall_seconds", r.wall_seconds},
+      {"shifted_counted", r.shifted_counted},
   };
+  if (r.shifted_counted) {
+    j["shifted_hit_tokens"] = r.shifted_hit_tokens;
+    j["shifted_hit_tokens_moved"] = r.shifted_hit_tokens_moved;
+    j["shifted_hit_tokens_same_position"] = r.shifted_hit_tokens_same_position();
+    j["shifted_hit_blocks"] = r.shifted_hit_blocks;
+    j["shifted_hit_rate"] = r.shifted_hit_rate();
+    j["prefix_plus_shifted_token_hit_rate"] = r.prefix_plus_shifted_token_hit_rate();
+    j["chunks"] = {{"marked", r.chunks},
+                   {"in_prefix_hit", r.chunks_in_prefix},
+                   {"hits", r.chunk_hits},
+                   {"hits_moved", r.chunk_hits_moved},
+                   {"registered", r.chunks_registered},
+                   {"register_failures", r.chunk_register_failures}};
+    j["rerotated_tokens"] = r.rerotated_tokens;
+    j["rerotation_seconds"] = r.rerotation_seconds;
+  }
+  return j;
+}
+
+std::string FormatShiftedEffect(const ServeReplayResult& with, const ServeReplayResult& without) {
+  std::string out;
+  auto row = [&out](std::string_view name, const std::string& value) {
+    absl::StrAppendFormat(&out, "  %-28s %s\n", name, value);
+  };
+  auto change = [](double a, double b) { return b > 0 ? 100 * (a - b) / b : 0.0; };
+  out += "without shifted reuse (same replay, --no-shifted):\n";
+  row("TTFT mean / p50 / p99",
+      absl::StrFormat("%.3f / %.3f / %.3f s (mean %+.1f%% with shifted reuse)", without.ttft_mean_s,
+                      without.ttft_p50_s, without.ttft_p99_s,
+                      change(with.ttft_mean_s, without.ttft_mean_s)));
+  row("end-to-end mean", absl::StrFormat("%.3f s", without.e2e_mean_s));
+  row("computed tokens", absl::StrFormat("%d (%+.1f%% with shifted reuse)", without.computed_tokens,
+                                         change(static_cast<double>(with.computed_tokens),
+                                                static_cast<double>(without.computed_tokens))));
+  row("prefix hit rate (tokens)", absl::StrFormat("%.2f%%", 100 * without.prefix_hit_rate()));
+  row("simulated time", absl::StrFormat("%.1f s", without.simulated_seconds));
+  return out;
+}
+
+nlohmann::json WithoutShiftedJson(const ServeReplayResult& without) {
+  return {{"ttft_mean_s", without.ttft_mean_s},
+          {"ttft_p50_s", without.ttft_p50_s},
+          {"ttft_p99_s", without.ttft_p99_s},
+          {"e2e_mean_s", without.e2e_mean_s},
+          {"computed_tokens", without.computed_tokens},
+          {"simulated_seconds", without.simulated_seconds},
+          {"prefix_hit_rate", without.prefix_hit_rate()}};
 }
 
 }  // namespace pagedkv::replay

@@ -6,6 +6,15 @@
 // Prompts are the workload's deterministic tokens (workload.h); each sampled token is synthetic.
 // Reports TTFT, time per output token, throughput and the prefix hit rate.
 //
+// Shifted hits: when requests mark chunks (ChunkSpan, e.g. the rag workload's documents) and
+// count_shifted is on, the scheduler gets a SimulatedChunkReuse provider over a ChunkIndex on the
+// KvCacheManager's pool (one set of reference counts, one eviction order): a chunk cached at any
+// position is acquired (pinned) at admission or when a running prefill reaches it, its tokens
+// count as computed (shifted hits, separate from prefix hits), and the step is charged the
+// re-rotation pass over their KV instead of their prefill (cost_model.h). Every chunk span a step
+// finishes computing is registered as a copy in blocks of its own, exactly as the engine does
+// (engine/shift/engine_chunk_reuse.h), and its copy is charged as the same memory pass.
+//
 // Example:
 //   ServeReplayOptions options;
 //   options.gpu = *FindGpuPreset("H200");
@@ -39,6 +48,10 @@ struct ServeReplayOptions {
   SchedulerOptions scheduler = {
       .max_num_batched_tokens = 8192, .max_num_seqs = 256, .emit_block_tables = false};
   int32_t vocab_size = 128256;  // token ids of the synthetic prompts lie below this
+  // Reuse marked chunks at shifted positions (see the banner). No effect on workloads whose
+  // requests mark no chunk.
+  bool count_shifted = true;
+  int32_t chunk_first_k = 0;  // leading tokens of each chunk always recomputed (EPIC); >= 0
   // Called now and then with the number of finished (or rejected) requests (may be empty).
   std::function<void(int64_t requests_done)> progress;
 };
@@ -61,8 +74,29 @@ struct ServeReplayResult {
   double tpot_mean_s = 0;                // mean time per output token after the first
   double e2e_mean_s = 0, e2e_p99_s = 0;  // arrival to last token
   double wall_seconds = 0;               // real time the replay took
+  // Shifted-position reuse (all zero unless shifted_counted). Counted over admissions, like
+  // admitted_tokens (a request re-admitted after preemption counts again).
+  bool shifted_counted = false;          // chunks were marked and count_shifted was on
+  int64_t chunks = 0;                    // marked chunks of admitted requests
+  int64_t chunks_in_prefix = 0;          // of those, entirely inside the admission's prefix hit
+  int64_t chunk_hits = 0;                // chunks reused from a cached copy (at any position)
+  int64_t chunk_hits_moved = 0;          // of those, from a copy at another position
+  int64_t shifted_hit_tokens = 0;        // prompt tokens reused from cached chunks
+  int64_t shifted_hit_tokens_moved = 0;  // of those, from copies at another position
+  int64_t shifted_hit_blocks = 0;        // full request blocks wholly inside reused tokens
+  int64_t chunks_registered = 0;         // chunk spans copied into blocks of their own
+  int64_t chunk_register_failures = 0;   // chunk spans not registered: no block to give
+  int64_t rerotated_tokens = 0;   // tokens whose KV was re-rotated or copied (reuse + copies)
+  double rerotation_seconds = 0;  // simulated time of those passes
 
-  double prefix_hit_rate() const;           // prefix_hit_tokens / admitted_tokens
+  double prefix_hit_rate() const;  // prefix_hit_tokens / admitted_tokens
+  // shifted_hit_tokens / admitted_tokens.
+  double shifted_hit_rate() const;
+  // (prefix_hit_tokens + shifted_hit_tokens) / admitted_tokens.
+  double prefix_plus_shifted_token_hit_rate() const;
+  int64_t shifted_hit_tokens_same_position() const {
+    return shifted_hit_tokens - shifted_hit_tokens_moved;
+  }
   double output_tokens_per_second() const;  // output_tokens / simulated_seconds
   double total_tokens_per_second() const;   // (prompt + output tokens) / simulated_seconds
   double requests_per_second() const;       // finished / simulated_seconds
@@ -74,13 +108,22 @@ absl::StatusOr<int64_t> KvCapacityBlocks(const GpuPreset& gpu, const ModelPreset
                                          double gpu_memory_utilization, int32_t block_size);
 
 // Replays `workload` in serve mode. InvalidArgument for bad options (unknown policy, "belady",
-// block size, scheduler options, model that does not fit); Internal if the scheduler stalls.
+// block size, scheduler options, model that does not fit, negative chunk_first_k, a chunk longer
+// than 2^31 - 1 tokens); Internal if the scheduler stalls or, at the end, a block is still held or
+// the pool's or chunk index's invariants are broken.
 absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
                                                  const ServeReplayOptions& options);
 
-// One line per metric.
+// One line per metric (shifted-hit lines when shifted_counted).
 std::string FormatServeTable(const ServeReplayResult& result);
+// Every counter and rate; the shifted fields (named as in cache mode's JSON) when shifted_counted.
 nlohmann::json ServeResultJson(const ServeReplayResult& result);
+
+// The effect of shifted reuse: `with` against the same replay with count_shifted off.
+std::string FormatShiftedEffect(const ServeReplayResult& with, const ServeReplayResult& without);
+// {"ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "e2e_mean_s", "computed_tokens",
+//  "simulated_seconds", "prefix_hit_rate"} of the run without shifted reuse.
+nlohmann::json WithoutShiftedJson(const ServeReplayResult& without);
 
 }  // namespace pagedkv::replay
 

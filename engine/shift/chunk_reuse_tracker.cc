@@ -12,16 +12,67 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "pagedkv/kv_events.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 
-absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> ChunkReuseTracker::Create(BlockPool* pool) {
+absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> ChunkReuseTracker::Create(
+    BlockPool* pool, ChunkReuseTrackerOptions options) {
   if (pool == nullptr) return absl::InvalidArgumentError("ChunkReuseTracker: pool is null");
   // Hash-level replay has no tokens to compare: keys alone identify chunks.
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index,
                            ChunkIndex::Create(pool, {.verify_tokens = false}));
-  return std::unique_ptr<ChunkReuseTracker>(new ChunkReuseTracker(pool, std::move(index)));
+  return std::unique_ptr<ChunkReuseTracker>(
+      new ChunkReuseTracker(pool, std::move(options), std::move(index)));
+}
+
+ChunkReuseTracker::ChunkReuseTracker(BlockPool* pool, ChunkReuseTrackerOptions options,
+                                     std::unique_ptr<ChunkIndex> index)
+    : pool_(pool), options_(std::move(options)), index_(std::move(index)) {
+  if (options_.retire_orphaned_blocks && options_.before_unpin) {
+    listener_id_ = pool_->AddEventListener([this](const KvEvent& event) { OnPoolEvent(event); });
+  }
+}
+
+ChunkReuseTracker::~ChunkReuseTracker() {
+  if (listener_id_ >= 0) pool_->RemoveEventListener(listener_id_);
+}
+
+void ChunkReuseTracker::OnPoolEvent(const KvEvent& event) {
+  if (event.type == KvEventType::kAllBlocksCleared) {
+    copies_.clear();
+    copy_of_block_.clear();
+    orphans_.clear();
+    return;
+  }
+  if (event.type != KvEventType::kBlockRemoved) return;
+  const auto it = copy_of_block_.find(event.block);
+  if (it == copy_of_block_.end()) return;
+  const auto copy = copies_.find(it->second);
+  copy_of_block_.erase(it);
+  if (copy == copies_.end()) return;
+  for (BlockId b : copy->second) {
+    if (b == event.block) continue;
+    copy_of_block_.erase(b);
+    if (pool_->IsCached(b)) orphans_.emplace_back(b, pool_->Generation(b));
+  }
+  copies_.erase(copy);
+}
+
+absl::Status ChunkReuseTracker::RetireOrphans() {
+  // Pinning and unpinning evicts nothing, so no event changes orphans_ during the loop.
+  for (const auto& [block, generation] : orphans_) {
+    if (!pool_->IsCached(block) || pool_->Generation(block) != generation ||
+        pool_->RefCount(block) != 0) {
+      continue;
+    }
+    PAGEDKV_RETURN_IF_ERROR(pool_->Pin(block));
+    options_.before_unpin({&block, 1}, kChunkNeverUsed);
+    PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(block));
+  }
+  orphans_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
@@ -37,6 +88,7 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
                                                      " of ", c.length, " tokens is out of range"));
     }
   }
+  if (listener_id_ >= 0) PAGEDKV_RETURN_IF_ERROR(RetireOrphans());
   ++stats_.requests;
   const int32_t bs = pool_->block_size();
   std::vector<TokenId> placeholder;  // Insert needs one entry per token; verification is off
@@ -44,12 +96,20 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
     ++stats_.chunks;
     const int64_t covered = std::clamp<int64_t>(prefix_hit_tokens - c.position, 0, c.length);
     const int64_t remaining = c.length - covered;
+    placeholder.assign(static_cast<size_t>(c.length), 0);
     if (remaining == 0) {
       ++stats_.prefix_covered;
+      if (options_.refresh_covered_chunks && options_.before_unpin) {
+        // Not needed now, but the chunk was asked for: its copy's next use moves on.
+        std::optional<ChunkLocation> cached = index_->Find(c.key, placeholder);
+        if (cached && index_->Acquire(*cached).ok()) {
+          options_.before_unpin(cached->blocks, c.next_use);
+          PAGEDKV_RETURN_IF_ERROR(index_->Release(*cached));
+        }
+      }
       continue;
     }
     ++stats_.lookups;
-    placeholder.assign(static_cast<size_t>(c.length), 0);
     std::optional<ChunkLocation> hit = index_->Find(c.key, placeholder);
     if (hit && index_->Acquire(*hit).ok()) {
       ++stats_.hits;
@@ -58,6 +118,7 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
         ++stats_.shifted_hits;
         stats_.shifted_hit_tokens += remaining;
       }
+      if (options_.before_unpin) options_.before_unpin(hit->blocks, c.next_use);
       PAGEDKV_RETURN_IF_ERROR(index_->Release(*hit));
       continue;
     }
@@ -69,11 +130,19 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
     }
     absl::StatusOr<bool> inserted =
         index_->Insert(c.key, placeholder, static_cast<int32_t>(c.position), blocks, 0);
+    if (options_.before_unpin) options_.before_unpin(blocks, c.next_use);
     std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(tail_first));
     PAGEDKV_RETURN_IF_ERROR(inserted.status());
-    if (*inserted) ++stats_.registered;
+    if (*inserted) {
+      ++stats_.registered;
+      if (listener_id_ >= 0) {
+        for (BlockId b : blocks) copy_of_block_[b] = c.key;
+        copies_[c.key] = std::move(blocks);
+      }
+    }
   }
+  if (listener_id_ >= 0) PAGEDKV_RETURN_IF_ERROR(RetireOrphans());
   return absl::OkStatus();
 }
 

@@ -13,6 +13,13 @@
 //   * a miss is computed by the request and registered: a copy in blocks of its own (allocated
 //     from the pool, evicting through its policy; counted as a failure when the pool is full),
 //     then released, evictable like any cached block.
+// A clairvoyant eviction policy (replay's belady) learns when a chunk's blocks are next needed
+// through ChunkReuseTrackerOptions::before_unpin, called with the chunk's next_use right before
+// the tracker unpins its blocks (after a hit and after a registration; with
+// refresh_covered_chunks also after pinning the cached copy of a chunk that the prefix hit
+// covers, so that the next use it learnt earlier, now past, does not keep the copy forever; and
+// with retire_orphaned_blocks, once per OnRequest call, with kChunkNeverUsed for the blocks of a
+// copy that lost another of its blocks to eviction: they can never be read again).
 //
 // Example:
 //   auto tracker = pagedkv::ChunkReuseTracker::Create(pool.get()).value();
@@ -23,22 +30,50 @@
 #define PAGEDKV_ENGINE_SHIFT_CHUNK_REUSE_TRACKER_H_
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/kv_events.h"
 
 namespace pagedkv {
+
+// "Never needed again" in TrackedChunk::next_use.
+inline constexpr int64_t kChunkNeverUsed = std::numeric_limits<int64_t>::max();
 
 // A marked chunk of one request.
 struct TrackedChunk {
   BlockHash key;         // position-free identity of the chunk's content (e.g. ChunkKey)
   int64_t position = 0;  // first prompt position the chunk covers (>= 0)
   int64_t length = 0;    // tokens (> 0)
+  // When the same key is next looked up (e.g. the next request index marking it), for
+  // clairvoyant policies; only passed to ChunkReuseTrackerOptions::before_unpin.
+  int64_t next_use = kChunkNeverUsed;
+};
+
+struct ChunkReuseTrackerOptions {
+  // Called with a chunk's blocks (in order) and its TrackedChunk::next_use right before the
+  // tracker unpins them; may be empty. It must not touch the pool.
+  std::function<void(std::span<const BlockId> blocks, int64_t next_use)> before_unpin;
+  // With before_unpin: a chunk covered by the prefix hit whose copy is cached is pinned and
+  // unpinned (through before_unpin; counted as neither lookup nor hit), so the pool's policy sees
+  // it as asked for. A clairvoyant policy needs this; for lru/lfu it would count as a use.
+  bool refresh_covered_chunks = false;
+  // With before_unpin: when the pool evicts one block of a chunk copy the tracker registered, the
+  // copy is dropped from the index but its other blocks stay cached, useless. At the start and
+  // end of each OnRequest they are pinned and unpinned through before_unpin with
+  // kChunkNeverUsed, so a clairvoyant policy evicts them first instead of keeping them for a use
+  // that will not come. A no-op for the pool's content otherwise.
+  bool retire_orphaned_blocks = false;
 };
 
 struct ChunkReuseStats {
@@ -57,7 +92,8 @@ struct ChunkReuseStats {
 class ChunkReuseTracker {
  public:
   // `pool` is not owned and must outlive the tracker. InvalidArgument when null.
-  static absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> Create(BlockPool* pool);
+  static absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> Create(
+      BlockPool* pool, ChunkReuseTrackerOptions options = {});
 
   // Accounts one request (see the banner). InvalidArgument (nothing counted, nothing changed) for
   // a negative prefix_hit_tokens, or a chunk with a negative position, a length < 1, or a length
@@ -67,11 +103,26 @@ class ChunkReuseTracker {
   const ChunkReuseStats& stats() const { return stats_; }
   const ChunkIndex& index() const { return *index_; }
 
+  ~ChunkReuseTracker();
+  ChunkReuseTracker(const ChunkReuseTracker&) = delete;
+  ChunkReuseTracker& operator=(const ChunkReuseTracker&) = delete;
+
  private:
-  ChunkReuseTracker(BlockPool* pool, std::unique_ptr<ChunkIndex> index)
-      : pool_(pool), index_(std::move(index)) {}
+  ChunkReuseTracker(BlockPool* pool, ChunkReuseTrackerOptions options,
+                    std::unique_ptr<ChunkIndex> index);
+  // Pool listener (retire_orphaned_blocks): a removed copy block orphans its siblings.
+  void OnPoolEvent(const KvEvent& event);
+  // Reports every orphaned block still cached and unpinned as never used again.
+  absl::Status RetireOrphans();
 
   BlockPool* pool_;
+  ChunkReuseTrackerOptions options_;
+  int listener_id_ = -1;
+  // With retire_orphaned_blocks: the blocks of each registered copy, each block's copy, and the
+  // orphans (block, generation when orphaned) waiting for RetireOrphans.
+  absl::flat_hash_map<BlockHash, std::vector<BlockId>, BlockHashMix> copies_;
+  absl::flat_hash_map<BlockId, BlockHash> copy_of_block_;
+  std::vector<std::pair<BlockId, uint32_t>> orphans_;
   std::unique_ptr<ChunkIndex> index_;
   ChunkReuseStats stats_;
 };

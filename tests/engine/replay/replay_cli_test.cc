@@ -69,6 +69,33 @@ TEST(ReplayCliTest, RagJsonCountsShiftedHitsUnlessTurnedOff) {
   EXPECT_FALSE(jo.contains("shifted_hit_rate"));
 }
 
+TEST(ReplayCliTest, ServeModeCountsShiftedHitsAndComparesWithoutThem) {
+  const std::vector<std::string> base = {"replay", "--mode",     "serve", "--workload",
+                                         "rag",    "--requests", "100",   "--capacity-blocks",
+                                         "4000"};
+  std::vector<std::string> args = base;
+  args.push_back("--json");
+  CliResult r = RunCli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["shifted_counted"].get<bool>());
+  EXPECT_GT(j["shifted_hit_tokens"].get<int64_t>(), 0);
+  ASSERT_TRUE(j.contains("without_shifted"));
+  EXPECT_GT(j["without_shifted"]["computed_tokens"].get<int64_t>(),
+            j["computed_tokens"].get<int64_t>());
+  args.push_back("--no-shifted");
+  CliResult off = RunCli(args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto jo = nlohmann::json::parse(off.out);
+  EXPECT_FALSE(jo["shifted_counted"].get<bool>());
+  EXPECT_FALSE(jo.contains("without_shifted"));
+  EXPECT_EQ(jo["computed_tokens"], j["without_shifted"]["computed_tokens"]);
+  CliResult table = RunCli(base);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("shifted hit rate"));
+  EXPECT_THAT(table.out, HasSubstr("without shifted reuse"));
+}
+
 TEST(ReplayCliTest, JsonHasTheDocumentedFields) {
   CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "200",
                         "--capacity-blocks", "500", "--json"});

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,6 +70,53 @@ TEST(ChunkReuseTrackerTest, BadInputCountsNothing) {
   EXPECT_EQ(tracker->OnRequest({}, -1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tracker->stats().requests, 0);
   EXPECT_EQ(ChunkReuseTracker::Create(nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChunkReuseTrackerTest, BeforeUnpinSeesEachChunksBlocksAndNextUse) {
+  auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 16}).value();
+  struct Call {
+    std::vector<BlockId> blocks;
+    int64_t next_use;
+    std::vector<int32_t> ref_counts;  // while the hook runs: still pinned
+  };
+  std::vector<Call> calls;
+  BlockPool* raw = pool.get();
+  auto tracker =
+      ChunkReuseTracker::Create(
+          pool.get(), {.before_unpin =
+                           [&calls, raw](std::span<const BlockId> blocks, int64_t next_use) {
+                             Call c{{blocks.begin(), blocks.end()}, next_use, {}};
+                             for (BlockId b : blocks) c.ref_counts.push_back(raw->RefCount(b));
+                             calls.push_back(std::move(c));
+                           }})
+          .value();
+  const BlockHash doc = BlockHash::FromU64(3);
+  // Registration: a copy of 2 blocks, reported with next use 5 while pinned.
+  ASSERT_TRUE(
+      tracker->OnRequest(std::vector<TrackedChunk>{{.key = doc, .length = 20, .next_use = 5}}, 0)
+          .ok());
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].blocks.size(), 2u);
+  EXPECT_EQ(calls[0].next_use, 5);
+  EXPECT_EQ(calls[0].ref_counts, (std::vector<int32_t>{1, 1}));
+  // A hit at another position: the same blocks, the new next use.
+  ASSERT_TRUE(
+      tracker->OnRequest(std::vector<TrackedChunk>{{.key = doc, .position = 40, .length = 20}}, 0)
+          .ok());
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].blocks, calls[0].blocks);
+  EXPECT_EQ(calls[1].next_use, kChunkNeverUsed);
+  // Covered by the prefix hit, or no room to register: no call.
+  ASSERT_TRUE(tracker->OnRequest(std::vector<TrackedChunk>{{.key = doc, .length = 20}}, 20).ok());
+  std::vector<BlockId> held;
+  ASSERT_TRUE(pool->Allocate(8, &held).ok());  // evicts the copy, takes every block
+  ASSERT_TRUE(
+      tracker->OnRequest(std::vector<TrackedChunk>{{.key = BlockHash::FromU64(4), .length = 5}}, 0)
+          .ok());
+  EXPECT_EQ(tracker->stats().register_failures, 1);
+  EXPECT_EQ(calls.size(), 2u);
+  ASSERT_TRUE(pool->Unpin(held).ok());
+  EXPECT_TRUE(tracker->index().ValidateInvariants().ok());
 }
 
 }  // namespace
