@@ -47,6 +47,39 @@ RopeConfig DefaultRopeConfig(const ModelConfig& model) {
   return rope;
 }
 
+int32_t NumToRecompute(double fraction, int32_t n) {
+  const double want = std::ceil(fraction * static_cast<double>(n));
+  return static_cast<int32_t>(std::clamp(want, 0.0, static_cast<double>(n)));
+}
+
+std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<const float> v_a,
+                                         std::span<const float> k_b, std::span<const float> v_b,
+                                         int64_t width, int32_t count) {
+  const size_t w = static_cast<size_t>(width);
+  const size_t n = k_a.size() / w;
+  std::vector<std::pair<double, int32_t>> deviation;
+  deviation.reserve(n);
+  for (size_t j = 0; j < n; ++j) {
+    double sum = 0.0;
+    for (size_t e = j * w; e < (j + 1) * w; ++e) {
+      const double dk = double{k_a[e]} - k_b[e];
+      const double dv = double{v_a[e]} - v_b[e];
+      sum += dk * dk + dv * dv;
+    }
+    deviation.emplace_back(sum, static_cast<int32_t>(j));
+  }
+  const auto pick = std::min(n, static_cast<size_t>(std::max(count, 0)));
+  std::partial_sort(deviation.begin(), deviation.begin() + static_cast<std::ptrdiff_t>(pick),
+                    deviation.end(), [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  std::vector<int32_t> picked;
+  picked.reserve(pick);
+  for (size_t j = 0; j < pick; ++j) picked.push_back(deviation[j].second);
+  std::sort(picked.begin(), picked.end());
+  return picked;
+}
+
 int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope) {
   switch (rope.scaling) {
     case RopeScaling::kNone:
@@ -277,6 +310,51 @@ absl::Status ModelRunner::ValidateInput(const ModelInput& in, const ForwardOptio
           "ForwardOptions: sampling[", i, "] needs a finite temperature and top_p in (0, 1]"));
     }
   }
+  return ValidateBlend(in);
+}
+
+absl::Status ModelRunner::ValidateBlend(const ModelInput& in) const {
+  if (in.blend_groups.empty()) return absl::OkStatus();
+  if (in.blend_layer < 0 || in.blend_layer >= config().n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ModelInput: blend_layer = ", in.blend_layer,
+                                                   " is outside [0, ", config().n_layers, ")"));
+  }
+  const auto num_tokens = static_cast<int32_t>(in.token_ids.size());
+  int32_t end = 0;
+  size_t seq = 0;
+  for (size_t g = 0; g < in.blend_groups.size(); ++g) {
+    const BlendGroup& group = in.blend_groups[g];
+    if (group.num_rows < 1 || group.first_row < end ||
+        int64_t{group.first_row} + group.num_rows > num_tokens || group.num_keep < 0 ||
+        group.num_keep > group.num_rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ModelInput: blend group ", g, " (first_row ", group.first_row, ", num_rows ",
+          group.num_rows, ", num_keep ", group.num_keep,
+          ") needs num_rows >= 1 inside the batch, no overlap with the previous group, and "
+          "num_keep in [0, num_rows]"));
+    }
+    end = group.first_row + group.num_rows;
+    while (in.query_start_loc[seq + 1] <= group.first_row) ++seq;
+    if (end > in.query_start_loc[seq + 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ModelInput: blend group ", g, " spans more than one sequence"));
+    }
+    for (int32_t t = group.first_row; t < end; ++t) {
+      if (in.slot_mapping[static_cast<size_t>(t)] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("ModelInput: blend group ", g, " row ", t,
+                                                       " has no KV slot (slot_mapping -1)"));
+      }
+    }
+  }
+  for (int32_t row : in.logits_indices) {
+    auto it =
+        std::upper_bound(in.blend_groups.begin(), in.blend_groups.end(), row,
+                         [](int32_t r, const BlendGroup& group) { return r < group.first_row; });
+    if (it != in.blend_groups.begin() && row < std::prev(it)->first_row + std::prev(it)->num_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ModelInput: logits row ", row, " lies in a blend group"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -301,6 +379,8 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
     PAGEDKV_RETURN_IF_ERROR(alloc(token_ids_, n, sizeof(TokenId)));
     PAGEDKV_RETURN_IF_ERROR(alloc(positions_, n, sizeof(int32_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(slots_, n, sizeof(int64_t)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(blend_rows_, n, sizeof(int32_t)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(blend_scratch_, n * c.dim, sizeof(float)));
     token_capacity_ = n;
   }
   if (num_seqs + 1 > seq_capacity_) {
@@ -326,10 +406,11 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::RunLayers(const ModelInput& in) {
+absl::Status ModelRunner::RunLayers(const ModelInput& in, std::vector<int32_t>* logits_rows,
+                                    std::vector<int32_t>* kept_rows) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
-  const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
+  auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   const auto num_seqs = static_cast<int32_t>(in.query_start_loc.size() - 1);
   float* x = x_.as<float>();
   float* xb = xb_.as<float>();
@@ -371,7 +452,12 @@ absl::Status ModelRunner::RunLayers(const ModelInput& in) {
     write.rotate = true;
     write.rope = rope_view_;
     write.cache = kv_layouts_[static_cast<size_t>(l)];
-    PAGEDKV_RETURN_IF_ERROR(b.ReshapeAndCache(write));
+    if (!in.blend_groups.empty() && l == in.blend_layer) {
+      PAGEDKV_RETURN_IF_ERROR(BlendAndCompact(in, l, write, &num_tokens, logits_rows, kept_rows));
+      if (num_tokens == 0) break;  // every row stopped here (no logits are wanted then)
+    } else {
+      PAGEDKV_RETURN_IF_ERROR(b.ReshapeAndCache(write));
+    }
     PagedAttentionArgs attn;
     attn.q = q;
     attn.out = att;
@@ -415,12 +501,83 @@ absl::Status ModelRunner::RunLayers(const ModelInput& in) {
   return absl::OkStatus();
 }
 
+absl::Status ModelRunner::BlendAndCompact(const ModelInput& in, int32_t layer,
+                                          const ReshapeAndCacheArgs& write, int64_t* num_rows,
+                                          std::vector<int32_t>* logits_rows,
+                                          std::vector<int32_t>* kept_rows) {
+  const ModelConfig& c = config();
+  Backend& b = *backend_;
+  // Compaction happens once, at blend_layer, so the rows are still the input's rows here.
+  std::vector<int64_t> group_slots;
+  for (const BlendGroup& group : in.blend_groups) {
+    group_slots.insert(group_slots.end(), in.slot_mapping.begin() + group.first_row,
+                       in.slot_mapping.begin() + group.first_row + group.num_rows);
+  }
+  std::vector<float> k_old, v_old, k_new, v_new;
+  PAGEDKV_RETURN_IF_ERROR(ReadKv(layer, group_slots, &k_old, &v_old));
+  PAGEDKV_RETURN_IF_ERROR(b.ReshapeAndCache(write));
+  PAGEDKV_RETURN_IF_ERROR(ReadKv(layer, group_slots, &k_new, &v_new));
+
+  const int64_t width = c.kv_dim();
+  std::vector<char> keep(in.token_ids.size(), 1);
+  size_t offset = 0;  // into group_slots
+  for (const BlendGroup& group : in.blend_groups) {
+    const auto span = [&](const std::vector<float>& all) {
+      return std::span<const float>(all).subspan(offset * static_cast<size_t>(width),
+                                                 static_cast<size_t>(group.num_rows * width));
+    };
+    std::fill_n(keep.begin() + group.first_row, group.num_rows, 0);
+    for (int32_t j : MostDeviatingTokens(span(k_old), span(v_old), span(k_new), span(v_new), width,
+                                         group.num_keep)) {
+      keep[static_cast<size_t>(group.first_row + j)] = 1;
+      kept_rows->push_back(group.first_row + j);
+    }
+    offset += static_cast<size_t>(group.num_rows);
+  }
+
+  // The compacted batch: rows kept, in order, with their positions, slots and sequence bounds.
+  std::vector<int32_t> rows, new_index(in.token_ids.size(), -1), positions, qsl;
+  std::vector<int64_t> slots;
+  qsl.push_back(0);
+  for (size_t s = 0; s + 1 < in.query_start_loc.size(); ++s) {
+    for (int32_t t = in.query_start_loc[s]; t < in.query_start_loc[s + 1]; ++t) {
+      if (!keep[static_cast<size_t>(t)]) continue;
+      new_index[static_cast<size_t>(t)] = static_cast<int32_t>(rows.size());
+      rows.push_back(t);
+      positions.push_back(in.positions[static_cast<size_t>(t)]);
+      slots.push_back(in.slot_mapping[static_cast<size_t>(t)]);
+    }
+    qsl.push_back(static_cast<int32_t>(rows.size()));
+  }
+  logits_rows->clear();
+  for (int32_t row : in.logits_indices) logits_rows->push_back(new_index[static_cast<size_t>(row)]);
+  if (static_cast<int64_t>(rows.size()) == *num_rows) return absl::OkStatus();
+  *num_rows = static_cast<int64_t>(rows.size());
+  if (rows.empty()) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, blend_rows_, absl::MakeConstSpan(rows)));
+  // x (the residual stream entering this layer) and the rotated q of the kept rows.
+  for (float* buffer : {x_.as<float>(), q_.as<float>()}) {
+    PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = buffer,
+                                               .token_ids = blend_rows_.as<const int32_t>(),
+                                               .out = blend_scratch_.as<float>(),
+                                               .num_tokens = *num_rows,
+                                               .vocab_size = static_cast<int64_t>(keep.size()),
+                                               .dim = c.dim}));
+    PAGEDKV_RETURN_IF_ERROR(b.CopyDeviceToDevice(
+        buffer, blend_scratch_.data(), static_cast<size_t>(*num_rows * c.dim) * sizeof(float)));
+  }
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, positions_, absl::MakeConstSpan(positions)));
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, slots_, absl::MakeConstSpan(slots)));
+  return CopySpan(b, query_start_loc_, absl::MakeConstSpan(qsl));
+}
+
 absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& options,
                                   ModelOutput* output) {
   if (output == nullptr) return absl::InvalidArgumentError("ModelRunner::Forward: output is null");
   PAGEDKV_RETURN_IF_ERROR(ValidateInput(in, options));
   output->logits.clear();
   output->sampled.clear();
+  output->blend_kept_rows.clear();
   const ModelConfig& c = config();
   Backend& b = *backend_;
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
@@ -438,11 +595,12 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, query_start_loc_, in.query_start_loc));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
-  PAGEDKV_RETURN_IF_ERROR(RunLayers(in));
+  std::vector<int32_t> logits_rows(in.logits_indices.begin(), in.logits_indices.end());
+  PAGEDKV_RETURN_IF_ERROR(RunLayers(in, &logits_rows, &output->blend_kept_rows));
   if (num_logits == 0) return b.Synchronize();
 
   // Final norm and LM head on the wanted rows only.
-  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, logits_indices_, in.logits_indices));
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, logits_indices_, absl::MakeConstSpan(logits_rows)));
   float* rows = rows_.as<float>();
   PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = x_.as<const float>(),
                                              .token_ids = logits_indices_.as<const int32_t>(),

@@ -41,6 +41,9 @@ struct Engine::RequestRecord {
   int32_t num_admissions = 0;
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
+  // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
+  // and it is never registered from this request.
+  std::vector<char> chunk_reused;
   Clock::time_point added;
   double time_to_first_token_s = 0.0;
 };
@@ -88,6 +91,22 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
     return absl::InvalidArgumentError(absl::StrCat(
         "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options_.num_kv_blocks));
   }
+  const ChunkReuseOptions& reuse = options_.chunk_reuse;
+  if (!(reuse.recompute_fraction >= 0.0 && reuse.recompute_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.chunk_reuse.recompute_fraction must be in [0, 1], got ",
+                     reuse.recompute_fraction));
+  }
+  if (reuse.recompute_fraction > 0.0 && reuse.mode != ChunkReuseMode::kReRotate) {
+    return absl::InvalidArgumentError(
+        "EngineOptions.chunk_reuse.recompute_fraction > 0 (CacheBlend) needs mode kReRotate");
+  }
+  if (reuse.deviation_layer < 0 ||
+      (reuse.recompute_fraction > 0.0 && reuse.deviation_layer >= c.n_layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.chunk_reuse.deviation_layer must be in [0, ", c.n_layers,
+                     ") (the model's layers), got ", reuse.deviation_layer));
+  }
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   int64_t num_blocks = options_.num_kv_blocks;
@@ -126,7 +145,9 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
       PAGEDKV_ASSIGN_OR_RETURN(
           reuse_,
           EngineChunkReuse::Create(runner_.get(), &cache_->mutable_pool(),
-                                   {.first_k = options_.chunk_reuse.first_k,
+                                   {.first_k = reuse.first_k,
+                                    .recompute_fraction = reuse.recompute_fraction,
+                                    .deviation_layer = reuse.deviation_layer,
                                     .model_fingerprint = cache_->options().model_fingerprint}));
       scheduler_->SetChunkReuseProvider(reuse_.get());
       break;
@@ -209,6 +230,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   record->sampling = request.sampling;
   record->cache_salt = sr_salt;
   record->chunks = std::move(request.chunks);
+  record->chunk_reused.assign(record->chunks.size(), 0);
   record->added = Clock::now();
   requests_.emplace(id, std::move(record));
   ++next_id_;
@@ -276,7 +298,9 @@ absl::StatusOr<StepOutput> Engine::Step() {
         stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
       }
       ++record.num_admissions;
+      std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);
     }
+    if (s.num_shifted_hit_tokens > 0) MarkReusedChunk(s, record);
     if (record.num_admissions == 1) {
       record.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
       stats_.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
@@ -290,6 +314,10 @@ absl::StatusOr<StepOutput> Engine::Step() {
       sampled_ids.push_back(s.request_id);
     }
   }
+  std::vector<BlendGroup> blend_groups;
+  if (reuse_ != nullptr && batch_.stats.num_blend_tokens > 0) {
+    reuse_->AppendBlendGroups(batch_, &blend_groups);
+  }
   ModelInput input{.token_ids = batch_.token_ids,
                    .positions = batch_.positions,
                    .slot_mapping = batch_.slot_mapping,
@@ -297,10 +325,15 @@ absl::StatusOr<StepOutput> Engine::Step() {
                    .kv_lens = kv_lens,
                    .block_tables = tables,
                    .max_blocks_per_seq = max_blocks,
-                   .logits_indices = logits_indices};
+                   .logits_indices = logits_indices,
+                   .blend_groups = blend_groups,
+                   .blend_layer = options_.chunk_reuse.deviation_layer};
   ModelOutput model_out;
   PAGEDKV_RETURN_IF_ERROR(runner_->Forward(
       input, {.return_logits = options_.return_logits, .sampling = sampling}, &model_out));
+  const auto num_kept = static_cast<int64_t>(model_out.blend_kept_rows.size());
+  stats_.num_blend_recomputed_tokens += num_kept;
+  stats_.num_blend_partial_tokens += batch_.stats.num_blend_tokens - num_kept;
 
   if (reuse_ != nullptr) {
     for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
@@ -342,14 +375,25 @@ absl::StatusOr<StepOutput> Engine::Step() {
   return out;
 }
 
+void Engine::MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record) {
+  // The reused tokens precede the step's tokens, or open them when they are blended.
+  const int32_t first = s.num_blend_tokens > 0 ? s.num_computed_tokens
+                                               : s.num_computed_tokens - s.num_shifted_hit_tokens;
+  for (size_t c = 0; c < record.chunks.size(); ++c) {
+    const PromptChunk& chunk = record.chunks[c];
+    if (first >= chunk.offset && first < chunk.offset + chunk.length) record.chunk_reused[c] = 1;
+  }
+}
+
 absl::Status Engine::RegisterChunks(int32_t i) {
   const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
   const RequestRecord& record = *requests_.at(s.request_id);
   const std::span<const BlockId> table = batch_.BlockTable(i);
   const int64_t bs = batch_.block_size;
-  for (const PromptChunk& chunk : record.chunks) {
+  for (size_t c = 0; c < record.chunks.size(); ++c) {
+    const PromptChunk& chunk = record.chunks[c];
     const int32_t end = chunk.offset + chunk.length;
-    if (end <= s.num_computed_tokens || end > s.seq_len()) continue;
+    if (record.chunk_reused[c] || end <= s.num_computed_tokens || end > s.seq_len()) continue;
     std::vector<int64_t> slots;
     slots.reserve(static_cast<size_t>(chunk.length));
     for (int32_t pos = chunk.offset; pos < end; ++pos) {

@@ -43,6 +43,7 @@ struct Decision {
   int32_t num_new_tokens;
   bool newly_admitted;
   int32_t num_reused = 0;  // tokens reused from `chunk` before the new ones
+  bool blend = false;      // the reused tokens are scheduled too (CacheBlend), before the new ones
   AcquiredChunk chunk = {};
   int32_t chunk_first = 0;  // chunk token moved to the request's token num_computed_tokens
 };
@@ -252,8 +253,8 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
     }
     if (scheduled) {
       d.num_new_tokens = num_new;
+      budget -= num_new + (d.blend ? d.num_reused : 0);
       decisions_.push_back(std::move(d));
-      budget -= num_new;
       ++i;
     } else {
       ReleaseChunk(&d);
@@ -359,8 +360,8 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
   request->num_computed_tokens = num_hit;
   request->num_prefix_hit_tokens = num_hit;
   d.num_new_tokens = num_new;
+  *budget -= num_new + (d.blend ? d.num_reused : 0);
   decisions_.push_back(std::move(d));
-  *budget -= num_new;
   ++stats_.num_admissions;
   stats_.num_admitted_tokens += request->num_tokens();
   stats_.num_prefix_hit_tokens += num_hit;
@@ -379,10 +380,14 @@ ReusableRange Scheduler::Impl::RangeOf(const RequestState& request,
 void Scheduler::Impl::PlanReuse(RequestState& request, int32_t from, int32_t* num_new,
                                 Decision* d) {
   if (reuse_ == nullptr || request.chunks.empty()) return;
+  // Blending schedules the reused tokens, so they share the budget: a chunk may then be reused
+  // over several steps, each starting inside its range.
+  const bool blend = reuse_->blend_reused_tokens();
   int32_t next = from;  // first token this step computes
   for (const PromptChunk& chunk : request.chunks) {
     const ReusableRange range = RangeOf(request, chunk);
-    if (range.begin >= range.end || range.begin != from) continue;
+    if (range.begin >= range.end) continue;
+    if (blend ? (from < range.begin || from >= range.end) : range.begin != from) continue;
     const auto tokens = request.cache.tokens().subspan(static_cast<size_t>(chunk.offset),
                                                        static_cast<size_t>(chunk.length));
     std::optional<AcquiredChunk> hit =
@@ -393,9 +398,14 @@ void Scheduler::Impl::PlanReuse(RequestState& request, int32_t from, int32_t* nu
       break;
     }
     d->chunk = *std::move(hit);
-    d->num_reused = range.end - range.begin;
-    d->chunk_first = range.begin - chunk.offset;
-    next = range.end;
+    d->num_reused = range.end - from;
+    if (blend) {
+      d->num_reused = std::min(d->num_reused, *num_new);
+      d->blend = true;
+      *num_new -= d->num_reused;
+    }
+    d->chunk_first = from - chunk.offset;
+    next = from + d->num_reused;
     break;
   }
   // Stop before the next reusable range so that a later step can try it.
@@ -412,13 +422,16 @@ void Scheduler::Impl::ReleaseChunk(Decision* d) {
   if (d->num_reused == 0) return;
   reuse_->Release(d->chunk.handle);
   d->num_reused = 0;
+  d->blend = false;
   d->chunk = {};
 }
 
 absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
   const int32_t bs = cache_.block_size();
   int64_t total_tokens = 0;
-  for (const Decision& d : decisions_) total_tokens += d.num_new_tokens;
+  for (const Decision& d : decisions_) {
+    total_tokens += d.num_new_tokens + (d.blend ? d.num_reused : 0);
+  }
   batch->token_ids.reserve(static_cast<size_t>(total_tokens));
   batch->positions.reserve(static_cast<size_t>(total_tokens));
   batch->slot_mapping.reserve(static_cast<size_t>(total_tokens));
@@ -441,9 +454,9 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
                      .old_position = d.chunk.position + c,
                      .new_position = pos});
     }
-    r.num_computed_tokens += d.num_reused;
-    const int32_t start = r.num_computed_tokens;
-    const int32_t end = start + d.num_new_tokens;
+    // The first scheduled token: the first reused one when blending, else the first new one.
+    const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
+    const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
     if (static_cast<int64_t>(table.size()) != CeilDiv(end, bs)) {
       return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
                                               " blocks for ", end, " tokens of block size ", bs));
@@ -451,7 +464,7 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
     ScheduledSequence seq;
     seq.request_id = r.id;
     seq.query_start = static_cast<int32_t>(batch->token_ids.size());
-    seq.num_scheduled_tokens = d.num_new_tokens;
+    seq.num_scheduled_tokens = end - start;
     seq.num_computed_tokens = start;
     seq.block_table_start = static_cast<int32_t>(batch->block_table_ids.size());
     seq.num_blocks = static_cast<int32_t>(table.size());
@@ -459,7 +472,9 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
     seq.newly_admitted = d.newly_admitted;
     seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
     seq.num_shifted_hit_tokens = d.num_reused;
+    seq.num_blend_tokens = d.blend ? d.num_reused : 0;
     st.num_shifted_hit_tokens += d.num_reused;
+    st.num_blend_tokens += seq.num_blend_tokens;
     stats_.num_shifted_hit_tokens += d.num_reused;
 
     const std::span<const TokenId> tokens = r.cache.tokens();
@@ -474,8 +489,9 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
     batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
     batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
 
-    const bool decode = !d.newly_admitted && d.num_new_tokens == 1 && start >= r.num_prompt_tokens;
-    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += d.num_new_tokens;
+    const bool decode =
+        !d.newly_admitted && seq.num_scheduled_tokens == 1 && start >= r.num_prompt_tokens;
+    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
     if (d.newly_admitted) {
       ++st.num_newly_admitted;
       st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;

@@ -27,6 +27,18 @@ absl::StatusOr<std::unique_ptr<EngineChunkReuse>> EngineChunkReuse::Create(
         absl::StrCat("EngineChunkReuse: first_k (tokens recomputed per chunk) must be >= 0, got ",
                      options.first_k));
   }
+  if (!(options.recompute_fraction >= 0.0 && options.recompute_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineChunkReuse: recompute_fraction must be in [0, 1], got ",
+                     options.recompute_fraction));
+  }
+  const int32_t num_layers = runner->config().n_layers;
+  if (options.deviation_layer < 0 ||
+      (options.recompute_fraction > 0.0 && options.deviation_layer >= num_layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineChunkReuse: deviation_layer must be in [0, ", num_layers,
+                     ") (the model's layers), got ", options.deviation_layer));
+  }
   if (pool->num_blocks() != runner->options().num_blocks ||
       pool->block_size() != runner->options().block_size) {
     return absl::InvalidArgumentError(
@@ -82,6 +94,17 @@ void EngineChunkReuse::Release(int64_t handle) {
   if (it == acquired_.end()) return;
   (void)index_->Release(it->second);  // pinned by Acquire: cannot fail
   acquired_.erase(it);
+}
+
+void EngineChunkReuse::AppendBlendGroups(const ScheduledBatch& batch,
+                                         std::vector<BlendGroup>* groups) const {
+  for (const ScheduledSequence& s : batch.sequences) {
+    if (s.num_blend_tokens <= 0) continue;
+    groups->push_back(
+        BlendGroup{.first_row = s.query_start,
+                   .num_rows = s.num_blend_tokens,
+                   .num_keep = NumToRecompute(options_.recompute_fraction, s.num_blend_tokens)});
+  }
 }
 
 absl::Status EngineChunkReuse::RunMoves(std::span<const KvSlotMove> moves) {

@@ -13,6 +13,16 @@
 //   3. after the forward pass, Register(...) copies each chunk span the step finished computing
 //      into blocks of its own and registers it at its position, so a later request can reuse it.
 //
+// CacheBlend (options.recompute_fraction > 0): the scheduler also puts the reused tokens in the
+// batch (blend_reused_tokens()), and AppendBlendGroups turns them into the model runner's
+// BlendGroups: every reused token runs through layers 0..deviation_layer in context, and the
+// recompute_fraction of each chunk's reused tokens (of the part reused in one step, when the token
+// budget splits a chunk over steps) whose K/V deviate most from the re-rotated K/V at
+// deviation_layer go on through every layer; the others keep their re-rotated K/V above
+// deviation_layer. Why in the forward pass and not in a probe model as ShiftedPrefill does: the
+// first layers are computed once, in the same batch as the rest of the step, and layers
+// 0..deviation_layer end with fresh K/V for every chunk token, as in CacheBlend.
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, pagedkv::EngineChunkReuse::Create(
 //       &runner, &cache.mutable_pool(), {.model_fingerprint = fingerprint}));
@@ -31,6 +41,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -44,14 +55,20 @@
 namespace pagedkv {
 
 struct EngineChunkReuseOptions {
-  int32_t first_k = 0;            // leading tokens of each chunk always recomputed (EPIC); >= 0
+  int32_t first_k = 0;  // leading tokens of each chunk always recomputed (EPIC); >= 0
+  // CacheBlend: fraction of each reused chunk's tokens recomputed through every layer (those whose
+  // K/V deviate most at deviation_layer); in [0, 1]; 0: off (plain re-rotated reuse).
+  double recompute_fraction = 0.0;
+  // Layer whose K/V deviation ranks the tokens; in [0, n_layers) when recompute_fraction > 0.
+  int32_t deviation_layer = 1;
   std::string model_fingerprint;  // model id / shape / KV dtype, hashed into every chunk key
 };
 
 class EngineChunkReuse final : public ChunkReuseProvider {
  public:
-  // InvalidArgument for null arguments, a negative first_k, or a pool whose shape differs from
-  // the runner's KV pages.
+  // InvalidArgument for null arguments, a negative first_k, a recompute_fraction outside [0, 1], a
+  // deviation_layer outside [0, n_layers) with blending on (< 0 in any case), or a pool whose
+  // shape differs from the runner's KV pages.
   static absl::StatusOr<std::unique_ptr<EngineChunkReuse>> Create(
       ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options);
 
@@ -63,6 +80,12 @@ class EngineChunkReuse final : public ChunkReuseProvider {
   std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens, std::string_view cache_salt,
                                        uint64_t adapter_id) override;
   void Release(int64_t handle) override;
+  bool blend_reused_tokens() const override { return options_.recompute_fraction > 0.0; }
+
+  // Appends one BlendGroup per sequence of `batch` with blend tokens (its first num_blend_tokens
+  // rows; NumToRecompute(recompute_fraction, rows) kept), for ModelInput::blend_groups with
+  // blend_layer = options().deviation_layer.
+  void AppendBlendGroups(const ScheduledBatch& batch, std::vector<BlendGroup>* groups) const;
 
   // Runs `moves` on every layer, then releases every chunk still acquired. Backend errors are
   // passed through (the chunks are released in any case).
@@ -76,6 +99,7 @@ class EngineChunkReuse final : public ChunkReuseProvider {
                         uint64_t adapter_id, int32_t position, std::span<const int64_t> slots);
 
   const ChunkIndex& index() const { return *index_; }
+  const EngineChunkReuseOptions& options() const { return options_; }
 
  private:
   EngineChunkReuse(ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options,

@@ -234,26 +234,13 @@ absl::Status ShiftedPrefill::SelectByDeviation(const ShiftedPrefillInput& input,
     std::vector<float> k_main, v_main, k_probe, v_probe;
     PAGEDKV_RETURN_IF_ERROR(runner_->ReadKv(layer, hit_slots, &k_main, &v_main));
     PAGEDKV_RETURN_IF_ERROR(probe->ReadKv(layer, hit_slots, &k_probe, &v_probe));
-    const size_t width = k_main.size() / hit_slots.size();
-    std::vector<std::pair<double, size_t>> deviation;
-    for (size_t j = 0; j < hit_slots.size(); ++j) {
-      double sum = 0.0;
-      for (size_t e = j * width; e < (j + 1) * width; ++e) {
-        const double dk = double{k_main[e]} - k_probe[e];
-        const double dv = double{v_main[e]} - v_probe[e];
-        sum += dk * dk + dv * dv;
-      }
-      deviation.emplace_back(sum, j);
-    }
-    const auto pick = std::min(
-        deviation.size(), static_cast<size_t>(std::ceil(o.recompute_fraction *
-                                                        static_cast<double>(deviation.size()))));
-    std::partial_sort(deviation.begin(), deviation.begin() + static_cast<std::ptrdiff_t>(pick),
-                      deviation.end(), [](const auto& a, const auto& b) {
-                        return a.first > b.first || (a.first == b.first && a.second < b.second);
-                      });
+    const auto width = static_cast<int64_t>(k_main.size() / hit_slots.size());
+    const auto count = static_cast<int32_t>(hit_slots.size());
     std::vector<char> drop(hit.reused.size(), 0);
-    for (size_t j = 0; j < pick; ++j) drop[deviation[j].second] = 1;
+    for (int32_t j : MostDeviatingTokens(k_main, v_main, k_probe, v_probe, width,
+                                         NumToRecompute(o.recompute_fraction, count))) {
+      drop[static_cast<size_t>(j)] = 1;
+    }
     std::vector<int32_t> kept;
     for (size_t j = 0; j < hit.reused.size(); ++j) {
       if (drop[j]) {

@@ -12,6 +12,8 @@
 // EngineOptions.chunk_reuse (off by default), spans a request marks in GenerationRequest.chunks
 // (a document, a tool description) are also reused when another request computed the same tokens
 // at ANOTHER position: their keys are re-rotated to the new positions (docs/shifted_reuse.md).
+// ChunkReuseOptions.recompute_fraction adds CacheBlend's selective recompute: the reused tokens
+// also run through the first layers, and those whose K/V deviate most are recomputed fully.
 //
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
@@ -62,10 +64,24 @@ enum class ChunkReuseMode {
   kReRotate,  // a chunk cached at another position is reused, keys re-rotated (V copied)
 };
 
+// CacheBlend (recompute_fraction > 0, with kReRotate): a step that reuses a chunk also puts its
+// reused tokens in the batch (they use the token budget). They run through layers
+// 0..deviation_layer in context, each at its own position, writing fresh K/V there; at
+// deviation_layer their fresh K/V is compared with the re-rotated K/V, and the recompute_fraction
+// of each chunk's reused tokens (ceil; of each part when the budget splits a chunk over steps)
+// with the largest deviation (squared L2 of K and V) go on through every layer with the rest of the
+// batch. The others stop there and keep their re-rotated K/V in the layers above. Fraction 1 gives
+// the same KV (and greedy tokens) as computing the chunk; 0 is plain re-rotated reuse.
 struct ChunkReuseOptions {
   ChunkReuseMode mode = ChunkReuseMode::kOff;  // off by default
   // With kReRotate: the first k tokens of each reused chunk are recomputed (EPIC). >= 0.
   int32_t first_k = 0;
+  // With kReRotate: CacheBlend's fraction of each reused chunk's tokens recomputed through every
+  // layer, in [0, 1]; 0: off. Needs kReRotate when > 0.
+  double recompute_fraction = 0.0;
+  // The layer whose K/V deviation picks them (CacheBlend uses an early one); >= 0, and below the
+  // model's n_layers when recompute_fraction > 0.
+  int32_t deviation_layer = 1;
 };
 
 struct EngineOptions {
@@ -155,8 +171,13 @@ struct EngineStats {
   int64_t num_prompt_tokens = 0;       // over first admissions
   int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache
   int64_t num_shifted_hit_tokens = 0;  // of those, reused from chunks at another position
-  int64_t num_computed_tokens = 0;     // tokens run through the model (prefill + decode)
-  int64_t num_generated_tokens = 0;    // tokens sampled
+  // CacheBlend (every admission): reused chunk tokens recomputed through every layer, and reused
+  // chunk tokens run only through layers 0..deviation_layer (re-rotated K/V kept above). Both are
+  // in num_computed_tokens; layer-token work saved = partial * (n_layers - deviation_layer - 1).
+  int64_t num_blend_recomputed_tokens = 0;
+  int64_t num_blend_partial_tokens = 0;
+  int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
+  int64_t num_generated_tokens = 0;  // tokens sampled
   int64_t num_preemptions = 0;
   double busy_seconds = 0.0;             // wall time inside Step()
   std::vector<int32_t> step_num_tokens;  // per step: tokens in the batch
@@ -225,6 +246,8 @@ class Engine {
   absl::Status Init(std::shared_ptr<const ModelWeights> weights);
   // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
   absl::Status RegisterChunks(int32_t i);
+  // Marks the chunk of `record` that sequence `s` reused tokens of in this step.
+  static void MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record);
   GenerationResult MakeResult(RequestId id, const RequestRecord& record,
                               std::vector<TokenId> output_tokens, FinishReason reason) const;
 

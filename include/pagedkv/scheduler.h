@@ -70,11 +70,19 @@ struct AcquiredChunk {
 // counts them as computed and lists one KvSlotMove per token in the batch. The owner runs the
 // moves (re-rotating keys) before the step's forward pass and then releases every chunk acquired
 // for that batch.
+//
+// When blend_reused_tokens() is true (CacheBlend's selective recompute), the reused tokens are
+// ALSO scheduled: they are the first ScheduledSequence::num_blend_tokens tokens of the sequence in
+// the batch (moved first, then partly recomputed by the model runner), they use the token budget,
+// and a chunk whose reusable tokens exceed the request's share of the budget is reused over
+// several steps (a step that starts inside a chunk's reusable range acquires it again).
 class ChunkReuseProvider {
  public:
   virtual ~ChunkReuseProvider() = default;
   // Leading tokens of every chunk that are always computed, never reused (EPIC's first-k).
   virtual int32_t num_leading_tokens_to_compute() const = 0;
+  // True: reused tokens are also scheduled as blend tokens (see above). False by default.
+  virtual bool blend_reused_tokens() const { return false; }
   // The cached chunk whose tokens equal `tokens` under `cache_salt` and `adapter_id`, pinned so
   // its KV stays until Release; nullopt when none is cached.
   virtual std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens,
@@ -171,7 +179,8 @@ struct ScheduledSequence {
   int32_t query_start = 0;
   // Tokens computed for this sequence in this step (>= 1).
   int32_t num_scheduled_tokens = 0;
-  // Tokens whose KV was already in the cache before this step (prefix hits included).
+  // Tokens whose KV was already in the cache before this step (prefix hits included; blend tokens
+  // excluded: they are scheduled).
   int32_t num_computed_tokens = 0;
   // Offset of this sequence's block table in batch.block_table_ids (== block_table_start[i]).
   int32_t block_table_start = 0;
@@ -187,8 +196,13 @@ struct ScheduledSequence {
   // For newly admitted sequences: prompt tokens found in the prefix cache (counted as computed).
   int32_t num_prefix_hit_tokens = 0;
   // Tokens reused from a cached chunk at another position in this step (moved by
-  // batch.slot_moves, counted in num_computed_tokens): the last tokens before this step's.
+  // batch.slot_moves): the last tokens before this step's, counted in num_computed_tokens; or,
+  // with a blending provider, this step's first num_blend_tokens tokens.
   int32_t num_shifted_hit_tokens = 0;
+  // With a provider whose blend_reused_tokens() is true: the first num_blend_tokens scheduled
+  // tokens are reused chunk tokens (== num_shifted_hit_tokens), moved before the forward pass and
+  // then run through the first layers for CacheBlend; their logits are never wanted. 0 otherwise.
+  int32_t num_blend_tokens = 0;
 
   // KV length after this step: num_computed_tokens + num_scheduled_tokens.
   int32_t seq_len() const { return num_computed_tokens + num_scheduled_tokens; }
@@ -210,6 +224,7 @@ struct SchedulerStepStats {
   int64_t num_prefix_hit_tokens = 0;       // prefix hits of the requests admitted this step
   int64_t num_admitted_prompt_tokens = 0;  // all tokens of the requests admitted this step
   int64_t num_shifted_hit_tokens = 0;      // tokens reused from chunks at another position
+  int32_t num_blend_tokens = 0;            // of those, scheduled for CacheBlend (in the batch)
   int32_t num_used_blocks = 0;             // KV blocks held by running requests after scheduling
   int32_t num_total_blocks = 0;            // KV pool size
 };

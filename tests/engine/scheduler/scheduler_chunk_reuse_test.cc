@@ -34,6 +34,7 @@ SchedulerRequest Req(RequestId id, std::vector<TokenId> prompt, int32_t max_new_
 class FakeChunkProvider : public ChunkReuseProvider {
  public:
   int32_t num_leading_tokens_to_compute() const override { return first_k; }
+  bool blend_reused_tokens() const override { return blend; }
   std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens, std::string_view,
                                        uint64_t) override {
     const std::vector<TokenId> key(tokens.begin(), tokens.end());
@@ -46,6 +47,7 @@ class FakeChunkProvider : public ChunkReuseProvider {
   void Release(int64_t) override { ++released; }
 
   int32_t first_k = 0;
+  bool blend = false;
   std::map<std::vector<TokenId>, AcquiredChunk> chunks;
   int64_t acquired = 0;
   int64_t released = 0;
@@ -139,6 +141,83 @@ TEST(SchedulerTest, BadChunksAreRejected) {
   r.chunks = {{.offset = 2, .length = 3}, {.offset = 4, .length = 1}};
   EXPECT_EQ(scheduler.AddRequest(r).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(scheduler.HasUnfinishedRequests());
+}
+
+TEST(SchedulerTest, BlendSchedulesTheReusedTokensFirstAndCountsThemInTheBudget) {
+  auto cache = MakeManager(16, 4);
+  Scheduler scheduler({}, *cache);
+  FakeChunkProvider provider;
+  provider.blend = true;
+  provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);
+  scheduler.SetChunkReuseProvider(&provider);
+  SchedulerRequest r = Req(1, Iota(20, 100), 2);
+  r.chunks = {{.offset = 6, .length = 9}};
+  ASSERT_TRUE(scheduler.AddRequest(r).ok());
+  ScheduledBatch batch;
+  ASSERT_TRUE(scheduler.Schedule(&batch).ok());
+  EXPECT_EQ(batch.sequences[0].num_scheduled_tokens, 6);
+  EXPECT_EQ(batch.stats.num_blend_tokens, 0);
+  ASSERT_TRUE(scheduler.UpdateFromOutput({}).ok());
+
+  // Step 2: the chunk's tokens are moved AND scheduled (first), then the rest of the prompt.
+  ASSERT_TRUE(scheduler.Schedule(&batch).ok());
+  ASSERT_EQ(batch.num_sequences(), 1);
+  const ScheduledSequence& s = batch.sequences[0];
+  EXPECT_EQ(s.num_computed_tokens, 6);
+  EXPECT_EQ(s.num_scheduled_tokens, 14);
+  EXPECT_EQ(s.num_blend_tokens, 9);
+  EXPECT_EQ(s.num_shifted_hit_tokens, 9);
+  EXPECT_TRUE(s.samples);
+  ExpectBatchConsistent(batch);
+  EXPECT_EQ(batch.positions[0], 6);
+  EXPECT_EQ(std::vector<TokenId>(batch.token_ids.begin(), batch.token_ids.begin() + 9),
+            Iota(9, 106));
+  ASSERT_EQ(batch.slot_moves.size(), 9u);
+  for (int32_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(batch.slot_moves[static_cast<size_t>(i)].dst_slot,
+              batch.slot_mapping[static_cast<size_t>(i)]);
+    EXPECT_EQ(batch.slot_moves[static_cast<size_t>(i)].new_position, 6 + i);
+  }
+  EXPECT_EQ(batch.stats.num_blend_tokens, 9);
+  EXPECT_EQ(batch.stats.num_scheduled_tokens, 14);
+  EXPECT_EQ(batch.stats.num_shifted_hit_tokens, 9);
+  EXPECT_TRUE(cache->ValidateInvariants().ok());
+}
+
+TEST(SchedulerTest, BlendSplitsAChunkOverStepsByTheBudget) {
+  auto cache = MakeManager(16, 4);
+  Scheduler scheduler({.max_num_batched_tokens = 4}, *cache);
+  FakeChunkProvider provider;
+  provider.blend = true;
+  provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);
+  scheduler.SetChunkReuseProvider(&provider);
+  SchedulerRequest r = Req(1, Iota(20, 100), 1);
+  r.chunks = {{.offset = 6, .length = 9}};
+  ASSERT_TRUE(scheduler.AddRequest(r).ok());
+  ScheduledBatch batch;
+  std::vector<int32_t> blend, scheduled;
+  std::vector<int64_t> moved_from;
+  while (scheduler.HasUnfinishedRequests()) {
+    ASSERT_TRUE(scheduler.Schedule(&batch).ok());
+    ExpectBatchConsistent(batch);
+    ASSERT_EQ(batch.num_sequences(), 1);
+    EXPECT_LE(batch.num_tokens(), 4);
+    blend.push_back(batch.sequences[0].num_blend_tokens);
+    scheduled.push_back(batch.sequences[0].num_scheduled_tokens);
+    for (const KvSlotMove& m : batch.slot_moves) moved_from.push_back(m.src_slot);
+    std::vector<SampledToken> sampled;
+    if (batch.sequences[0].samples) sampled.push_back({.request_id = 1, .token = 5});
+    ASSERT_TRUE(scheduler.UpdateFromOutput(sampled).ok());
+  }
+  // 6 tokens before the chunk (4 + 2), the chunk in parts of 4, 4, 1 (each step re-acquires it
+  // and starts inside it), then the 5 tokens after it (3 with the last part, then 2).
+  EXPECT_EQ(blend, (std::vector<int32_t>{0, 0, 4, 4, 1, 0}));
+  EXPECT_EQ(scheduled, (std::vector<int32_t>{4, 2, 4, 4, 4, 2}));
+  std::vector<int64_t> want_from;
+  for (int i = 0; i < 9; ++i) want_from.push_back(1000 + i);
+  EXPECT_EQ(moved_from, want_from);
+  EXPECT_EQ(provider.acquired, 3);
+  EXPECT_EQ(scheduler.stats().num_shifted_hit_tokens, 9);
 }
 
 }  // namespace
