@@ -90,8 +90,26 @@ void ChunkIndex::OnPoolEvent(const KvEvent& event) {
   if (it == block_chunks_.end()) return;
   const std::vector<BlockHash> keys = it->second;  // Drop edits the map
   for (const BlockHash& key : keys) {
+    const auto chunk = chunks_.find(key);
+    if (chunk == chunks_.end()) continue;
+    const Entry entry = chunk->second;  // a copy: Drop reads and erases the original
     Drop(key);
     ++stats_.invalidations;
+    FreeOrphanedCopies(entry, event.block);
+  }
+}
+
+void ChunkIndex::FreeOrphanedCopies(const Entry& entry, BlockId removed) {
+  // Uncache emits kBlockRemoved, re-entering OnPoolEvent: the block is no longer in
+  // block_chunks_ (checked below), so that call does nothing.
+  for (size_t i = 0; i < entry.location.blocks.size(); ++i) {
+    const BlockId block = entry.location.blocks[i];
+    if (!entry.own_copy[i] || block == removed || block_chunks_.contains(block)) continue;
+    if (!pool_->IsCached(block) || pool_->Generation(block) != entry.generations[i] ||
+        pool_->RefCount(block) != 0) {
+      continue;
+    }
+    if (pool_->Uncache(block).ok()) ++stats_.orphans_freed;
   }
 }
 
@@ -164,6 +182,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
   // Cache the uncached blocks under chunk-domain hashes; roll back on a (never expected) clash.
   const uint64_t serial = next_serial_++;
   std::vector<BlockId> newly_cached;
+  std::vector<uint8_t> own_copy(blocks.size(), 0);
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (pool_->IsCached(blocks[i])) continue;
     const BlockHash hash = ChunkBlockHash(key, serial, i);
@@ -175,6 +194,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
           absl::StrCat("ChunkIndex::Insert: chunk block hash ", hash.ToString(), " is taken"));
     }
     newly_cached.push_back(blocks[i]);
+    own_copy[i] = 1;
   }
 
   Entry entry;
@@ -185,6 +205,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
   entry.location.position = position;
   entry.generations.reserve(blocks.size());
   for (BlockId block : blocks) entry.generations.push_back(pool_->Generation(block));
+  entry.own_copy = std::move(own_copy);
   if (options_.verify_tokens) entry.tokens.assign(tokens.begin(), tokens.end());
   for (BlockId block : blocks) block_chunks_[block].push_back(key);
   chunks_.emplace(key, std::move(entry));

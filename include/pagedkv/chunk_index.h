@@ -21,6 +21,11 @@
 //   * The index holds no references. When the pool drops any block of a chunk from its index
 //     (eviction, replacement, reset), the chunk is dropped at once (a pool event listener), so a
 //     lookup never returns a location whose KV may have been overwritten.
+//   * The blocks Insert cached under chunk-domain hashes (the chunk's own copy) can be reached only
+//     through the chunk. When the chunk is dropped because the pool dropped one of its blocks,
+//     its other copy blocks that nobody holds and no other chunk uses are uncached at once
+//     (BlockPool::Uncache: they become free), so a partly evicted chunk never keeps dead blocks
+//     cached. Shared prefix-cache blocks and held blocks are left as they are.
 //   * Acquire pins a location's blocks (reference +1 each) for as long as they are read; Release
 //     unpins them (tail first). A chunk evicted before Acquire is reported stale and never read.
 //
@@ -101,6 +106,7 @@ struct ChunkIndexStats {
   int64_t hit_tokens = 0;     // tokens of those chunks
   int64_t inserts = 0;        // chunks registered
   int64_t invalidations = 0;  // chunks dropped because the pool dropped one of their blocks
+  int64_t orphans_freed = 0;  // copy blocks freed because their chunk was dropped (see banner)
 };
 
 class ChunkIndex {
@@ -159,6 +165,7 @@ class ChunkIndex {
   struct Entry {
     ChunkLocation location;
     std::vector<uint32_t> generations;  // pool generation of each block at registration
+    std::vector<uint8_t> own_copy;      // 1 where Insert cached the block (chunk-domain hash)
     std::vector<TokenId> tokens;        // when verify_tokens
   };
 
@@ -166,6 +173,9 @@ class ChunkIndex {
   void OnPoolEvent(const KvEvent& event);
   // Removes `key` from chunks_ and block_chunks_.
   void Drop(const BlockHash& key);
+  // Uncaches `entry`'s own copy blocks (other than `removed`) that are still cached in their
+  // registration generation, held by nobody and used by no other chunk. Call after Drop.
+  void FreeOrphanedCopies(const Entry& entry, BlockId removed);
   // True when every block of `entry` is still cached under its recorded generation.
   bool StillValid(const Entry& entry) const;
 

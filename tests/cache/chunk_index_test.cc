@@ -237,6 +237,43 @@ TEST(ChunkIndexTest, ChunksAndPrefixesShareBlocks) {
   EXPECT_TRUE(index->ValidateInvariants().ok());
 }
 
+// When the pool evicts one block of a chunk's own copy, the copy's other blocks can no longer be
+// reached: the index frees them at once instead of leaving them cached until evicted in turn.
+// Blocks that are held, shared with the prefix cache or used by another chunk are left alone.
+TEST(ChunkIndexTest, PartlyEvictedCopyFreesItsOtherBlocks) {
+  auto pool = MakePool(8);
+  auto index = ChunkIndex::Create(pool.get()).value();
+  // Chunk A: its own copy in 3 uncached blocks. Chunk B: 2 blocks, one of them held by the caller.
+  std::vector<BlockId> a_blocks, b_blocks;
+  ASSERT_TRUE(pool->Allocate(3, &a_blocks).ok());
+  ASSERT_TRUE(pool->Allocate(2, &b_blocks).ok());
+  const std::vector<TokenId> doc_a = Tokens(12, 1), doc_b = Tokens(8, 100);
+  const BlockHash key_a = ChunkKey(doc_a, {}), key_b = ChunkKey(doc_b, {});
+  ASSERT_TRUE(index->Insert(key_a, doc_a, 0, a_blocks, 0).value());
+  ASSERT_TRUE(index->Insert(key_b, doc_b, 0, b_blocks, 0).value());
+  ASSERT_TRUE(pool->Unpin(std::vector<BlockId>(a_blocks.rbegin(), a_blocks.rend())).ok());
+  ASSERT_TRUE(pool->Unpin(b_blocks[1]).ok());  // b_blocks[0] stays held
+  ASSERT_EQ(pool->NumCachedBlocks(), 5);
+  ASSERT_EQ(pool->NumFreeBlocks(), 3);
+  // Four allocations: three free blocks, then one eviction (LRU: A's tail, released first).
+  std::vector<BlockId> others;
+  ASSERT_TRUE(pool->Allocate(4, &others).ok());
+  EXPECT_EQ(pool->stats().evictions, 1);
+  EXPECT_FALSE(index->Contains(key_a));
+  EXPECT_EQ(index->stats().orphans_freed, 2);
+  for (BlockId b : a_blocks) EXPECT_FALSE(pool->IsCached(b));
+  EXPECT_EQ(pool->NumFreeBlocks(), 2);  // A's two other blocks, free again
+  EXPECT_TRUE(index->Contains(key_b));
+  // Chunk B loses its unheld block: its held block stays cached (someone holds it).
+  ASSERT_TRUE(pool->Allocate(2, &others).ok());
+  ASSERT_TRUE(pool->Allocate(1, &others).ok());  // evicts b_blocks[1]
+  EXPECT_FALSE(index->Contains(key_b));
+  EXPECT_TRUE(pool->IsCached(b_blocks[0]));
+  EXPECT_EQ(index->stats().orphans_freed, 2);
+  EXPECT_TRUE(index->ValidateInvariants().ok());
+  EXPECT_TRUE(pool->ValidateInvariants().ok());
+}
+
 TEST(ChunkIndexTest, ResetPrefixCacheDropsEveryChunk) {
   auto pool = MakePool(8);
   auto index = ChunkIndex::Create(pool.get()).value();

@@ -36,7 +36,9 @@ struct ShiftedCounts {
 // recently released entry), then each marked chunk in order: inside the prefix hit -> nothing;
 // registered with every block still cached -> a hit (its blocks are pinned and released tail
 // first); else a copy of ceil(length / block_size) new blocks (all or nothing), released tail
-// first and registered. Then the request's blocks are released tail first.
+// first and registered. Then the request's blocks are released tail first. When a copy block is
+// evicted, the copy's other unpinned blocks are freed (the chunk index drops the chunk, and its
+// remaining copy blocks can no longer be reached).
 ShiftedCounts Reference(const Workload& workload, const ExpandedWorkload& w, int64_t capacity) {
   using Key = std::pair<uint64_t, uint64_t>;
   ShiftedCounts res;
@@ -48,13 +50,26 @@ ShiftedCounts Reference(const Workload& workload, const ExpandedWorkload& w, int
   };
   std::map<std::vector<TokenId>, Chunk> chunks;  // chunk tokens -> registered copy
   uint64_t serial = 0;
+  std::map<Key, std::vector<Key>> copy_of;  // copy block -> all blocks of its copy
+  auto free_orphans = [&](const Key& evicted) {
+    const auto it = copy_of.find(evicted);
+    if (it == copy_of.end()) return;
+    for (const Key& k : it->second) {
+      const auto ref = refs.find(k);
+      if (k == evicted || ref == refs.end() || ref->second != 0) continue;
+      released.remove(k);
+      refs.erase(ref);
+    }
+  };
   auto evict_for = [&](int64_t n) {  // makes room for n new entries; false when impossible
     const int64_t need = static_cast<int64_t>(refs.size()) + n - capacity;
     if (need > static_cast<int64_t>(released.size())) return false;
-    for (int64_t i = 0; i < need; ++i) {
-      refs.erase(released.front());
+    while (static_cast<int64_t>(refs.size()) + n > capacity) {
+      const Key victim = released.front();
+      refs.erase(victim);
       released.pop_front();
       ++res.evictions;
+      free_orphans(victim);
     }
     return true;
   };
@@ -122,6 +137,7 @@ ShiftedCounts Reference(const Workload& workload, const ExpandedWorkload& w, int
         copy.blocks.push_back(k);
       }
       release(copy.blocks);
+      for (const Key& k : copy.blocks) copy_of[k] = copy.blocks;
       chunks[tokens] = std::move(copy);
       ++res.chunks_registered;
     }
