@@ -48,7 +48,8 @@ BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPo
       meta_(options.num_blocks),
       chain_(options.num_blocks),
       parent_hash_(options.num_blocks),
-      index_(options.num_blocks) {
+      index_(options.num_blocks),
+      prefetch_victims_(options.num_blocks >= kVictimPrefetchMinBlocks) {
   if (store_tokens_) {
     // Over-allocate so every block's tokens can start on a 64-byte boundary (one cache line for
     // 16-token blocks).
@@ -155,7 +156,7 @@ absl::StatusOr<BlockId> BlockPool::EvictOne() {
   meta_[victim].state = State::kFree;
   RemoveFromIndex(victim);
   ++stats_.evictions;
-  PrefetchNextVictims();
+  if (prefetch_victims_) PrefetchNextVictims();
   return victim;
 }
 

@@ -18,6 +18,7 @@ class LruPolicy final : public EvictionPolicy {
 
   void Init(int32_t num_blocks) override {
     sentinel_ = num_blocks;
+    walk_ahead_ = num_blocks >= kVictimPrefetchMinBlocks;
     links_.assign(num_blocks + 1, Links{kNotListed, kNotListed});
     links_[sentinel_] = Links{sentinel_, sentinel_};
   }
@@ -35,6 +36,7 @@ class LruPolicy final : public EvictionPolicy {
   BlockId PickVictim() override {
     const BlockId victim = links_[sentinel_].next;
     Unlink(victim);
+    if (!walk_ahead_) return victim;
     // Walk the next candidates (their links were prefetched by earlier picks) and start loading
     // the links kPeekDepth ahead, so PeekVictim and later picks rarely wait on memory.
     int32_t block = links_[sentinel_].next;
@@ -68,6 +70,7 @@ class LruPolicy final : public EvictionPolicy {
     links_[block] = Links{kNotListed, kNotListed};
   }
 
+  bool walk_ahead_ = false;   // prefetch links ahead (large pools only, see eviction_policy.h)
   int32_t sentinel_ = 0;      // index num_blocks: the list head/tail anchor
   std::vector<Links> links_;  // [num_blocks + 1]; prev and next side by side (one cache line)
 };

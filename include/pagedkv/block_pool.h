@@ -262,6 +262,7 @@ class BlockPool {
   TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
   std::vector<BlockId> free_stack_;     // free blocks, popped from the back
   BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
+  bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;
   CacheStats stats_;
   std::vector<std::pair<int, KvEventListener>> listeners_;

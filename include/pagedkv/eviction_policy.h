@@ -41,6 +41,11 @@ namespace pagedkv {
 // The pool calls these from a single thread; implementations need no locking. The pool never calls
 // OnRelease for a block that is already a candidate, nor OnAccess/OnRemove/OnRelease for a block
 // that is not in the index.
+// Pools with at least this many blocks (metadata beyond a core's L2 cache) prefetch what upcoming
+// evictions will touch, through EvictionPolicy::PeekVictim; smaller ones find it all in cache, so
+// neither the pool nor a policy should spend instructions looking ahead for them.
+inline constexpr int32_t kVictimPrefetchMinBlocks = 32768;
+
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
