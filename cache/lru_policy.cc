@@ -19,6 +19,7 @@ class LruPolicy final : public EvictionPolicy {
   void Init(int32_t num_blocks) override {
     sentinel_ = num_blocks;
     walk_ahead_ = num_blocks >= kVictimPrefetchMinBlocks;
+    cursor_ = sentinel_;
     links_.assign(num_blocks + 1, Links{kNotListed, kNotListed});
     links_[sentinel_] = Links{sentinel_, sentinel_};
   }
@@ -36,19 +37,21 @@ class LruPolicy final : public EvictionPolicy {
   BlockId PickVictim() override {
     const BlockId victim = links_[sentinel_].next;
     Unlink(victim);
-    if (!walk_ahead_) return victim;
-    // Walk the next candidates (their links were prefetched by earlier picks) and start loading
-    // the links kPeekDepth ahead, so PeekVictim and later picks rarely wait on memory.
-    int32_t block = links_[sentinel_].next;
-    for (int d = 0; d < kPeekDepth && block != sentinel_; ++d) block = links_[block].next;
-    __builtin_prefetch(&links_[block]);
+    if (walk_ahead_) AdvanceCursor(victim);
     return victim;
   }
 
+  // 0: the head; 1: the one after it; kLookahead: the cursor (large pools only; it may sit a little
+  // further back than kLookahead when candidates before it were pinned meanwhile - a hint).
   BlockId PeekVictim(int32_t ahead) const override {
-    if (ahead < 0 || ahead > kPeekDepth) return kNullBlock;
     int32_t block = links_[sentinel_].next;
-    for (int32_t d = 0; d < ahead && block != sentinel_; ++d) block = links_[block].next;
+    if (ahead == 1 && block != sentinel_) {
+      block = links_[block].next;
+    } else if (ahead == kLookahead && walk_ahead_) {
+      block = cursor_;
+    } else if (ahead != 0) {
+      return kNullBlock;
+    }
     return block == sentinel_ ? kNullBlock : block;
   }
 
@@ -56,11 +59,26 @@ class LruPolicy final : public EvictionPolicy {
 
  private:
   static constexpr int32_t kNotListed = -1;
-  static constexpr int32_t kPeekDepth = 4;  // candidates PeekVictim can see past the head
+  static constexpr int32_t kLookahead = 3;  // how far ahead of the head the cursor runs
   struct Links {
     int32_t prev;  // kNotListed when not a candidate
     int32_t next;
   };
+
+  // Moves the cursor one candidate on after `victim` was picked: one load of links the previous
+  // call prefetched. When the cursor was picked, unlinked or ran off the tail, it is placed again
+  // by walking kLookahead links from the head.
+  void AdvanceCursor(BlockId victim) {
+    if (cursor_ == sentinel_ || cursor_ == victim || links_[cursor_].prev == kNotListed) {
+      cursor_ = links_[sentinel_].next;
+      for (int32_t d = 0; d < kLookahead && cursor_ != sentinel_; ++d) {
+        cursor_ = links_[cursor_].next;
+      }
+    } else {
+      cursor_ = links_[cursor_].next;
+    }
+    __builtin_prefetch(&links_[cursor_]);
+  }
 
   void Unlink(BlockId block) {
     const Links l = links_[block];
@@ -70,7 +88,8 @@ class LruPolicy final : public EvictionPolicy {
     links_[block] = Links{kNotListed, kNotListed};
   }
 
-  bool walk_ahead_ = false;   // prefetch links ahead (large pools only, see eviction_policy.h)
+  bool walk_ahead_ = false;   // keep the cursor (large pools only, see eviction_policy.h)
+  int32_t cursor_ = 0;        // a candidate about kLookahead picks ahead; sentinel_ when unknown
   int32_t sentinel_ = 0;      // index num_blocks: the list head/tail anchor
   std::vector<Links> links_;  // [num_blocks + 1]; prev and next side by side (one cache line)
 };

@@ -67,6 +67,34 @@ TEST(EvictionPolicyTest, LruPeekVictimForeseesTheNextPicks) {
   EXPECT_EQ(p->PeekVictim(0), kNullBlock);
 }
 
+// Large pools: the LRU keeps a cursor kLookahead (3) candidates past the head, advanced one link
+// per pick and placed again when its block is picked or pinned; picks stay in LRU order.
+TEST(EvictionPolicyTest, LruCursorRunsThreeAheadInLargePools) {
+  auto p = MakeLruPolicy();
+  p->Init(kVictimPrefetchMinBlocks);
+  for (BlockId b = 0; b < 20; ++b) {
+    p->OnInsert(b, H(b));
+    p->OnRelease(b, H(b));
+  }
+  for (BlockId b = 0; b < 10; ++b) {
+    ASSERT_EQ(p->PickVictim(), b);
+    EXPECT_EQ(p->PeekVictim(0), b + 1);
+    EXPECT_EQ(p->PeekVictim(3), b + 4);
+  }
+  ASSERT_EQ(p->PeekVictim(3), 13);
+  p->OnAccess(13, H(13));  // the cursor's block is pinned: placed again on the next pick
+  EXPECT_EQ(p->PickVictim(), 10);
+  EXPECT_EQ(p->PeekVictim(3), 15);  // head 11, then 12, (13 gone) 14, 15
+  p->OnAccess(12, H(12));           // a candidate before the cursor: the cursor stays put
+  EXPECT_EQ(p->PickVictim(), 11);
+  EXPECT_EQ(p->PeekVictim(3), 16);
+  std::vector<BlockId> rest = DrainVictims(*p, 6);
+  EXPECT_EQ(rest, (std::vector<BlockId>{14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(p->PeekVictim(0), kNullBlock);
+  EXPECT_EQ(p->PeekVictim(3), kNullBlock);
+  EXPECT_EQ(p->PeekVictim(2), kNullBlock);  // not a depth it tracks
+}
+
 TEST(EvictionPolicyTest, PoliciesWithoutPeekSayNull) {
   for (std::string_view name : {"lfu", "fifo"}) {
     auto p = MakeEvictionPolicy(name);
