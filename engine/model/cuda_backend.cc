@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/workspace.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -38,11 +39,12 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<Backend>(std::move(b));
   }
 
+  // The cuBLAS handle goes before the stream it is bound to; workspace_ (a member) frees its
+  // memory after both.
   ~CudaBackend() override {
-    if (stream_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
-    }
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    cublas_ = cuda::CublasHandle();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   BackendKind kind() const override { return BackendKind::kCuda; }
@@ -56,7 +58,10 @@ class CudaBackend final : public Backend {
       return absl::ResourceExhaustedError(
           absl::StrCat(name_, ": cannot allocate ", bytes, " bytes of device memory"));
     }
-    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ptr, 0, bytes, stream_));
+    if (const cudaError_t error = cudaMemsetAsync(ptr, 0, bytes, stream_); error != cudaSuccess) {
+      cudaFree(ptr);
+      return cuda::CudaStatus(error, "cudaMemsetAsync(new allocation)", __FILE__, __LINE__);
+    }
     return ptr;
   }
   void Free(void* ptr) override {
@@ -91,7 +96,7 @@ class CudaBackend final : public Backend {
     return cuda::Linear(args, cublas_.get(), stream_);
   }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
-    return cuda::EmbeddingGather(args, stream_, kTrusted);
+    return cuda::EmbeddingGather(args, stream_, Trusted());
   }
   absl::Status RmsNorm(const RmsNormArgs& args) override { return cuda::RmsNorm(args, stream_); }
   absl::Status SwiGlu(const SwiGluArgs& args) override { return cuda::SwiGlu(args, stream_); }
@@ -99,19 +104,30 @@ class CudaBackend final : public Backend {
     return cuda::LmHead(args, cublas_.get(), stream_);
   }
   absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) override {
-    return cuda::ReshapeAndCache(args, stream_, kTrusted);
+    return cuda::ReshapeAndCache(args, stream_, Trusted());
   }
-  absl::Status ReRotate(const ReRotateArgs& args) override { return cuda::ReRotate(args, stream_); }
+  absl::Status ReRotate(const ReRotateArgs& args) override {
+    return cuda::ReRotate(args, stream_, Validated());
+  }
   absl::Status PagedAttention(const PagedAttentionArgs& args) override {
-    return cuda::PagedAttention(args, stream_, kTrusted);
+    return cuda::PagedAttention(args, stream_, Trusted());
   }
-  absl::Status Sample(const SampleArgs& args) override { return cuda::Sample(args, stream_); }
+  absl::Status Sample(const SampleArgs& args) override {
+    return cuda::Sample(args, stream_, Validated());
+  }
 
  private:
   // The per-layer ops skip the device content checks (a host round trip each): ModelRunner
   // validates every ModelInput on the host before any launch (token ids, slots, block tables,
   // kv_lens). ReRotate and Sample, once per step and fed by other callers, keep the checks.
-  static constexpr cuda::LaunchOptions kTrusted = {.check = cuda::ContentCheck::kTrusted};
+  // Every launcher gets this backend's own workspace: the per-stream default one would outlive
+  // stream_ and keep its split-K scratch for the life of the process.
+  cuda::LaunchOptions Trusted() {
+    return {.check = cuda::ContentCheck::kTrusted, .workspace = &workspace_};
+  }
+  cuda::LaunchOptions Validated() {
+    return {.check = cuda::ContentCheck::kValidate, .workspace = &workspace_};
+  }
 
   CudaBackend() = default;
 
@@ -119,6 +135,7 @@ class CudaBackend final : public Backend {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cuda::CublasHandle cublas_;
+  cuda::Workspace workspace_;  // split-K scratch and check words of the launchers on stream_
 };
 
 }  // namespace

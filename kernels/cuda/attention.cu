@@ -298,8 +298,9 @@ absl::Status LaunchPartitions(const PagedAttentionArgs& args, const AttentionPla
 absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
                             const LaunchOptions& options) {
   PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
-  if (args.num_tokens == 0) return absl::OkStatus();
-  if (args.num_seqs == 0) {  // the kernels look tokens up in sequences: none would be found
+  // An empty batch still has its sequences checked when validating, as the CPU backend does.
+  if (args.num_tokens == 0 && options.check == ContentCheck::kTrusted) return absl::OkStatus();
+  if (args.num_tokens > 0 && args.num_seqs == 0) {  // tokens are looked up in sequences
     return absl::InvalidArgumentError("PagedAttention: num_tokens > 0 needs num_seqs >= 1");
   }
   const PagedKvLayout& cache = args.cache;
@@ -319,6 +320,7 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
                              CheckPagedAttentionOnDevice(args, stream, *workspace));
     max_keys = max_kv_len;
   }
+  if (args.num_tokens == 0) return absl::OkStatus();
   int device = 0;
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   int num_sms = 1;

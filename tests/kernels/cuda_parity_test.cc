@@ -611,8 +611,9 @@ TEST_F(CudaParityTest, BadIndexArraysAreInvalidArgumentAndWriteNothing) {
     EXPECT_EQ(Download(dout), std::vector<float>(n * hd, 0.0f));
   }
   // Paged attention: block id out of range, kv_len over capacity, query_start_loc not ending at
-  // num_tokens, negative position.
-  for (int bad = 0; bad < 4; ++bad) {
+  // num_tokens, negative position, and a bad kv_len in a batch without query tokens (checked all
+  // the same).
+  for (int bad = 0; bad < 5; ++bad) {
     std::vector<int32_t> positions = {3, 4, 1};
     std::vector<int32_t> qsl = {0, 2, 3};
     std::vector<int32_t> kv_lens = {5, 2};
@@ -621,6 +622,10 @@ TEST_F(CudaParityTest, BadIndexArraysAreInvalidArgumentAndWriteNothing) {
     if (bad == 1) kv_lens[1] = 9;
     if (bad == 2) qsl[2] = 4;
     if (bad == 3) positions[2] = -1;
+    if (bad == 4) {
+      qsl = {0, 0, 0};
+      kv_lens[1] = 9;
+    }
     std::vector<float> out_host(n * nq * hd, 5.0f);
     PagedAttentionArgs args{.q = q0.data(),
                             .out = out_host.data(),
@@ -628,7 +633,7 @@ TEST_F(CudaParityTest, BadIndexArraysAreInvalidArgumentAndWriteNothing) {
                             .query_start_loc = qsl.data(),
                             .kv_lens = kv_lens.data(),
                             .block_tables = tables.data(),
-                            .num_tokens = n,
+                            .num_tokens = bad == 4 ? 0 : n,
                             .num_seqs = 2,
                             .num_q_heads = nq,
                             .max_blocks_per_seq = 2,
