@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // fp16 / bf16 <-> fp32 conversions (round to nearest even) and typed element load/store, usable on
-// host and device. Bit-exact on both, so the CPU reference and the CUDA kernels store identical
-// bits.
+// host and device. The conversions are bit-exact on both: the same fp32 value is stored as the
+// same bits. (The fp32 values a kernel computes may still differ from the CPU's by an ulp, since
+// nvcc contracts multiply-adds into FMAs; the GPU parity tests' tolerances allow for that.)
 //
 // Example:
 //   uint16_t h = pagedkv::F32ToF16Bits(1.5f);       // 0x3E00
