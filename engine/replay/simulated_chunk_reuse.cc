@@ -31,9 +31,7 @@ absl::StatusOr<std::unique_ptr<SimulatedChunkReuse>> SimulatedChunkReuse::Create
       new SimulatedChunkReuse(pool, options, std::move(index)));
 }
 
-SimulatedChunkReuse::~SimulatedChunkReuse() {
-  for (const auto& [handle, location] : acquired_) (void)index_->Release(location);
-}
+SimulatedChunkReuse::~SimulatedChunkReuse() = default;
 
 BlockHash SimulatedChunkReuse::KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                                      uint64_t adapter_id) const {
@@ -47,35 +45,16 @@ BlockHash SimulatedChunkReuse::KeyOf(std::span<const TokenId> tokens, std::strin
 std::optional<AcquiredChunk> SimulatedChunkReuse::Acquire(std::span<const TokenId> tokens,
                                                           std::string_view cache_salt,
                                                           uint64_t adapter_id) {
-  std::optional<ChunkLocation> location =
-      index_->Find(KeyOf(tokens, cache_salt, adapter_id), tokens);
-  if (!location.has_value() || !index_->Acquire(*location).ok()) return std::nullopt;
-  AcquiredChunk chunk;
-  chunk.handle = next_handle_++;
-  chunk.position = location->position;
-  chunk.slots.reserve(static_cast<size_t>(location->num_tokens));
-  for (int32_t i = 0; i < location->num_tokens; ++i) {
-    chunk.slots.push_back(location->SlotOf(i, pool_->block_size()));
-  }
-  acquired_.emplace(chunk.handle, *std::move(location));
-  ++stats_.acquired;
+  std::optional<AcquiredChunk> chunk = pins_.Acquire(KeyOf(tokens, cache_salt, adapter_id), tokens);
+  if (chunk.has_value()) ++stats_.acquired;
   return chunk;
 }
 
 void SimulatedChunkReuse::Release(int64_t handle) {
-  auto it = acquired_.find(handle);
-  if (it == acquired_.end()) return;
-  (void)index_->Release(it->second);  // pinned by Acquire: cannot fail
-  acquired_.erase(it);
-  ++stats_.released_unused;
+  if (pins_.Release(handle)) ++stats_.released_unused;
 }
 
-absl::Status SimulatedChunkReuse::ReleaseAcquired() {
-  absl::Status status;
-  for (const auto& [handle, location] : acquired_) status.Update(index_->Release(location));
-  acquired_.clear();
-  return status;
-}
+absl::Status SimulatedChunkReuse::ReleaseAcquired() { return pins_.ReleaseAll(); }
 
 absl::StatusOr<bool> SimulatedChunkReuse::Register(std::span<const TokenId> tokens,
                                                    std::string_view cache_salt, uint64_t adapter_id,

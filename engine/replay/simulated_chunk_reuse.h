@@ -33,9 +33,9 @@
 #include <string>
 #include <string_view>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/shift/chunk_pins.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/scheduler.h"
@@ -86,22 +86,21 @@ class SimulatedChunkReuse final : public ChunkReuseProvider {
                                 uint64_t adapter_id, int32_t position);
 
   // Chunks pinned by Acquire and not yet released.
-  int32_t num_acquired() const { return static_cast<int32_t>(acquired_.size()); }
+  int32_t num_acquired() const { return pins_.size(); }
   const SimulatedChunkReuseStats& stats() const { return stats_; }
   const ChunkIndex& index() const { return *index_; }
 
  private:
   SimulatedChunkReuse(BlockPool* pool, const SimulatedChunkReuseOptions& options,
                       std::unique_ptr<ChunkIndex> index)
-      : pool_(pool), options_(options), index_(std::move(index)) {}
+      : pool_(pool), options_(options), index_(std::move(index)), pins_(index_.get()) {}
   BlockHash KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                   uint64_t adapter_id) const;
 
   BlockPool* pool_;
   SimulatedChunkReuseOptions options_;
   std::unique_ptr<ChunkIndex> index_;
-  int64_t next_handle_ = 1;
-  absl::flat_hash_map<int64_t, ChunkLocation> acquired_;
+  ChunkPins pins_;  // after index_: released before the index goes
   SimulatedChunkReuseStats stats_;
 };
 

@@ -60,9 +60,7 @@ EngineChunkReuse::EngineChunkReuse(ModelRunner* runner, BlockPool* pool,
       rope_fingerprint_(runner->rope_config().Fingerprint()),
       index_(std::move(index)) {}
 
-EngineChunkReuse::~EngineChunkReuse() {
-  for (const auto& [handle, location] : acquired_) (void)index_->Release(location);
-}
+EngineChunkReuse::~EngineChunkReuse() = default;
 
 BlockHash EngineChunkReuse::KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                                   uint64_t adapter_id) const {
@@ -75,26 +73,10 @@ BlockHash EngineChunkReuse::KeyOf(std::span<const TokenId> tokens, std::string_v
 std::optional<AcquiredChunk> EngineChunkReuse::Acquire(std::span<const TokenId> tokens,
                                                        std::string_view cache_salt,
                                                        uint64_t adapter_id) {
-  const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
-  std::optional<ChunkLocation> location = index_->Find(key, tokens);
-  if (!location.has_value() || !index_->Acquire(*location).ok()) return std::nullopt;
-  AcquiredChunk chunk;
-  chunk.handle = next_handle_++;
-  chunk.position = location->position;
-  chunk.slots.reserve(static_cast<size_t>(location->num_tokens));
-  for (int32_t i = 0; i < location->num_tokens; ++i) {
-    chunk.slots.push_back(location->SlotOf(i, pool_->block_size()));
-  }
-  acquired_.emplace(chunk.handle, *std::move(location));
-  return chunk;
+  return pins_.Acquire(KeyOf(tokens, cache_salt, adapter_id), tokens);
 }
 
-void EngineChunkReuse::Release(int64_t handle) {
-  auto it = acquired_.find(handle);
-  if (it == acquired_.end()) return;
-  (void)index_->Release(it->second);  // pinned by Acquire: cannot fail
-  acquired_.erase(it);
-}
+void EngineChunkReuse::Release(int64_t handle) { pins_.Release(handle); }
 
 void EngineChunkReuse::AppendBlendGroups(const ScheduledBatch& batch,
                                          std::vector<BlendGroup>* groups) const {
@@ -125,8 +107,7 @@ absl::Status EngineChunkReuse::RunMoves(std::span<const KvSlotMove> moves) {
     status = ReRotateSlots(
         *runner_, {.src = src, .dst = dst, .old_positions = old_pos, .new_positions = new_pos});
   }
-  for (const auto& [handle, location] : acquired_) status.Update(index_->Release(location));
-  acquired_.clear();
+  status.Update(pins_.ReleaseAll());
   return status;
 }
 

@@ -43,10 +43,10 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/model_runner.h"
+#include "engine/shift/chunk_pins.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/scheduler.h"
@@ -112,8 +112,7 @@ class EngineChunkReuse final : public ChunkReuseProvider {
   EngineChunkReuseOptions options_;
   std::string rope_fingerprint_;
   std::unique_ptr<ChunkIndex> index_;
-  int64_t next_handle_ = 1;
-  absl::flat_hash_map<int64_t, ChunkLocation> acquired_;
+  ChunkPins pins_{index_.get()};  // after index_: released before the index goes
 };
 
 }  // namespace pagedkv
