@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "engine/replay/shifted_hit_json.h"
 
 namespace pagedkv::replay {
 namespace {
@@ -133,18 +134,7 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
       {"shifted_counted", r.shifted_counted},
   };
   if (r.shifted_counted) {
-    j["shifted_hit_tokens"] = r.shifted_hit_tokens;
-    j["shifted_hit_tokens_moved"] = r.shifted_hit_tokens_moved;
-    j["shifted_hit_tokens_same_position"] = r.shifted_hit_tokens_same_position();
-    j["shifted_hit_blocks"] = r.shifted_hit_blocks;
-    j["shifted_hit_rate"] = r.shifted_hit_rate();
-    j["prefix_plus_shifted_token_hit_rate"] = r.prefix_plus_shifted_token_hit_rate();
-    j["chunks"] = {{"marked", r.chunks},
-                   {"in_prefix_hit", r.chunks_in_prefix},
-                   {"hits", r.chunk_hits},
-                   {"hits_moved", r.chunk_hits_moved},
-                   {"registered", r.chunks_registered},
-                   {"register_failures", r.chunk_register_failures}};
+    AddShiftedHitJson(r, j);
   }
   return j;
 }
