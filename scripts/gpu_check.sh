@@ -2,7 +2,7 @@
 # GPU check of the CUDA backend, for a machine with a CUDA device (not part of CI):
 #   1. configures a minimal Release build with CUDA for the visible GPU's architecture only,
 #   2. builds only the GPU test and benchmark targets (-j16),
-#   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaValidationTest; engine:
+#   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest; engine:
 #      ModelRunnerCudaTest) and fails if any of them failed or was skipped,
 #   4. runs cuda_kernels_bench,
 #   5. when compute-sanitizer is installed, runs the kernel parity tests under memcheck.
@@ -45,7 +45,7 @@ if ! timeout 300 cmake --build "$build" -j16 \
 fi
 
 log "GPU parity tests (ctest)"
-tests='^(CudaParityTest|CudaValidationTest|ModelRunnerCudaTest)\.'
+tests='^(CudaParityTest|CudaBadInputTest|CudaValidationTest|ModelRunnerCudaTest)\.'
 if ! (cd "$build" && timeout 240 ctest -R "$tests" -V --timeout 200) >"$out/ctest.log" 2>&1; then
   fail "GPU parity tests (see ctest.log)"
 fi
@@ -65,7 +65,7 @@ if [[ -n "$sanitizer" ]]; then
   log "compute-sanitizer memcheck on the kernel parity tests"
   if ! timeout 150 "$sanitizer" --tool memcheck --error-exitcode 3 \
     "$build/tests/kernels/kernels_cuda_test" \
-    --gtest_filter='CudaParityTest.PagedAttention*:CudaParityTest.BadIndex*:CudaParityTest.Trusted*:CudaParityTest.Sample*:CudaParityTest.EmbeddingRmsNormSwiGlu' \
+    --gtest_filter='CudaParityTest.PagedAttention*:CudaBadInputTest.BadIndex*:CudaBadInputTest.Trusted*:CudaParityTest.Sample*:CudaParityTest.EmbeddingRmsNormSwiGlu' \
     >"$out/memcheck.log" 2>&1; then
     fail "memcheck (see memcheck.log; exit 124 means it timed out)"
   fi
