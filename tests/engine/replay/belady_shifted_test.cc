@@ -16,19 +16,13 @@
 #include "engine/replay/cache_replay.h"
 #include "engine/replay/generators.h"
 #include "gtest/gtest.h"
+#include "tests/engine/replay/shifted_reference_util.h"
 
 namespace pagedkv::replay {
 namespace {
 
-struct Counts {
-  int64_t hit_blocks = 0;
-  int64_t evictions = 0;
-  int64_t chunk_hits = 0;
-  int64_t chunk_hits_moved = 0;
-  int64_t shifted_hit_tokens = 0;
-  int64_t chunks_registered = 0;
-  int64_t chunk_register_failures = 0;
-};
+using shifted_reference::ShiftedCounts;
+using shifted_reference::SmallRag;
 
 // Brute force: a cache of `capacity` entries (prefix block keys and chunk-copy blocks). Every
 // entry gets, when it is released, the next request index that needs it (scanning the workload:
@@ -39,7 +33,8 @@ struct Counts {
 // and that when a copy loses a block its other unpinned blocks are freed (as ChunkIndex does) and
 // its pinned ones are released again as "never used, ever" (ranked above every next use) before
 // and after each chunk.
-Counts BeladyReference(const Workload& workload, const ExpandedWorkload& w, int64_t capacity) {
+ShiftedCounts BeladyReference(const Workload& workload, const ExpandedWorkload& w,
+                              int64_t capacity) {
   using Key = std::pair<uint64_t, uint64_t>;
   constexpr int64_t kNever = std::numeric_limits<int32_t>::max();
   const size_t n = w.num_requests();
@@ -70,7 +65,7 @@ Counts BeladyReference(const Workload& workload, const ExpandedWorkload& w, int6
     return kNever;
   };
 
-  Counts res;
+  ShiftedCounts res;
   std::map<Key, int> refs;  // cached entry -> pin count
   struct Released {
     Key key;
@@ -250,19 +245,9 @@ TEST(BeladyShiftedTest, HandMadeWorkloadKeepsTheDocumentNeededNext) {
   EXPECT_EQ(belady->hit_blocks, 0);
   EXPECT_DOUBLE_EQ(belady->prefix_plus_shifted_token_hit_rate(), 8.0 / 40.0);
 
-  const Counts want = BeladyReference(w, *e, 8);
+  const ShiftedCounts want = BeladyReference(w, *e, 8);
   EXPECT_EQ(want.evictions, 5);
   EXPECT_EQ(want.shifted_hit_tokens, 8);
-}
-
-Workload SmallRag(uint64_t seed, int requests) {
-  return GenerateRagWorkload({.num_requests = requests,
-                              .num_documents = 12,
-                              .document_tokens = {8, 60},
-                              .documents_per_request = {1, 4},
-                              .instruction_tokens = 12,
-                              .question_tokens = {3, 20},
-                              .seed = seed});
 }
 
 TEST(BeladyShiftedTest, MatchesBruteForceReference) {
@@ -275,7 +260,7 @@ TEST(BeladyShiftedTest, MatchesBruteForceReference) {
         SCOPED_TRACE(testing::Message() << "seed " << seed << " bs " << bs << " cap " << cap);
         auto got = RunCacheReplay(*e, {.capacity_blocks = cap, .policy = "belady"});
         ASSERT_TRUE(got.ok()) << got.status();
-        const Counts want = BeladyReference(workload, *e, cap);
+        const ShiftedCounts want = BeladyReference(workload, *e, cap);
         ASSERT_TRUE(got->shifted_counted);
         EXPECT_EQ(got->hit_blocks, want.hit_blocks);
         EXPECT_EQ(got->evictions, want.evictions);

@@ -15,21 +15,13 @@
 #include "engine/replay/generators.h"
 #include "engine/replay/report.h"
 #include "gtest/gtest.h"
+#include "tests/engine/replay/shifted_reference_util.h"
 
 namespace pagedkv::replay {
 namespace {
 
-struct ShiftedCounts {
-  int64_t hit_blocks = 0;
-  int64_t evictions = 0;
-  int64_t chunk_hits = 0;
-  int64_t chunk_hits_moved = 0;
-  int64_t shifted_hit_tokens = 0;
-  int64_t shifted_hit_tokens_moved = 0;
-  int64_t chunks_in_prefix = 0;
-  int64_t chunks_registered = 0;
-  int64_t chunk_register_failures = 0;
-};
+using shifted_reference::ShiftedCounts;
+using shifted_reference::SmallRag;
 
 // Brute force: an LRU cache of `capacity` entries holding prefix block keys and chunk-copy
 // blocks (unique ids). Per request: the prefix walk (pin hits, insert misses evicting the least
@@ -144,16 +136,6 @@ ShiftedCounts Reference(const Workload& workload, const ExpandedWorkload& w, int
     release(pinned);
   }
   return res;
-}
-
-Workload SmallRag(uint64_t seed, int requests) {
-  return GenerateRagWorkload({.num_requests = requests,
-                              .num_documents = 12,
-                              .document_tokens = {8, 60},
-                              .documents_per_request = {1, 4},
-                              .instruction_tokens = 12,
-                              .question_tokens = {3, 20},
-                              .seed = seed});
 }
 
 TEST(ShiftedReplayTest, MatchesBruteForceReferenceUnboundedAndWithEviction) {
