@@ -19,8 +19,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/op_args.h"
 #include "pagedkv/hd.h"
+#include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
 

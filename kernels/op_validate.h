@@ -8,7 +8,7 @@
 #define PAGEDKV_KERNELS_OP_VALIDATE_H_
 
 #include "absl/status/status.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
 

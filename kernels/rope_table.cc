@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Host construction of the RoPE cos/sin table.
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/rope_table.h"
 
 #include <cstdint>
 #include <utility>

@@ -20,8 +20,8 @@
 #include "absl/status/status.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/ops.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cuda_ops.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {

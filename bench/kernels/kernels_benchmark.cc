@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/dtype_convert.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
 namespace {

@@ -2,9 +2,9 @@
 //
 // Backend: the memory and compute interface the model runner is written against, so one forward
 // pass runs on the CPU reference ops (pagedkv::cpu, host memory) or on the CUDA launchers
-// (pagedkv::cuda, device memory). Every op takes the kernels' argument structs (kernels/op_args.h)
-// with pointers into this backend's memory; ops may run asynchronously, in order, until
-// Synchronize() or a CopyToHost.
+// (pagedkv::cuda, device memory). Every op takes the kernels' argument structs
+// (pagedkv/kernels/op_args.h) with pointers into this backend's memory; ops may run asynchronously,
+// in order, until Synchronize() or a CopyToHost.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(BackendKind::kAuto));
@@ -22,8 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/op_args.h"
 #include "pagedkv/backend_kind.h"
+#include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
 
@@ -48,7 +48,7 @@ class Backend {
   // Waits for every queued op.
   virtual absl::Status Synchronize() = 0;
 
-  // Compute (see kernels/op_args.h for each op's contract).
+  // Compute (see pagedkv/kernels/op_args.h for each op's contract).
   virtual absl::Status Linear(const LinearArgs& args) = 0;
   virtual absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) = 0;
   virtual absl::Status RmsNorm(const RmsNormArgs& args) = 0;

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
-#include "kernels/cpu/ops.h"
+#include "pagedkv/kernels/cpu_ops.h"
 
 namespace pagedkv {
 namespace {

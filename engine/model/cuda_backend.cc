@@ -17,8 +17,8 @@
 #include "engine/model/backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/ops.h"
-#include "kernels/cuda/workspace.h"
+#include "pagedkv/kernels/cuda_ops.h"
+#include "pagedkv/kernels/cuda_workspace.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

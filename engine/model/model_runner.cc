@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/dtype_convert.h"
+#include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

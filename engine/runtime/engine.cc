@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_runner.h"
 #include "engine/shift/engine_chunk_reuse.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/op_args.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
 

@@ -22,9 +22,9 @@
 #include "engine/shift/next_token_metrics.h"
 #include "engine/shift/rerotate_slots.h"
 #include "engine/shift/shifted_prefill.h"
-#include "kernels/rope_math.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/kernels/rope_math.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

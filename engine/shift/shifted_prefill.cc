@@ -19,7 +19,7 @@
 #include "engine/model/backend.h"
 #include "engine/shift/layer_prefix_weights.h"
 #include "engine/shift/rerotate_slots.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/op_args.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

@@ -52,9 +52,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/model_runner.h"
-#include "kernels/rope_table.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {

@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Storage element types of the KV cache. Arithmetic is always fp32; fp16 and bf16 are storage
-// formats converted on load and store (see kernels/dtype_convert.h for the conversions).
+// formats converted on load and store (see pagedkv/kernels/dtype_convert.h for the conversions).
 //
 // Example:
 //   absl::StatusOr<pagedkv::DType> dtype = pagedkv::ParseDType("bf16");

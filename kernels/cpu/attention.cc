@@ -10,10 +10,10 @@
 #include "absl/status/status.h"
 #include "kernels/attention_split.h"
 #include "kernels/content_checks.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
 #include "kernels/softmax_math.h"
+#include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {

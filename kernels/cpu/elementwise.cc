@@ -7,9 +7,9 @@
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/op_validate.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/op_validate.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {

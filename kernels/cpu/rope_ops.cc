@@ -6,10 +6,10 @@
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/status_macros.h"
 

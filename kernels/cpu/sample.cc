@@ -13,9 +13,9 @@
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/op_validate.h"
 #include "kernels/sample_math.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {

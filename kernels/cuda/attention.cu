@@ -24,10 +24,10 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/ops.h"
-#include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
 #include "kernels/softmax_math.h"
+#include "pagedkv/kernels/cuda_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/status_macros.h"
 

@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/cuda/workspace.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/cuda_workspace.h"
+#include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv::cuda {
 

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv::cuda {
 

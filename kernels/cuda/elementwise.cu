@@ -10,9 +10,9 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/ops.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/op_validate.h"
+#include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/ops.h"
 #include "kernels/op_validate.h"
+#include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {

@@ -2,9 +2,10 @@
 //
 // CUDA RoPE, KV write (reshape_and_cache) and re-rotation. One block per token; threads walk
 // (head, pair) for the rotated dims and (head, dim) for pass-through dims and values. The math is
-// RopeRotatePair / ReRotateCosSin / RotatePair from kernels/rope_table.h and kernels/rope_math.h,
-// the same functions the CPU reference calls. With ContentCheck::kTrusted, tokens with a negative
-// position or an out-of-range slot are skipped (nothing written for them).
+// RopeRotatePair / ReRotateCosSin / RotatePair from pagedkv/kernels/rope_table.h and
+// pagedkv/kernels/rope_math.h, the same functions the CPU reference calls. With
+// ContentCheck::kTrusted, tokens with a negative position or an out-of-range slot are skipped
+// (nothing written for them).
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -13,10 +14,10 @@
 #include "kernels/content_checks.h"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/ops.h"
-#include "kernels/dtype_convert.h"
 #include "kernels/op_validate.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cuda_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {

@@ -1,8 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Workspace allocation and the per-(device, stream) default workspaces.
-#include "kernels/cuda/workspace.h"
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/cuda_check.h"
+#include "pagedkv/kernels/cuda_workspace.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {

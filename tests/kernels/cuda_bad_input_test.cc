@@ -13,12 +13,12 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/ops.h"
-#include "kernels/dtype_convert.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/kernels/cuda_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/ops.h"
+#include "pagedkv/kernels/cuda_ops.h"
 
 namespace pagedkv::cuda_testing {
 

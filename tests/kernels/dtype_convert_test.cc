@@ -2,7 +2,7 @@
 //
 // fp16 / bf16 conversions: exhaustive round trips and round-to-nearest-even against neighbours
 // computed in float64.
-#include "kernels/dtype_convert.h"
+#include "pagedkv/kernels/dtype_convert.h"
 
 #include <cmath>
 #include <cstdint>

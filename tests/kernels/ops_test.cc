@@ -1,14 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Linear, LM head, embedding gather, RMSNorm and SwiGLU against float64 references written here.
-#include "kernels/cpu/ops.h"
-
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace pagedkv {

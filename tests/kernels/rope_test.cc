@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/dtype_convert.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 #include "tests/kernels/kernel_test_util.h"
 

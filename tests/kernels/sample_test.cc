@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/sample_math.h"
+#include "pagedkv/kernels/cpu_ops.h"
 
 namespace pagedkv {
 namespace {

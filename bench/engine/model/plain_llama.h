@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/ops.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/model_weights.h"
 #include "pagedkv/types.h"
 

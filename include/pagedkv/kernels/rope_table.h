@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/rope_math.h"
 #include "pagedkv/hd.h"
+#include "pagedkv/kernels/rope_math.h"
 #include "pagedkv/rope_config.h"
 
 namespace pagedkv {

@@ -19,14 +19,17 @@
 #ifndef PAGEDKV_KERNELS_CUDA_WORKSPACE_H_
 #define PAGEDKV_KERNELS_CUDA_WORKSPACE_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+
+// The CUDA runtime's stream and cuBLAS's handle types, declared as the toolkit declares them so
+// this header compiles without the CUDA headers (a repeated identical typedef is valid C++).
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
 
 namespace pagedkv::cuda {
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CUDA backend: the same ops and argument structs as pagedkv::cpu (kernels/cpu/ops.h), over
+// CUDA backend: the same ops and argument structs as pagedkv::cpu (pagedkv/kernels/cpu_ops.h), over
 // device pointers, enqueued on `stream` (asynchronous; errors of the launch itself are returned,
 // errors during execution surface at the next synchronising call). Launchers check sizes, head
 // dims and dtypes on the host (InvalidArgument, nothing enqueued).
@@ -28,14 +28,14 @@
 #ifndef PAGEDKV_KERNELS_CUDA_OPS_H_
 #define PAGEDKV_KERNELS_CUDA_OPS_H_
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "kernels/cuda/workspace.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/cuda_workspace.h"
+#include "pagedkv/kernels/op_args.h"
+
+struct cublasContext;
+typedef struct cublasContext* cublasHandle_t;
 
 namespace pagedkv::cuda {
 

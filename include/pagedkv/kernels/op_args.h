@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "kernels/paged_kv_layout.h"
-#include "kernels/rope_table.h"
+#include "pagedkv/kernels/paged_kv_layout.h"
+#include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
 

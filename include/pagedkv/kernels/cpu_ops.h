@@ -3,7 +3,7 @@
 // CPU reference backend: every op over host memory, single-threaded, fp32 arithmetic. Each call
 // validates its arguments (shapes, head dims, dtypes, and the contents of slot lists, positions and
 // block tables) before writing anything: on InvalidArgument no output has been touched.
-// The argument structs (kernels/op_args.h) are the same ones the CUDA backend takes.
+// The argument structs (pagedkv/kernels/op_args.h) are the same ones the CUDA backend takes.
 //
 // Example:
 //   pagedkv::LinearArgs qkv{.x = h, .w = wqkv, .y = out, .m = tokens, .n = 3 * dim, .k = dim};
@@ -12,7 +12,7 @@
 #define PAGEDKV_KERNELS_CPU_OPS_H_
 
 #include "absl/status/status.h"
-#include "kernels/op_args.h"
+#include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv::cpu {
 
