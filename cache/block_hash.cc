@@ -3,6 +3,7 @@
 // Block hashing: byte layouts documented in include/pagedkv/block_hash.h.
 #include "pagedkv/block_hash.h"
 
+#define XXH_INLINE_ALL  // header-only xxHash: no library to link or install
 #include <xxhash.h>
 
 #include <bit>

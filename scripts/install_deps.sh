@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache clang-format
   libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev gnuplot-nox
+  libsimdjson-dev nlohmann-json3-dev libcli11-dev zlib1g-dev gnuplot-nox
 )
 
 missing=()

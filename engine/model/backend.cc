@@ -3,18 +3,18 @@
 // Backend selection, BackendKind names and DeviceBuffer.
 #include "engine/model/backend.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model/plugin_backend.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/status_macros.h"
-#if defined(PAGEDKV_HAVE_CUDA)
-#include "engine/model/cuda_backend.h"
-#endif
 
 namespace pagedkv {
 
@@ -38,12 +38,37 @@ absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name) {
       absl::StrCat("unknown backend '", std::string(name), "': use auto, cpu or cuda"));
 }
 
+namespace {
+
+// True when an NVIDIA driver device node exists, so a CUDA device may be visible. kAuto loads the
+// CUDA plugin (and with it cuBLAS and the driver) only then, which keeps CPU-only runs small.
+bool NvidiaDriverPresent() {
+  std::error_code error;
+  return std::filesystem::exists("/dev/nvidiactl", error) ||
+         std::filesystem::exists("/dev/dxg", error);
+}
+
+// The CUDA plugin's backend on device 0, or Unavailable saying what is missing.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend() {
+  absl::StatusOr<const BackendPlugin*> plugin = LoadCudaPlugin();
+  if (!plugin.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA backend requested but ", plugin.status().message()));
+  }
+  absl::StatusOr<int> devices = (*plugin)->DeviceCount();
+  if (!devices.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA backend requested but ", devices.status().message()));
+  }
+  return (*plugin)->CreateBackend(/*device=*/0);
+}
+
+}  // namespace
+
 bool CudaBackendAvailable() {
-#if defined(PAGEDKV_HAVE_CUDA)
-  return CudaDeviceVisible();
-#else
-  return false;
-#endif
+  if (!NvidiaDriverPresent()) return false;
+  absl::StatusOr<const BackendPlugin*> plugin = LoadCudaPlugin();
+  return plugin.ok() && (*plugin)->DeviceCount().ok();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind) {
@@ -52,17 +77,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind) {
       return CreateCpuBackend();
     case BackendKind::kAuto:
       if (!CudaBackendAvailable()) return CreateCpuBackend();
-      [[fallthrough]];
+      return CreateCudaBackend();
     case BackendKind::kCuda:
-#if defined(PAGEDKV_HAVE_CUDA)
-      if (!CudaDeviceVisible()) {
-        return absl::UnavailableError("CUDA backend requested but no CUDA device is visible");
-      }
-      return CreateCudaBackend(/*device=*/0);
-#else
-      return absl::UnavailableError(
-          "CUDA backend requested but pagedkv was built without CUDA (no nvcc at configure time)");
-#endif
+      return CreateCudaBackend();
   }
   return absl::InvalidArgumentError("invalid BackendKind");
 }

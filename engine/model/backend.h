@@ -63,11 +63,13 @@ class Backend {
 // The CPU reference backend (always available).
 std::unique_ptr<Backend> CreateCpuBackend();
 
-// True when pagedkv was built with CUDA and a CUDA device is visible now.
+// True when the CUDA plugin (engine/model/plugin_backend.h) loads and sees a device. Without an
+// NVIDIA driver device node (/dev/nvidiactl) it is false without loading anything.
 bool CudaBackendAvailable();
 
-// kCpu: the CPU backend. kCuda: the CUDA backend on device 0, Unavailable (saying why) when not
-// built with CUDA or no device is visible. kAuto: CUDA when available, else CPU.
+// kCpu: the CPU backend. kCuda: the CUDA plugin's backend on device 0, Unavailable saying what is
+// missing (the plugin library, a library it needs, or a device). kAuto: CUDA when available, else
+// CPU.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind);
 
 // Owns one allocation of a Backend. Movable, not copyable. The backend must outlive it.

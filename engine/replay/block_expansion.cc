@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/replay/block_expansion.h"
 
+#define XXH_INLINE_ALL  // header-only xxHash: no library to link or install
 #include <xxhash.h>
 
 #include <cstring>

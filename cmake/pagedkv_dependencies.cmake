@@ -1,0 +1,30 @@
+# Dependencies (Debian packages; scripts/install_deps.sh installs them). Each is searched only when
+# a part that needs it is enabled: the cache and kernels need Abseil and xxHash's header alone.
+find_package(absl REQUIRED)
+find_package(Threads REQUIRED)
+# xxHash is used header-only (XXH_INLINE_ALL), so no installed target links a library for it.
+find_path(PAGEDKV_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+add_library(pagedkv_xxhash_headers INTERFACE)
+target_include_directories(pagedkv_xxhash_headers INTERFACE ${PAGEDKV_XXHASH_INCLUDE_DIR})
+
+if(PAGEDKV_BUILD_REPLAY)
+  find_package(simdjson REQUIRED)
+  find_package(nlohmann_json REQUIRED)
+  find_package(ZLIB REQUIRED)
+endif()
+if(PAGEDKV_BUILD_TOOLS OR PAGEDKV_BUILD_TESTS)
+  find_package(CLI11 REQUIRED)
+endif()
+if(PAGEDKV_BUILD_TESTS OR PAGEDKV_BUILD_BENCH)
+  # Tests and benchmarks compare against the xxHash library itself.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+endif()
+if(PAGEDKV_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+  enable_testing()
+endif()
+if(PAGEDKV_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,110 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The binary interface between pagedkv and a backend plugin: a shared library (the CUDA backend,
+// libpagedkv_cuda.so) that the engine loads with dlopen only when that backend is asked for, so
+// nothing else links the CUDA runtime or cuBLAS. As ggml's dynamically loaded backends do, the
+// plugin exports one C function, `pagedkv_backend_plugin`, that returns a table of C function
+// pointers. Only plain data crosses the boundary: the op argument structs of
+// pagedkv/kernels/op_args.h (standard-layout structs of pointers and integers), integers, and
+// C strings; no Abseil or STL type, no exception.
+//
+// Versioning: the loader asks for kPagedkvPluginAbiVersion and refuses a table whose abi_version,
+// table_size or args_fingerprint differ (the fingerprint folds the size of every argument struct,
+// so a plugin built against other op_args.h is refused even when the version was not bumped). Bump
+// the version whenever a function is added, removed or changes meaning.
+//
+// Errors: every fallible function returns 0 (absl::StatusCode::kOk) or an absl::StatusCode value
+// and writes a NUL-terminated message into the caller's PagedkvPluginError.
+//
+// Example (what engine/model/plugin_backend.cc does):
+//   auto entry = reinterpret_cast<PagedkvBackendPluginEntry>(dlsym(lib, kPagedkvPluginEntryName));
+//   const PagedkvBackendPlugin* table = entry(kPagedkvPluginAbiVersion);
+//   PagedkvPluginError error{};
+//   void* backend = nullptr;
+//   if (table->create(/*device=*/0, &backend, &error) != 0) { /* error.message says why */ }
+#ifndef PAGEDKV_KERNELS_BACKEND_PLUGIN_ABI_H_
+#define PAGEDKV_KERNELS_BACKEND_PLUGIN_ABI_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pagedkv/kernels/op_args.h"
+
+// Version of the table below; the loader and the plugin must agree on it.
+inline constexpr uint32_t kPagedkvPluginAbiVersion = 1;
+// Name of the exported entry point.
+inline constexpr const char kPagedkvPluginEntryName[] = "pagedkv_backend_plugin";
+
+// Size of every op argument struct folded into one number (FNV-1a over the sizes).
+constexpr uint64_t PagedkvPluginArgsFingerprint() {
+  const uint64_t sizes[] = {sizeof(pagedkv::LinearArgs),    sizeof(pagedkv::EmbeddingGatherArgs),
+                            sizeof(pagedkv::RmsNormArgs),   sizeof(pagedkv::SwiGluArgs),
+                            sizeof(pagedkv::LmHeadArgs),    sizeof(pagedkv::ReshapeAndCacheArgs),
+                            sizeof(pagedkv::ReRotateArgs),  sizeof(pagedkv::PagedAttentionArgs),
+                            sizeof(pagedkv::SampleArgs),    sizeof(pagedkv::SamplingParams),
+                            sizeof(pagedkv::PagedKvLayout), sizeof(pagedkv::RopeTableView)};
+  uint64_t hash = 1469598103934665603ull;
+  for (uint64_t size : sizes) hash = (hash ^ size) * 1099511628211ull;
+  return hash;
+}
+
+extern "C" {
+
+// Error out-parameter of the plugin's functions.
+struct PagedkvPluginError {
+  int32_t code;        // absl::StatusCode; 0 = OK
+  char message[1024];  // NUL-terminated, truncated to fit
+};
+
+// Opaque handle of one backend instance (a device, a stream, library handles).
+typedef void* PagedkvPluginBackend;
+
+// The plugin's function table. Every `int32_t` function returns an absl::StatusCode (0 = OK).
+struct PagedkvBackendPlugin {
+  uint32_t abi_version;         // kPagedkvPluginAbiVersion the plugin was built with
+  uint32_t table_size;          // sizeof(PagedkvBackendPlugin) in the plugin
+  uint64_t args_fingerprint;    // PagedkvPluginArgsFingerprint() in the plugin
+  const char* pagedkv_version;  // pagedkv version the plugin was built from, e.g. "0.2.0"
+  const char* backend_name;     // "cuda"
+
+  // Devices this plugin can run on now (0 when none); `error` says why when there are none.
+  int32_t (*device_count)(int32_t* count, PagedkvPluginError* error);
+  // A backend on `device`; destroy it with `destroy`.
+  int32_t (*create)(int32_t device, PagedkvPluginBackend* backend, PagedkvPluginError* error);
+  void (*destroy)(PagedkvPluginBackend backend);
+  // Human-readable name, e.g. "cuda:0 (NVIDIA H200)"; valid until destroy.
+  const char* (*name)(PagedkvPluginBackend backend);
+
+  // Memory: zero-initialised, 64-byte aligned; free(nullptr) is a no-op.
+  int32_t (*allocate)(PagedkvPluginBackend backend, size_t bytes, void** ptr,
+                      PagedkvPluginError* error);
+  void (*free)(PagedkvPluginBackend backend, void* ptr);
+  int32_t (*copy_to_device)(PagedkvPluginBackend backend, void* dst, const void* src, size_t bytes,
+                            PagedkvPluginError* error);
+  int32_t (*copy_to_host)(PagedkvPluginBackend backend, void* dst, const void* src, size_t bytes,
+                          PagedkvPluginError* error);
+  int32_t (*copy_device_to_device)(PagedkvPluginBackend backend, void* dst, const void* src,
+                                   size_t bytes, PagedkvPluginError* error);
+  int32_t (*synchronize)(PagedkvPluginBackend backend, PagedkvPluginError* error);
+
+  // Compute: each op as in pagedkv/kernels/op_args.h, pointers into this backend's memory.
+  int32_t (*linear)(PagedkvPluginBackend, const pagedkv::LinearArgs*, PagedkvPluginError*);
+  int32_t (*embedding_gather)(PagedkvPluginBackend, const pagedkv::EmbeddingGatherArgs*,
+                              PagedkvPluginError*);
+  int32_t (*rms_norm)(PagedkvPluginBackend, const pagedkv::RmsNormArgs*, PagedkvPluginError*);
+  int32_t (*swiglu)(PagedkvPluginBackend, const pagedkv::SwiGluArgs*, PagedkvPluginError*);
+  int32_t (*lm_head)(PagedkvPluginBackend, const pagedkv::LmHeadArgs*, PagedkvPluginError*);
+  int32_t (*reshape_and_cache)(PagedkvPluginBackend, const pagedkv::ReshapeAndCacheArgs*,
+                               PagedkvPluginError*);
+  int32_t (*rerotate)(PagedkvPluginBackend, const pagedkv::ReRotateArgs*, PagedkvPluginError*);
+  int32_t (*paged_attention)(PagedkvPluginBackend, const pagedkv::PagedAttentionArgs*,
+                             PagedkvPluginError*);
+  int32_t (*sample)(PagedkvPluginBackend, const pagedkv::SampleArgs*, PagedkvPluginError*);
+};
+
+// The entry point: the table for `abi_version`, or null when the plugin does not speak it.
+typedef const PagedkvBackendPlugin* (*PagedkvBackendPluginEntry)(uint32_t abi_version);
+
+}  // extern "C"
+
+#endif  // PAGEDKV_KERNELS_BACKEND_PLUGIN_ABI_H_

@@ -1,0 +1,111 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// A backend plugin for the loader's tests (engine/model/plugin_backend.h): the CPU ops behind the
+// C table of kernels/backend_plugin_abi.h, so the whole dlopen path runs without a GPU. Built
+// several times with one defect each (FAKE_PLUGIN_VARIANT):
+//   0: a working plugin with one device,
+//   1: a table that claims another ABI version,
+//   2: an entry point that offers no table for this ABI,
+//   3: no entry point at all,
+//   4: a working table that reports no device.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kernels/backend_plugin_abi.h"
+#include "pagedkv/kernels/cpu_ops.h"
+
+#ifndef FAKE_PLUGIN_VARIANT
+#error "define FAKE_PLUGIN_VARIANT"
+#endif
+
+namespace {
+
+int32_t Report(const absl::Status& status, PagedkvPluginError* error) {
+  error->code = static_cast<int32_t>(status.code());
+  std::strncpy(error->message, std::string(status.message()).c_str(), sizeof(error->message) - 1);
+  error->message[sizeof(error->message) - 1] = '\0';
+  return error->code;
+}
+
+int32_t DeviceCount(int32_t* count, PagedkvPluginError* error) {
+  *count = FAKE_PLUGIN_VARIANT == 4 ? 0 : 1;
+  return Report(absl::OkStatus(), error);
+}
+int32_t Create(int32_t device, PagedkvPluginBackend* out, PagedkvPluginError* error) {
+  if (device != 0) return Report(absl::UnavailableError("fake plugin: only device 0"), error);
+  *out = new int(device);
+  return Report(absl::OkStatus(), error);
+}
+void Destroy(PagedkvPluginBackend backend) { delete static_cast<int*>(backend); }
+const char* Name(PagedkvPluginBackend) { return "fake:0"; }
+int32_t Allocate(PagedkvPluginBackend, size_t bytes, void** ptr, PagedkvPluginError* error) {
+  *ptr = std::calloc(1, bytes == 0 ? 1 : bytes);
+  return Report(*ptr == nullptr ? absl::ResourceExhaustedError("fake plugin: calloc failed")
+                                : absl::OkStatus(),
+                error);
+}
+void Free(PagedkvPluginBackend, void* ptr) { std::free(ptr); }
+int32_t Copy(PagedkvPluginBackend, void* dst, const void* src, size_t bytes,
+             PagedkvPluginError* error) {
+  if (bytes != 0) std::memmove(dst, src, bytes);
+  return Report(absl::OkStatus(), error);
+}
+int32_t Synchronize(PagedkvPluginBackend, PagedkvPluginError* error) {
+  return Report(absl::OkStatus(), error);
+}
+
+// One table entry per CPU op.
+#define FAKE_PLUGIN_OP(name, Args, op)                                                \
+  int32_t name(PagedkvPluginBackend, const pagedkv::Args* a, PagedkvPluginError* e) { \
+    return Report(pagedkv::cpu::op(*a), e);                                           \
+  }
+FAKE_PLUGIN_OP(OpLinear, LinearArgs, Linear)
+FAKE_PLUGIN_OP(OpEmbeddingGather, EmbeddingGatherArgs, EmbeddingGather)
+FAKE_PLUGIN_OP(OpRmsNorm, RmsNormArgs, RmsNorm)
+FAKE_PLUGIN_OP(OpSwiGlu, SwiGluArgs, SwiGlu)
+FAKE_PLUGIN_OP(OpLmHead, LmHeadArgs, LmHead)
+FAKE_PLUGIN_OP(OpReshapeAndCache, ReshapeAndCacheArgs, ReshapeAndCache)
+FAKE_PLUGIN_OP(OpReRotate, ReRotateArgs, ReRotate)
+FAKE_PLUGIN_OP(OpPagedAttention, PagedAttentionArgs, PagedAttention)
+FAKE_PLUGIN_OP(OpSample, SampleArgs, Sample)
+#undef FAKE_PLUGIN_OP
+
+constexpr PagedkvBackendPlugin kTable = {
+    .abi_version =
+        FAKE_PLUGIN_VARIANT == 1 ? kPagedkvPluginAbiVersion + 41 : kPagedkvPluginAbiVersion,
+    .table_size = sizeof(PagedkvBackendPlugin),
+    .args_fingerprint = PagedkvPluginArgsFingerprint(),
+    .pagedkv_version = "fake",
+    .backend_name = "fake",
+    .device_count = DeviceCount,
+    .create = Create,
+    .destroy = Destroy,
+    .name = Name,
+    .allocate = Allocate,
+    .free = Free,
+    .copy_to_device = Copy,
+    .copy_to_host = Copy,
+    .copy_device_to_device = Copy,
+    .synchronize = Synchronize,
+    .linear = OpLinear,
+    .embedding_gather = OpEmbeddingGather,
+    .rms_norm = OpRmsNorm,
+    .swiglu = OpSwiGlu,
+    .lm_head = OpLmHead,
+    .reshape_and_cache = OpReshapeAndCache,
+    .rerotate = OpReRotate,
+    .paged_attention = OpPagedAttention,
+    .sample = OpSample,
+};
+
+}  // namespace
+
+#if FAKE_PLUGIN_VARIANT != 3
+extern "C" __attribute__((visibility("default"))) const PagedkvBackendPlugin*
+pagedkv_backend_plugin(uint32_t abi_version) {
+  if (FAKE_PLUGIN_VARIANT == 2 || abi_version != kPagedkvPluginAbiVersion) return nullptr;
+  return &kTable;
+}
+#endif
