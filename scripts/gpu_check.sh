@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the CUDA backend, for a machine with a CUDA device (not part of CI):
 #   1. configures a minimal Release build with CUDA for the visible GPU's architecture only,
-#   2. builds only the GPU test and benchmark targets (-j16),
+#   2. builds only the CUDA plugin (libpagedkv_cuda.so) and the GPU test and benchmark targets (-j16),
 #   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest; engine:
 #      ModelRunnerCudaTest) and fails if any of them failed or was skipped,
 #   4. runs cuda_kernels_bench,
@@ -37,9 +37,9 @@ if ! timeout 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA
   exit 1
 fi
 
-log "build kernels_cuda_test model_runner_test cuda_kernels_bench"
+log "build pagedkv_cuda kernels_cuda_test model_runner_test cuda_kernels_bench"
 if ! timeout 300 cmake --build "$build" -j16 \
-  --target kernels_cuda_test model_runner_test cuda_kernels_bench >"$out/build.log" 2>&1; then
+  --target pagedkv_cuda kernels_cuda_test model_runner_test cuda_kernels_bench >"$out/build.log" 2>&1; then
   fail "build (see build.log)"
   exit 1
 fi
