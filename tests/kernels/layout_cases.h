@@ -160,10 +160,14 @@ class GuardedPages {
   std::vector<uint8_t>& bytes() { return bytes_; }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
-  // Element (kv, slot, head, d) through the case's own index formula.
+  // Element (kv, slot, head, d) through the case's own index formula, of this buffer or of a copy
+  // of it (`bytes`, e.g. downloaded from the device).
   float Get(int kv, int64_t slot, int64_t h, int64_t d) const {
+    return Get(bytes_, kv, slot, h, d);
+  }
+  float Get(const std::vector<uint8_t>& bytes, int kv, int64_t slot, int64_t h, int64_t d) const {
     const int64_t bs = shape_.block_size;
-    return LoadElement(bytes_.data() + kGuardBytes, dtype_,
+    return LoadElement(bytes.data() + kGuardBytes, dtype_,
                        case_.index(kv, slot / bs, slot % bs, h, d));
   }
   void Set(int kv, int64_t slot, int64_t h, int64_t d, float value) {
@@ -172,13 +176,14 @@ class GuardedPages {
   }
 
   // Every element in (kv, slot, head, d) order: the layout-independent contents.
-  std::vector<float> Logical() const {
+  std::vector<float> Logical() const { return Logical(bytes_); }
+  std::vector<float> Logical(const std::vector<uint8_t>& bytes) const {
     std::vector<float> out;
     const int64_t slots = int64_t{shape_.num_blocks} * shape_.block_size;
     for (int kv = 0; kv < 2; ++kv) {
       for (int64_t slot = 0; slot < slots; ++slot) {
         for (int64_t h = 0; h < shape_.num_kv_heads; ++h) {
-          for (int64_t d = 0; d < shape_.head_dim; ++d) out.push_back(Get(kv, slot, h, d));
+          for (int64_t d = 0; d < shape_.head_dim; ++d) out.push_back(Get(bytes, kv, slot, h, d));
         }
       }
     }
