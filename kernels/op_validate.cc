@@ -3,11 +3,9 @@
 // Shape / config checks shared by the CPU and CUDA backends.
 #include "kernels/op_validate.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -90,22 +88,28 @@ absl::Status NeedStridesInRange(const char* op, const PagedKvLayout& c) {
   return absl::OkStatus();
 }
 
-// The dims with more than one index, finest (smallest stride) first.
-std::vector<StridedDim> SortedDims(const PagedKvLayout& c) {
-  std::vector<StridedDim> dims;
-  const StridedDim all[] = {{c.HeadStride(), c.num_kv_heads, "cache.head_stride", "heads"},
-                            {c.TokenStride(), c.block_size, "cache.token_stride", "tokens"},
-                            {c.BlockStride(), c.num_blocks, "cache.block_stride", "blocks"}};
-  for (const StridedDim& d : all) {
-    if (d.count > 1) dims.push_back(d);
+// The dims with more than one index, finest (smallest stride) first; no allocation (validation
+// runs on every call).
+struct SortedDims {
+  explicit SortedDims(const PagedKvLayout& c) {
+    const StridedDim all[] = {{c.HeadStride(), c.num_kv_heads, "cache.head_stride", "heads"},
+                              {c.TokenStride(), c.block_size, "cache.token_stride", "tokens"},
+                              {c.BlockStride(), c.num_blocks, "cache.block_stride", "blocks"}};
+    for (const StridedDim& d : all) {
+      if (d.count < 2) continue;
+      size_t i = n++;
+      for (; i > 0 && dims[i - 1].stride > d.stride; --i) dims[i] = dims[i - 1];  // stable
+      dims[i] = d;
+    }
   }
-  std::stable_sort(dims.begin(), dims.end(),
-                   [](const StridedDim& a, const StridedDim& b) { return a.stride < b.stride; });
-  return dims;
-}
+  size_t size() const { return n; }
+  const StridedDim& operator[](size_t i) const { return dims[i]; }
+  StridedDim dims[3];
+  size_t n = 0;
+};
 
 // Elements from the first to one past the last offset of dims[0, level) over a head_dim run.
-int64_t Extent(const std::vector<StridedDim>& dims, size_t level, int64_t head_dim) {
+int64_t Extent(const SortedDims& dims, size_t level, int64_t head_dim) {
   int64_t extent = head_dim;
   for (size_t i = 0; i < level; ++i) extent += (dims[i].count - 1) * dims[i].stride;
   return extent;
@@ -114,7 +118,7 @@ int64_t Extent(const std::vector<StridedDim>& dims, size_t level, int64_t head_d
 // True when the offset set O of dims[0, level) and x + O share no element. REQUIRES: the dims are
 // nested (each stride >= the extent of the finer ones), so at most two shifts of each level can
 // land within the finer extent and need a closer look.
-bool ShiftDisjoint(const std::vector<StridedDim>& dims, size_t level, int64_t head_dim, int64_t x) {
+bool ShiftDisjoint(const SortedDims& dims, size_t level, int64_t head_dim, int64_t x) {
   if (x < 0) x = -x;
   if (level == 0) return x >= head_dim;
   const StridedDim& d = dims[level - 1];
@@ -130,7 +134,7 @@ bool ShiftDisjoint(const std::vector<StridedDim>& dims, size_t level, int64_t he
 
 // Strides are nested, so no two elements of K (or of V) share an address, and K and V share none.
 absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
-  const std::vector<StridedDim> dims = SortedDims(c);
+  const SortedDims dims(c);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t extent = Extent(dims, i, c.head_dim);
     if (dims[i].stride < extent) {
