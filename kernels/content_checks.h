@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "pagedkv/hd.h"
+#include "pagedkv/kernels/bad_entry.h"
 #include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
@@ -64,6 +65,17 @@ absl::Status CheckReRotateContents(const ReRotateArgs& args);
 absl::Status CheckEmbeddingGatherContents(const EmbeddingGatherArgs& args);
 absl::Status CheckPagedAttentionContents(const PagedAttentionArgs& args);
 absl::Status CheckSampleContents(const SampleArgs& args);
+
+// The word a deferred check (pagedkv/kernels/bad_entry.h) records for host arrays: the smallest
+// EncodeBadEntry over every bad entry, kNoBadEntry when there is none. The same predicates as the
+// Check*Contents above, so the word is kNoBadEntry exactly when that check returns OK; the CUDA
+// check kernels compute the same minimum. REQUIRES: as above.
+uint64_t FirstBadEntry(const RopeArgs& args);
+uint64_t FirstBadEntry(const ReshapeAndCacheArgs& args);
+uint64_t FirstBadEntry(const ReRotateArgs& args);
+uint64_t FirstBadEntry(const EmbeddingGatherArgs& args);
+uint64_t FirstBadEntry(const PagedAttentionArgs& args);
+uint64_t FirstBadEntry(const SampleArgs& args);
 
 }  // namespace pagedkv
 

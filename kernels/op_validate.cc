@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,118 @@ absl::Status NeedStride(const char* op, int64_t stride, int64_t min, const char*
   return NeedNonNegative(op, stride, name);
 }
 
+// Layout strides. Every span stays below kMaxSpanElements, so offset arithmetic (in elements and
+// in bytes) never overflows int64.
+constexpr int64_t kMaxSpanElements = int64_t{1} << 56;
+
+// a * b <= kMaxSpanElements, for a, b >= 0.
+bool ProductFits(int64_t a, int64_t b) { return b == 0 || a <= kMaxSpanElements / b; }
+
+// One strided dimension of a page pool (the innermost, head_dim with stride 1, is implicit).
+struct StridedDim {
+  int64_t stride = 0;
+  int64_t count = 0;
+  const char* field = "";  // the PagedKvLayout field that sets stride
+  const char* what = "";   // what overlaps when the stride is too small
+};
+
+// Stride fields are >= 0 and every effective stride and span stays below kMaxSpanElements.
+absl::Status NeedStridesInRange(const char* op, const PagedKvLayout& c) {
+  const std::pair<int64_t, const char*> fields[] = {{c.head_stride, "cache.head_stride"},
+                                                    {c.token_stride, "cache.token_stride"},
+                                                    {c.block_stride, "cache.block_stride"}};
+  for (const auto& [value, name] : fields) {
+    if (value < 0) {
+      return Invalid(op, absl::StrCat(name, " = ", value, " must be >= 0 (0: contiguous)"));
+    }
+  }
+  const bool fits =
+      c.HeadStride() <= kMaxSpanElements && ProductFits(c.HeadStride(), c.num_kv_heads) &&
+      c.TokenStride() <= kMaxSpanElements && ProductFits(c.TokenStride(), c.block_size) &&
+      c.PageElements() <= kMaxSpanElements && c.BlockStride() <= kMaxSpanElements &&
+      ProductFits(c.BlockStride(), c.num_blocks) && c.SpanElements() <= kMaxSpanElements;
+  if (!fits) {
+    return Invalid(op, absl::StrCat("cache strides span more than 2^56 elements; use strides that "
+                                    "fit the pool's allocation"));
+  }
+  return absl::OkStatus();
+}
+
+// The dims with more than one index, finest (smallest stride) first; no allocation (validation
+// runs on every call).
+struct SortedDims {
+  explicit SortedDims(const PagedKvLayout& c) {
+    const StridedDim all[] = {{c.HeadStride(), c.num_kv_heads, "cache.head_stride", "heads"},
+                              {c.TokenStride(), c.block_size, "cache.token_stride", "tokens"},
+                              {c.BlockStride(), c.num_blocks, "cache.block_stride", "blocks"}};
+    for (const StridedDim& d : all) {
+      if (d.count < 2) continue;
+      size_t i = n++;
+      for (; i > 0 && dims[i - 1].stride > d.stride; --i) dims[i] = dims[i - 1];  // stable
+      dims[i] = d;
+    }
+  }
+  size_t size() const { return n; }
+  const StridedDim& operator[](size_t i) const { return dims[i]; }
+  StridedDim dims[3];
+  size_t n = 0;
+};
+
+// Elements from the first to one past the last offset of dims[0, level) over a head_dim run.
+int64_t Extent(const SortedDims& dims, size_t level, int64_t head_dim) {
+  int64_t extent = head_dim;
+  for (size_t i = 0; i < level; ++i) extent += (dims[i].count - 1) * dims[i].stride;
+  return extent;
+}
+
+// True when the offset set O of dims[0, level) and x + O share no element. REQUIRES: the dims are
+// nested (each stride >= the extent of the finer ones), so at most two shifts of each level can
+// land within the finer extent and need a closer look.
+bool ShiftDisjoint(const SortedDims& dims, size_t level, int64_t head_dim, int64_t x) {
+  if (x < 0) x = -x;
+  if (level == 0) return x >= head_dim;
+  const StridedDim& d = dims[level - 1];
+  const int64_t inner = Extent(dims, level - 1, head_dim);
+  const int64_t q = x / d.stride;
+  for (const int64_t m : {-q, -q - 1}) {
+    if (m < -(d.count - 1)) continue;
+    const int64_t y = x + m * d.stride;
+    if ((y < 0 ? -y : y) < inner && !ShiftDisjoint(dims, level - 1, head_dim, y)) return false;
+  }
+  return true;
+}
+
+// Strides are nested, so no two elements of K (or of V) share an address, and K and V share none.
+absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
+  const SortedDims dims(c);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t extent = Extent(dims, i, c.head_dim);
+    if (dims[i].stride < extent) {
+      return Invalid(op, absl::StrCat(dims[i].field, " = ", dims[i].stride, " makes ", dims[i].what,
+                                      " overlap: it must be >= ", extent,
+                                      " (the extent of the finer dimensions)"));
+    }
+  }
+  const int64_t esize = DTypeSize(c.dtype);
+  const auto k = reinterpret_cast<uintptr_t>(c.k);
+  const auto v = reinterpret_cast<uintptr_t>(c.v);
+  const uint64_t distance = k > v ? k - v : v - k;
+  const uint64_t span_bytes = static_cast<uint64_t>(c.SpanElements()) * esize;
+  if (distance >= span_bytes) return absl::OkStatus();  // separate tensors
+  if (distance % esize != 0) {
+    return Invalid(op, absl::StrCat("cache.v - cache.k = ", distance,
+                                    " bytes is not a multiple of the element size while their "
+                                    "spans overlap; place v whole elements after k"));
+  }
+  const int64_t x = static_cast<int64_t>(distance) / esize;
+  if (!ShiftDisjoint(dims, dims.size(), c.head_dim, x)) {
+    return Invalid(op, absl::StrCat("cache.k and cache.v overlap: v - k = ", x,
+                                    " elements puts a V element on a K element with these "
+                                    "strides (a joint tensor puts V one page after K)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache) {
@@ -59,7 +172,9 @@ absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache) {
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.num_blocks, "cache.num_blocks"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.block_size, "cache.block_size"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.num_kv_heads, "cache.num_kv_heads"));
-  return NeedHeadDim(op, cache.head_dim);
+  PAGEDKV_RETURN_IF_ERROR(NeedHeadDim(op, cache.head_dim));
+  PAGEDKV_RETURN_IF_ERROR(NeedStridesInRange(op, cache));
+  return NeedDisjointElements(op, cache);
 }
 
 absl::Status ValidateRopeView(const char* op, const RopeTableView& rope) {
@@ -163,7 +278,7 @@ absl::Status ValidateReshapeAndCache(const ReshapeAndCacheArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(NeedNonNegative(op, args.num_tokens, "num_tokens"));
   PAGEDKV_RETURN_IF_ERROR(ValidateLayout(op, args.cache));
   const int64_t hd = args.cache.head_dim;
-  const int64_t kv_row = args.cache.TokenStride();
+  const int64_t kv_row = int64_t{args.cache.num_kv_heads} * hd;  // input rows are contiguous
   PAGEDKV_RETURN_IF_ERROR(NeedStride(op, args.k_stride, kv_row, "k_stride"));
   PAGEDKV_RETURN_IF_ERROR(NeedStride(op, args.v_stride, kv_row, "v_stride"));
   if (args.q != nullptr) {

@@ -4,7 +4,9 @@
 // paged decode attention in GB/s next to a device-to-device copy measured in the same run, and
 // the LM head in TFLOP/s next to cuBLAS (SGEMM direct, and TF32 as the shape's faster ceiling).
 // Index-reading ops run twice: "trusted" (ContentCheck::kTrusted, the kernels alone) and
-// "validated" (the default: device content check + one host synchronisation per call).
+// "validated" (the default: device content check + one host synchronisation per call); the
+// decode-size KV write and attention also "deferred" (ContentCheck::kDeferred: the check kernel
+// and a one-thread commit, no synchronisation).
 // Exits with a message (status 0) when no CUDA device is visible.
 //   ./build/bench/kernels/cuda_kernels_bench
 #include <cuda_runtime_api.h>
@@ -30,6 +32,7 @@ namespace {
 constexpr int kWarmup = 3;
 constexpr int kIters = 20;
 const LaunchOptions kTrusted{.check = ContentCheck::kTrusted};
+const LaunchOptions kDeferredCheck{.check = ContentCheck::kDeferred};
 
 // Mean milliseconds of `fn` over kIters launches after kWarmup.
 absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& fn) {
@@ -129,9 +132,15 @@ absl::Status Run() {
       double small_ms, TimeMs([&] { return ReshapeAndCache(decode_write, nullptr, kTrusted); }));
   PAGEDKV_ASSIGN_OR_RETURN(double small_checked_ms,
                            TimeMs([&] { return ReshapeAndCache(decode_write); }));
+  PAGEDKV_ASSIGN_OR_RETURN(double small_deferred_ms, TimeMs([&] {
+                             return ReshapeAndCache(decode_write, nullptr, kDeferredCheck);
+                           }));
+  PAGEDKV_RETURN_IF_ERROR(ReadAndClearDeferredCheck(static_cast<Workspace*>(nullptr), nullptr));
   std::printf("%-44s %9.3f ms trusted, %9.3f ms validated (check + sync cost %.1f us)\n",
               "KV write 64 tok (decode step)", small_ms, small_checked_ms,
               1000.0 * (small_checked_ms - small_ms));
+  std::printf("%-44s %9.3f ms deferred (check cost %.1f us)\n", "", small_deferred_ms,
+              1000.0 * (small_deferred_ms - small_ms));
 
   // Re-rotation out of place: read and write bf16 K (rotated) and V (copied).
   std::vector<int64_t> src(tokens), dst(tokens);
@@ -227,6 +236,9 @@ absl::Status Run() {
     Report(name, kv_bytes, attn_ms, copy_gbs);
     PAGEDKV_ASSIGN_OR_RETURN(double checked_ms, TimeMs([&] { return PagedAttention(attn); }));
     Report("  same, validated", kv_bytes, checked_ms, copy_gbs);
+    PAGEDKV_ASSIGN_OR_RETURN(double deferred_ms,
+                             TimeMs([&] { return PagedAttention(attn, nullptr, kDeferredCheck); }));
+    Report("  same, deferred check", kv_bytes, deferred_ms, copy_gbs);
   }
 
   // LM head: [rows, 4096] x [128256, 4096]^T in fp32.

@@ -37,7 +37,7 @@ float Dot(const float* a, const float* b, int32_t n) {
 absl::Status PagedAttention(const PagedAttentionArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
   PAGEDKV_RETURN_IF_ERROR(CheckPagedAttentionContents(args));
-  const PagedKvLayout& cache = args.cache;
+  const PagedKvLayout cache = args.cache.Resolved();
   const int32_t hd = cache.head_dim;
   const int32_t group = args.num_q_heads / cache.num_kv_heads;
   const float scale = args.scale > 0.0f ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
@@ -55,7 +55,7 @@ absl::Status PagedAttention(const PagedAttentionArgs& args) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(softmax.begin(), softmax.end(), OnlineSoftmax{});
         for (int64_t j = 0; j <= last; ++j) {
-          const int64_t base = cache.ElementOffset(cache.SlotForPosition(table, j), kvh, 0);
+          const int64_t base = cache.PositionOffset(table, j) + kvh * cache.head_stride;
           LoadRow(cache.k, cache.dtype, base, hd, k_row);
           LoadRow(cache.v, cache.dtype, base, hd, v_row);
           for (int32_t g = 0; g < group; ++g) {

@@ -39,10 +39,10 @@ absl::Status Rope(const RopeArgs& args) {
 
 absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
-  const PagedKvLayout& cache = args.cache;
+  const PagedKvLayout cache = args.cache.Resolved();
   PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheContents(args));
   const int32_t hd = cache.head_dim;
-  const int64_t kv_row = cache.TokenStride();
+  const int64_t kv_row = int64_t{cache.num_kv_heads} * hd;
   const int64_t q_stride = args.q_stride == 0 ? int64_t{args.num_q_heads} * hd : args.q_stride;
   const int64_t k_stride = args.k_stride == 0 ? kv_row : args.k_stride;
   const int64_t v_stride = args.v_stride == 0 ? kv_row : args.v_stride;
@@ -53,10 +53,11 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
     }
     const int64_t slot = args.slot_mapping[t];
     if (slot < 0) continue;
+    const int64_t slot_base = cache.SlotOffset(slot);
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
       if (args.rotate) RopeRotateHead(args.rope, args.positions[t], head);
-      const int64_t base = cache.ElementOffset(slot, h, 0);
+      const int64_t base = slot_base + h * cache.head_stride;
       StoreRow(cache.k, cache.dtype, base, hd, head);
       StoreRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);
     }
@@ -66,7 +67,7 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
 
 absl::Status ReRotate(const ReRotateArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
-  const PagedKvLayout& cache = args.cache;
+  const PagedKvLayout cache = args.cache.Resolved();
   PAGEDKV_RETURN_IF_ERROR(CheckReRotateContents(args));
   const RopeTableView& rope = args.rope;
   const int32_t hd = cache.head_dim;
@@ -81,9 +82,11 @@ absl::Status ReRotate(const ReRotateArgs& args) {
       ReRotateCosSin(rope, args.mode, args.old_positions[t], args.new_positions[t], i, &c[i],
                      &s[i]);
     }
+    const int64_t src_slot_base = cache.SlotOffset(src);
+    const int64_t dst_slot_base = cache.SlotOffset(dst);
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
-      const int64_t src_base = cache.ElementOffset(src, h, 0);
-      const int64_t dst_base = cache.ElementOffset(dst, h, 0);
+      const int64_t src_base = src_slot_base + h * cache.head_stride;
+      const int64_t dst_base = dst_slot_base + h * cache.head_stride;
       LoadRow(cache.k, cache.dtype, src_base, hd, head);
       for (int32_t i = 0; i < rope.NumPairs(); ++i) {
         int32_t a, b;

@@ -131,8 +131,9 @@ __device__ __forceinline__ bool LoadKey(const PagedKvLayout& cache, const int32_
                                         float (&v)[N]) {
   const int32_t block = table[j / cache.block_size];
   if (!BlockIdValid(block, cache.num_blocks)) return false;
+  // Strides are resolved by the launcher, so the stride fields are the effective ones.
   const int64_t base =
-      cache.ElementOffset(cache.Slot(block, static_cast<int32_t>(j % cache.block_size)), kvh, d0);
+      cache.TokenOffset(block, j % cache.block_size) + kvh * cache.head_stride + d0;
   const int32_t valid = cache.head_dim - d0;
   LoadChunk<N>(cache.k, cache.dtype, base, valid, vector, k);
   LoadChunk<N>(cache.v, cache.dtype, base, valid, vector, v);
@@ -315,10 +316,10 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
   PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
   absl::MutexLock lock(&workspace->mutex());
   int64_t max_keys = int64_t{args.max_blocks_per_seq} * cache.block_size;
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(const int32_t max_kv_len,
-                             CheckPagedAttentionOnDevice(args, stream, *workspace));
-    max_keys = max_kv_len;
+                             CheckPagedAttentionOnDevice(args, stream, *workspace, options));
+    if (max_kv_len >= 0) max_keys = max_kv_len;  // -1 (kDeferred): unknown, use the capacity
   }
   if (args.num_tokens == 0) return absl::OkStatus();
   int device = 0;
@@ -341,7 +342,9 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
                             ? int64_t{args.max_blocks_per_seq} * cache.block_size
                             : split.partition_size;
   const int n = hd <= 2 * kWarpSize ? 2 : (hd <= 4 * kWarpSize ? 4 : 8);
-  plan.vector_loads = hd % n == 0 && Aligned16(cache.k) && Aligned16(cache.v);
+  // A vector load needs every row to start at a multiple of n elements (strides included) and the
+  // base pointers aligned to the widest vector (16 bytes).
+  plan.vector_loads = RowsAlignedTo(cache, n) && Aligned16(cache.k) && Aligned16(cache.v);
   if (plan.num_partitions > 1) {
     const int64_t rows = args.num_tokens * args.num_q_heads * plan.num_partitions;
     PAGEDKV_ASSIGN_OR_RETURN(void* scratch,
@@ -349,17 +352,19 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
     plan.partial_acc = static_cast<float*>(scratch);
     plan.partial_ml = plan.partial_acc + rows * hd;
   }
+  PagedAttentionArgs launch = args;
+  launch.cache = cache.Resolved();
   if (n == 2) {
-    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<2>(args, plan, stream));
+    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<2>(launch, plan, stream));
   } else if (n == 4) {
-    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<4>(args, plan, stream));
+    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<4>(launch, plan, stream));
   } else {
-    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<8>(args, plan, stream));
+    PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<8>(launch, plan, stream));
   }
   if (plan.num_partitions > 1) {
     const dim3 grid(static_cast<unsigned>(args.num_tokens),
                     static_cast<unsigned>(args.num_q_heads));
-    PagedAttentionMergeKernel<<<grid, kThreads, 0, stream>>>(args, plan);
+    PagedAttentionMergeKernel<<<grid, kThreads, 0, stream>>>(launch, plan);
     PAGEDKV_CUDA_CHECK_LAUNCH("PagedAttentionMergeKernel");
   }
   return absl::OkStatus();

@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Content-check kernels: grid-stride loops applying the shared predicates of
-// kernels/content_checks.h; any bad entry sets word 0. The host then reads the words back (one
-// copy, one stream synchronisation) and, on a bad entry, words the error with the CPU check over
-// host copies of the arrays.
+// kernels/content_checks.h; word 0 keeps the smallest bad-entry word. kValidate: the host reads
+// the words back (one copy, one stream synchronisation) and, on a bad entry, words the error with
+// the CPU check over host copies of the arrays. kDeferred: a one-thread kernel moves the word into
+// the deferred flag; the caller reads that later (ReadAndClearDeferredCheck).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -11,9 +12,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/content_checks.h"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
+#include "pagedkv/kernels/bad_entry.h"
+#include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cuda {
@@ -32,86 +36,124 @@ __device__ __forceinline__ int64_t GridStart() {
 __device__ __forceinline__ int64_t GridStride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
-__device__ __forceinline__ void Flag(uint32_t* words) { atomicOr(&words[0], 1u); }
+// Keeps the smallest bad-entry word in words[0] (initialised to all ones).
+__device__ __forceinline__ void Report(uint64_t* words, CheckedOp op, CheckedArray array,
+                                       int64_t index) {
+  atomicMin(reinterpret_cast<unsigned long long*>(&words[0]),  // NOLINT(runtime/int)
+            static_cast<unsigned long long>(EncodeBadEntry(op, array, index)));  // NOLINT
+}
 
 // Up to two slot arrays and two position arrays of the same length.
 struct IndexArrays {
+  CheckedOp op = CheckedOp::kRope;
   const int64_t* slots[2] = {nullptr, nullptr};
+  CheckedArray slot_ids[2] = {CheckedArray::kSlotMapping, CheckedArray::kSlotMapping};
   const int32_t* positions[2] = {nullptr, nullptr};
+  CheckedArray position_ids[2] = {CheckedArray::kPositions, CheckedArray::kPositions};
   int64_t n = 0;
   int64_t num_slots = 0;
   bool allow_skip = false;  // slot -1 allowed
 };
 
-__global__ void CheckIndexArraysKernel(IndexArrays a, uint32_t* words) {
+__global__ void CheckIndexArraysKernel(IndexArrays a, uint64_t* words) {
   for (int64_t i = GridStart(); i < a.n; i += GridStride()) {
     for (int k = 0; k < 2; ++k) {
       if (a.slots[k] != nullptr && !SlotValid(a.slots[k][i], a.num_slots, a.allow_skip)) {
-        Flag(words);
+        Report(words, a.op, a.slot_ids[k], i);
       }
-      if (a.positions[k] != nullptr && !PositionValid(a.positions[k][i])) Flag(words);
+      if (a.positions[k] != nullptr && !PositionValid(a.positions[k][i])) {
+        Report(words, a.op, a.position_ids[k], i);
+      }
     }
   }
 }
 
 __global__ void CheckTokenIdsKernel(const int32_t* ids, int64_t n, int64_t vocab_size,
-                                    uint32_t* words) {
+                                    uint64_t* words) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
-    if (!TokenIdValid(ids[i], vocab_size)) Flag(words);
+    if (!TokenIdValid(ids[i], vocab_size)) {
+      Report(words, CheckedOp::kEmbeddingGather, CheckedArray::kTokenIds, i);
+    }
   }
 }
 
-__global__ void CheckSampleParamsKernel(const SamplingParams* params, int64_t n, uint32_t* words) {
+__global__ void CheckSampleParamsKernel(const SamplingParams* params, int64_t n, uint64_t* words) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
-    if (!SamplingParamsValid(params[i])) Flag(words);
+    if (!SamplingParamsValid(params[i]))
+      Report(words, CheckedOp::kSample, CheckedArray::kParams, i);
   }
 }
 
-// The checks of CheckPagedAttentionContents; word 1 gets the largest valid kv_len.
-__global__ void CheckPagedAttentionKernel(PagedAttentionArgs a, uint32_t* words) {
+// The checks of CheckPagedAttentionContents, reported as FirstBadEntry(PagedAttentionArgs) does;
+// word 1 gets the largest valid kv_len.
+__global__ void CheckPagedAttentionKernel(PagedAttentionArgs a, uint64_t* words) {
+  constexpr CheckedOp kOp = CheckedOp::kPagedAttention;
   const int64_t capacity = static_cast<int64_t>(a.max_blocks_per_seq) * a.cache.block_size;
   for (int64_t s = GridStart(); s <= a.num_seqs; s += GridStride()) {
     const int32_t start = a.query_start_loc[s];
-    if (s == 0 && start != 0) Flag(words);
+    if (s == 0 && start != 0) Report(words, kOp, CheckedArray::kQueryStartLoc, 0);
     if (s == a.num_seqs) {
-      if (start != a.num_tokens) Flag(words);
+      if (start != a.num_tokens) Report(words, kOp, CheckedArray::kQueryStartLoc, s);
       continue;
     }
-    if (a.query_start_loc[s + 1] < start) Flag(words);
+    if (a.query_start_loc[s + 1] < start) Report(words, kOp, CheckedArray::kQueryStartLoc, s + 1);
     const int32_t kv_len = a.kv_lens[s];
     if (KvLenValid(kv_len, capacity)) {
-      atomicMax(&words[1], static_cast<uint32_t>(kv_len));
+      atomicMax(reinterpret_cast<unsigned long long*>(&words[1]),  // NOLINT(runtime/int)
+                static_cast<unsigned long long>(kv_len));          // NOLINT(runtime/int)
     } else {
-      Flag(words);
+      Report(words, kOp, CheckedArray::kKvLens, s);
     }
   }
   const int64_t entries = static_cast<int64_t>(a.num_seqs) * a.max_blocks_per_seq;
   for (int64_t e = GridStart(); e < entries; e += GridStride()) {
     const int32_t kv_len = a.kv_lens[e / a.max_blocks_per_seq];
-    if (!KvLenValid(kv_len, capacity)) continue;  // flagged above
+    if (!KvLenValid(kv_len, capacity)) continue;  // reported above
     if (e % a.max_blocks_per_seq >= UsedBlocks(kv_len, a.cache.block_size)) continue;
-    if (!BlockIdValid(a.block_tables[e], a.cache.num_blocks)) Flag(words);
+    if (!BlockIdValid(a.block_tables[e], a.cache.num_blocks)) {
+      Report(words, kOp, CheckedArray::kBlockTables, e);
+    }
   }
   for (int64_t t = GridStart(); t < a.num_tokens; t += GridStride()) {
-    if (!PositionValid(a.positions[t])) Flag(words);
+    if (!PositionValid(a.positions[t])) Report(words, kOp, CheckedArray::kPositions, t);
   }
 }
 
-// Zeroes the check words, runs `launch(words)` (which enqueues one check kernel on `stream`),
-// copies the words to the host and waits. Returns word 0 != 0 (a bad entry); *value gets word 1.
+// kDeferred: moves this call's word (words[0]) into the flag unless the flag holds one already.
+__global__ void CommitDeferredKernel(const uint64_t* words, uint64_t* flag) {
+  const uint64_t word = words[0];
+  if (word == ~uint64_t{0}) return;                             // no bad entry
+  atomicCAS(reinterpret_cast<unsigned long long*>(flag), 0ull,  // NOLINT(runtime/int)
+            static_cast<unsigned long long>(word));             // NOLINT(runtime/int)
+}
+
+// Initialises the check words, runs `launch(words)` (which enqueues one check kernel on `stream`).
+// kValidate: copies the words to the host and waits; returns true for a bad entry, *value gets
+// word 1. kDeferred: enqueues the commit into the deferred flag and returns false.
 template <typename Launch>
 absl::StatusOr<bool> RunCheck(const char* kernel, cudaStream_t stream, Workspace& workspace,
-                              Launch launch, uint32_t* value = nullptr) {
-  PAGEDKV_ASSIGN_OR_RETURN(uint32_t * words, workspace.DeviceCheckWords());
-  const size_t bytes = Workspace::kCheckWords * sizeof(uint32_t);
-  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words, 0, bytes, stream));
+                              const LaunchOptions& options, Launch launch,
+                              uint64_t* value = nullptr) {
+  PAGEDKV_ASSIGN_OR_RETURN(uint64_t * words, workspace.DeviceCheckWords());
+  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words, 0xff, sizeof(uint64_t), stream));
+  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words + 1, 0, sizeof(uint64_t), stream));
   launch(words);
   PAGEDKV_RETURN_IF_ERROR(CudaStatus(cudaGetLastError(), kernel, __FILE__, __LINE__));
-  uint32_t* host = workspace.HostCheckWords();
+  if (options.check == ContentCheck::kDeferred) {
+    uint64_t* flag = options.deferred_flag;
+    if (flag == nullptr) {
+      PAGEDKV_ASSIGN_OR_RETURN(flag, workspace.DeferredFlag());
+    }
+    CommitDeferredKernel<<<1, 1, 0, stream>>>(words, flag);
+    PAGEDKV_CUDA_CHECK_LAUNCH("CommitDeferredKernel");
+    return false;
+  }
+  uint64_t* host = workspace.HostCheckWords();
+  const size_t bytes = Workspace::kCheckWords * sizeof(uint64_t);
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, words, bytes, cudaMemcpyDeviceToHost, stream));
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   if (value != nullptr) *value = host[1];
-  return host[0] != 0;
+  return host[0] != ~uint64_t{0};
 }
 
 // Host copy of n elements at device pointer `device` (ordered on `stream`).
@@ -134,12 +176,15 @@ absl::Status HostVerdict(const absl::Status& host_check, const char* op) {
 
 }  // namespace
 
-absl::Status CheckRopeOnDevice(const RopeArgs& args, cudaStream_t stream, Workspace& workspace) {
+absl::Status CheckRopeOnDevice(const RopeArgs& args, cudaStream_t stream, Workspace& workspace,
+                               const LaunchOptions& options) {
   IndexArrays arrays;
+  arrays.op = CheckedOp::kRope;
   arrays.positions[0] = args.positions;
   arrays.n = args.num_tokens;
   PAGEDKV_ASSIGN_OR_RETURN(
-      const bool bad, RunCheck("CheckIndexArraysKernel", stream, workspace, [&](uint32_t* w) {
+      const bool bad,
+      RunCheck("CheckIndexArraysKernel", stream, workspace, options, [&](uint64_t* w) {
         CheckIndexArraysKernel<<<BlocksFor(arrays.n), kThreads, 0, stream>>>(arrays, w);
       }));
   if (!bad) return absl::OkStatus();
@@ -150,15 +195,17 @@ absl::Status CheckRopeOnDevice(const RopeArgs& args, cudaStream_t stream, Worksp
 }
 
 absl::Status CheckReshapeAndCacheOnDevice(const ReshapeAndCacheArgs& args, cudaStream_t stream,
-                                          Workspace& workspace) {
+                                          Workspace& workspace, const LaunchOptions& options) {
   IndexArrays arrays;
+  arrays.op = CheckedOp::kReshapeAndCache;
   arrays.slots[0] = args.slot_mapping;
   if (args.rotate) arrays.positions[0] = args.positions;
   arrays.n = args.num_tokens;
   arrays.num_slots = args.cache.NumSlots();
   arrays.allow_skip = true;
   PAGEDKV_ASSIGN_OR_RETURN(
-      const bool bad, RunCheck("CheckIndexArraysKernel", stream, workspace, [&](uint32_t* w) {
+      const bool bad,
+      RunCheck("CheckIndexArraysKernel", stream, workspace, options, [&](uint64_t* w) {
         CheckIndexArraysKernel<<<BlocksFor(arrays.n), kThreads, 0, stream>>>(arrays, w);
       }));
   if (!bad) return absl::OkStatus();
@@ -174,16 +221,22 @@ absl::Status CheckReshapeAndCacheOnDevice(const ReshapeAndCacheArgs& args, cudaS
 }
 
 absl::Status CheckReRotateOnDevice(const ReRotateArgs& args, cudaStream_t stream,
-                                   Workspace& workspace) {
+                                   Workspace& workspace, const LaunchOptions& options) {
   IndexArrays arrays;
+  arrays.op = CheckedOp::kReRotate;
   arrays.slots[0] = args.src_slots;
+  arrays.slot_ids[0] = CheckedArray::kSrcSlots;
   arrays.slots[1] = args.dst_slots;
+  arrays.slot_ids[1] = CheckedArray::kDstSlots;
   arrays.positions[0] = args.old_positions;
+  arrays.position_ids[0] = CheckedArray::kOldPositions;
   arrays.positions[1] = args.new_positions;
+  arrays.position_ids[1] = CheckedArray::kNewPositions;
   arrays.n = args.num_tokens;
   arrays.num_slots = args.cache.NumSlots();
   PAGEDKV_ASSIGN_OR_RETURN(
-      const bool bad, RunCheck("CheckIndexArraysKernel", stream, workspace, [&](uint32_t* w) {
+      const bool bad,
+      RunCheck("CheckIndexArraysKernel", stream, workspace, options, [&](uint64_t* w) {
         CheckIndexArraysKernel<<<BlocksFor(arrays.n), kThreads, 0, stream>>>(arrays, w);
       }));
   if (!bad) return absl::OkStatus();
@@ -201,9 +254,9 @@ absl::Status CheckReRotateOnDevice(const ReRotateArgs& args, cudaStream_t stream
 }
 
 absl::Status CheckEmbeddingGatherOnDevice(const EmbeddingGatherArgs& args, cudaStream_t stream,
-                                          Workspace& workspace) {
+                                          Workspace& workspace, const LaunchOptions& options) {
   PAGEDKV_ASSIGN_OR_RETURN(
-      const bool bad, RunCheck("CheckTokenIdsKernel", stream, workspace, [&](uint32_t* w) {
+      const bool bad, RunCheck("CheckTokenIdsKernel", stream, workspace, options, [&](uint64_t* w) {
         CheckTokenIdsKernel<<<BlocksFor(args.num_tokens), kThreads, 0, stream>>>(
             args.token_ids, args.num_tokens, args.vocab_size, w);
       }));
@@ -215,18 +268,20 @@ absl::Status CheckEmbeddingGatherOnDevice(const EmbeddingGatherArgs& args, cudaS
 }
 
 absl::StatusOr<int32_t> CheckPagedAttentionOnDevice(const PagedAttentionArgs& args,
-                                                    cudaStream_t stream, Workspace& workspace) {
+                                                    cudaStream_t stream, Workspace& workspace,
+                                                    const LaunchOptions& options) {
   const int64_t entries = static_cast<int64_t>(args.num_seqs) * args.max_blocks_per_seq;
   const int64_t n = std::max({int64_t{args.num_seqs} + 1, entries, args.num_tokens});
-  uint32_t max_kv_len = 0;
+  uint64_t max_kv_len = 0;
   PAGEDKV_ASSIGN_OR_RETURN(const bool bad,
                            RunCheck(
-                               "CheckPagedAttentionKernel", stream, workspace,
-                               [&](uint32_t* w) {
+                               "CheckPagedAttentionKernel", stream, workspace, options,
+                               [&](uint64_t* w) {
                                  CheckPagedAttentionKernel<<<BlocksFor(n), kThreads, 0, stream>>>(
                                      args, w);
                                },
                                &max_kv_len));
+  if (options.check == ContentCheck::kDeferred) return -1;
   if (!bad) return static_cast<int32_t>(max_kv_len);
   PAGEDKV_ASSIGN_OR_RETURN(auto qsl, ToHost(args.query_start_loc, args.num_seqs + 1, stream));
   PAGEDKV_ASSIGN_OR_RETURN(auto kv_lens, ToHost(args.kv_lens, args.num_seqs, stream));
@@ -240,10 +295,11 @@ absl::StatusOr<int32_t> CheckPagedAttentionOnDevice(const PagedAttentionArgs& ar
   return HostVerdict(CheckPagedAttentionContents(host), "PagedAttention");
 }
 
-absl::Status CheckSampleOnDevice(const SampleArgs& args, cudaStream_t stream,
-                                 Workspace& workspace) {
+absl::Status CheckSampleOnDevice(const SampleArgs& args, cudaStream_t stream, Workspace& workspace,
+                                 const LaunchOptions& options) {
   PAGEDKV_ASSIGN_OR_RETURN(
-      const bool bad, RunCheck("CheckSampleParamsKernel", stream, workspace, [&](uint32_t* w) {
+      const bool bad,
+      RunCheck("CheckSampleParamsKernel", stream, workspace, options, [&](uint64_t* w) {
         CheckSampleParamsKernel<<<BlocksFor(args.num_seqs), kThreads, 0, stream>>>(
             args.params, args.num_seqs, w);
       }));
@@ -252,6 +308,31 @@ absl::Status CheckSampleOnDevice(const SampleArgs& args, cudaStream_t stream,
   SampleArgs host = args;
   host.params = params.data();
   return HostVerdict(CheckSampleContents(host), "Sample");
+}
+
+absl::Status ReadAndClearDeferredCheck(uint64_t* flag, cudaStream_t stream) {
+  if (flag == nullptr) {
+    return absl::InvalidArgumentError("ReadAndClearDeferredCheck: flag is null");
+  }
+  uint64_t word = kNoBadEntry;
+  PAGEDKV_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&word, flag, sizeof(word), cudaMemcpyDeviceToHost, stream));
+  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flag, 0, sizeof(uint64_t), stream));
+  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return BadEntryStatus(word);
+}
+
+absl::Status ReadAndClearDeferredCheck(Workspace* workspace, cudaStream_t stream) {
+  PAGEDKV_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceOrDefault(workspace, stream));
+  absl::MutexLock lock(&ws->mutex());
+  PAGEDKV_ASSIGN_OR_RETURN(uint64_t * flag, ws->DeferredFlag());
+  return ReadAndClearDeferredCheck(flag, stream);
+}
+
+absl::Status ClearDeferredCheck(uint64_t* flag, cudaStream_t stream) {
+  if (flag == nullptr) return absl::InvalidArgumentError("ClearDeferredCheck: flag is null");
+  PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flag, 0, sizeof(uint64_t), stream));
+  return absl::OkStatus();
 }
 
 }  // namespace pagedkv::cuda

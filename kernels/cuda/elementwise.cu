@@ -67,10 +67,10 @@ absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t strea
   if (args.num_tokens > INT32_MAX) {
     return absl::InvalidArgumentError("EmbeddingGather: num_tokens must be < 2^31");
   }
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
     absl::MutexLock lock(&workspace->mutex());
-    PAGEDKV_RETURN_IF_ERROR(CheckEmbeddingGatherOnDevice(args, stream, *workspace));
+    PAGEDKV_RETURN_IF_ERROR(CheckEmbeddingGatherOnDevice(args, stream, *workspace, options));
   }
   // float4 copies when every row starts 16-byte aligned, scalar copies otherwise.
   const bool vectorised = args.dim % 4 == 0 && Aligned16(args.table) && Aligned16(args.out);

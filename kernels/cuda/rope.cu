@@ -4,8 +4,9 @@
 // (head, pair) for the rotated dims and (head, dim) for pass-through dims and values. The math is
 // RopeRotatePair / ReRotateCosSin / RotatePair from pagedkv/kernels/rope_table.h and
 // pagedkv/kernels/rope_math.h, the same functions the CPU reference calls. With
-// ContentCheck::kTrusted, tokens with a negative position or an out-of-range slot are skipped
-// (nothing written for them).
+// ContentCheck::kTrusted or kDeferred, tokens with a negative position or an out-of-range slot are
+// skipped (nothing written for them). Page offsets come from the layout's strides (resolved by the
+// launcher), one SlotOffset per token.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -63,6 +64,8 @@ __global__ void ReshapeAndCacheKernel(ReshapeAndCacheArgs a, int64_t q_stride, i
   }
   const int64_t slot = a.slot_mapping[t];
   if (slot == -1 || !SlotValid(slot, cache.NumSlots(), /*allow_skip=*/false)) return;
+  const int64_t base = cache.SlotOffset(slot);  // cache strides are resolved by the launcher
+  const int64_t head_stride = cache.head_stride;
   const int32_t hd = cache.head_dim;
   const int32_t rd = rotate ? a.rope.rotary_dim : 0;
   const int32_t num_pairs = rd / 2;
@@ -78,20 +81,20 @@ __global__ void ReshapeAndCacheKernel(ReshapeAndCacheArgs a, int64_t q_stride, i
     float c, s;
     a.rope.CosSin(position, i, &c, &s);
     RotatePair(&x, &y, c * af, s * af);
-    StoreElement(cache.k, cache.dtype, cache.ElementOffset(slot, h, da), x);
-    StoreElement(cache.k, cache.dtype, cache.ElementOffset(slot, h, db), y);
+    StoreElement(cache.k, cache.dtype, base + h * head_stride + da, x);
+    StoreElement(cache.k, cache.dtype, base + h * head_stride + db, y);
   }
   const int32_t pass = hd - rd;
   for (int32_t idx = threadIdx.x; idx < cache.num_kv_heads * pass; idx += blockDim.x) {
     const int32_t h = idx / pass;
     const int32_t d = rd + idx % pass;
-    StoreElement(cache.k, cache.dtype, cache.ElementOffset(slot, h, d),
+    StoreElement(cache.k, cache.dtype, base + h * head_stride + d,
                  a.k[t * k_stride + static_cast<int64_t>(h) * hd + d]);
   }
   for (int32_t idx = threadIdx.x; idx < cache.num_kv_heads * hd; idx += blockDim.x) {
     const int32_t h = idx / hd;
     const int32_t d = idx % hd;
-    StoreElement(cache.v, cache.dtype, cache.ElementOffset(slot, h, d),
+    StoreElement(cache.v, cache.dtype, base + h * head_stride + d,
                  a.v[t * v_stride + static_cast<int64_t>(h) * hd + d]);
   }
 }
@@ -106,6 +109,9 @@ __global__ void ReRotateKernel(ReRotateArgs a) {
   // Only reachable with ContentCheck::kTrusted:
   if (!SlotValid(src, cache.NumSlots(), false) || !SlotValid(dst, cache.NumSlots(), false)) return;
   if (!PositionValid(old_position) || !PositionValid(new_position)) return;
+  const int64_t src_base = cache.SlotOffset(src);  // cache strides are resolved by the launcher
+  const int64_t dst_base = cache.SlotOffset(dst);
+  const int64_t head_stride = cache.head_stride;
   const int32_t hd = cache.head_dim;
   const int32_t rd = a.rope.rotary_dim;
   const int32_t num_pairs = rd / 2;
@@ -116,23 +122,25 @@ __global__ void ReRotateKernel(ReRotateArgs a) {
     ReRotateCosSin(a.rope, a.mode, old_position, new_position, i, &c, &s);
     int32_t da, db;
     RopePairDims(a.rope.layout, rd, i, &da, &db);
-    float x = LoadElement(cache.k, cache.dtype, cache.ElementOffset(src, h, da));
-    float y = LoadElement(cache.k, cache.dtype, cache.ElementOffset(src, h, db));
+    const int64_t src_head = src_base + h * head_stride;
+    const int64_t dst_head = dst_base + h * head_stride;
+    float x = LoadElement(cache.k, cache.dtype, src_head + da);
+    float y = LoadElement(cache.k, cache.dtype, src_head + db);
     RotatePair(&x, &y, c, s);
-    StoreElement(cache.k, cache.dtype, cache.ElementOffset(dst, h, da), x);
-    StoreElement(cache.k, cache.dtype, cache.ElementOffset(dst, h, db), y);
+    StoreElement(cache.k, cache.dtype, dst_head + da, x);
+    StoreElement(cache.k, cache.dtype, dst_head + db, y);
   }
   if (src == dst) return;
   const int32_t pass = hd - rd;
   for (int32_t idx = threadIdx.x; idx < cache.num_kv_heads * pass; idx += blockDim.x) {
     const int32_t h = idx / pass;
     const int32_t d = rd + idx % pass;
-    CopyRaw(cache.k, cache.dtype, cache.ElementOffset(dst, h, d), cache.ElementOffset(src, h, d));
+    CopyRaw(cache.k, cache.dtype, dst_base + h * head_stride + d, src_base + h * head_stride + d);
   }
   for (int32_t idx = threadIdx.x; idx < cache.num_kv_heads * hd; idx += blockDim.x) {
     const int32_t h = idx / hd;
     const int32_t d = idx % hd;
-    CopyRaw(cache.v, cache.dtype, cache.ElementOffset(dst, h, d), cache.ElementOffset(src, h, d));
+    CopyRaw(cache.v, cache.dtype, dst_base + h * head_stride + d, src_base + h * head_stride + d);
   }
 }
 
@@ -149,10 +157,10 @@ absl::Status Rope(const RopeArgs& args, cudaStream_t stream, const LaunchOptions
   PAGEDKV_RETURN_IF_ERROR(ValidateRope(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("Rope", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
     absl::MutexLock lock(&workspace->mutex());
-    PAGEDKV_RETURN_IF_ERROR(CheckRopeOnDevice(args, stream, *workspace));
+    PAGEDKV_RETURN_IF_ERROR(CheckRopeOnDevice(args, stream, *workspace, options));
   }
   const int64_t hd = args.rope.head_dim;
   RopeKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(
@@ -167,14 +175,16 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t strea
   PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("ReshapeAndCache", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
     absl::MutexLock lock(&workspace->mutex());
-    PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheOnDevice(args, stream, *workspace));
+    PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheOnDevice(args, stream, *workspace, options));
   }
-  const int64_t row = args.cache.TokenStride();
+  const int64_t row = int64_t{args.cache.num_kv_heads} * args.cache.head_dim;
+  ReshapeAndCacheArgs launch = args;
+  launch.cache = args.cache.Resolved();
   ReshapeAndCacheKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(
-      args, args.q_stride == 0 ? int64_t{args.num_q_heads} * args.cache.head_dim : args.q_stride,
+      launch, args.q_stride == 0 ? int64_t{args.num_q_heads} * args.cache.head_dim : args.q_stride,
       args.k_stride == 0 ? row : args.k_stride, args.v_stride == 0 ? row : args.v_stride);
   PAGEDKV_CUDA_CHECK_LAUNCH("ReshapeAndCacheKernel");
   return absl::OkStatus();
@@ -184,12 +194,14 @@ absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream, const Launc
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
   PAGEDKV_RETURN_IF_ERROR(CheckGrid("ReRotate", args.num_tokens));
   if (args.num_tokens == 0) return absl::OkStatus();
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
     absl::MutexLock lock(&workspace->mutex());
-    PAGEDKV_RETURN_IF_ERROR(CheckReRotateOnDevice(args, stream, *workspace));
+    PAGEDKV_RETURN_IF_ERROR(CheckReRotateOnDevice(args, stream, *workspace, options));
   }
-  ReRotateKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(args);
+  ReRotateArgs launch = args;
+  launch.cache = args.cache.Resolved();
+  ReRotateKernel<<<static_cast<unsigned>(args.num_tokens), kThreads, 0, stream>>>(launch);
   PAGEDKV_CUDA_CHECK_LAUNCH("ReRotateKernel");
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/content_checks.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
@@ -70,6 +71,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   __shared__ ArgMaxPair best;
   const int64_t s = blockIdx.x;
   const SamplingParams params = a.params[s];
+  // Only reachable with ContentCheck::kTrusted or kDeferred: the row is skipped (not written).
+  if (!SamplingParamsValid(params)) return;
   const float* row = a.logits + s * a.vocab_size;
   ArgMaxPair mine{-INFINITY, INT32_MAX};  // loses to every real entry
   for (int64_t i = threadIdx.x; i < a.vocab_size; i += blockDim.x) {
@@ -147,10 +150,10 @@ absl::Status Sample(const SampleArgs& args, cudaStream_t stream, const LaunchOpt
   if (args.num_seqs > INT32_MAX) {
     return absl::InvalidArgumentError("Sample: num_seqs must be < 2^31");
   }
-  if (options.check == ContentCheck::kValidate) {
+  if (options.check != ContentCheck::kTrusted) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
     absl::MutexLock lock(&workspace->mutex());
-    PAGEDKV_RETURN_IF_ERROR(CheckSampleOnDevice(args, stream, *workspace));
+    PAGEDKV_RETURN_IF_ERROR(CheckSampleOnDevice(args, stream, *workspace, options));
   }
   SampleKernel<<<static_cast<unsigned>(args.num_seqs), kThreads, 0, stream>>>(args);
   PAGEDKV_CUDA_CHECK_LAUNCH("SampleKernel");

@@ -65,21 +65,32 @@ absl::StatusOr<void*> Workspace::Scratch(size_t bytes) {
   return scratch_;
 }
 
-absl::StatusOr<uint32_t*> Workspace::DeviceCheckWords() {
+absl::StatusOr<uint64_t*> Workspace::DeviceCheckWords() {
   PAGEDKV_RETURN_IF_ERROR(BindDevice());
   if (device_words_ == nullptr) {
+    // kCheckWords check words, then the deferred flag (zeroed once here, then only by callers).
+    constexpr size_t kBytes = (kCheckWords + 1) * sizeof(uint64_t);
     void* device = nullptr;
-    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMalloc(&device, kCheckWords * sizeof(uint32_t)));
+    PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMalloc(&device, kBytes));
+    if (const cudaError_t error = cudaMemset(device, 0, kBytes); error != cudaSuccess) {
+      cudaFree(device);
+      return CudaStatus(error, "cudaMemset(check words)", __FILE__, __LINE__);
+    }
     void* host = nullptr;
-    if (const cudaError_t error = cudaMallocHost(&host, kCheckWords * sizeof(uint32_t));
+    if (const cudaError_t error = cudaMallocHost(&host, kCheckWords * sizeof(uint64_t));
         error != cudaSuccess) {
       cudaFree(device);
       return CudaStatus(error, "cudaMallocHost(check words)", __FILE__, __LINE__);
     }
-    device_words_ = static_cast<uint32_t*>(device);
-    host_words_ = static_cast<uint32_t*>(host);
+    device_words_ = static_cast<uint64_t*>(device);
+    host_words_ = static_cast<uint64_t*>(host);
   }
   return device_words_;
+}
+
+absl::StatusOr<uint64_t*> Workspace::DeferredFlag() {
+  PAGEDKV_ASSIGN_OR_RETURN(uint64_t * words, DeviceCheckWords());
+  return words + kCheckWords;
 }
 
 absl::StatusOr<Workspace*> DefaultWorkspace(cudaStream_t stream) {

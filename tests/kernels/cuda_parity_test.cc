@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // GPU parity: every pagedkv::cuda op against the CPU reference on the same inputs, including
-// split-K paged attention (few long sequences). Skips when no CUDA device is visible. Bad input is
-// in cuda_bad_input_test.cc.
+// split-K paged attention (few long sequences) and the page ops over every strided layout of
+// tests/kernels/layout_cases.h (guard bytes around and between the elements must stay intact).
+// Skips when no CUDA device is visible. Bad input is in cuda_bad_input_test.cc.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "pagedkv/kernels/rope_table.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/layout_cases.h"
 
 namespace pagedkv {
 namespace {
@@ -448,5 +450,167 @@ TEST_F(CudaParityTest, PagedAttentionSplitKMatchesCpu) {
 }
 
 // Bad index arrays: InvalidArgument with the CPU backend's message, and no device memory written.
+// The page ops over every layout of layout_cases.h: the device buffer is a copy of the guarded host
+// buffer, so both backends see the same bytes, and the device's padding must stay untouched.
+struct DevicePages {
+  DevicePages(const testing::LayoutCase& c, const testing::GuardedPages& host, DType dtype)
+      : buffer(Upload(host.bytes())) {
+    layout = c.make(reinterpret_cast<char*>(buffer.data()) + testing::kGuardBytes, dtype);
+  }
+  std::vector<uint8_t> Bytes() const { return Download(buffer); }
+  cuda::DeviceBuffer<uint8_t> buffer;
+  PagedKvLayout layout;
+};
+
+TEST_F(CudaParityTest, KvWriteAndReRotateOverEveryLayout) {
+  const testing::CaseShape shape;
+  RopeConfig config;
+  config.head_dim = shape.head_dim;
+  config.rotary_dim = 12;
+  auto table = RopeTable::Create(config, 256);
+  ASSERT_TRUE(table.ok());
+  auto dtable = cuda::DeviceRopeTable::Upload(*table);
+  ASSERT_TRUE(dtable.ok()) << dtable.status();
+  const int32_t nq = 6;
+  const int64_t n = 7;
+  const int64_t row = int64_t{shape.num_kv_heads} * shape.head_dim;
+  const std::vector<int32_t> positions = {0, 3, 77, 12, 200, 5, 9};
+  const std::vector<int64_t> slots = {0, 19, -1, 7, 4, 12, 3};
+  const std::vector<int64_t> src = {0, 19, 7};
+  const std::vector<int64_t> dst = {1, 19, 8};
+  const std::vector<int32_t> old_pos = {0, 3, 12};
+  const std::vector<int32_t> new_pos = {90, 4, 250};
+  const auto q0 = RandomFloats(n * nq * shape.head_dim, 80);
+  const auto k = RandomFloats(n * row, 81);
+  const auto v = RandomFloats(n * row, 82);
+  auto dq = Upload(q0);
+  auto dk = Upload(k);
+  auto dv = Upload(v);
+  auto dpos = Upload(positions);
+  auto dslots = Upload(slots);
+  auto dsrc = Upload(src);
+  auto ddst = Upload(dst);
+  auto dold = Upload(old_pos);
+  auto dnew = Upload(new_pos);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const double u = dtype == DType::kF32 ? 1e-6 : (dtype == DType::kF16 ? 1e-3 : 1e-2);
+    for (const testing::LayoutCase& c : testing::AllLayoutCases(shape)) {
+      testing::GuardedPages host(c, dtype, shape);
+      DevicePages device(c, host, dtype);
+      std::vector<float> q = q0;
+      ASSERT_TRUE(cpu::ReshapeAndCache({.q = q.data(),
+                                        .k = k.data(),
+                                        .v = v.data(),
+                                        .positions = positions.data(),
+                                        .slot_mapping = slots.data(),
+                                        .num_tokens = n,
+                                        .num_q_heads = nq,
+                                        .rope = table->View(),
+                                        .cache = host.layout()})
+                      .ok());
+      ASSERT_TRUE(cuda::ReshapeAndCache({.q = dq.data(),
+                                         .k = dk.data(),
+                                         .v = dv.data(),
+                                         .positions = dpos.data(),
+                                         .slot_mapping = dslots.data(),
+                                         .num_tokens = n,
+                                         .num_q_heads = nq,
+                                         .rope = dtable->View(),
+                                         .cache = device.layout})
+                      .ok())
+          << c.name;
+      ASSERT_TRUE(dq.CopyFromHost(q0).ok());  // the next layout starts from the same q
+      ASSERT_TRUE(cpu::ReRotate({.src_slots = src.data(),
+                                 .dst_slots = dst.data(),
+                                 .old_positions = old_pos.data(),
+                                 .new_positions = new_pos.data(),
+                                 .num_tokens = 3,
+                                 .rope = table->View(),
+                                 .cache = host.layout()})
+                      .ok());
+      ASSERT_TRUE(cuda::ReRotate({.src_slots = dsrc.data(),
+                                  .dst_slots = ddst.data(),
+                                  .old_positions = dold.data(),
+                                  .new_positions = dnew.data(),
+                                  .num_tokens = 3,
+                                  .rope = dtable->View(),
+                                  .cache = device.layout})
+                      .ok())
+          << c.name;
+      Sync();
+      const std::vector<uint8_t> bytes = device.Bytes();
+      EXPECT_EQ(host.DamagedGuardBytes(bytes), 0) << c.name << ": device wrote into padding";
+      const std::vector<float> got = host.Logical(bytes);
+      const std::vector<float> want = host.Logical();
+      const size_t half = want.size() / 2;  // K then V
+      ExpectClose(std::vector<float>(got.begin(), got.begin() + half),
+                  std::vector<float>(want.begin(), want.begin() + half), 2 * u, 1e-6,
+                  c.name.c_str());
+      EXPECT_TRUE(std::equal(got.begin() + half, got.end(), want.begin() + half)) << c.name;
+    }
+  }
+}
+
+TEST_F(CudaParityTest, PagedAttentionOverEveryLayoutWithAndWithoutSplitK) {
+  // head_dim 128 makes the padded layouts' rows unaligned for 4-wide loads (scalar path); 64 keeps
+  // every layout on the vector path. kv_len 1200 with one decode token splits the keys.
+  for (int32_t hd : {64, 128}) {
+    const testing::CaseShape shape{
+        .num_blocks = 80, .block_size = 16, .num_kv_heads = 2, .head_dim = hd};
+    const int32_t nq = 8, max_blocks = 76;
+    const std::vector<int32_t> kv_lens = {1200, 30};
+    const std::vector<int32_t> qsl = {0, 1, 5};
+    const std::vector<int32_t> positions = {1199, 26, 27, 28, 29};
+    std::vector<int32_t> tables(kv_lens.size() * max_blocks, -1);
+    std::vector<int32_t> blocks(shape.num_blocks);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937(90));
+    for (int32_t b = 0; b < 75; ++b) tables[b] = blocks[b];
+    tables[max_blocks] = blocks[75];
+    tables[max_blocks + 1] = blocks[76];
+    const int64_t num_tokens = 5;
+    const auto q = RandomFloats(num_tokens * nq * hd, 91, -2.0f, 2.0f);
+    auto dq = Upload(q);
+    auto dpos = Upload(positions);
+    auto dqsl = Upload(qsl);
+    auto dkv_lens = Upload(kv_lens);
+    auto dtables = Upload(tables);
+    const int64_t elements = 2 * int64_t{shape.num_blocks} * shape.block_size * 2 * hd;
+    const auto contents = RandomFloats(static_cast<size_t>(elements), 92, -2.0f, 2.0f);
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (const testing::LayoutCase& c : testing::AllLayoutCases(shape)) {
+        testing::GuardedPages host(c, dtype, shape);
+        host.SetLogical(contents);
+        DevicePages device(c, host, dtype);
+        std::vector<float> out_cpu(q.size());
+        PagedAttentionArgs args{.q = q.data(),
+                                .out = out_cpu.data(),
+                                .positions = positions.data(),
+                                .query_start_loc = qsl.data(),
+                                .kv_lens = kv_lens.data(),
+                                .block_tables = tables.data(),
+                                .num_tokens = num_tokens,
+                                .num_seqs = 2,
+                                .num_q_heads = nq,
+                                .max_blocks_per_seq = max_blocks,
+                                .cache = host.layout()};
+        ASSERT_TRUE(cpu::PagedAttention(args).ok());
+        auto dout = Upload(std::vector<float>(q.size(), 0.0f));
+        args.q = dq.data();
+        args.out = dout.data();
+        args.positions = dpos.data();
+        args.query_start_loc = dqsl.data();
+        args.kv_lens = dkv_lens.data();
+        args.block_tables = dtables.data();
+        args.cache = device.layout;
+        ASSERT_TRUE(cuda::PagedAttention(args).ok()) << c.name;
+        Sync();
+        ExpectClose(Download(dout), out_cpu, 1e-4, 1e-5, c.name.c_str());
+        EXPECT_EQ(device.Bytes(), host.bytes()) << c.name << ": attention wrote to the pages";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pagedkv

@@ -14,6 +14,16 @@
 //  - ContentCheck::kTrusted: the fast path for callers that validated on the host already (the
 //    engine's ModelRunner checks every ModelInput): no check, no synchronisation; the kernels
 //    still skip out-of-range entries (memory-safe) but never report them.
+//  - ContentCheck::kDeferred: the validation kernel runs, but nothing waits for it. It records the
+//    first bad entry (op, array, index: pagedkv/kernels/bad_entry.h) in a device flag, the
+//    caller's LaunchOptions::deferred_flag or the workspace's own (Workspace::DeferredFlag()),
+//    unless the flag already holds an earlier call's entry; the op's kernels then skip bad entries
+//    as with kTrusted. The launcher returns OK for bad contents: the caller reads the flag later,
+//    once per step for instance, with ReadAndClearDeferredCheck (one copy, one synchronisation).
+//    Cost: one memset and two tiny kernels per call, no host round trip.
+// CUDA graph capture: kValidate synchronises the stream, which capture forbids, so capture
+// launches with kTrusted or kDeferred, after one warm-up call outside capture (the first call
+// allocates the workspace's words and scratch; a capture must not allocate).
 // Launchers that need temporary device memory (split-K attention) or check words take them from
 // LaunchOptions::workspace, or from DefaultWorkspace(stream) when it is null (kernels/cuda/
 // workspace.h); steady-state calls allocate nothing.
@@ -25,6 +35,10 @@
 //   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(attn, stream));  // validated
 //   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(
 //       attn, stream, {.check = pagedkv::cuda::ContentCheck::kTrusted, .workspace = &ws}));
+//   // Deferred: record, keep going, read once per step.
+//   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::PagedAttention(
+//       attn, stream, {.check = pagedkv::cuda::ContentCheck::kDeferred, .workspace = &ws}));
+//   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::ReadAndClearDeferredCheck(&ws, stream));
 #ifndef PAGEDKV_KERNELS_CUDA_OPS_H_
 #define PAGEDKV_KERNELS_CUDA_OPS_H_
 
@@ -43,13 +57,29 @@ namespace pagedkv::cuda {
 enum class ContentCheck : int32_t {
   kValidate = 0,  // validation kernel + one host synchronisation; InvalidArgument on bad entries
   kTrusted = 1,   // caller guarantees valid contents; bad entries are skipped silently
+  kDeferred = 2,  // validation kernel records the first bad entry in a device flag; no sync
 };
 
 // Per-call options of the launchers that read device index arrays.
 struct LaunchOptions {
   ContentCheck check = ContentCheck::kValidate;  // see above
   Workspace* workspace = nullptr;                // null: DefaultWorkspace(stream)
+  uint64_t* deferred_flag =
+      nullptr;  // kDeferred: caller's device word (0: clear); null: workspace's
 };
+
+// Copies the deferred-check flag `flag` (a device word) to the host, waits for `stream`, and
+// clears it on `stream`. OK when no bad entry was recorded, else BadEntryStatus(word): the
+// InvalidArgument naming the first bad entry's op, array and index. The caller allocates the flag
+// (8 bytes, cudaMemset to 0 before the first launch) and orders on `stream` every launch that
+// records into it. REQUIRES: flag is device (or managed) memory; not during graph capture.
+absl::Status ReadAndClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
+// The same for the flag of `workspace` (null: DefaultWorkspace(stream)), which kDeferred launches
+// without LaunchOptions::deferred_flag record into.
+absl::Status ReadAndClearDeferredCheck(Workspace* workspace, cudaStream_t stream);
+// Enqueues clearing `flag` to 0 on `stream`, with no synchronisation (capturable), e.g. at the
+// start of a captured step whose flag the host reads after the graph ran.
+absl::Status ClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
 
 // y = x W^T (+ y) with cuBLAS SGEMM (fp32 math, no TF32).
 absl::Status Linear(const LinearArgs& args, cublasHandle_t cublas, cudaStream_t stream = nullptr);

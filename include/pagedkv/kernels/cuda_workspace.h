@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Workspace: the reusable device scratch of the CUDA launchers (split-K attention partials) and
-// the device + pinned host words their content checks report through. It grows on demand and is
-// never shrunk, so steady-state launches allocate nothing. A launcher locks the workspace for its
-// whole call, so one workspace may be shared by threads; work enqueued with it must stay on one
-// stream at a time (kernels of a later call may otherwise overwrite partials an earlier call on
+// Workspace: the reusable device scratch of the CUDA launchers (split-K attention partials), the
+// device + pinned host words their content checks report through, and the default device flag of
+// deferred content checks (ContentCheck::kDeferred, pagedkv/kernels/cuda_ops.h). It grows on demand
+// and is never shrunk, so steady-state launches allocate nothing. A launcher locks the workspace
+// for its whole call, so one workspace may be shared by threads; work enqueued with it must stay on
+// one stream at a time (kernels of a later call may otherwise overwrite partials an earlier call on
 // another stream still reads).
 //
 // Launchers given no workspace (LaunchOptions::workspace == nullptr) use DefaultWorkspace(device,
@@ -35,8 +36,9 @@ namespace pagedkv::cuda {
 
 class Workspace {
  public:
-  // Words a content-check kernel writes: [0] != 0 when it found a bad entry, [1] an op-specific
-  // value (the largest kv_len for paged attention).
+  // Words a content-check kernel writes: [0] the smallest bad-entry word (pagedkv/kernels/
+  // bad_entry.h) it found, all ones when none; [1] an op-specific value (the largest kv_len for
+  // paged attention).
   static constexpr int kCheckWords = 2;
 
   Workspace() = default;
@@ -55,8 +57,14 @@ class Workspace {
 
   // kCheckWords device words and their pinned host mirror, allocated on first use.
   // REQUIRES: mutex() held.
-  absl::StatusOr<uint32_t*> DeviceCheckWords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  uint32_t* HostCheckWords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return host_words_; }
+  absl::StatusOr<uint64_t*> DeviceCheckWords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  uint64_t* HostCheckWords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return host_words_; }
+
+  // The workspace's own deferred-check flag: one device word, kNoBadEntry (0) when allocated on
+  // first use (a synchronous allocation: call once before capturing a CUDA graph). Launches with
+  // ContentCheck::kDeferred and no LaunchOptions::deferred_flag record into it; read it with
+  // ReadAndClearDeferredCheck(workspace, stream). REQUIRES: mutex() held.
+  absl::StatusOr<uint64_t*> DeferredFlag() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
  private:
   absl::Status BindDevice() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -65,8 +73,8 @@ class Workspace {
   int device_ ABSL_GUARDED_BY(mutex_) = -1;
   void* scratch_ ABSL_GUARDED_BY(mutex_) = nullptr;
   size_t scratch_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint32_t* device_words_ ABSL_GUARDED_BY(mutex_) = nullptr;
-  uint32_t* host_words_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  uint64_t* device_words_ ABSL_GUARDED_BY(mutex_) = nullptr;  // kCheckWords, then the flag
+  uint64_t* host_words_ ABSL_GUARDED_BY(mutex_) = nullptr;
 };
 
 // The workspace of (current device, stream), created on first use; never destroyed.

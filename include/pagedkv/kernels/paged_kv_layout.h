@@ -1,19 +1,35 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// PagedKvLayout: one layer's K and V page pools as plain pointers plus the offset arithmetic shared
-// by the CPU reference and the CUDA kernels. Pages are contiguous:
-//   k, v: [num_blocks, block_size, num_kv_heads, head_dim] of `dtype`
+// PagedKvLayout: one layer's K and V page pools as two base pointers plus element strides, and the
+// offset arithmetic shared by the CPU reference and the CUDA kernels. Element (block, token of the
+// block, head, d) of K is at
+//   k + block * BlockStride() + token * TokenStride() + head * HeadStride() + d
+// (in elements of `dtype`; the dim stride is always 1), and the same offset from `v` for V. There
+// is no K-to-V stride field: K-to-V is the distance between the `k` and `v` pointers, so separate
+// tensors and one joint tensor (V one page after K inside each block) are both two pointers.
 //   slot = block_id * block_size + offset_in_block
-//   element (slot, head, d) at slot * TokenStride() + head * head_dim + d
-// The struct does not own memory; host memory for pagedkv::cpu ops, device memory for
-// pagedkv::cuda ops.
+// A stride of 0 means "contiguous": head_stride 0 is head_dim, token_stride 0 is num_kv_heads *
+// HeadStride(), block_stride 0 is PageElements() (the tightest page). So an aggregate with no
+// strides, as every caller wrote before strides existed, is today's separate K and V tensors
+// [num_blocks, block_size, num_kv_heads, head_dim]. The helpers below build the other layouts:
+//   SeparateKvLayout(k, v, shape, kNHD)  k, v: [num_blocks, block_size, num_kv_heads, head_dim]
+//   SeparateKvLayout(k, v, shape, kHND)  k, v: [num_blocks, num_kv_heads, block_size, head_dim]
+//   JointKvLayout(kv, shape, kNHD)       kv: [num_blocks, 2, block_size, num_kv_heads, head_dim]
+//                                        (vLLM's FlashInfer backend, FlashInfer NHD)
+//   JointKvLayout(kv, shape, kHND)       kv: [num_blocks, 2, num_kv_heads, block_size, head_dim]
+//                                        (FlashInfer HND)
+// Padding (a block or head stride larger than the tightest one) is set on the result's fields.
+// Ops validate the strides (kernels/op_validate.h: not negative, no two elements of K or V at the
+// same address) and touch only the layout's elements, never the padding between them.
+// Offsets are 64-bit. The struct does not own memory; host memory for pagedkv::cpu ops, device
+// memory for pagedkv::cuda ops. Plain value type: thread-compatible.
 //
 // Example:
-//   pagedkv::PagedKvLayout cache{.k = k_pages, .v = v_pages, .dtype = pagedkv::DType::kBF16,
-//                                .num_blocks = 1024, .block_size = 16, .num_kv_heads = 8,
-//                                .head_dim = 128};
-//   int64_t slot = cache.SlotForPosition(block_table, /*position=*/37);
-//   float k0 = pagedkv::LoadElement(cache.k, cache.dtype, cache.ElementOffset(slot, 0, 0));
+//   pagedkv::PagedKvShape shape{.dtype = pagedkv::DType::kBF16, .num_blocks = 1024,
+//                               .block_size = 16, .num_kv_heads = 8, .head_dim = 128};
+//   pagedkv::PagedKvLayout cache = pagedkv::JointKvLayout(kv_tensor, shape);  // vLLM
+//   int64_t offset = cache.PositionOffset(block_table, /*position=*/37) + 3 * cache.HeadStride();
+//   float k0 = pagedkv::LoadElement(cache.k, cache.dtype, offset);  // head 3, dim 0 of K
 #ifndef PAGEDKV_KERNELS_PAGED_KV_LAYOUT_H_
 #define PAGEDKV_KERNELS_PAGED_KV_LAYOUT_H_
 
@@ -25,24 +41,58 @@
 namespace pagedkv {
 
 struct PagedKvLayout {
-  void* k = nullptr;          // key pages [num_blocks, block_size, num_kv_heads, head_dim]
-  void* v = nullptr;          // value pages, same shape
+  void* k = nullptr;          // key pages (see the banner for the element offsets)
+  void* v = nullptr;          // value pages, same strides; K-to-V is v - k
   DType dtype = DType::kF32;  // storage type of k and v
   int32_t num_blocks = 0;     // physical blocks in the pool
   int32_t block_size = 0;     // tokens per block
   int32_t num_kv_heads = 0;   // KV heads per token
-  int32_t head_dim = 0;       // elements per head
+  int32_t head_dim = 0;       // elements per head (stride 1)
+  int64_t block_stride = 0;   // elements between blocks (0: PageElements())
+  int64_t token_stride = 0;   // elements between tokens of a block (0: num_kv_heads * HeadStride())
+  int64_t head_stride = 0;    // elements between heads of a token (0: head_dim)
 
-  // Elements between consecutive slots.
-  PAGEDKV_HD int64_t TokenStride() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }
-  // Elements between consecutive blocks.
-  PAGEDKV_HD int64_t BlockStride() const { return TokenStride() * block_size; }
+  // Effective strides (0 fields resolved to the contiguous value).
+  PAGEDKV_HD int64_t HeadStride() const { return head_stride != 0 ? head_stride : head_dim; }
+  PAGEDKV_HD int64_t TokenStride() const {
+    return token_stride != 0 ? token_stride : num_kv_heads * HeadStride();
+  }
+  PAGEDKV_HD int64_t BlockStride() const {
+    return block_stride != 0 ? block_stride : PageElements();
+  }
+  // Elements from the first to one past the last element of one block's page (padding after the
+  // last head or token excluded).
+  PAGEDKV_HD int64_t PageElements() const {
+    return (block_size - 1) * TokenStride() + (num_kv_heads - 1) * HeadStride() + head_dim;
+  }
+  // Copy with every stride field explicit (what the ops run on; offsets are unchanged).
+  PAGEDKV_HD PagedKvLayout Resolved() const {
+    PagedKvLayout out = *this;
+    out.head_stride = HeadStride();
+    out.token_stride = TokenStride();
+    out.block_stride = BlockStride();
+    return out;
+  }
+  // True when every stride is the contiguous one ([num_blocks, block_size, heads, head_dim]).
+  PAGEDKV_HD bool IsContiguous() const {
+    return HeadStride() == head_dim && TokenStride() == int64_t{num_kv_heads} * head_dim &&
+           BlockStride() == int64_t{block_size} * num_kv_heads * head_dim;
+  }
   // Number of slots (valid slots are [0, NumSlots())).
   PAGEDKV_HD int64_t NumSlots() const { return static_cast<int64_t>(num_blocks) * block_size; }
-  // Elements in each of k and v.
-  PAGEDKV_HD int64_t NumElements() const { return NumSlots() * TokenStride(); }
-  // Bytes in each of k and v.
-  PAGEDKV_HD int64_t NumBytes() const { return NumElements() * DTypeSize(dtype); }
+  // Elements of the layout in each of k and v (what an op may read or write through each).
+  PAGEDKV_HD int64_t NumElements() const {
+    return NumSlots() * num_kv_heads * static_cast<int64_t>(head_dim);
+  }
+  // Elements from k (or v) to one past its last element: the memory an op may touch through each
+  // pointer, padding between elements included. Equals NumElements() when IsContiguous(). For a
+  // joint tensor the spans of k and v overlap (their pages interleave); the tensor itself is
+  // (v - k) + SpanElements() elements.
+  PAGEDKV_HD int64_t SpanElements() const {
+    return (num_blocks - int64_t{1}) * BlockStride() + PageElements();
+  }
+  // SpanElements() in bytes.
+  PAGEDKV_HD int64_t NumBytes() const { return SpanElements() * DTypeSize(dtype); }
   // Slot of token `offset` in block `block_id`.
   PAGEDKV_HD int64_t Slot(int32_t block_id, int32_t offset) const {
     return static_cast<int64_t>(block_id) * block_size + offset;
@@ -52,11 +102,86 @@ struct PagedKvLayout {
   PAGEDKV_HD int64_t SlotForPosition(const int32_t* block_table, int64_t position) const {
     return Slot(block_table[position / block_size], static_cast<int32_t>(position % block_size));
   }
+  // Element offset of (block, token of the block, head 0, d 0).
+  PAGEDKV_HD int64_t TokenOffset(int64_t block_id, int64_t offset) const {
+    return block_id * BlockStride() + offset * TokenStride();
+  }
+  // Element offset of (slot, head 0, d 0).
+  PAGEDKV_HD int64_t SlotOffset(int64_t slot) const {
+    return TokenOffset(slot / block_size, slot % block_size);
+  }
+  // Element offset of (logical position, head 0, d 0) of a sequence with `block_table`.
+  // REQUIRES: as SlotForPosition.
+  PAGEDKV_HD int64_t PositionOffset(const int32_t* block_table, int64_t position) const {
+    return TokenOffset(block_table[position / block_size], position % block_size);
+  }
   // Element offset of (slot, head, d) in k or v.
   PAGEDKV_HD int64_t ElementOffset(int64_t slot, int32_t head, int32_t d) const {
-    return slot * TokenStride() + static_cast<int64_t>(head) * head_dim + d;
+    return SlotOffset(slot) + head * HeadStride() + d;
   }
 };
+
+// Order of a block's page (FlashInfer's QKVLayout names).
+enum class KvPageOrder : int32_t {
+  kNHD = 0,  // page [block_size, num_kv_heads, head_dim]: tokens outer
+  kHND = 1,  // page [num_kv_heads, block_size, head_dim]: heads outer
+};
+
+// The logical shape of one layer's pool, for the layout helpers.
+struct PagedKvShape {
+  DType dtype = DType::kF32;  // storage type
+  int32_t num_blocks = 0;     // physical blocks
+  int32_t block_size = 0;     // tokens per block
+  int32_t num_kv_heads = 0;   // KV heads per token
+  int32_t head_dim = 0;       // elements per head
+};
+
+// Strides of one tight page in `order`; k and v as given.
+PAGEDKV_HD PagedKvLayout PageLayout(void* k, void* v, const PagedKvShape& shape, KvPageOrder order,
+                                    int64_t block_stride) {
+  PagedKvLayout out{.k = k,
+                    .v = v,
+                    .dtype = shape.dtype,
+                    .num_blocks = shape.num_blocks,
+                    .block_size = shape.block_size,
+                    .num_kv_heads = shape.num_kv_heads,
+                    .head_dim = shape.head_dim};
+  const int64_t hd = shape.head_dim;
+  out.head_stride = order == KvPageOrder::kNHD ? hd : hd * shape.block_size;
+  out.token_stride = order == KvPageOrder::kNHD ? hd * shape.num_kv_heads : hd;
+  out.block_stride = block_stride;
+  return out;
+}
+
+// Elements of one tight page of `shape` (either order).
+PAGEDKV_HD int64_t PageElementsOf(const PagedKvShape& shape) {
+  return int64_t{shape.block_size} * shape.num_kv_heads * shape.head_dim;
+}
+
+// Separate K and V tensors: [num_blocks, block_size, heads, head_dim] each (kNHD, today's default)
+// or [num_blocks, heads, block_size, head_dim] (kHND, FlashInfer).
+PAGEDKV_HD PagedKvLayout SeparateKvLayout(void* k, void* v, const PagedKvShape& shape,
+                                          KvPageOrder order = KvPageOrder::kNHD) {
+  return PageLayout(k, v, shape, order, PageElementsOf(shape));
+}
+
+// One joint tensor, K page then V page in each block: [num_blocks, 2, block_size, heads, head_dim]
+// (kNHD: vLLM's FlashInfer backend, FlashInfer NHD) or [num_blocks, 2, heads, block_size,
+// head_dim] (kHND: FlashInfer HND). `kv` is the tensor's first element; v = kv + one page.
+PAGEDKV_HD PagedKvLayout JointKvLayout(void* kv, const PagedKvShape& shape,
+                                       KvPageOrder order = KvPageOrder::kNHD) {
+  const int64_t page = PageElementsOf(shape);
+  char* v = static_cast<char*>(kv) + page * DTypeSize(shape.dtype);
+  return PageLayout(kv, kv == nullptr ? nullptr : v, shape, order, 2 * page);
+}
+
+// True when every (slot, head) row of `layout` starts at an element offset that is a multiple of
+// `n` and head_dim is too, so a kernel may load n consecutive elements of a row as one vector
+// (given base pointers aligned to the vector size, which the caller checks).
+PAGEDKV_HD bool RowsAlignedTo(const PagedKvLayout& layout, int32_t n) {
+  return layout.head_dim % n == 0 && layout.HeadStride() % n == 0 &&
+         layout.TokenStride() % n == 0 && layout.BlockStride() % n == 0;
+}
 
 }  // namespace pagedkv
 
