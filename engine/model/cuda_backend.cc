@@ -98,6 +98,10 @@ class CudaBackend final : public Backend {
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cuda::EmbeddingGather(args, stream_, Trusted());
   }
+  // Trusted: the runner gathers slots it validated (ReadKv) and rows it built (compaction).
+  absl::Status GatherRows(const GatherRowsArgs& args) override {
+    return cuda::GatherRows(args, stream_, Trusted());
+  }
   absl::Status RmsNorm(const RmsNormArgs& args) override { return cuda::RmsNorm(args, stream_); }
   absl::Status SwiGlu(const SwiGluArgs& args) override { return cuda::SwiGlu(args, stream_); }
   absl::Status LmHead(const LmHeadArgs& args) override {
