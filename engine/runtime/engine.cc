@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_runner.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -314,10 +316,8 @@ absl::StatusOr<StepOutput> Engine::Step() {
       sampled_ids.push_back(s.request_id);
     }
   }
-  std::vector<BlendGroup> blend_groups;
-  if (reuse_ != nullptr && batch_.stats.num_blend_tokens > 0) {
-    reuse_->AppendBlendGroups(batch_, &blend_groups);
-  }
+  std::optional<CacheBlendHook> blend;
+  if (reuse_ != nullptr && batch_.stats.num_blend_tokens > 0) blend = reuse_->MakeBlendHook(batch_);
   ModelInput input{.token_ids = batch_.token_ids,
                    .positions = batch_.positions,
                    .slot_mapping = batch_.slot_mapping,
@@ -325,13 +325,14 @@ absl::StatusOr<StepOutput> Engine::Step() {
                    .kv_lens = kv_lens,
                    .block_tables = tables,
                    .max_blocks_per_seq = max_blocks,
-                   .logits_indices = logits_indices,
-                   .blend_groups = blend_groups,
-                   .blend_layer = options_.chunk_reuse.deviation_layer};
+                   .logits_indices = logits_indices};
   ModelOutput model_out;
-  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(
-      input, {.return_logits = options_.return_logits, .sampling = sampling}, &model_out));
-  const auto num_kept = static_cast<int64_t>(model_out.blend_kept_rows.size());
+  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(input,
+                                           {.return_logits = options_.return_logits,
+                                            .sampling = sampling,
+                                            .hook = blend.has_value() ? &*blend : nullptr},
+                                           &model_out));
+  const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;
   stats_.num_blend_recomputed_tokens += num_kept;
   stats_.num_blend_partial_tokens += batch_.stats.num_blend_tokens - num_kept;
 

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/layer_prefix_weights.h"
 #include "engine/shift/rerotate_slots.h"
 #include "pagedkv/kernels/op_args.h"
