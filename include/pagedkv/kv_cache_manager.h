@@ -118,7 +118,9 @@ class KvCacheManager {
   //   ResourceExhausted  - not enough free + evictable blocks;
   //   InvalidArgument    - negative count, more tokens than the request has, wrong block size,
   //                        computed blocks on a later call or not matching the request;
-  //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again).
+  //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again);
+  //   Internal           - the eviction policy picked a block that is not evictable (fix the
+  //                        policy; the pool and this manager are unchanged).
   // `options` applies only when the call succeeds.
   absl::Status AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
                              const ComputedBlocks& new_computed_blocks = {},
@@ -200,6 +202,8 @@ class KvCacheManager {
 
   // Whether cached `block` may serve block `i` of `request` whose previous block is `prev`.
   bool Verify(BlockId block, const CacheRequest& request, int64_t i, BlockId prev) const;
+  // A new request's cache cursor: its computed blocks are cached, the last one verified.
+  void StartState(const ComputedBlocks& computed, RequestState& state) const;
   // Offers the request's newly full blocks to the index.
   void CacheFullBlocks(const CacheRequest& request, RequestState& state);
   absl::Status CheckRequest(const CacheRequest& request) const;
