@@ -25,7 +25,7 @@
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, pagedkv::EngineChunkReuse::Create(
-//       &runner, &cache.mutable_pool(), {.model_fingerprint = fingerprint}));
+//       &runner, &KvCacheManagerInternal::MutablePool(cache), {.model_fingerprint = fingerprint}));
 //   scheduler.SetChunkReuseProvider(reuse.get());
 //   PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
 //   PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch.slot_moves));

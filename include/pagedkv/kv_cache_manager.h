@@ -166,9 +166,6 @@ class KvCacheManager {
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
   const BlockPool& pool() const { return *pool_; }
-  // The pool, for indexes that share its blocks and eviction order (e.g. a ChunkIndex). Blocks
-  // such an index takes must never be in a request's table here.
-  BlockPool& mutable_pool() { return *pool_; }
   const KvCacheManagerOptions& options() const { return options_; }
 
   // Pool invariants plus: every request's table is referenced (reference counts equal the number
@@ -176,6 +173,9 @@ class KvCacheManager {
   absl::Status ValidateInvariants() const;
 
  private:
+  // cache/kv_cache_manager_internal.h: the mutable pool, for indexes inside pagedkv that share it.
+  friend class KvCacheManagerInternal;
+
   struct RequestState {
     std::vector<BlockId> table;           // block table
     int64_t num_tokens = 0;               // tokens with slots

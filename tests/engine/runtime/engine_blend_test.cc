@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/engine_internal.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "engine/shift/rerotate_slots.h"
@@ -357,8 +358,8 @@ class EngineBlendTest : public ::testing::Test {
       EXPECT_TRUE(step.ok()) << step.status();
       if (!step.ok()) break;
       EXPECT_TRUE(engine.kv_cache_manager().ValidateInvariants().ok());
-      if (engine.chunk_reuse() != nullptr) {
-        EXPECT_TRUE(engine.chunk_reuse()->index().ValidateInvariants().ok());
+      if (EngineInternal::ChunkReuse(engine) != nullptr) {
+        EXPECT_TRUE(EngineInternal::ChunkReuse(engine)->index().ValidateInvariants().ok());
       }
       for (size_t i = 0; i < step->tokens.size(); ++i) {
         if (rows != nullptr && step->tokens[i].request_id == watch) {
@@ -459,7 +460,7 @@ TEST_F(EngineBlendTest, IntermediateFractionRecomputesTheExpectedTokens) {
                       p % kBlockSize);
     }
     std::vector<float> v;
-    ASSERT_TRUE(engine->model_runner().ReadKv(2, slots, &top[blend], &v).ok());
+    ASSERT_TRUE(EngineInternal::Runner(*engine).ReadKv(2, slots, &top[blend], &v).ok());
     Drain(*engine);
     if (blend) {
       EXPECT_EQ(engine->stats().num_blend_recomputed_tokens, want_kept);
