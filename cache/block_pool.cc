@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -193,6 +194,30 @@ absl::StatusOr<BlockId> BlockPool::Allocate() {
   return block;
 }
 
+absl::Status BlockPool::PickVictims(int32_t count) {
+  victims_.clear();
+  for (int32_t i = 0; i < count; ++i) {
+    const BlockId victim = policy_->PickVictim();
+    // A picked victim is marked free until it is evicted, so a repeated pick fails this check.
+    if (!InRange(victim) || meta_[victim].state != State::kEvictable || !meta_[victim].cached) {
+      // Offer the valid picks back: the policy forgot them, the pool has not changed.
+      for (const BlockId b : victims_) {
+        meta_[b].state = State::kEvictable;
+        policy_->OnRelease(b, meta_[b].hash);
+      }
+      victims_.clear();
+      return absl::InternalError(absl::StrCat(
+          "eviction policy \"", std::string(policy_->Name()), "\" picked block ", victim,
+          ", which is not an evictable cached block (or was picked twice); fix the policy's "
+          "PickVictim: nothing was allocated or evicted"));
+    }
+    meta_[victim].state = State::kFree;
+    victims_.push_back(victim);
+    if (prefetch_victims_) PrefetchNextVictims();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
   if (count < 0) {
     return absl::InvalidArgumentError(absl::StrCat("cannot allocate ", count, " blocks"));
@@ -202,11 +227,25 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
                                                      NumAvailableBlocks(), " of ", num_blocks_,
                                                      " are free or evictable"));
   }
+  // Every victim is picked and checked before anything changes, so a misbehaving policy leaves
+  // the pool as it was.
+  const auto from_free = static_cast<int32_t>(std::min<size_t>(count, free_stack_.size()));
+  if (count > from_free) PAGEDKV_RETURN_IF_ERROR(PickVictims(count - from_free));
   out->reserve(out->size() + count);
-  for (int32_t i = 0; i < count; ++i) {
-    auto block = Allocate();
-    if (!block.ok()) return block.status();
-    out->push_back(*block);
+  for (int32_t i = 0; i < from_free; ++i) {
+    out->push_back(free_stack_.back());
+    free_stack_.pop_back();
+  }
+  for (const BlockId victim : victims_) {
+    --num_evictable_;
+    RemoveFromIndex(victim);
+    ++stats_.evictions;
+    out->push_back(victim);
+  }
+  victims_.clear();
+  for (auto b = out->end() - count; b != out->end(); ++b) {
+    meta_[*b].ref_count = 1;
+    meta_[*b].state = State::kUsed;
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cache/debug_check.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/kv_events.h"
@@ -188,7 +189,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
     const BlockHash hash = ChunkBlockHash(key, serial, i);
     absl::StatusOr<bool> inserted = pool_->Insert(blocks[i], hash, key);
     if (!inserted.ok() || !*inserted) {
-      for (BlockId b : newly_cached) (void)pool_->Uncache(b);
+      for (BlockId b : newly_cached) DebugCheckOk(pool_->Uncache(b), "cached just above");
       if (!inserted.ok()) return inserted.status();
       return absl::InternalError(
           absl::StrCat("ChunkIndex::Insert: chunk block hash ", hash.ToString(), " is taken"));
@@ -246,7 +247,7 @@ absl::Status ChunkIndex::Acquire(const ChunkLocation& location) {
       std::vector<BlockId> undo(location.blocks.begin(),
                                 location.blocks.begin() + static_cast<std::ptrdiff_t>(i));
       std::reverse(undo.begin(), undo.end());
-      (void)pool_->Unpin(undo);
+      DebugCheckOk(pool_->Unpin(undo), "pinned just above");
       return pinned;
     }
   }

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cache/debug_check.h"
 
 namespace pagedkv {
 
@@ -198,33 +200,49 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
         " more KV blocks but only ", pool_->NumAvailableBlocks(), " of ", pool_->num_blocks(),
         " are free or evictable; wait for requests to finish or preempt one"));
   }
-  // Nothing below can fail on caller input: every check is done.
-  RequestState* state;
+  // Nothing below can fail on caller input: every check is done. Only a misbehaving eviction
+  // policy can make the pool's Allocate fail; then the computed blocks pinned here are unpinned
+  // and a new request's state is dropped, so nothing has changed.
+  std::vector<BlockId> table;
   if (plan.is_new) {
-    state = &requests_[request.id()];
-    state->table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
+    table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
     for (const BlockId block : new_computed_blocks.blocks) {
-      absl::Status pinned = pool_->Pin(block);
-      if (!pinned.ok()) return pinned;  // unreachable: validated by MakePlan
-      state->table.push_back(block);
-    }
-    state->num_cached_blocks = static_cast<int64_t>(new_computed_blocks.blocks.size());
-    if (!new_computed_blocks.blocks.empty()) {
-      state->last_canonical = new_computed_blocks.blocks.back();
-      state->last_canonical_generation = pool_->Generation(state->last_canonical);
+      DebugCheckOk(pool_->Pin(block), "MakePlan checked that each computed block is cached");
+      table.push_back(block);
     }
   } else {
-    state = &requests_.find(request.id())->second;
+    table = std::move(requests_.find(request.id())->second.table);
   }
-  absl::Status allocated = pool_->Allocate(plan.new_blocks, &state->table);
-  if (!allocated.ok()) return allocated;  // only a misbehaving eviction policy gets here
-  state->num_tokens = plan.total_tokens;
+  const size_t held = table.size();
+  if (absl::Status allocated = pool_->Allocate(plan.new_blocks, &table); !allocated.ok()) {
+    if (plan.is_new) {
+      std::reverse(table.begin(), table.end());  // tail first, as Free does
+      DebugCheckOk(pool_->Unpin(table), "the computed blocks were pinned just above");
+    } else {
+      table.resize(held);
+      requests_.find(request.id())->second.table = std::move(table);
+    }
+    return allocated;
+  }
+  RequestState& state =
+      plan.is_new ? requests_[request.id()] : requests_.find(request.id())->second;
+  state.table = std::move(table);
+  if (plan.is_new) StartState(new_computed_blocks, state);
+  state.num_tokens = plan.total_tokens;
   if (options.no_cache_from_token >= 0) {
-    state->max_cached_blocks =
-        std::min(state->max_cached_blocks, options.no_cache_from_token / options_.block_size);
+    state.max_cached_blocks =
+        std::min(state.max_cached_blocks, options.no_cache_from_token / options_.block_size);
   }
-  if (options_.enable_prefix_caching) CacheFullBlocks(request, *state);
+  if (options_.enable_prefix_caching) CacheFullBlocks(request, state);
   return absl::OkStatus();
+}
+
+void KvCacheManager::StartState(const ComputedBlocks& computed, RequestState& state) const {
+  state.num_cached_blocks = static_cast<int64_t>(computed.blocks.size());
+  if (!computed.blocks.empty()) {
+    state.last_canonical = computed.blocks.back();
+    state.last_canonical_generation = pool_->Generation(state.last_canonical);
+  }
 }
 
 void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& state) {
@@ -237,9 +255,10 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
     const BlockHash& parent_hash = request.ParentHashOf(i);
     const std::span<const TokenId> tokens = request.BlockTokens(i);
     if (!options_.verify_tokens) {
-      // Hash-only mode: index the block unless its hash is already present.
-      (void)pool_->Insert(block, hash, parent_hash, tokens, kNullBlock,
-                          request.BlockExtraDigest(i));
+      // Hash-only mode: index the block unless its hash is already present (Insert's false).
+      DebugCheckOk(
+          pool_->Insert(block, hash, parent_hash, tokens, kNullBlock, request.BlockExtraDigest(i)),
+          "the block is in this request's table and was never cached");
       continue;
     }
     if (state.chain_broken) continue;
@@ -269,11 +288,15 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
         // A different block (hash collision, or a block whose parent changed) holds the hash:
         // replace it with this request's verified block.
         ++stats_.replaced_blocks;
-        (void)pool_->Uncache(holder);
+        DebugCheckOk(pool_->Uncache(holder), "FindCached just returned the holder");
       }
     }
     if (canonical == block) {
-      (void)pool_->Insert(block, hash, parent_hash, tokens, prev, request.BlockExtraDigest(i));
+      // The hash is free now (no holder, or the holder was uncached) and prev is cached under
+      // parent_hash (checked above): the block is indexed.
+      DebugCheckOk(
+          pool_->Insert(block, hash, parent_hash, tokens, prev, request.BlockExtraDigest(i)),
+          "the block is in use, uncached, its hash free and its parent cached");
     }
     state.last_canonical = canonical;
     state.last_canonical_generation = pool_->Generation(canonical);
@@ -290,8 +313,7 @@ absl::Status KvCacheManager::Free(RequestId id) {
   const std::vector<BlockId>& table = it->second.table;
   // Tail first, so a chain's tail becomes evictable before its parents.
   for (auto b = table.rbegin(); b != table.rend(); ++b) {
-    absl::Status unpinned = pool_->Unpin(*b);
-    if (!unpinned.ok()) return unpinned;  // unreachable: the table holds one reference per entry
+    DebugCheckOk(pool_->Unpin(*b), "the table holds one reference per entry");
   }
   requests_.erase(it);
   return absl::OkStatus();

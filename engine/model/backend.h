@@ -51,6 +51,9 @@ class Backend {
   // Compute (see pagedkv/kernels/op_args.h for each op's contract).
   virtual absl::Status Linear(const LinearArgs& args) = 0;
   virtual absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) = 0;
+  // REQUIRES: args.rows validated by the caller (the CUDA backend runs it trusted: out-of-range
+  // rows are skipped, not reported).
+  virtual absl::Status GatherRows(const GatherRowsArgs& args) = 0;
   virtual absl::Status RmsNorm(const RmsNormArgs& args) = 0;
   virtual absl::Status SwiGlu(const SwiGluArgs& args) = 0;
   virtual absl::Status LmHead(const LmHeadArgs& args) = 0;

@@ -52,6 +52,7 @@ class CpuBackend final : public Backend {
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);
   }
+  absl::Status GatherRows(const GatherRowsArgs& args) override { return cpu::GatherRows(args); }
   absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args); }
   absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args); }
   absl::Status LmHead(const LmHeadArgs& args) override { return cpu::LmHead(args); }

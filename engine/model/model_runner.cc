@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "pagedkv/kernels/dtype_convert.h"
+#include "engine/model/layer_hook.h"
+#include "pagedkv/dtype.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
@@ -45,39 +48,6 @@ RopeConfig DefaultRopeConfig(const ModelConfig& model) {
   rope.scaling = RopeScaling::kNone;
   rope.max_position_embeddings = model.seq_len;
   return rope;
-}
-
-int32_t NumToRecompute(double fraction, int32_t n) {
-  const double want = std::ceil(fraction * static_cast<double>(n));
-  return static_cast<int32_t>(std::clamp(want, 0.0, static_cast<double>(n)));
-}
-
-std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<const float> v_a,
-                                         std::span<const float> k_b, std::span<const float> v_b,
-                                         int64_t width, int32_t count) {
-  const size_t w = static_cast<size_t>(width);
-  const size_t n = k_a.size() / w;
-  std::vector<std::pair<double, int32_t>> deviation;
-  deviation.reserve(n);
-  for (size_t j = 0; j < n; ++j) {
-    double sum = 0.0;
-    for (size_t e = j * w; e < (j + 1) * w; ++e) {
-      const double dk = double{k_a[e]} - k_b[e];
-      const double dv = double{v_a[e]} - v_b[e];
-      sum += dk * dk + dv * dv;
-    }
-    deviation.emplace_back(sum, static_cast<int32_t>(j));
-  }
-  const auto pick = std::min(n, static_cast<size_t>(std::max(count, 0)));
-  std::partial_sort(deviation.begin(), deviation.begin() + static_cast<std::ptrdiff_t>(pick),
-                    deviation.end(), [](const auto& a, const auto& b) {
-                      return a.first > b.first || (a.first == b.first && a.second < b.second);
-                    });
-  std::vector<int32_t> picked;
-  picked.reserve(pick);
-  for (size_t j = 0; j < pick; ++j) picked.push_back(deviation[j].second);
-  std::sort(picked.begin(), picked.end());
-  return picked;
 }
 
 int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope) {
@@ -132,57 +102,68 @@ absl::Status ModelRunner::Init() {
   }
   context_length_ = ContextLengthFor(c, rope_config_);
   PAGEDKV_ASSIGN_OR_RETURN(backend_, CreateBackend(options_.backend));
+  PAGEDKV_RETURN_IF_ERROR(BuildRopeTable());
+  PAGEDKV_RETURN_IF_ERROR(PlaceWeights());
+  return AllocateKvPages();
+}
 
+absl::Status ModelRunner::BuildRopeTable() {
   const int64_t table_positions = options_.rope_table_positions > 0
                                       ? options_.rope_table_positions
                                       : std::max<int64_t>(context_length_, 1);
   PAGEDKV_ASSIGN_OR_RETURN(RopeTable table, RopeTable::Create(rope_config_, table_positions));
   rope_table_.emplace(std::move(table));
   rope_view_ = rope_table_->View();
-  if (!backend_->host_memory()) {
-    PAGEDKV_ASSIGN_OR_RETURN(rope_cos_sin_, Upload(*backend_, rope_table_->cos_sin().data(),
-                                                   rope_table_->cos_sin().size() * sizeof(float)));
-    PAGEDKV_ASSIGN_OR_RETURN(rope_inv_freq_,
-                             Upload(*backend_, rope_table_->inv_freq().data(),
-                                    rope_table_->inv_freq().size() * sizeof(double)));
-    rope_view_.cos_sin = rope_cos_sin_.as<const float>();
-    rope_view_.inv_freq = rope_inv_freq_.as<const double>();
-  }
+  if (backend_->host_memory()) return absl::OkStatus();
+  PAGEDKV_ASSIGN_OR_RETURN(rope_cos_sin_, Upload(*backend_, rope_table_->cos_sin().data(),
+                                                 rope_table_->cos_sin().size() * sizeof(float)));
+  PAGEDKV_ASSIGN_OR_RETURN(rope_inv_freq_, Upload(*backend_, rope_table_->inv_freq().data(),
+                                                  rope_table_->inv_freq().size() * sizeof(double)));
+  rope_view_.cos_sin = rope_cos_sin_.as<const float>();
+  rope_view_.inv_freq = rope_inv_freq_.as<const double>();
+  return absl::OkStatus();
+}
 
-  // Weights: used in place on a host backend, uploaded tensor by tensor otherwise.
-  auto place = [&](const float* host, int64_t count) -> absl::StatusOr<const float*> {
-    if (backend_->host_memory()) return host;
-    PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                             Upload(*backend_, host, static_cast<size_t>(count) * sizeof(float)));
-    const float* ptr = buffer.as<const float>();
-    uploaded_weights_.push_back(std::move(buffer));
-    return ptr;
-  };
+absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t count) {
+  if (backend_->host_memory()) return host;
+  PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                           Upload(*backend_, host, static_cast<size_t>(count) * sizeof(float)));
+  const float* ptr = buffer.as<const float>();
+  uploaded_weights_.push_back(std::move(buffer));
+  return ptr;
+}
+
+absl::Status ModelRunner::PlaceWeights() {
+  const ModelConfig& c = weights_->config();
   const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim();
   PAGEDKV_ASSIGN_OR_RETURN(token_embedding_,
-                           place(weights_->token_embedding(), int64_t{c.vocab_size} * d));
-  PAGEDKV_ASSIGN_OR_RETURN(rms_final_, place(weights_->rms_final(), d));
+                           PlaceTensor(weights_->token_embedding(), int64_t{c.vocab_size} * d));
+  PAGEDKV_ASSIGN_OR_RETURN(rms_final_, PlaceTensor(weights_->rms_final(), d));
   if (c.shared_classifier) {
     classifier_ = token_embedding_;
   } else {
-    PAGEDKV_ASSIGN_OR_RETURN(classifier_, place(weights_->classifier(), int64_t{c.vocab_size} * d));
+    PAGEDKV_ASSIGN_OR_RETURN(classifier_,
+                             PlaceTensor(weights_->classifier(), int64_t{c.vocab_size} * d));
   }
   layers_.resize(static_cast<size_t>(c.n_layers));
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& src = weights_->layer(l);
     LayerWeights& dst = layers_[static_cast<size_t>(l)];
-    PAGEDKV_ASSIGN_OR_RETURN(dst.rms_att, place(src.rms_att, d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wq, place(src.wq, d * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wk, place(src.wk, kv * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wv, place(src.wv, kv * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wo, place(src.wo, d * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.rms_ffn, place(src.rms_ffn, d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.w1, place(src.w1, h * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.w2, place(src.w2, d * h));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.w3, place(src.w3, h * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.rms_att, PlaceTensor(src.rms_att, d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wq, PlaceTensor(src.wq, d * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wk, PlaceTensor(src.wk, kv * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wv, PlaceTensor(src.wv, kv * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wo, PlaceTensor(src.wo, d * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.rms_ffn, PlaceTensor(src.rms_ffn, d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.w1, PlaceTensor(src.w1, h * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.w2, PlaceTensor(src.w2, d * h));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.w3, PlaceTensor(src.w3, h * d));
   }
+  return absl::OkStatus();
+}
 
-  // KV pages.
+absl::Status ModelRunner::AllocateKvPages() {
+  const ModelConfig& c = weights_->config();
   kv_layouts_.resize(static_cast<size_t>(c.n_layers));
   kv_pages_.reserve(2 * static_cast<size_t>(c.n_layers));
   for (int32_t l = 0; l < c.n_layers; ++l) {
@@ -212,7 +193,16 @@ int64_t ModelRunner::kv_cache_bytes() const {
 }
 
 absl::Status ModelRunner::ValidateInput(const ModelInput& in, const ForwardOptions& options) const {
-  const ModelConfig& c = config();
+  PAGEDKV_RETURN_IF_ERROR(ValidateShapes(in));
+  PAGEDKV_RETURN_IF_ERROR(ValidateTokens(in));
+  const auto num_seqs = static_cast<int64_t>(in.query_start_loc.size()) - 1;
+  for (int64_t s = 0; s < num_seqs; ++s) PAGEDKV_RETURN_IF_ERROR(ValidateSequence(in, s));
+  PAGEDKV_RETURN_IF_ERROR(ValidateOutputs(in, options));
+  if (options.hook != nullptr) return options.hook->Validate(in, config());
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::ValidateShapes(const ModelInput& in) const {
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   if (in.positions.size() != in.token_ids.size() || in.slot_mapping.size() != in.token_ids.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -238,59 +228,71 @@ absl::Status ModelRunner::ValidateInput(const ModelInput& in, const ForwardOptio
     return absl::InvalidArgumentError(absl::StrCat(
         "ModelInput: query_start_loc must run from 0 to the number of tokens ", num_tokens));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::ValidateTokens(const ModelInput& in) const {
+  const int32_t vocab_size = config().vocab_size;
   const int64_t num_slots = int64_t{options_.num_blocks} * options_.block_size;
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const auto i = static_cast<size_t>(t);
-    if (in.token_ids[i] < 0 || in.token_ids[i] >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("ModelInput: token_ids[", t,
+  for (size_t i = 0; i < in.token_ids.size(); ++i) {
+    if (in.token_ids[i] < 0 || in.token_ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("ModelInput: token_ids[", i,
                                                      "] = ", in.token_ids[i], " is outside [0, ",
-                                                     c.vocab_size, ")"));
+                                                     vocab_size, ")"));
     }
     if (in.slot_mapping[i] < -1 || in.slot_mapping[i] >= num_slots) {
-      return absl::InvalidArgumentError(absl::StrCat("ModelInput: slot_mapping[", t,
+      return absl::InvalidArgumentError(absl::StrCat("ModelInput: slot_mapping[", i,
                                                      "] = ", in.slot_mapping[i],
                                                      " is outside [-1, ", num_slots, ")"));
     }
   }
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    const int32_t begin = in.query_start_loc[static_cast<size_t>(s)];
-    const int32_t end = in.query_start_loc[static_cast<size_t>(s) + 1];
-    if (end < begin) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ModelInput: query_start_loc decreases at sequence ", s));
-    }
-    const int32_t kv_len = in.kv_lens[static_cast<size_t>(s)];
-    const int64_t blocks_needed = (int64_t{kv_len} + options_.block_size - 1) / options_.block_size;
-    if (kv_len < 1 || blocks_needed > in.max_blocks_per_seq) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ModelInput: kv_lens[", s, "] = ", kv_len, " must be in [1, max_blocks_per_seq * ",
-          "block_size = ", int64_t{in.max_blocks_per_seq} * options_.block_size, "]"));
-    }
-    const BlockId* table = in.block_tables.data() + s * in.max_blocks_per_seq;
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (table[b] < 0 || table[b] >= options_.num_blocks) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ModelInput: block table of sequence ", s, " entry ", b, " = ", table[b],
-                         " is outside [0, ", options_.num_blocks, ")"));
-      }
-    }
-    for (int32_t t = begin; t < end; ++t) {
-      const int32_t pos = in.positions[static_cast<size_t>(t)];
-      if (pos < 0 || pos >= kv_len) {
-        return absl::InvalidArgumentError(absl::StrCat("ModelInput: positions[", t, "] = ", pos,
-                                                       " must be in [0, kv_lens[", s,
-                                                       "] = ", kv_len, ")"));
-      }
-      const int64_t slot = in.slot_mapping[static_cast<size_t>(t)];
-      const int64_t expected = int64_t{table[pos / options_.block_size]} * options_.block_size +
-                               pos % options_.block_size;
-      if (slot != -1 && slot != expected) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ModelInput: slot_mapping[", t, "] = ", slot, " disagrees with the block table of ",
-            "sequence ", s, ", which puts position ", pos, " at slot ", expected));
-      }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::ValidateSequence(const ModelInput& in, int64_t s) const {
+  const int32_t begin = in.query_start_loc[static_cast<size_t>(s)];
+  const int32_t end = in.query_start_loc[static_cast<size_t>(s) + 1];
+  if (end < begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ModelInput: query_start_loc decreases at sequence ", s));
+  }
+  const int32_t kv_len = in.kv_lens[static_cast<size_t>(s)];
+  const int64_t blocks_needed = NumBlocksFor(kv_len, options_.block_size);
+  if (kv_len < 1 || blocks_needed > in.max_blocks_per_seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelInput: kv_lens[", s, "] = ", kv_len, " must be in [1, max_blocks_per_seq * ",
+        "block_size = ", int64_t{in.max_blocks_per_seq} * options_.block_size, "]"));
+  }
+  const BlockId* table = in.block_tables.data() + s * in.max_blocks_per_seq;
+  for (int64_t b = 0; b < blocks_needed; ++b) {
+    if (table[b] < 0 || table[b] >= options_.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat("ModelInput: block table of sequence ", s,
+                                                     " entry ", b, " = ", table[b],
+                                                     " is outside [0, ", options_.num_blocks, ")"));
     }
   }
+  for (int32_t t = begin; t < end; ++t) {
+    const int32_t pos = in.positions[static_cast<size_t>(t)];
+    if (pos < 0 || pos >= kv_len) {
+      return absl::InvalidArgumentError(absl::StrCat("ModelInput: positions[", t, "] = ", pos,
+                                                     " must be in [0, kv_lens[", s, "] = ", kv_len,
+                                                     ")"));
+    }
+    const int64_t slot = in.slot_mapping[static_cast<size_t>(t)];
+    const int64_t expected =
+        int64_t{table[pos / options_.block_size]} * options_.block_size + pos % options_.block_size;
+    if (slot != -1 && slot != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ModelInput: slot_mapping[", t, "] = ", slot, " disagrees with the block table of ",
+          "sequence ", s, ", which puts position ", pos, " at slot ", expected));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
+                                          const ForwardOptions& options) const {
+  const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   for (size_t i = 0; i < in.logits_indices.size(); ++i) {
     if (in.logits_indices[i] < 0 || in.logits_indices[i] >= num_tokens) {
       return absl::InvalidArgumentError(absl::StrCat("ModelInput: logits_indices[", i,
@@ -308,51 +310,6 @@ absl::Status ModelRunner::ValidateInput(const ModelInput& in, const ForwardOptio
     if (!std::isfinite(p.temperature) || !(p.top_p > 0.0f && p.top_p <= 1.0f)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ForwardOptions: sampling[", i, "] needs a finite temperature and top_p in (0, 1]"));
-    }
-  }
-  return ValidateBlend(in);
-}
-
-absl::Status ModelRunner::ValidateBlend(const ModelInput& in) const {
-  if (in.blend_groups.empty()) return absl::OkStatus();
-  if (in.blend_layer < 0 || in.blend_layer >= config().n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("ModelInput: blend_layer = ", in.blend_layer,
-                                                   " is outside [0, ", config().n_layers, ")"));
-  }
-  const auto num_tokens = static_cast<int32_t>(in.token_ids.size());
-  int32_t end = 0;
-  size_t seq = 0;
-  for (size_t g = 0; g < in.blend_groups.size(); ++g) {
-    const BlendGroup& group = in.blend_groups[g];
-    if (group.num_rows < 1 || group.first_row < end ||
-        int64_t{group.first_row} + group.num_rows > num_tokens || group.num_keep < 0 ||
-        group.num_keep > group.num_rows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ModelInput: blend group ", g, " (first_row ", group.first_row, ", num_rows ",
-          group.num_rows, ", num_keep ", group.num_keep,
-          ") needs num_rows >= 1 inside the batch, no overlap with the previous group, and "
-          "num_keep in [0, num_rows]"));
-    }
-    end = group.first_row + group.num_rows;
-    while (in.query_start_loc[seq + 1] <= group.first_row) ++seq;
-    if (end > in.query_start_loc[seq + 1]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ModelInput: blend group ", g, " spans more than one sequence"));
-    }
-    for (int32_t t = group.first_row; t < end; ++t) {
-      if (in.slot_mapping[static_cast<size_t>(t)] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("ModelInput: blend group ", g, " row ", t,
-                                                       " has no KV slot (slot_mapping -1)"));
-      }
-    }
-  }
-  for (int32_t row : in.logits_indices) {
-    auto it =
-        std::upper_bound(in.blend_groups.begin(), in.blend_groups.end(), row,
-                         [](int32_t r, const BlendGroup& group) { return r < group.first_row; });
-    if (it != in.blend_groups.begin() && row < std::prev(it)->first_row + std::prev(it)->num_rows) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ModelInput: logits row ", row, " lies in a blend group"));
     }
   }
   return absl::OkStatus();
@@ -379,8 +336,8 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
     PAGEDKV_RETURN_IF_ERROR(alloc(token_ids_, n, sizeof(TokenId)));
     PAGEDKV_RETURN_IF_ERROR(alloc(positions_, n, sizeof(int32_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(slots_, n, sizeof(int64_t)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(blend_rows_, n, sizeof(int32_t)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(blend_scratch_, n * c.dim, sizeof(float)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(gather_rows_, n, sizeof(int64_t)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(gather_scratch_, n * c.dim, sizeof(float)));
     token_capacity_ = n;
   }
   if (num_seqs + 1 > seq_capacity_) {
@@ -398,7 +355,7 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
     const int64_t n = Grow(logits_capacity_, num_logits);
     PAGEDKV_RETURN_IF_ERROR(alloc(rows_, n * c.dim, sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(logits_, n * c.vocab_size, sizeof(float)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(logits_indices_, n, sizeof(int32_t)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(logits_indices_, n, sizeof(int64_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(sampling_params_, n, sizeof(SamplingParams)));
     PAGEDKV_RETURN_IF_ERROR(alloc(sampled_, n, sizeof(TokenId)));
     logits_capacity_ = n;
@@ -406,169 +363,194 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::RunLayers(const ModelInput& in, std::vector<int32_t>* logits_rows,
-                                    std::vector<int32_t>* kept_rows) {
-  const ModelConfig& c = config();
-  Backend& b = *backend_;
-  auto num_tokens = static_cast<int64_t>(in.token_ids.size());
-  const auto num_seqs = static_cast<int32_t>(in.query_start_loc.size() - 1);
-  float* x = x_.as<float>();
-  float* xb = xb_.as<float>();
-  float* q = q_.as<float>();
-  float* k = k_.as<float>();
-  float* v = v_.as<float>();
-  float* att = att_.as<float>();
-  float* hb = hb_.as<float>();
-  float* hb2 = hb2_.as<float>();
+ModelRunner::ActiveRows ModelRunner::AllRows(const ModelInput& in) {
+  ActiveRows active;
+  active.rows.resize(in.token_ids.size());
+  for (size_t i = 0; i < active.rows.size(); ++i) active.rows[i] = static_cast<int32_t>(i);
+  active.positions.assign(in.positions.begin(), in.positions.end());
+  active.slots.assign(in.slot_mapping.begin(), in.slot_mapping.end());
+  active.query_start_loc.assign(in.query_start_loc.begin(), in.query_start_loc.end());
+  active.logits_rows.assign(in.logits_indices.begin(), in.logits_indices.end());
+  return active;
+}
 
-  PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = token_embedding_,
-                                             .token_ids = token_ids_.as<const int32_t>(),
-                                             .out = x,
-                                             .num_tokens = num_tokens,
-                                             .vocab_size = c.vocab_size,
-                                             .dim = c.dim}));
-  for (int32_t l = 0; l < c.n_layers; ++l) {
+absl::Status ModelRunner::RunLayers(const ModelInput& in, LayerHook* hook, ActiveRows* active) {
+  const ModelConfig& c = config();
+  int64_t num_rows = static_cast<int64_t>(in.token_ids.size());
+  PAGEDKV_RETURN_IF_ERROR(backend_->EmbeddingGather({.table = token_embedding_,
+                                                     .token_ids = token_ids_.as<const int32_t>(),
+                                                     .out = x_.as<float>(),
+                                                     .num_tokens = num_rows,
+                                                     .vocab_size = c.vocab_size,
+                                                     .dim = c.dim}));
+  for (int32_t l = 0; l < c.n_layers && num_rows > 0; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x,
-                                       .weight = w.rms_att,
-                                       .out = xb,
-                                       .num_rows = num_tokens,
-                                       .dim = c.dim,
-                                       .eps = c.rms_norm_eps}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.Linear({.x = xb, .w = w.wq, .y = q, .m = num_tokens, .n = c.dim, .k = c.dim}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.Linear({.x = xb, .w = w.wk, .y = k, .m = num_tokens, .n = c.kv_dim(), .k = c.dim}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.Linear({.x = xb, .w = w.wv, .y = v, .m = num_tokens, .n = c.kv_dim(), .k = c.dim}));
-    ReshapeAndCacheArgs write;
-    write.q = q;
-    write.k = k;
-    write.v = v;
-    write.positions = positions_.as<const int32_t>();
-    write.slot_mapping = slots_.as<const int64_t>();
-    write.num_tokens = num_tokens;
-    write.num_q_heads = c.n_heads;
-    write.rotate = true;
-    write.rope = rope_view_;
-    write.cache = kv_layouts_[static_cast<size_t>(l)];
-    if (!in.blend_groups.empty() && l == in.blend_layer) {
-      PAGEDKV_RETURN_IF_ERROR(BlendAndCompact(in, l, write, &num_tokens, logits_rows, kept_rows));
-      if (num_tokens == 0) break;  // every row stopped here (no logits are wanted then)
-    } else {
-      PAGEDKV_RETURN_IF_ERROR(b.ReshapeAndCache(write));
-    }
-    PagedAttentionArgs attn;
-    attn.q = q;
-    attn.out = att;
-    attn.positions = positions_.as<const int32_t>();
-    attn.query_start_loc = query_start_loc_.as<const int32_t>();
-    attn.kv_lens = kv_lens_.as<const int32_t>();
-    attn.block_tables = block_tables_.as<const int32_t>();
-    attn.num_tokens = num_tokens;
-    attn.num_seqs = num_seqs;
-    attn.num_q_heads = c.n_heads;
-    attn.max_blocks_per_seq = in.max_blocks_per_seq;
-    attn.cache = kv_layouts_[static_cast<size_t>(l)];
-    PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
-    PAGEDKV_RETURN_IF_ERROR(b.Linear({.x = att,
-                                      .w = w.wo,
-                                      .y = x,
-                                      .m = num_tokens,
-                                      .n = c.dim,
-                                      .k = c.dim,
-                                      .accumulate = true}));
-    PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x,
-                                       .weight = w.rms_ffn,
-                                       .out = xb,
-                                       .num_rows = num_tokens,
-                                       .dim = c.dim,
-                                       .eps = c.rms_norm_eps}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.Linear({.x = xb, .w = w.w1, .y = hb, .m = num_tokens, .n = c.hidden_dim, .k = c.dim}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.Linear({.x = xb, .w = w.w3, .y = hb2, .m = num_tokens, .n = c.hidden_dim, .k = c.dim}));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.SwiGlu({.gate = hb, .up = hb2, .out = hb, .num_rows = num_tokens, .dim = c.hidden_dim}));
-    PAGEDKV_RETURN_IF_ERROR(b.Linear({.x = hb,
-                                      .w = w.w2,
-                                      .y = x,
-                                      .m = num_tokens,
-                                      .n = c.dim,
-                                      .k = c.hidden_dim,
-                                      .accumulate = true}));
+    PAGEDKV_RETURN_IF_ERROR(ProjectQkv(w, num_rows));
+    PAGEDKV_RETURN_IF_ERROR(WriteKv(in, l, hook, active, &num_rows));
+    if (num_rows == 0) break;  // a hook dropped every row (no logits are wanted then)
+    PAGEDKV_RETURN_IF_ERROR(AttendAndMlp(w, l, in.max_blocks_per_seq, num_rows,
+                                         static_cast<int32_t>(in.query_start_loc.size() - 1)));
   }
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::BlendAndCompact(const ModelInput& in, int32_t layer,
-                                          const ReshapeAndCacheArgs& write, int64_t* num_rows,
-                                          std::vector<int32_t>* logits_rows,
-                                          std::vector<int32_t>* kept_rows) {
+absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, int64_t num_rows) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
-  // Compaction happens once, at blend_layer, so the rows are still the input's rows here.
-  std::vector<int64_t> group_slots;
-  for (const BlendGroup& group : in.blend_groups) {
-    group_slots.insert(group_slots.end(), in.slot_mapping.begin() + group.first_row,
-                       in.slot_mapping.begin() + group.first_row + group.num_rows);
-  }
-  std::vector<float> k_old, v_old, k_new, v_new;
-  PAGEDKV_RETURN_IF_ERROR(ReadKv(layer, group_slots, &k_old, &v_old));
-  PAGEDKV_RETURN_IF_ERROR(b.ReshapeAndCache(write));
-  PAGEDKV_RETURN_IF_ERROR(ReadKv(layer, group_slots, &k_new, &v_new));
+  float* xb = xb_.as<float>();
+  PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x_.as<float>(),
+                                     .weight = w.rms_att,
+                                     .out = xb,
+                                     .num_rows = num_rows,
+                                     .dim = c.dim,
+                                     .eps = c.rms_norm_eps}));
+  PAGEDKV_RETURN_IF_ERROR(
+      b.Linear({.x = xb, .w = w.wq, .y = q_.as<float>(), .m = num_rows, .n = c.dim, .k = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(b.Linear(
+      {.x = xb, .w = w.wk, .y = k_.as<float>(), .m = num_rows, .n = c.kv_dim(), .k = c.dim}));
+  return b.Linear(
+      {.x = xb, .w = w.wv, .y = v_.as<float>(), .m = num_rows, .n = c.kv_dim(), .k = c.dim});
+}
 
-  const int64_t width = c.kv_dim();
-  std::vector<char> keep(in.token_ids.size(), 1);
-  size_t offset = 0;  // into group_slots
-  for (const BlendGroup& group : in.blend_groups) {
-    const auto span = [&](const std::vector<float>& all) {
-      return std::span<const float>(all).subspan(offset * static_cast<size_t>(width),
-                                                 static_cast<size_t>(group.num_rows * width));
-    };
-    std::fill_n(keep.begin() + group.first_row, group.num_rows, 0);
-    for (int32_t j : MostDeviatingTokens(span(k_old), span(v_old), span(k_new), span(v_new), width,
-                                         group.num_keep)) {
-      keep[static_cast<size_t>(group.first_row + j)] = 1;
-      kept_rows->push_back(group.first_row + j);
-    }
-    offset += static_cast<size_t>(group.num_rows);
-  }
+absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook* hook,
+                                  ActiveRows* active, int64_t* num_rows) {
+  const PagedKvLayout& cache = kv_layouts_[static_cast<size_t>(layer)];
+  const auto view = [&] {
+    return LayerView{.layer = layer,
+                     .input = &in,
+                     .rows = active->rows,
+                     .kv = &cache,
+                     .hidden = x_.as<const float>(),
+                     .q = q_.as<const float>(),
+                     .runner = this};
+  };
+  if (hook != nullptr) PAGEDKV_RETURN_IF_ERROR(hook->BeforeKvWrite(view()));
+  ReshapeAndCacheArgs write;
+  write.q = q_.as<float>();
+  write.k = k_.as<const float>();
+  write.v = v_.as<const float>();
+  write.positions = positions_.as<const int32_t>();
+  write.slot_mapping = slots_.as<const int64_t>();
+  write.num_tokens = *num_rows;
+  write.num_q_heads = config().n_heads;
+  write.rotate = true;
+  write.rope = rope_view_;
+  write.cache = cache;
+  PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));
+  if (hook == nullptr) return absl::OkStatus();
+  std::optional<std::vector<int32_t>> keep;
+  PAGEDKV_RETURN_IF_ERROR(hook->AfterKvWrite(view(), &keep));
+  if (!keep.has_value() || keep->size() == active->rows.size()) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(CompactRows(*keep, active));
+  *num_rows = static_cast<int64_t>(active->rows.size());
+  return absl::OkStatus();
+}
 
-  // The compacted batch: rows kept, in order, with their positions, slots and sequence bounds.
-  std::vector<int32_t> rows, new_index(in.token_ids.size(), -1), positions, qsl;
-  std::vector<int64_t> slots;
-  qsl.push_back(0);
-  for (size_t s = 0; s + 1 < in.query_start_loc.size(); ++s) {
-    for (int32_t t = in.query_start_loc[s]; t < in.query_start_loc[s + 1]; ++t) {
-      if (!keep[static_cast<size_t>(t)]) continue;
-      new_index[static_cast<size_t>(t)] = static_cast<int32_t>(rows.size());
-      rows.push_back(t);
-      positions.push_back(in.positions[static_cast<size_t>(t)]);
-      slots.push_back(in.slot_mapping[static_cast<size_t>(t)]);
+absl::Status ModelRunner::CompactRows(const std::vector<int32_t>& keep, ActiveRows* active) {
+  const size_t n = active->rows.size();
+  std::vector<int32_t> new_index(n, -1);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const int32_t row = keep[i];
+    if (row < 0 || static_cast<size_t>(row) >= n || (i > 0 && row <= keep[i - 1])) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "LayerHook: keep[", i, "] = ", row, " is not an ascending row in [0, ", n, ")"));
     }
-    qsl.push_back(static_cast<int32_t>(rows.size()));
+    new_index[static_cast<size_t>(row)] = static_cast<int32_t>(i);
   }
-  logits_rows->clear();
-  for (int32_t row : in.logits_indices) logits_rows->push_back(new_index[static_cast<size_t>(row)]);
-  if (static_cast<int64_t>(rows.size()) == *num_rows) return absl::OkStatus();
-  *num_rows = static_cast<int64_t>(rows.size());
-  if (rows.empty()) return absl::OkStatus();
-  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, blend_rows_, absl::MakeConstSpan(rows)));
-  // x (the residual stream entering this layer) and the rotated q of the kept rows.
-  for (float* buffer : {x_.as<float>(), q_.as<float>()}) {
-    PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = buffer,
-                                               .token_ids = blend_rows_.as<const int32_t>(),
-                                               .out = blend_scratch_.as<float>(),
-                                               .num_tokens = *num_rows,
-                                               .vocab_size = static_cast<int64_t>(keep.size()),
-                                               .dim = c.dim}));
-    PAGEDKV_RETURN_IF_ERROR(b.CopyDeviceToDevice(
-        buffer, blend_scratch_.data(), static_cast<size_t>(*num_rows * c.dim) * sizeof(float)));
+  for (int32_t& row : active->logits_rows) {
+    if (new_index[static_cast<size_t>(row)] < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("LayerHook dropped batch row ", active->rows[static_cast<size_t>(row)],
+                       ", whose logits are wanted; keep every logits row"));
+    }
+    row = new_index[static_cast<size_t>(row)];
   }
-  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, positions_, absl::MakeConstSpan(positions)));
-  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, slots_, absl::MakeConstSpan(slots)));
-  return CopySpan(b, query_start_loc_, absl::MakeConstSpan(qsl));
+  ActiveRows kept;
+  kept.logits_rows = std::move(active->logits_rows);
+  kept.query_start_loc.push_back(0);
+  size_t next = 0;  // into keep
+  for (size_t s = 0; s + 1 < active->query_start_loc.size(); ++s) {
+    const auto end = static_cast<size_t>(active->query_start_loc[s + 1]);
+    for (; next < keep.size() && static_cast<size_t>(keep[next]) < end; ++next) {
+      const auto row = static_cast<size_t>(keep[next]);
+      kept.rows.push_back(active->rows[row]);
+      kept.positions.push_back(active->positions[row]);
+      kept.slots.push_back(active->slots[row]);
+    }
+    kept.query_start_loc.push_back(static_cast<int32_t>(kept.rows.size()));
+  }
+  *active = std::move(kept);
+  return UploadCompacted(keep, *active);
+}
+
+absl::Status ModelRunner::UploadCompacted(const std::vector<int32_t>& keep,
+                                          const ActiveRows& active) {
+  Backend& b = *backend_;
+  const auto num_rows = static_cast<int64_t>(keep.size());
+  if (num_rows == 0) return absl::OkStatus();
+  const std::vector<int64_t> rows(keep.begin(), keep.end());
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, gather_rows_, absl::MakeConstSpan(rows)));
+  // The residual stream entering this layer and the rotated queries of the kept rows: gathered
+  // into the scratch buffer, which then takes the place of the source.
+  for (DeviceBuffer* buffer : {&x_, &q_}) {
+    PAGEDKV_RETURN_IF_ERROR(b.GatherRows({.src = buffer->data(),
+                                          .rows = gather_rows_.as<const int64_t>(),
+                                          .out = gather_scratch_.as<float>(),
+                                          .num_rows = num_rows,
+                                          .num_src_rows = static_cast<int64_t>(token_capacity_),
+                                          .width = config().dim,
+                                          .src_dtype = DType::kF32}));
+    std::swap(*buffer, gather_scratch_);
+  }
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, positions_, absl::MakeConstSpan(active.positions)));
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, slots_, absl::MakeConstSpan(active.slots)));
+  return CopySpan(b, query_start_loc_, absl::MakeConstSpan(active.query_start_loc));
+}
+
+absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer,
+                                       int32_t max_blocks_per_seq, int64_t num_rows,
+                                       int32_t num_seqs) {
+  const ModelConfig& c = config();
+  Backend& b = *backend_;
+  float* x = x_.as<float>();
+  float* xb = xb_.as<float>();
+  float* att = att_.as<float>();
+  float* hb = hb_.as<float>();
+  float* hb2 = hb2_.as<float>();
+  PagedAttentionArgs attn;
+  attn.q = q_.as<const float>();
+  attn.out = att;
+  attn.positions = positions_.as<const int32_t>();
+  attn.query_start_loc = query_start_loc_.as<const int32_t>();
+  attn.kv_lens = kv_lens_.as<const int32_t>();
+  attn.block_tables = block_tables_.as<const int32_t>();
+  attn.num_tokens = num_rows;
+  attn.num_seqs = num_seqs;
+  attn.num_q_heads = c.n_heads;
+  attn.max_blocks_per_seq = max_blocks_per_seq;
+  attn.cache = kv_layouts_[static_cast<size_t>(layer)];
+  PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
+  PAGEDKV_RETURN_IF_ERROR(b.Linear(
+      {.x = att, .w = w.wo, .y = x, .m = num_rows, .n = c.dim, .k = c.dim, .accumulate = true}));
+  PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x,
+                                     .weight = w.rms_ffn,
+                                     .out = xb,
+                                     .num_rows = num_rows,
+                                     .dim = c.dim,
+                                     .eps = c.rms_norm_eps}));
+  PAGEDKV_RETURN_IF_ERROR(
+      b.Linear({.x = xb, .w = w.w1, .y = hb, .m = num_rows, .n = c.hidden_dim, .k = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(
+      b.Linear({.x = xb, .w = w.w3, .y = hb2, .m = num_rows, .n = c.hidden_dim, .k = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(
+      b.SwiGlu({.gate = hb, .up = hb2, .out = hb, .num_rows = num_rows, .dim = c.hidden_dim}));
+  return b.Linear({.x = hb,
+                   .w = w.w2,
+                   .y = x,
+                   .m = num_rows,
+                   .n = c.dim,
+                   .k = c.hidden_dim,
+                   .accumulate = true});
 }
 
 absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& options,
@@ -577,8 +559,6 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(ValidateInput(in, options));
   output->logits.clear();
   output->sampled.clear();
-  output->blend_kept_rows.clear();
-  const ModelConfig& c = config();
   Backend& b = *backend_;
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   const auto num_logits = static_cast<int64_t>(in.logits_indices.size());
@@ -595,31 +575,46 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, query_start_loc_, in.query_start_loc));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
-  std::vector<int32_t> logits_rows(in.logits_indices.begin(), in.logits_indices.end());
-  PAGEDKV_RETURN_IF_ERROR(RunLayers(in, &logits_rows, &output->blend_kept_rows));
+  ActiveRows active = AllRows(in);
+  PAGEDKV_RETURN_IF_ERROR(RunLayers(in, options.hook, &active));
   if (num_logits == 0) return b.Synchronize();
+  PAGEDKV_RETURN_IF_ERROR(RunHead(active.logits_rows));
+  return CopyOutputs(options, num_logits, output);
+}
 
+absl::Status ModelRunner::RunHead(const std::vector<int32_t>& logits_rows) {
+  const ModelConfig& c = config();
+  Backend& b = *backend_;
+  const auto num_logits = static_cast<int64_t>(logits_rows.size());
   // Final norm and LM head on the wanted rows only.
-  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, logits_indices_, absl::MakeConstSpan(logits_rows)));
+  const std::vector<int64_t> wanted(logits_rows.begin(), logits_rows.end());
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, logits_indices_, absl::MakeConstSpan(wanted)));
   float* rows = rows_.as<float>();
-  PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = x_.as<const float>(),
-                                             .token_ids = logits_indices_.as<const int32_t>(),
-                                             .out = rows,
-                                             .num_tokens = num_logits,
-                                             .vocab_size = num_tokens,
-                                             .dim = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(b.GatherRows({.src = x_.data(),
+                                        .rows = logits_indices_.as<const int64_t>(),
+                                        .out = rows,
+                                        .num_rows = num_logits,
+                                        .num_src_rows = token_capacity_,
+                                        .width = c.dim,
+                                        .src_dtype = DType::kF32}));
   PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = rows,
                                      .weight = rms_final_,
                                      .out = rows,
                                      .num_rows = num_logits,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
-  PAGEDKV_RETURN_IF_ERROR(b.LmHead({.hidden = rows,
-                                    .weight = classifier_,
-                                    .logits = logits_.as<float>(),
-                                    .num_rows = num_logits,
-                                    .d_model = c.dim,
-                                    .vocab_size = c.vocab_size}));
+  return b.LmHead({.hidden = rows,
+                   .weight = classifier_,
+                   .logits = logits_.as<float>(),
+                   .num_rows = num_logits,
+                   .d_model = c.dim,
+                   .vocab_size = c.vocab_size});
+}
+
+absl::Status ModelRunner::CopyOutputs(const ForwardOptions& options, int64_t num_logits,
+                                      ModelOutput* output) {
+  const ModelConfig& c = config();
+  Backend& b = *backend_;
   if (!options.sampling.empty()) {
     PAGEDKV_RETURN_IF_ERROR(CopySpan(b, sampling_params_, options.sampling));
     PAGEDKV_RETURN_IF_ERROR(b.Sample({.logits = logits_.as<const float>(),
@@ -652,22 +647,60 @@ absl::Status ModelRunner::ReadKv(int32_t layer, absl::Span<const int64_t> slots,
                                                      " is outside [0, ", layout.NumSlots(), ")"));
     }
   }
-  const int64_t stride = layout.TokenStride();
-  const size_t row_bytes = static_cast<size_t>(stride * DTypeSize(layout.dtype));
-  std::vector<char> staging(row_bytes);
-  for (int part = 0; part < 2; ++part) {
-    std::vector<float>& out = part == 0 ? *k : *v;
-    const char* base = static_cast<const char*>(part == 0 ? layout.k : layout.v);
-    out.resize(slots.size() * static_cast<size_t>(stride));
-    for (size_t i = 0; i < slots.size(); ++i) {
-      PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(
-          staging.data(), base + static_cast<size_t>(slots[i]) * row_bytes, row_bytes));
-      for (int64_t e = 0; e < stride; ++e) {
-        out[i * static_cast<size_t>(stride) + static_cast<size_t>(e)] =
-            LoadElement(staging.data(), layout.dtype, e);
-      }
-    }
+  const auto n = static_cast<int64_t>(slots.size());
+  const int64_t width = layout.TokenStride();
+  k->resize(static_cast<size_t>(n * width));
+  v->resize(static_cast<size_t>(n * width));
+  if (n == 0) return absl::OkStatus();
+  GatherRowsArgs gather{.src = layout.k,
+                        .rows = slots.data(),
+                        .out = k->data(),
+                        .num_rows = n,
+                        .num_src_rows = layout.NumSlots(),
+                        .width = width,
+                        .src_dtype = layout.dtype};
+  if (backend_->host_memory()) {  // straight into the caller's vectors
+    PAGEDKV_RETURN_IF_ERROR(backend_->GatherRows(gather));
+    gather.src = layout.v;
+    gather.out = v->data();
+    return backend_->GatherRows(gather);
   }
+  return ReadKvThroughDevice(layout, slots, k, v);
+}
+
+absl::Status ModelRunner::ReadKvThroughDevice(const PagedKvLayout& layout,
+                                              absl::Span<const int64_t> slots,
+                                              std::vector<float>* k, std::vector<float>* v) {
+  Backend& b = *backend_;
+  const auto n = static_cast<int64_t>(slots.size());
+  const int64_t width = layout.TokenStride();
+  if (n > kv_read_capacity_) {
+    const int64_t capacity = Grow(kv_read_capacity_, n);
+    PAGEDKV_ASSIGN_OR_RETURN(
+        kv_read_slots_, DeviceBuffer::Create(b, static_cast<size_t>(capacity) * sizeof(int64_t)));
+    PAGEDKV_ASSIGN_OR_RETURN(
+        kv_read_out_,
+        DeviceBuffer::Create(b, static_cast<size_t>(2 * capacity * width) * sizeof(float)));
+    kv_read_capacity_ = capacity;
+  }
+  PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_read_slots_, slots));
+  // K rows then V rows in one device buffer, so one copy (one synchronisation) brings both back.
+  GatherRowsArgs gather{.src = layout.k,
+                        .rows = kv_read_slots_.as<const int64_t>(),
+                        .out = kv_read_out_.as<float>(),
+                        .num_rows = n,
+                        .num_src_rows = layout.NumSlots(),
+                        .width = width,
+                        .src_dtype = layout.dtype};
+  PAGEDKV_RETURN_IF_ERROR(b.GatherRows(gather));
+  gather.src = layout.v;
+  gather.out = kv_read_out_.as<float>() + n * width;
+  PAGEDKV_RETURN_IF_ERROR(b.GatherRows(gather));
+  std::vector<float> both(static_cast<size_t>(2 * n * width));
+  PAGEDKV_RETURN_IF_ERROR(
+      b.CopyToHost(both.data(), kv_read_out_.data(), both.size() * sizeof(float)));
+  std::copy(both.begin(), both.begin() + n * width, k->begin());
+  std::copy(both.begin() + n * width, both.end(), v->begin());
   return absl::OkStatus();
 }
 

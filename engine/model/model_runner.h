@@ -14,13 +14,9 @@
 // runs, so a sequence may attend to KV that another sequence of the same batch computes in this
 // step (a same-step prefix hit, see ScheduledBatch).
 //
-// CacheBlend's selective recompute (ModelInput::blend_groups): rows of a group already have K/V in
-// their slots at every layer (e.g. re-rotated from a chunk cached at another position). They run
-// through layers 0..blend_layer like every row, overwriting those layers' K/V with fresh values;
-// at blend_layer the fresh K/V is compared with the K/V the slots held before (saved just before
-// it is overwritten) and only the num_keep most deviating rows of each group go on through the
-// later layers (the batch is compacted right after blend_layer's K/V write). The others keep their
-// old K/V in the layers above blend_layer. With num_keep == num_rows the pass equals a plain one.
+// A LayerHook (engine/model/layer_hook.h, ForwardOptions::hook) is called at fixed points of every
+// layer (before and after the layer's K/V write) and may drop rows from the rest of the pass; an
+// extension such as selective recompute (engine/shift/cache_blend_hook.h) plugs in there.
 //
 // The runner owns the KV pages (K and V per layer, [num_blocks, block_size, n_kv_heads,
 // head_dim] of options.kv_dtype), the RoPE table and the activations, all in the backend's
@@ -46,13 +42,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model/backend.h"
+#include "engine/model/layer_hook.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/op_args.h"
@@ -86,26 +82,6 @@ int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope);
 // llama2.c's RoPE for `model`: interleaved pairs, base model.rope_base, no scaling.
 RopeConfig DefaultRopeConfig(const ModelConfig& model);
 
-// A group of batch rows for CacheBlend's selective recompute (see the banner).
-struct BlendGroup {
-  int32_t first_row = 0;  // first batch row of the group
-  int32_t num_rows = 0;   // rows [first_row, first_row + num_rows), all of one sequence; >= 1
-  int32_t num_keep = 0;   // most deviating rows that go on past blend_layer; in [0, num_rows]
-};
-
-// How many of `n` tokens CacheBlend recomputes at `fraction`: ceil(fraction * n) in [0, n].
-// REQUIRES: 0 <= fraction <= 1, n >= 0.
-int32_t NumToRecompute(double fraction, int32_t n);
-
-// The `count` tokens whose K/V deviates most between copy a and copy b, as ascending indices.
-// Token j's deviation is the sum, in double, of the squared differences of its `width` K elements
-// and its `width` V elements (CacheBlend's KV deviation; ShiftedPrefill and the runner's blend
-// both rank with it); ties go to the smaller index. Spans are [num_tokens, width], row-major.
-// REQUIRES: the four spans have the same size, a multiple of width > 0; 0 <= count <= num_tokens.
-std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<const float> v_a,
-                                         std::span<const float> k_b, std::span<const float> v_b,
-                                         int64_t width, int32_t count);
-
 // One step's flat batch, in host memory. T = token_ids.size(), n = query_start_loc.size() - 1.
 struct ModelInput {
   absl::Span<const TokenId> token_ids = {};        // [T], each in [0, vocab_size)
@@ -116,10 +92,6 @@ struct ModelInput {
   absl::Span<const BlockId> block_tables = {};  // [n, max_blocks_per_seq], row-major
   int32_t max_blocks_per_seq = 0;               // row stride of block_tables
   absl::Span<const int32_t> logits_indices = {};  // rows of the batch whose logits are wanted
-  // CacheBlend groups (see the banner): sorted by first_row, non-overlapping, each inside one
-  // sequence, with slots (not -1) and no row in logits_indices. Empty: a plain pass.
-  absl::Span<const BlendGroup> blend_groups = {};
-  int32_t blend_layer = 0;  // layer whose K/V deviation ranks the groups' rows; [0, n_layers)
 };
 
 struct ForwardOptions {
@@ -127,13 +99,13 @@ struct ForwardOptions {
   // One per logits index: sample a token from each row into ModelOutput::sampled. Empty: no
   // sampling.
   absl::Span<const SamplingParams> sampling = {};
+  // Called at fixed points of every layer (see layer_hook.h); null: a plain pass. Not owned.
+  LayerHook* hook = nullptr;
 };
 
 struct ModelOutput {
   std::vector<float> logits;     // [logits_indices.size(), vocab_size] when return_logits
   std::vector<TokenId> sampled;  // [logits_indices.size()] when sampling was requested
-  // With blend groups: their rows that went through every layer (selected), ascending.
-  std::vector<int32_t> blend_kept_rows;
 };
 
 class ModelRunner {
@@ -152,11 +124,14 @@ class ModelRunner {
   // Runs the batch: writes each token's K/V to its slot, and (per options) returns logits and/or
   // sampled tokens for input.logits_indices. The whole input is validated first (shapes, token
   // ids, positions, slots, block tables covering every kv position, a position below each
-  // sequence's kv_len, blend groups): on InvalidArgument nothing was written.
+  // sequence's kv_len, and the hook's own Validate): on InvalidArgument nothing was written.
+  // A hook's error is returned as is.
   absl::Status Forward(const ModelInput& input, const ForwardOptions& options, ModelOutput* output);
 
   // Copies the K and V of `slots` (each in [0, num_blocks * block_size)) in layer `layer` to the
-  // host as fp32: k and v get [slots.size(), n_kv_heads, head_dim]. For studies and tests.
+  // host as fp32: k and v get [slots.size(), n_kv_heads, head_dim]. One batched gather
+  // (GatherRows) for K and one for V, and on a device backend one copy to the host. For hooks,
+  // studies and tests.
   absl::Status ReadKv(int32_t layer, absl::Span<const int64_t> slots, std::vector<float>* k,
                       std::vector<float>* v);
 
@@ -179,20 +154,51 @@ class ModelRunner {
  private:
   ModelRunner() = default;
   absl::Status Init();
+  // The batch rows still in the pass (all of them unless a hook dropped some), host copies.
+  struct ActiveRows {
+    std::vector<int32_t> rows;             // input row of each current row, ascending
+    std::vector<int32_t> positions;        // per current row
+    std::vector<int64_t> slots;            // per current row
+    std::vector<int32_t> query_start_loc;  // [num_seqs + 1] over the current rows
+    std::vector<int32_t> logits_rows;      // current row of each logits index
+  };
+  static ActiveRows AllRows(const ModelInput& input);
+
+  // Init steps.
+  absl::Status BuildRopeTable();
+  absl::StatusOr<const float*> PlaceTensor(const float* host, int64_t count);
+  absl::Status PlaceWeights();
+  absl::Status AllocateKvPages();
+
+  // ValidateInput steps, in order: sizes of the spans; token ids and slot ranges; each sequence's
+  // query range, kv_len, block table, positions and slots; logits rows and sampling params.
   absl::Status ValidateInput(const ModelInput& input, const ForwardOptions& options) const;
+  absl::Status ValidateShapes(const ModelInput& input) const;
+  absl::Status ValidateTokens(const ModelInput& input) const;
+  absl::Status ValidateSequence(const ModelInput& input, int64_t seq) const;
+  absl::Status ValidateOutputs(const ModelInput& input, const ForwardOptions& options) const;
   absl::Status EnsureCapacity(int64_t num_tokens, int64_t num_seqs, int64_t num_blocks_entries,
                               int64_t num_logits);
-  // Runs the layers; with blend groups the batch is compacted after blend_layer: `logits_rows`
-  // gets input.logits_indices renumbered for the compacted batch and `kept_rows` the blend rows
-  // kept (both untouched without groups).
-  absl::Status RunLayers(const ModelInput& input, std::vector<int32_t>* logits_rows,
-                         std::vector<int32_t>* kept_rows);
-  // Blend at layer `layer` after its Q/K/V projection: saves the groups' old K/V, writes the K/V
-  // of the `*num_rows` rows, ranks and compacts x, q and the row metadata to the kept rows.
-  absl::Status BlendAndCompact(const ModelInput& input, int32_t layer,
-                               const ReshapeAndCacheArgs& write, int64_t* num_rows,
-                               std::vector<int32_t>* logits_rows, std::vector<int32_t>* kept_rows);
-  absl::Status ValidateBlend(const ModelInput& input) const;
+
+  // Forward steps: embedding and every layer (compacting *active when the hook drops rows), then
+  // the final norm and LM head on active->logits_rows, then sampling and copies to the host.
+  absl::Status RunLayers(const ModelInput& input, LayerHook* hook, ActiveRows* active);
+  // RMSNorm and the Q, K, V projections of the current rows.
+  absl::Status ProjectQkv(const LayerWeights& w, int64_t num_rows);
+  // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
+  absl::Status WriteKv(const ModelInput& input, int32_t layer, LayerHook* hook, ActiveRows* active,
+                       int64_t* num_rows);
+  // Keeps the current rows `keep` (ascending): host metadata, then x, q and the device metadata.
+  absl::Status CompactRows(const std::vector<int32_t>& keep, ActiveRows* active);
+  absl::Status UploadCompacted(const std::vector<int32_t>& keep, const ActiveRows& active);
+  // Attention, output projection, RMSNorm and SwiGLU MLP of the current rows.
+  absl::Status AttendAndMlp(const LayerWeights& w, int32_t layer, int32_t max_blocks_per_seq,
+                            int64_t num_rows, int32_t num_seqs);
+  absl::Status RunHead(const std::vector<int32_t>& logits_rows);
+  absl::Status CopyOutputs(const ForwardOptions& options, int64_t num_logits, ModelOutput* output);
+  // ReadKv on a device backend: slots up, two gathers, one copy down.
+  absl::Status ReadKvThroughDevice(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
+                                   std::vector<float>* k, std::vector<float>* v);
 
   std::shared_ptr<const ModelWeights> weights_;
   ModelRunnerOptions options_;
@@ -215,7 +221,9 @@ class ModelRunner {
   DeviceBuffer x_, xb_, q_, k_, v_, att_, hb_, hb2_, rows_, logits_;
   DeviceBuffer token_ids_, positions_, slots_, query_start_loc_, kv_lens_, block_tables_,
       logits_indices_, sampling_params_, sampled_;
-  DeviceBuffer blend_rows_, blend_scratch_;  // CacheBlend compaction: kept rows, gathered rows
+  DeviceBuffer gather_rows_, gather_scratch_;  // compaction: kept rows (int64), gathered rows
+  int64_t kv_read_capacity_ = 0;               // slots kv_read_slots_ holds
+  DeviceBuffer kv_read_slots_, kv_read_out_;   // ReadKv on a device: slots, K then V rows
 };
 
 }  // namespace pagedkv

@@ -75,6 +75,9 @@ class PluginBackend final : public Backend {
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& a) override {
     return Call(t_->embedding_gather, h_, &a);
   }
+  absl::Status GatherRows(const GatherRowsArgs& a) override {
+    return Call(t_->gather_rows, h_, &a);
+  }
   absl::Status RmsNorm(const RmsNormArgs& a) override { return Call(t_->rms_norm, h_, &a); }
   absl::Status SwiGlu(const SwiGluArgs& a) override { return Call(t_->swiglu, h_, &a); }
   absl::Status LmHead(const LmHeadArgs& a) override { return Call(t_->lm_head, h_, &a); }

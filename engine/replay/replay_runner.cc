@@ -85,7 +85,7 @@ std::string Describe(const Workload& w) {
 }
 
 absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::ostream& out,
-                          std::ostream& err) {
+                          [[maybe_unused]] std::ostream& err) {
   // Capacities: explicit sweep, one capacity, or a default sweep scaled to the workload.
   const bool explicit_capacity = c.capacity_blocks >= 0 || c.capacity_gib >= 0;
   std::vector<int64_t> capacities = c.sweep;
@@ -208,7 +208,6 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
       out << absl::StrFormat("wrote %s and %s (%s)\n", csv_path, plot_path, plot_how);
     }
   }
-  (void)err;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cache/kv_cache_manager_internal.h"
 #include "engine/replay/shifted_hit_json.h"
 #include "engine/replay/simulated_chunk_reuse.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -204,7 +205,7 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   if (options.count_shifted && any_chunks) {
     PAGEDKV_ASSIGN_OR_RETURN(
         reuse, SimulatedChunkReuse::Create(
-                   &manager->mutable_pool(),
+                   &KvCacheManagerInternal::MutablePool(*manager),
                    {.first_k = options.chunk_first_k, .model_fingerprint = options.model.name}));
     scheduler->SetChunkReuseProvider(reuse.get());
   }

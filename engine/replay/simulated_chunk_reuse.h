@@ -15,8 +15,8 @@
 // The caller charges the moved and copied tokens' KV traffic in its cost model.
 //
 // Example:
-//   auto reuse = SimulatedChunkReuse::Create(&manager->mutable_pool(), {.first_k = 0}).value();
-//   scheduler->SetChunkReuseProvider(reuse.get());
+//   auto reuse = SimulatedChunkReuse::Create(&KvCacheManagerInternal::MutablePool(*manager),
+//   {.first_k = 0}).value(); scheduler->SetChunkReuseProvider(reuse.get());
 //   PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));   // may Acquire chunks
 //   PAGEDKV_RETURN_IF_ERROR(reuse->ReleaseAcquired());      // moves "done"
 //   ... simulate the forward pass ...

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cache/kv_cache_manager_internal.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/engine_internal.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -28,7 +32,12 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Bucket of a batch of `num_tokens` (>= 1) tokens in EngineStats::step_num_tokens_histogram.
+size_t HistogramBucket(int32_t num_tokens) {
+  size_t bucket = 0;
+  for (uint32_t n = static_cast<uint32_t>(num_tokens); n > 1; n >>= 1) ++bucket;
+  return std::min(bucket, EngineStats::kHistogramBuckets - 1);
+}
 
 }  // namespace
 
@@ -110,7 +119,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   int64_t num_blocks = options_.num_kv_blocks;
-  if (num_blocks == 0) num_blocks = 32 * CeilDiv(context + 1, options_.block_size);
+  if (num_blocks == 0) num_blocks = 32 * NumBlocksFor(context + 1, options_.block_size);
   if (num_blocks > INT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("EngineOptions: ", num_blocks, " KV blocks is too many; set num_kv_blocks"));
@@ -121,7 +130,10 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   runner_options.block_size = options_.block_size;
   runner_options.kv_dtype = options_.kv_dtype;
   runner_options.rope = rope;
-  PAGEDKV_ASSIGN_OR_RETURN(runner_, ModelRunner::Create(std::move(weights), runner_options));
+  internals_ = std::make_unique<Internals>();
+  PAGEDKV_ASSIGN_OR_RETURN(internals_->runner,
+                           ModelRunner::Create(std::move(weights), runner_options));
+  ModelRunner* runner = internals_->runner.get();
 
   KvCacheManagerOptions cache_options;
   cache_options.num_blocks = static_cast<int32_t>(num_blocks);
@@ -130,7 +142,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   cache_options.eviction_policy = options_.eviction_policy;
   cache_options.vocab_size = c.vocab_size;
   cache_options.model_fingerprint =
-      absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner_->rope_config().Fingerprint(),
+      absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
                    "|kv=", DTypeName(options_.kv_dtype));
   PAGEDKV_ASSIGN_OR_RETURN(cache_, KvCacheManager::Create(std::move(cache_options)));
 
@@ -143,13 +155,13 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
       break;
     case ChunkReuseMode::kReRotate: {
       PAGEDKV_ASSIGN_OR_RETURN(
-          reuse_,
-          EngineChunkReuse::Create(runner_.get(), &cache_->mutable_pool(),
+          internals_->reuse,
+          EngineChunkReuse::Create(runner, &KvCacheManagerInternal::MutablePool(*cache_),
                                    {.first_k = reuse.first_k,
                                     .recompute_fraction = reuse.recompute_fraction,
                                     .deviation_layer = reuse.deviation_layer,
                                     .model_fingerprint = cache_->options().model_fingerprint}));
-      scheduler_->SetChunkReuseProvider(reuse_.get());
+      scheduler_->SetChunkReuseProvider(internals_->reuse.get());
       break;
     }
     default:
@@ -158,9 +170,9 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   return absl::OkStatus();
 }
 
-int64_t Engine::context_length() const { return runner_->context_length(); }
-const ModelConfig& Engine::config() const { return runner_->config(); }
-std::string Engine::backend_name() const { return runner_->backend().name(); }
+int64_t Engine::context_length() const { return internals_->runner->context_length(); }
+const ModelConfig& Engine::config() const { return internals_->runner->config(); }
+std::string Engine::backend_name() const { return internals_->runner->backend().name(); }
 
 bool Engine::HasUnfinishedRequests() const { return scheduler_->HasUnfinishedRequests(); }
 
@@ -259,92 +271,136 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   return result;
 }
 
+// One step's flattened batch for the runner: padded block tables, one logits row per sequence
+// that samples.
+struct Engine::StepBatch {
+  int32_t max_blocks = 0;
+  std::vector<BlockId> tables;  // [num_sequences, max_blocks]
+  std::vector<int32_t> kv_lens;
+  std::vector<int32_t> logits_indices;
+  std::vector<SamplingParams> sampling;
+  std::vector<RequestId> sampled_ids;  // per logits row
+};
+
 absl::StatusOr<StepOutput> Engine::Step() {
   const Clock::time_point start = Clock::now();
   StepOutput out;
+  out.finished = std::move(unclaimed_finished_);
+  unclaimed_finished_.clear();
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
   out.batch = batch_.stats;
-  // Aborted requests are reported here (finished ones come from UpdateFromOutput below).
+  ReportAborted(&out);
+  EngineChunkReuse* reuse = internals_->reuse.get();
+  if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves));
+  if (batch_.empty()) return out;
+
+  const StepBatch step = BuildStepBatch();
+  std::vector<TokenId> sampled;
+  PAGEDKV_RETURN_IF_ERROR(RunModel(step, &out.logits, &sampled));
+  const int32_t n = batch_.num_sequences();
+  if (reuse != nullptr) {
+    for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
+  }
+  PAGEDKV_RETURN_IF_ERROR(CollectOutputs(step, sampled, &out));
+  RecordStepStats(n, &out);
+  out.seconds = SecondsSince(start);
+  stats_.busy_seconds += out.seconds;
+  return out;
+}
+
+void Engine::ReportAborted(StepOutput* out) {
+  // Finished requests come from UpdateFromOutput (CollectOutputs); aborted ones are reported here.
   for (RequestId id : batch_.finished_request_ids) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
-    out.finished.push_back(MakeResult(id, *it->second, {}, FinishReason::kAborted));
+    out->finished.push_back(MakeResult(id, *it->second, {}, FinishReason::kAborted));
     requests_.erase(it);
     ++stats_.num_finished;
   }
-  if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse_->RunMoves(batch_.slot_moves));
-  if (batch_.empty()) return out;
+}
 
-  // Flatten the batch for the runner: padded block tables, one logits row per sampling sequence.
+void Engine::RecordAdmission(const ScheduledSequence& s, RequestRecord& record) {
+  if (s.newly_admitted) {
+    if (record.num_admissions == 0) {
+      record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
+      stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
+      stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
+    }
+    ++record.num_admissions;
+    std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);
+  }
+  if (s.num_shifted_hit_tokens > 0) MarkReusedChunk(s, record);
+  if (record.num_admissions == 1) {
+    record.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
+    stats_.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
+  }
+}
+
+Engine::StepBatch Engine::BuildStepBatch() {
+  StepBatch step;
   const int32_t n = batch_.num_sequences();
-  int32_t max_blocks = 0;
-  for (const ScheduledSequence& s : batch_.sequences)
-    max_blocks = std::max(max_blocks, s.num_blocks);
-  std::vector<BlockId> tables(static_cast<size_t>(n) * static_cast<size_t>(max_blocks), 0);
-  std::vector<int32_t> kv_lens(static_cast<size_t>(n));
-  std::vector<int32_t> logits_indices;
-  std::vector<SamplingParams> sampling;
-  std::vector<RequestId> sampled_ids;
+  for (const ScheduledSequence& s : batch_.sequences) {
+    step.max_blocks = std::max(step.max_blocks, s.num_blocks);
+  }
+  step.tables.assign(static_cast<size_t>(n) * static_cast<size_t>(step.max_blocks), 0);
+  step.kv_lens.resize(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
     const auto table = batch_.BlockTable(i);
-    std::copy(table.begin(), table.end(), tables.begin() + static_cast<ptrdiff_t>(i) * max_blocks);
-    kv_lens[static_cast<size_t>(i)] = s.seq_len();
+    std::copy(table.begin(), table.end(),
+              step.tables.begin() + static_cast<ptrdiff_t>(i) * step.max_blocks);
+    step.kv_lens[static_cast<size_t>(i)] = s.seq_len();
     RequestRecord& record = *requests_.at(s.request_id);
-    if (s.newly_admitted) {
-      if (record.num_admissions == 0) {
-        record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
-        stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
-        stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
-      }
-      ++record.num_admissions;
-      std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);
-    }
-    if (s.num_shifted_hit_tokens > 0) MarkReusedChunk(s, record);
-    if (record.num_admissions == 1) {
-      record.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
-      stats_.num_shifted_hit_tokens += s.num_shifted_hit_tokens;
-    }
-    if (s.samples) {
-      logits_indices.push_back(s.query_start + s.num_scheduled_tokens - 1);
-      sampling.push_back(SamplingParams{.temperature = record.sampling.temperature,
-                                        .top_p = record.sampling.top_p,
-                                        .seed = record.sampling.seed,
-                                        .counter = static_cast<uint64_t>(record.num_generated)});
-      sampled_ids.push_back(s.request_id);
-    }
+    RecordAdmission(s, record);
+    if (!s.samples) continue;
+    step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - 1);
+    step.sampling.push_back(SamplingParams{.temperature = record.sampling.temperature,
+                                           .top_p = record.sampling.top_p,
+                                           .seed = record.sampling.seed,
+                                           .counter = static_cast<uint64_t>(record.num_generated)});
+    step.sampled_ids.push_back(s.request_id);
   }
-  std::vector<BlendGroup> blend_groups;
-  if (reuse_ != nullptr && batch_.stats.num_blend_tokens > 0) {
-    reuse_->AppendBlendGroups(batch_, &blend_groups);
+  return step;
+}
+
+absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
+                              std::vector<TokenId>* sampled) {
+  // CacheBlend: the reused tokens scheduled in this batch are recomputed selectively.
+  std::optional<CacheBlendHook> blend;
+  if (internals_->reuse != nullptr && batch_.stats.num_blend_tokens > 0) {
+    blend = internals_->reuse->MakeBlendHook(batch_);
   }
-  ModelInput input{.token_ids = batch_.token_ids,
-                   .positions = batch_.positions,
-                   .slot_mapping = batch_.slot_mapping,
-                   .query_start_loc = batch_.query_start_loc,
-                   .kv_lens = kv_lens,
-                   .block_tables = tables,
-                   .max_blocks_per_seq = max_blocks,
-                   .logits_indices = logits_indices,
-                   .blend_groups = blend_groups,
-                   .blend_layer = options_.chunk_reuse.deviation_layer};
+  const ModelInput input{.token_ids = batch_.token_ids,
+                         .positions = batch_.positions,
+                         .slot_mapping = batch_.slot_mapping,
+                         .query_start_loc = batch_.query_start_loc,
+                         .kv_lens = step.kv_lens,
+                         .block_tables = step.tables,
+                         .max_blocks_per_seq = step.max_blocks,
+                         .logits_indices = step.logits_indices};
   ModelOutput model_out;
-  PAGEDKV_RETURN_IF_ERROR(runner_->Forward(
-      input, {.return_logits = options_.return_logits, .sampling = sampling}, &model_out));
-  const auto num_kept = static_cast<int64_t>(model_out.blend_kept_rows.size());
+  PAGEDKV_RETURN_IF_ERROR(
+      internals_->runner->Forward(input,
+                                  {.return_logits = options_.return_logits,
+                                   .sampling = step.sampling,
+                                   .hook = blend.has_value() ? &*blend : nullptr},
+                                  &model_out));
+  const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;
   stats_.num_blend_recomputed_tokens += num_kept;
   stats_.num_blend_partial_tokens += batch_.stats.num_blend_tokens - num_kept;
+  if (options_.return_logits) *logits = std::move(model_out.logits);
+  *sampled = std::move(model_out.sampled);
+  return absl::OkStatus();
+}
 
-  if (reuse_ != nullptr) {
-    for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
-  }
-
-  std::vector<SampledToken> sampled(sampled_ids.size());
-  for (size_t i = 0; i < sampled_ids.size(); ++i) {
-    sampled[i] = SampledToken{.request_id = sampled_ids[i], .token = model_out.sampled[i]};
+absl::Status Engine::CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
+                                    StepOutput* out) {
+  std::vector<SampledToken> tokens(step.sampled_ids.size());
+  for (size_t i = 0; i < step.sampled_ids.size(); ++i) {
+    tokens[i] = SampledToken{.request_id = step.sampled_ids[i], .token = sampled[i]};
   }
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
-                           scheduler_->UpdateFromOutput(sampled));
+                           scheduler_->UpdateFromOutput(tokens));
   const Clock::time_point now = Clock::now();
   for (RequestOutput& o : outputs) {
     auto it = requests_.find(o.request_id);
@@ -352,27 +408,32 @@ absl::StatusOr<StepOutput> Engine::Step() {
     if (record.num_generated == 0) {
       record.time_to_first_token_s = std::chrono::duration<double>(now - record.added).count();
     }
-    out.tokens.push_back(
+    out->tokens.push_back(
         TokenOutput{.request_id = o.request_id, .token = o.token, .index = record.num_generated});
     ++record.num_generated;
     if (o.finished()) {
-      out.finished.push_back(
+      out->finished.push_back(
           MakeResult(o.request_id, record, std::move(o.output_tokens), o.finish_reason));
       requests_.erase(it);
       ++stats_.num_finished;
     }
   }
-  if (options_.return_logits) out.logits = std::move(model_out.logits);
+  return absl::OkStatus();
+}
 
+void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
+  const int32_t num_tokens = batch_.num_tokens();
   ++stats_.num_steps;
-  stats_.num_computed_tokens += batch_.num_tokens();
-  stats_.num_generated_tokens += static_cast<int64_t>(out.tokens.size());
+  stats_.num_computed_tokens += num_tokens;
+  stats_.num_generated_tokens += static_cast<int64_t>(out->tokens.size());
   stats_.num_preemptions += batch_.stats.num_preempted;
-  stats_.step_num_tokens.push_back(batch_.num_tokens());
-  stats_.step_num_seqs.push_back(n);
-  out.seconds = SecondsSince(start);
-  stats_.busy_seconds += out.seconds;
-  return out;
+  if (stats_.step_num_tokens.size() < EngineStats::kMaxRecordedSteps) {
+    stats_.step_num_tokens.push_back(num_tokens);
+    stats_.step_num_seqs.push_back(num_seqs);
+  }
+  stats_.max_step_num_tokens = std::max(stats_.max_step_num_tokens, num_tokens);
+  stats_.max_step_num_seqs = std::max(stats_.max_step_num_seqs, num_seqs);
+  ++stats_.step_num_tokens_histogram[HistogramBucket(num_tokens)];
 }
 
 void Engine::MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record) {
@@ -402,8 +463,8 @@ absl::Status Engine::RegisterChunks(int32_t i) {
     const auto tokens =
         std::span<const TokenId>(record.prompt)
             .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
-    PAGEDKV_RETURN_IF_ERROR(
-        reuse_->Register(tokens, record.cache_salt, /*adapter_id=*/0, chunk.offset, slots));
+    PAGEDKV_RETURN_IF_ERROR(internals_->reuse->Register(tokens, record.cache_salt, /*adapter_id=*/0,
+                                                        chunk.offset, slots));
   }
   return absl::OkStatus();
 }
@@ -428,21 +489,35 @@ absl::StatusOr<std::vector<GenerationResult>> Engine::Generate(
   absl::flat_hash_map<RequestId, size_t> slot_of;
   for (size_t i = 0; i < ids.size(); ++i) slot_of[ids[i]] = i;
   std::vector<GenerationResult> results(ids.size());
+  std::vector<GenerationResult> others;  // finished requests of other callers
   size_t remaining = ids.size();
-  while (remaining > 0) {
-    PAGEDKV_ASSIGN_OR_RETURN(StepOutput step, Step());
-    for (GenerationResult& r : step.finished) {
+  absl::Status status;
+  while (remaining > 0 && status.ok()) {
+    absl::StatusOr<StepOutput> step = Step();
+    if (!step.ok()) {
+      status = step.status();
+      break;
+    }
+    for (GenerationResult& r : step->finished) {
       auto it = slot_of.find(r.request_id);
-      if (it == slot_of.end()) continue;
+      if (it == slot_of.end()) {
+        others.push_back(std::move(r));
+        continue;
+      }
       results[it->second] = std::move(r);
       --remaining;
     }
-    if (remaining > 0 && step.batch.num_scheduled_tokens == 0 && step.finished.empty()) {
-      return absl::InternalError(
-          absl::StrCat("Engine::Generate: the scheduler made no progress with ", remaining,
-                       " request(s) unfinished"));
+    if (remaining > 0 && step->batch.num_scheduled_tokens == 0 && step->finished.empty()) {
+      status =
+          absl::InternalError(absl::StrCat("Engine::Generate: the scheduler made no progress with ",
+                                           remaining, " request(s) unfinished"));
     }
   }
+  // Reported by the next Step(), after any a failed Step() left there.
+  others.insert(others.end(), std::make_move_iterator(unclaimed_finished_.begin()),
+                std::make_move_iterator(unclaimed_finished_.end()));
+  unclaimed_finished_ = std::move(others);
+  if (!status.ok()) return status;
   return results;
 }
 

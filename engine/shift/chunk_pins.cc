@@ -3,9 +3,13 @@
 
 #include <utility>
 
+#include "cache/debug_check.h"
+
 namespace pagedkv {
 
-ChunkPins::~ChunkPins() { (void)ReleaseAll(); }
+ChunkPins::~ChunkPins() {
+  DebugCheckOk(ReleaseAll(), "every pinned chunk was acquired through this object");
+}
 
 std::optional<AcquiredChunk> ChunkPins::Acquire(const BlockHash& key,
                                                 std::span<const TokenId> tokens) {
@@ -26,7 +30,7 @@ std::optional<AcquiredChunk> ChunkPins::Acquire(const BlockHash& key,
 bool ChunkPins::Release(int64_t handle) {
   const auto it = pinned_.find(handle);
   if (it == pinned_.end()) return false;
-  (void)index_->Release(it->second);  // pinned by Acquire: cannot fail
+  DebugCheckOk(index_->Release(it->second), "pinned by Acquire");
   pinned_.erase(it);
   return true;
 }

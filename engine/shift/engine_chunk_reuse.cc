@@ -78,15 +78,17 @@ std::optional<AcquiredChunk> EngineChunkReuse::Acquire(std::span<const TokenId> 
 
 void EngineChunkReuse::Release(int64_t handle) { pins_.Release(handle); }
 
-void EngineChunkReuse::AppendBlendGroups(const ScheduledBatch& batch,
-                                         std::vector<BlendGroup>* groups) const {
+std::optional<CacheBlendHook> EngineChunkReuse::MakeBlendHook(const ScheduledBatch& batch) const {
+  std::vector<BlendGroup> groups;
   for (const ScheduledSequence& s : batch.sequences) {
     if (s.num_blend_tokens <= 0) continue;
-    groups->push_back(
+    groups.push_back(
         BlendGroup{.first_row = s.query_start,
                    .num_rows = s.num_blend_tokens,
                    .num_keep = NumToRecompute(options_.recompute_fraction, s.num_blend_tokens)});
   }
+  if (groups.empty()) return std::nullopt;
+  return CacheBlendHook(groups, options_.deviation_layer);
 }
 
 absl::Status EngineChunkReuse::RunMoves(std::span<const KvSlotMove> moves) {

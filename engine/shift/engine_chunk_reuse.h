@@ -14,18 +14,18 @@
 //      into blocks of its own and registers it at its position, so a later request can reuse it.
 //
 // CacheBlend (options.recompute_fraction > 0): the scheduler also puts the reused tokens in the
-// batch (blend_reused_tokens()), and AppendBlendGroups turns them into the model runner's
-// BlendGroups: every reused token runs through layers 0..deviation_layer in context, and the
-// recompute_fraction of each chunk's reused tokens (of the part reused in one step, when the token
-// budget splits a chunk over steps) whose K/V deviate most from the re-rotated K/V at
-// deviation_layer go on through every layer; the others keep their re-rotated K/V above
-// deviation_layer. Why in the forward pass and not in a probe model as ShiftedPrefill does: the
-// first layers are computed once, in the same batch as the rest of the step, and layers
-// 0..deviation_layer end with fresh K/V for every chunk token, as in CacheBlend.
+// batch (blend_reused_tokens()), and MakeBlendHook turns them into a CacheBlendHook
+// (engine/shift/cache_blend_hook.h) for the step's forward pass: every reused token runs through
+// layers 0..deviation_layer in context, and the recompute_fraction of each chunk's reused tokens
+// (of the part reused in one step, when the token budget splits a chunk over steps) whose K/V
+// deviate most from the re-rotated K/V at deviation_layer go on through every layer; the others
+// keep their re-rotated K/V above deviation_layer. Why in the forward pass and not in a probe model
+// as ShiftedPrefill does: the first layers are computed once, in the same batch as the rest of the
+// step, and layers 0..deviation_layer end with fresh K/V for every chunk token, as in CacheBlend.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, pagedkv::EngineChunkReuse::Create(
-//       &runner, &cache.mutable_pool(), {.model_fingerprint = fingerprint}));
+//       &runner, &KvCacheManagerInternal::MutablePool(cache), {.model_fingerprint = fingerprint}));
 //   scheduler.SetChunkReuseProvider(reuse.get());
 //   PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
 //   PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch.slot_moves));
@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/model_runner.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/chunk_pins.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
@@ -82,10 +83,10 @@ class EngineChunkReuse final : public ChunkReuseProvider {
   void Release(int64_t handle) override;
   bool blend_reused_tokens() const override { return options_.recompute_fraction > 0.0; }
 
-  // Appends one BlendGroup per sequence of `batch` with blend tokens (its first num_blend_tokens
-  // rows; NumToRecompute(recompute_fraction, rows) kept), for ModelInput::blend_groups with
-  // blend_layer = options().deviation_layer.
-  void AppendBlendGroups(const ScheduledBatch& batch, std::vector<BlendGroup>* groups) const;
+  // The selective-recompute hook of `batch`'s forward pass: one BlendGroup per sequence with blend
+  // tokens (its first num_blend_tokens rows; NumToRecompute(recompute_fraction, rows) kept),
+  // ranked at options().deviation_layer. nullopt when the batch has no blend tokens.
+  std::optional<CacheBlendHook> MakeBlendHook(const ScheduledBatch& batch) const;
 
   // Runs `moves` on every layer, then releases every chunk still acquired. Backend errors are
   // passed through (the chunks are released in any case).

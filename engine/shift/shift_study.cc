@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cache/debug_check.h"
 #include "engine/model/model_runner.h"
 #include "engine/shift/next_token_metrics.h"
 #include "engine/shift/rerotate_slots.h"
@@ -154,7 +155,7 @@ class DtypeRig {
         {.tokens = tokens, .chunks = spans, .block_table = table, .logits_from = logits_from},
         options);
     if (!result.ok()) {
-      (void)Free(table);
+      DebugCheckOk(Free(table), "the table was allocated just above");
       return result.status();
     }
     return std::make_pair(std::move(table), *std::move(result));
@@ -190,7 +191,8 @@ class DtypeRig {
 
 // max over elements of |got - ref| / tolerance, tolerance per rotated pair (see LayerZeroCheck).
 double WorstToleranceRatio(const std::vector<float>& got, const std::vector<float>& ref,
-                           const RopeConfig& rope, int32_t num_kv_heads, DType dtype) {
+                           const RopeConfig& rope, [[maybe_unused]] int32_t num_kv_heads,
+                           DType dtype) {
   const double u = UnitRoundoff(dtype);
   const int32_t hd = rope.head_dim;
   const int32_t rd = rope.RotaryDim();
@@ -214,7 +216,6 @@ double WorstToleranceRatio(const std::vector<float>& got, const std::vector<floa
       check(base + static_cast<size_t>(d), std::abs(double{ref[base + static_cast<size_t>(d)]}));
     }
   }
-  (void)num_kv_heads;
   return worst;
 }
 

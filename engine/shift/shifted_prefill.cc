@@ -16,7 +16,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cache/debug_check.h"
 #include "engine/model/backend.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/layer_prefix_weights.h"
 #include "engine/shift/rerotate_slots.h"
 #include "pagedkv/kernels/op_args.h"
@@ -37,7 +39,7 @@ class ReleaseGuard {
  public:
   ReleaseGuard(ChunkIndex* index, std::vector<ChunkLocation>* acquired)
       : index_(index), acquired_(acquired) {}
-  ~ReleaseGuard() { (void)ReleaseAll(); }
+  ~ReleaseGuard() { DebugCheckOk(ReleaseAll(), "every location was acquired by this Run"); }
   absl::Status ReleaseAll() {
     absl::Status status;
     for (const ChunkLocation& location : *acquired_) status.Update(index_->Release(location));

@@ -142,7 +142,9 @@ class BlockPool {
   absl::StatusOr<BlockId> Allocate();
 
   // Appends `count` (>= 0) allocated blocks to `*out`. All-or-nothing: ResourceExhausted (nothing
-  // allocated, nothing evicted) when fewer than `count` blocks are available.
+  // allocated, nothing evicted) when fewer than `count` blocks are available, Internal (nothing
+  // allocated, nothing evicted; the valid picks are offered back to the policy) when the eviction
+  // policy picks a block that is not an evictable cached one.
   absl::Status Allocate(int32_t count, std::vector<BlockId>* out);
 
   // ---- Index ----------------------------------------------------------------------------------
@@ -244,6 +246,9 @@ class BlockPool {
   bool InRange(BlockId block) const { return block >= 0 && block < num_blocks_; }
   // Evicts the policy's victim; returns it (reference count 0, uncached, not on the free stack).
   absl::StatusOr<BlockId> EvictOne();
+  // Picks `count` victims into victims_, each checked and marked free (still indexed). Internal
+  // with nothing changed (picks offered back) when the policy picks a bad or repeated block.
+  absl::Status PickVictims(int32_t count);
   // Reference count of used `block` reached zero: queue it as evictable or return it to free.
   void Release(BlockId block);
   void RemoveFromIndex(BlockId block);
@@ -261,6 +266,7 @@ class BlockPool {
   std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
   TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
   std::vector<BlockId> free_stack_;     // free blocks, popped from the back
+  std::vector<BlockId> victims_;        // scratch of Allocate(count, out): picked victims
   BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
   bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;

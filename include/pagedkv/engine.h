@@ -34,6 +34,8 @@
 #ifndef PAGEDKV_ENGINE_H_
 #define PAGEDKV_ENGINE_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -54,9 +56,7 @@
 
 namespace pagedkv {
 
-class EngineChunkReuse;
 class KvCacheManager;
-class ModelRunner;
 
 // Shifted-position reuse of GenerationRequest::chunks (see docs/shifted_reuse.md).
 enum class ChunkReuseMode {
@@ -179,9 +179,18 @@ struct EngineStats {
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled
   int64_t num_preemptions = 0;
-  double busy_seconds = 0.0;             // wall time inside Step()
-  std::vector<int32_t> step_num_tokens;  // per step: tokens in the batch
-  std::vector<int32_t> step_num_seqs;    // per step: sequences in the batch
+  double busy_seconds = 0.0;  // wall time inside Step()
+  // Batch sizes, bounded however long the engine runs: the first kMaxRecordedSteps steps one by
+  // one, and every step in the maxima and the histogram.
+  static constexpr size_t kMaxRecordedSteps = 4096;
+  static constexpr size_t kHistogramBuckets = 32;
+  std::vector<int32_t> step_num_tokens;  // per recorded step: tokens in the batch
+  std::vector<int32_t> step_num_seqs;    // per recorded step: sequences in the batch
+  int32_t max_step_num_tokens = 0;       // over every step
+  int32_t max_step_num_seqs = 0;         // over every step
+  // Steps by tokens in the batch: bucket 0 holds 1 token, bucket b >= 1 holds [2^b, 2^(b+1))
+  // tokens (the last bucket everything from 2^31 up).
+  std::array<int64_t, kHistogramBuckets> step_num_tokens_histogram = {};
 };
 
 class Engine {
@@ -212,9 +221,10 @@ class Engine {
   // here is a backend failure (e.g. device out of memory), after which the engine is not usable.
   absl::StatusOr<StepOutput> Step();
 
-  // Queues `requests`, steps until each has finished and returns their results in order (other
-  // requests already queued progress too; their results are not returned). On an AddRequest
-  // error nothing of this call stays queued.
+  // Queues `requests`, steps until each has finished and returns their results in order. Other
+  // requests already queued progress too; those that finish meanwhile are reported by the next
+  // Step() in StepOutput::finished, as if that step had finished them. On an AddRequest error
+  // nothing of this call stays queued.
   absl::StatusOr<std::vector<GenerationResult>> Generate(std::vector<GenerationRequest> requests);
 
   // Ends a waiting or running request; it shows up in the next StepOutput::finished with
@@ -233,15 +243,16 @@ class Engine {
   // Null when created without a tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
-  // The parts, for engines and studies that build on this one (e.g. shifted reuse).
-  ModelRunner& model_runner() { return *runner_; }
+  // The cache and the scheduler, for engines that build on this one (e.g. their statistics).
   KvCacheManager& kv_cache_manager() { return *cache_; }
   Scheduler& scheduler() { return *scheduler_; }
-  // Null unless EngineOptions.chunk_reuse is on.
-  EngineChunkReuse* chunk_reuse() { return reuse_.get(); }
 
  private:
+  friend class EngineInternal;  // engine/runtime/engine_internal.h: tests reach the model runner
   struct RequestRecord;
+  struct Internals;  // the model runner and the chunk reuse (engine/runtime/engine_internal.h)
+  // One step's flattened batch and what it samples (see engine.cc).
+  struct StepBatch;
   Engine();
   absl::Status Init(std::shared_ptr<const ModelWeights> weights);
   // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
@@ -250,14 +261,26 @@ class Engine {
   static void MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record);
   GenerationResult MakeResult(RequestId id, const RequestRecord& record,
                               std::vector<TokenId> output_tokens, FinishReason reason) const;
+  // Step's parts, in order.
+  void ReportAborted(StepOutput* out);
+  void RecordAdmission(const ScheduledSequence& s, RequestRecord& record);
+  StepBatch BuildStepBatch();
+  absl::Status RunModel(const StepBatch& step, std::vector<float>* logits,
+                        std::vector<TokenId>* sampled);
+  absl::Status CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
+                              StepOutput* out);
+  void RecordStepStats(int32_t num_seqs, StepOutput* out);
 
   EngineOptions options_;
   std::shared_ptr<const Tokenizer> tokenizer_;
-  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<EngineChunkReuse> reuse_;  // declared after cache_: destroyed before its pool
+  // Declared after cache_ and scheduler_: its chunk reuse goes before the pool it pins blocks of.
+  std::unique_ptr<Internals> internals_;
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestRecord>> requests_;
+  // Results of requests that finished inside Generate() without being its own; the next Step()
+  // reports them.
+  std::vector<GenerationResult> unclaimed_finished_;
   RequestId next_id_ = 1;
   EngineStats stats_;
   ScheduledBatch batch_;  // reused between steps

@@ -81,10 +81,7 @@ class EvictionPolicy {
   // PickVictim from now would return if nothing else changed, when the policy can tell in O(1)
   // without a cache miss of its own; kNullBlock otherwise (the default). The pool only prefetches
   // memory with it; any answer, even a wrong one, keeps every result correct.
-  virtual BlockId PeekVictim(int32_t ahead) const {
-    (void)ahead;
-    return kNullBlock;
-  }
+  virtual BlockId PeekVictim([[maybe_unused]] int32_t ahead) const { return kNullBlock; }
 };
 
 // Least recently released first. O(1) per call.

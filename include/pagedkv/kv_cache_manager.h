@@ -118,7 +118,9 @@ class KvCacheManager {
   //   ResourceExhausted  - not enough free + evictable blocks;
   //   InvalidArgument    - negative count, more tokens than the request has, wrong block size,
   //                        computed blocks on a later call or not matching the request;
-  //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again).
+  //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again);
+  //   Internal           - the eviction policy picked a block that is not evictable (fix the
+  //                        policy; the pool and this manager are unchanged).
   // `options` applies only when the call succeeds.
   absl::Status AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
                              const ComputedBlocks& new_computed_blocks = {},
@@ -164,9 +166,6 @@ class KvCacheManager {
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
   const BlockPool& pool() const { return *pool_; }
-  // The pool, for indexes that share its blocks and eviction order (e.g. a ChunkIndex). Blocks
-  // such an index takes must never be in a request's table here.
-  BlockPool& mutable_pool() { return *pool_; }
   const KvCacheManagerOptions& options() const { return options_; }
 
   // Pool invariants plus: every request's table is referenced (reference counts equal the number
@@ -174,6 +173,9 @@ class KvCacheManager {
   absl::Status ValidateInvariants() const;
 
  private:
+  // cache/kv_cache_manager_internal.h: the mutable pool, for indexes inside pagedkv that share it.
+  friend class KvCacheManagerInternal;
+
   struct RequestState {
     std::vector<BlockId> table;           // block table
     int64_t num_tokens = 0;               // tokens with slots
@@ -200,6 +202,8 @@ class KvCacheManager {
 
   // Whether cached `block` may serve block `i` of `request` whose previous block is `prev`.
   bool Verify(BlockId block, const CacheRequest& request, int64_t i, BlockId prev) const;
+  // A new request's cache cursor: its computed blocks are cached, the last one verified.
+  void StartState(const ComputedBlocks& computed, RequestState& state) const;
   // Offers the request's newly full blocks to the index.
   void CacheFullBlocks(const CacheRequest& request, RequestState& state);
   absl::Status CheckRequest(const CacheRequest& request) const;

@@ -5,6 +5,7 @@
 // Example:
 //   pagedkv::BlockId block = pagedkv::kNullBlock;  // "no block"
 //   pagedkv::TokenId token = 42;                    // a vocabulary index
+//   int64_t blocks = pagedkv::NumBlocksFor(33, 16);  // 3 blocks hold 33 tokens
 #ifndef PAGEDKV_TYPES_H_
 #define PAGEDKV_TYPES_H_
 
@@ -23,6 +24,12 @@ using RequestId = uint64_t;
 
 // "No block": an empty block-table entry or a failed lookup.
 inline constexpr BlockId kNullBlock = -1;
+
+// Blocks of `block_size` tokens needed to hold `num_tokens` tokens: ceil(num_tokens / block_size),
+// the last one possibly partial. REQUIRES: num_tokens >= 0, block_size > 0.
+constexpr int64_t NumBlocksFor(int64_t num_tokens, int64_t block_size) {
+  return (num_tokens + block_size - 1) / block_size;
+}
 
 }  // namespace pagedkv
 

@@ -159,6 +159,10 @@ int32_t OpEmbeddingGather(PagedkvPluginBackend h, const EmbeddingGatherArgs* a,
                           PagedkvPluginError* e) {
   return Report(EmbeddingGather(*a, Self(h)->stream, Self(h)->Trusted()), e);
 }
+// Trusted: the runner gathers slots it validated (ReadKv) and rows it built (compaction).
+int32_t OpGatherRows(PagedkvPluginBackend h, const GatherRowsArgs* a, PagedkvPluginError* e) {
+  return Report(GatherRows(*a, Self(h)->stream, Self(h)->Trusted()), e);
+}
 int32_t OpRmsNorm(PagedkvPluginBackend h, const RmsNormArgs* a, PagedkvPluginError* e) {
   return Report(RmsNorm(*a, Self(h)->stream), e);
 }
@@ -201,6 +205,7 @@ constexpr PagedkvBackendPlugin kTable = {
     .synchronize = Synchronize,
     .linear = OpLinear,
     .embedding_gather = OpEmbeddingGather,
+    .gather_rows = OpGatherRows,
     .rms_norm = OpRmsNorm,
     .swiglu = OpSwiGlu,
     .lm_head = OpLmHead,

@@ -20,6 +20,8 @@ namespace pagedkv::cpu {
 absl::Status Linear(const LinearArgs& args);
 // out[t] = table[token_ids[t]].
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args);
+// out[i] = fp32(src[rows[i]]), any source dtype.
+absl::Status GatherRows(const GatherRowsArgs& args);
 // Row-wise RMSNorm.
 absl::Status RmsNorm(const RmsNormArgs& args);
 // silu(gate) * up.

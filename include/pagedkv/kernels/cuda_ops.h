@@ -88,6 +88,10 @@ absl::Status LmHead(const LmHeadArgs& args, cublasHandle_t cublas, cudaStream_t 
 // out[t] = table[token_ids[t]].
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream = nullptr,
                              const LaunchOptions& options = {});
+// out[i] = fp32(src[rows[i]]), any source dtype: one thread block per gathered row
+// (kernels/cuda/gather.cu).
+absl::Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream = nullptr,
+                        const LaunchOptions& options = {});
 // Row-wise RMSNorm.
 absl::Status RmsNorm(const RmsNormArgs& args, cudaStream_t stream = nullptr);
 // silu(gate) * up.

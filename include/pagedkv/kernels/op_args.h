@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "pagedkv/dtype.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/kernels/rope_table.h"
 
@@ -39,6 +40,20 @@ struct EmbeddingGatherArgs {
   int64_t num_tokens = 0;
   int64_t vocab_size = 0;
   int64_t dim = 0;
+};
+
+// out[i] = fp32(src[rows[i]]): a batched row gather from a table of fp32, fp16 or bf16 rows, e.g.
+// the K or V of a list of slots of a layer's pages (row = slot, width = num_kv_heads * head_dim),
+// or the kept rows of the activations. One launch for the whole list.
+struct GatherRowsArgs {
+  const void* src = nullptr;      // [num_src_rows, width] of src_dtype, row stride src_stride
+  const int64_t* rows = nullptr;  // [num_rows], each in [0, num_src_rows)
+  float* out = nullptr;           // [num_rows, width] contiguous; must not overlap src
+  int64_t num_rows = 0;
+  int64_t num_src_rows = 0;
+  int64_t width = 0;              // elements gathered per row; > 0
+  int64_t src_stride = 0;         // elements between rows of src (0: width); >= width otherwise
+  DType src_dtype = DType::kF32;  // element type of src; out is always fp32
 };
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row.

@@ -63,6 +63,7 @@ int32_t Synchronize(PagedkvPluginBackend, PagedkvPluginError* error) {
   }
 FAKE_PLUGIN_OP(OpLinear, LinearArgs, Linear)
 FAKE_PLUGIN_OP(OpEmbeddingGather, EmbeddingGatherArgs, EmbeddingGather)
+FAKE_PLUGIN_OP(OpGatherRows, GatherRowsArgs, GatherRows)
 FAKE_PLUGIN_OP(OpRmsNorm, RmsNormArgs, RmsNorm)
 FAKE_PLUGIN_OP(OpSwiGlu, SwiGluArgs, SwiGlu)
 FAKE_PLUGIN_OP(OpLmHead, LmHeadArgs, LmHead)
@@ -91,6 +92,7 @@ constexpr PagedkvBackendPlugin kTable = {
     .synchronize = Synchronize,
     .linear = OpLinear,
     .embedding_gather = OpEmbeddingGather,
+    .gather_rows = OpGatherRows,
     .rms_norm = OpRmsNorm,
     .swiglu = OpSwiGlu,
     .lm_head = OpLmHead,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "cache/kv_cache_manager_internal.h"
 #include "engine/replay/cost_model.h"
 #include "engine/replay/generators.h"
 #include "engine/replay/serve_replay.h"
@@ -115,7 +116,7 @@ TEST(SimulatedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
     auto manager = KvCacheManager::Create({.num_blocks = 48, .block_size = 4}).value();
     auto scheduler =
         Scheduler::Create({.max_num_batched_tokens = 40, .max_num_seqs = 4}, *manager).value();
-    auto reuse = SimulatedChunkReuse::Create(&manager->mutable_pool(),
+    auto reuse = SimulatedChunkReuse::Create(&KvCacheManagerInternal::MutablePool(*manager),
                                              {.first_k = static_cast<int32_t>(seed % 2)})
                      .value();
     scheduler->SetChunkReuseProvider(reuse.get());

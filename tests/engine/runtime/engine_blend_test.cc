@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CacheBlend's selective recompute: the model runner's blend groups (ModelInput::blend_groups)
+// CacheBlend's selective recompute: CacheBlendHook on the model runner (a LayerHook)
 // against a brute-force deviation ranking, and the Engine's chunk_reuse.recompute_fraction
 // against full recompute (fraction 1) and plain re-rotated reuse (fraction 0).
 #include <algorithm>
@@ -16,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/engine_internal.h"
+#include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "engine/shift/rerotate_slots.h"
 #include "gtest/gtest.h"
@@ -66,7 +68,7 @@ struct BlendRig {
 absl::Status Forward(ModelRunner& runner, std::span<const TokenId> all, int32_t begin, int32_t end,
                      int32_t position_offset, std::span<const BlockId> table, ModelOutput* out,
                      std::span<const BlendGroup> groups = {}, int32_t blend_layer = 0,
-                     bool logits = false) {
+                     bool logits = false, std::vector<int32_t>* kept_rows = nullptr) {
   std::vector<TokenId> ids;
   std::vector<int32_t> positions;
   std::vector<int64_t> slots;
@@ -87,10 +89,12 @@ absl::Status Forward(ModelRunner& runner, std::span<const TokenId> all, int32_t 
                       .kv_lens = kv_lens,
                       .block_tables = absl::MakeConstSpan(table.data(), table.size()),
                       .max_blocks_per_seq = static_cast<int32_t>(table.size()),
-                      .logits_indices = rows,
-                      .blend_groups = absl::MakeConstSpan(groups.data(), groups.size()),
-                      .blend_layer = blend_layer};
-  return runner.Forward(in, {.return_logits = logits}, out);
+                      .logits_indices = rows};
+  CacheBlendHook hook(absl::MakeConstSpan(groups.data(), groups.size()), blend_layer);
+  const absl::Status status =
+      runner.Forward(in, {.return_logits = logits, .hook = groups.empty() ? nullptr : &hook}, out);
+  if (kept_rows != nullptr) *kept_rows = hook.kept_rows();
+  return status;
 }
 
 std::vector<int64_t> ChunkSlots(const std::vector<BlockId>& table) {
@@ -191,14 +195,15 @@ TEST(ModelRunnerBlendTest, KeepsTheMostDeviatingRowsAndLeavesTheOthersKvAboveThe
       const std::vector<BlendGroup> groups = {
           {.first_row = 0, .num_rows = kChunkLen, .num_keep = keep}};
       ModelOutput out;
+      std::vector<int32_t> kept_rows;
       ASSERT_TRUE(Forward(*rig.runner, rig.tokens, kChunkBegin, kLen, 0, rig.table, &out, groups,
-                          layer, /*logits=*/true)
+                          layer, /*logits=*/true, &kept_rows)
                       .ok());
       ASSERT_EQ(out.logits.size(), static_cast<size_t>(kVocab));
       // Layers 0..layer are fresh for every chunk row, so the ranking is against plain compute.
       const std::vector<int32_t> want = BruteForceTop(
           before[static_cast<size_t>(layer)], fresh[static_cast<size_t>(layer)], kChunkLen, keep);
-      EXPECT_EQ(out.blend_kept_rows, want);
+      EXPECT_EQ(kept_rows, want);
       for (int32_t l = 0; l < kLayers; ++l) {
         const Kv after = Read(*rig.runner, l, slots);
         const size_t width = after.k.size() / kChunkLen;
@@ -230,13 +235,14 @@ TEST(ModelRunnerBlendTest, KeepingEveryRowEqualsAPlainPass) {
   const std::vector<BlendGroup> groups = {
       {.first_row = 0, .num_rows = kChunkLen, .num_keep = kChunkLen}};
   ModelOutput blend, plain;
+  std::vector<int32_t> kept_rows;
   ASSERT_TRUE(Forward(*rig.runner, rig.tokens, kChunkBegin, kLen, 0, rig.table, &blend, groups, 1,
-                      /*logits=*/true)
+                      /*logits=*/true, &kept_rows)
                   .ok());
   ASSERT_TRUE(Forward(*rig.fresh, rig.tokens, kChunkBegin, kLen, 0, rig.table, &plain, {}, 0,
                       /*logits=*/true)
                   .ok());
-  EXPECT_EQ(blend.blend_kept_rows.size(), static_cast<size_t>(kChunkLen));
+  EXPECT_EQ(kept_rows.size(), static_cast<size_t>(kChunkLen));
   ExpectNear(blend.logits, plain.logits, 1e-5, "logits");
   std::vector<int64_t> all;
   for (int32_t p = 0; p < kLen; ++p) all.push_back(p);  // blocks 0.. in order: slot == position
@@ -253,9 +259,11 @@ TEST(ModelRunnerBlendTest, EveryRowDroppedRunsNoLaterLayer) {
   const Kv top_before = Read(*rig.runner, kLayers - 1, slots);
   const std::vector<BlendGroup> groups = {{.first_row = 0, .num_rows = kChunkLen, .num_keep = 0}};
   ModelOutput out;
-  ASSERT_TRUE(
-      Forward(*rig.runner, rig.tokens, kChunkBegin, kChunkEnd, 0, rig.table, &out, groups, 0).ok());
-  EXPECT_TRUE(out.blend_kept_rows.empty());
+  std::vector<int32_t> kept_rows = {-1};
+  ASSERT_TRUE(Forward(*rig.runner, rig.tokens, kChunkBegin, kChunkEnd, 0, rig.table, &out, groups,
+                      0, /*logits=*/false, &kept_rows)
+                  .ok());
+  EXPECT_TRUE(kept_rows.empty());
   EXPECT_EQ(Read(*rig.runner, kLayers - 1, slots).k, top_before.k);
 }
 
@@ -350,8 +358,8 @@ class EngineBlendTest : public ::testing::Test {
       EXPECT_TRUE(step.ok()) << step.status();
       if (!step.ok()) break;
       EXPECT_TRUE(engine.kv_cache_manager().ValidateInvariants().ok());
-      if (engine.chunk_reuse() != nullptr) {
-        EXPECT_TRUE(engine.chunk_reuse()->index().ValidateInvariants().ok());
+      if (EngineInternal::ChunkReuse(engine) != nullptr) {
+        EXPECT_TRUE(EngineInternal::ChunkReuse(engine)->index().ValidateInvariants().ok());
       }
       for (size_t i = 0; i < step->tokens.size(); ++i) {
         if (rows != nullptr && step->tokens[i].request_id == watch) {
@@ -452,7 +460,7 @@ TEST_F(EngineBlendTest, IntermediateFractionRecomputesTheExpectedTokens) {
                       p % kBlockSize);
     }
     std::vector<float> v;
-    ASSERT_TRUE(engine->model_runner().ReadKv(2, slots, &top[blend], &v).ok());
+    ASSERT_TRUE(EngineInternal::Runner(*engine).ReadKv(2, slots, &top[blend], &v).ok());
     Drain(*engine);
     if (blend) {
       EXPECT_EQ(engine->stats().num_blend_recomputed_tokens, want_kept);

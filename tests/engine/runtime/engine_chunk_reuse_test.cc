@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/engine_internal.h"
 #include "gtest/gtest.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -93,8 +94,8 @@ class EngineChunkReuseTest : public ::testing::Test {
       EXPECT_TRUE(step.ok()) << step.status();
       if (!step.ok()) break;
       EXPECT_TRUE(engine.kv_cache_manager().ValidateInvariants().ok());
-      if (engine.chunk_reuse() != nullptr) {
-        EXPECT_TRUE(engine.chunk_reuse()->index().ValidateInvariants().ok());
+      if (EngineInternal::ChunkReuse(engine) != nullptr) {
+        EXPECT_TRUE(EngineInternal::ChunkReuse(engine)->index().ValidateInvariants().ok());
       }
       for (size_t i = 0; i < step->tokens.size(); ++i) {
         if (rows != nullptr && step->tokens[i].request_id == watch) {
@@ -128,7 +129,7 @@ class EngineChunkReuseTest : public ::testing::Test {
                       p % kBlockSize);
     }
     std::vector<float> k, v;
-    EXPECT_TRUE(engine.model_runner().ReadKv(0, slots, &k, &v).ok());
+    EXPECT_TRUE(EngineInternal::Runner(engine).ReadKv(0, slots, &k, &v).ok());
     return k;
   }
   static void ExpectAllBlocksAvailable(Engine& engine) {
@@ -256,7 +257,7 @@ TEST_F(EngineChunkReuseTest, EvictedChunkFallsBackToRecompute) {
   auto engine = MakeEngine(options);
   ASSERT_TRUE(engine->AddRequest(WithDoc(0, 5, 3, 2)).ok());
   Drain(*engine);
-  ASSERT_EQ(engine->chunk_reuse()->index().size(), 1);
+  ASSERT_EQ(EngineInternal::ChunkReuse(*engine)->index().size(), 1);
   for (int f = 1; f < 6; ++f) {
     GenerationRequest filler;
     filler.prompt_tokens = fillers_[static_cast<size_t>(f)];
@@ -265,8 +266,8 @@ TEST_F(EngineChunkReuseTest, EvictedChunkFallsBackToRecompute) {
     ASSERT_TRUE(engine->AddRequest(filler).ok());
   }
   Drain(*engine);
-  EXPECT_EQ(engine->chunk_reuse()->index().size(), 0);
-  EXPECT_GT(engine->chunk_reuse()->index().stats().invalidations, 0);
+  EXPECT_EQ(EngineInternal::ChunkReuse(*engine)->index().size(), 0);
+  EXPECT_GT(EngineInternal::ChunkReuse(*engine)->index().stats().invalidations, 0);
 
   const GenerationRequest b = WithDoc(2, 10, 4, 6);
   absl::StatusOr<RequestId> id = engine->AddRequest(b);
@@ -280,7 +281,7 @@ TEST_F(EngineChunkReuseTest, EvictedChunkFallsBackToRecompute) {
   EXPECT_EQ(done[0].output_tokens, (*want)[0].output_tokens);
   ExpectAllBlocksAvailable(*engine);
   // B's document was computed, so it is registered again.
-  EXPECT_EQ(engine->chunk_reuse()->index().size(), 1);
+  EXPECT_EQ(EngineInternal::ChunkReuse(*engine)->index().size(), 1);
 }
 
 TEST_F(EngineChunkReuseTest, BlocksWithReRotatedKvAreNeverOfferedToThePrefixCache) {

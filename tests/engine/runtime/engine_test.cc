@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -203,6 +204,66 @@ TEST_F(EngineTest, SameStepPrefixHitsReadKvWrittenEarlierInTheBatch) {
   for (const GenerationResult& r : *got) EXPECT_EQ(r.output_tokens, want->at(0).output_tokens);
   EXPECT_EQ(engine->stats().step_num_seqs.front(), 3);
   EXPECT_GT(engine->stats().num_prefix_hit_tokens, 0) << "no same-step hit: the test is moot";
+}
+
+TEST_F(EngineTest, GenerateLeavesOtherCallersResultsForTheNextStep) {
+  const auto prompts = SharedPrefixPrompts();
+  auto engine = MakeEngine(Options());
+  // Another caller's requests: a short one that finishes during Generate, a long one after it.
+  GenerationRequest quick = Requests({prompts[0]}, 2)[0];
+  GenerationRequest slow = Requests({prompts[1]}, kNewTokens + 8)[0];
+  absl::StatusOr<RequestId> quick_id = engine->AddRequest(quick);
+  absl::StatusOr<RequestId> slow_id = engine->AddRequest(slow);
+  ASSERT_TRUE(quick_id.ok() && slow_id.ok());
+  absl::StatusOr<std::vector<GenerationResult>> mine =
+      engine->Generate(Requests({prompts[2]}, kNewTokens));
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_NE(mine->at(0).request_id, *quick_id);
+  EXPECT_NE(mine->at(0).request_id, *slow_id);
+  EXPECT_TRUE(engine->HasUnfinishedRequests()) << "the slow request must still be queued";
+  std::map<RequestId, GenerationResult> others;
+  for (int step = 0; step < 1000 && (engine->HasUnfinishedRequests() || others.size() < 2);
+       ++step) {
+    absl::StatusOr<StepOutput> out = engine->Step();
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (GenerationResult& r : out->finished) {
+      EXPECT_TRUE(others.emplace(r.request_id, std::move(r)).second) << "reported twice";
+    }
+  }
+  ASSERT_EQ(others.size(), 2u);
+  EXPECT_EQ(others.at(*quick_id).output_tokens.size(), 2u);
+  EXPECT_EQ(others.at(*slow_id).output_tokens.size(), static_cast<size_t>(kNewTokens + 8));
+  EXPECT_EQ(engine->stats().num_finished, 3);
+}
+
+TEST_F(EngineTest, StepStatisticsStayBounded) {
+  EngineOptions options = Options();
+  options.enable_prefix_caching = false;
+  auto engine = MakeEngine(options);
+  // One request at a time, one token each: every Generate is one step of prompt.size() tokens.
+  std::mt19937 rng(3);
+  int32_t max_tokens = 0;
+  std::vector<int64_t> histogram(EngineStats::kHistogramBuckets, 0);
+  const size_t steps = EngineStats::kMaxRecordedSteps + 100;
+  for (size_t i = 0; i < steps; ++i) {
+    const int32_t len = 1 + static_cast<int32_t>(rng() % 40);
+    std::vector<TokenId> prompt(static_cast<size_t>(len), 5);
+    ASSERT_TRUE(engine->Generate(Requests({prompt}, 1)).ok());
+    max_tokens = std::max(max_tokens, len);
+    size_t bucket = 0;
+    while ((int64_t{2} << bucket) <= len) ++bucket;  // 2^bucket <= len < 2^(bucket + 1)
+    ++histogram[bucket];
+  }
+  const EngineStats& s = engine->stats();
+  EXPECT_EQ(s.num_steps, static_cast<int64_t>(steps));
+  EXPECT_EQ(s.step_num_tokens.size(), EngineStats::kMaxRecordedSteps);
+  EXPECT_EQ(s.step_num_seqs.size(), EngineStats::kMaxRecordedSteps);
+  EXPECT_EQ(s.max_step_num_tokens, max_tokens);
+  EXPECT_EQ(s.max_step_num_seqs, 1);
+  EXPECT_EQ(
+      std::vector<int64_t>(s.step_num_tokens_histogram.begin(), s.step_num_tokens_histogram.end()),
+      histogram);
 }
 
 TEST_F(EngineTest, PreemptionWithATinyCacheGivesIdenticalOutputs) {
