@@ -39,10 +39,10 @@ __global__ void GatherRowsKernel(GatherRowsArgs a, int64_t stride) {
 }
 
 __global__ void CheckGatherRowsKernel(const int64_t* rows, int64_t n, int64_t num_src_rows,
-                                      uint32_t* words) {
+                                      unsigned long long* words) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    if (!GatherRowValid(rows[i], num_src_rows)) atomicOr(&words[0], 1u);
+    if (!GatherRowValid(rows[i], num_src_rows)) atomicOr(&words[0], 1ull);
   }
 }
 
@@ -50,15 +50,16 @@ __global__ void CheckGatherRowsKernel(const int64_t* rows, int64_t n, int64_t nu
 // REQUIRES: the workspace mutex is held.
 absl::Status CheckRowsOnDevice(const GatherRowsArgs& args, cudaStream_t stream,
                                Workspace& workspace) {
-  PAGEDKV_ASSIGN_OR_RETURN(uint32_t * words, workspace.DeviceCheckWords());
-  const size_t bytes = Workspace::kCheckWords * sizeof(uint32_t);
+  // This call's own use of the check words: word 0 != 0 when some row is out of range.
+  PAGEDKV_ASSIGN_OR_RETURN(uint64_t * words, workspace.DeviceCheckWords());
+  const size_t bytes = Workspace::kCheckWords * sizeof(uint64_t);
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words, 0, bytes, stream));
   const auto blocks = static_cast<unsigned>(
       std::clamp<int64_t>((args.num_rows + kThreads - 1) / kThreads, 1, kMaxCheckBlocks));
-  CheckGatherRowsKernel<<<blocks, kThreads, 0, stream>>>(args.rows, args.num_rows,
-                                                         args.num_src_rows, words);
+  CheckGatherRowsKernel<<<blocks, kThreads, 0, stream>>>(
+      args.rows, args.num_rows, args.num_src_rows, reinterpret_cast<unsigned long long*>(words));
   PAGEDKV_CUDA_CHECK_LAUNCH("CheckGatherRowsKernel");
-  uint32_t* host_words = workspace.HostCheckWords();
+  uint64_t* host_words = workspace.HostCheckWords();
   PAGEDKV_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_words, words, bytes, cudaMemcpyDeviceToHost, stream));
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -83,6 +84,10 @@ absl::Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream,
   if (args.num_rows == 0) return absl::OkStatus();
   if (args.num_rows > INT32_MAX) {
     return absl::InvalidArgumentError("GatherRows: num_rows must be < 2^31");
+  }
+  if (options.check == ContentCheck::kDeferred) {
+    return absl::InvalidArgumentError(
+        "GatherRows: ContentCheck::kDeferred is not supported; use kValidate or kTrusted");
   }
   if (options.check == ContentCheck::kValidate) {
     PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));

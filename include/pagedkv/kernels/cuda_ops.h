@@ -89,7 +89,7 @@ absl::Status LmHead(const LmHeadArgs& args, cublasHandle_t cublas, cudaStream_t 
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream = nullptr,
                              const LaunchOptions& options = {});
 // out[i] = fp32(src[rows[i]]), any source dtype: one thread block per gathered row
-// (kernels/cuda/gather.cu).
+// (kernels/cuda/gather.cu). Checks: kValidate or kTrusted; kDeferred is InvalidArgument.
 absl::Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream = nullptr,
                         const LaunchOptions& options = {});
 // Row-wise RMSNorm.
