@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/kv_events_flags.h"
 #include "engine/replay/cache_replay.h"
 #include "engine/replay/cost_model.h"
 #include "engine/replay/generators.h"
@@ -88,8 +89,18 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--plot", config->plot,
                   "Plot path ending in .png or .svg (default: in --out-dir; .png with gnuplot)");
 
-  sub->callback([config, exit_code] {
-    const absl::Status status = replay::RunReplay(*config, std::cout, std::cerr);
+  auto events = std::make_shared<KvEventsFlags>();
+  AddKvEventsFlags(sub, events.get());
+
+  sub->callback([config, events, exit_code] {
+    absl::StatusOr<std::unique_ptr<KvEventPublisher>> publisher = MakeKvEventPublisher(*events);
+    absl::Status status = publisher.status();
+    if (status.ok()) {
+      config->kv_events = publisher->get();
+      status = replay::RunReplay(*config, std::cout, std::cerr);
+      std::cout.flush();  // before holding the sockets open: subscribers read the counts
+      FinishKvEventPublisher(*events, publisher->get());
+    }
     if (!status.ok()) {
       std::cerr << "pagedkv replay: error: " << status.message() << "\n";
       *exit_code = 1;

@@ -6,6 +6,7 @@
 // (what is left then is counted as dropped).
 #include "pagedkv/kv_event_publisher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -108,6 +109,9 @@ absl::Status KvEventPublisher::Impl::Open() {
     if (!options_.replay_endpoint.empty()) {
       replay_.emplace(ctx_, zmq::socket_type::router);
       replay_->set(zmq::sockopt::linger, 0);
+      // A ROUTER drops what exceeds its high-water mark (1000 by default): one answer may hold
+      // the whole buffer plus the end marker.
+      replay_->set(zmq::sockopt::sndhwm, std::max(options_.hwm, options_.buffer_steps + 1));
       replay_->bind(options_.replay_endpoint);
       replay_endpoint_ = replay_->get(zmq::sockopt::last_endpoint);
     }

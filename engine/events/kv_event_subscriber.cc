@@ -24,6 +24,7 @@ class KvEventSubscriber::Impl {
       : options_(std::move(options)), next_seq_(options_.start_seq) {}
 
   absl::Status Open();
+  void OpenReplay();  // (re)creates the DEALER; throws zmq::error_t
   absl::StatusOr<std::vector<ReceivedKvEventBatch>> Poll(int32_t timeout_ms);
   int64_t next_seq() const { return next_seq_; }
   KvEventSubscriberStats stats() const { return stats_; }
@@ -46,16 +47,22 @@ class KvEventSubscriber::Impl {
   KvEventSubscriberStats stats_;
 };
 
+void KvEventSubscriber::Impl::OpenReplay() {
+  replay_.emplace(ctx_, zmq::socket_type::dealer);
+  replay_->set(zmq::sockopt::linger, 0);
+  replay_->set(zmq::sockopt::rcvhwm, 0);  // no limit: a replay answer may be the whole buffer
+  replay_->connect(options_.replay_endpoint);
+}
+
 absl::Status KvEventSubscriber::Impl::Open() {
   try {
     sub_ = zmq::socket_t(ctx_, zmq::socket_type::sub);
     sub_.set(zmq::sockopt::linger, 0);
+    sub_.set(zmq::sockopt::rcvhwm, options_.rcvhwm);
     sub_.set(zmq::sockopt::subscribe, options_.topic);
     sub_.connect(options_.endpoint);
     if (!options_.replay_endpoint.empty()) {
-      replay_.emplace(ctx_, zmq::socket_type::dealer);
-      replay_->set(zmq::sockopt::linger, 0);
-      replay_->connect(options_.replay_endpoint);
+      OpenReplay();
     }
   } catch (const zmq::error_t& e) {
     return absl::UnavailableError(absl::StrCat("KV event subscriber: cannot connect to ",
@@ -133,9 +140,7 @@ void KvEventSubscriber::Impl::Recover(int64_t end, std::vector<ReceivedKvEventBa
     replay_->send(zmq::buffer(EncodeSequenceNumber(from)), zmq::send_flags::none);
     if (!ReadReplay(end, out)) {
       // A late answer must not be read as the next one: start over with a fresh socket.
-      replay_.emplace(ctx_, zmq::socket_type::dealer);
-      replay_->set(zmq::sockopt::linger, 0);
-      replay_->connect(options_.replay_endpoint);
+      OpenReplay();
     }
   }
   if (end != std::numeric_limits<int64_t>::max() && next_seq_ < end) {

@@ -212,6 +212,18 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
   return absl::OkStatus();
 }
 
+// The publisher's counters after everything queued was sent (a second replay run, the one
+// without shifted reuse, publishes nothing).
+nlohmann::json KvEventsJson(KvEventPublisher& publisher) {
+  const bool flushed = publisher.Flush(10000);
+  const KvEventPublisherStats s = publisher.stats();
+  return {{"endpoint", publisher.endpoint()},
+          {"replay_endpoint", publisher.replay_endpoint()},
+          {"published_batches", s.published},
+          {"dropped_batches", s.dropped},
+          {"flushed", flushed}};
+}
+
 absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
   if (!c.sweep.empty()) {
     return absl::InvalidArgumentError("--sweep is for cache mode; serve mode runs one capacity");
@@ -239,6 +251,9 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }
   o.count_shifted = c.count_shifted;
+  if (c.kv_events != nullptr) {
+    o.on_event_batch = [pub = c.kv_events](KvEventBatch b) { pub->Publish(std::move(b)); };
+  }
   // With shifted reuse on a workload that marks chunks, the same replay runs a second time
   // without it, to show the reuse's effect on TTFT.
   bool any_chunks = false;
@@ -252,6 +267,7 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
   if (compare) {
     ServeReplayOptions off = o;
     off.count_shifted = false;
+    off.on_event_batch = nullptr;  // the comparison run publishes nothing
     off.progress = [&bar, num_requests](int64_t done) { bar.Update(num_requests + done); };
     PAGEDKV_ASSIGN_OR_RETURN(without, RunServeReplay(workload, off));
   }
@@ -264,6 +280,7 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
     j["policy"] = o.policy;
     j.update(ServeResultJson(r));
     if (without.has_value()) j["without_shifted"] = WithoutShiftedJson(*without);
+    if (c.kv_events != nullptr) j["kv_events"] = KvEventsJson(*c.kv_events);
     out << j.dump(2) << "\n";
   } else {
     out << absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
@@ -305,7 +322,13 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
                            workload.skipped_lines, workload.skipped_lines == 1 ? "" : "s",
                            workload.name);
   }
-  if (c.mode == "cache") return RunCacheMode(c, workload, out, err);
+  if (c.mode == "cache") {
+    if (c.kv_events != nullptr) {
+      return absl::InvalidArgumentError(
+          "--kv-events-endpoint needs --mode serve (cache mode drives the block pool alone)");
+    }
+    return RunCacheMode(c, workload, out, err);
+  }
   return RunServeMode(c, workload, out);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "pagedkv/kv_event_publisher.h"
 
 namespace pagedkv::replay {
 
@@ -45,6 +46,9 @@ struct ReplayConfig {
   std::string out_dir = "out/replay";     // where the sweep CSV and plot go
   std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
   std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
+  // Serve mode: publish every step's KV event batch here (not owned; null = no events). The
+  // JSON then has a "kv_events" object with the publisher's counters.
+  KvEventPublisher* kv_events = nullptr;
 };
 
 // Runs the replay; writes results to `out` and notes (files written, skipped lines) to `err`.

@@ -36,6 +36,7 @@ struct KvEventSubscriberOptions {
   std::string topic;                 // subscription prefix; empty = everything
   int64_t start_seq = -1;            // >= 0: expect this sequence number first (recover from it)
   int32_t replay_timeout_ms = 2000;  // how long a replay may take before giving up
+  int32_t rcvhwm = 100000;           // SUB receive high-water mark (messages); 0 = no limit
 };
 
 struct ReceivedKvEventBatch {
