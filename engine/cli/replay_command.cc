@@ -89,6 +89,19 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--plot", config->plot,
                   "Plot path ending in .png or .svg (default: in --out-dir; .png with gnuplot)");
 
+  sub->add_option("--instances", config->instances,
+                  "Serve mode: simulated instances behind one router (each with its own pool and "
+                  "GPU); > 1 also runs the oracle router as the reference")
+      ->capture_default_str();
+  sub->add_option("--router", config->router,
+                  "Serve mode: round-robin, least-loaded, prefix-aware (from KV events) or oracle")
+      ->capture_default_str();
+  sub->add_option("--router-prefill-weight", config->router_prefill_weight,
+                  "prefix-aware / oracle cost: weight of one request block not cached")
+      ->capture_default_str();
+  sub->add_option("--router-load-weight", config->router_load_weight,
+                  "prefix-aware / oracle cost: weight of one block of instance load")
+      ->capture_default_str();
   auto events = std::make_shared<KvEventsFlags>();
   AddKvEventsFlags(sub, events.get());
 
