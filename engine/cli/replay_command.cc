@@ -102,6 +102,10 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--router-load-weight", config->router_load_weight,
                   "prefix-aware / oracle cost: weight of one block of instance load")
       ->capture_default_str();
+  sub->add_option("--kv-events-transport", config->kv_events_transport,
+                  "--router prefix-aware: inproc (events encoded and decoded in process) or zmq "
+                  "(over ipc:// sockets in a temporary directory)")
+      ->capture_default_str();
   auto events = std::make_shared<KvEventsFlags>();
   AddKvEventsFlags(sub, events.get());
 

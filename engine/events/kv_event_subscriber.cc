@@ -26,6 +26,17 @@ class KvEventSubscriber::Impl {
   absl::Status Open();
   void OpenReplay();  // (re)creates the DEALER; throws zmq::error_t
   absl::StatusOr<std::vector<ReceivedKvEventBatch>> Poll(int32_t timeout_ms);
+  absl::StatusOr<std::vector<ReceivedKvEventBatch>> RecoverNow() {
+    std::vector<ReceivedKvEventBatch> out;
+    if (!replay_.has_value()) return out;
+    try {
+      Recover(std::numeric_limits<int64_t>::max(), out);
+    } catch (const zmq::error_t& e) {
+      return absl::UnavailableError(absl::StrCat("KV event subscriber: ", e.what()));
+    }
+    first_poll_ = false;
+    return out;
+  }
   int64_t next_seq() const { return next_seq_; }
   KvEventSubscriberStats stats() const { return stats_; }
 
@@ -189,6 +200,9 @@ KvEventSubscriber::KvEventSubscriber(std::unique_ptr<Impl> impl) : impl_(std::mo
 KvEventSubscriber::~KvEventSubscriber() = default;
 absl::StatusOr<std::vector<ReceivedKvEventBatch>> KvEventSubscriber::Poll(int32_t timeout_ms) {
   return impl_->Poll(timeout_ms);
+}
+absl::StatusOr<std::vector<ReceivedKvEventBatch>> KvEventSubscriber::Recover() {
+  return impl_->RecoverNow();
 }
 int64_t KvEventSubscriber::next_seq() const { return impl_->next_seq(); }
 KvEventSubscriberStats KvEventSubscriber::stats() const { return impl_->stats(); }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -17,6 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "engine/replay/cost_model.h"
 #include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/kv_event_publisher.h"
+#include "pagedkv/kv_event_subscriber.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/status_macros.h"
 
@@ -199,6 +203,14 @@ class Driver {
         options_(options),
         router_(router),
         cost_(serve.gpu, serve.model, serve.cost) {}
+  ~Driver() {
+    publishers_.clear();
+    subscribers_.clear();
+    if (!socket_dir_.empty()) {
+      std::error_code ignored;  // best effort: a leftover temporary directory harms nothing
+      std::filesystem::remove_all(socket_dir_, ignored);
+    }
+  }
 
   absl::Status Init(int64_t capacity);
   // Steps every busy instance until its clock reaches `t`.
@@ -211,6 +223,10 @@ class Driver {
   absl::StatusOr<size_t> Pick(const std::vector<TokenId>& prompt, RequestId id);
   // prefix-aware: carries the instance's step events through the codec into the index.
   absl::Status ForwardEvents(size_t i);
+  // transport "zmq": one publisher and one subscriber per instance on ipc:// sockets.
+  absl::Status OpenSockets();
+  // Publishes `batch` for instance i and applies what its subscriber receives, up to that batch.
+  absl::Status ForwardOverZmq(size_t i, KvEventBatch batch);
 
   const ServeReplayOptions& serve_;
   const MultiInstanceOptions& options_;
@@ -222,7 +238,61 @@ class Driver {
   Latencies lat_;
   ServeReplayResult agg_;
   int64_t event_batches_ = 0, event_bytes_ = 0;
+  std::string socket_dir_;
+  std::vector<std::unique_ptr<KvEventPublisher>> publishers_;
+  std::vector<std::unique_ptr<KvEventSubscriber>> subscribers_;
 };
+
+absl::Status Driver::OpenSockets() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "pagedkv-replay-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return absl::UnavailableError("cannot create a temporary directory for the event sockets");
+  }
+  socket_dir_ = tmpl;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const std::string base = "ipc://" + socket_dir_ + "/instance-" + std::to_string(i);
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> pub,
+                             KvEventPublisher::Create({.endpoint = base + "-pub",
+                                                       .replay_endpoint = base + "-replay",
+                                                       .buffer_steps = 1000,
+                                                       .codec = options_.codec}));
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventSubscriber> sub,
+                             KvEventSubscriber::Create({.endpoint = pub->endpoint(),
+                                                        .replay_endpoint = pub->replay_endpoint(),
+                                                        .start_seq = 0}));
+    publishers_.push_back(std::move(pub));
+    subscribers_.push_back(std::move(sub));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::ForwardOverZmq(size_t i, KvEventBatch batch) {
+  event_bytes_ += static_cast<int64_t>(EncodeKvEventBatch(batch, options_.codec).size());
+  const int64_t seq = publishers_[i]->Publish(std::move(batch));
+  if (seq < 0 || !publishers_[i]->Flush(10000)) {
+    return absl::InternalError("the event publisher dropped or did not send a batch");
+  }
+  KvEventSubscriber& sub = *subscribers_[i];
+  for (int idle = 0; sub.next_seq() <= seq;) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::vector<ReceivedKvEventBatch> got, sub.Poll(20));
+    if (got.empty()) {
+      // Not (yet) live, e.g. before the subscription reached the PUB socket: fetch it from the
+      // replay buffer, which holds it since Flush returned.
+      PAGEDKV_ASSIGN_OR_RETURN(got, sub.Recover());
+    }
+    for (const ReceivedKvEventBatch& r : got) index_->Apply(static_cast<InstanceId>(i), r.batch);
+    if (!got.empty()) continue;
+    if (++idle == 100) {
+      return absl::InternalError(
+          absl::StrFormat("instance %d's event batch %d did not arrive over ZeroMQ", i, seq));
+    }
+  }
+  if (subscribers_[i]->stats().lost > 0) {
+    return absl::InternalError(absl::StrFormat("instance %d lost event batches", i));
+  }
+  ++event_batches_;
+  return absl::OkStatus();
+}
 
 absl::Status Driver::Init(int64_t capacity) {
   const bool events = router_ == Router::kPrefixAware;
@@ -235,12 +305,18 @@ absl::Status Driver::Init(int64_t capacity) {
     instances_.push_back(std::move(inst));
     if (events) index_->AddInstance(i);
   }
+  if (events && options_.transport == "zmq") return OpenSockets();
+  if (options_.transport != "inproc" && options_.transport != "zmq") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown --kv-events-transport \"%s\"; expected inproc or zmq", options_.transport));
+  }
   return absl::OkStatus();
 }
 
 absl::Status Driver::ForwardEvents(size_t i) {
   KvEventBatch batch = instances_[i]->manager().TakeEventBatch(instances_[i]->now());
   if (batch.events.empty()) return absl::OkStatus();
+  if (!publishers_.empty()) return ForwardOverZmq(i, std::move(batch));
   const std::string bytes = EncodeKvEventBatch(batch, options_.codec);
   PAGEDKV_ASSIGN_OR_RETURN(KvEventBatch decoded, DecodeKvEventBatch(bytes));
   index_->Apply(static_cast<InstanceId>(i), decoded);

@@ -10,7 +10,8 @@
 //   least-loaded  - the smallest load (prompt blocks of the instance's unfinished requests);
 //   prefix-aware  - PickInstance over a PrefixRouterIndex fed only by the instances' real event
 //                   batches, encoded to msgpack and decoded again after every step (the bytes
-//                   a vLLM-event router would receive);
+//                   a vLLM-event router would receive; with transport "zmq" they cross real
+//                   KvEventPublisher -> KvEventSubscriber sockets);
 //   oracle        - the same cost, with each instance's cached prefix read from its
 //                   KvCacheManager directly (the upper reference for an event-fed router).
 // Shifted reuse of marked chunks is not simulated here (chunks are ignored).
@@ -41,6 +42,10 @@ struct MultiInstanceOptions {
   RouterCostOptions cost;              // prefix-aware and oracle: the cost's weights
   KvEventCodecOptions codec;           // prefix-aware: how events are encoded on the way
   PrefixRouterIndexOptions index;      // prefix-aware: per-medium weights
+  // prefix-aware: "inproc" (encode and decode in process) or "zmq" (each instance publishes on
+  // ipc:// sockets in a temporary directory, the router subscribes; each step's batch arrives
+  // before the next request is routed, so both transports route alike).
+  std::string transport = "inproc";
 };
 
 struct InstanceSummary {

@@ -49,10 +49,11 @@ struct ReplayConfig {
   // Serve mode with several instances (multi_instance_replay.h): one router over N instances,
   // each with the capacity above (or one GPU's). instances > 1 also runs the oracle router and
   // reports it under "oracle".
-  int32_t instances = 1;               // simulated instances
-  std::string router = "round-robin";  // round-robin, least-loaded, prefix-aware, oracle
-  double router_prefill_weight = 1.0;  // cost of one uncached request block
-  double router_load_weight = 1.0;     // cost of one block of instance load
+  int32_t instances = 1;                       // simulated instances
+  std::string router = "round-robin";          // round-robin, least-loaded, prefix-aware, oracle
+  double router_prefill_weight = 1.0;          // cost of one uncached request block
+  double router_load_weight = 1.0;             // cost of one block of instance load
+  std::string kv_events_transport = "inproc";  // prefix-aware: "inproc" or "zmq" (ipc sockets)
   // Serve mode: publish every step's KV event batch here (not owned; null = no events). The
   // JSON then has a "kv_events" object with the publisher's counters.
   KvEventPublisher* kv_events = nullptr;

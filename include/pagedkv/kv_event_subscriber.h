@@ -69,6 +69,11 @@ class KvEventSubscriber {
   // Returns the batches in sequence order (empty on timeout). Unavailable if the socket fails.
   absl::StatusOr<std::vector<ReceivedKvEventBatch>> Poll(int32_t timeout_ms);
 
+  // Asks the replay socket for every buffered batch from next_seq() (0 before any message) now,
+  // without waiting for a live message to reveal a gap (e.g. the stream went quiet after a loss).
+  // Empty without a replay endpoint. Unavailable if the socket fails.
+  absl::StatusOr<std::vector<ReceivedKvEventBatch>> Recover();
+
   // The next sequence number expected (-1 before the first message without start_seq).
   int64_t next_seq() const;
   KvEventSubscriberStats stats() const;

@@ -91,6 +91,24 @@ TEST(MultiInstanceReplayTest, PrefixAwareIsTheSameForEveryEventEncoding) {
   EXPECT_NE(map_u64.event_bytes, array_bytes.event_bytes);
 }
 
+TEST(MultiInstanceReplayTest, EventsOverZeroMqRouteLikeInProcess) {
+  const Workload w = Conversations(120);
+  const ServeReplayOptions o = SmallServeOptions();
+  MultiInstanceOptions m{.num_instances = 3, .router = "prefix-aware"};
+  const MultiInstanceResult inproc = RunMultiInstanceReplay(w, o, m).value();
+  m.transport = "zmq";
+  auto zmq = RunMultiInstanceReplay(w, o, m);
+  ASSERT_TRUE(zmq.ok()) << zmq.status();
+  EXPECT_EQ(zmq->aggregate.prefix_hit_tokens, inproc.aggregate.prefix_hit_tokens);
+  EXPECT_EQ(zmq->event_batches, inproc.event_batches);
+  EXPECT_EQ(zmq->event_bytes, inproc.event_bytes);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(zmq->per_instance[i].requests, inproc.per_instance[i].requests);
+  }
+  m.transport = "carrier-pigeon";
+  EXPECT_EQ(RunMultiInstanceReplay(w, o, m).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MultiInstanceReplayTest, BadOptionsAreClearErrors) {
   const Workload w = Conversations(20);
   const ServeReplayOptions o = SmallServeOptions();
