@@ -39,7 +39,20 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
 }
 
 KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<BlockPool> pool)
-    : options_(std::move(options)), pool_(std::move(pool)) {}
+    : options_(std::move(options)), pool_(std::move(pool)) {
+  if (options_.collect_event_batches) {
+    batcher_ = std::make_unique<KvEventBatcher>(
+        KvEventBatcherOptions{.data_parallel_rank = options_.data_parallel_rank});
+    pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
+  }
+}
+
+KvEventBatch KvCacheManager::TakeEventBatch(double timestamp) {
+  if (batcher_ == nullptr) {
+    return KvEventBatch{.timestamp = timestamp, .data_parallel_rank = options_.data_parallel_rank};
+  }
+  return batcher_->Take(timestamp);
+}
 
 absl::StatusOr<CacheRequest> KvCacheManager::NewRequest(RequestId id,
                                                         std::span<const TokenId> prompt,
@@ -205,6 +218,7 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
   // and a new request's state is dropped, so nothing has changed.
   std::vector<BlockId> table;
   if (plan.is_new) {
+    if (batcher_ != nullptr) batcher_->NoteRoot(request.root_hash());
     table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
     for (const BlockId block : new_computed_blocks.blocks) {
       DebugCheckOk(pool_->Pin(block), "MakePlan checked that each computed block is cached");

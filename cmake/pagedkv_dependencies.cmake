@@ -7,6 +7,13 @@ find_path(PAGEDKV_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 add_library(pagedkv_xxhash_headers INTERFACE)
 target_include_directories(pagedkv_xxhash_headers INTERFACE ${PAGEDKV_XXHASH_INCLUDE_DIR})
 
+if(PAGEDKV_BUILD_EVENTS)
+  # KV events on the wire (cache/kv_event_codec*, engine/events/): msgpack-cxx (headers, needs
+  # Boost's headers) and cppzmq over libzmq.
+  find_package(Boost REQUIRED)
+  find_package(msgpack REQUIRED CONFIG)
+  find_package(cppzmq REQUIRED CONFIG)
+endif()
 if(PAGEDKV_BUILD_REPLAY)
   find_package(simdjson REQUIRED)
   find_package(nlohmann_json REQUIRED)

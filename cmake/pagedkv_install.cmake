@@ -25,6 +25,7 @@ install(EXPORT pagedkvTargets NAMESPACE pagedkv:: DESTINATION ${PAGEDKV_CMAKE_IN
 
 # What the installed package needs from find_package in its consumer (see pagedkvConfig.cmake.in).
 set(PAGEDKV_CONFIG_REPLAY ${PAGEDKV_BUILD_REPLAY})
+set(PAGEDKV_CONFIG_EVENTS ${PAGEDKV_BUILD_EVENTS})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/pagedkvConfig.cmake.in
   ${PROJECT_BINARY_DIR}/pagedkvConfig.cmake INSTALL_DESTINATION ${PAGEDKV_CMAKE_INSTALL_DIR})
 # 0.x: a minor version may break the API, so 0.2 accepts 0.2.* only.

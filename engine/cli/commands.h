@@ -23,6 +23,9 @@ void AddGenerateCommand(CLI::App& app, int* exit_code);
 // (engine/shift).
 void AddStudyShiftCommand(CLI::App& app, int* exit_code);
 
+// `pagedkv kv-events listen`: prints a KV event stream (kv_events_command.cc).
+void AddKvEventsCommand(CLI::App& app, int* exit_code);
+
 }  // namespace pagedkv::cli
 
 #endif  // PAGEDKV_ENGINE_CLI_COMMANDS_H_

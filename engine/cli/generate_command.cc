@@ -23,7 +23,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/kv_events_flags.h"
 #include "pagedkv/engine.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/kv_event_batch.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cli {
@@ -46,7 +49,52 @@ struct GenerateFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
+  KvEventsFlags events;
 };
+
+// Engine::Generate, one Step at a time, publishing each step's KV event batch (vLLM's format).
+// The batcher listens to the engine's KvCacheManager; prompts carry no salt, so the one chain
+// root is RootHash("", fingerprint).
+absl::StatusOr<std::vector<GenerationResult>> GenerateWithEvents(
+    Engine& engine, std::vector<GenerationRequest> requests, KvEventPublisher& publisher) {
+  KvCacheManager& cache = engine.kv_cache_manager();
+  KvEventBatcher batcher;
+  batcher.NoteRoot(RootHash("", cache.options().model_fingerprint));
+  const int listener = cache.AddEventListener([&batcher](const KvEvent& e) { batcher.Add(e); });
+  std::vector<RequestId> ids;
+  absl::Status status;
+  for (GenerationRequest& r : requests) {
+    absl::StatusOr<RequestId> id = engine.AddRequest(std::move(r));
+    if (!id.ok()) {
+      status = id.status();
+      break;
+    }
+    ids.push_back(*id);
+  }
+  std::vector<GenerationResult> results(ids.size());
+  size_t remaining = status.ok() ? ids.size() : 0;
+  while (remaining > 0) {
+    absl::StatusOr<StepOutput> step = engine.Step();
+    if (!step.ok()) {
+      status = step.status();
+      break;
+    }
+    if (!batcher.empty()) publisher.Publish(batcher.Take(WallClockSeconds()));
+    for (GenerationResult& r : step->finished) {
+      const auto it = std::find(ids.begin(), ids.end(), r.request_id);
+      if (it == ids.end()) continue;
+      results[static_cast<size_t>(it - ids.begin())] = std::move(r);
+      --remaining;
+    }
+    if (remaining > 0 && step->batch.num_scheduled_tokens == 0 && step->finished.empty()) {
+      status = absl::InternalError("the engine made no progress");
+      break;
+    }
+  }
+  cache.RemoveEventListener(listener);
+  if (!status.ok()) return status;
+  return results;
+}
 
 // "a/b xN" run-length list of per-step (tokens, sequences).
 std::string StepSizes(const EngineStats& s) {
@@ -95,8 +143,21 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
     requests.push_back(std::move(r));
   }
 
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> publisher,
+                           MakeKvEventPublisher(flags.events));
   std::vector<GenerationResult> results;
-  if (flags.sequential) {
+  if (publisher != nullptr) {
+    if (flags.sequential) {
+      for (GenerationRequest& r : requests) {
+        PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> one,
+                                 GenerateWithEvents(*engine, {r}, *publisher));
+        results.push_back(std::move(one[0]));
+      }
+    } else {
+      PAGEDKV_ASSIGN_OR_RETURN(results,
+                               GenerateWithEvents(*engine, std::move(requests), *publisher));
+    }
+  } else if (flags.sequential) {
     for (GenerationRequest& r : requests) {
       PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> one, engine->Generate({r}));
       results.push_back(std::move(one[0]));
@@ -135,6 +196,13 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
         s.num_generated_tokens, s.busy_seconds, tps, cps);
     std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
   }
+  if (publisher != nullptr) {
+    std::cout.flush();
+    FinishKvEventPublisher(flags.events, publisher.get());
+    const KvEventPublisherStats ps = publisher->stats();
+    std::cerr << absl::StrFormat("kv events: %d batches published, %d dropped\n", ps.published,
+                                 ps.dropped);
+  }
   return absl::OkStatus();
 }
 
@@ -167,6 +235,7 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)");
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)");
+  AddKvEventsFlags(cmd, &flags->events);
   cmd->callback([flags, exit_code]() {
     absl::Status status = RunGenerate(*flags);
     if (!status.ok()) {

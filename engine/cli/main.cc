@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   pagedkv::cli::AddReplayCommand(app, &exit_code);
   pagedkv::cli::AddGenerateCommand(app, &exit_code);
   pagedkv::cli::AddStudyShiftCommand(app, &exit_code);
+  pagedkv::cli::AddKvEventsCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/kv_events_flags.h"
 #include "engine/replay/cache_replay.h"
 #include "engine/replay/cost_model.h"
 #include "engine/replay/generators.h"
@@ -88,8 +89,35 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--plot", config->plot,
                   "Plot path ending in .png or .svg (default: in --out-dir; .png with gnuplot)");
 
-  sub->callback([config, exit_code] {
-    const absl::Status status = replay::RunReplay(*config, std::cout, std::cerr);
+  sub->add_option("--instances", config->instances,
+                  "Serve mode: simulated instances behind one router (each with its own pool and "
+                  "GPU); > 1 also runs the oracle router as the reference")
+      ->capture_default_str();
+  sub->add_option("--router", config->router,
+                  "Serve mode: round-robin, least-loaded, prefix-aware (from KV events) or oracle")
+      ->capture_default_str();
+  sub->add_option("--router-prefill-weight", config->router_prefill_weight,
+                  "prefix-aware / oracle cost: weight of one request block not cached")
+      ->capture_default_str();
+  sub->add_option("--router-load-weight", config->router_load_weight,
+                  "prefix-aware / oracle cost: weight of one block of instance load")
+      ->capture_default_str();
+  sub->add_option("--kv-events-transport", config->kv_events_transport,
+                  "--router prefix-aware: inproc (events encoded and decoded in process) or zmq "
+                  "(over ipc:// sockets in a temporary directory)")
+      ->capture_default_str();
+  auto events = std::make_shared<KvEventsFlags>();
+  AddKvEventsFlags(sub, events.get());
+
+  sub->callback([config, events, exit_code] {
+    absl::StatusOr<std::unique_ptr<KvEventPublisher>> publisher = MakeKvEventPublisher(*events);
+    absl::Status status = publisher.status();
+    if (status.ok()) {
+      config->kv_events = publisher->get();
+      status = replay::RunReplay(*config, std::cout, std::cerr);
+      std::cout.flush();  // before holding the sockets open: subscribers read the counts
+      FinishKvEventPublisher(*events, publisher->get());
+    }
     if (!status.ok()) {
       std::cerr << "pagedkv replay: error: " << status.message() << "\n";
       *exit_code = 1;

@@ -15,6 +15,7 @@
 #include "engine/replay/cost_model.h"
 #include "engine/replay/generators.h"
 #include "engine/replay/mooncake_trace.h"
+#include "engine/replay/multi_instance_replay.h"
 #include "engine/replay/progress_bar.h"
 #include "engine/replay/report.h"
 #include "engine/replay/serve_replay.h"
@@ -211,6 +212,58 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
   return absl::OkStatus();
 }
 
+// Runs `c.router` over c.instances instances (and the oracle, as the reference), prints the
+// table or the JSON (`base` plus the aggregate, per_instance and "oracle").
+absl::Status RunMultiInstanceMode(const ReplayConfig& c, const Workload& workload,
+                                  ServeReplayOptions o, nlohmann::json base, std::ostream& out) {
+  if (c.kv_events != nullptr) {
+    return absl::InvalidArgumentError(
+        "--kv-events-endpoint publishes one instance; with --instances the prefix-aware router's "
+        "events stay in process");
+  }
+  MultiInstanceOptions m{
+      .num_instances = c.instances,
+      .router = c.router,
+      .cost = {.prefill_weight = c.router_prefill_weight, .load_weight = c.router_load_weight}};
+  const bool with_oracle = c.router != "oracle";
+  const auto n = static_cast<int64_t>(workload.requests.size());
+  ProgressBar bar("serve", n * (with_oracle ? 2 : 1), {.enabled = c.progress && !c.json});
+  o.progress = [&bar](int64_t done) { bar.Update(done); };
+  PAGEDKV_ASSIGN_OR_RETURN(MultiInstanceResult r, RunMultiInstanceReplay(workload, o, m));
+  std::optional<MultiInstanceResult> oracle;
+  if (with_oracle) {
+    MultiInstanceOptions om = m;
+    om.router = "oracle";
+    o.progress = [&bar, n](int64_t done) { bar.Update(n + done); };
+    PAGEDKV_ASSIGN_OR_RETURN(oracle, RunMultiInstanceReplay(workload, o, om));
+  }
+  bar.Finish();
+  if (c.json) {
+    base.update(MultiInstanceJson(r));
+    if (oracle.has_value()) base["oracle"] = MultiInstanceJson(*oracle);
+    out << base.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+  out << absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
+                         Describe(workload), o.model.name, o.gpu.name, c.block_size, o.policy)
+      << FormatMultiInstanceTable(r);
+  if (oracle.has_value())
+    out << "oracle router (reads the caches directly):\n" << FormatMultiInstanceTable(*oracle);
+  return absl::OkStatus();
+}
+
+// The publisher's counters after everything queued was sent (a second replay run, the one
+// without shifted reuse, publishes nothing).
+nlohmann::json KvEventsJson(KvEventPublisher& publisher) {
+  const bool flushed = publisher.Flush(10000);
+  const KvEventPublisherStats s = publisher.stats();
+  return {{"endpoint", publisher.endpoint()},
+          {"replay_endpoint", publisher.replay_endpoint()},
+          {"published_batches", s.published},
+          {"dropped_batches", s.dropped},
+          {"flushed", flushed}};
+}
+
 absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
   if (!c.sweep.empty()) {
     return absl::InvalidArgumentError("--sweep is for cache mode; serve mode runs one capacity");
@@ -238,6 +291,17 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }
   o.count_shifted = c.count_shifted;
+  if (c.instances > 1 || c.router != "round-robin") {
+    nlohmann::json base = WorkloadJson(workload, c);
+    base["mode"] = "serve";
+    base["gpu"] = o.gpu.name;
+    base["model"] = o.model.name;
+    base["policy"] = o.policy;
+    return RunMultiInstanceMode(c, workload, o, std::move(base), out);
+  }
+  if (c.kv_events != nullptr) {
+    o.on_event_batch = [pub = c.kv_events](KvEventBatch b) { pub->Publish(std::move(b)); };
+  }
   // With shifted reuse on a workload that marks chunks, the same replay runs a second time
   // without it, to show the reuse's effect on TTFT.
   bool any_chunks = false;
@@ -251,6 +315,7 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
   if (compare) {
     ServeReplayOptions off = o;
     off.count_shifted = false;
+    off.on_event_batch = nullptr;  // the comparison run publishes nothing
     off.progress = [&bar, num_requests](int64_t done) { bar.Update(num_requests + done); };
     PAGEDKV_ASSIGN_OR_RETURN(without, RunServeReplay(workload, off));
   }
@@ -263,6 +328,7 @@ absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::
     j["policy"] = o.policy;
     j.update(ServeResultJson(r));
     if (without.has_value()) j["without_shifted"] = WithoutShiftedJson(*without);
+    if (c.kv_events != nullptr) j["kv_events"] = KvEventsJson(*c.kv_events);
     out << j.dump(2) << "\n";
   } else {
     out << absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
@@ -304,7 +370,13 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
                            workload.skipped_lines, workload.skipped_lines == 1 ? "" : "s",
                            workload.name);
   }
-  if (c.mode == "cache") return RunCacheMode(c, workload, out, err);
+  if (c.mode == "cache") {
+    if (c.kv_events != nullptr) {
+      return absl::InvalidArgumentError(
+          "--kv-events-endpoint needs --mode serve (cache mode drives the block pool alone)");
+    }
+    return RunCacheMode(c, workload, out, err);
+  }
   return RunServeMode(c, workload, out);
 }
 

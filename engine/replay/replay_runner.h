@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "pagedkv/kv_event_publisher.h"
 
 namespace pagedkv::replay {
 
@@ -45,6 +46,17 @@ struct ReplayConfig {
   std::string out_dir = "out/replay";     // where the sweep CSV and plot go
   std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
   std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
+  // Serve mode with several instances (multi_instance_replay.h): one router over N instances,
+  // each with the capacity above (or one GPU's). instances > 1 also runs the oracle router and
+  // reports it under "oracle".
+  int32_t instances = 1;                       // simulated instances
+  std::string router = "round-robin";          // round-robin, least-loaded, prefix-aware, oracle
+  double router_prefill_weight = 1.0;          // cost of one uncached request block
+  double router_load_weight = 1.0;             // cost of one block of instance load
+  std::string kv_events_transport = "inproc";  // prefix-aware: "inproc" or "zmq" (ipc sockets)
+  // Serve mode: publish every step's KV event batch here (not owned; null = no events). The
+  // JSON then has a "kv_events" object with the publisher's counters.
+  KvEventPublisher* kv_events = nullptr;
 };
 
 // Runs the replay; writes results to `out` and notes (files written, skipped lines) to `err`.

@@ -194,6 +194,7 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   manager_options.eviction_policy = options.policy;
   manager_options.vocab_size = options.vocab_size;
   manager_options.model_fingerprint = options.model.name;
+  manager_options.collect_event_batches = options.on_event_batch != nullptr;
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> manager,
                            KvCacheManager::Create(std::move(manager_options)));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
@@ -293,6 +294,10 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
     now += cost.StepSeconds(work);
     PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
                              scheduler->UpdateFromOutput(sampled));
+    if (options.on_event_batch) {
+      KvEventBatch events = manager->TakeEventBatch(now);
+      if (!events.events.empty()) options.on_event_batch(std::move(events));
+    }
     for (const RequestOutput& out : outputs) {
       auto it = live.find(out.request_id);
       if (it == live.end()) continue;
@@ -320,6 +325,7 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   res.admitted_tokens = stats.num_admitted_tokens;
   res.prefix_hit_tokens = stats.num_prefix_hit_tokens;
   res.evictions = manager->stats().evictions;
+  res.stored_blocks = manager->stats().stored_blocks;
   if (res.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
     return absl::InternalError(absl::StrFormat(
         "serve replay counted %d shifted-hit tokens in the batches but the scheduler %d",
@@ -401,6 +407,7 @@ nlohmann::json ServeResultJson(const ServeReplayResult& r) {
       {"steps", r.steps},
       {"preemptions", r.preemptions},
       {"evictions", r.evictions},
+      {"stored_blocks", r.stored_blocks},
       {"simulated_seconds", r.simulated_seconds},
       {"ttft_mean_s", r.ttft_mean_s},
       {"ttft_p50_s", r.ttft_p50_s},

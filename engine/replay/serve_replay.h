@@ -32,6 +32,7 @@
 #include "engine/replay/cost_model.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/kv_event_batch.h"
 #include "pagedkv/scheduler.h"
 
 namespace pagedkv::replay {
@@ -54,6 +55,9 @@ struct ServeReplayOptions {
   int32_t chunk_first_k = 0;  // leading tokens of each chunk always recomputed (EPIC); >= 0
   // Called now and then with the number of finished (or rejected) requests (may be empty).
   std::function<void(int64_t requests_done)> progress;
+  // When set, the KvCacheManager collects event batches and this gets each step's batch (only
+  // batches with events), stamped with the simulated clock (e.g. a KvEventPublisher).
+  std::function<void(KvEventBatch batch)> on_event_batch;
 };
 
 struct ServeReplayResult {
@@ -69,6 +73,7 @@ struct ServeReplayResult {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t evictions = 0;
+  int64_t stored_blocks = 0;     // blocks that entered the prefix index (BlockStored hashes)
   double simulated_seconds = 0;  // virtual time from the first arrival to the last finish
   double ttft_mean_s = 0, ttft_p50_s = 0, ttft_p99_s = 0;  // time to first token
   double tpot_mean_s = 0;                // mean time per output token after the first

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,6 +54,7 @@
 #include "pagedkv/cache_request.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
+#include "pagedkv/kv_event_batch.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/types.h"
 
@@ -67,6 +69,9 @@ struct KvCacheManagerOptions {
   int32_t vocab_size = 0;               // > 0: tokens outside [0, vocab_size) are rejected
   std::string model_fingerprint;        // model id + RoPE config, hashed into every root
   std::shared_ptr<const BlockHasher> hasher;  // block hasher; null = XXH3-128
+  // Collect the pool's events into per-step batches for TakeEventBatch (kv_event_batch.h).
+  bool collect_event_batches = false;
+  std::optional<int32_t> data_parallel_rank;  // stamped on every event batch; nullopt = none
 };
 
 // Per-request cache keys beyond the tokens.
@@ -165,6 +170,12 @@ class KvCacheManager {
   }
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
+  // The events since the last call as one batch (vLLM's EventBatch), stamped `timestamp`
+  // (seconds; the wall clock by default). Call once per engine step. Empty events (and nothing
+  // collected) unless options.collect_event_batches; listeners are called either way.
+  KvEventBatch TakeEventBatch(double timestamp);
+  KvEventBatch TakeEventBatch() { return TakeEventBatch(WallClockSeconds()); }
+
   const BlockPool& pool() const { return *pool_; }
   const KvCacheManagerOptions& options() const { return options_; }
 
@@ -211,7 +222,8 @@ class KvCacheManager {
   KvCacheManagerOptions options_;
   std::unique_ptr<BlockPool> pool_;
   absl::flat_hash_map<RequestId, RequestState> requests_;
-  CacheStats stats_;  // lookup counters only
+  CacheStats stats_;                         // lookup counters only
+  std::unique_ptr<KvEventBatcher> batcher_;  // set when options_.collect_event_batches
 };
 
 }  // namespace pagedkv

@@ -1,0 +1,80 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// msgpack encoding of KV event batches in vLLM's KV-event schema, so consumers written for vLLM
+// (llm-d's KV-cache manager, Dynamo's KV router, vLLM's own subscriber example) follow pagedkv.
+// Matched field for field against vllm/distributed/kv_events.py at vllm-project/vllm commit
+// 0181ea3173e53eea8cf04a86891488e3dc89bb34; docs/kv_events.md shows the bytes.
+//
+// Two encodings, as vLLM has used both (msgspec structs with and without array_like):
+//   kMap (current vLLM): the batch is {"ts", "events", "data_parallel_rank"?}; each event is a
+//     map whose first key is "type" ("BlockStored", "BlockRemoved", "AllBlocksCleared"), then the
+//     fields in vLLM's order: BlockStored {block_hashes, parent_block_hash, token_ids,
+//     block_size, lora_id, medium, lora_name}, BlockRemoved {block_hashes, medium}. Fields with
+//     defaults that pagedkv leaves at the default (extra_keys, group_idx, ...) are omitted, as
+//     msgspec's omit_defaults does; data_parallel_rank is omitted when absent.
+//   kTaggedArray (older vLLM, array_like): the batch is [ts, events, data_parallel_rank?]; each
+//     event is an array led by its type name, then the same fields by position.
+//
+// Block hashes (ExternalBlockHash in vLLM: int or bytes). pagedkv's hashes are 128 bits:
+//   kUint64: the low 64 bits as an unsigned integer. vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES
+//     sends the last 8 bytes of its big-endian digest, i.e. its low 64 bits: the same projection.
+//     This is what Dynamo's and llm-d's indexers expect (64-bit integers).
+//   kBytes: the 16 bytes, big-endian (high word first), as vLLM sends its digests by default.
+// The decoder accepts both encodings and both hash forms; a decoded hash is WireBlockHash of
+// the original (for kBytes digests longer than 16 bytes, the last 16).
+//
+// Thread safety: the functions are thread-safe (no shared state).
+//
+// Example:
+//   std::string payload = pagedkv::EncodeKvEventBatch(manager->TakeEventBatch(), {});
+//   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::KvEventBatch batch, pagedkv::DecodeKvEventBatch(payload));
+#ifndef PAGEDKV_KV_EVENT_CODEC_H_
+#define PAGEDKV_KV_EVENT_CODEC_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/block_hash.h"
+#include "pagedkv/kv_event_batch.h"
+
+namespace pagedkv {
+
+enum class KvEventEncoding {
+  kMap,          // events as maps with a "type" field (current vLLM)
+  kTaggedArray,  // events as arrays led by the type name (older vLLM)
+};
+
+enum class KvBlockHashFormat {
+  kUint64,  // low 64 bits, as an unsigned integer
+  kBytes,   // 16 bytes, big-endian
+};
+
+struct KvEventCodecOptions {
+  KvEventEncoding encoding = KvEventEncoding::kMap;            // layout of batches and events
+  KvBlockHashFormat hash_format = KvBlockHashFormat::kUint64;  // how block hashes are sent
+};
+
+// "map" / "array"; "uint64" / "bytes". Parse* give InvalidArgument for other names.
+std::string_view KvEventEncodingName(KvEventEncoding encoding);
+absl::StatusOr<KvEventEncoding> ParseKvEventEncoding(std::string_view name);
+std::string_view KvBlockHashFormatName(KvBlockHashFormat format);
+absl::StatusOr<KvBlockHashFormat> ParseKvBlockHashFormat(std::string_view name);
+
+// What a consumer sees of `hash` under `format`: {low, 0} for kUint64, `hash` for kBytes.
+// A router keys its index by this (see PrefixRouterIndex).
+inline BlockHash WireBlockHash(const BlockHash& hash, KvBlockHashFormat format) {
+  return format == KvBlockHashFormat::kUint64 ? BlockHash{hash.low, 0} : hash;
+}
+
+// The msgpack bytes of `batch`. Never fails.
+std::string EncodeKvEventBatch(const KvEventBatch& batch, const KvEventCodecOptions& options);
+
+// Decodes a payload in either encoding (the layout tells them apart) with hashes in either
+// form. InvalidArgument, naming the offending field, for malformed msgpack, an unknown event type
+// or a field of the wrong type; unknown map keys are ignored (newer vLLM fields).
+absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload);
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_KV_EVENT_CODEC_H_
