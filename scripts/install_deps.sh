@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache clang-format
   libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev gnuplot-nox
+  pybind11-dev python3-dev python3-pytest python3-numpy
 )
 
 missing=()
