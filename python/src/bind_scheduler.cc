@@ -52,17 +52,24 @@ const char* FinishReasonName(FinishReason r) {
 }
 
 // Sampled tokens from a dict {request_id: token} or an iterable of (request_id, token) pairs.
+// InvalidArgument for anything else.
 std::vector<SampledToken> SampledArgument(py::handle sampled) {
   std::vector<SampledToken> out;
-  if (py::isinstance<py::dict>(sampled)) {
-    for (auto [k, v] : sampled.cast<py::dict>()) {
-      out.push_back({.request_id = k.cast<RequestId>(), .token = v.cast<TokenId>()});
+  try {
+    if (py::isinstance<py::dict>(sampled)) {
+      for (auto [k, v] : sampled.cast<py::dict>()) {
+        out.push_back({.request_id = k.cast<RequestId>(), .token = v.cast<TokenId>()});
+      }
+      return out;
     }
-    return out;
-  }
-  for (py::handle pair : sampled) {
-    auto [id, token] = pair.cast<std::pair<RequestId, TokenId>>();
-    out.push_back({.request_id = id, .token = token});
+    for (py::handle pair : sampled) {
+      auto [id, token] = pair.cast<std::pair<RequestId, TokenId>>();
+      out.push_back({.request_id = id, .token = token});
+    }
+  } catch (const py::cast_error&) {
+    ThrowInvalidArgument(
+        "update_from_output: pass a dict {request_id: token} or (request_id, token) pairs of "
+        "non-negative ints");
   }
   return out;
 }
@@ -145,8 +152,10 @@ void BindBatch(py::module_& m) {
             if (i < 0 || i >= batch.num_sequences()) {
               throw py::index_error("sequence index " + std::to_string(i) + " out of range");
             }
-            py::array all = ReadOnlyView(batch.block_table_ids, self);
-            return all[py::slice(batch.block_table_start[i], batch.block_table_start[i + 1], 1)];
+            const int32_t begin = batch.block_table_start[i];
+            const int32_t end = batch.block_table_start[i + 1];
+            return ReadOnlyView(batch.block_table_ids.data() + begin,
+                                static_cast<size_t>(end - begin), self);
           },
           arg("i"), "Sequence i's block table (a read-only view).")
       .def_readonly("sequences", &ScheduledBatch::sequences)

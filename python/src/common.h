@@ -69,10 +69,15 @@ py::bytes HashToBytes(const BlockHash& hash);
 // A read-only 1-D numpy view of `data` whose base is `owner`, so the memory stays valid for as
 // long as the array lives. REQUIRES: `owner` keeps `data` alive and unchanged.
 template <typename T>
-py::array ReadOnlyView(const std::vector<T>& data, py::handle owner) {
-  py::array_t<T> view({static_cast<py::ssize_t>(data.size())}, {sizeof(T)}, data.data(), owner);
+py::array ReadOnlyView(const T* data, size_t size, py::handle owner) {
+  py::array_t<T> view({static_cast<py::ssize_t>(size)}, {static_cast<py::ssize_t>(sizeof(T))}, data,
+                      owner);
   py::detail::array_proxy(view.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return view;
+}
+template <typename T>
+py::array ReadOnlyView(const std::vector<T>& data, py::handle owner) {
+  return ReadOnlyView(data.data(), data.size(), owner);
 }
 
 // A read-only numpy array holding a copy of `data`.
