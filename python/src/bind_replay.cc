@@ -50,7 +50,7 @@ using Setters = std::map<std::string, std::function<void(T&, py::handle)>>;
   }
 
 // `target` with every keyword of `kwargs` applied. InvalidArgument naming the accepted keywords
-// for an unknown one; TypeError (pybind11's cast error) for a value of the wrong type.
+// for an unknown one or a value of the wrong type.
 template <typename T>
 T ApplyKwargs(T target, const py::dict& kwargs, const Setters<T>& setters, const char* what) {
   for (auto [key, value] : kwargs) {
@@ -62,7 +62,13 @@ T ApplyKwargs(T target, const py::dict& kwargs, const Setters<T>& setters, const
       ThrowInvalidArgument(std::string(what) + ": unknown option \"" + name +
                            "\"; expected one of: " + known);
     }
-    it->second(target, value);
+    try {
+      it->second(target, value);
+    } catch (const py::cast_error&) {
+      ThrowInvalidArgument(std::string(what) + ": option \"" + name + "\" has the wrong type (" +
+                           py::str(value.get_type().attr("__name__")).cast<std::string>() +
+                           "); see default_config() for the expected ones");
+    }
   }
   return target;
 }
