@@ -4,6 +4,7 @@
 // the model runs; Engine.stream() (pagedkv/__init__.py) iterates over tokens as they come.
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,13 +151,44 @@ void BindEngineTypes(py::module_& m) {
                            "num_preemptions"});
 }
 
-std::unique_ptr<Engine> LoadEngine(const std::string& model_path, const std::string& tokenizer_path,
-                                   const std::string& backend, int32_t block_size,
-                                   int32_t num_kv_blocks, const std::string& kv_dtype,
-                                   bool enable_prefix_caching, std::string eviction_policy,
-                                   int32_t max_num_batched_tokens, int32_t max_num_seqs,
-                                   bool enable_chunked_prefill, bool allow_context_overrun,
-                                   bool return_logits, std::string model_id) {
+// An Engine and whether a call that released the GIL is running on it. `running` is read and
+// written with the GIL held only, so a second Python thread that calls in while step() or
+// generate() runs gets RuntimeError instead of racing on the engine.
+struct PyEngine {
+  std::unique_ptr<Engine> engine;  // never null once constructed
+  bool running = false;
+
+  Engine& get() {
+    if (running) {
+      throw std::runtime_error(
+          "pagedkv.Engine is busy: step() or generate() is running in another thread; drive an "
+          "Engine from one thread at a time");
+    }
+    return *engine;
+  }
+
+  // Runs fn(engine) with the GIL released.
+  template <typename Fn>
+  auto RunWithoutGil(Fn fn) {
+    Engine& e = get();
+    running = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{running};
+    py::gil_scoped_release release;
+    return fn(e);
+  }
+};
+
+std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
+                                     const std::string& tokenizer_path, const std::string& backend,
+                                     int32_t block_size, int32_t num_kv_blocks,
+                                     const std::string& kv_dtype, bool enable_prefix_caching,
+                                     std::string eviction_policy, int32_t max_num_batched_tokens,
+                                     int32_t max_num_seqs, bool enable_chunked_prefill,
+                                     bool allow_context_overrun, bool return_logits,
+                                     std::string model_id) {
   EngineOptions o;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.block_size = block_size;
@@ -170,14 +202,66 @@ std::unique_ptr<Engine> LoadEngine(const std::string& model_path, const std::str
   o.allow_context_overrun = allow_context_overrun;
   o.return_logits = return_logits;
   o.model_id = std::move(model_id);
-  py::gil_scoped_release release;
-  return Unwrap(Engine::Load(model_path, tokenizer_path, o));
+  absl::StatusOr<std::unique_ptr<Engine>> engine;
+  {
+    py::gil_scoped_release release;
+    engine = Engine::Load(model_path, tokenizer_path, o);
+  }
+  auto out = std::make_unique<PyEngine>();
+  out->engine = Unwrap(std::move(engine));
+  return out;
+}
+
+void BindEngineRun(py::class_<PyEngine>& e) {
+  e.def(
+       "step",
+       [](PyEngine& self) {
+         absl::StatusOr<StepOutput> out = self.RunWithoutGil([](Engine& en) { return en.Step(); });
+         return std::make_shared<StepOutput>(Unwrap(std::move(out)));
+       },
+       "Runs one scheduled batch (releases the GIL).")
+      .def(
+          "generate",
+          [](PyEngine& self, std::vector<GenerationRequest> requests) {
+            return Unwrap(
+                self.RunWithoutGil([&](Engine& en) { return en.Generate(std::move(requests)); }));
+          },
+          arg("requests"), "Runs the requests to completion; results in order (releases the GIL).")
+      .def(
+          "abort_request",
+          [](PyEngine& self, RequestId id) { CheckStatus(self.get().AbortRequest(id)); },
+          arg("request_id"))
+      .def("has_unfinished_requests",
+           [](PyEngine& self) { return self.get().HasUnfinishedRequests(); });
+}
+
+void BindEngineQueries(py::class_<PyEngine>& e) {
+  e.def_property_readonly("context_length",
+                          [](PyEngine& self) { return self.get().context_length(); })
+      .def_property_readonly("backend_name",
+                             [](PyEngine& self) { return self.get().backend_name(); })
+      .def_property_readonly(
+          "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
+          "A snapshot of the totals.")
+      .def_property_readonly("vocab_size",
+                             [](PyEngine& self) { return self.get().config().vocab_size; })
+      .def_property_readonly("model_config",
+                             [](PyEngine& self) { return self.get().config().ToString(); })
+      .def_property_readonly(
+          "tokenizer",
+          [](PyEngine& self) -> py::object {
+            const Tokenizer* tok = self.get().tokenizer();
+            if (tok == nullptr) return py::none();
+            // A non-owning reference; keep_alive ties it to the engine's lifetime.
+            return py::cast(tok, py::return_value_policy::reference);
+          },
+          py::keep_alive<0, 1>());
 }
 
 void BindEngineClass(py::module_& m) {
-  py::class_<Engine> e(m, "Engine",
-                       "A llama2.c model served on the paged KV cache (prefix caching, "
-                       "continuous batching). Not thread-safe: one thread drives it.");
+  py::class_<PyEngine> e(m, "Engine",
+                         "A llama2.c model served on the paged KV cache (prefix caching, "
+                         "continuous batching). One thread drives it at a time.");
   e.def_static("load", &LoadEngine, arg("model_path"), arg("tokenizer_path") = "", py::kw_only(),
                arg("backend") = "auto", arg("block_size") = 16, arg("num_kv_blocks") = 0,
                arg("kv_dtype") = "f32", arg("enable_prefix_caching") = true,
@@ -187,65 +271,26 @@ void BindEngineClass(py::module_& m) {
                arg("model_id") = "llama2c");
   e.def(
       "add_request",
-      [](Engine& self, GenerationRequest request) {
-        return Unwrap(self.AddRequest(std::move(request)));
+      [](PyEngine& self, GenerationRequest request) {
+        return Unwrap(self.get().AddRequest(std::move(request)));
       },
       arg("request"), "Queues a GenerationRequest; returns its id.");
   RequestArgs([&](auto&&... a) {
     e.def(
         "add_request",
-        [](Engine& self, std::vector<TokenId> prompt_tokens, std::string prompt_text,
+        [](PyEngine& self, std::vector<TokenId> prompt_tokens, std::string prompt_text,
            int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
            std::string cache_salt, int32_t priority, bool stop_at_eos,
            std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks) {
-          return Unwrap(self.AddRequest(
+          return Unwrap(self.get().AddRequest(
               MakeRequest(std::move(prompt_tokens), std::move(prompt_text), max_new_tokens,
                           temperature, top_p, seed, std::move(cache_salt), priority, stop_at_eos,
                           std::move(stop_tokens), std::move(chunks))));
         },
         a..., "Queues a request given by keywords; returns its id.");
   });
-  e.def(
-       "step",
-       [](Engine& self) {
-         absl::StatusOr<StepOutput> out;
-         {
-           py::gil_scoped_release release;
-           out = self.Step();
-         }
-         return std::make_shared<StepOutput>(Unwrap(std::move(out)));
-       },
-       "Runs one scheduled batch (releases the GIL).")
-      .def(
-          "generate",
-          [](Engine& self, std::vector<GenerationRequest> requests) {
-            absl::StatusOr<std::vector<GenerationResult>> out;
-            {
-              py::gil_scoped_release release;
-              out = self.Generate(std::move(requests));
-            }
-            return Unwrap(std::move(out));
-          },
-          arg("requests"), "Runs the requests to completion; results in order (releases the GIL).")
-      .def(
-          "abort_request", [](Engine& self, RequestId id) { CheckStatus(self.AbortRequest(id)); },
-          arg("request_id"))
-      .def("has_unfinished_requests", &Engine::HasUnfinishedRequests)
-      .def_property_readonly("context_length", &Engine::context_length)
-      .def_property_readonly("backend_name", &Engine::backend_name)
-      .def_property_readonly("stats", &Engine::stats)
-      .def_property_readonly("vocab_size",
-                             [](const Engine& self) { return self.config().vocab_size; })
-      .def_property_readonly("model_config",
-                             [](const Engine& self) { return self.config().ToString(); })
-      .def_property_readonly(
-          "tokenizer",
-          [](const Engine& self) -> py::object {
-            if (self.tokenizer() == nullptr) return py::none();
-            // A non-owning reference tied to the engine's lifetime.
-            return py::cast(self.tokenizer(), py::return_value_policy::reference);
-          },
-          py::keep_alive<0, 1>());
+  BindEngineRun(e);
+  BindEngineQueries(e);
 }
 
 }  // namespace

@@ -83,3 +83,26 @@ def test_tokenizer_roundtrip(aidreams):
         tok.decode([600])
     with pytest.raises(pagedkv.InvalidArgumentError):
         pagedkv.Tokenizer.load(str(aidreams / "tok512.bin"), 300)
+
+
+def test_generate_releases_the_gil_and_refuses_a_second_thread(engine):
+    """While generate() runs in one thread (GIL released), this thread keeps running, and a call
+    into the same engine from it raises RuntimeError instead of racing."""
+    import threading
+
+    requests = [pagedkv.GenerationRequest(prompt_tokens=[1, 5 + i], max_new_tokens=100,
+                                          stop_at_eos=False) for i in range(4)]
+    results = []
+    worker = threading.Thread(target=lambda: results.append(engine.generate(requests)))
+    refused = 0
+    worker.start()
+    while worker.is_alive():
+        try:
+            engine.has_unfinished_requests()
+        except RuntimeError as e:
+            assert "busy" in str(e)
+            refused += 1
+    worker.join()
+    assert refused > 0
+    assert [len(r.output_tokens) for r in results[0]] == [100] * 4
+    assert not engine.has_unfinished_requests()  # usable again afterwards
