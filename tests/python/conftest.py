@@ -12,10 +12,10 @@ HERE = pathlib.Path(__file__).parent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.keyword or session.config.option.markexpr or session.config.args != [
-        str(HERE)
-    ]:
-        return  # a selection: no completeness check
+    config = session.config
+    whole_suite = [pathlib.Path(config.invocation_params.dir, a).resolve() for a in config.args]
+    if config.option.keyword or config.option.markexpr or whole_suite != [HERE.resolve()]:
+        return  # a selection (a file, -k, -m): no completeness check
     files = {p.name for p in HERE.glob("test_*.py")}
     collected = {pathlib.Path(str(item.fspath)).name for item in session.items}
     missing = sorted(files - collected)
