@@ -1,0 +1,108 @@
+"""pagedkv: a paged KV cache with prefix caching, a continuous-batching scheduler, the replay
+tool and a small llama2.c engine, from Python.
+
+The classes are the C++ library's (``pagedkv._pagedkv``, built with pybind11): snake_case
+methods, keyword arguments with the C++ defaults, properties, and exceptions of the
+:class:`Error` hierarchy for every failed call (nothing changes on error, as in C++).
+
+Example::
+
+    import pagedkv
+    m = pagedkv.KvCacheManager(num_blocks=64, block_size=16, model_fingerprint="demo")
+    r = m.new_request(1, list(range(40)))
+    hit = m.get_computed_blocks(r)
+    m.allocate_slots(r, r.num_tokens - hit.num_computed_tokens, hit)
+    m.block_table(1)          # numpy int32, 3 blocks
+    m.free(1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import Iterator, Optional, Sequence
+
+from . import _pagedkv
+from ._pagedkv import *  # noqa: F401,F403  (the bound classes and functions)
+from ._pagedkv import (  # noqa: F401  (names used below)
+    ChunkIndex,
+    ChunkLocation,
+    Engine,
+    GenerationRequest,
+    TokenOutput,
+)
+
+__version__: str = _pagedkv.__version__
+
+
+class EvictionPolicy:
+    """Base class of eviction policies written in Python; pass an instance as
+    ``eviction_policy=`` to :class:`BlockPool` or :class:`KvCacheManager`.
+
+    The pool calls the methods below from the thread that drives it (see the C++
+    ``EvictionPolicy``): ``on_insert`` when a block enters the hash index (it is in use),
+    ``on_access`` when a cached block is pinned (no longer a candidate), ``on_release`` when its
+    reference count drops to zero (now a candidate), ``on_remove`` when it leaves the index
+    otherwise, ``pick_victim`` to choose, forget and return a candidate, ``clear`` when the index
+    is dropped. Hashes are 16-byte ``bytes``. An exception in a notification is reported through
+    ``sys.unraisablehook``; an exception in ``pick_victim``, or a block that is not an evictable
+    cached one, makes the allocation fail with :class:`InternalError` (the pool stays
+    consistent).
+    """
+
+    #: The name the pool reports (``BlockPool.policy_name``).
+    name: str = "python"
+
+    def init(self, num_blocks: int) -> None:
+        """Called once before any other call (and again by a new pool: start empty)."""
+
+    def on_insert(self, block: int, hash: bytes) -> None:
+        """``block`` entered the index under ``hash``; it is referenced (not a candidate)."""
+
+    def on_access(self, block: int, hash: bytes) -> None:
+        """Cached ``block`` was pinned; if it was a candidate it no longer is."""
+
+    def on_release(self, block: int, hash: bytes) -> None:
+        """Cached ``block``'s reference count dropped to zero: it is now a candidate."""
+
+    def on_remove(self, block: int, hash: bytes) -> None:
+        """``block`` left the index without being picked; forget it."""
+
+    def pick_victim(self) -> int:
+        """Choose a candidate, forget it and return its block id."""
+        raise NotImplementedError("an EvictionPolicy subclass must implement pick_victim")
+
+    def clear(self) -> None:
+        """Forget every block."""
+
+
+@contextlib.contextmanager
+def _chunk_pinned(self: ChunkIndex, location: ChunkLocation) -> Iterator[ChunkLocation]:
+    """``with index.pinned(location):`` acquires the chunk's blocks and releases them after."""
+    self.acquire(location)
+    try:
+        yield location
+    finally:
+        self.release(location)
+
+
+ChunkIndex.pinned = _chunk_pinned  # type: ignore[attr-defined]
+
+
+def _engine_stream(
+    self: Engine, requests: Optional[Sequence[GenerationRequest]] = None
+) -> Iterator[TokenOutput]:
+    """Yields every token as it is sampled, step by step, until the engine has no unfinished
+    request (``requests``, when given, are queued first)."""
+    for request in requests or ():
+        self.add_request(request)
+    while self.has_unfinished_requests():
+        for token in self.step().tokens:
+            yield token
+
+
+Engine.stream = _engine_stream  # type: ignore[attr-defined]
+
+# The star import above bound `replay` to the extension's submodule; the package's replay.py
+# (which wraps it) takes its place.
+replay = importlib.import_module(".replay", __name__)

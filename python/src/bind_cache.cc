@@ -1,0 +1,295 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Bindings of the request-level prefix cache: KvCacheManager, CacheRequest, ComputedBlocks,
+// MultimodalInput and CacheStats.
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+#include "events.h"
+#include "kv_cache_manager_binding.h"
+#include "pagedkv/cache_request.h"
+#include "pagedkv/cache_stats.h"
+#include "pagedkv/kv_cache_manager.h"
+
+namespace pagedkv::python {
+namespace {
+
+using py::arg;
+
+std::vector<MultimodalInput> MultimodalArgument(const std::optional<py::list>& inputs) {
+  std::vector<MultimodalInput> out;
+  if (inputs.has_value()) {
+    for (py::handle h : *inputs) out.push_back(h.cast<MultimodalInput>());
+  }
+  return out;
+}
+
+std::unique_ptr<PyKvCacheManager> MakeManager(int32_t num_blocks, int32_t block_size,
+                                              bool enable_prefix_caching, bool verify_tokens,
+                                              py::object eviction_policy, int32_t vocab_size,
+                                              std::string model_fingerprint, bool record_events) {
+  KvCacheManagerOptions options{.num_blocks = num_blocks,
+                                .block_size = block_size,
+                                .enable_prefix_caching = enable_prefix_caching,
+                                .verify_tokens = verify_tokens,
+                                .vocab_size = vocab_size,
+                                .model_fingerprint = std::move(model_fingerprint)};
+  std::unique_ptr<EvictionPolicy> policy =
+      PolicyArgument(eviction_policy, &options.eviction_policy);
+  auto out = std::make_unique<PyKvCacheManager>();
+  out->manager = Unwrap(KvCacheManager::Create(std::move(options), std::move(policy)));
+  out->hub.Attach(*out->manager, record_events);
+  return out;
+}
+
+void BindCacheRequest(py::module_& m) {
+  py::class_<MultimodalInput> mm(m, "MultimodalInput",
+                                 "A multimodal input over `length` placeholder tokens from "
+                                 "`offset`; every block it overlaps hashes `content_hash`.");
+  mm.def(py::init([](int64_t offset, int64_t length, BlockHash content_hash) {
+           return MultimodalInput{.offset = offset, .length = length, .content_hash = content_hash};
+         }),
+         arg("offset"), arg("length"), arg("content_hash"))
+      .def_readonly("offset", &MultimodalInput::offset)
+      .def_readonly("length", &MultimodalInput::length)
+      .def_readonly("content_hash", &MultimodalInput::content_hash);
+  AddDataclassMethods(mm, {"offset", "length", "content_hash"});
+
+  py::class_<CacheRequest> req(m, "CacheRequest",
+                               "The cache-side state of one request: its tokens and the chained "
+                               "hashes of its full blocks (made by KvCacheManager.new_request).");
+  req.def(py::init([](RequestId id, std::vector<TokenId> prompt, int32_t block_size,
+                      std::string cache_salt, std::string model_fingerprint, uint64_t adapter_id,
+                      std::optional<py::list> multimodal, int32_t vocab_size) {
+            CacheRequestOptions o{.id = id,
+                                  .block_size = block_size,
+                                  .cache_salt = std::move(cache_salt),
+                                  .model_fingerprint = std::move(model_fingerprint),
+                                  .adapter_id = adapter_id,
+                                  .multimodal = MultimodalArgument(multimodal),
+                                  .vocab_size = vocab_size};
+            return Unwrap(CacheRequest::Create(std::move(o), prompt));
+          }),
+          arg("id"), arg("prompt"), py::kw_only(), arg("block_size") = 16, arg("cache_salt") = "",
+          arg("model_fingerprint") = "", arg("adapter_id") = 0, arg("multimodal") = py::none(),
+          arg("vocab_size") = 0)
+      .def(
+          "append_tokens",
+          [](CacheRequest& r, std::vector<TokenId> tokens) { CheckStatus(r.AppendTokens(tokens)); },
+          arg("tokens"), "Appends tokens (all or nothing) and hashes the blocks they complete.")
+      .def(
+          "append_token", [](CacheRequest& r, TokenId t) { CheckStatus(r.AppendToken(t)); },
+          arg("token"))
+      .def_property_readonly("id", &CacheRequest::id)
+      .def_property_readonly("block_size", &CacheRequest::block_size)
+      .def_property_readonly("cache_salt", &CacheRequest::cache_salt)
+      .def_property_readonly("model_fingerprint", &CacheRequest::model_fingerprint)
+      .def_property_readonly("adapter_id", &CacheRequest::adapter_id)
+      .def_property_readonly("vocab_size", &CacheRequest::vocab_size)
+      .def_property_readonly("num_tokens", &CacheRequest::num_tokens)
+      .def_property_readonly("num_prompt_tokens", &CacheRequest::num_prompt_tokens)
+      .def_property_readonly("num_full_blocks", &CacheRequest::num_full_blocks)
+      .def_property_readonly(
+          "tokens",
+          [](const CacheRequest& r) { return ReadOnlyCopy(r.tokens().data(), r.tokens().size()); },
+          "Every token so far (a read-only int32 copy).")
+      .def_property_readonly(
+          "block_hashes",
+          [](const CacheRequest& r) {
+            py::list out;
+            for (const BlockHash& h : r.block_hashes()) out.append(HashToBytes(h));
+            return out;
+          },
+          "Chained hash of each full block (16 bytes each).")
+      .def_property_readonly("root_hash", &CacheRequest::root_hash)
+      .def("__len__", &CacheRequest::num_tokens)
+      .def("__repr__", [](const CacheRequest& r) {
+        return "CacheRequest(id=" + std::to_string(r.id()) +
+               ", num_tokens=" + std::to_string(r.num_tokens()) +
+               ", num_full_blocks=" + std::to_string(r.num_full_blocks()) + ")";
+      });
+
+  py::class_<ComputedBlocks> computed(m, "ComputedBlocks",
+                                      "The longest cached prefix found by get_computed_blocks.");
+  computed
+      .def(py::init([](std::vector<BlockId> blocks, int64_t num_computed_tokens) {
+             return ComputedBlocks{std::move(blocks), num_computed_tokens};
+           }),
+           arg("blocks") = std::vector<BlockId>{}, arg("num_computed_tokens") = 0)
+      .def_readonly("blocks", &ComputedBlocks::blocks)
+      .def_readonly("num_computed_tokens", &ComputedBlocks::num_computed_tokens);
+  AddDataclassMethods(computed, {"blocks", "num_computed_tokens"});
+}
+
+void BindStats(py::module_& m) {
+  py::class_<CacheStats> stats(m, "CacheStats", "Prefix-cache counters (a snapshot).");
+  stats.def(py::init<>())
+      .def_readonly("lookups", &CacheStats::lookups)
+      .def_readonly("queried_tokens", &CacheStats::queried_tokens)
+      .def_readonly("queried_blocks", &CacheStats::queried_blocks)
+      .def_readonly("hit_tokens", &CacheStats::hit_tokens)
+      .def_readonly("hit_blocks", &CacheStats::hit_blocks)
+      .def_readonly("stored_blocks", &CacheStats::stored_blocks)
+      .def_readonly("evictions", &CacheStats::evictions)
+      .def_readonly("verification_failures", &CacheStats::verification_failures)
+      .def_readonly("replaced_blocks", &CacheStats::replaced_blocks)
+      .def_readonly("resets", &CacheStats::resets)
+      .def_property_readonly("hit_rate", &CacheStats::HitRate, "hit_tokens / queried_tokens.")
+      .def_property_readonly("block_hit_rate", &CacheStats::BlockHitRate)
+      .def("summary", &CacheStats::Summary);
+  AddDataclassMethods(
+      stats, {"lookups", "queried_tokens", "queried_blocks", "hit_tokens", "hit_blocks",
+              "stored_blocks", "evictions", "verification_failures", "replaced_blocks", "resets"});
+}
+
+void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
+  c.def(
+       "block_table",
+       [](PyKvCacheManager& self, RequestId id) {
+         std::span<const BlockId> t = Unwrap(self.get().GetBlockTable(id));
+         return ReadOnlyCopy(t.data(), t.size());
+       },
+       arg("request_id"),
+       "The request's block table: a read-only int32 array (a copy, so it stays valid after "
+       "allocate_slots / free).")
+      .def(
+          "slot_mapping",
+          [](PyKvCacheManager& self, RequestId id, int64_t start, int64_t stop) {
+            return SlotMapping(self.get(), id, start, stop);
+          },
+          arg("request_id"), arg("start"), arg("stop"),
+          "KV slots (int64) of token positions [start, stop) of the request.")
+      .def(
+          "num_allocated_tokens",
+          [](PyKvCacheManager& self, RequestId id) {
+            return Unwrap(self.get().NumAllocatedTokens(id));
+          },
+          arg("request_id"))
+      .def("__contains__",
+           [](PyKvCacheManager& self, RequestId id) { return self.get().HasRequest(id); })
+      .def_property_readonly("num_requests",
+                             [](PyKvCacheManager& self) { return self.get().NumRequests(); })
+      .def_property_readonly("num_blocks",
+                             [](PyKvCacheManager& self) { return self.get().num_blocks(); })
+      .def_property_readonly("block_size",
+                             [](PyKvCacheManager& self) { return self.get().block_size(); })
+      .def_property_readonly(
+          "num_available_blocks",
+          [](PyKvCacheManager& self) { return self.get().NumAvailableBlocks(); },
+          "Free + evictable blocks.")
+      .def_property_readonly(
+          "usage", [](PyKvCacheManager& self) { return self.get().Usage(); },
+          "Fraction of blocks referenced by requests.")
+      .def_property_readonly("stats", [](PyKvCacheManager& self) { return self.get().stats(); })
+      .def("reset_stats", [](PyKvCacheManager& self) { self.get().ResetStats(); })
+      .def(
+          "validate_invariants",
+          [](PyKvCacheManager& self) { CheckStatus(self.get().ValidateInvariants()); },
+          "Raises InternalError when an internal invariant is broken.");
+}
+
+void BindManagerEvents(py::class_<PyKvCacheManager>& c) {
+  c.def(
+       "take_events", [](PyKvCacheManager& self) { return self.hub.Take(); },
+       "The KV events since the previous call, oldest first (BlockStored, BlockRemoved, "
+       "AllBlocksCleared); empty when created with record_events=False.")
+      .def(
+          "add_event_listener",
+          [](PyKvCacheManager& self, py::function fn) { return self.hub.AddListener(fn); },
+          arg("listener"),
+          "Calls listener(event) for every event as it happens; returns an id. The listener "
+          "must not call back into this manager.")
+      .def(
+          "remove_event_listener",
+          [](PyKvCacheManager& self, int id) { return self.hub.RemoveListener(id); },
+          arg("listener_id"));
+}
+
+void BindManager(py::module_& m) {
+  py::class_<PyKvCacheManager> c(
+      m, "KvCacheManager",
+      "Request-level prefix caching over a block pool (vLLM v1 style). Not thread-safe.");
+  c.def(py::init(&MakeManager), py::kw_only(), arg("num_blocks"), arg("block_size") = 16,
+        arg("enable_prefix_caching") = true, arg("verify_tokens") = true,
+        arg("eviction_policy") = "lru", arg("vocab_size") = 0, arg("model_fingerprint") = "",
+        arg("record_events") = true)
+      .def(
+          "new_request",
+          [](PyKvCacheManager& self, RequestId id, std::vector<TokenId> prompt,
+             std::string cache_salt, uint64_t adapter_id, std::optional<py::list> multimodal) {
+            RequestCacheKeys keys{.cache_salt = std::move(cache_salt),
+                                  .adapter_id = adapter_id,
+                                  .multimodal = MultimodalArgument(multimodal)};
+            return Unwrap(self.get().NewRequest(id, prompt, keys));
+          },
+          arg("id"), arg("prompt"), py::kw_only(), arg("cache_salt") = "", arg("adapter_id") = 0,
+          arg("multimodal") = py::none())
+      .def(
+          "get_computed_blocks",
+          [](PyKvCacheManager& self, const CacheRequest& r) {
+            return Unwrap(self.get().GetComputedBlocks(r));
+          },
+          arg("request"))
+      .def(
+          "allocate_slots",
+          [](PyKvCacheManager& self, const CacheRequest& r, int64_t n,
+             std::optional<ComputedBlocks> computed, int64_t no_cache_from_token) {
+            CheckStatus(self.get().AllocateSlots(r, n, computed.value_or(ComputedBlocks{}),
+                                                 {.no_cache_from_token = no_cache_from_token}));
+          },
+          arg("request"), arg("num_new_tokens"), arg("computed") = py::none(), py::kw_only(),
+          arg("no_cache_from_token") = -1)
+      .def(
+          "num_blocks_to_allocate",
+          [](PyKvCacheManager& self, const CacheRequest& r, int64_t n,
+             std::optional<ComputedBlocks> computed) {
+            return Unwrap(
+                self.get().NumBlocksToAllocate(r, n, computed.value_or(ComputedBlocks{})));
+          },
+          arg("request"), arg("num_new_tokens"), arg("computed") = py::none())
+      .def(
+          "free", [](PyKvCacheManager& self, RequestId id) { CheckStatus(self.get().Free(id)); },
+          arg("request_id"))
+      .def("reset_prefix_cache", [](PyKvCacheManager& self) { self.get().ResetPrefixCache(); })
+      .def("__repr__", [](PyKvCacheManager& self) {
+        const KvCacheManager& k = self.get();
+        return "KvCacheManager(num_blocks=" + std::to_string(k.num_blocks()) +
+               ", block_size=" + std::to_string(k.block_size()) +
+               ", num_requests=" + std::to_string(k.NumRequests()) +
+               ", num_available_blocks=" + std::to_string(k.NumAvailableBlocks()) + ")";
+      });
+  BindManagerQueries(c);
+  BindManagerEvents(c);
+}
+
+}  // namespace
+
+py::array SlotMapping(const KvCacheManager& manager, RequestId id, int64_t start, int64_t stop) {
+  std::span<const BlockId> table = Unwrap(manager.GetBlockTable(id));
+  const int64_t bs = manager.block_size();
+  const int64_t allocated = Unwrap(manager.NumAllocatedTokens(id));
+  if (start < 0 || stop < start || stop > allocated) {
+    ThrowInvalidArgument("slot_mapping: need 0 <= start <= stop <= " + std::to_string(allocated) +
+                         " (the request's allocated tokens); got [" + std::to_string(start) + ", " +
+                         std::to_string(stop) + ")");
+  }
+  std::vector<int64_t> slots;
+  slots.reserve(static_cast<size_t>(stop - start));
+  for (int64_t p = start; p < stop; ++p) {
+    slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs);
+  }
+  return ReadOnlyCopy(slots.data(), slots.size());
+}
+
+void BindCache(py::module_& m) {
+  BindEvents(m);
+  BindCacheRequest(m);
+  BindStats(m);
+  BindManager(m);
+}
+
+}  // namespace pagedkv::python

@@ -1,0 +1,304 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Bindings of the llama2.c Engine and its Tokenizer. step() and generate() release the GIL while
+// the model runs; Engine.stream() (pagedkv/__init__.py) iterates over tokens as they come.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+#include "pagedkv/backend_kind.h"
+#include "pagedkv/dtype.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/tokenizer.h"
+
+namespace pagedkv::python {
+namespace {
+
+using py::arg;
+
+const char* FinishName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "aborted";
+  }
+  return "none";
+}
+
+GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string prompt_text,
+                              int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
+                              std::string cache_salt, int32_t priority, bool stop_at_eos,
+                              std::vector<TokenId> stop_tokens,
+                              std::vector<std::pair<int32_t, int32_t>> chunks) {
+  GenerationRequest r{.prompt_tokens = std::move(prompt_tokens),
+                      .prompt_text = std::move(prompt_text),
+                      .max_new_tokens = max_new_tokens,
+                      .sampling = {.temperature = temperature, .top_p = top_p, .seed = seed},
+                      .cache_salt = std::move(cache_salt),
+                      .priority = priority,
+                      .stop_at_eos = stop_at_eos,
+                      .stop_tokens = std::move(stop_tokens)};
+  for (auto [offset, length] : chunks) r.chunks.push_back({.offset = offset, .length = length});
+  return r;
+}
+
+// The keyword arguments of GenerationRequest(...) and Engine.add_request(...).
+template <typename Def>
+void RequestArgs(Def&& def) {
+  def(py::kw_only(), arg("prompt_tokens") = std::vector<TokenId>{}, arg("prompt_text") = "",
+      arg("max_new_tokens") = 16, arg("temperature") = 0.0f, arg("top_p") = 1.0f, arg("seed") = 0,
+      arg("cache_salt") = "", arg("priority") = 0, arg("stop_at_eos") = true,
+      arg("stop_tokens") = std::vector<TokenId>{},
+      arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{});
+}
+
+void BindTokenizer(py::module_& m) {
+  py::class_<Tokenizer, std::shared_ptr<Tokenizer>> t(m, "Tokenizer", "A llama2.c tokenizer.");
+  t.def_static(
+       "load",
+       [](const std::string& path, int32_t vocab_size) {
+         return std::make_shared<Tokenizer>(Unwrap(Tokenizer::Load(path, vocab_size)));
+       },
+       arg("path"), arg("vocab_size"))
+      .def(
+          "encode",
+          [](const Tokenizer& tok, const std::string& text, bool add_bos, bool add_eos) {
+            return Unwrap(tok.Encode(text, {.add_bos = add_bos, .add_eos = add_eos}));
+          },
+          arg("text"), py::kw_only(), arg("add_bos") = true, arg("add_eos") = false)
+      .def(
+          "decode",
+          [](const Tokenizer& tok, std::vector<TokenId> tokens, TokenId prev) {
+            return Unwrap(tok.Decode(tokens, prev));
+          },
+          arg("tokens"), py::kw_only(), arg("prev") = Tokenizer::kBosId)
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("bos_id", &Tokenizer::bos_id)
+      .def_property_readonly("eos_id", &Tokenizer::eos_id);
+}
+
+void BindEngineTypes(py::module_& m) {
+  py::class_<GenerationRequest> req(m, "GenerationRequest", "One request for Engine.generate.");
+  RequestArgs([&](auto&&... a) { req.def(py::init(&MakeRequest), a...); });
+  req.def_readwrite("prompt_tokens", &GenerationRequest::prompt_tokens)
+      .def_readwrite("prompt_text", &GenerationRequest::prompt_text)
+      .def_readwrite("max_new_tokens", &GenerationRequest::max_new_tokens)
+      .def_readwrite("cache_salt", &GenerationRequest::cache_salt)
+      .def_readwrite("priority", &GenerationRequest::priority);
+  AddDataclassMethods(req,
+                      {"prompt_tokens", "prompt_text", "max_new_tokens", "cache_salt", "priority"});
+
+  py::class_<TokenOutput> tok(m, "TokenOutput", "One token produced by a step.");
+  tok.def_readonly("request_id", &TokenOutput::request_id)
+      .def_readonly("token", &TokenOutput::token)
+      .def_readonly("index", &TokenOutput::index);
+  AddDataclassMethods(tok, {"request_id", "token", "index"});
+
+  py::class_<GenerationResult> res(m, "GenerationResult", "A finished (or aborted) request.");
+  res.def_readonly("request_id", &GenerationResult::request_id)
+      .def_readonly("prompt_tokens", &GenerationResult::prompt_tokens)
+      .def_readonly("output_tokens", &GenerationResult::output_tokens)
+      .def_property_readonly("finish_reason",
+                             [](const GenerationResult& r) { return FinishName(r.finish_reason); })
+      .def_readonly("text", &GenerationResult::text)
+      .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens)
+      .def_readonly("num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens)
+      .def_readonly("num_preemptions", &GenerationResult::num_preemptions)
+      .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s)
+      .def_readonly("latency_s", &GenerationResult::latency_s);
+  AddDataclassMethods(res, {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
+                            "num_prefix_hit_tokens", "num_preemptions"});
+
+  py::class_<StepOutput, std::shared_ptr<StepOutput>> step(m, "StepOutput", "One engine step.");
+  step.def_readonly("tokens", &StepOutput::tokens)
+      .def_readonly("finished", &StepOutput::finished)
+      .def_property_readonly(
+          "logits",
+          [](py::object self) -> py::object {
+            const StepOutput& s = self.cast<StepOutput&>();
+            if (s.logits.empty()) return py::none();
+            const auto rows = static_cast<py::ssize_t>(s.tokens.size());
+            py::array flat = ReadOnlyView(s.logits, self);
+            return flat.attr("reshape")(rows, static_cast<py::ssize_t>(s.logits.size()) / rows);
+          },
+          "With return_logits: float32 [len(tokens), vocab_size] (a read-only view); else None.")
+      .def_readonly("batch", &StepOutput::batch)
+      .def_readonly("seconds", &StepOutput::seconds);
+
+  py::class_<EngineStats> st(m, "EngineStats", "Engine totals.");
+  st.def_readonly("num_steps", &EngineStats::num_steps)
+      .def_readonly("num_requests", &EngineStats::num_requests)
+      .def_readonly("num_finished", &EngineStats::num_finished)
+      .def_readonly("num_prompt_tokens", &EngineStats::num_prompt_tokens)
+      .def_readonly("num_prefix_hit_tokens", &EngineStats::num_prefix_hit_tokens)
+      .def_readonly("num_computed_tokens", &EngineStats::num_computed_tokens)
+      .def_readonly("num_generated_tokens", &EngineStats::num_generated_tokens)
+      .def_readonly("num_preemptions", &EngineStats::num_preemptions)
+      .def_readonly("busy_seconds", &EngineStats::busy_seconds)
+      .def_readonly("step_num_tokens", &EngineStats::step_num_tokens)
+      .def_readonly("step_num_seqs", &EngineStats::step_num_seqs);
+  AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
+                           "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
+                           "num_preemptions"});
+}
+
+// An Engine and whether a call that released the GIL is running on it. `running` is read and
+// written with the GIL held only, so a second Python thread that calls in while step() or
+// generate() runs gets RuntimeError instead of racing on the engine.
+struct PyEngine {
+  std::unique_ptr<Engine> engine;  // never null once constructed
+  bool running = false;
+
+  Engine& get() {
+    if (running) {
+      throw std::runtime_error(
+          "pagedkv.Engine is busy: step() or generate() is running in another thread; drive an "
+          "Engine from one thread at a time");
+    }
+    return *engine;
+  }
+
+  // Runs fn(engine) with the GIL released.
+  template <typename Fn>
+  auto RunWithoutGil(Fn fn) {
+    Engine& e = get();
+    running = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{running};
+    py::gil_scoped_release release;
+    return fn(e);
+  }
+};
+
+std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
+                                     const std::string& tokenizer_path, const std::string& backend,
+                                     int32_t block_size, int32_t num_kv_blocks,
+                                     const std::string& kv_dtype, bool enable_prefix_caching,
+                                     std::string eviction_policy, int32_t max_num_batched_tokens,
+                                     int32_t max_num_seqs, bool enable_chunked_prefill,
+                                     bool allow_context_overrun, bool return_logits,
+                                     std::string model_id) {
+  EngineOptions o;
+  o.backend = Unwrap(ParseBackendKind(backend));
+  o.block_size = block_size;
+  o.num_kv_blocks = num_kv_blocks;
+  o.kv_dtype = Unwrap(ParseDType(kv_dtype));
+  o.enable_prefix_caching = enable_prefix_caching;
+  o.eviction_policy = std::move(eviction_policy);
+  o.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+  o.scheduler.max_num_seqs = max_num_seqs;
+  o.scheduler.enable_chunked_prefill = enable_chunked_prefill;
+  o.allow_context_overrun = allow_context_overrun;
+  o.return_logits = return_logits;
+  o.model_id = std::move(model_id);
+  absl::StatusOr<std::unique_ptr<Engine>> engine;
+  {
+    py::gil_scoped_release release;
+    engine = Engine::Load(model_path, tokenizer_path, o);
+  }
+  auto out = std::make_unique<PyEngine>();
+  out->engine = Unwrap(std::move(engine));
+  return out;
+}
+
+void BindEngineRun(py::class_<PyEngine>& e) {
+  e.def(
+       "step",
+       [](PyEngine& self) {
+         absl::StatusOr<StepOutput> out = self.RunWithoutGil([](Engine& en) { return en.Step(); });
+         return std::make_shared<StepOutput>(Unwrap(std::move(out)));
+       },
+       "Runs one scheduled batch (releases the GIL).")
+      .def(
+          "generate",
+          [](PyEngine& self, std::vector<GenerationRequest> requests) {
+            return Unwrap(
+                self.RunWithoutGil([&](Engine& en) { return en.Generate(std::move(requests)); }));
+          },
+          arg("requests"), "Runs the requests to completion; results in order (releases the GIL).")
+      .def(
+          "abort_request",
+          [](PyEngine& self, RequestId id) { CheckStatus(self.get().AbortRequest(id)); },
+          arg("request_id"))
+      .def("has_unfinished_requests",
+           [](PyEngine& self) { return self.get().HasUnfinishedRequests(); });
+}
+
+void BindEngineQueries(py::class_<PyEngine>& e) {
+  e.def_property_readonly("context_length",
+                          [](PyEngine& self) { return self.get().context_length(); })
+      .def_property_readonly("backend_name",
+                             [](PyEngine& self) { return self.get().backend_name(); })
+      .def_property_readonly(
+          "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
+          "A snapshot of the totals.")
+      .def_property_readonly("vocab_size",
+                             [](PyEngine& self) { return self.get().config().vocab_size; })
+      .def_property_readonly("model_config",
+                             [](PyEngine& self) { return self.get().config().ToString(); })
+      .def_property_readonly(
+          "tokenizer",
+          [](PyEngine& self) -> py::object {
+            const Tokenizer* tok = self.get().tokenizer();
+            if (tok == nullptr) return py::none();
+            // A non-owning reference; keep_alive ties it to the engine's lifetime.
+            return py::cast(tok, py::return_value_policy::reference);
+          },
+          py::keep_alive<0, 1>());
+}
+
+void BindEngineClass(py::module_& m) {
+  py::class_<PyEngine> e(m, "Engine",
+                         "A llama2.c model served on the paged KV cache (prefix caching, "
+                         "continuous batching). One thread drives it at a time.");
+  e.def_static("load", &LoadEngine, arg("model_path"), arg("tokenizer_path") = "", py::kw_only(),
+               arg("backend") = "auto", arg("block_size") = 16, arg("num_kv_blocks") = 0,
+               arg("kv_dtype") = "f32", arg("enable_prefix_caching") = true,
+               arg("eviction_policy") = "lru", arg("max_num_batched_tokens") = 2048,
+               arg("max_num_seqs") = 256, arg("enable_chunked_prefill") = true,
+               arg("allow_context_overrun") = false, arg("return_logits") = false,
+               arg("model_id") = "llama2c");
+  e.def(
+      "add_request",
+      [](PyEngine& self, GenerationRequest request) {
+        return Unwrap(self.get().AddRequest(std::move(request)));
+      },
+      arg("request"), "Queues a GenerationRequest; returns its id.");
+  RequestArgs([&](auto&&... a) {
+    e.def(
+        "add_request",
+        [](PyEngine& self, std::vector<TokenId> prompt_tokens, std::string prompt_text,
+           int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
+           std::string cache_salt, int32_t priority, bool stop_at_eos,
+           std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks) {
+          return Unwrap(self.get().AddRequest(
+              MakeRequest(std::move(prompt_tokens), std::move(prompt_text), max_new_tokens,
+                          temperature, top_p, seed, std::move(cache_salt), priority, stop_at_eos,
+                          std::move(stop_tokens), std::move(chunks))));
+        },
+        a..., "Queues a request given by keywords; returns its id.");
+  });
+  BindEngineRun(e);
+  BindEngineQueries(e);
+}
+
+}  // namespace
+
+void BindEngine(py::module_& m) {
+  BindTokenizer(m);
+  BindEngineTypes(m);
+  BindEngineClass(m);
+}
+
+}  // namespace pagedkv::python

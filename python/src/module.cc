@@ -1,0 +1,19 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The extension module pagedkv._pagedkv; the package's __init__.py re-exports it. Each bound
+// area lives in its own file (bind_*.cc).
+#include "common.h"
+#include "pagedkv/version.h"
+
+PYBIND11_MODULE(_pagedkv, m) {
+  namespace python = pagedkv::python;
+  m.doc() = "pagedkv: paged KV cache, prefix caching, scheduler, replay and engine (C++ core).";
+  // The linked library's version, which equals the C++ headers' PAGEDKV_VERSION_STRING.
+  m.attr("__version__") = pagedkv::VersionString();
+  python::RegisterErrors(m);
+  python::BindCache(m);
+  python::BindPool(m);
+  python::BindScheduler(m);
+  python::BindReplay(m);
+  python::BindEngine(m);
+}

@@ -1,0 +1,108 @@
+"""Engine and Tokenizer on aidreams260K (skipped when ../shared/data is absent), and engine
+errors that need no model."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import pagedkv
+
+
+def test_load_errors():
+    with pytest.raises(pagedkv.NotFoundError):
+        pagedkv.Engine.load("/nonexistent/model.bin")
+    with pytest.raises(pagedkv.InvalidArgumentError):
+        pagedkv.Engine.load("/nonexistent/model.bin", backend="tpu")
+
+
+@pytest.fixture
+def engine(aidreams):
+    return pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
+                               backend="cpu", block_size=8, return_logits=True)
+
+
+def test_generate_matches_cli(engine, aidreams, cli):
+    prompts = ["Echoes of", "Echoes of vectors"]
+    args = [str(cli), "generate", "--model", str(aidreams / "aidreams260K.bin"), "--tokenizer",
+            str(aidreams / "tok512.bin"), "-n", "20", "--block-size", "8", "--print-ids",
+            "--backend", "cpu"]
+    for p in prompts:
+        args += ["--prompt", p]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    expected = [list(map(int, l.split(":")[1].split())) for l in out.splitlines()
+                if l.startswith("output ids:")]
+    results = engine.generate([pagedkv.GenerationRequest(prompt_text=p, max_new_tokens=20)
+                               for p in prompts])
+    assert [r.output_tokens for r in results] == expected
+    assert results[0].finish_reason in ("length", "stop") and results[0].text
+    assert engine.tokenizer.decode(results[0].output_tokens,
+                                   prev=results[0].prompt_tokens[-1]) == results[0].text
+    assert engine.stats.num_requests == 2 and engine.stats.num_generated_tokens >= 2
+
+
+def test_step_and_stream(engine):
+    rid = engine.add_request(prompt_text="Echoes of", max_new_tokens=5)
+    step = engine.step()
+    assert [t.request_id for t in step.tokens] == [rid] and step.tokens[0].index == 0
+    assert step.logits.shape == (1, engine.vocab_size) and step.logits.dtype == np.float32
+    assert int(np.argmax(step.logits[0])) == step.tokens[0].token  # greedy
+    assert step.batch.num_scheduled_tokens == len(engine.tokenizer.encode("Echoes of"))
+    rest = list(engine.stream())
+    assert [t.index for t in rest] == list(range(1, len(rest) + 1)) and len(rest) <= 4
+    assert not engine.has_unfinished_requests()
+    again = list(engine.stream([pagedkv.GenerationRequest(prompt_text="Echoes of",
+                                                          max_new_tokens=5)]))
+    assert [t.token for t in again] == [step.tokens[0].token] + [t.token for t in rest]
+
+
+def test_engine_errors_change_nothing(engine):
+    with pytest.raises(pagedkv.InvalidArgumentError):
+        engine.add_request(prompt_tokens=[1, 9999])
+    with pytest.raises(pagedkv.InvalidArgumentError):
+        engine.add_request(prompt_tokens=[1, 5], max_new_tokens=0)
+    with pytest.raises(pagedkv.InvalidArgumentError, match="context"):
+        engine.add_request(prompt_tokens=[1] * 100, max_new_tokens=100)
+    assert not engine.has_unfinished_requests()
+    with pytest.raises(pagedkv.NotFoundError):
+        engine.abort_request(12345)
+    rid = engine.add_request(prompt_tokens=[1, 5, 6], max_new_tokens=8)
+    engine.abort_request(rid)
+    finished = engine.step().finished
+    assert [(r.request_id, r.finish_reason) for r in finished] == [(rid, "aborted")]
+
+
+def test_tokenizer_roundtrip(aidreams):
+    tok = pagedkv.Tokenizer.load(str(aidreams / "tok512.bin"), 512)
+    ids = tok.encode("Echoes of vectors")
+    assert ids[0] == tok.bos_id == 1 and tok.decode(ids) == "Echoes of vectors"
+    assert tok.encode("", add_bos=True) == [1]
+    with pytest.raises(pagedkv.InvalidArgumentError):
+        tok.decode([600])
+    with pytest.raises(pagedkv.InvalidArgumentError):
+        pagedkv.Tokenizer.load(str(aidreams / "tok512.bin"), 300)
+
+
+def test_generate_releases_the_gil_and_refuses_a_second_thread(engine):
+    """While generate() runs in one thread (GIL released), this thread keeps running, and a call
+    into the same engine from it raises RuntimeError instead of racing."""
+    import threading
+
+    requests = [pagedkv.GenerationRequest(prompt_tokens=[1, 5 + i], max_new_tokens=100,
+                                          stop_at_eos=False) for i in range(4)]
+    results = []
+    worker = threading.Thread(target=lambda: results.append(engine.generate(requests)))
+    refused = 0
+    worker.start()
+    while worker.is_alive():
+        try:
+            engine.has_unfinished_requests()
+        except RuntimeError as e:
+            assert "busy" in str(e)
+            refused += 1
+    worker.join()
+    assert refused > 0
+    assert [len(r.output_tokens) for r in results[0]] == [100] * 4
+    assert not engine.has_unfinished_requests()  # usable again afterwards
