@@ -8,7 +8,7 @@
 // Contents of device index arrays (slots, positions, token ids, block tables, sampling params)
 // are checked according to LaunchOptions::check:
 //  - ContentCheck::kValidate (default): a small validation kernel runs first and its verdict is
-//    copied back to the host (one 8-byte copy and one stream synchronisation per call, see
+//    copied back to the host (one 16-byte copy and one stream synchronisation per call, see
 //    kernels/cuda/content_check.h); a bad entry gives the same InvalidArgument as the CPU backend
 //    and nothing is written.
 //  - ContentCheck::kTrusted: the fast path for callers that validated on the host already (the
@@ -64,8 +64,7 @@ enum class ContentCheck : int32_t {
 struct LaunchOptions {
   ContentCheck check = ContentCheck::kValidate;  // see above
   Workspace* workspace = nullptr;                // null: DefaultWorkspace(stream)
-  uint64_t* deferred_flag =
-      nullptr;  // kDeferred: caller's device word (0: clear); null: workspace's
+  uint64_t* deferred_flag = nullptr;  // kDeferred: caller's device word; null: workspace's
 };
 
 // Copies the deferred-check flag `flag` (a device word) to the host, waits for `stream`, and

@@ -171,8 +171,8 @@ PAGEDKV_HD PagedKvLayout SeparateKvLayout(void* k, void* v, const PagedKvShape& 
 PAGEDKV_HD PagedKvLayout JointKvLayout(void* kv, const PagedKvShape& shape,
                                        KvPageOrder order = KvPageOrder::kNHD) {
   const int64_t page = PageElementsOf(shape);
-  char* v = static_cast<char*>(kv) + page * DTypeSize(shape.dtype);
-  return PageLayout(kv, kv == nullptr ? nullptr : v, shape, order, 2 * page);
+  void* v = kv == nullptr ? nullptr : static_cast<char*>(kv) + page * DTypeSize(shape.dtype);
+  return PageLayout(kv, v, shape, order, 2 * page);
 }
 
 // True when every (slot, head) row of `layout` starts at an element offset that is a multiple of
