@@ -21,6 +21,7 @@
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/kv_events.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
@@ -135,9 +136,12 @@ bool ChunkIndex::StillValid(const Entry& entry) const {
   return true;
 }
 
-absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const TokenId> tokens,
-                                        int32_t position, std::span<const BlockId> blocks,
-                                        int32_t start_offset) {
+absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
+  const BlockHash& key = insert.key;
+  const std::span<const TokenId> tokens = insert.tokens;
+  const int32_t position = insert.position;
+  const std::span<const BlockId> blocks = insert.blocks;
+  const int32_t start_offset = insert.start_offset;
   const int32_t bs = pool_->block_size();
   if (tokens.empty()) return absl::InvalidArgumentError("ChunkIndex::Insert: the chunk is empty");
   if (position < 0) {
@@ -150,7 +154,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
                                                    " must lie in [0, block_size = ", bs, ")"));
   }
   const int64_t needed =
-      (int64_t{start_offset} + static_cast<int64_t>(tokens.size()) + bs - 1) / bs;
+      NumBlocksFor(int64_t{start_offset} + static_cast<int64_t>(tokens.size()), bs);
   if (static_cast<int64_t>(blocks.size()) != needed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ChunkIndex::Insert: ", tokens.size(), " tokens from slot offset ", start_offset,
@@ -187,7 +191,8 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (pool_->IsCached(blocks[i])) continue;
     const BlockHash hash = ChunkBlockHash(key, serial, i);
-    absl::StatusOr<bool> inserted = pool_->Insert(blocks[i], hash, key);
+    absl::StatusOr<bool> inserted =
+        pool_->Insert({.block = blocks[i], .hash = hash, .parent_hash = key});
     if (!inserted.ok() || !*inserted) {
       for (BlockId b : newly_cached) DebugCheckOk(pool_->Uncache(b), "cached just above");
       if (!inserted.ok()) return inserted.status();

@@ -29,13 +29,12 @@
 #include "engine/scheduler/waiting_queue.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
 
 using internal::RequestState;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One request's share of a step, decided before the batch is written out.
 struct Decision {
@@ -154,7 +153,7 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
                      request.max_new_tokens, ") exceeds max_model_len ", options_.max_model_len));
   }
   // The last sampled token is never computed, so KV holds at most max_len - 1 tokens.
-  const int64_t max_blocks = CeilDiv(max_len - 1, cache_.block_size());
+  const int64_t max_blocks = NumBlocksFor(max_len - 1, cache_.block_size());
   if (max_blocks > cache_.num_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
@@ -457,7 +456,7 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
     // The first scheduled token: the first reused one when blending, else the first new one.
     const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
     const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
-    if (static_cast<int64_t>(table.size()) != CeilDiv(end, bs)) {
+    if (static_cast<int64_t>(table.size()) != NumBlocksFor(end, bs)) {
       return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
                                               " blocks for ", end, " tokens of block size ", bs));
     }
@@ -644,27 +643,21 @@ absl::StatusOr<RequestInfo> Scheduler::Impl::GetRequestInfo(RequestId id) const 
 // ---- Scheduler (forwarding) --------------------------------------------------------------------
 
 Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager& cache)
-    : options_(options),
-      options_status_(options.Validate()),
-      impl_(std::make_unique<Impl>(options, cache)) {}
+    : options_(options), impl_(std::make_unique<Impl>(options, cache)) {}
 
 Scheduler::~Scheduler() = default;
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
                                                              KvCacheManager& cache) {
   PAGEDKV_RETURN_IF_ERROR(options.Validate());
-  return std::make_unique<Scheduler>(options, cache);
+  return std::unique_ptr<Scheduler>(new Scheduler(options, cache));
 }
 
 absl::Status Scheduler::AddRequest(SchedulerRequest request) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
   return impl_->AddRequest(std::move(request));
 }
 
-absl::Status Scheduler::Schedule(ScheduledBatch* batch) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
-  return impl_->Schedule(batch);
-}
+absl::Status Scheduler::Schedule(ScheduledBatch* batch) { return impl_->Schedule(batch); }
 
 absl::StatusOr<ScheduledBatch> Scheduler::Schedule() {
   ScheduledBatch batch;
@@ -674,14 +667,10 @@ absl::StatusOr<ScheduledBatch> Scheduler::Schedule() {
 
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::UpdateFromOutput(
     std::span<const SampledToken> sampled) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
   return impl_->UpdateFromOutput(sampled);
 }
 
-absl::Status Scheduler::AbortRequest(RequestId id) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
-  return impl_->AbortRequest(id);
-}
+absl::Status Scheduler::AbortRequest(RequestId id) { return impl_->AbortRequest(id); }
 
 bool Scheduler::HasUnfinishedRequests() const { return impl_->HasUnfinishedRequests(); }
 int32_t Scheduler::num_waiting() const { return impl_->num_waiting(); }
