@@ -21,6 +21,7 @@
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/kv_events.h"
+#include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -136,8 +137,7 @@ bool ChunkIndex::StillValid(const Entry& entry) const {
   return true;
 }
 
-absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
-  const BlockHash& key = insert.key;
+absl::Status ChunkIndex::ValidateInsert(const ChunkInsert& insert) const {
   const std::span<const TokenId> tokens = insert.tokens;
   const int32_t position = insert.position;
   const std::span<const BlockId> blocks = insert.blocks;
@@ -179,11 +179,11 @@ absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
           " is not held by the caller (reference count 0); pass blocks that hold the chunk's KV"));
     }
   }
-  if (const auto it = chunks_.find(key); it != chunks_.end()) {
-    if (StillValid(it->second)) return false;
-    Drop(key);  // unreachable while the listener works; kept as a safety net
-  }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<std::vector<uint8_t>> ChunkIndex::CacheChunkBlocks(const BlockHash& key,
+                                                                  std::span<const BlockId> blocks) {
   // Cache the uncached blocks under chunk-domain hashes; roll back on a (never expected) clash.
   const uint64_t serial = next_serial_++;
   std::vector<BlockId> newly_cached;
@@ -202,13 +202,25 @@ absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
     newly_cached.push_back(blocks[i]);
     own_copy[i] = 1;
   }
+  return own_copy;
+}
 
+absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateInsert(insert));
+  const BlockHash& key = insert.key;
+  const std::span<const TokenId> tokens = insert.tokens;
+  const std::span<const BlockId> blocks = insert.blocks;
+  if (const auto it = chunks_.find(key); it != chunks_.end()) {
+    if (StillValid(it->second)) return false;
+    Drop(key);  // unreachable while the listener works; kept as a safety net
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<uint8_t> own_copy, CacheChunkBlocks(key, blocks));
   Entry entry;
   entry.location.key = key;
   entry.location.blocks.assign(blocks.begin(), blocks.end());
-  entry.location.start_offset = start_offset;
+  entry.location.start_offset = insert.start_offset;
   entry.location.num_tokens = static_cast<int32_t>(tokens.size());
-  entry.location.position = position;
+  entry.location.position = insert.position;
   entry.generations.reserve(blocks.size());
   for (BlockId block : blocks) entry.generations.push_back(pool_->Generation(block));
   entry.own_copy = std::move(own_copy);

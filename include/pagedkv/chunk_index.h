@@ -181,6 +181,12 @@ class ChunkIndex {
   void OnPoolEvent(const KvEvent& event);
   // Removes `key` from chunks_ and block_chunks_.
   void Drop(const BlockHash& key);
+  // Insert's argument checks (nothing changes).
+  absl::Status ValidateInsert(const ChunkInsert& insert) const;
+  // Caches `blocks` not yet cached under chunk-domain hashes of `key`; returns 1 for each block it
+  // cached. Rolls back on a (never expected) hash clash.
+  absl::StatusOr<std::vector<uint8_t>> CacheChunkBlocks(const BlockHash& key,
+                                                        std::span<const BlockId> blocks);
   // Uncaches `entry`'s own copy blocks (other than `removed`) that are still cached in their
   // registration generation, held by nobody and used by no other chunk. Call after Drop.
   void FreeOrphanedCopies(const Entry& entry, BlockId removed);
