@@ -227,11 +227,12 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
                                                      NumAvailableBlocks(), " of ", num_blocks_,
                                                      " are free or evictable"));
   }
-  // Every victim is picked and checked before anything changes, so a misbehaving policy leaves
-  // the pool as it was.
+  out->reserve(out->size() + count);
+  if (!listeners_.empty()) return AllocateOneByOne(count, out);
+  // No listener can react to an eviction (and, say, free more blocks), so every victim can be
+  // picked and checked before anything changes: a misbehaving policy leaves the pool as it was.
   const auto from_free = static_cast<int32_t>(std::min<size_t>(count, free_stack_.size()));
   if (count > from_free) PAGEDKV_RETURN_IF_ERROR(PickVictims(count - from_free));
-  out->reserve(out->size() + count);
   for (int32_t i = 0; i < from_free; ++i) {
     out->push_back(free_stack_.back());
     free_stack_.pop_back();
@@ -250,10 +251,34 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> BlockPool::Insert(BlockId block, const BlockHash& hash,
-                                       const BlockHash& parent_hash,
-                                       std::span<const TokenId> tokens, BlockId parent_block,
-                                       const BlockHash& extra_digest) {
+absl::Status BlockPool::AllocateOneByOne(int32_t count, std::vector<BlockId>* out) {
+  const size_t first = out->size();
+  for (int32_t i = 0; i < count; ++i) {
+    absl::StatusOr<BlockId> block = Allocate();
+    if (block.ok()) {
+      out->push_back(*block);
+      continue;
+    }
+    // A misbehaving policy: hand back what this call took (evictions already made stay made).
+    for (size_t j = out->size(); j > first; --j) {
+      const BlockId b = (*out)[j - 1];
+      meta_[b].ref_count = 0;
+      meta_[b].state = State::kFree;
+      free_stack_.push_back(b);
+    }
+    out->resize(first);
+    return block.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
+  const BlockId block = insert.block;
+  const BlockHash& hash = insert.hash;
+  const BlockHash& parent_hash = insert.parent_hash;
+  const std::span<const TokenId> tokens = insert.tokens;
+  const BlockId parent_block = insert.parent_block;
+  const BlockHash& extra_digest = insert.extra_digest;
   if (!InRange(block)) return OutOfRange(block, num_blocks_);
   BlockMeta& m = meta_[block];
   if (m.state != State::kUsed) {

@@ -21,6 +21,8 @@
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/kv_events.h"
+#include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
@@ -135,9 +137,11 @@ bool ChunkIndex::StillValid(const Entry& entry) const {
   return true;
 }
 
-absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const TokenId> tokens,
-                                        int32_t position, std::span<const BlockId> blocks,
-                                        int32_t start_offset) {
+absl::Status ChunkIndex::ValidateInsert(const ChunkInsert& insert) const {
+  const std::span<const TokenId> tokens = insert.tokens;
+  const int32_t position = insert.position;
+  const std::span<const BlockId> blocks = insert.blocks;
+  const int32_t start_offset = insert.start_offset;
   const int32_t bs = pool_->block_size();
   if (tokens.empty()) return absl::InvalidArgumentError("ChunkIndex::Insert: the chunk is empty");
   if (position < 0) {
@@ -150,7 +154,7 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
                                                    " must lie in [0, block_size = ", bs, ")"));
   }
   const int64_t needed =
-      (int64_t{start_offset} + static_cast<int64_t>(tokens.size()) + bs - 1) / bs;
+      NumBlocksFor(int64_t{start_offset} + static_cast<int64_t>(tokens.size()), bs);
   if (static_cast<int64_t>(blocks.size()) != needed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ChunkIndex::Insert: ", tokens.size(), " tokens from slot offset ", start_offset,
@@ -175,11 +179,11 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
           " is not held by the caller (reference count 0); pass blocks that hold the chunk's KV"));
     }
   }
-  if (const auto it = chunks_.find(key); it != chunks_.end()) {
-    if (StillValid(it->second)) return false;
-    Drop(key);  // unreachable while the listener works; kept as a safety net
-  }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<std::vector<uint8_t>> ChunkIndex::CacheChunkBlocks(const BlockHash& key,
+                                                                  std::span<const BlockId> blocks) {
   // Cache the uncached blocks under chunk-domain hashes; roll back on a (never expected) clash.
   const uint64_t serial = next_serial_++;
   std::vector<BlockId> newly_cached;
@@ -187,7 +191,8 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (pool_->IsCached(blocks[i])) continue;
     const BlockHash hash = ChunkBlockHash(key, serial, i);
-    absl::StatusOr<bool> inserted = pool_->Insert(blocks[i], hash, key);
+    absl::StatusOr<bool> inserted =
+        pool_->Insert({.block = blocks[i], .hash = hash, .parent_hash = key});
     if (!inserted.ok() || !*inserted) {
       for (BlockId b : newly_cached) DebugCheckOk(pool_->Uncache(b), "cached just above");
       if (!inserted.ok()) return inserted.status();
@@ -197,13 +202,25 @@ absl::StatusOr<bool> ChunkIndex::Insert(const BlockHash& key, std::span<const To
     newly_cached.push_back(blocks[i]);
     own_copy[i] = 1;
   }
+  return own_copy;
+}
 
+absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateInsert(insert));
+  const BlockHash& key = insert.key;
+  const std::span<const TokenId> tokens = insert.tokens;
+  const std::span<const BlockId> blocks = insert.blocks;
+  if (const auto it = chunks_.find(key); it != chunks_.end()) {
+    if (StillValid(it->second)) return false;
+    Drop(key);  // unreachable while the listener works; kept as a safety net
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<uint8_t> own_copy, CacheChunkBlocks(key, blocks));
   Entry entry;
   entry.location.key = key;
   entry.location.blocks.assign(blocks.begin(), blocks.end());
-  entry.location.start_offset = start_offset;
+  entry.location.start_offset = insert.start_offset;
   entry.location.num_tokens = static_cast<int32_t>(tokens.size());
-  entry.location.position = position;
+  entry.location.position = insert.position;
   entry.generations.reserve(blocks.size());
   for (BlockId block : blocks) entry.generations.push_back(pool_->Generation(block));
   entry.own_copy = std::move(own_copy);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 
@@ -186,7 +187,7 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
                      " + ", num_new_tokens, "); append tokens to the CacheRequest first"));
   }
   const int64_t bs = options_.block_size;
-  const int64_t blocks_needed = (plan.total_tokens + bs - 1) / bs;
+  const int64_t blocks_needed = NumBlocksFor(plan.total_tokens, bs);
   const int64_t blocks_held =
       plan.is_new ? num_computed : static_cast<int64_t>(it->second.table.size());
   plan.new_blocks = static_cast<int32_t>(std::max<int64_t>(0, blocks_needed - blocks_held));
@@ -270,9 +271,13 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
     const std::span<const TokenId> tokens = request.BlockTokens(i);
     if (!options_.verify_tokens) {
       // Hash-only mode: index the block unless its hash is already present (Insert's false).
-      DebugCheckOk(
-          pool_->Insert(block, hash, parent_hash, tokens, kNullBlock, request.BlockExtraDigest(i)),
-          "the block is in this request's table and was never cached");
+      DebugCheckOk(pool_->Insert({.block = block,
+                                  .hash = hash,
+                                  .parent_hash = parent_hash,
+                                  .tokens = tokens,
+                                  .parent_block = kNullBlock,
+                                  .extra_digest = request.BlockExtraDigest(i)}),
+                   "the block is in this request's table and was never cached");
       continue;
     }
     if (state.chain_broken) continue;
@@ -308,9 +313,13 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
     if (canonical == block) {
       // The hash is free now (no holder, or the holder was uncached) and prev is cached under
       // parent_hash (checked above): the block is indexed.
-      DebugCheckOk(
-          pool_->Insert(block, hash, parent_hash, tokens, prev, request.BlockExtraDigest(i)),
-          "the block is in use, uncached, its hash free and its parent cached");
+      DebugCheckOk(pool_->Insert({.block = block,
+                                  .hash = hash,
+                                  .parent_hash = parent_hash,
+                                  .tokens = tokens,
+                                  .parent_block = prev,
+                                  .extra_digest = request.BlockExtraDigest(i)}),
+                   "the block is in use, uncached, its hash free and its parent cached");
     }
     state.last_canonical = canonical;
     state.last_canonical_generation = pool_->Generation(canonical);
@@ -375,7 +384,7 @@ absl::Status KvCacheManager::ValidateInvariants() const {
   std::vector<int32_t> refs(pool_->num_blocks(), 0);
   const int64_t bs = options_.block_size;
   for (const auto& [id, state] : requests_) {
-    const int64_t expected_blocks = (state.num_tokens + bs - 1) / bs;
+    const int64_t expected_blocks = NumBlocksFor(state.num_tokens, bs);
     if (static_cast<int64_t>(state.table.size()) != expected_blocks) {
       return absl::InternalError(absl::StrCat("request ", id, " covers ", state.num_tokens,
                                               " tokens with ", state.table.size(), " blocks"));

@@ -70,7 +70,9 @@ void BM_ReplayCacheMode(benchmark::State& state) {
           auto allocated = pool->Allocate();
           ok &= allocated.ok();
           b = *allocated;
-          ok &= pool->Insert(b, h[i], i == 0 ? BlockHash{} : h[i - 1]).ok();
+          ok &= pool->Insert(
+                        {.block = b, .hash = h[i], .parent_hash = i == 0 ? BlockHash{} : h[i - 1]})
+                    .ok();
         }
         tail_first.push_back(b);
       }

@@ -15,6 +15,7 @@
 #include "pagedkv/block_pool.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 namespace {
@@ -60,7 +61,7 @@ absl::Status CountChunks(const ExpandedWorkload& w, size_t r, int64_t prefix_tok
     // Served tokens [start, end): full blocks of the request's grid wholly inside them.
     const int64_t start = std::max(prefix_tokens, chunk.position);
     const int64_t end = chunk.position + chunk.length;
-    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - (start + bs - 1) / bs);
+    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - NumBlocksFor(start, bs));
   }
   return absl::OkStatus();
 }
@@ -187,7 +188,8 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
           ++res.over_capacity_blocks;
         } else if (auto allocated = pool->Allocate(); allocated.ok()) {
           block = *allocated;
-          PAGEDKV_RETURN_IF_ERROR(pool->Insert(block, key, parent).status());
+          PAGEDKV_RETURN_IF_ERROR(
+              pool->Insert({.block = block, .hash = key, .parent_hash = parent}).status());
         } else {
           pool_full = true;  // every block is pinned by this request
           ++res.over_capacity_blocks;

@@ -18,6 +18,7 @@
 #include "engine/replay/simulated_chunk_reuse.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 namespace {
@@ -90,7 +91,7 @@ int64_t CountShiftedHits(const ScheduledBatch& batch,
     move += static_cast<size_t>(m);
     const int64_t end = seq.num_computed_tokens;
     const int64_t start = end - m;
-    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - (start + bs - 1) / bs);
+    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - NumBlocksFor(start, bs));
   }
   return static_cast<int64_t>(batch.slot_moves.size());
 }

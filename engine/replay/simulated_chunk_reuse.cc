@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 
@@ -72,14 +73,15 @@ absl::StatusOr<bool> SimulatedChunkReuse::Register(std::span<const TokenId> toke
   }
   const int32_t bs = pool_->block_size();
   const auto n = static_cast<int64_t>(tokens.size());
-  const int64_t num_blocks = (n + bs - 1) / bs;
+  const int64_t num_blocks = NumBlocksFor(n, bs);
   std::vector<BlockId> blocks;
   if (num_blocks > pool_->NumAvailableBlocks() ||
       !pool_->Allocate(static_cast<int32_t>(num_blocks), &blocks).ok()) {
     ++stats_.register_failures;  // no room: the chunk is simply not cached (as in the engine)
     return false;
   }
-  absl::StatusOr<bool> inserted = index_->Insert(key, tokens, position, blocks, 0);
+  absl::StatusOr<bool> inserted = index_->Insert(
+      {.key = key, .tokens = tokens, .position = position, .blocks = blocks, .start_offset = 0});
   const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
   absl::Status status = inserted.status();
   status.Update(pool_->Unpin(tail_first));

@@ -39,6 +39,35 @@ size_t HistogramBucket(int32_t num_tokens) {
   return std::min(bucket, EngineStats::kHistogramBuckets - 1);
 }
 
+// The options' own checks (sizes, chunk reuse against the model's layers).
+absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConfig& c) {
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.block_size must be positive, got ", options.block_size));
+  }
+  if (options.num_kv_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options.num_kv_blocks));
+  }
+  const ChunkReuseOptions& reuse = options.chunk_reuse;
+  if (!(reuse.recompute_fraction >= 0.0 && reuse.recompute_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.chunk_reuse.recompute_fraction must be in [0, 1], got ",
+                     reuse.recompute_fraction));
+  }
+  if (reuse.recompute_fraction > 0.0 && reuse.mode != ChunkReuseMode::kReRotate) {
+    return absl::InvalidArgumentError(
+        "EngineOptions.chunk_reuse.recompute_fraction > 0 (CacheBlend) needs mode kReRotate");
+  }
+  if (reuse.deviation_layer < 0 ||
+      (reuse.recompute_fraction > 0.0 && reuse.deviation_layer >= c.n_layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.chunk_reuse.deviation_layer must be in [0, ", c.n_layers,
+                     ") (the model's layers), got ", reuse.deviation_layer));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct Engine::RequestRecord {
@@ -92,30 +121,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_pa
 
 absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   const ModelConfig& c = weights->config();
-  if (options_.block_size <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EngineOptions.block_size must be positive, got ", options_.block_size));
-  }
-  if (options_.num_kv_blocks < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options_.num_kv_blocks));
-  }
-  const ChunkReuseOptions& reuse = options_.chunk_reuse;
-  if (!(reuse.recompute_fraction >= 0.0 && reuse.recompute_fraction <= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EngineOptions.chunk_reuse.recompute_fraction must be in [0, 1], got ",
-                     reuse.recompute_fraction));
-  }
-  if (reuse.recompute_fraction > 0.0 && reuse.mode != ChunkReuseMode::kReRotate) {
-    return absl::InvalidArgumentError(
-        "EngineOptions.chunk_reuse.recompute_fraction > 0 (CacheBlend) needs mode kReRotate");
-  }
-  if (reuse.deviation_layer < 0 ||
-      (reuse.recompute_fraction > 0.0 && reuse.deviation_layer >= c.n_layers)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EngineOptions.chunk_reuse.deviation_layer must be in [0, ", c.n_layers,
-                     ") (the model's layers), got ", reuse.deviation_layer));
-  }
+  PAGEDKV_RETURN_IF_ERROR(ValidateEngineOptions(options_, c));
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   int64_t num_blocks = options_.num_kv_blocks;
@@ -150,24 +156,28 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   scheduler_options.max_model_len =
       options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
-  switch (options_.chunk_reuse.mode) {
+  return CreateChunkReuse();
+}
+
+absl::Status Engine::CreateChunkReuse() {
+  const ChunkReuseOptions& reuse = options_.chunk_reuse;
+  switch (reuse.mode) {
     case ChunkReuseMode::kOff:
-      break;
+      return absl::OkStatus();
     case ChunkReuseMode::kReRotate: {
       PAGEDKV_ASSIGN_OR_RETURN(
           internals_->reuse,
-          EngineChunkReuse::Create(runner, &KvCacheManagerInternal::MutablePool(*cache_),
+          EngineChunkReuse::Create(internals_->runner.get(),
+                                   &KvCacheManagerInternal::MutablePool(*cache_),
                                    {.first_k = reuse.first_k,
                                     .recompute_fraction = reuse.recompute_fraction,
                                     .deviation_layer = reuse.deviation_layer,
                                     .model_fingerprint = cache_->options().model_fingerprint}));
       scheduler_->SetChunkReuseProvider(internals_->reuse.get());
-      break;
+      return absl::OkStatus();
     }
-    default:
-      return absl::InvalidArgumentError("EngineOptions.chunk_reuse.mode must be kOff or kReRotate");
   }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError("EngineOptions.chunk_reuse.mode must be kOff or kReRotate");
 }
 
 int64_t Engine::context_length() const { return internals_->runner->context_length(); }

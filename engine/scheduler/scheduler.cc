@@ -29,13 +29,12 @@
 #include "engine/scheduler/waiting_queue.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
 
 using internal::RequestState;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One request's share of a step, decided before the batch is written out.
 struct Decision {
@@ -92,8 +91,13 @@ class Scheduler::Impl {
   absl::Status Preempt(RequestState* victim, ScheduledBatch* batch);
   // Inserts `request` into running_, keeping it sorted by rank.
   void InsertRunning(RequestState* request);
-  // Writes decisions_ into `batch` and advances num_computed_tokens.
+  // Writes decisions_ into `batch` and advances num_computed_tokens: reserves the arrays, emits
+  // each decision's sequence, then the step statistics.
   absl::Status EmitBatch(ScheduledBatch* batch);
+  void ReserveBatch(ScheduledBatch* batch) const;
+  // Slot moves, tokens, positions, slots and block table of decision `d`; its statistics.
+  absl::Status EmitSequence(const Decision& d, ScheduledBatch* batch);
+  void FinishStepStats(ScheduledBatch* batch);
   // Ends a request: frees its blocks, forgets it, reports it in the next batch.
   absl::Status Finish(RequestState* request, FinishReason reason);
   void RemoveFromRunning(RequestState* request);
@@ -154,7 +158,7 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
                      request.max_new_tokens, ") exceeds max_model_len ", options_.max_model_len));
   }
   // The last sampled token is never computed, so KV holds at most max_len - 1 tokens.
-  const int64_t max_blocks = CeilDiv(max_len - 1, cache_.block_size());
+  const int64_t max_blocks = NumBlocksFor(max_len - 1, cache_.block_size());
   if (max_blocks > cache_.num_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
@@ -427,7 +431,13 @@ void Scheduler::Impl::ReleaseChunk(Decision* d) {
 }
 
 absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
-  const int32_t bs = cache_.block_size();
+  ReserveBatch(batch);
+  for (const Decision& d : decisions_) PAGEDKV_RETURN_IF_ERROR(EmitSequence(d, batch));
+  FinishStepStats(batch);
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::ReserveBatch(ScheduledBatch* batch) const {
   int64_t total_tokens = 0;
   for (const Decision& d : decisions_) {
     total_tokens += d.num_new_tokens + (d.blend ? d.num_reused : 0);
@@ -440,71 +450,76 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
   batch->block_table_start.reserve(decisions_.size() + 1);
   batch->query_start_loc.push_back(0);
   batch->block_table_start.push_back(0);
+}
 
+absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* batch) {
+  const int32_t bs = cache_.block_size();
   SchedulerStepStats& st = batch->stats;
-  for (const Decision& d : decisions_) {
-    RequestState& r = *d.request;
-    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
-    for (int32_t t = 0; t < d.num_reused; ++t) {
-      const int32_t pos = r.num_computed_tokens + t;
-      const int32_t c = d.chunk_first + t;
-      batch->slot_moves.push_back(
-          KvSlotMove{.src_slot = d.chunk.slots[static_cast<size_t>(c)],
-                     .dst_slot = static_cast<int64_t>(table[pos / bs]) * bs + pos % bs,
-                     .old_position = d.chunk.position + c,
-                     .new_position = pos});
-    }
-    // The first scheduled token: the first reused one when blending, else the first new one.
-    const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
-    const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
-    if (static_cast<int64_t>(table.size()) != CeilDiv(end, bs)) {
-      return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
-                                              " blocks for ", end, " tokens of block size ", bs));
-    }
-    ScheduledSequence seq;
-    seq.request_id = r.id;
-    seq.query_start = static_cast<int32_t>(batch->token_ids.size());
-    seq.num_scheduled_tokens = end - start;
-    seq.num_computed_tokens = start;
-    seq.block_table_start = static_cast<int32_t>(batch->block_table_ids.size());
-    seq.num_blocks = static_cast<int32_t>(table.size());
-    seq.samples = end == r.num_tokens();
-    seq.newly_admitted = d.newly_admitted;
-    seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
-    seq.num_shifted_hit_tokens = d.num_reused;
-    seq.num_blend_tokens = d.blend ? d.num_reused : 0;
-    st.num_shifted_hit_tokens += d.num_reused;
-    st.num_blend_tokens += seq.num_blend_tokens;
-    stats_.num_shifted_hit_tokens += d.num_reused;
-
-    const std::span<const TokenId> tokens = r.cache.tokens();
-    batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
-    for (int32_t pos = start; pos < end; ++pos) {
-      batch->positions.push_back(pos);
-      batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
-    }
-    if (options_.emit_block_tables) {
-      batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
-    }
-    batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
-    batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
-
-    const bool decode =
-        !d.newly_admitted && seq.num_scheduled_tokens == 1 && start >= r.num_prompt_tokens;
-    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
-    if (d.newly_admitted) {
-      ++st.num_newly_admitted;
-      st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
-      st.num_admitted_prompt_tokens += r.num_tokens();
-    }
-    if (seq.samples) {
-      r.awaiting_sample = true;
-      ++num_awaiting_samples_;
-    }
-    r.num_computed_tokens = end;
-    batch->sequences.push_back(seq);
+  RequestState& r = *d.request;
+  PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
+  for (int32_t t = 0; t < d.num_reused; ++t) {
+    const int32_t pos = r.num_computed_tokens + t;
+    const int32_t c = d.chunk_first + t;
+    batch->slot_moves.push_back(
+        KvSlotMove{.src_slot = d.chunk.slots[static_cast<size_t>(c)],
+                   .dst_slot = static_cast<int64_t>(table[pos / bs]) * bs + pos % bs,
+                   .old_position = d.chunk.position + c,
+                   .new_position = pos});
   }
+  // The first scheduled token: the first reused one when blending, else the first new one.
+  const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
+  const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
+  if (static_cast<int64_t>(table.size()) != NumBlocksFor(end, bs)) {
+    return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
+                                            " blocks for ", end, " tokens of block size ", bs));
+  }
+  ScheduledSequence seq;
+  seq.request_id = r.id;
+  seq.query_start = static_cast<int32_t>(batch->token_ids.size());
+  seq.num_scheduled_tokens = end - start;
+  seq.num_computed_tokens = start;
+  seq.block_table_start = static_cast<int32_t>(batch->block_table_ids.size());
+  seq.num_blocks = static_cast<int32_t>(table.size());
+  seq.samples = end == r.num_tokens();
+  seq.newly_admitted = d.newly_admitted;
+  seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
+  seq.num_shifted_hit_tokens = d.num_reused;
+  seq.num_blend_tokens = d.blend ? d.num_reused : 0;
+  st.num_shifted_hit_tokens += d.num_reused;
+  st.num_blend_tokens += seq.num_blend_tokens;
+  stats_.num_shifted_hit_tokens += d.num_reused;
 
+  const std::span<const TokenId> tokens = r.cache.tokens();
+  batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
+  for (int32_t pos = start; pos < end; ++pos) {
+    batch->positions.push_back(pos);
+    batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+  }
+  if (options_.emit_block_tables) {
+    batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
+  }
+  batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
+  batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
+
+  const bool decode =
+      !d.newly_admitted && seq.num_scheduled_tokens == 1 && start >= r.num_prompt_tokens;
+  (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
+  if (d.newly_admitted) {
+    ++st.num_newly_admitted;
+    st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
+    st.num_admitted_prompt_tokens += r.num_tokens();
+  }
+  if (seq.samples) {
+    r.awaiting_sample = true;
+    ++num_awaiting_samples_;
+  }
+  r.num_computed_tokens = end;
+  batch->sequences.push_back(seq);
+  return absl::OkStatus();
+}
+
+void Scheduler::Impl::FinishStepStats(ScheduledBatch* batch) {
+  SchedulerStepStats& st = batch->stats;
   batch->finished_request_ids = std::move(pending_finished_);
   pending_finished_.clear();
   st.step = stats_.num_steps;
@@ -518,7 +533,6 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
   st.num_used_blocks = cache_.num_blocks() - cache_.NumAvailableBlocks();
   ++stats_.num_steps;
   stats_.num_scheduled_tokens += st.num_scheduled_tokens;
-  return absl::OkStatus();
 }
 
 // ---- UpdateFromOutput --------------------------------------------------------------------------
@@ -644,27 +658,21 @@ absl::StatusOr<RequestInfo> Scheduler::Impl::GetRequestInfo(RequestId id) const 
 // ---- Scheduler (forwarding) --------------------------------------------------------------------
 
 Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager& cache)
-    : options_(options),
-      options_status_(options.Validate()),
-      impl_(std::make_unique<Impl>(options, cache)) {}
+    : options_(options), impl_(std::make_unique<Impl>(options, cache)) {}
 
 Scheduler::~Scheduler() = default;
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
                                                              KvCacheManager& cache) {
   PAGEDKV_RETURN_IF_ERROR(options.Validate());
-  return std::make_unique<Scheduler>(options, cache);
+  return std::unique_ptr<Scheduler>(new Scheduler(options, cache));
 }
 
 absl::Status Scheduler::AddRequest(SchedulerRequest request) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
   return impl_->AddRequest(std::move(request));
 }
 
-absl::Status Scheduler::Schedule(ScheduledBatch* batch) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
-  return impl_->Schedule(batch);
-}
+absl::Status Scheduler::Schedule(ScheduledBatch* batch) { return impl_->Schedule(batch); }
 
 absl::StatusOr<ScheduledBatch> Scheduler::Schedule() {
   ScheduledBatch batch;
@@ -674,14 +682,10 @@ absl::StatusOr<ScheduledBatch> Scheduler::Schedule() {
 
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::UpdateFromOutput(
     std::span<const SampledToken> sampled) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
   return impl_->UpdateFromOutput(sampled);
 }
 
-absl::Status Scheduler::AbortRequest(RequestId id) {
-  PAGEDKV_RETURN_IF_ERROR(options_status_);
-  return impl_->AbortRequest(id);
-}
+absl::Status Scheduler::AbortRequest(RequestId id) { return impl_->AbortRequest(id); }
 
 bool Scheduler::HasUnfinishedRequests() const { return impl_->HasUnfinishedRequests(); }
 int32_t Scheduler::num_waiting() const { return impl_->num_waiting(); }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 
@@ -122,14 +123,17 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
       PAGEDKV_RETURN_IF_ERROR(index_->Release(*hit));
       continue;
     }
-    const auto num_blocks = static_cast<int32_t>((c.length + bs - 1) / bs);
+    const auto num_blocks = static_cast<int32_t>(NumBlocksFor(c.length, bs));
     std::vector<BlockId> blocks;
     if (!pool_->Allocate(num_blocks, &blocks).ok()) {
       ++stats_.register_failures;
       continue;
     }
-    absl::StatusOr<bool> inserted =
-        index_->Insert(c.key, placeholder, static_cast<int32_t>(c.position), blocks, 0);
+    absl::StatusOr<bool> inserted = index_->Insert({.key = c.key,
+                                                    .tokens = placeholder,
+                                                    .position = static_cast<int32_t>(c.position),
+                                                    .blocks = blocks,
+                                                    .start_offset = 0});
     if (options_.before_unpin) options_.before_unpin(blocks, c.next_use);
     std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(tail_first));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/shift/rerotate_slots.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 
@@ -126,7 +127,7 @@ absl::Status EngineChunkReuse::Register(std::span<const TokenId> tokens,
   const int32_t bs = pool_->block_size();
   const auto n = static_cast<int32_t>(tokens.size());
   std::vector<BlockId> blocks;
-  if (!pool_->Allocate((n + bs - 1) / bs, &blocks).ok()) {
+  if (!pool_->Allocate(static_cast<int32_t>(NumBlocksFor(n, bs)), &blocks).ok()) {
     return absl::OkStatus();  // no room: the chunk is simply not cached
   }
   std::vector<int64_t> dst;
@@ -139,7 +140,14 @@ absl::Status EngineChunkReuse::Register(std::span<const TokenId> tokens,
   }
   absl::Status status = ReRotateSlots(
       *runner_, {.src = slots, .dst = dst, .old_positions = pos, .new_positions = pos});
-  if (status.ok()) status = index_->Insert(key, tokens, position, blocks, 0).status();
+  if (status.ok())
+    status = index_
+                 ->Insert({.key = key,
+                           .tokens = tokens,
+                           .position = position,
+                           .blocks = blocks,
+                           .start_offset = 0})
+                 .status();
   const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
   status.Update(pool_->Unpin(tail_first));
   return status;

@@ -27,6 +27,7 @@
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/kernels/rope_math.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 namespace {
@@ -68,7 +69,7 @@ absl::StatusOr<std::vector<TokenId>> SampleTokens(ModelRunner& runner,
                                                   uint64_t seed) {
   const int32_t bs = runner.options().block_size;
   const auto total = static_cast<int32_t>(prompt.size()) + n_new;
-  const int32_t blocks = (total + bs - 1) / bs;
+  const int32_t blocks = static_cast<int32_t>(NumBlocksFor(total, bs));
   if (blocks > runner.options().num_blocks) {
     return absl::InternalError("SampleTokens: generator runner too small");
   }
@@ -148,8 +149,8 @@ class DtypeRig {
       int32_t logits_from, const ShiftedReuseOptions& options) {
     const int32_t bs = pool_->block_size();
     std::vector<BlockId> table;
-    PAGEDKV_RETURN_IF_ERROR(
-        pool_->Allocate((static_cast<int32_t>(tokens.size()) + bs - 1) / bs, &table));
+    PAGEDKV_RETURN_IF_ERROR(pool_->Allocate(
+        static_cast<int32_t>(NumBlocksFor(static_cast<int64_t>(tokens.size()), bs)), &table));
     const std::vector<ChunkSpan> spans = {{.begin = chunk_begin, .length = chunk_length}};
     absl::StatusOr<ShiftedPrefillResult> result = prefill_->Run(
         {.tokens = tokens, .chunks = spans, .block_table = table, .logits_from = logits_from},
@@ -297,7 +298,7 @@ absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& o) {
   report.model = config.ToString();
 
   // Texts, sampled once on an fp32 runner so every dtype scores the same tokens.
-  const int32_t seq_blocks = (config.seq_len + bs - 1) / bs + 1;
+  const int32_t seq_blocks = static_cast<int32_t>(NumBlocksFor(config.seq_len, bs)) + 1;
   PAGEDKV_ASSIGN_OR_RETURN(
       std::unique_ptr<ModelRunner> generator,
       ModelRunner::Create(o.weights,
@@ -326,7 +327,7 @@ absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& o) {
     }
   }
 
-  const int32_t num_blocks = 8 * seq_blocks + 2 * ((n + bs - 1) / bs) + 8;
+  const int32_t num_blocks = 8 * seq_blocks + 2 * static_cast<int32_t>(NumBlocksFor(n, bs)) + 8;
   for (DType dtype : o.dtypes) {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<DtypeRig> rig,
                              DtypeRig::Create(o.weights, o, dtype, num_blocks));
@@ -441,7 +442,8 @@ absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& o) {
             runner.ReadKv(0, rig->Slots(fresh.first, final_pos, n), &k_ref, &v_ref));
         for (ReRotateMode mode : {ReRotateMode::kCompose, ReRotateMode::kDelta}) {
           std::vector<BlockId> scratch;
-          PAGEDKV_RETURN_IF_ERROR(rig->pool().Allocate((n + bs - 1) / bs, &scratch));
+          PAGEDKV_RETURN_IF_ERROR(
+              rig->pool().Allocate(static_cast<int32_t>(NumBlocksFor(n, bs)), &scratch));
           const std::vector<int64_t> dst = rig->Slots(scratch, 0, n);
           for (int32_t step = 0; step < steps; ++step) {
             std::vector<int32_t> old_pos(static_cast<size_t>(n)), new_pos(static_cast<size_t>(n));

@@ -23,6 +23,7 @@
 #include "engine/shift/rerotate_slots.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/types.h"
 
 namespace pagedkv {
 
@@ -205,7 +206,7 @@ absl::Status ShiftedPrefill::SelectByDeviation(const ShiftedPrefillInput& input,
     }
   }
   if (end <= start) return absl::OkStatus();
-  const int32_t copy_blocks = (start + bs - 1) / bs;
+  const int32_t copy_blocks = static_cast<int32_t>(NumBlocksFor(start, bs));
   for (int32_t l = 0; l <= layer; ++l) {
     const PagedKvLayout& from = runner_->kv_layout(l);
     const PagedKvLayout& to = probe->kv_layout(l);
@@ -264,7 +265,7 @@ absl::Status ShiftedPrefill::RegisterChunk(const ShiftedPrefillInput& input, con
   const BlockHash key = KeyOf(tokens, input.cache_salt, input.adapter_id);
   if (index_->Contains(key)) return absl::OkStatus();
   std::vector<BlockId> blocks;
-  if (!pool_->Allocate((span.length + bs - 1) / bs, &blocks).ok()) {
+  if (!pool_->Allocate(static_cast<int32_t>(NumBlocksFor(span.length, bs)), &blocks).ok()) {
     return absl::OkStatus();  // no room: the chunk is simply not cached
   }
   std::vector<int64_t> src, dst;
@@ -277,7 +278,11 @@ absl::Status ShiftedPrefill::RegisterChunk(const ShiftedPrefillInput& input, con
   absl::Status status =
       ReRotateSlots(*runner_, {.src = src, .dst = dst, .old_positions = pos, .new_positions = pos});
   if (status.ok()) {
-    absl::StatusOr<bool> inserted = index_->Insert(key, tokens, span.begin, blocks, 0);
+    absl::StatusOr<bool> inserted = index_->Insert({.key = key,
+                                                    .tokens = tokens,
+                                                    .position = span.begin,
+                                                    .blocks = blocks,
+                                                    .start_offset = 0});
     if (inserted.ok()) {
       record.registered = *inserted;
     } else {

@@ -28,7 +28,8 @@
 //       PAGEDKV_RETURN_IF_ERROR(pool->Pin(b));                  // hit
 //     } else {
 //       PAGEDKV_ASSIGN_OR_RETURN(b, pool->Allocate());          // may evict
-//       PAGEDKV_RETURN_IF_ERROR(pool->Insert(b, h, parent).status());
+//       PAGEDKV_RETURN_IF_ERROR(pool->Insert({.block = b, .hash = h, .parent_hash =
+//       parent}).status());
 //     }
 //     table.push_back(b);
 //   }
@@ -61,6 +62,17 @@ struct BlockPoolOptions {
   int32_t block_size = 16;              // tokens per block; must be > 0
   bool store_tokens = true;             // keep cached blocks' token ids so hits can be verified
   std::string eviction_policy = "lru";  // used when Create gets no policy: "lru", "lfu", "fifo"
+};
+
+// What BlockPool::Insert caches, by name.
+struct BlockInsert {
+  BlockId block = kNullBlock;            // the used, uncached block to index
+  BlockHash hash;                        // its chain hash
+  BlockHash parent_hash;                 // the previous block's hash (the root for a first block)
+  std::span<const TokenId> tokens = {};  // empty, or exactly block_size tokens (stored when
+                                         // store_tokens)
+  BlockId parent_block = kNullBlock;     // when set, cached under parent_hash: the chain link
+  BlockHash extra_digest;  // ExtraKeysDigest of the block's extra keys (for ExtraKeysMatch)
 };
 
 class BlockPool {
@@ -143,23 +155,20 @@ class BlockPool {
 
   // Appends `count` (>= 0) allocated blocks to `*out`. All-or-nothing: ResourceExhausted (nothing
   // allocated, nothing evicted) when fewer than `count` blocks are available, Internal (nothing
-  // allocated, nothing evicted; the valid picks are offered back to the policy) when the eviction
-  // policy picks a block that is not an evictable cached one.
+  // allocated) when the eviction policy picks a block that is not an evictable cached one. With
+  // no event listener, every victim is checked before the first eviction, so nothing is evicted
+  // either (the valid picks are offered back to the policy); with listeners (which may react to
+  // an eviction, e.g. a ChunkIndex freeing a chunk's other blocks) blocks are allocated one by
+  // one as by Allocate(), and evictions made before the bad pick stay made.
   absl::Status Allocate(int32_t count, std::vector<BlockId>* out);
 
   // ---- Index ----------------------------------------------------------------------------------
 
-  // Caches used, uncached `block` under `hash`. `parent_hash` is the previous block's hash (the
-  // root for a first block); `tokens` is empty or exactly block_size tokens (stored when
-  // store_tokens); `parent_block`, when not kNullBlock, must be cached under `parent_hash` and is
-  // recorded as the chain link; `extra_digest` (ExtraKeysDigest of the block's extra keys) is
-  // stored for ExtraKeysMatch. Returns true when indexed (kBlockStored emitted, policy told),
-  // false when another block already holds `hash` (then nothing changes). InvalidArgument /
-  // FailedPrecondition for a bad block, state, token count or parent; nothing changes then.
-  absl::StatusOr<bool> Insert(BlockId block, const BlockHash& hash, const BlockHash& parent_hash,
-                              std::span<const TokenId> tokens = {},
-                              BlockId parent_block = kNullBlock,
-                              const BlockHash& extra_digest = {});
+  // Caches used, uncached `insert.block` under `insert.hash` (see BlockInsert for the other
+  // fields). Returns true when indexed (kBlockStored emitted, policy told), false when another
+  // block already holds the hash (then nothing changes). InvalidArgument / FailedPrecondition for
+  // a bad block, state, token count or parent; nothing changes then.
+  absl::StatusOr<bool> Insert(const BlockInsert& insert);
 
   // Drops cached `block` from the index (kBlockRemoved emitted). A used block stays used; an
   // evictable one becomes free. FailedPrecondition when it is not cached.
@@ -246,6 +255,9 @@ class BlockPool {
   bool InRange(BlockId block) const { return block >= 0 && block < num_blocks_; }
   // Evicts the policy's victim; returns it (reference count 0, uncached, not on the free stack).
   absl::StatusOr<BlockId> EvictOne();
+  // Allocate(count, out) with event listeners: one Allocate() at a time; on a bad victim the
+  // blocks taken are handed back.
+  absl::Status AllocateOneByOne(int32_t count, std::vector<BlockId>* out);
   // Picks `count` victims into victims_, each checked and marked free (still indexed). Internal
   // with nothing changed (picks offered back) when the policy picks a bad or repeated block.
   absl::Status PickVictims(int32_t count);

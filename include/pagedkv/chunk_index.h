@@ -37,8 +37,9 @@
 //   pagedkv::BlockHash key = pagedkv::ChunkKey(doc_tokens, {.rope_fingerprint =
 //   rope.Fingerprint()});
 //   // ... compute the document's KV at positions 40.. into blocks {7, 8, 9} from slot offset 8:
-//   PAGEDKV_RETURN_IF_ERROR(index->Insert(key, doc_tokens, /*position=*/40, {7, 8, 9},
-//                                         /*start_offset=*/8).status());
+//   const std::vector<pagedkv::BlockId> blocks = {7, 8, 9};
+//   PAGEDKV_RETURN_IF_ERROR(index->Insert({.key = key, .tokens = doc_tokens, .position = 40,
+//                                          .blocks = blocks, .start_offset = 8}).status());
 //   // Later, a request holding the same document at position 300:
 //   if (std::optional<pagedkv::ChunkLocation> hit = index->Find(key, doc_tokens)) {
 //     PAGEDKV_RETURN_IF_ERROR(index->Acquire(*hit));   // pinned: cannot be evicted while read
@@ -109,6 +110,15 @@ struct ChunkIndexStats {
   int64_t orphans_freed = 0;  // copy blocks freed because their chunk was dropped (see banner)
 };
 
+// What ChunkIndex::Insert registers, by name.
+struct ChunkInsert {
+  BlockHash key;                         // ChunkKey of the tokens
+  std::span<const TokenId> tokens = {};  // the chunk's tokens; not empty
+  int32_t position = 0;                  // position token 0 was computed at; >= 0
+  std::span<const BlockId> blocks = {};  // blocks holding the chunk's KV, in order
+  int32_t start_offset = 0;              // slot of token 0 in blocks[0]; in [0, block_size)
+};
+
 class ChunkIndex {
  public:
   // An empty index over `pool` (not owned; must outlive the index). Registers a pool event
@@ -120,16 +130,14 @@ class ChunkIndex {
   ChunkIndex(const ChunkIndex&) = delete;
   ChunkIndex& operator=(const ChunkIndex&) = delete;
 
-  // Registers chunk `key` (computed with ChunkKey from `tokens`) whose token 0 was computed at
-  // `position` and whose tokens lie in `blocks` from slot offset `start_offset` on. Every block
+  // Registers chunk `insert.key` (computed with ChunkKey from `tokens`) whose token 0 was computed
+  // at `position` and whose tokens lie in `blocks` from slot offset `start_offset` on. Every block
   // must be held by the caller (reference count > 0); uncached ones are cached under chunk-domain
   // hashes (see the banner). Returns true when registered, false when a valid chunk with this key
   // is already registered (nothing changes). InvalidArgument (nothing changes) for an empty chunk,
   // a negative position or offset, an offset >= block_size, or blocks that are out of range,
   // repeated, free, or too few / too many for start_offset + tokens.size().
-  absl::StatusOr<bool> Insert(const BlockHash& key, std::span<const TokenId> tokens,
-                              int32_t position, std::span<const BlockId> blocks,
-                              int32_t start_offset);
+  absl::StatusOr<bool> Insert(const ChunkInsert& insert);
 
   // The location of chunk `key` when it is registered and every block still holds its KV (and,
   // with verify_tokens, its tokens equal `tokens`); nullopt otherwise. Pins nothing: call Acquire
@@ -173,6 +181,12 @@ class ChunkIndex {
   void OnPoolEvent(const KvEvent& event);
   // Removes `key` from chunks_ and block_chunks_.
   void Drop(const BlockHash& key);
+  // Insert's argument checks (nothing changes).
+  absl::Status ValidateInsert(const ChunkInsert& insert) const;
+  // Caches `blocks` not yet cached under chunk-domain hashes of `key`; returns 1 for each block it
+  // cached. Rolls back on a (never expected) hash clash.
+  absl::StatusOr<std::vector<uint8_t>> CacheChunkBlocks(const BlockHash& key,
+                                                        std::span<const BlockId> blocks);
   // Uncaches `entry`'s own copy blocks (other than `removed`) that are still cached in their
   // registration generation, held by nobody and used by no other chunk. Call after Drop.
   void FreeOrphanedCopies(const Entry& entry, BlockId removed);

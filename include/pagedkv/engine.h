@@ -255,6 +255,9 @@ class Engine {
   struct StepBatch;
   Engine();
   absl::Status Init(std::shared_ptr<const ModelWeights> weights);
+  // With EngineOptions.chunk_reuse on: the reuse provider on the cache's pool, given to the
+  // scheduler.
+  absl::Status CreateChunkReuse();
   // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
   absl::Status RegisterChunks(int32_t i);
   // Marks the chunk of `record` that sequence `s` reused tokens of in this step.

@@ -17,7 +17,7 @@
 //
 // Example:
 //   auto cache = pagedkv::KvCacheManager::Create({.num_blocks = 4096, .block_size = 16}).value();
-//   pagedkv::Scheduler scheduler({.max_num_batched_tokens = 2048}, *cache);
+//   auto scheduler = pagedkv::Scheduler::Create({.max_num_batched_tokens = 2048}, *cache).value();
 //   PAGEDKV_RETURN_IF_ERROR(scheduler.AddRequest({.id = 7, .prompt = {1, 2, 3},
 //                                                 .max_new_tokens = 16, .eos_token = 2}));
 //   pagedkv::ScheduledBatch batch;
@@ -327,20 +327,13 @@ struct RequestInfo {
 
 class Scheduler {
  public:
-  // `cache` must outlive the scheduler, and nothing else may allocate for or free the scheduler's
-  // requests in it. Invalid options do not abort: every call then returns options.Validate()'s
-  // error (see status()).
-  Scheduler(const SchedulerOptions& options, KvCacheManager& cache);
+  // A scheduler over `cache`, which must outlive it; nothing else may allocate for or free the
+  // scheduler's requests in it. InvalidArgument (options.Validate()'s error) for bad options.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
+                                                           KvCacheManager& cache);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
-
-  // Like the constructor, but returns the options error instead of a scheduler that has one.
-  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
-                                                           KvCacheManager& cache);
-
-  // OK, or why the options are invalid.
-  absl::Status status() const { return options_status_; }
 
   // Queues a request. AlreadyExists for an id not yet finished; InvalidArgument for an empty
   // prompt, a token that is negative or outside the cache's vocabulary, max_new_tokens < 1,
@@ -387,8 +380,8 @@ class Scheduler {
 
  private:
   class Impl;
+  Scheduler(const SchedulerOptions& options, KvCacheManager& cache);
   SchedulerOptions options_;
-  absl::Status options_status_;
   std::unique_ptr<Impl> impl_;
 };
 

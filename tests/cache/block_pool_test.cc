@@ -25,7 +25,7 @@ std::unique_ptr<BlockPool> MakePool(int32_t num_blocks, int32_t block_size = 2,
 BlockId AllocCached(BlockPool& pool, uint64_t hash, uint64_t parent = 0) {
   auto b = pool.Allocate();
   EXPECT_TRUE(b.ok()) << b.status();
-  auto inserted = pool.Insert(*b, H(hash), H(parent));
+  auto inserted = pool.Insert({.block = *b, .hash = H(hash), .parent_hash = H(parent)});
   EXPECT_TRUE(inserted.ok() && *inserted);
   return *b;
 }
@@ -155,7 +155,7 @@ TEST(BlockPoolTest, InsertDuplicateHashLeavesBlockUncached) {
   const BlockId a = AllocCached(*pool, 5);
   auto b = pool->Allocate();
   ASSERT_TRUE(b.ok());
-  auto inserted = pool->Insert(*b, H(5), H(0));
+  auto inserted = pool->Insert({.block = *b, .hash = H(5), .parent_hash = H(0)});
   ASSERT_TRUE(inserted.ok());
   EXPECT_FALSE(*inserted);
   EXPECT_FALSE(pool->IsCached(*b));
@@ -171,15 +171,22 @@ TEST(BlockPoolTest, InsertErrorsChangeNothing) {
   ASSERT_TRUE(b.ok());
   const Snapshot before = Snap(*pool);
   const std::vector<TokenId> three = {1, 2, 3};
-  EXPECT_EQ(pool->Insert(9, H(6), H(0)).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(pool->Insert(2, H(6), H(0)).status().code(),
+  EXPECT_EQ(pool->Insert({.block = 9, .hash = H(6), .parent_hash = H(0)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool->Insert({.block = 2, .hash = H(6), .parent_hash = H(0)}).status().code(),
             absl::StatusCode::kFailedPrecondition);  // free
-  EXPECT_EQ(pool->Insert(a, H(6), H(0)).status().code(),
+  EXPECT_EQ(pool->Insert({.block = a, .hash = H(6), .parent_hash = H(0)}).status().code(),
             absl::StatusCode::kFailedPrecondition);  // already cached
-  EXPECT_EQ(pool->Insert(*b, H(6), H(5), three).status().code(),
+  EXPECT_EQ(pool->Insert({.block = *b, .hash = H(6), .parent_hash = H(5), .tokens = three})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);  // token count
-  EXPECT_EQ(pool->Insert(*b, H(6), H(4), {}, a).status().code(),
-            absl::StatusCode::kInvalidArgument);  // parent hash mismatch
+  EXPECT_EQ(
+      pool->Insert(
+              {.block = *b, .hash = H(6), .parent_hash = H(4), .tokens = {}, .parent_block = a})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);  // parent hash mismatch
   EXPECT_EQ(Snap(*pool), before);
   EXPECT_EQ(pool->FindCached(H(6)), kNullBlock);
 }
@@ -190,8 +197,9 @@ TEST(BlockPoolTest, TokensAndLinks) {
   auto a = pool->Allocate();
   auto b = pool->Allocate();
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(*pool->Insert(*a, H(1), H(0), t0));
-  ASSERT_TRUE(*pool->Insert(*b, H(2), H(1), t1, *a));
+  ASSERT_TRUE(*pool->Insert({.block = *a, .hash = H(1), .parent_hash = H(0), .tokens = t0}));
+  ASSERT_TRUE(*pool->Insert(
+      {.block = *b, .hash = H(2), .parent_hash = H(1), .tokens = t1, .parent_block = *a}));
   EXPECT_TRUE(pool->TokensMatch(*a, t0));
   EXPECT_FALSE(pool->TokensMatch(*a, t1));
   EXPECT_EQ(std::vector<TokenId>(pool->CachedTokens(*b).begin(), pool->CachedTokens(*b).end()), t1);
@@ -203,7 +211,7 @@ TEST(BlockPoolTest, TokensAndLinks) {
   const uint32_t gen = pool->Generation(*a);
   ASSERT_TRUE(pool->Uncache(*a).ok());
   EXPECT_FALSE(pool->IsLinkedTo(*b, *a));
-  ASSERT_TRUE(*pool->Insert(*a, H(1), H(0), t0));
+  ASSERT_TRUE(*pool->Insert({.block = *a, .hash = H(1), .parent_hash = H(0), .tokens = t0}));
   EXPECT_EQ(pool->Generation(*a), gen + 1);
   EXPECT_FALSE(pool->IsLinkedTo(*b, *a));
 }
@@ -212,7 +220,7 @@ TEST(BlockPoolTest, WithoutStoredTokensEverythingMatches) {
   auto pool = *BlockPool::Create({.num_blocks = 2, .block_size = 2, .store_tokens = false});
   auto a = pool->Allocate();
   const std::vector<TokenId> t0 = {1, 2}, t1 = {3, 4};
-  ASSERT_TRUE(*pool->Insert(*a, H(1), H(0), t0));
+  ASSERT_TRUE(*pool->Insert({.block = *a, .hash = H(1), .parent_hash = H(0), .tokens = t0}));
   EXPECT_TRUE(pool->TokensMatch(*a, t1));
   EXPECT_TRUE(pool->CachedTokens(*a).empty());
 }
@@ -252,7 +260,7 @@ TEST(BlockPoolTest, EventsDescribeEveryIndexChange) {
   });
   const std::vector<TokenId> t = {7, 8};
   auto a = pool->Allocate();
-  ASSERT_TRUE(*pool->Insert(*a, H(1), H(0), t));
+  ASSERT_TRUE(*pool->Insert({.block = *a, .hash = H(1), .parent_hash = H(0), .tokens = t}));
   ASSERT_TRUE(pool->Unpin(*a).ok());
   ASSERT_TRUE(pool->Allocate().ok());  // evicts
   pool->ResetPrefixCache();

@@ -68,8 +68,14 @@ TEST(ChunkIndexTest, InsertFindAcquireReleaseUnaligned) {
   ASSERT_TRUE(pool->Allocate(3, &blocks).ok());
   const std::vector<TokenId> doc = Tokens(9, 100);  // offset 2 + 9 tokens = 11 slots: 3 blocks
   const BlockHash key = ChunkKey(doc, {});
-  ASSERT_TRUE(index->Insert(key, doc, /*position=*/30, blocks, /*start_offset=*/2).value());
-  EXPECT_FALSE(index->Insert(key, doc, 30, blocks, 2).value());  // already registered
+  ASSERT_TRUE(
+      index
+          ->Insert({.key = key, .tokens = doc, .position = 30, .blocks = blocks, .start_offset = 2})
+          .value());
+  EXPECT_FALSE(
+      index
+          ->Insert({.key = key, .tokens = doc, .position = 30, .blocks = blocks, .start_offset = 2})
+          .value());  // already registered
   EXPECT_TRUE(index->ValidateInvariants().ok());
   // The caller releases its blocks: they stay cached (evictable), held by the pool's order.
   std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
@@ -113,21 +119,57 @@ TEST(ChunkIndexTest, BadInsertChangesNothing) {
   const std::vector<BlockId> out_of_range = {blocks[0], 99};
   const std::vector<BlockId> free_block = {blocks[0], pool->num_blocks() - 1};
   ASSERT_EQ(pool->RefCount(pool->num_blocks() - 1), 0);
-  EXPECT_EQ(index->Insert(key, {}, 0, blocks, 0).status().code(),
+  EXPECT_EQ(
+      index->Insert({.key = key, .tokens = {}, .position = 0, .blocks = blocks, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index
+          ->Insert({.key = key, .tokens = doc, .position = -1, .blocks = blocks, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(index
+                ->Insert({.key = key,
+                          .tokens = doc,
+                          .position = 0,
+                          .blocks = blocks,
+                          .start_offset = kBlockSize})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, -1, blocks, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, blocks, kBlockSize).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, one, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, blocks, 3).status().code(),  // 3 + 6 needs 3 blocks
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, repeated, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, out_of_range, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(index->Insert(key, doc, 0, free_block, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index->Insert({.key = key, .tokens = doc, .position = 0, .blocks = one, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index->Insert({.key = key, .tokens = doc, .position = 0, .blocks = blocks, .start_offset = 3})
+          .status()
+          .code(),  // 3 + 6 needs 3 blocks
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index
+          ->Insert(
+              {.key = key, .tokens = doc, .position = 0, .blocks = repeated, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index
+          ->Insert(
+              {.key = key, .tokens = doc, .position = 0, .blocks = out_of_range, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      index
+          ->Insert(
+              {.key = key, .tokens = doc, .position = 0, .blocks = free_block, .start_offset = 0})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(index->size(), 0);
   EXPECT_EQ(pool->NumCachedBlocks(), 0);
   EXPECT_EQ(pool->RefCount(blocks[0]), 1);
@@ -142,7 +184,9 @@ TEST(ChunkIndexTest, EvictedChunkIsNeverReturnedNorAcquired) {
   ASSERT_TRUE(pool->Allocate(2, &blocks).ok());
   const std::vector<TokenId> doc = Tokens(8, 1);
   const BlockHash key = ChunkKey(doc, {});
-  ASSERT_TRUE(index->Insert(key, doc, 0, blocks, 0).ok());
+  ASSERT_TRUE(
+      index->Insert({.key = key, .tokens = doc, .position = 0, .blocks = blocks, .start_offset = 0})
+          .ok());
   std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
   ASSERT_TRUE(pool->Unpin(tail_first).ok());
   const std::optional<ChunkLocation> hit = index->Find(key, doc);
@@ -165,7 +209,9 @@ TEST(ChunkIndexTest, AcquiredChunkIsNotEvictedMidUse) {
   ASSERT_TRUE(pool->Allocate(2, &blocks).ok());
   const std::vector<TokenId> doc = Tokens(5, 1);
   const BlockHash key = ChunkKey(doc, {});
-  ASSERT_TRUE(index->Insert(key, doc, 0, blocks, 1).ok());
+  ASSERT_TRUE(
+      index->Insert({.key = key, .tokens = doc, .position = 0, .blocks = blocks, .start_offset = 1})
+          .ok());
   std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
   ASSERT_TRUE(pool->Unpin(tail_first).ok());
   const std::optional<ChunkLocation> hit = index->Find(key, doc);
@@ -196,16 +242,22 @@ TEST(ChunkIndexTest, ChunksAndPrefixesShareBlocks) {
     const std::span<const TokenId> block_tokens =
         std::span<const TokenId>(prompt).subspan(static_cast<size_t>(i * kBlockSize), kBlockSize);
     const BlockHash h = HashBlock(DefaultBlockHasher(), parent, block_tokens);
-    ASSERT_TRUE(pool->Insert(table[static_cast<size_t>(i)], h, parent, block_tokens,
-                             i == 0 ? kNullBlock : table[static_cast<size_t>(i - 1)])
-                    .value());
+    ASSERT_TRUE(
+        pool->Insert({.block = table[static_cast<size_t>(i)],
+                      .hash = h,
+                      .parent_hash = parent,
+                      .tokens = block_tokens,
+                      .parent_block = i == 0 ? kNullBlock : table[static_cast<size_t>(i - 1)]})
+            .value());
     hashes.push_back(h);
     parent = h;
   }
   // Tokens 2..9 of the prompt are a document: a chunk over the same (already cached) blocks.
   const std::vector<TokenId> doc(prompt.begin() + 2, prompt.begin() + 10);
   const BlockHash key = ChunkKey(doc, {});
-  ASSERT_TRUE(index->Insert(key, doc, 2, table, 2).value());
+  ASSERT_TRUE(
+      index->Insert({.key = key, .tokens = doc, .position = 2, .blocks = table, .start_offset = 2})
+          .value());
   EXPECT_EQ(pool->NumCachedBlocks(), 3);                    // shared, not re-cached
   for (BlockId b : table) EXPECT_EQ(pool->RefCount(b), 1);  // the index adds no references
   for (BlockId b : table) EXPECT_EQ(index->NumChunksUsing(b), 1);
@@ -249,8 +301,16 @@ TEST(ChunkIndexTest, PartlyEvictedCopyFreesItsOtherBlocks) {
   ASSERT_TRUE(pool->Allocate(2, &b_blocks).ok());
   const std::vector<TokenId> doc_a = Tokens(12, 1), doc_b = Tokens(8, 100);
   const BlockHash key_a = ChunkKey(doc_a, {}), key_b = ChunkKey(doc_b, {});
-  ASSERT_TRUE(index->Insert(key_a, doc_a, 0, a_blocks, 0).value());
-  ASSERT_TRUE(index->Insert(key_b, doc_b, 0, b_blocks, 0).value());
+  ASSERT_TRUE(
+      index
+          ->Insert(
+              {.key = key_a, .tokens = doc_a, .position = 0, .blocks = a_blocks, .start_offset = 0})
+          .value());
+  ASSERT_TRUE(
+      index
+          ->Insert(
+              {.key = key_b, .tokens = doc_b, .position = 0, .blocks = b_blocks, .start_offset = 0})
+          .value());
   ASSERT_TRUE(pool->Unpin(std::vector<BlockId>(a_blocks.rbegin(), a_blocks.rend())).ok());
   ASSERT_TRUE(pool->Unpin(b_blocks[1]).ok());  // b_blocks[0] stays held
   ASSERT_EQ(pool->NumCachedBlocks(), 5);
@@ -280,14 +340,32 @@ TEST(ChunkIndexTest, ResetPrefixCacheDropsEveryChunk) {
   std::vector<BlockId> blocks;
   ASSERT_TRUE(pool->Allocate(2, &blocks).ok());
   const std::vector<TokenId> a = Tokens(4, 1), b = Tokens(4, 50);
-  ASSERT_TRUE(index->Insert(ChunkKey(a, {}), a, 0, {&blocks[0], 1}, 0).ok());
-  ASSERT_TRUE(index->Insert(ChunkKey(b, {}), b, 9, {&blocks[1], 1}, 0).ok());
+  ASSERT_TRUE(index
+                  ->Insert({.key = ChunkKey(a, {}),
+                            .tokens = a,
+                            .position = 0,
+                            .blocks = {&blocks[0], 1},
+                            .start_offset = 0})
+                  .ok());
+  ASSERT_TRUE(index
+                  ->Insert({.key = ChunkKey(b, {}),
+                            .tokens = b,
+                            .position = 9,
+                            .blocks = {&blocks[1], 1},
+                            .start_offset = 0})
+                  .ok());
   EXPECT_EQ(index->size(), 2);
   pool->ResetPrefixCache();
   EXPECT_EQ(index->size(), 0);
   EXPECT_TRUE(index->ValidateInvariants().ok());
   // The blocks are still held and uncached: they can be registered again.
-  EXPECT_TRUE(index->Insert(ChunkKey(a, {}), a, 0, {&blocks[0], 1}, 0).value());
+  EXPECT_TRUE(index
+                  ->Insert({.key = ChunkKey(a, {}),
+                            .tokens = a,
+                            .position = 0,
+                            .blocks = {&blocks[0], 1},
+                            .start_offset = 0})
+                  .value());
 }
 
 // Randomised differential test: a brute-force model says a chunk is findable iff every one of its
@@ -324,7 +402,8 @@ TEST(ChunkIndexTest, RandomOperationsMatchBruteForce) {
                       pool->Generation(it->second.blocks[j]) == it->second.generations[j];
         }
       }
-      const absl::StatusOr<bool> inserted = index->Insert(key, tokens, 5, blocks, offset);
+      const absl::StatusOr<bool> inserted = index->Insert(
+          {.key = key, .tokens = tokens, .position = 5, .blocks = blocks, .start_offset = offset});
       ASSERT_TRUE(inserted.ok()) << inserted.status();
       EXPECT_EQ(*inserted, !was_valid);
       if (*inserted) {

@@ -63,7 +63,8 @@ void BM_DecodeStep(benchmark::State& state) {
   options.max_num_seqs = n;
   options.max_num_batched_tokens = 8192;
   options.emit_block_tables = state.range(2) != 0;
-  Scheduler scheduler(options, *manager);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create(options, *manager).value();
+  Scheduler& scheduler = *scheduler_owner;
   for (int32_t i = 0; i < n; ++i) {
     SchedulerRequest r;
     r.id = static_cast<RequestId>(i);
@@ -149,7 +150,8 @@ void BM_MixedStep(benchmark::State& state) {
   SchedulerOptions options;
   options.max_num_seqs = n;
   options.max_num_batched_tokens = 2048;
-  Scheduler scheduler(options, *manager);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create(options, *manager).value();
+  Scheduler& scheduler = *scheduler_owner;
   RequestId next_id = 0;
   auto add = [&] {
     SchedulerRequest r;

@@ -62,7 +62,10 @@ TEST(BeladyPolicyTest, DrivesARealBlockPool) {
   for (uint64_t id : {1, 2}) {
     auto b = (*pool)->Allocate();
     ASSERT_TRUE(b.ok());
-    ASSERT_TRUE((*pool)->Insert(*b, BlockHash::FromU64(id), BlockHash{}).ok());
+    ASSERT_TRUE(
+        (*pool)
+            ->Insert({.block = *b, .hash = BlockHash::FromU64(id), .parent_hash = BlockHash{}})
+            .ok());
     belady->SetNextUse(*b, id == 1 ? 9 : 3);
     blocks.push_back(*b);
   }

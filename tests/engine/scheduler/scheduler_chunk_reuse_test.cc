@@ -62,7 +62,8 @@ AcquiredChunk FakeChunk(int32_t n, int32_t position) {
 
 TEST(SchedulerTest, CachedChunkIsMovedAndCountsAsComputed) {
   auto cache = MakeManager(16, 4);
-  Scheduler scheduler({}, *cache);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create({}, *cache).value();
+  Scheduler& scheduler = *scheduler_owner;
   FakeChunkProvider provider;
   provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);
   scheduler.SetChunkReuseProvider(&provider);
@@ -110,7 +111,8 @@ TEST(SchedulerTest, CachedChunkIsMovedAndCountsAsComputed) {
 
 TEST(SchedulerTest, ChunkIsReleasedWhenItsRequestCannotBeScheduled) {
   auto cache = MakeManager(6, 4);
-  Scheduler scheduler({}, *cache);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create({}, *cache).value();
+  Scheduler& scheduler = *scheduler_owner;
   FakeChunkProvider provider;
   provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);
   scheduler.SetChunkReuseProvider(&provider);
@@ -134,7 +136,8 @@ TEST(SchedulerTest, ChunkIsReleasedWhenItsRequestCannotBeScheduled) {
 
 TEST(SchedulerTest, BadChunksAreRejected) {
   auto cache = MakeManager(16, 4);
-  Scheduler scheduler({}, *cache);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create({}, *cache).value();
+  Scheduler& scheduler = *scheduler_owner;
   SchedulerRequest r = Req(1, Iota(10, 100), 2);
   r.chunks = {{.offset = 8, .length = 3}};
   EXPECT_EQ(scheduler.AddRequest(r).code(), absl::StatusCode::kInvalidArgument);
@@ -145,7 +148,8 @@ TEST(SchedulerTest, BadChunksAreRejected) {
 
 TEST(SchedulerTest, BlendSchedulesTheReusedTokensFirstAndCountsThemInTheBudget) {
   auto cache = MakeManager(16, 4);
-  Scheduler scheduler({}, *cache);
+  std::unique_ptr<Scheduler> scheduler_owner = Scheduler::Create({}, *cache).value();
+  Scheduler& scheduler = *scheduler_owner;
   FakeChunkProvider provider;
   provider.blend = true;
   provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);
@@ -186,7 +190,9 @@ TEST(SchedulerTest, BlendSchedulesTheReusedTokensFirstAndCountsThemInTheBudget) 
 
 TEST(SchedulerTest, BlendSplitsAChunkOverStepsByTheBudget) {
   auto cache = MakeManager(16, 4);
-  Scheduler scheduler({.max_num_batched_tokens = 4}, *cache);
+  std::unique_ptr<Scheduler> scheduler_owner =
+      Scheduler::Create({.max_num_batched_tokens = 4}, *cache).value();
+  Scheduler& scheduler = *scheduler_owner;
   FakeChunkProvider provider;
   provider.blend = true;
   provider.chunks[Iota(9, 106)] = FakeChunk(9, 40);

@@ -28,7 +28,11 @@ struct Fixture {
   // Registers `doc` at position 40 from slot offset 2 of two blocks, then unpins them.
   Fixture() {
     EXPECT_TRUE(pool->Allocate(2, &blocks).ok());
-    EXPECT_TRUE(index->Insert(key, doc, 40, blocks, 2).value());
+    EXPECT_TRUE(
+        index
+            ->Insert(
+                {.key = key, .tokens = doc, .position = 40, .blocks = blocks, .start_offset = 2})
+            .value());
     EXPECT_TRUE(pool->Unpin(std::vector<BlockId>(blocks.rbegin(), blocks.rend())).ok());
   }
 };
