@@ -12,11 +12,12 @@
 #define PAGEDKV_CACHE_KV_CACHE_MANAGER_INTERNAL_H_
 
 #include "pagedkv/block_pool.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_cache_manager.h"
 
 namespace pagedkv {
 
-class KvCacheManagerInternal {
+class PAGEDKV_EXPORT KvCacheManagerInternal {
  public:
   static BlockPool& MutablePool(KvCacheManager& manager) { return *manager.pool_; }
 };

@@ -12,11 +12,12 @@
 #include <functional>
 #include <vector>
 
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::internal {
 
-class LazyCandidateHeap {
+class PAGEDKV_EXPORT LazyCandidateHeap {
  public:
   // Empties the set; blocks are in [0, num_blocks).
   void Init(int32_t num_blocks) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 
 namespace pagedkv {
@@ -41,7 +42,7 @@ PAGEDKV_HD void PartitionKeyRange(int64_t last_key, int64_t partition_size, int6
 }
 
 // Inputs of the split-K heuristic.
-struct AttentionSplitInputs {
+struct PAGEDKV_EXPORT AttentionSplitInputs {
   int64_t max_keys = 0;       // upper bound of any sequence's keys (max kv_len, or capacity)
   int64_t base_blocks = 0;    // CUDA blocks without split: tokens x kv heads x head tiles
   int32_t num_sms = 1;        // streaming multiprocessors of the device
@@ -49,7 +50,7 @@ struct AttentionSplitInputs {
 };
 
 // Result: keys per partition and the number of partitions (1: no split, no merge pass).
-struct AttentionSplit {
+struct PAGEDKV_EXPORT AttentionSplit {
   int32_t num_partitions = 1;  // partitions per (token, head); 1 means no split
   int64_t partition_size = 0;  // keys per partition; num_partitions * partition_size >= max_keys
 };

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 #include "pagedkv/kernels/bad_entry.h"
 #include "pagedkv/kernels/op_args.h"
@@ -59,23 +60,23 @@ PAGEDKV_HD bool SamplingParamsValid(const SamplingParams& p) {
 
 // Host-memory content checks, each op's complete list in the CPU backend's order. REQUIRES: the
 // op's size checks (kernels/op_validate.h) passed.
-absl::Status CheckRopeContents(const RopeArgs& args);
-absl::Status CheckReshapeAndCacheContents(const ReshapeAndCacheArgs& args);
-absl::Status CheckReRotateContents(const ReRotateArgs& args);
-absl::Status CheckEmbeddingGatherContents(const EmbeddingGatherArgs& args);
-absl::Status CheckPagedAttentionContents(const PagedAttentionArgs& args);
-absl::Status CheckSampleContents(const SampleArgs& args);
+PAGEDKV_EXPORT absl::Status CheckRopeContents(const RopeArgs& args);
+PAGEDKV_EXPORT absl::Status CheckReshapeAndCacheContents(const ReshapeAndCacheArgs& args);
+PAGEDKV_EXPORT absl::Status CheckReRotateContents(const ReRotateArgs& args);
+PAGEDKV_EXPORT absl::Status CheckEmbeddingGatherContents(const EmbeddingGatherArgs& args);
+PAGEDKV_EXPORT absl::Status CheckPagedAttentionContents(const PagedAttentionArgs& args);
+PAGEDKV_EXPORT absl::Status CheckSampleContents(const SampleArgs& args);
 
 // The word a deferred check (pagedkv/kernels/bad_entry.h) records for host arrays: the smallest
 // EncodeBadEntry over every bad entry, kNoBadEntry when there is none. The same predicates as the
 // Check*Contents above, so the word is kNoBadEntry exactly when that check returns OK; the CUDA
 // check kernels compute the same minimum. REQUIRES: as above.
-uint64_t FirstBadEntry(const RopeArgs& args);
-uint64_t FirstBadEntry(const ReshapeAndCacheArgs& args);
-uint64_t FirstBadEntry(const ReRotateArgs& args);
-uint64_t FirstBadEntry(const EmbeddingGatherArgs& args);
-uint64_t FirstBadEntry(const PagedAttentionArgs& args);
-uint64_t FirstBadEntry(const SampleArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const RopeArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const ReshapeAndCacheArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const ReRotateArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const EmbeddingGatherArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const PagedAttentionArgs& args);
+PAGEDKV_EXPORT uint64_t FirstBadEntry(const SampleArgs& args);
 
 }  // namespace pagedkv
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 #include "pagedkv/kernels/op_args.h"
 
@@ -32,11 +33,11 @@ PAGEDKV_HD int64_t GatherSrcStride(const GatherRowsArgs& args) {
 
 // Pointers non-null, num_rows >= 0, num_src_rows, width >= 1, src_stride 0 or >= width, a valid
 // dtype. InvalidArgument naming the field otherwise.
-absl::Status ValidateGatherRows(const GatherRowsArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateGatherRows(const GatherRowsArgs& args);
 
 // Every rows[i] in [0, num_src_rows); InvalidArgument naming the first bad entry otherwise.
 // REQUIRES: ValidateGatherRows(args) is ok; args.rows points to host memory.
-absl::Status CheckGatherRowsContents(const GatherRowsArgs& args);
+PAGEDKV_EXPORT absl::Status CheckGatherRowsContents(const GatherRowsArgs& args);
 
 }  // namespace pagedkv
 

@@ -8,22 +8,23 @@
 #define PAGEDKV_KERNELS_OP_VALIDATE_H_
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
 
-absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache);
-absl::Status ValidateRopeView(const char* op, const RopeTableView& rope);
-absl::Status ValidateLinear(const LinearArgs& args);
-absl::Status ValidateEmbeddingGather(const EmbeddingGatherArgs& args);
-absl::Status ValidateRmsNorm(const RmsNormArgs& args);
-absl::Status ValidateSwiGlu(const SwiGluArgs& args);
-absl::Status ValidateLmHead(const LmHeadArgs& args);
-absl::Status ValidateRope(const RopeArgs& args);
-absl::Status ValidateReshapeAndCache(const ReshapeAndCacheArgs& args);
-absl::Status ValidateReRotate(const ReRotateArgs& args);
-absl::Status ValidatePagedAttention(const PagedAttentionArgs& args);
-absl::Status ValidateSample(const SampleArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache);
+PAGEDKV_EXPORT absl::Status ValidateRopeView(const char* op, const RopeTableView& rope);
+PAGEDKV_EXPORT absl::Status ValidateLinear(const LinearArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateEmbeddingGather(const EmbeddingGatherArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateRmsNorm(const RmsNormArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateSwiGlu(const SwiGluArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateLmHead(const LmHeadArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateRope(const RopeArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateReshapeAndCache(const ReshapeAndCacheArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateReRotate(const ReRotateArgs& args);
+PAGEDKV_EXPORT absl::Status ValidatePagedAttention(const PagedAttentionArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateSample(const SampleArgs& args);
 
 }  // namespace pagedkv
 

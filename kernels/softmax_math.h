@@ -18,11 +18,12 @@
 
 #include <math.h>
 
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 
 namespace pagedkv {
 
-struct OnlineSoftmax {
+struct PAGEDKV_EXPORT OnlineSoftmax {
   float m = -INFINITY;  // running max of scores seen
   float l = 0.0f;       // running sum of exp(score - m)
 

@@ -10,21 +10,22 @@
 #define PAGEDKV_ENGINE_CLI_COMMANDS_H_
 
 #include "CLI/CLI.hpp"
+#include "pagedkv/export.h"
 
 namespace pagedkv::cli {
 
 // `pagedkv replay`: prefix hit rates on built-in workloads and Mooncake traces (engine/replay).
-void AddReplayCommand(CLI::App& app, int* exit_code);
+PAGEDKV_EXPORT void AddReplayCommand(CLI::App& app, int* exit_code);
 
 // `pagedkv generate`: text generation with a llama2.c model on the paged engine (engine/runtime).
-void AddGenerateCommand(CLI::App& app, int* exit_code);
+PAGEDKV_EXPORT void AddGenerateCommand(CLI::App& app, int* exit_code);
 
 // `pagedkv study-shift`: shifted-position reuse study - re-rotation exactness, drift, quality
 // (engine/shift).
-void AddStudyShiftCommand(CLI::App& app, int* exit_code);
+PAGEDKV_EXPORT void AddStudyShiftCommand(CLI::App& app, int* exit_code);
 
 // `pagedkv kv-events listen`: prints a KV event stream (kv_events_command.cc).
-void AddKvEventsCommand(CLI::App& app, int* exit_code);
+PAGEDKV_EXPORT void AddKvEventsCommand(CLI::App& app, int* exit_code);
 
 }  // namespace pagedkv::cli
 

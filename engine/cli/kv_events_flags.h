@@ -18,11 +18,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_publisher.h"
 
 namespace pagedkv::cli {
 
-struct KvEventsFlags {
+struct PAGEDKV_EXPORT KvEventsFlags {
   std::string endpoint;          // --kv-events-endpoint: PUB address; empty = no events
   std::string replay_endpoint;   // --kv-events-replay-endpoint: ROUTER address; empty = none
   std::string topic;             // --kv-events-topic
@@ -33,15 +34,16 @@ struct KvEventsFlags {
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.
-void AddKvEventsFlags(CLI::App* cmd, KvEventsFlags* flags);
+PAGEDKV_EXPORT void AddKvEventsFlags(CLI::App* cmd, KvEventsFlags* flags);
 
 // The publisher the flags ask for; null when no endpoint was given. InvalidArgument for a bad
 // encoding / hash name; Unavailable when an address cannot be bound.
-absl::StatusOr<std::unique_ptr<KvEventPublisher>> MakeKvEventPublisher(const KvEventsFlags& flags);
+PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<KvEventPublisher>> MakeKvEventPublisher(
+    const KvEventsFlags& flags);
 
 // Flushes, keeps the sockets open for flags.hold_seconds (for late subscribers and replay
 // requests), then shuts the publisher down. No-op for null.
-void FinishKvEventPublisher(const KvEventsFlags& flags, KvEventPublisher* publisher);
+PAGEDKV_EXPORT void FinishKvEventPublisher(const KvEventsFlags& flags, KvEventPublisher* publisher);
 
 }  // namespace pagedkv::cli
 

@@ -23,11 +23,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv {
 
-class Backend {
+class PAGEDKV_EXPORT Backend {
  public:
   virtual ~Backend() = default;
 
@@ -64,19 +65,19 @@ class Backend {
 };
 
 // The CPU reference backend (always available).
-std::unique_ptr<Backend> CreateCpuBackend();
+PAGEDKV_EXPORT std::unique_ptr<Backend> CreateCpuBackend();
 
 // True when the CUDA plugin (engine/model/plugin_backend.h) loads and sees a device. Without an
 // NVIDIA driver device node (/dev/nvidiactl) it is false without loading anything.
-bool CudaBackendAvailable();
+PAGEDKV_EXPORT bool CudaBackendAvailable();
 
 // kCpu: the CPU backend. kCuda: the CUDA plugin's backend on device 0, Unavailable saying what is
 // missing (the plugin library, a library it needs, or a device). kAuto: CUDA when available, else
 // CPU.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind);
+PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind);
 
 // Owns one allocation of a Backend. Movable, not copyable. The backend must outlive it.
-class DeviceBuffer {
+class PAGEDKV_EXPORT DeviceBuffer {
  public:
   DeviceBuffer() = default;
   static absl::StatusOr<DeviceBuffer> Create(Backend& backend, size_t bytes);

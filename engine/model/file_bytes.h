@@ -11,12 +11,14 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::model_internal {
 
 // The bytes of the file at `path`. NotFound when it cannot be opened, InvalidArgument when it is
 // not a regular file, Internal on a read error; messages name `what` and `path`.
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path, std::string_view what);
+PAGEDKV_EXPORT absl::StatusOr<std::string> ReadFileBytes(const std::string& path,
+                                                         std::string_view what);
 
 }  // namespace pagedkv::model_internal
 

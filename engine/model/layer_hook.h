@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/model_config.h"
 
@@ -49,7 +50,7 @@ struct ModelInput;
 
 // What a hook sees at one point of one layer. Pointers are in the backend's memory and valid for
 // the call only.
-struct LayerView {
+struct PAGEDKV_EXPORT LayerView {
   int32_t layer = 0;                  // in [0, n_layers)
   const ModelInput* input = nullptr;  // the batch as given to Forward (input rows)
   // Input row of each current row, ascending: every input row until a hook drops rows.
@@ -60,7 +61,7 @@ struct LayerView {
   ModelRunner* runner = nullptr;      // the runner (ReadKv); do not call Forward from a hook
 };
 
-class LayerHook {
+class PAGEDKV_EXPORT LayerHook {
  public:
   virtual ~LayerHook() = default;
 

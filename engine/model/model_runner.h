@@ -51,6 +51,7 @@
 #include "engine/model/layer_hook.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/kernels/rope_table.h"
@@ -61,7 +62,7 @@
 
 namespace pagedkv {
 
-struct ModelRunnerOptions {
+struct PAGEDKV_EXPORT ModelRunnerOptions {
   BackendKind backend = BackendKind::kAuto;  // where to compute (see backend_kind.h)
   int32_t num_blocks = 0;                    // KV blocks (per layer); > 0
   int32_t block_size = 16;                   // tokens per KV block; > 0
@@ -77,13 +78,13 @@ struct ModelRunnerOptions {
 // The model's trained context under `rope`: seq_len without scaling; seq_len * factor for linear
 // and static NTK scaling; max(seq_len, dynamic_seq_len) for dynamic NTK; and the config's
 // max_position_embeddings (the extended context) for YaRN and Llama-3.
-int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope);
+PAGEDKV_EXPORT int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope);
 
 // llama2.c's RoPE for `model`: interleaved pairs, base model.rope_base, no scaling.
-RopeConfig DefaultRopeConfig(const ModelConfig& model);
+PAGEDKV_EXPORT RopeConfig DefaultRopeConfig(const ModelConfig& model);
 
 // One step's flat batch, in host memory. T = token_ids.size(), n = query_start_loc.size() - 1.
-struct ModelInput {
+struct PAGEDKV_EXPORT ModelInput {
   absl::Span<const TokenId> token_ids = {};        // [T], each in [0, vocab_size)
   absl::Span<const int32_t> positions = {};        // [T], each >= 0
   absl::Span<const int64_t> slot_mapping = {};     // [T], KV slot of each token (or -1: not stored)
@@ -94,7 +95,7 @@ struct ModelInput {
   absl::Span<const int32_t> logits_indices = {};  // rows of the batch whose logits are wanted
 };
 
-struct ForwardOptions {
+struct PAGEDKV_EXPORT ForwardOptions {
   bool return_logits = false;  // copy the logits rows to ModelOutput::logits
   // One per logits index: sample a token from each row into ModelOutput::sampled. Empty: no
   // sampling.
@@ -103,12 +104,12 @@ struct ForwardOptions {
   LayerHook* hook = nullptr;
 };
 
-struct ModelOutput {
+struct PAGEDKV_EXPORT ModelOutput {
   std::vector<float> logits;     // [logits_indices.size(), vocab_size] when return_logits
   std::vector<TokenId> sampled;  // [logits_indices.size()] when sampling was requested
 };
 
-class ModelRunner {
+class PAGEDKV_EXPORT ModelRunner {
  public:
   // Uploads the weights (CPU: used in place), allocates the KV pages and builds the RoPE table.
   // InvalidArgument for bad options (num_blocks, block_size, a RoPE config that fails Validate()

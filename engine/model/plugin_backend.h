@@ -32,11 +32,12 @@
 #include "engine/model/backend.h"
 #include "kernels/backend_plugin_abi.h"
 #include "pagedkv/backend_kind.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv {
 
 // A loaded and checked plugin library. Lives until the process ends.
-class BackendPlugin {
+class PAGEDKV_EXPORT BackendPlugin {
  public:
   // Loads the library at `path` (any dlopen name) and checks its table: InvalidArgument when the
   // file is not a pagedkv plugin or was built for another ABI (the message names both versions),
@@ -66,11 +67,11 @@ class BackendPlugin {
 inline constexpr char kCudaPluginFileName[] = "libpagedkv_cuda.so";
 
 // The candidates tried for the CUDA plugin, in order (see the banner).
-std::vector<std::string> CudaPluginCandidates();
+PAGEDKV_EXPORT std::vector<std::string> CudaPluginCandidates();
 
 // Loads the CUDA plugin once per process (later calls return the same result). NotFound, naming
 // every place tried and how to fix it, when no candidate loads.
-absl::StatusOr<const BackendPlugin*> LoadCudaPlugin();
+PAGEDKV_EXPORT absl::StatusOr<const BackendPlugin*> LoadCudaPlugin();
 
 }  // namespace pagedkv
 

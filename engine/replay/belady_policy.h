@@ -21,10 +21,11 @@
 #include <vector>
 
 #include "pagedkv/eviction_policy.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
-class BeladyPolicy final : public EvictionPolicy {
+class PAGEDKV_EXPORT BeladyPolicy final : public EvictionPolicy {
  public:
   std::string_view Name() const override { return "belady"; }
   void Init(int32_t num_blocks) override;

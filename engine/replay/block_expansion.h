@@ -34,10 +34,11 @@
 #include "engine/replay/workload.h"
 #include "engine/shift/chunk_reuse_tracker.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
-struct ExpansionOptions {
+struct PAGEDKV_EXPORT ExpansionOptions {
   int32_t block_size = 16;       // cache block size in tokens (> 0)
   bool compute_next_use = true;  // fill next_use and chunks' next_use (needed by belady)
 };
@@ -47,7 +48,7 @@ inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
 
 // Every block of every request, concatenated. Request r's blocks are
 // [request_begin[r], request_begin[r + 1]).
-struct ExpandedWorkload {
+struct PAGEDKV_EXPORT ExpandedWorkload {
   int32_t block_size = 0;
   bool one_block_per_hash_id = false;      // trace replayed at its own block size
   std::vector<BlockHash> keys;             // [num_blocks] block keys
@@ -84,17 +85,17 @@ struct ExpandedWorkload {
 // The position-free key of a marked chunk: XXH3-128 over "pagedkv-replay-chunk" (zero-padded to
 // 24 bytes) ‖ content_id ‖ length (u64 little-endian each). Equal content ids and lengths mean
 // equal tokens (workload.h), wherever the span lies in its prompt.
-BlockHash ChunkSpanKey(const ChunkSpan& chunk);
+PAGEDKV_EXPORT BlockHash ChunkSpanKey(const ChunkSpan& chunk);
 
 // The keys of one request's blocks (see above), appended to `keys`; returns the tokens in the
 // last block (0 when there is none). REQUIRES: ValidateWorkload-valid request, block_size > 0.
-int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
-                          int32_t trace_block_size, std::vector<BlockHash>* keys);
+PAGEDKV_EXPORT int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
+                                         int32_t trace_block_size, std::vector<BlockHash>* keys);
 
 // Expands the whole workload. InvalidArgument for block_size <= 0, an invalid workload, or more
 // than 2^31 - 1 requests.
-absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
-                                                const ExpansionOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
+                                                               const ExpansionOptions& options);
 
 }  // namespace pagedkv::replay
 

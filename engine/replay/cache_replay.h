@@ -40,10 +40,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/replay/block_expansion.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
-struct CacheReplayOptions {
+struct PAGEDKV_EXPORT CacheReplayOptions {
   int64_t capacity_blocks = 0;  // blocks in the pool (> 0, < 2^31)
   std::string policy = "lru";   // "lru", "lfu", "fifo" (cache library) or "belady"
   // Count shifted hits of marked chunks (see the banner). No effect on workloads without chunks.
@@ -52,7 +53,7 @@ struct CacheReplayOptions {
   std::function<void(int64_t blocks_done)> progress;
 };
 
-struct CacheReplayResult {
+struct PAGEDKV_EXPORT CacheReplayResult {
   std::string policy;
   int64_t capacity_blocks = 0;
   int64_t requests = 0;
@@ -98,12 +99,12 @@ struct CacheReplayResult {
 };
 
 // Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".
-std::vector<std::string> CacheReplayPolicyNames();
+PAGEDKV_EXPORT std::vector<std::string> CacheReplayPolicyNames();
 
 // Replays `workload` through a fresh BlockPool. InvalidArgument for a capacity out of range or an
 // unknown policy; "belady" needs workload.next_use (ExpansionOptions::compute_next_use).
-absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& workload,
-                                                 const CacheReplayOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& workload,
+                                                                const CacheReplayOptions& options);
 
 }  // namespace pagedkv::replay
 

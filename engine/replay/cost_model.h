@@ -31,11 +31,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
 // A GPU's peak numbers (dense BF16 tensor-core FLOP/s, HBM bandwidth, memory).
-struct GpuPreset {
+struct PAGEDKV_EXPORT GpuPreset {
   std::string name;             // "H100", "H200", "A100"
   double peak_flops = 0;        // dense BF16 FLOP/s
   double memory_bandwidth = 0;  // bytes/s
@@ -43,7 +44,7 @@ struct GpuPreset {
 };
 
 // A decoder model's shape, enough for FLOPs and bytes (BF16 weights and KV cache).
-struct ModelPreset {
+struct PAGEDKV_EXPORT ModelPreset {
   std::string name;               // "llama-3-8b", ...
   double num_parameters = 0;      // weights (each 2 bytes)
   int32_t num_layers = 0;         // transformer layers
@@ -57,20 +58,20 @@ struct ModelPreset {
   double WeightBytes() const { return num_parameters * bytes_per_element; }
 };
 
-std::vector<GpuPreset> GpuPresets();
-std::vector<ModelPreset> ModelPresets();
+PAGEDKV_EXPORT std::vector<GpuPreset> GpuPresets();
+PAGEDKV_EXPORT std::vector<ModelPreset> ModelPresets();
 // Case-insensitive lookups; InvalidArgument listing the known names otherwise.
-absl::StatusOr<GpuPreset> FindGpuPreset(std::string_view name);
-absl::StatusOr<ModelPreset> FindModelPreset(std::string_view name);
+PAGEDKV_EXPORT absl::StatusOr<GpuPreset> FindGpuPreset(std::string_view name);
+PAGEDKV_EXPORT absl::StatusOr<ModelPreset> FindModelPreset(std::string_view name);
 
-struct CostModelOptions {
+struct PAGEDKV_EXPORT CostModelOptions {
   double compute_efficiency = 0.6;  // achieved fraction of peak FLOP/s (MFU) in (0, 1]
   double memory_efficiency = 0.8;   // achieved fraction of peak bandwidth in (0, 1]
   double step_overhead_s = 0.0005;  // fixed per-step cost (scheduling, launches), seconds
 };
 
 // The work of one step: tokens computed and the attention context they see.
-struct StepWork {
+struct PAGEDKV_EXPORT StepWork {
   int64_t num_tokens = 0;            // tokens computed (all sequences)
   double attention_context = 0;      // sum over computed tokens of (position + 1)
   int64_t kv_tokens_read = 0;        // sum over sequences of their context length after the step
@@ -80,7 +81,7 @@ struct StepWork {
   void AddSequence(int64_t num_computed_tokens, int64_t num_new_tokens);
 };
 
-class RooflineCostModel {
+class PAGEDKV_EXPORT RooflineCostModel {
  public:
   RooflineCostModel(const GpuPreset& gpu, const ModelPreset& model,
                     const CostModelOptions& options);

@@ -25,16 +25,17 @@
 
 #include "absl/status/statusor.h"
 #include "engine/replay/workload.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
 // Inclusive integer range [min, max] sampled uniformly.
-struct TokenRange {
+struct PAGEDKV_EXPORT TokenRange {
   int32_t min = 1;  // smallest value, > 0
   int32_t max = 1;  // largest value, >= min
 };
 
-struct SystemPromptOptions {
+struct PAGEDKV_EXPORT SystemPromptOptions {
   int32_t num_requests = 1500;             // requests generated
   int32_t num_system_prompts = 40;         // distinct shared system prompts
   double zipf_alpha = 1.0;                 // popularity of prompt k is 1 / (k+1)^alpha
@@ -45,7 +46,7 @@ struct SystemPromptOptions {
   uint64_t seed = 1;                       // random seed
 };
 
-struct ConversationOptions {
+struct PAGEDKV_EXPORT ConversationOptions {
   int32_t num_conversations = 250;         // conversations generated
   TokenRange turns = {1, 8};               // turns per conversation
   int32_t num_system_prompts = 6;          // system prompts shared across conversations
@@ -57,7 +58,7 @@ struct ConversationOptions {
   uint64_t seed = 2;                       // random seed
 };
 
-struct RagOptions {
+struct PAGEDKV_EXPORT RagOptions {
   int32_t num_requests = 800;                 // requests generated
   int32_t num_documents = 80;                 // distinct documents in the corpus
   double zipf_alpha = 0.9;                    // popularity of document k is 1 / (k+1)^alpha
@@ -71,25 +72,26 @@ struct RagOptions {
 };
 
 // Size and seed of a built-in workload chosen by name.
-struct BuiltinWorkloadOptions {
+struct PAGEDKV_EXPORT BuiltinWorkloadOptions {
   int32_t num_requests = 0;  // approximate number of requests; 0 = the generator's default
   uint64_t seed = 1;         // random seed (each generator derives its own from it)
 };
 
-Workload GenerateSystemPromptWorkload(const SystemPromptOptions& options);
-Workload GenerateConversationWorkload(const ConversationOptions& options);
-Workload GenerateRagWorkload(const RagOptions& options);
+PAGEDKV_EXPORT Workload GenerateSystemPromptWorkload(const SystemPromptOptions& options);
+PAGEDKV_EXPORT Workload GenerateConversationWorkload(const ConversationOptions& options);
+PAGEDKV_EXPORT Workload GenerateRagWorkload(const RagOptions& options);
 // The three above (with seeds derived from `seed`), merged in arrival order.
-Workload GenerateMixedWorkload(const SystemPromptOptions& system_prompt,
-                               const ConversationOptions& conversation, const RagOptions& rag);
+PAGEDKV_EXPORT Workload GenerateMixedWorkload(const SystemPromptOptions& system_prompt,
+                                              const ConversationOptions& conversation,
+                                              const RagOptions& rag);
 
 // Names accepted by MakeBuiltinWorkload.
-std::vector<std::string> BuiltinWorkloadNames();
+PAGEDKV_EXPORT std::vector<std::string> BuiltinWorkloadNames();
 
 // The workload `name` ("system-prompt", "conversation", "rag", "mixed"). InvalidArgument for an
 // unknown name or bad options (e.g. num_requests < 0).
-absl::StatusOr<Workload> MakeBuiltinWorkload(std::string_view name,
-                                             const BuiltinWorkloadOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<Workload> MakeBuiltinWorkload(std::string_view name,
+                                                            const BuiltinWorkloadOptions& options);
 
 }  // namespace pagedkv::replay
 

@@ -18,10 +18,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/replay/workload.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
-struct TraceOptions {
+struct PAGEDKV_EXPORT TraceOptions {
   int32_t trace_block_size = 512;  // tokens per hash id (Mooncake traces use 512)
   bool skip_bad_lines = false;     // skip malformed lines (counted) instead of failing
 };
@@ -31,15 +32,17 @@ struct TraceOptions {
 // malformed when it is not one JSON object, a required field is missing or has the wrong type or
 // range, its hash id count is not ceil(input_length / trace_block_size), or its timestamp is
 // below the previous good line's. REQUIRES nothing; bad options give InvalidArgument.
-absl::StatusOr<Workload> ParseMooncakeTrace(std::string_view text, const TraceOptions& options,
-                                            std::string_view name = "trace");
+PAGEDKV_EXPORT absl::StatusOr<Workload> ParseMooncakeTrace(std::string_view text,
+                                                           const TraceOptions& options,
+                                                           std::string_view name = "trace");
 
 // Reads `path` (gzip-compressed or plain; detected from its bytes) and parses it as above.
 // NotFound when the file is missing, DataLoss when the gzip stream is corrupt or truncated.
-absl::StatusOr<Workload> LoadMooncakeTrace(const std::string& path, const TraceOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<Workload> LoadMooncakeTrace(const std::string& path,
+                                                          const TraceOptions& options);
 
 // The whole contents of `path`, decompressed when it is gzip-compressed.
-absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path);
+PAGEDKV_EXPORT absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path);
 
 }  // namespace pagedkv::replay
 

@@ -31,12 +31,13 @@
 #include "engine/replay/serve_replay.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_codec.h"
 #include "pagedkv/prefix_router_index.h"
 
 namespace pagedkv::replay {
 
-struct MultiInstanceOptions {
+struct PAGEDKV_EXPORT MultiInstanceOptions {
   int32_t num_instances = 2;           // simulated instances; >= 1
   std::string router = "round-robin";  // round-robin, least-loaded, prefix-aware, oracle
   RouterCostOptions cost;              // prefix-aware and oracle: the cost's weights
@@ -48,7 +49,7 @@ struct MultiInstanceOptions {
   std::string transport = "inproc";
 };
 
-struct InstanceSummary {
+struct PAGEDKV_EXPORT InstanceSummary {
   int64_t requests = 0;  // requests routed here
   int64_t routed_prompt_tokens = 0;
   int64_t admitted_tokens = 0;    // prompt tokens at admissions (re-admissions included)
@@ -61,7 +62,7 @@ struct InstanceSummary {
   double prefix_hit_rate() const;
 };
 
-struct MultiInstanceResult {
+struct PAGEDKV_EXPORT MultiInstanceResult {
   std::string router;
   int32_t num_instances = 0;
   ServeReplayResult aggregate;  // counters summed, latencies over all requests
@@ -71,19 +72,18 @@ struct MultiInstanceResult {
 };
 
 // Names accepted in MultiInstanceOptions::router.
-std::vector<std::string> RouterNames();
+PAGEDKV_EXPORT std::vector<std::string> RouterNames();
 
 // Runs the replay. `serve` gives the per-instance settings (capacity is per instance; 0 = what
 // fits one GPU). InvalidArgument for bad options (unknown router, num_instances < 1, what
 // RunServeReplay rejects); Internal if an instance stalls or ends holding blocks.
-absl::StatusOr<MultiInstanceResult> RunMultiInstanceReplay(const Workload& workload,
-                                                           const ServeReplayOptions& serve,
-                                                           const MultiInstanceOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<MultiInstanceResult> RunMultiInstanceReplay(
+    const Workload& workload, const ServeReplayOptions& serve, const MultiInstanceOptions& options);
 
 // The aggregate table and one row per instance.
-std::string FormatMultiInstanceTable(const MultiInstanceResult& result);
+PAGEDKV_EXPORT std::string FormatMultiInstanceTable(const MultiInstanceResult& result);
 // ServeResultJson(aggregate) plus router, num_instances, per_instance and kv_events.
-nlohmann::json MultiInstanceJson(const MultiInstanceResult& result);
+PAGEDKV_EXPORT nlohmann::json MultiInstanceJson(const MultiInstanceResult& result);
 
 }  // namespace pagedkv::replay
 

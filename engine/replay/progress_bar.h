@@ -14,14 +14,16 @@
 #include <cstdint>
 #include <string>
 
+#include "pagedkv/export.h"
+
 namespace pagedkv::replay {
 
-struct ProgressBarOptions {
+struct PAGEDKV_EXPORT ProgressBarOptions {
   bool enabled = true;   // false: never draw (e.g. --json or --no-progress)
   double delay_s = 1.0;  // draw only once the run has taken this long
 };
 
-class ProgressBar {
+class PAGEDKV_EXPORT ProgressBar {
  public:
   ProgressBar(std::string label, int64_t total, const ProgressBarOptions& options = {});
   ~ProgressBar();

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_publisher.h"
 
 namespace pagedkv::replay {
 
-struct ReplayConfig {
+struct PAGEDKV_EXPORT ReplayConfig {
   std::string trace;                      // Mooncake JSONL(.gz) file; empty = built-in workload
   std::string workload = "mixed";         // built-in workload when no trace is given
   int32_t requests = 0;                   // built-in workload size (0 = its default)
@@ -61,7 +62,8 @@ struct ReplayConfig {
 
 // Runs the replay; writes results to `out` and notes (files written, skipped lines) to `err`.
 // Returns the first error (a message for the user) with nothing printed to `out`.
-absl::Status RunReplay(const ReplayConfig& config, std::ostream& out, std::ostream& err);
+PAGEDKV_EXPORT absl::Status RunReplay(const ReplayConfig& config, std::ostream& out,
+                                      std::ostream& err);
 
 }  // namespace pagedkv::replay
 

@@ -17,32 +17,35 @@
 #include "absl/status/statusor.h"
 #include "engine/replay/cache_replay.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/export.h"
 
 namespace pagedkv::replay {
 
 // One row per result: policy, capacity, hit rates, evictions and the miss breakdown.
-std::string FormatCacheTable(const std::vector<CacheReplayResult>& results);
+PAGEDKV_EXPORT std::string FormatCacheTable(const std::vector<CacheReplayResult>& results);
 
 // Every counter and rate of one cache-mode run (requests, blocks, hit_blocks, block_hit_rate,
 // token_hit_rate, infinite_cache_block_hit_rate, evictions, misses{...}, ...).
-nlohmann::json CacheResultJson(const CacheReplayResult& result);
+PAGEDKV_EXPORT nlohmann::json CacheResultJson(const CacheReplayResult& result);
 
 // CSV with a header row and one row per result (creates parent directories).
-absl::Status WriteSweepCsv(const std::string& path, const std::vector<CacheReplayResult>& results);
+PAGEDKV_EXPORT absl::Status WriteSweepCsv(const std::string& path,
+                                          const std::vector<CacheReplayResult>& results);
 
 // Plot of block hit rate (%) against capacity (blocks, log scale), one line per policy, plus the
 // infinite-cache rate as a dashed line. `path` ends in .svg or .png. Uses gnuplot when it is
 // installed (pngcairo / svg terminals); without gnuplot an .svg is written directly and a .png is
 // FailedPrecondition. Returns how it was drawn ("gnuplot" or "built-in SVG writer").
-absl::StatusOr<std::string> WriteHitRatePlot(const std::string& path,
-                                             const std::vector<CacheReplayResult>& results,
-                                             const std::string& title);
+PAGEDKV_EXPORT absl::StatusOr<std::string> WriteHitRatePlot(
+    const std::string& path, const std::vector<CacheReplayResult>& results,
+    const std::string& title);
 
 // True when a `gnuplot` executable is on the PATH.
-bool GnuplotAvailable();
+PAGEDKV_EXPORT bool GnuplotAvailable();
 
 // The SVG document WriteHitRatePlot writes without gnuplot.
-std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std::string& title);
+PAGEDKV_EXPORT std::string HitRateSvg(const std::vector<CacheReplayResult>& results,
+                                      const std::string& title);
 
 }  // namespace pagedkv::replay
 

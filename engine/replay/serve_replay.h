@@ -32,12 +32,13 @@
 #include "engine/replay/cost_model.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/scheduler.h"
 
 namespace pagedkv::replay {
 
-struct ServeReplayOptions {
+struct PAGEDKV_EXPORT ServeReplayOptions {
   int32_t block_size = 16;              // KV block size in tokens
   int64_t capacity_blocks = 0;          // KV blocks; 0 = what fits in the GPU after the weights
   double gpu_memory_utilization = 0.9;  // fraction of GPU memory for weights + KV (capacity 0)
@@ -60,7 +61,7 @@ struct ServeReplayOptions {
   std::function<void(KvEventBatch batch)> on_event_batch;
 };
 
-struct ServeReplayResult {
+struct PAGEDKV_EXPORT ServeReplayResult {
   int64_t requests = 0;           // requests in the workload
   int64_t finished = 0;           // requests that produced all their tokens
   int64_t rejected = 0;           // requests the scheduler refused (e.g. longer than the KV pool)
@@ -109,26 +110,29 @@ struct ServeReplayResult {
 
 // KV blocks that fit in gpu.memory_bytes * utilization after the model's weights.
 // InvalidArgument when the weights alone do not fit.
-absl::StatusOr<int64_t> KvCapacityBlocks(const GpuPreset& gpu, const ModelPreset& model,
-                                         double gpu_memory_utilization, int32_t block_size);
+PAGEDKV_EXPORT absl::StatusOr<int64_t> KvCapacityBlocks(const GpuPreset& gpu,
+                                                        const ModelPreset& model,
+                                                        double gpu_memory_utilization,
+                                                        int32_t block_size);
 
 // Replays `workload` in serve mode. InvalidArgument for bad options (unknown policy, "belady",
 // block size, scheduler options, model that does not fit, negative chunk_first_k, a chunk longer
 // than 2^31 - 1 tokens); Internal if the scheduler stalls or, at the end, a block is still held or
 // the pool's or chunk index's invariants are broken.
-absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
-                                                 const ServeReplayOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
+                                                                const ServeReplayOptions& options);
 
 // One line per metric (shifted-hit lines when shifted_counted).
-std::string FormatServeTable(const ServeReplayResult& result);
+PAGEDKV_EXPORT std::string FormatServeTable(const ServeReplayResult& result);
 // Every counter and rate; the shifted fields (named as in cache mode's JSON) when shifted_counted.
-nlohmann::json ServeResultJson(const ServeReplayResult& result);
+PAGEDKV_EXPORT nlohmann::json ServeResultJson(const ServeReplayResult& result);
 
 // The effect of shifted reuse: `with` against the same replay with count_shifted off.
-std::string FormatShiftedEffect(const ServeReplayResult& with, const ServeReplayResult& without);
+PAGEDKV_EXPORT std::string FormatShiftedEffect(const ServeReplayResult& with,
+                                               const ServeReplayResult& without);
 // {"ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "e2e_mean_s", "computed_tokens",
 //  "simulated_seconds", "prefix_hit_rate"} of the run without shifted reuse.
-nlohmann::json WithoutShiftedJson(const ServeReplayResult& without);
+PAGEDKV_EXPORT nlohmann::json WithoutShiftedJson(const ServeReplayResult& without);
 
 }  // namespace pagedkv::replay
 

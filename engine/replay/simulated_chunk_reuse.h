@@ -38,18 +38,19 @@
 #include "engine/shift/chunk_pins.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 
-struct SimulatedChunkReuseOptions {
+struct PAGEDKV_EXPORT SimulatedChunkReuseOptions {
   int32_t first_k = 0;            // leading tokens of each chunk always recomputed (EPIC); >= 0
   std::string model_fingerprint;  // model id, hashed into every chunk key
 };
 
 // Counters since construction.
-struct SimulatedChunkReuseStats {
+struct PAGEDKV_EXPORT SimulatedChunkReuseStats {
   int64_t acquired = 0;            // Acquire calls that returned a chunk
   int64_t released_unused = 0;     // of those, released by the scheduler without using them
   int64_t registered = 0;          // chunk copies registered
@@ -58,7 +59,7 @@ struct SimulatedChunkReuseStats {
   int64_t already_registered = 0;  // Register calls for a chunk already cached
 };
 
-class SimulatedChunkReuse final : public ChunkReuseProvider {
+class PAGEDKV_EXPORT SimulatedChunkReuse final : public ChunkReuseProvider {
  public:
   // InvalidArgument for a null pool or a negative first_k.
   static absl::StatusOr<std::unique_ptr<SimulatedChunkReuse>> Create(

@@ -23,26 +23,27 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 
 // `length` tokens of the content `content_id` (tokens SegmentToken(content_id, 0..length-1)).
-struct Segment {
+struct PAGEDKV_EXPORT Segment {
   uint64_t content_id = 0;  // identifies the tokens; equal ids mean equal tokens
   int32_t length = 0;       // tokens, > 0
 };
 
 // A span of a prompt marked as a reusable chunk (a RAG document): the same content can appear at
 // different positions in different prompts, which shifted-position reuse exploits.
-struct ChunkSpan {
+struct PAGEDKV_EXPORT ChunkSpan {
   uint64_t content_id = 0;   // position-free identity of the chunk's tokens
   int64_t token_offset = 0;  // first prompt position covered
   int64_t length = 0;        // tokens covered
 };
 
 // One request of a workload.
-struct ReplayRequest {
+struct PAGEDKV_EXPORT ReplayRequest {
   double arrival_ms = 0;          // arrival time in milliseconds from the workload's start
   int64_t input_length = 0;       // prompt tokens (= sum of segment lengths)
   int64_t output_length = 0;      // tokens to generate
@@ -51,7 +52,7 @@ struct ReplayRequest {
 };
 
 // A named list of requests in arrival order.
-struct Workload {
+struct PAGEDKV_EXPORT Workload {
   std::string name;                     // "conversation", a trace file name, ...
   std::vector<ReplayRequest> requests;  // in arrival (file) order
   // Tokens per segment when the workload comes from a Mooncake trace (every segment but a
@@ -66,16 +67,17 @@ struct Workload {
 
 // The token at `offset` of content `content_id`, in [0, vocab_size). Deterministic.
 // REQUIRES: vocab_size > 0.
-TokenId SegmentToken(uint64_t content_id, int64_t offset, int32_t vocab_size);
+PAGEDKV_EXPORT TokenId SegmentToken(uint64_t content_id, int64_t offset, int32_t vocab_size);
 
 // The prompt tokens of `request` (input_length of them). REQUIRES: vocab_size > 0.
-std::vector<TokenId> MaterializePrompt(const ReplayRequest& request, int32_t vocab_size);
+PAGEDKV_EXPORT std::vector<TokenId> MaterializePrompt(const ReplayRequest& request,
+                                                      int32_t vocab_size);
 
 // OK when every request's segments are positive and sum to its input_length, lengths are
 // non-negative, arrivals do not decrease, chunks lie inside their prompts, and (for traces)
 // every segment but the last has trace_block_size tokens. Otherwise InvalidArgument naming the
 // request.
-absl::Status ValidateWorkload(const Workload& workload);
+PAGEDKV_EXPORT absl::Status ValidateWorkload(const Workload& workload);
 
 }  // namespace pagedkv::replay
 

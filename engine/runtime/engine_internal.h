@@ -15,15 +15,16 @@
 #include "engine/model/model_runner.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/engine.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv {
 
-struct Engine::Internals {
+struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
 };
 
-class EngineInternal {
+class PAGEDKV_EXPORT EngineInternal {
  public:
   static ModelRunner& Runner(Engine& engine) { return *engine.internals_->runner; }
   // Null unless EngineOptions.chunk_reuse is on.

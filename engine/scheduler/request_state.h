@@ -19,12 +19,13 @@
 
 #include "engine/scheduler/waiting_queue.h"
 #include "pagedkv/cache_request.h"
+#include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::internal {
 
-struct RequestState {
+struct PAGEDKV_EXPORT RequestState {
   RequestState(CacheRequest cache_request, const SchedulerRequest& request)
       : cache(std::move(cache_request)),
         id(request.id),

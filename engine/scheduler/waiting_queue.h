@@ -21,12 +21,13 @@
 #include <tuple>
 
 #include "absl/container/btree_set.h"
+#include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
 
 namespace pagedkv::internal {
 
 // Sort key of a waiting request; smaller is admitted first.
-struct WaitingKey {
+struct PAGEDKV_EXPORT WaitingKey {
   int64_t priority = 0;
   double arrival_time = 0.0;
   int64_t order = 0;  // unique per queued request

@@ -27,12 +27,13 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/model/layer_hook.h"
+#include "pagedkv/export.h"
 #include "pagedkv/model_config.h"
 
 namespace pagedkv {
 
 // A group of batch rows for selective recompute.
-struct BlendGroup {
+struct PAGEDKV_EXPORT BlendGroup {
   int32_t first_row = 0;  // first batch row of the group
   int32_t num_rows = 0;   // rows [first_row, first_row + num_rows), all of one sequence; >= 1
   int32_t num_keep = 0;   // most deviating rows that go on past deviation_layer; in [0, num_rows]
@@ -40,18 +41,20 @@ struct BlendGroup {
 
 // How many of `n` tokens CacheBlend recomputes at `fraction`: ceil(fraction * n) in [0, n].
 // REQUIRES: 0 <= fraction <= 1, n >= 0.
-int32_t NumToRecompute(double fraction, int32_t n);
+PAGEDKV_EXPORT int32_t NumToRecompute(double fraction, int32_t n);
 
 // The `count` tokens whose K/V deviates most between copy a and copy b, as ascending indices.
 // Token j's deviation is the sum, in double, of the squared differences of its `width` K elements
 // and its `width` V elements (CacheBlend's KV deviation; ShiftedPrefill and CacheBlendHook both
 // rank with it); ties go to the smaller index. Spans are [num_tokens, width], row-major.
 // REQUIRES: the four spans have the same size, a multiple of width > 0; 0 <= count <= num_tokens.
-std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<const float> v_a,
-                                         std::span<const float> k_b, std::span<const float> v_b,
-                                         int64_t width, int32_t count);
+PAGEDKV_EXPORT std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a,
+                                                        std::span<const float> v_a,
+                                                        std::span<const float> k_b,
+                                                        std::span<const float> v_b, int64_t width,
+                                                        int32_t count);
 
-class CacheBlendHook final : public LayerHook {
+class PAGEDKV_EXPORT CacheBlendHook final : public LayerHook {
  public:
   // `groups`: sorted by first_row, non-overlapping, each inside one sequence, with slots (not -1)
   // and no row in logits_indices (Validate checks it). Empty: the hook does nothing.

@@ -23,12 +23,13 @@
 #include "absl/status/status.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-class ChunkPins {
+class PAGEDKV_EXPORT ChunkPins {
  public:
   explicit ChunkPins(ChunkIndex* index) : index_(index) {}
   ~ChunkPins();

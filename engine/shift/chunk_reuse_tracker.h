@@ -43,6 +43,7 @@
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_events.h"
 
 namespace pagedkv {
@@ -51,7 +52,7 @@ namespace pagedkv {
 inline constexpr int64_t kChunkNeverUsed = std::numeric_limits<int64_t>::max();
 
 // A marked chunk of one request.
-struct TrackedChunk {
+struct PAGEDKV_EXPORT TrackedChunk {
   BlockHash key;         // position-free identity of the chunk's content (e.g. ChunkKey)
   int64_t position = 0;  // first prompt position the chunk covers (>= 0)
   int64_t length = 0;    // tokens (> 0)
@@ -60,7 +61,7 @@ struct TrackedChunk {
   int64_t next_use = kChunkNeverUsed;
 };
 
-struct ChunkReuseTrackerOptions {
+struct PAGEDKV_EXPORT ChunkReuseTrackerOptions {
   // Called with a chunk's blocks (in order) and its TrackedChunk::next_use right before the
   // tracker unpins them; may be empty. It must not touch the pool.
   std::function<void(std::span<const BlockId> blocks, int64_t next_use)> before_unpin;
@@ -76,7 +77,7 @@ struct ChunkReuseTrackerOptions {
   bool retire_orphaned_blocks = false;
 };
 
-struct ChunkReuseStats {
+struct PAGEDKV_EXPORT ChunkReuseStats {
   int64_t requests = 0;            // OnRequest calls
   int64_t chunks = 0;              // chunks seen
   int64_t prefix_covered = 0;      // chunks entirely inside the request's prefix hit
@@ -89,7 +90,7 @@ struct ChunkReuseStats {
   int64_t register_failures = 0;   // misses not registered: the pool had no block to give
 };
 
-class ChunkReuseTracker {
+class PAGEDKV_EXPORT ChunkReuseTracker {
  public:
   // `pool` is not owned and must outlive the tracker. InvalidArgument when null.
   static absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> Create(

@@ -50,12 +50,13 @@
 #include "engine/shift/chunk_pins.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-struct EngineChunkReuseOptions {
+struct PAGEDKV_EXPORT EngineChunkReuseOptions {
   int32_t first_k = 0;  // leading tokens of each chunk always recomputed (EPIC); >= 0
   // CacheBlend: fraction of each reused chunk's tokens recomputed through every layer (those whose
   // K/V deviate most at deviation_layer); in [0, 1]; 0: off (plain re-rotated reuse).
@@ -65,7 +66,7 @@ struct EngineChunkReuseOptions {
   std::string model_fingerprint;  // model id / shape / KV dtype, hashed into every chunk key
 };
 
-class EngineChunkReuse final : public ChunkReuseProvider {
+class PAGEDKV_EXPORT EngineChunkReuse final : public ChunkReuseProvider {
  public:
   // InvalidArgument for null arguments, a negative first_k, a recompute_fraction outside [0, 1], a
   // deviation_layer outside [0, n_layers) with blending on (< 0 in any case), or a pool whose

@@ -16,13 +16,15 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/model_weights.h"
 
 namespace pagedkv {
 
 // A copy of `weights` keeping layers [0, num_layers). InvalidArgument unless
 // 1 <= num_layers <= weights.config().n_layers.
-absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int32_t num_layers);
+PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights,
+                                                               int32_t num_layers);
 
 }  // namespace pagedkv
 

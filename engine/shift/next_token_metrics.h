@@ -16,12 +16,13 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 // Accumulates over any number of Add calls (e.g. several documents).
-class NextTokenMetrics {
+class PAGEDKV_EXPORT NextTokenMetrics {
  public:
   // `exact` and `approx`: [rows, vocab] logits. `targets`: the true next token of the first
   // targets.size() rows (<= rows; -1 skips a row), used for the perplexities. InvalidArgument

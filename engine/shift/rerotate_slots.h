@@ -20,11 +20,12 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
 
-struct SlotMove {
+struct PAGEDKV_EXPORT SlotMove {
   std::span<const int64_t> src = {};            // [n] source slots
   std::span<const int64_t> dst = {};            // [n] destination slots (no dst is another's src)
   std::span<const int32_t> old_positions = {};  // [n] positions the keys were rotated to
@@ -36,7 +37,7 @@ struct SlotMove {
 
 // InvalidArgument for lists of different sizes or a bad layer range; kernel errors (slots out of
 // range, negative positions) are passed through before anything is written.
-absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move);
+PAGEDKV_EXPORT absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move);
 
 }  // namespace pagedkv
 

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
+#include "pagedkv/export.h"
 #include "pagedkv/model_weights.h"
 
 namespace pagedkv {
@@ -45,11 +46,11 @@ enum class ShiftVariant {
 };
 
 // "rerotated", "naive", "rerotated+firstk", "rerotated+selective".
-const char* ShiftVariantName(ShiftVariant variant);
+PAGEDKV_EXPORT const char* ShiftVariantName(ShiftVariant variant);
 // Accepts the names above and "firstk", "selective".
-absl::StatusOr<ShiftVariant> ParseShiftVariant(std::string_view name);
+PAGEDKV_EXPORT absl::StatusOr<ShiftVariant> ParseShiftVariant(std::string_view name);
 
-struct ShiftStudyOptions {
+struct PAGEDKV_EXPORT ShiftStudyOptions {
   std::shared_ptr<const ModelWeights> weights;  // the model; required
   BackendKind backend = BackendKind::kCpu;      // where to compute
   int32_t block_size = 16;                      // tokens per KV block
@@ -70,7 +71,7 @@ struct ShiftStudyOptions {
 };
 
 // Report 1: re-rotated vs fresh keys of C, per layer.
-struct KeyErrorRow {
+struct PAGEDKV_EXPORT KeyErrorRow {
   DType dtype = DType::kF32;
   int32_t shift = 0;
   int32_t layer = 0;
@@ -81,7 +82,7 @@ struct KeyErrorRow {
 // The must-pass check: layer-0 K and V of C after re-rotation equal fresh ones within the
 // dtype's rounding, per rotated pair: |diff| <= (3u + 1e-6) |pair| (u = unit roundoff: two
 // roundings for the re-rotated key, one for the fresh one, fp32 trigonometry).
-struct LayerZeroCheck {
+struct PAGEDKV_EXPORT LayerZeroCheck {
   DType dtype = DType::kF32;
   int32_t shift = 0;
   double worst_ratio = 0.0;  // max over elements of |diff| / tolerance (<= 1 passes)
@@ -89,7 +90,7 @@ struct LayerZeroCheck {
 };
 
 // Report 2: rotation forms and drift, layer-0 keys against fresh ones at the final position.
-struct RotationRow {
+struct PAGEDKV_EXPORT RotationRow {
   DType dtype = DType::kF32;
   std::string form;            // "compose" (R(p1) R(p0)^T) or "delta" (R(p1 - p0))
   bool drift = false;          // true: n successive shifts in place; false: one shift of a run
@@ -100,7 +101,7 @@ struct RotationRow {
 };
 
 // Report 3: next-token quality on D against the full recompute.
-struct QualityRow {
+struct PAGEDKV_EXPORT QualityRow {
   DType dtype = DType::kF32;
   int32_t shift = 0;
   std::string variant;           // ShiftVariantName
@@ -112,7 +113,7 @@ struct QualityRow {
   int64_t rows = 0;              // scored rows
 };
 
-struct ShiftStudyReport {
+struct PAGEDKV_EXPORT ShiftStudyReport {
   std::string model;  // one-line description of the model
   std::vector<KeyErrorRow> key_errors;
   std::vector<LayerZeroCheck> layer_zero_checks;
@@ -124,7 +125,7 @@ struct ShiftStudyReport {
 
 // Runs the study. InvalidArgument for bad options (no weights, an empty chunk, p1 < 0, positions
 // past the model's context, fractions outside [0, 1]); model errors are passed through.
-absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& options);
+PAGEDKV_EXPORT absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& options);
 
 }  // namespace pagedkv
 

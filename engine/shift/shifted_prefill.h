@@ -54,18 +54,19 @@
 #include "engine/model/model_runner.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 // A span of a prompt marked as a reusable chunk.
-struct ChunkSpan {
+struct PAGEDKV_EXPORT ChunkSpan {
   int32_t begin = 0;   // index of its first token in the prompt (= its position)
   int32_t length = 0;  // tokens (> 0)
 };
 
-struct ShiftedReuseOptions {
+struct PAGEDKV_EXPORT ShiftedReuseOptions {
   bool enable_reuse = true;  // false: compute every token (full recompute; still registers)
   bool rerotate = true;      // false: naive baseline, keys copied without re-rotation (study only)
   ReRotateMode rotation = ReRotateMode::kCompose;  // R(p1) R(p0)^T, or R(p1 - p0) (kDelta)
@@ -76,7 +77,7 @@ struct ShiftedReuseOptions {
   bool register_chunks = true;      // register spans computed fresh in the ChunkIndex
 };
 
-struct ShiftedPrefillInput {
+struct PAGEDKV_EXPORT ShiftedPrefillInput {
   std::span<const TokenId> tokens = {};       // the prompt; token i sits at position i
   std::span<const ChunkSpan> chunks = {};     // sorted by begin, non-overlapping, inside tokens
   std::span<const BlockId> block_table = {};  // blocks covering every token (caller-allocated)
@@ -87,7 +88,7 @@ struct ShiftedPrefillInput {
 };
 
 // What happened to one marked span.
-struct ChunkReuseRecord {
+struct PAGEDKV_EXPORT ChunkReuseRecord {
   int32_t begin = 0;            // span begin (its new position p1)
   int32_t length = 0;           // span length
   bool hit = false;             // found in the ChunkIndex (and reused)
@@ -97,7 +98,7 @@ struct ChunkReuseRecord {
   bool registered = false;      // computed here and registered
 };
 
-struct ShiftedPrefillResult {
+struct PAGEDKV_EXPORT ShiftedPrefillResult {
   std::vector<float> logits;        // [rows, vocab_size]: tokens >= logits_from (or the last)
   int32_t logits_from = 0;          // token index of logits row 0
   int64_t num_computed_tokens = 0;  // tokens run through every layer
@@ -114,7 +115,7 @@ struct ShiftedPrefillResult {
   std::vector<ChunkReuseRecord> chunks;  // one per marked span, in order
 };
 
-class ShiftedPrefill {
+class PAGEDKV_EXPORT ShiftedPrefill {
  public:
   // `runner`, `pool` and `index` are not owned and must outlive this object; the pool must be the
   // one `index` was created over and have the runner's num_blocks and block_size

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv {
 
@@ -22,9 +23,9 @@ enum class BackendKind {
 };
 
 // "auto", "cpu", "cuda".
-std::string_view BackendKindName(BackendKind kind);
+PAGEDKV_EXPORT std::string_view BackendKindName(BackendKind kind);
 // Parses "auto", "cpu", "cuda"; InvalidArgument otherwise.
-absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
+PAGEDKV_EXPORT absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
 
 }  // namespace pagedkv
 

@@ -40,12 +40,13 @@
 #include <string_view>
 #include <utility>
 
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 // A 128-bit block hash. Value type; `{}` is all zeros (not a valid hash of anything in practice).
-struct BlockHash {
+struct PAGEDKV_EXPORT BlockHash {
   uint64_t low = 0;   // low 64 bits (XXH128_hash_t::low64)
   uint64_t high = 0;  // high 64 bits (XXH128_hash_t::high64)
 
@@ -68,7 +69,7 @@ struct BlockHash {
 // A cheap, well-mixed hash functor for BlockHash keys in hash maps. Both words are mixed, so
 // sequential 64-bit ids ({id, 0}) spread as well as real XXH3 hashes.
 // Example: absl::flat_hash_map<BlockHash, BlockId, BlockHashMix> index;
-struct BlockHashMix {
+struct PAGEDKV_EXPORT BlockHashMix {
   size_t operator()(const BlockHash& h) const {
     __extension__ using U128 = unsigned __int128;
     const U128 p = static_cast<U128>(h.low ^ 0x9e3779b97f4a7c15ULL) *
@@ -83,7 +84,7 @@ inline constexpr BlockHash kEmptyRootHash = {0x9b8b3963b8aa7facULL, 0x09dfb966ed
 // Hashes byte strings into BlockHash values. The default is XXH3-128 (seed 0); tests plug a
 // deliberately weak hasher to force collisions. Implementations must be deterministic and
 // thread-compatible (const calls from several threads are safe).
-class BlockHasher {
+class PAGEDKV_EXPORT BlockHasher {
  public:
   virtual ~BlockHasher() = default;
   // Returns the hash of `bytes`.
@@ -91,32 +92,32 @@ class BlockHasher {
 };
 
 // XXH3-128 with seed 0.
-class Xxh3BlockHasher final : public BlockHasher {
+class PAGEDKV_EXPORT Xxh3BlockHasher final : public BlockHasher {
  public:
   BlockHash Hash(std::span<const std::byte> bytes) const override;
 };
 
 // A process-wide Xxh3BlockHasher (never destroyed).
-const BlockHasher& DefaultBlockHasher();
+PAGEDKV_EXPORT const BlockHasher& DefaultBlockHasher();
 
 // Raw XXH3-128 (seed 0) of `bytes`; the building block of Xxh3BlockHasher and RootHash.
-BlockHash Xxh3Hash128(std::span<const std::byte> bytes);
+PAGEDKV_EXPORT BlockHash Xxh3Hash128(std::span<const std::byte> bytes);
 
 // The chain root of a request: depends on the cache salt (requests with different salts never
 // share blocks) and on the model fingerprint supplied by the engine (model id, RoPE configuration;
 // caches shared between engines never mix models). See the byte layout above.
-BlockHash RootHash(std::string_view cache_salt, std::string_view model_fingerprint);
+PAGEDKV_EXPORT BlockHash RootHash(std::string_view cache_salt, std::string_view model_fingerprint);
 
 // A multimodal input (image, audio clip) occupying `length` placeholder tokens from token index
 // `offset` of a request. Every block overlapping [offset, offset + length) hashes `content_hash`.
-struct MultimodalInput {
+struct PAGEDKV_EXPORT MultimodalInput {
   int64_t offset = 0;      // first token index covered by the input (>= 0)
   int64_t length = 0;      // number of placeholder tokens (> 0)
   BlockHash content_hash;  // hash of the input's content (e.g. image bytes), computed by the engine
 };
 
 // Extra keys of one block, beyond its tokens.
-struct BlockExtraKeys {
+struct PAGEDKV_EXPORT BlockExtraKeys {
   uint64_t adapter_id = 0;                     // LoRA adapter id; 0 = no adapter (not hashed)
   std::span<const BlockHash> multimodal = {};  // content hashes of inputs overlapping the block
 };
@@ -126,7 +127,7 @@ struct BlockExtraKeys {
 // {0, 0} for none), else XXH3-128("pagedkv-extra-v1" ‖ adapter_id ‖ each content hash) with the
 // high bit of `high` set (never equal to an adapter-only digest). Independent of any plugged
 // hasher.
-BlockHash ExtraKeysDigest(const BlockExtraKeys& extra);
+PAGEDKV_EXPORT BlockHash ExtraKeysDigest(const BlockExtraKeys& extra);
 
 // Hashes one full block: `hasher`(parent ‖ tokens ‖ extra keys), byte layout as above.
 // REQUIRES: tokens.size() is the block size (the function hashes whatever it is given).

@@ -34,11 +34,12 @@
 #include <vector>
 
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-class BlockIndex {
+class PAGEDKV_EXPORT BlockIndex {
  public:
   // A table for up to `max_entries` (>= 0) entries.
   explicit BlockIndex(int64_t max_entries)

@@ -52,12 +52,13 @@
 #include "pagedkv/block_index.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-struct BlockPoolOptions {
+struct PAGEDKV_EXPORT BlockPoolOptions {
   int32_t num_blocks = 0;               // total blocks in the pool; must be > 0
   int32_t block_size = 16;              // tokens per block; must be > 0
   bool store_tokens = true;             // keep cached blocks' token ids so hits can be verified
@@ -65,7 +66,7 @@ struct BlockPoolOptions {
 };
 
 // What BlockPool::Insert caches, by name.
-struct BlockInsert {
+struct PAGEDKV_EXPORT BlockInsert {
   BlockId block = kNullBlock;            // the used, uncached block to index
   BlockHash hash;                        // its chain hash
   BlockHash parent_hash;                 // the previous block's hash (the root for a first block)
@@ -75,7 +76,7 @@ struct BlockInsert {
   BlockHash extra_digest;  // ExtraKeysDigest of the block's extra keys (for ExtraKeysMatch)
 };
 
-class BlockPool {
+class PAGEDKV_EXPORT BlockPool {
  public:
   // Validates `options` (InvalidArgument for zero/negative sizes or an unknown policy name) and
   // builds a pool with every block free. `policy`, when given, replaces options.eviction_policy.

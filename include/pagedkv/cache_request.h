@@ -25,11 +25,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-struct CacheRequestOptions {
+struct PAGEDKV_EXPORT CacheRequestOptions {
   RequestId id = 0;                           // the engine's request id
   int32_t block_size = 16;                    // tokens per block (> 0); must match the manager's
   std::string cache_salt;                     // requests with different salts never share blocks
@@ -41,7 +42,7 @@ struct CacheRequestOptions {
 };
 
 // Copyable value type. Not thread-safe.
-class CacheRequest {
+class PAGEDKV_EXPORT CacheRequest {
  public:
   // Validates options (block size > 0, vocab size >= 0, multimodal inputs with offset >= 0,
   // length > 0, sorted by offset) and the prompt's tokens (InvalidArgument naming the first bad

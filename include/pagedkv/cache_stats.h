@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <string>
 
+#include "pagedkv/export.h"
+
 namespace pagedkv {
 
-struct CacheStats {
+struct PAGEDKV_EXPORT CacheStats {
   int64_t lookups = 0;                // prefix lookups (KvCacheManager::GetComputedBlocks calls)
   int64_t queried_tokens = 0;         // prompt tokens presented to those lookups
   int64_t queried_blocks = 0;         // full blocks presented to those lookups

@@ -61,12 +61,13 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 // What a chunk key covers besides the chunk's tokens. Chunks match only when every part is equal.
-struct ChunkKeyParts {
+struct PAGEDKV_EXPORT ChunkKeyParts {
   std::string_view cache_salt = {};         // chunks are shared only within one salt
   uint64_t adapter_id = 0;                  // LoRA adapter id; 0 = none
   std::string_view rope_fingerprint = {};   // RopeConfig::Fingerprint() the keys were rotated with
@@ -76,11 +77,11 @@ struct ChunkKeyParts {
 // The position-free content hash of a chunk. Byte layout hashed with XXH3-128 (seed 0):
 //   "pagedkv-chunk-v1" ‖ for each of model fingerprint, rope fingerprint, salt: u64 length ‖ bytes
 //   ‖ u64 adapter_id ‖ u64 number of tokens ‖ tokens (i32 each), integers little-endian.
-BlockHash ChunkKey(std::span<const TokenId> tokens, const ChunkKeyParts& parts);
+PAGEDKV_EXPORT BlockHash ChunkKey(std::span<const TokenId> tokens, const ChunkKeyParts& parts);
 
 // Where a cached chunk's KV lives. Token i of the chunk is at slot SlotOf(i) and was computed at
 // position PositionOf(i).
-struct ChunkLocation {
+struct PAGEDKV_EXPORT ChunkLocation {
   BlockHash key;                // the chunk's key
   std::vector<BlockId> blocks;  // pool blocks holding the chunk's tokens, in order
   int32_t start_offset = 0;     // slot offset of token 0 in blocks[0], in [0, block_size)
@@ -97,11 +98,11 @@ struct ChunkLocation {
   int32_t PositionOf(int32_t i) const { return position + i; }
 };
 
-struct ChunkIndexOptions {
+struct PAGEDKV_EXPORT ChunkIndexOptions {
   bool verify_tokens = true;  // keep each chunk's tokens and compare them on Find (collisions)
 };
 
-struct ChunkIndexStats {
+struct PAGEDKV_EXPORT ChunkIndexStats {
   int64_t lookups = 0;        // Find calls
   int64_t hits = 0;           // Find calls that returned a location
   int64_t hit_tokens = 0;     // tokens of those chunks
@@ -111,7 +112,7 @@ struct ChunkIndexStats {
 };
 
 // What ChunkIndex::Insert registers, by name.
-struct ChunkInsert {
+struct PAGEDKV_EXPORT ChunkInsert {
   BlockHash key;                         // ChunkKey of the tokens
   std::span<const TokenId> tokens = {};  // the chunk's tokens; not empty
   int32_t position = 0;                  // position token 0 was computed at; >= 0
@@ -119,7 +120,7 @@ struct ChunkInsert {
   int32_t start_offset = 0;              // slot of token 0 in blocks[0]; in [0, block_size)
 };
 
-class ChunkIndex {
+class PAGEDKV_EXPORT ChunkIndex {
  public:
   // An empty index over `pool` (not owned; must outlive the index). Registers a pool event
   // listener. InvalidArgument when pool is null.

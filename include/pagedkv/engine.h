@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
+#include "pagedkv/export.h"
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_weights.h"
 #include "pagedkv/rope_config.h"
@@ -72,7 +73,7 @@ enum class ChunkReuseMode {
 // with the largest deviation (squared L2 of K and V) go on through every layer with the rest of the
 // batch. The others stop there and keep their re-rotated K/V in the layers above. Fraction 1 gives
 // the same KV (and greedy tokens) as computing the chunk; 0 is plain re-rotated reuse.
-struct ChunkReuseOptions {
+struct PAGEDKV_EXPORT ChunkReuseOptions {
   ChunkReuseMode mode = ChunkReuseMode::kOff;  // off by default
   // With kReRotate: the first k tokens of each reused chunk are recomputed (EPIC). >= 0.
   int32_t first_k = 0;
@@ -84,7 +85,7 @@ struct ChunkReuseOptions {
   int32_t deviation_layer = 1;
 };
 
-struct EngineOptions {
+struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
   int32_t block_size = 16;                   // tokens per KV block
   // KV blocks in the pool (per layer). 0: enough for 32 sequences of the full context.
@@ -110,13 +111,13 @@ struct EngineOptions {
 };
 
 // How to pick each next token.
-struct SamplingOptions {
+struct PAGEDKV_EXPORT SamplingOptions {
   float temperature = 0.0f;  // <= 0: greedy (argmax)
   float top_p = 1.0f;        // nucleus sampling mass in (0, 1]
   uint64_t seed = 0;         // random stream of this request (same seed, same tokens)
 };
 
-struct GenerationRequest {
+struct PAGEDKV_EXPORT GenerationRequest {
   // Prompt token ids; when empty, prompt_text is encoded (BOS first). Both empty: BOS alone.
   std::vector<TokenId> prompt_tokens = {};
   std::string prompt_text = {};  // needs a tokenizer
@@ -135,14 +136,14 @@ struct GenerationRequest {
 };
 
 // One token produced by a step.
-struct TokenOutput {
+struct PAGEDKV_EXPORT TokenOutput {
   RequestId request_id = 0;
   TokenId token = 0;
   int32_t index = 0;  // 0 for the request's first generated token
 };
 
 // A finished (or aborted) request.
-struct GenerationResult {
+struct PAGEDKV_EXPORT GenerationResult {
   RequestId request_id = 0;
   std::vector<TokenId> prompt_tokens;
   std::vector<TokenId> output_tokens;
@@ -155,7 +156,7 @@ struct GenerationResult {
   double latency_s = 0.0;              // from AddRequest to finishing
 };
 
-struct StepOutput {
+struct PAGEDKV_EXPORT StepOutput {
   std::vector<TokenOutput> tokens;         // tokens sampled in this step
   std::vector<GenerationResult> finished;  // requests that finished in (or before) this step
   // With EngineOptions.return_logits: [tokens.size(), vocab_size], row i for tokens[i].
@@ -164,7 +165,7 @@ struct StepOutput {
   double seconds = 0.0;      // wall time of the step
 };
 
-struct EngineStats {
+struct PAGEDKV_EXPORT EngineStats {
   int64_t num_steps = 0;
   int64_t num_requests = 0;            // added
   int64_t num_finished = 0;            // finished or aborted
@@ -193,7 +194,7 @@ struct EngineStats {
   std::array<int64_t, kHistogramBuckets> step_num_tokens_histogram = {};
 };
 
-class Engine {
+class PAGEDKV_EXPORT Engine {
  public:
   // An engine over `weights` (shared, read-only) and an optional tokenizer (needed for text
   // prompts and GenerationResult::text). InvalidArgument for bad options (and a tokenizer whose

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -46,7 +47,7 @@ namespace pagedkv {
 // neither the pool nor a policy should spend instructions looking ahead for them.
 inline constexpr int32_t kVictimPrefetchMinBlocks = 32768;
 
-class EvictionPolicy {
+class PAGEDKV_EXPORT EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
 
@@ -85,17 +86,18 @@ class EvictionPolicy {
 };
 
 // Least recently released first. O(1) per call.
-std::unique_ptr<EvictionPolicy> MakeLruPolicy();
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeLruPolicy();
 // Fewest accesses (pins while cached) since insertion first; ties: least recently released.
-std::unique_ptr<EvictionPolicy> MakeLfuPolicy();
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeLfuPolicy();
 // Earliest inserted first, regardless of accesses.
-std::unique_ptr<EvictionPolicy> MakeFifoPolicy();
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeFifoPolicy();
 
 // "lru", "lfu" or "fifo" (case-sensitive); InvalidArgument naming the choices otherwise.
-absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name);
+PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(
+    std::string_view name);
 
 // The names MakeEvictionPolicy accepts.
-std::vector<std::string_view> EvictionPolicyNames();
+PAGEDKV_EXPORT std::vector<std::string_view> EvictionPolicyNames();
 
 }  // namespace pagedkv
 

@@ -54,13 +54,14 @@
 #include "pagedkv/cache_request.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
-struct KvCacheManagerOptions {
+struct PAGEDKV_EXPORT KvCacheManagerOptions {
   int32_t num_blocks = 0;               // blocks in the pool; must be > 0
   int32_t block_size = 16;              // tokens per block; must be > 0
   bool enable_prefix_caching = true;    // false: no lookups, no indexing (plain paged allocation)
@@ -75,14 +76,14 @@ struct KvCacheManagerOptions {
 };
 
 // Per-request cache keys beyond the tokens.
-struct RequestCacheKeys {
+struct PAGEDKV_EXPORT RequestCacheKeys {
   std::string cache_salt;                   // requests with different salts never share blocks
   uint64_t adapter_id = 0;                  // LoRA adapter id; 0 = none
   std::vector<MultimodalInput> multimodal;  // sorted by offset
 };
 
 // Per-call settings of AllocateSlots.
-struct AllocateOptions {
+struct PAGEDKV_EXPORT AllocateOptions {
   // >= 0: blocks holding any token at or after this index are never offered to the prefix index
   // (e.g. blocks with re-rotated, approximate KV from shifted reuse). Sticky for the request: the
   // smallest value given so far wins. -1: no limit.
@@ -90,12 +91,12 @@ struct AllocateOptions {
 };
 
 // The longest cached prefix of a request, as found by GetComputedBlocks.
-struct ComputedBlocks {
+struct PAGEDKV_EXPORT ComputedBlocks {
   std::vector<BlockId> blocks;      // cached blocks holding the request's first tokens, in order
   int64_t num_computed_tokens = 0;  // blocks.size() * block_size
 };
 
-class KvCacheManager {
+class PAGEDKV_EXPORT KvCacheManager {
  public:
   // InvalidArgument for a bad config (zero blocks, zero block size, negative vocab size, unknown
   // policy name). `policy`, when given, replaces options.eviction_policy.

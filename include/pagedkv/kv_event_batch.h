@@ -37,6 +37,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/types.h"
 
@@ -47,7 +48,7 @@ inline constexpr char kMediumGpu[] = "GPU";
 inline constexpr char kMediumCpu[] = "CPU";
 
 // One event of a batch (vLLM's BlockStored / BlockRemoved / AllBlocksCleared).
-struct KvBatchEvent {
+struct PAGEDKV_EXPORT KvBatchEvent {
   KvEventType type = KvEventType::kBlockStored;
   std::vector<BlockHash> block_hashes;  // stored / removed: the blocks, in chain order
   // Stored: the hash of the block before block_hashes[0]; nullopt for a chain's first block.
@@ -63,7 +64,7 @@ struct KvBatchEvent {
 };
 
 // The events of one step (vLLM's KVEventBatch).
-struct KvEventBatch {
+struct PAGEDKV_EXPORT KvEventBatch {
   double timestamp = 0;  // seconds since the Unix epoch (or the replay's virtual clock)
   std::vector<KvBatchEvent> events;
   std::optional<int32_t> data_parallel_rank;  // nullopt = not data parallel
@@ -72,15 +73,15 @@ struct KvEventBatch {
 };
 
 // Seconds since the Unix epoch, as vLLM's time.time().
-double WallClockSeconds();
+PAGEDKV_EXPORT double WallClockSeconds();
 
-struct KvEventBatcherOptions {
+struct PAGEDKV_EXPORT KvEventBatcherOptions {
   std::optional<int32_t> data_parallel_rank;  // copied into every batch
   std::string medium = kMediumGpu;            // medium of the pool the events come from
   bool merge_removed = true;                  // merge consecutive removed events into one
 };
 
-class KvEventBatcher {
+class PAGEDKV_EXPORT KvEventBatcher {
  public:
   explicit KvEventBatcher(KvEventBatcherOptions options = {});
 

@@ -36,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 
 namespace pagedkv {
@@ -50,16 +51,16 @@ enum class KvBlockHashFormat {
   kBytes,   // 16 bytes, big-endian
 };
 
-struct KvEventCodecOptions {
+struct PAGEDKV_EXPORT KvEventCodecOptions {
   KvEventEncoding encoding = KvEventEncoding::kMap;            // layout of batches and events
   KvBlockHashFormat hash_format = KvBlockHashFormat::kUint64;  // how block hashes are sent
 };
 
 // "map" / "array"; "uint64" / "bytes". Parse* give InvalidArgument for other names.
-std::string_view KvEventEncodingName(KvEventEncoding encoding);
-absl::StatusOr<KvEventEncoding> ParseKvEventEncoding(std::string_view name);
-std::string_view KvBlockHashFormatName(KvBlockHashFormat format);
-absl::StatusOr<KvBlockHashFormat> ParseKvBlockHashFormat(std::string_view name);
+PAGEDKV_EXPORT std::string_view KvEventEncodingName(KvEventEncoding encoding);
+PAGEDKV_EXPORT absl::StatusOr<KvEventEncoding> ParseKvEventEncoding(std::string_view name);
+PAGEDKV_EXPORT std::string_view KvBlockHashFormatName(KvBlockHashFormat format);
+PAGEDKV_EXPORT absl::StatusOr<KvBlockHashFormat> ParseKvBlockHashFormat(std::string_view name);
 
 // What a consumer sees of `hash` under `format`: {low, 0} for kUint64, `hash` for kBytes.
 // A router keys its index by this (see PrefixRouterIndex).
@@ -68,12 +69,13 @@ inline BlockHash WireBlockHash(const BlockHash& hash, KvBlockHashFormat format) 
 }
 
 // The msgpack bytes of `batch`. Never fails.
-std::string EncodeKvEventBatch(const KvEventBatch& batch, const KvEventCodecOptions& options);
+PAGEDKV_EXPORT std::string EncodeKvEventBatch(const KvEventBatch& batch,
+                                              const KvEventCodecOptions& options);
 
 // Decodes a payload in either encoding (the layout tells them apart) with hashes in either
 // form. InvalidArgument, naming the offending field, for malformed msgpack, an unknown event type
 // or a field of the wrong type; unknown map keys are ignored (newer vLLM fields).
-absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload);
+PAGEDKV_EXPORT absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload);
 
 }  // namespace pagedkv
 

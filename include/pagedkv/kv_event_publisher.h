@@ -35,12 +35,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/kv_event_codec.h"
 
 namespace pagedkv {
 
-struct KvEventPublisherOptions {
+struct PAGEDKV_EXPORT KvEventPublisherOptions {
   std::string endpoint = "tcp://*:5557";  // PUB address (bind or connect, see the banner)
   std::string replay_endpoint;            // ROUTER address for replays; empty = no replay
   int32_t buffer_steps = 10000;           // batches kept for replay; > 0
@@ -51,7 +52,7 @@ struct KvEventPublisherOptions {
   int32_t shutdown_timeout_ms = 1000;     // how long Shutdown waits for the queue to drain
 };
 
-struct KvEventPublisherStats {
+struct PAGEDKV_EXPORT KvEventPublisherStats {
   int64_t enqueued = 0;          // batches accepted by Publish
   int64_t published = 0;         // batches sent on the PUB socket
   int64_t dropped = 0;           // batches dropped because the queue was full (or after Shutdown)
@@ -60,7 +61,7 @@ struct KvEventPublisherStats {
   int64_t bad_replay_requests = 0;  // malformed replay requests (ignored)
 };
 
-class KvEventPublisher {
+class PAGEDKV_EXPORT KvEventPublisher {
  public:
   // Creates the sockets and starts the thread. InvalidArgument for bad options; Unavailable,
   // with ZeroMQ's reason, when an endpoint cannot be bound or connected.
@@ -94,9 +95,9 @@ class KvEventPublisher {
 };
 
 // The sequence-number frame: 8 bytes, big-endian; -1 is the replay end marker.
-std::string EncodeSequenceNumber(int64_t seq);
+PAGEDKV_EXPORT std::string EncodeSequenceNumber(int64_t seq);
 // InvalidArgument unless `frame` has exactly 8 bytes.
-absl::StatusOr<int64_t> DecodeSequenceNumber(std::string_view frame);
+PAGEDKV_EXPORT absl::StatusOr<int64_t> DecodeSequenceNumber(std::string_view frame);
 
 }  // namespace pagedkv
 

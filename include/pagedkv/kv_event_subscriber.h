@@ -26,11 +26,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 
 namespace pagedkv {
 
-struct KvEventSubscriberOptions {
+struct PAGEDKV_EXPORT KvEventSubscriberOptions {
   std::string endpoint;              // the publisher's PUB address (connected)
   std::string replay_endpoint;       // its ROUTER replay address; empty = gaps are only counted
   std::string topic;                 // subscription prefix; empty = everything
@@ -39,13 +40,13 @@ struct KvEventSubscriberOptions {
   int32_t rcvhwm = 100000;           // SUB receive high-water mark (messages); 0 = no limit
 };
 
-struct ReceivedKvEventBatch {
+struct PAGEDKV_EXPORT ReceivedKvEventBatch {
   int64_t seq = 0;        // the publisher's sequence number
   bool replayed = false;  // came through the replay socket
   KvEventBatch batch;
 };
 
-struct KvEventSubscriberStats {
+struct PAGEDKV_EXPORT KvEventSubscriberStats {
   int64_t received = 0;       // batches delivered (live + replayed)
   int64_t replayed = 0;       // of those, recovered through the replay socket
   int64_t gaps = 0;           // gaps detected in the live stream
@@ -54,7 +55,7 @@ struct KvEventSubscriberStats {
   int64_t decode_errors = 0;  // malformed messages (skipped; their number counts as lost)
 };
 
-class KvEventSubscriber {
+class PAGEDKV_EXPORT KvEventSubscriber {
  public:
   // Connects. InvalidArgument for an empty endpoint; Unavailable, with ZeroMQ's reason, when
   // an address cannot be connected.

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -35,9 +36,9 @@ enum class KvEventType : uint8_t {
 };
 
 // "stored", "removed" or "cleared".
-std::string_view KvEventTypeName(KvEventType type);
+PAGEDKV_EXPORT std::string_view KvEventTypeName(KvEventType type);
 
-struct KvEvent {
+struct PAGEDKV_EXPORT KvEvent {
   KvEventType type = KvEventType::kBlockStored;
   BlockHash hash;              // the block's hash (zero for kAllBlocksCleared)
   BlockHash parent_hash;       // the previous block's hash; the chain root for a first block

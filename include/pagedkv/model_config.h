@@ -19,10 +19,11 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv {
 
-struct ModelConfig {
+struct PAGEDKV_EXPORT ModelConfig {
   int32_t dim = 0;                // width of the residual stream (= n_heads * head_dim)
   int32_t hidden_dim = 0;         // inner width of the SwiGLU MLP
   int32_t n_layers = 0;           // number of transformer layers

@@ -29,13 +29,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/model_config.h"
 
 namespace pagedkv {
 
 // Pointers into one layer's weights. Projections are row-major [out_features, in_features], so a
 // projection is y = x W^T (llama2.c's matmul).
-struct LayerWeights {
+struct PAGEDKV_EXPORT LayerWeights {
   const float* rms_att = nullptr;  // [dim]
   const float* wq = nullptr;       // [dim, dim]
   const float* wk = nullptr;       // [kv_dim, dim]
@@ -48,13 +49,13 @@ struct LayerWeights {
 };
 
 // Options for ModelWeights::Random.
-struct RandomWeightsOptions {
+struct PAGEDKV_EXPORT RandomWeightsOptions {
   uint64_t seed = 1;             // seed of the generator; equal seeds give equal weights
   float embedding_scale = 1.0f;  // embedding entries are uniform in [-scale, scale]
   float projection_gain = 1.0f;  // projection entries uniform in +-gain / sqrt(in_features)
 };
 
-class ModelWeights {
+class PAGEDKV_EXPORT ModelWeights {
  public:
   // Reads and validates a llama2.c v0 checkpoint. InvalidArgument (naming `path`) for a malformed
   // file, NotFound when it cannot be opened.

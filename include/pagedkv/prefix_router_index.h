@@ -40,26 +40,27 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
 
 namespace pagedkv {
 
 using InstanceId = int32_t;
 
-struct PrefixRouterIndexOptions {
+struct PAGEDKV_EXPORT PrefixRouterIndexOptions {
   // Weight of a cached block per medium (0 = worthless, 1 = as good as computed here).
   std::vector<std::pair<std::string, double>> medium_weights = {{kMediumGpu, 1.0},
                                                                 {kMediumCpu, 0.5}};
   double unknown_medium_weight = 0.5;  // a medium not listed above, or none
 };
 
-struct InstancePrefixMatch {
+struct PAGEDKV_EXPORT InstancePrefixMatch {
   InstanceId instance = 0;
   int64_t matched_blocks = 0;  // leading request blocks held, in any medium
   double weighted_blocks = 0;  // the same blocks, each at its best medium's weight
 };
 
-class PrefixRouterIndex {
+class PAGEDKV_EXPORT PrefixRouterIndex {
  public:
   // InvalidArgument for a weight outside [0, 1] or a medium listed twice.
   static absl::StatusOr<std::unique_ptr<PrefixRouterIndex>> Create(
@@ -102,15 +103,16 @@ class PrefixRouterIndex {
   absl::flat_hash_map<InstanceId, absl::flat_hash_set<BlockHash, BlockHashMix>> instances_;
 };
 
-struct RouterCostOptions {
+struct PAGEDKV_EXPORT RouterCostOptions {
   double prefill_weight = 1.0;  // cost of one request block that must be prefilled
   double load_weight = 1.0;     // cost of one unit of the instance's load (e.g. active blocks)
 };
 
 // The instance with the smallest cost (see the banner) among `matches`; `loads[k]` is the load of
 // matches[k].instance. REQUIRES: !matches.empty(), loads.size() == matches.size().
-InstanceId PickInstance(std::span<const InstancePrefixMatch> matches, std::span<const double> loads,
-                        int64_t request_blocks, const RouterCostOptions& options);
+PAGEDKV_EXPORT InstanceId PickInstance(std::span<const InstancePrefixMatch> matches,
+                                       std::span<const double> loads, int64_t request_blocks,
+                                       const RouterCostOptions& options);
 
 }  // namespace pagedkv
 

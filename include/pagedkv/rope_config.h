@@ -50,6 +50,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 
 namespace pagedkv {
 
@@ -72,7 +73,7 @@ enum class RopeScaling : int32_t {
 // Largest supported head_dim (the kernels keep one head in registers / on the stack).
 inline constexpr int32_t kMaxHeadDim = 256;
 
-struct RopeConfig {
+struct PAGEDKV_EXPORT RopeConfig {
   int32_t head_dim = 64;                       // size of one attention head; even, <= kMaxHeadDim
   int32_t rotary_dim = 0;                      // dims rotated (even, <= head_dim); 0 means head_dim
   double base = 10000.0;                       // rope_theta
@@ -105,12 +106,12 @@ struct RopeConfig {
 };
 
 // "interleaved" / "half_split".
-const char* RopeLayoutName(RopeLayout layout);
-absl::StatusOr<RopeLayout> ParseRopeLayout(std::string_view name);
+PAGEDKV_EXPORT const char* RopeLayoutName(RopeLayout layout);
+PAGEDKV_EXPORT absl::StatusOr<RopeLayout> ParseRopeLayout(std::string_view name);
 
 // "none", "linear", "ntk", "dynamic", "yarn", "llama3" (ParseRopeScaling also accepts "default").
-const char* RopeScalingName(RopeScaling scaling);
-absl::StatusOr<RopeScaling> ParseRopeScaling(std::string_view name);
+PAGEDKV_EXPORT const char* RopeScalingName(RopeScaling scaling);
+PAGEDKV_EXPORT absl::StatusOr<RopeScaling> ParseRopeScaling(std::string_view name);
 
 }  // namespace pagedkv
 

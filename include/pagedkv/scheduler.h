@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -51,13 +52,13 @@ class KvCacheManager;
 
 // A span of a prompt that may be reused from a cached chunk computed at another position
 // (shifted-position reuse): prompt tokens [offset, offset + length).
-struct PromptChunk {
+struct PAGEDKV_EXPORT PromptChunk {
   int32_t offset = 0;  // first token, >= 0
   int32_t length = 0;  // tokens, >= 1
 };
 
 // A cached chunk pinned for reuse by ChunkReuseProvider::Acquire.
-struct AcquiredChunk {
+struct PAGEDKV_EXPORT AcquiredChunk {
   int64_t handle = 0;          // passed back to Release
   std::vector<int64_t> slots;  // [chunk length] KV slot of each chunk token
   int32_t position = 0;        // position chunk token 0 was computed at (its keys' rotation)
@@ -76,7 +77,7 @@ struct AcquiredChunk {
 // the batch (moved first, then partly recomputed by the model runner), they use the token budget,
 // and a chunk whose reusable tokens exceed the request's share of the budget is reused over
 // several steps (a step that starts inside a chunk's reusable range acquires it again).
-class ChunkReuseProvider {
+class PAGEDKV_EXPORT ChunkReuseProvider {
  public:
   virtual ~ChunkReuseProvider() = default;
   // Leading tokens of every chunk that are always computed, never reused (EPIC's first-k).
@@ -102,7 +103,7 @@ enum class SchedulingPolicy {
 };
 
 // Scheduler settings. Validate() says what is wrong with a setting.
-struct SchedulerOptions {
+struct PAGEDKV_EXPORT SchedulerOptions {
   // Most tokens (prefill + decode, all sequences) in one step's batch. >= 1.
   int32_t max_num_batched_tokens = 2048;
   // Most sequences running at once (and so in one batch). >= 1.
@@ -135,7 +136,7 @@ struct SchedulerOptions {
 };
 
 // What the caller submits. Tokens are copied in.
-struct SchedulerRequest {
+struct PAGEDKV_EXPORT SchedulerRequest {
   // Caller-chosen id, unique among requests not yet finished or aborted.
   RequestId id = 0;
   // Prompt token ids; non-empty, each >= 0.
@@ -164,7 +165,7 @@ struct SchedulerRequest {
 
 // One token whose KV is moved before a step's forward pass (shifted-position reuse): its key is
 // re-rotated from old_position to new_position, its value copied.
-struct KvSlotMove {
+struct PAGEDKV_EXPORT KvSlotMove {
   int64_t src_slot = 0;
   int64_t dst_slot = 0;
   int32_t old_position = 0;
@@ -173,7 +174,7 @@ struct KvSlotMove {
 
 // One sequence of a ScheduledBatch. Its tokens are batch.token_ids[query_start ..
 // query_start + num_scheduled_tokens), at positions num_computed_tokens onward.
-struct ScheduledSequence {
+struct PAGEDKV_EXPORT ScheduledSequence {
   RequestId request_id = 0;
   // Offset of this sequence's first token in the flat batch (== batch.query_start_loc[i]).
   int32_t query_start = 0;
@@ -210,7 +211,7 @@ struct ScheduledSequence {
 
 // Per-step counters, filled by Schedule() (the `finished` counts by the UpdateFromOutput and
 // AbortRequest calls since the previous Schedule()).
-struct SchedulerStepStats {
+struct PAGEDKV_EXPORT SchedulerStepStats {
   int64_t step = 0;                        // 0-based step index
   int32_t num_scheduled_tokens = 0;        // token_ids.size()
   int32_t num_prefill_tokens = 0;          // tokens of sequences not in plain decode
@@ -230,7 +231,7 @@ struct SchedulerStepStats {
 };
 
 // Totals since construction.
-struct SchedulerStats {
+struct PAGEDKV_EXPORT SchedulerStats {
   int64_t num_steps = 0;
   int64_t num_scheduled_tokens = 0;
   int64_t num_preemptions = 0;
@@ -247,7 +248,7 @@ struct SchedulerStats {
 // batch computes in this step (blocks are cached when allocated, as in vLLM): the model runner
 // must write the KV of sequences 0..i-1 before sequence i's attention reads it, e.g. by writing
 // the whole batch's KV per layer before that layer's attention (the usual order).
-struct ScheduledBatch {
+struct PAGEDKV_EXPORT ScheduledBatch {
   // One entry per scheduled token, sequences one after another.
   std::vector<TokenId> token_ids;
   // Position id of each token (its index in its sequence).
@@ -284,7 +285,7 @@ struct ScheduledBatch {
 };
 
 // The token sampled for one sequence of the last batch.
-struct SampledToken {
+struct PAGEDKV_EXPORT SampledToken {
   RequestId request_id = 0;
   TokenId token = 0;
 };
@@ -297,7 +298,7 @@ enum class FinishReason {
 };
 
 // What UpdateFromOutput did with one sampled token.
-struct RequestOutput {
+struct PAGEDKV_EXPORT RequestOutput {
   RequestId request_id = 0;
   TokenId token = 0;
   // Output tokens so far, this one included.
@@ -313,7 +314,7 @@ struct RequestOutput {
 enum class RequestStatus { kWaiting, kRunning };
 
 // A snapshot of one unfinished request (GetRequestInfo).
-struct RequestInfo {
+struct PAGEDKV_EXPORT RequestInfo {
   RequestId id = 0;
   RequestStatus status = RequestStatus::kWaiting;
   int32_t num_prompt_tokens = 0;
@@ -325,7 +326,7 @@ struct RequestInfo {
   int32_t num_preemptions = 0;
 };
 
-class Scheduler {
+class PAGEDKV_EXPORT Scheduler {
  public:
   // A scheduler over `cache`, which must outlive it; nothing else may allocate for or free the
   // scheduler's requests in it. InvalidArgument (options.Validate()'s error) for bad options.

@@ -31,17 +31,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 // Options for Tokenizer::Encode.
-struct EncodeOptions {
+struct PAGEDKV_EXPORT EncodeOptions {
   bool add_bos = true;   // prepend BOS (id 1), as run.c does for prompts
   bool add_eos = false;  // append EOS (id 2)
 };
 
-class Tokenizer {
+class PAGEDKV_EXPORT Tokenizer {
  public:
   static constexpr TokenId kUnkId = 0;
   static constexpr TokenId kBosId = 1;

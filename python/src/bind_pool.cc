@@ -101,7 +101,12 @@ struct InsertArgs {
 };
 
 absl::StatusOr<bool> InsertBlock(BlockPool& pool, const InsertArgs& a) {
-  return pool.Insert(a.block, a.hash, a.parent_hash, a.tokens, a.parent_block, a.extra_digest);
+  return pool.Insert({.block = a.block,
+                      .hash = a.hash,
+                      .parent_hash = a.parent_hash,
+                      .tokens = a.tokens,
+                      .parent_block = a.parent_block,
+                      .extra_digest = a.extra_digest});
 }
 
 void BindPoolLookups(py::class_<PyBlockPool>& c) {
@@ -296,7 +301,11 @@ void BindChunkIndex(py::module_& m) {
           "insert",
           [](PyChunkIndex& s, BlockHash key, std::vector<TokenId> tokens, int32_t position,
              std::vector<BlockId> blocks, int32_t start_offset) {
-            return Unwrap(s.index->Insert(key, tokens, position, blocks, start_offset));
+            return Unwrap(s.index->Insert({.key = key,
+                                           .tokens = tokens,
+                                           .position = position,
+                                           .blocks = blocks,
+                                           .start_offset = start_offset}));
           },
           arg("key"), arg("tokens"), arg("position"), arg("blocks"), arg("start_offset") = 0)
       .def(

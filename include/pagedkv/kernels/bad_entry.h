@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 
 namespace pagedkv {
@@ -56,7 +57,7 @@ inline constexpr uint64_t kNoBadEntry = 0;
 inline constexpr int64_t kMaxBadEntryIndex = (int64_t{1} << 48) - 1;
 
 // A decoded word.
-struct BadEntry {
+struct PAGEDKV_EXPORT BadEntry {
   CheckedOp op = CheckedOp::kRope;
   CheckedArray array = CheckedArray::kPositions;
   int64_t index = 0;  // element of the array (clamped to kMaxBadEntryIndex)
@@ -79,13 +80,13 @@ PAGEDKV_HD BadEntry DecodeBadEntry(uint64_t word) {
 }
 
 // "ReshapeAndCache", "slot_mapping", ...; nullptr for a value outside the enum.
-const char* CheckedOpName(CheckedOp op);
-const char* CheckedArrayName(CheckedArray array);
+PAGEDKV_EXPORT const char* CheckedOpName(CheckedOp op);
+PAGEDKV_EXPORT const char* CheckedArrayName(CheckedArray array);
 
 // OK for kNoBadEntry. Otherwise InvalidArgument "<op>: <array>[<index>] is invalid (recorded by a
 // deferred content check; ...)", or InvalidArgument saying the word is not a bad-entry word when
 // its op or array is outside the enums (e.g. a flag the caller never cleared to 0).
-absl::Status BadEntryStatus(uint64_t word);
+PAGEDKV_EXPORT absl::Status BadEntryStatus(uint64_t word);
 
 }  // namespace pagedkv
 

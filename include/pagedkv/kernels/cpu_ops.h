@@ -12,32 +12,33 @@
 #define PAGEDKV_KERNELS_CPU_OPS_H_
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv::cpu {
 
 // y = x W^T (+ y). Blocked: 4 rows of x share each pass over a row of W.
-absl::Status Linear(const LinearArgs& args);
+PAGEDKV_EXPORT absl::Status Linear(const LinearArgs& args);
 // out[t] = table[token_ids[t]].
-absl::Status EmbeddingGather(const EmbeddingGatherArgs& args);
+PAGEDKV_EXPORT absl::Status EmbeddingGather(const EmbeddingGatherArgs& args);
 // out[i] = fp32(src[rows[i]]), any source dtype.
-absl::Status GatherRows(const GatherRowsArgs& args);
+PAGEDKV_EXPORT absl::Status GatherRows(const GatherRowsArgs& args);
 // Row-wise RMSNorm.
-absl::Status RmsNorm(const RmsNormArgs& args);
+PAGEDKV_EXPORT absl::Status RmsNorm(const RmsNormArgs& args);
 // silu(gate) * up.
-absl::Status SwiGlu(const SwiGluArgs& args);
+PAGEDKV_EXPORT absl::Status SwiGlu(const SwiGluArgs& args);
 // logits = hidden W^T (separate or tied weight).
-absl::Status LmHead(const LmHeadArgs& args);
+PAGEDKV_EXPORT absl::Status LmHead(const LmHeadArgs& args);
 // Rotates q and k in place by per-token positions.
-absl::Status Rope(const RopeArgs& args);
+PAGEDKV_EXPORT absl::Status Rope(const RopeArgs& args);
 // Rotates q (in place) and k, writes k and v to slot_mapping slots (-1 skipped).
-absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args);
+PAGEDKV_EXPORT absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args);
 // Re-rotates cached keys from old to new positions and copies values.
-absl::Status ReRotate(const ReRotateArgs& args);
+PAGEDKV_EXPORT absl::Status ReRotate(const ReRotateArgs& args);
 // Causal paged attention over a flat batch of query tokens.
-absl::Status PagedAttention(const PagedAttentionArgs& args);
+PAGEDKV_EXPORT absl::Status PagedAttention(const PagedAttentionArgs& args);
 // One token per sequence: greedy, temperature, top-p, seeded.
-absl::Status Sample(const SampleArgs& args);
+PAGEDKV_EXPORT absl::Status Sample(const SampleArgs& args);
 
 }  // namespace pagedkv::cpu
 

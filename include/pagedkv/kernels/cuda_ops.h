@@ -45,6 +45,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/cuda_workspace.h"
 #include "pagedkv/kernels/op_args.h"
 
@@ -61,7 +62,7 @@ enum class ContentCheck : int32_t {
 };
 
 // Per-call options of the launchers that read device index arrays.
-struct LaunchOptions {
+struct PAGEDKV_EXPORT LaunchOptions {
   ContentCheck check = ContentCheck::kValidate;  // see above
   Workspace* workspace = nullptr;                // null: DefaultWorkspace(stream)
   uint64_t* deferred_flag = nullptr;  // kDeferred: caller's device word; null: workspace's
@@ -72,18 +73,20 @@ struct LaunchOptions {
 // InvalidArgument naming the first bad entry's op, array and index. The caller allocates the flag
 // (8 bytes, cudaMemset to 0 before the first launch) and orders on `stream` every launch that
 // records into it. REQUIRES: flag is device (or managed) memory; not during graph capture.
-absl::Status ReadAndClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
+PAGEDKV_EXPORT absl::Status ReadAndClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
 // The same for the flag of `workspace` (null: DefaultWorkspace(stream)), which kDeferred launches
 // without LaunchOptions::deferred_flag record into.
-absl::Status ReadAndClearDeferredCheck(Workspace* workspace, cudaStream_t stream);
+PAGEDKV_EXPORT absl::Status ReadAndClearDeferredCheck(Workspace* workspace, cudaStream_t stream);
 // Enqueues clearing `flag` to 0 on `stream`, with no synchronisation (capturable), e.g. at the
 // start of a captured step whose flag the host reads after the graph ran.
-absl::Status ClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
+PAGEDKV_EXPORT absl::Status ClearDeferredCheck(uint64_t* flag, cudaStream_t stream);
 
 // y = x W^T (+ y) with cuBLAS SGEMM (fp32 math, no TF32).
-absl::Status Linear(const LinearArgs& args, cublasHandle_t cublas, cudaStream_t stream = nullptr);
+PAGEDKV_EXPORT absl::Status Linear(const LinearArgs& args, cublasHandle_t cublas,
+                                   cudaStream_t stream = nullptr);
 // logits = hidden W^T via Linear.
-absl::Status LmHead(const LmHeadArgs& args, cublasHandle_t cublas, cudaStream_t stream = nullptr);
+PAGEDKV_EXPORT absl::Status LmHead(const LmHeadArgs& args, cublasHandle_t cublas,
+                                   cudaStream_t stream = nullptr);
 // out[t] = table[token_ids[t]].
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t stream = nullptr,
                              const LaunchOptions& options = {});
@@ -92,9 +95,9 @@ absl::Status EmbeddingGather(const EmbeddingGatherArgs& args, cudaStream_t strea
 absl::Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream = nullptr,
                         const LaunchOptions& options = {});
 // Row-wise RMSNorm.
-absl::Status RmsNorm(const RmsNormArgs& args, cudaStream_t stream = nullptr);
+PAGEDKV_EXPORT absl::Status RmsNorm(const RmsNormArgs& args, cudaStream_t stream = nullptr);
 // silu(gate) * up.
-absl::Status SwiGlu(const SwiGluArgs& args, cudaStream_t stream = nullptr);
+PAGEDKV_EXPORT absl::Status SwiGlu(const SwiGluArgs& args, cudaStream_t stream = nullptr);
 // Rotates q and k in place by per-token positions.
 absl::Status Rope(const RopeArgs& args, cudaStream_t stream = nullptr,
                   const LaunchOptions& options = {});

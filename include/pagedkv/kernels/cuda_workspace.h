@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "pagedkv/export.h"
 
 // The CUDA runtime's stream and cuBLAS's handle types, declared as the toolkit declares them so
 // this header compiles without the CUDA headers (a repeated identical typedef is valid C++).
@@ -34,7 +35,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace pagedkv::cuda {
 
-class Workspace {
+class PAGEDKV_EXPORT Workspace {
  public:
   // Words a content-check kernel writes: [0] the smallest bad-entry word (pagedkv/kernels/
   // bad_entry.h) it found, all ones when none; [1] an op-specific value (the largest kv_len for
@@ -78,10 +79,11 @@ class Workspace {
 };
 
 // The workspace of (current device, stream), created on first use; never destroyed.
-absl::StatusOr<Workspace*> DefaultWorkspace(cudaStream_t stream);
+PAGEDKV_EXPORT absl::StatusOr<Workspace*> DefaultWorkspace(cudaStream_t stream);
 
 // `workspace` when non-null, else DefaultWorkspace(stream).
-absl::StatusOr<Workspace*> WorkspaceOrDefault(Workspace* workspace, cudaStream_t stream);
+PAGEDKV_EXPORT absl::StatusOr<Workspace*> WorkspaceOrDefault(Workspace* workspace,
+                                                             cudaStream_t stream);
 
 }  // namespace pagedkv::cuda
 

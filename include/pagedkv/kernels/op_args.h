@@ -16,13 +16,14 @@
 #include <cstdint>
 
 #include "pagedkv/dtype.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
 
 // y = x W^T (+ y when accumulate). The model's projections and the LM head.
-struct LinearArgs {
+struct PAGEDKV_EXPORT LinearArgs {
   const float* x = nullptr;  // [m, k]
   const float* w = nullptr;  // [n, k] (PyTorch nn.Linear weight layout)
   float* y = nullptr;        // [m, n]; must not alias x or w
@@ -33,7 +34,7 @@ struct LinearArgs {
 };
 
 // out[t] = table[token_ids[t]].
-struct EmbeddingGatherArgs {
+struct PAGEDKV_EXPORT EmbeddingGatherArgs {
   const float* table = nullptr;        // [vocab_size, dim]
   const int32_t* token_ids = nullptr;  // [num_tokens], each in [0, vocab_size)
   float* out = nullptr;                // [num_tokens, dim]
@@ -45,7 +46,7 @@ struct EmbeddingGatherArgs {
 // out[i] = fp32(src[rows[i]]): a batched row gather from a table of fp32, fp16 or bf16 rows, e.g.
 // the K or V of a list of slots of a layer's pages (row = slot, width = num_kv_heads * head_dim),
 // or the kept rows of the activations. One launch for the whole list.
-struct GatherRowsArgs {
+struct PAGEDKV_EXPORT GatherRowsArgs {
   const void* src = nullptr;      // [num_src_rows, width] of src_dtype, row stride src_stride
   const int64_t* rows = nullptr;  // [num_rows], each in [0, num_src_rows)
   float* out = nullptr;           // [num_rows, width] contiguous; must not overlap src
@@ -57,7 +58,7 @@ struct GatherRowsArgs {
 };
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row.
-struct RmsNormArgs {
+struct PAGEDKV_EXPORT RmsNormArgs {
   const float* x = nullptr;       // [num_rows, dim]
   const float* weight = nullptr;  // [dim]
   float* out = nullptr;           // [num_rows, dim]; may equal x
@@ -67,7 +68,7 @@ struct RmsNormArgs {
 };
 
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
-struct SwiGluArgs {
+struct PAGEDKV_EXPORT SwiGluArgs {
   const float* gate = nullptr;  // [num_rows, dim] (row stride gate_stride)
   const float* up = nullptr;    // [num_rows, dim] (row stride up_stride)
   float* out = nullptr;         // [num_rows, dim] contiguous; may equal gate or up when contiguous
@@ -79,7 +80,7 @@ struct SwiGluArgs {
 
 // logits = hidden W^T for a separate LM head or the tied embedding table (same [vocab, d_model]
 // shape either way).
-struct LmHeadArgs {
+struct PAGEDKV_EXPORT LmHeadArgs {
   const float* hidden = nullptr;  // [num_rows, d_model]
   const float* weight = nullptr;  // [vocab_size, d_model]: lm_head.weight or the embedding table
   float* logits = nullptr;        // [num_rows, vocab_size]
@@ -89,7 +90,7 @@ struct LmHeadArgs {
 };
 
 // Rotates q and k in place by each token's own position (YaRN attention factor applied).
-struct RopeArgs {
+struct PAGEDKV_EXPORT RopeArgs {
   float* q = nullptr;                  // [num_tokens, num_q_heads, head_dim] (row stride q_stride)
   float* k = nullptr;                  // [num_tokens, num_kv_heads, head_dim] (k_stride); nullable
   const int32_t* positions = nullptr;  // [num_tokens], >= 0
@@ -104,7 +105,7 @@ struct RopeArgs {
 // KV write: rotates q in place (when non-null) and k (into the cache, the input is not modified)
 // by each token's position, stores k and v at slot_mapping[t]; tokens with slot -1 are skipped
 // (their q is still rotated). Head counts and head_dim of k/v come from `cache`.
-struct ReshapeAndCacheArgs {
+struct PAGEDKV_EXPORT ReshapeAndCacheArgs {
   float* q = nullptr;                     // [num_tokens, num_q_heads, head_dim]; nullable
   const float* k = nullptr;               // [num_tokens, num_kv_heads, head_dim]
   const float* v = nullptr;               // [num_tokens, num_kv_heads, head_dim]
@@ -124,7 +125,7 @@ struct ReshapeAndCacheArgs {
 // (in fp32, rounded once to the storage dtype) and cache[dst].v = cache[src].v. In place when
 // src == dst. The YaRN attention factor is already in the cached key and is not applied again.
 // REQUIRES: no token's dst slot is another token's src slot (each token reads its own source).
-struct ReRotateArgs {
+struct PAGEDKV_EXPORT ReRotateArgs {
   const int64_t* src_slots = nullptr;      // [num_tokens], in [0, cache.NumSlots())
   const int64_t* dst_slots = nullptr;      // [num_tokens], in [0, cache.NumSlots())
   const int32_t* old_positions = nullptr;  // [num_tokens], >= 0: position the key was cached at
@@ -140,7 +141,7 @@ struct ReRotateArgs {
 // slot cache.SlotForPosition(block_tables + s * max_blocks_per_seq, j). A query token at position
 // p attends to kv positions [0, min(p, kv_lens[s] - 1)] (causal) or [0, kv_lens[s]) (not causal).
 // GQA: query head h reads kv head h / (num_q_heads / num_kv_heads). Online softmax in fp32.
-struct PagedAttentionArgs {
+struct PAGEDKV_EXPORT PagedAttentionArgs {
   const float* q = nullptr;                  // [num_tokens, num_q_heads, head_dim], rotated
   float* out = nullptr;                      // [num_tokens, num_q_heads, head_dim]
   const int32_t* positions = nullptr;        // [num_tokens]: each query token's position
@@ -157,7 +158,7 @@ struct PagedAttentionArgs {
 };
 
 // Per-sequence sampling settings.
-struct SamplingParams {
+struct PAGEDKV_EXPORT SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest index on ties)
   float top_p = 1.0f;        // nucleus mass in (0, 1]: keep tokens with p >= the p where the
                              // descending cumulative mass first reaches top_p
@@ -166,7 +167,7 @@ struct SamplingParams {
 };
 
 // One token per sequence from its logits row.
-struct SampleArgs {
+struct PAGEDKV_EXPORT SampleArgs {
   const float* logits = nullptr;           // [num_seqs, vocab_size]
   const SamplingParams* params = nullptr;  // [num_seqs]
   int32_t* out_tokens = nullptr;           // [num_seqs]

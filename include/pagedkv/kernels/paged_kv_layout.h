@@ -36,11 +36,12 @@
 #include <cstdint>
 
 #include "pagedkv/dtype.h"
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 
 namespace pagedkv {
 
-struct PagedKvLayout {
+struct PAGEDKV_EXPORT PagedKvLayout {
   void* k = nullptr;          // key pages (see the banner for the element offsets)
   void* v = nullptr;          // value pages, same strides; K-to-V is v - k
   DType dtype = DType::kF32;  // storage type of k and v
@@ -128,7 +129,7 @@ enum class KvPageOrder : int32_t {
 };
 
 // The logical shape of one layer's pool, for the layout helpers.
-struct PagedKvShape {
+struct PAGEDKV_EXPORT PagedKvShape {
   DType dtype = DType::kF32;  // storage type
   int32_t num_blocks = 0;     // physical blocks
   int32_t block_size = 0;     // tokens per block

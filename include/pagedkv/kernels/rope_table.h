@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/hd.h"
 #include "pagedkv/kernels/rope_math.h"
 #include "pagedkv/rope_config.h"
@@ -27,7 +28,7 @@
 namespace pagedkv {
 
 // Non-owning view (host or device pointers) of a RopeTable.
-struct RopeTableView {
+struct PAGEDKV_EXPORT RopeTableView {
   const float* cos_sin = nullptr;    // [num_positions, rotary_dim / 2, 2] (cos, sin), unscaled
   const double* inv_freq = nullptr;  // [rotary_dim / 2]
   int64_t num_positions = 0;         // positions held by cos_sin
@@ -96,7 +97,7 @@ PAGEDKV_HD void RopeRotateHead(const RopeTableView& rope, int64_t position, floa
 }
 
 // Host-owned cos/sin table and inverse frequencies of one RopeConfig. Movable, not copyable.
-class RopeTable {
+class PAGEDKV_EXPORT RopeTable {
  public:
   // Builds the table for positions [0, num_positions). InvalidArgument when config.Validate()
   // fails or num_positions < 1.
