@@ -83,13 +83,14 @@ def as_events(batch, encoding):
 def test_live_replay_publisher(tmp_path, encoding, hash_form):
     pub_ep = f"ipc://{tmp_path}/pub"
     replay_ep = f"ipc://{tmp_path}/replay"
+    binary = pagedkv_bin()  # may skip: before any socket exists, so nothing is left open
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"kv")
     sub.setsockopt(zmq.RCVHWM, 0)
     sub.connect(pub_ep)  # before the publisher binds: ZeroMQ connects when it appears
     proc = subprocess.Popen(
-        [pagedkv_bin(), "replay", "--mode", "serve", "--workload", "conversation",
+        [binary, "replay", "--mode", "serve", "--workload", "conversation",
          "--requests", "1500", "--capacity-blocks", "2000", "--json", "--no-progress",
          "--kv-events-endpoint", pub_ep, "--kv-events-replay-endpoint", replay_ep,
          "--kv-events-topic", "kv", "--kv-events-encoding", encoding,
