@@ -37,12 +37,14 @@ inline constexpr const char kPagedkvPluginEntryName[] = "pagedkv_backend_plugin"
 
 // Size of every op argument struct folded into one number (FNV-1a over the sizes).
 constexpr uint64_t PagedkvPluginArgsFingerprint() {
-  const uint64_t sizes[] = {sizeof(pagedkv::LinearArgs),    sizeof(pagedkv::EmbeddingGatherArgs), sizeof(pagedkv::GatherRowsArgs),
-                            sizeof(pagedkv::RmsNormArgs),   sizeof(pagedkv::SwiGluArgs),
-                            sizeof(pagedkv::LmHeadArgs),    sizeof(pagedkv::ReshapeAndCacheArgs),
-                            sizeof(pagedkv::ReRotateArgs),  sizeof(pagedkv::PagedAttentionArgs),
-                            sizeof(pagedkv::SampleArgs),    sizeof(pagedkv::SamplingParams),
-                            sizeof(pagedkv::PagedKvLayout), sizeof(pagedkv::RopeTableView)};
+  const uint64_t sizes[] = {
+      sizeof(pagedkv::LinearArgs),          sizeof(pagedkv::EmbeddingGatherArgs),
+      sizeof(pagedkv::GatherRowsArgs),      sizeof(pagedkv::RmsNormArgs),
+      sizeof(pagedkv::SwiGluArgs),          sizeof(pagedkv::LmHeadArgs),
+      sizeof(pagedkv::ReshapeAndCacheArgs), sizeof(pagedkv::ReRotateArgs),
+      sizeof(pagedkv::PagedAttentionArgs),  sizeof(pagedkv::SampleArgs),
+      sizeof(pagedkv::SamplingParams),      sizeof(pagedkv::PagedKvLayout),
+      sizeof(pagedkv::RopeTableView)};
   uint64_t hash = 1469598103934665603ull;
   for (uint64_t size : sizes) hash = (hash ^ size) * 1099511628211ull;
   return hash;
@@ -91,8 +93,7 @@ struct PagedkvBackendPlugin {
   int32_t (*linear)(PagedkvPluginBackend, const pagedkv::LinearArgs*, PagedkvPluginError*);
   int32_t (*embedding_gather)(PagedkvPluginBackend, const pagedkv::EmbeddingGatherArgs*,
                               PagedkvPluginError*);
-  int32_t (*gather_rows)(PagedkvPluginBackend, const pagedkv::GatherRowsArgs*,
-                         PagedkvPluginError*);
+  int32_t (*gather_rows)(PagedkvPluginBackend, const pagedkv::GatherRowsArgs*, PagedkvPluginError*);
   int32_t (*rms_norm)(PagedkvPluginBackend, const pagedkv::RmsNormArgs*, PagedkvPluginError*);
   int32_t (*swiglu)(PagedkvPluginBackend, const pagedkv::SwiGluArgs*, PagedkvPluginError*);
   int32_t (*lm_head)(PagedkvPluginBackend, const pagedkv::LmHeadArgs*, PagedkvPluginError*);
