@@ -436,58 +436,48 @@ void BlockPool::Emit(const KvEvent& event) {
   for (const auto& [id, listener] : listeners_) listener(event);
 }
 
-absl::Status BlockPool::ValidateInvariants() const {
-  int32_t num_free = 0, num_used = 0, num_evictable = 0, num_cached = 0;
-  for (BlockId b = 0; b < num_blocks_; ++b) {
-    const BlockMeta& m = meta_[b];
-    switch (m.state) {
-      case State::kFree:
-        ++num_free;
-        if (m.ref_count != 0 || m.cached) {
-          return absl::InternalError(
-              absl::StrCat("free block ", b, " has ref_count ", m.ref_count, " cached=", m.cached));
-        }
-        break;
-      case State::kUsed:
-        ++num_used;
-        if (m.ref_count <= 0) {
-          return absl::InternalError(
-              absl::StrCat("used block ", b, " has ref_count ", m.ref_count));
-        }
-        break;
-      case State::kEvictable:
-        ++num_evictable;
-        if (m.ref_count != 0 || !m.cached) {
-          return absl::InternalError(absl::StrCat("evictable block ", b, " has ref_count ",
-                                                  m.ref_count, " cached=", m.cached));
-        }
-        break;
-    }
-    if (m.cached) {
-      ++num_cached;
-      const BlockId indexed = FindCached(m.hash);
-      if (indexed != b) {
-        return absl::InternalError(absl::StrCat("cached block ", b, " hash ", m.hash.ToString(),
-                                                " maps to block ", indexed));
+absl::Status BlockPool::CheckBlock(BlockId b) const {
+  const BlockMeta& m = meta_[b];
+  if (m.state != State::kFree && m.state != State::kUsed && m.state != State::kEvictable) {
+    return absl::InternalError(absl::StrCat("block ", b, " has no valid state"));
+  }
+  switch (m.state) {
+    case State::kFree:
+      if (m.ref_count != 0 || m.cached) {
+        return absl::InternalError(
+            absl::StrCat("free block ", b, " has ref_count ", m.ref_count, " cached=", m.cached));
       }
-    }
-    if (m.has_tokens && !m.cached) {
-      return absl::InternalError(absl::StrCat("uncached block ", b, " claims stored tokens"));
+      break;
+    case State::kUsed:
+      if (m.ref_count <= 0) {
+        return absl::InternalError(absl::StrCat("used block ", b, " has ref_count ", m.ref_count));
+      }
+      break;
+    case State::kEvictable:
+      if (m.ref_count != 0 || !m.cached) {
+        return absl::InternalError(absl::StrCat("evictable block ", b, " has ref_count ",
+                                                m.ref_count, " cached=", m.cached));
+      }
+      break;
+  }
+  if (m.cached) {
+    const BlockId indexed = FindCached(m.hash);
+    if (indexed != b) {
+      return absl::InternalError(absl::StrCat("cached block ", b, " hash ", m.hash.ToString(),
+                                              " maps to block ", indexed));
     }
   }
-  if (num_free + num_used + num_evictable != num_blocks_) {
-    return absl::InternalError("block states do not add up to num_blocks");
+  if (m.has_tokens && !m.cached) {
+    return absl::InternalError(absl::StrCat("uncached block ", b, " claims stored tokens"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status BlockPool::CheckCounts(int32_t num_free, int32_t num_evictable,
+                                    int32_t num_cached) const {
   if (num_free != NumFreeBlocks()) {
     return absl::InternalError(
         absl::StrCat(num_free, " blocks are free but the free stack holds ", free_stack_.size()));
-  }
-  std::vector<bool> seen(num_blocks_, false);
-  for (const BlockId b : free_stack_) {
-    if (!InRange(b) || meta_[b].state != State::kFree || seen[b]) {
-      return absl::InternalError(absl::StrCat("free stack entry ", b, " is invalid or repeated"));
-    }
-    seen[b] = true;
   }
   if (num_evictable != num_evictable_) {
     return absl::InternalError(
@@ -497,6 +487,21 @@ absl::Status BlockPool::ValidateInvariants() const {
     return absl::InternalError(
         absl::StrCat(num_cached, " blocks are cached but the index holds ", index_.size()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status BlockPool::CheckFreeStack() const {
+  std::vector<bool> seen(num_blocks_, false);
+  for (const BlockId b : free_stack_) {
+    if (!InRange(b) || meta_[b].state != State::kFree || seen[b]) {
+      return absl::InternalError(absl::StrCat("free stack entry ", b, " is invalid or repeated"));
+    }
+    seen[b] = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockPool::CheckIndexEntries() const {
   absl::Status bad_entry;
   index_.ForEach([&](BlockId b) {
     if (bad_entry.ok() && (!InRange(b) || !meta_[b].cached || FindCached(meta_[b].hash) != b)) {
@@ -505,6 +510,19 @@ absl::Status BlockPool::ValidateInvariants() const {
     }
   });
   return bad_entry;
+}
+
+absl::Status BlockPool::ValidateInvariants() const {
+  int32_t num_free = 0, num_evictable = 0, num_cached = 0;
+  for (BlockId b = 0; b < num_blocks_; ++b) {
+    PAGEDKV_RETURN_IF_ERROR(CheckBlock(b));
+    num_free += meta_[b].state == State::kFree;
+    num_evictable += meta_[b].state == State::kEvictable;
+    num_cached += meta_[b].cached;
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckCounts(num_free, num_evictable, num_cached));
+  PAGEDKV_RETURN_IF_ERROR(CheckFreeStack());
+  return CheckIndexEntries();
 }
 
 }  // namespace pagedkv

@@ -226,6 +226,13 @@ class PAGEDKV_EXPORT BlockPool {
   absl::Status ValidateInvariants() const;
 
  private:
+  // ValidateInvariants' steps: one block's state, reference count and index entry; the counts
+  // against the free stack, the evictable count and the index; the free stack's entries; the
+  // index's entries.
+  absl::Status CheckBlock(BlockId block) const;
+  absl::Status CheckCounts(int32_t num_free, int32_t num_evictable, int32_t num_cached) const;
+  absl::Status CheckFreeStack() const;
+  absl::Status CheckIndexEntries() const;
   enum class State : uint8_t { kFree, kUsed, kEvictable };
 
   // Hot per-block state (40 bytes), touched by pins, allocations and verification.
