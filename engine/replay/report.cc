@@ -169,9 +169,23 @@ absl::Status WriteSweepCsv(const std::string& path, const std::vector<CacheRepla
   return WriteFile(path, csv);
 }
 
-std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std::string& title) {
-  constexpr double kW = 800, kH = 500, kLeft = 70, kRight = 150, kTop = 40, kBottom = 60;
-  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+namespace {
+
+// The SVG plot's geometry: a log-scale capacity axis [10^lo_exp, 10^hi_exp] and a 0-100% hit
+// rate axis.
+struct SvgFrame {
+  static constexpr double kWidth = 800, kHeight = 500, kLeft = 70, kRight = 150, kTop = 40,
+                          kBottom = 60;
+  double plot_width = kWidth - kLeft - kRight;
+  double plot_height = kHeight - kTop - kBottom;
+  double lo_exp = 0, hi_exp = 1;
+  double X(double capacity) const {
+    return kLeft + plot_width * (std::log10(capacity) - lo_exp) / (hi_exp - lo_exp);
+  }
+  double Y(double rate) const { return kTop + plot_height * (1 - rate); }
+};
+
+SvgFrame FrameFor(const std::vector<CacheReplayResult>& results) {
   double lo = 1, hi = 10;
   if (!results.empty()) {
     lo = hi = static_cast<double>(results[0].capacity_blocks);
@@ -180,28 +194,29 @@ std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std:
       hi = std::max(hi, static_cast<double>(r.capacity_blocks));
     }
   }
-  const double llo = std::floor(std::log10(lo)), lhi = std::max(llo + 1, std::ceil(std::log10(hi)));
-  auto x = [&](double c) { return kLeft + pw * (std::log10(c) - llo) / (lhi - llo); };
-  auto y = [&](double rate) { return kTop + ph * (1 - rate); };
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
-      "fill=\"white\"/>\n<text x=\"%g\" y=\"24\" text-anchor=\"middle\" "
-      "font-size=\"15\">%s</text>\n",
-      kW, kH, kLeft + pw / 2, XmlEscape(title));
+  SvgFrame frame;
+  frame.lo_exp = std::floor(std::log10(lo));
+  frame.hi_exp = std::max(frame.lo_exp + 1, std::ceil(std::log10(hi)));
+  return frame;
+}
+
+// Grid lines with their labels, the frame and the axis titles.
+void AppendSvgAxes(const SvgFrame& f, std::string& svg) {
   for (int i = 0; i <= 10; ++i) {
     const double rate = i / 10.0;
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
                           "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%d</text>\n",
-                          kLeft, y(rate), kLeft + pw, y(rate), kLeft - 6, y(rate) + 4, i * 10);
+                          f.kLeft, f.Y(rate), f.kLeft + f.plot_width, f.Y(rate), f.kLeft - 6,
+                          f.Y(rate) + 4, i * 10);
   }
-  for (double e = llo; e <= lhi; ++e) {
+  for (double e = f.lo_exp; e <= f.hi_exp; ++e) {
+    const double x = f.X(std::pow(10, e));
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
                           "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">1e%d</text>\n",
-                          x(std::pow(10, e)), kTop, x(std::pow(10, e)), kTop + ph,
-                          x(std::pow(10, e)), kTop + ph + 18, static_cast<int>(e));
+                          x, f.kTop, x, f.kTop + f.plot_height, x, f.kTop + f.plot_height + 18,
+                          static_cast<int>(e));
   }
   absl::StrAppendFormat(&svg,
                         "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
@@ -209,32 +224,52 @@ std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std:
                         "cache capacity (blocks, log scale)</text>\n<text x=\"18\" y=\"%g\" "
                         "text-anchor=\"middle\" transform=\"rotate(-90 18 %g)\">block hit rate "
                         "(%%)</text>\n",
-                        kLeft, kTop, pw, ph, kLeft + pw / 2, kH - 15, kTop + ph / 2, kTop + ph / 2);
+                        f.kLeft, f.kTop, f.plot_width, f.plot_height, f.kLeft + f.plot_width / 2,
+                        f.kHeight - 15, f.kTop + f.plot_height / 2, f.kTop + f.plot_height / 2);
+}
+
+// One line per policy, labelled at the right; then the infinite cache's rate, dashed. Returns
+// nothing; `svg` grows.
+void AppendSvgLines(const SvgFrame& f, const std::vector<CacheReplayResult>& results,
+                    std::string& svg) {
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   int index = 0;
   for (const auto& [policy, rows] : ByPolicy(results)) {
     const char* color = colors[index % 6];
     std::string points;
     for (const auto* r : rows) {
-      absl::StrAppendFormat(&points, "%g,%g ", x(static_cast<double>(r->capacity_blocks)),
-                            y(r->block_hit_rate()));
+      absl::StrAppendFormat(&points, "%g,%g ", f.X(static_cast<double>(r->capacity_blocks)),
+                            f.Y(r->block_hit_rate()));
     }
     absl::StrAppendFormat(&svg,
                           "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" "
                           "stroke-width=\"2\"/>\n<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n",
-                          points, color, kLeft + pw + 10, kTop + 20 + 18 * index, color,
-                          XmlEscape(policy));
+                          points, color, f.kLeft + f.plot_width + 10, f.kTop + 20 + 18 * index,
+                          color, XmlEscape(policy));
     ++index;
   }
-  if (!results.empty()) {
-    const double inf = results[0].infinite_cache_block_hit_rate();
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"gray\" "
-                          "stroke-dasharray=\"6,4\"/>\n<text x=\"%g\" y=\"%g\" fill=\"gray\">"
-                          "infinite cache</text>\n",
-                          kLeft, y(inf), kLeft + pw, y(inf), kLeft + pw + 10,
-                          kTop + 20 + 18 * index);
-  }
+  if (results.empty()) return;
+  const double inf = results[0].infinite_cache_block_hit_rate();
+  absl::StrAppendFormat(&svg,
+                        "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"gray\" "
+                        "stroke-dasharray=\"6,4\"/>\n<text x=\"%g\" y=\"%g\" fill=\"gray\">"
+                        "infinite cache</text>\n",
+                        f.kLeft, f.Y(inf), f.kLeft + f.plot_width, f.Y(inf),
+                        f.kLeft + f.plot_width + 10, f.kTop + 20 + 18 * index);
+}
+
+}  // namespace
+
+std::string HitRateSvg(const std::vector<CacheReplayResult>& results, const std::string& title) {
+  const SvgFrame frame = FrameFor(results);
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n<text x=\"%g\" y=\"24\" text-anchor=\"middle\" "
+      "font-size=\"15\">%s</text>\n",
+      frame.kWidth, frame.kHeight, frame.kLeft + frame.plot_width / 2, XmlEscape(title));
+  AppendSvgAxes(frame, svg);
+  AppendSvgLines(frame, results, svg);
   svg += "</svg>\n";
   return svg;
 }
