@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "pagedkv/checked_math.h"
 
 namespace pagedkv {
 namespace {
@@ -55,10 +56,11 @@ absl::StatusOr<CacheRequest> CacheRequest::Create(CacheRequestOptions options,
   }
   for (size_t i = 0; i < options.multimodal.size(); ++i) {
     const MultimodalInput& mm = options.multimodal[i];
-    if (mm.offset < 0 || mm.length <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("multimodal input ", i, " has offset ",
-                                                     mm.offset, " and length ", mm.length,
-                                                     "; need offset >= 0 and length > 0"));
+    int64_t end = 0;
+    if (mm.offset < 0 || mm.length <= 0 || !CheckedAdd<int64_t>(mm.offset, mm.length, &end)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("multimodal input ", i, " has offset ", mm.offset, " and length ", mm.length,
+                       "; need offset >= 0, length > 0 and offset + length within 64 bits"));
     }
     if (i > 0 && mm.offset < options.multimodal[i - 1].offset) {
       return absl::InvalidArgumentError(

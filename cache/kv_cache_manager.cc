@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
+#include "pagedkv/checked_math.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -179,12 +180,12 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
   }
   const int64_t have_tokens =
       plan.is_new ? new_computed_blocks.num_computed_tokens : it->second.num_tokens;
-  plan.total_tokens = have_tokens + num_new_tokens;
-  if (plan.total_tokens > request.num_tokens()) {
+  if (!CheckedAdd(have_tokens, num_new_tokens, &plan.total_tokens) ||
+      plan.total_tokens > request.num_tokens()) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", request.id(), " has ", request.num_tokens(),
-                     " tokens; cannot allocate slots for ", plan.total_tokens, " (", have_tokens,
-                     " + ", num_new_tokens, "); append tokens to the CacheRequest first"));
+                     " tokens; cannot allocate slots for ", have_tokens, " + ", num_new_tokens,
+                     "; append tokens to the CacheRequest first"));
   }
   const int64_t bs = options_.block_size;
   const int64_t blocks_needed = NumBlocksFor(plan.total_tokens, bs);

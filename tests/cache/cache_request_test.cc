@@ -126,6 +126,12 @@ TEST(CacheRequestTest, RejectsBadOptions) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  // offset + length past INT64_MAX would wrap and the input would cover no block: two requests
+  // with different images would then share block hashes.
+  EXPECT_EQ(CacheRequest::Create({.multimodal = {{.offset = 2, .length = INT64_MAX}}}, Iota(4))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CacheRequestTest, VocabularyIsEnforcedAndFailedAppendChangesNothing) {

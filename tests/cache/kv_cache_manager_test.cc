@@ -248,6 +248,11 @@ TEST(KvCacheManagerTest, AllocateSlotsArgumentErrorsChangeNothing) {
   const Snapshot before = Snap(*m, {1, 2});
   EXPECT_EQ(m->AllocateSlots(b, -1, hit).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(m->AllocateSlots(b, 2, hit).code(), absl::StatusCode::kInvalidArgument);  // 8 + 2 > 9
+  // 8 + INT64_MAX overflows: refused, not wrapped to a negative token count.
+  EXPECT_EQ(m->AllocateSlots(b, INT64_MAX, hit).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->AllocateSlots(a, INT64_MAX).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->NumBlocksToAllocate(a, INT64_MAX).status().code(),
+            absl::StatusCode::kInvalidArgument);
   ComputedBlocks wrong_count = hit;
   wrong_count.num_computed_tokens = 7;
   EXPECT_EQ(m->AllocateSlots(b, 1, wrong_count).code(), absl::StatusCode::kInvalidArgument);
