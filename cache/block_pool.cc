@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -38,7 +40,30 @@ absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(
     if (!made.ok()) return made.status();
     policy = *std::move(made);
   }
-  return std::unique_ptr<BlockPool>(new BlockPool(options, std::move(policy)));
+  try {
+    return std::unique_ptr<BlockPool>(new BlockPool(options, std::move(policy)));
+  } catch (const std::exception&) {  // bad_alloc, or length_error for sizes past max_size()
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "BlockPool: cannot allocate the bookkeeping of ", options.num_blocks, " blocks (about ",
+        EstimateBytes(options) >> 20, " MiB of host memory); use fewer blocks"));
+  }
+}
+
+int64_t BlockPool::EstimateBytes(const BlockPoolOptions& options) {
+  if (options.num_blocks <= 0 || options.block_size <= 0) return 0;
+  const int64_t n = options.num_blocks;
+  // Per block: hot and cold state, parent hash, free-stack entry, up to four index slots (the
+  // table is the next power of two >= 2n) and the policy's links.
+  constexpr int64_t kPolicyBytes = 32;
+  constexpr int64_t kIndexSlotBytes = 8;
+  int64_t per_block = static_cast<int64_t>(sizeof(BlockMeta) + sizeof(BlockChain) +
+                                           sizeof(BlockHash) + sizeof(BlockId)) +
+                      4 * kIndexSlotBytes + kPolicyBytes;
+  if (options.store_tokens) {
+    per_block += int64_t{options.block_size} * static_cast<int64_t>(sizeof(TokenId));
+  }
+  int64_t total = 0;
+  return CheckedMul(n, per_block, &total) ? total : INT64_MAX;
 }
 
 BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy)

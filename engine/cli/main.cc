@@ -1,6 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // `pagedkv`: the command-line tool. Subcommands are registered from commands.h.
+#include <iostream>
+#include <new>
+#include <stdexcept>
+
 #include "CLI/CLI.hpp"
 #include "engine/cli/commands.h"
 
@@ -13,6 +17,16 @@ int main(int argc, char** argv) {
   pagedkv::cli::AddGenerateCommand(app, &exit_code);
   pagedkv::cli::AddStudyShiftCommand(app, &exit_code);
   pagedkv::cli::AddKvEventsCommand(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  // The commands budget their memory and return errors; this is the last line of defence, so that
+  // an allocation failure is a message and an exit code, never an abort.
+  try {
+    CLI11_PARSE(app, argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pagedkv: out of memory; use smaller inputs or lower the limits\n";
+    return 1;
+  } catch (const std::length_error& e) {
+    std::cerr << "pagedkv: a size is too large (" << e.what() << "); use smaller inputs\n";
+    return 1;
+  }
   return exit_code;
 }

@@ -142,6 +142,10 @@ void AddRouterFlags(CLI::App* sub, ReplayConfig* config) {
 void AddOutputFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_flag("--json", config->json, "Print one JSON object instead of the table");
   sub->add_flag("!--no-progress", config->progress, "Never draw the progress bar");
+  sub->add_option("--max-memory-gib", config->max_memory_gib,
+                  "Host memory the replay may use; loading, generation, expansion and the pools "
+                  "are estimated first and refused past it (default: half the machine's memory)")
+      ->check(PositiveNumber());
   sub->add_option("--out-dir", config->out_dir, "Directory for the sweep CSV and plot")
       ->capture_default_str();
   sub->add_option("--csv", config->csv, "Sweep CSV path (default: in --out-dir)");

@@ -53,6 +53,14 @@ absl::StatusOr<CachePlan> PlanCacheRuns(const ReplayConfig& c) {
   return plan;
 }
 
+// The flag that set the capacities, for messages.
+std::string CapacityFlag(const ReplayConfig& c) {
+  if (c.capacity_blocks >= 0) return absl::StrFormat("--capacity-blocks %d", c.capacity_blocks);
+  if (c.capacity_gib >= 0) return absl::StrFormat("--capacity-gib %g", c.capacity_gib);
+  if (!c.sweep.empty()) return "--sweep";
+  return "the default sweep";
+}
+
 // Default sweep: fractions of the workload's distinct blocks (its infinite-cache footprint).
 std::vector<int64_t> DefaultSweep(const ExpandedWorkload& expanded) {
   std::vector<int64_t> capacities;
@@ -183,6 +191,24 @@ void PrintCacheTable(const ReplayConfig& c, const CacheReport& report, std::ostr
 
 absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
   PAGEDKV_ASSIGN_OR_RETURN(CachePlan plan, PlanCacheRuns(c));
+  const MemoryBudget budget = BudgetOf(c);
+  PAGEDKV_RETURN_IF_ERROR(CheckExpansionFits(workload, c.block_size, budget));
+  // Before expanding: the default sweep's largest pool holds at most every block.
+  const ExpansionEstimate expansion = EstimateExpansion(workload, c.block_size);
+  const int64_t largest_capacity =
+      plan.capacities.empty() ? expansion.blocks
+                              : *std::max_element(plan.capacities.begin(), plan.capacities.end());
+  std::string flag = CapacityFlag(c);
+  if (plan.capacities.empty() && !workload.requests.empty()) {
+    const ReplayRequest& largest = workload.requests[expansion.largest_request];
+    absl::StrAppendFormat(
+        &flag, " up to every block; request %d%s alone has %d blocks", expansion.largest_request,
+        largest.source_line > 0 ? absl::StrFormat(" (line %d)", largest.source_line)
+                                : std::string(),
+        expansion.largest_blocks);
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckPoolsFit(budget, largest_capacity, c.block_size, /*instances=*/1,
+                                        expansion.bytes, flag));
   const auto expand_start = std::chrono::steady_clock::now();
   PAGEDKV_ASSIGN_OR_RETURN(
       ExpandedWorkload expanded,

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "pagedkv/status_macros.h"
 #include "simdjson.h"
 
 namespace pagedkv::replay {
@@ -109,108 +111,231 @@ absl::Status ParseLine(od::parser& parser, const std::string& padded, size_t len
   return absl::OkStatus();
 }
 
-}  // namespace
+// Parses trace lines one at a time into a workload, charging the requests to the memory limit.
+class TraceParser {
+ public:
+  TraceParser(const TraceOptions& options, std::string_view name) : options_(options) {
+    workload_.name = std::string(name);
+    workload_.trace_block_size = options.trace_block_size;
+  }
 
-absl::StatusOr<Workload> ParseMooncakeTrace(std::string_view text, const TraceOptions& options,
-                                            std::string_view name) {
+  // Adds line `line_no` (1-based; blank lines are skipped). InvalidArgument "name: line N: ..."
+  // for a malformed line unless skip_bad_lines; ResourceExhausted past the memory limit.
+  absl::Status AddLine(std::string_view raw, int64_t line_no) {
+    if (raw.find_first_not_of(" \t\r") == std::string_view::npos) return absl::OkStatus();
+    padded_.assign(raw);
+    const size_t len = padded_.size();
+    padded_.resize(len + simdjson::SIMDJSON_PADDING, ' ');
+    absl::Status status = ParseLine(parser_, padded_, len, &line_);
+    if (status.ok()) status = CheckLine();
+    if (!status.ok()) {
+      if (options_.skip_bad_lines) {
+        ++workload_.skipped_lines;
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: line %d: %s", workload_.name, line_no, status.message()));
+    }
+    last_ts_ = line_.timestamp;
+    AppendRequest(line_no);
+    if (options_.memory_limit_bytes > 0 && bytes_ > options_.memory_limit_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: line %d: the %d requests read so far need about %.3g GiB of memory, more than "
+          "the limit of %.3g GiB (--max-memory-gib); replay a part of the trace or raise the "
+          "limit",
+          workload_.name, line_no, workload_.requests.size(),
+          static_cast<double>(bytes_) / (1 << 30),
+          static_cast<double>(options_.memory_limit_bytes) / (1 << 30)));
+    }
+    return absl::OkStatus();
+  }
+
+  Workload Take() { return std::move(workload_); }
+
+ private:
+  absl::Status CheckLine() const {
+    const int64_t tbs = options_.trace_block_size;
+    const int64_t want = (line_.input_length + tbs - 1) / tbs;
+    if (static_cast<int64_t>(line_.hash_ids.size()) != want) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%d hash_ids but input_length %d at trace block size %d needs %d (check "
+                          "--trace-block-size)",
+                          line_.hash_ids.size(), line_.input_length, tbs, want));
+    }
+    if (line_.timestamp < last_ts_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "timestamp %g is before the previous line's %g (traces must be in time order)",
+          line_.timestamp, last_ts_));
+    }
+    return absl::OkStatus();
+  }
+
+  void AppendRequest(int64_t line_no) {
+    const int64_t tbs = options_.trace_block_size;
+    ReplayRequest r;
+    r.arrival_ms = line_.timestamp;
+    r.input_length = line_.input_length;
+    r.output_length = line_.output_length;
+    r.source_line = line_no;
+    r.segments.reserve(line_.hash_ids.size());
+    for (size_t i = 0; i < line_.hash_ids.size(); ++i) {
+      const int64_t len =
+          i + 1 < line_.hash_ids.size() ? tbs : line_.input_length - static_cast<int64_t>(i) * tbs;
+      r.segments.push_back({.content_id = line_.hash_ids[i], .length = static_cast<int32_t>(len)});
+    }
+    // The request, its segments, and the request vector's growth (up to twice its size).
+    bytes_ += static_cast<int64_t>(2 * sizeof(ReplayRequest) + r.segments.size() * sizeof(Segment));
+    workload_.requests.push_back(std::move(r));
+  }
+
+  const TraceOptions& options_;
+  Workload workload_;
+  od::parser parser_;
+  std::string padded_;
+  ParsedLine line_;
+  double last_ts_ = 0;
+  int64_t bytes_ = 0;  // estimated bytes of workload_
+};
+
+absl::Status CheckTraceOptions(const TraceOptions& options) {
   if (options.trace_block_size <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--trace-block-size must be > 0 (got %d)", options.trace_block_size));
   }
-  const int64_t tbs = options.trace_block_size;
-  Workload workload;
-  workload.name = std::string(name);
-  workload.trace_block_size = options.trace_block_size;
-  od::parser parser;
-  std::string padded;
-  ParsedLine line;
-  double last_ts = 0;
+  if (options.max_line_bytes <= 0) {
+    return absl::InvalidArgumentError("TraceOptions.max_line_bytes must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+// Reads a file line by line, decompressing gzip on the fly (plain files pass through), with
+// lines and the total decompressed size bounded.
+class TraceLineReader {
+ public:
+  ~TraceLineReader() {
+    if (file_ != nullptr) gzclose(file_);
+  }
+
+  absl::Status Open(const std::string& path) {
+    path_ = path;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      return absl::NotFoundError(absl::StrFormat("trace file %s not found (or not a file)", path));
+    }
+    file_ = gzopen(path.c_str(), "rb");  // reads plain files transparently too
+    if (file_ == nullptr) {
+      return absl::NotFoundError(absl::StrFormat("cannot open trace file %s", path));
+    }
+    gzbuffer(file_, 1 << 17);
+    return absl::OkStatus();
+  }
+
+  // The next line (without '\n') in `line`; false at the end of the file.
+  absl::StatusOr<bool> Next(const TraceOptions& options, std::string* line) {
+    line->clear();
+    while (true) {
+      if (pos_ == end_) {
+        PAGEDKV_RETURN_IF_ERROR(Fill(options));
+        if (pos_ == end_) return !line->empty();
+      }
+      const char* start = buffer_.data() + pos_;
+      const void* newline = std::memchr(start, '\n', end_ - pos_);
+      const size_t take =
+          newline == nullptr ? end_ - pos_ : static_cast<const char*>(newline) - start;
+      if (static_cast<int64_t>(line->size() + take) > options.max_line_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: line %d is longer than %d bytes; is this a Mooncake trace?", path_,
+                            lines_ + 1, options.max_line_bytes));
+      }
+      line->append(start, take);
+      pos_ += take;
+      if (newline != nullptr) {
+        ++pos_;
+        ++lines_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  absl::Status Fill(const TraceOptions& options) {
+    pos_ = end_ = 0;
+    const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
+    int errnum = 0;
+    if (n < 0) {
+      return absl::DataLossError(
+          absl::StrFormat("%s: corrupt gzip data: %s", path_, gzerror(file_, &errnum)));
+    }
+    if (n == 0) {
+      const std::string message = gzerror(file_, &errnum);
+      if (errnum != Z_OK) {
+        return absl::DataLossError(
+            absl::StrFormat("%s: truncated or corrupt gzip data: %s", path_, message));
+      }
+      return absl::OkStatus();
+    }
+    end_ = static_cast<size_t>(n);
+    total_ += n;
+    if (options.max_decompressed_bytes > 0 && total_ > options.max_decompressed_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s decompresses to more than %d bytes (TraceOptions.max_decompressed_bytes); is it a "
+          "gzip bomb?",
+          path_, options.max_decompressed_bytes));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::vector<char> buffer_ = std::vector<char>(1 << 20);
+  size_t pos_ = 0, end_ = 0;  // unread bytes of buffer_
+  int64_t total_ = 0;         // decompressed bytes read
+  int64_t lines_ = 0;         // complete lines returned
+};
+
+}  // namespace
+
+absl::StatusOr<Workload> ParseMooncakeTrace(std::string_view text, const TraceOptions& options,
+                                            std::string_view name) {
+  PAGEDKV_RETURN_IF_ERROR(CheckTraceOptions(options));
+  TraceParser parser(options, name);
   int64_t line_no = 0;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view raw = text.substr(pos, end - pos);
+    PAGEDKV_RETURN_IF_ERROR(parser.AddLine(text.substr(pos, end - pos), ++line_no));
     pos = end + 1;
-    ++line_no;
-    if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    padded.assign(raw);
-    const size_t len = padded.size();
-    padded.resize(len + simdjson::SIMDJSON_PADDING, ' ');
-    absl::Status status = ParseLine(parser, padded, len, &line);
-    if (status.ok()) {
-      const int64_t want = (line.input_length + tbs - 1) / tbs;
-      if (static_cast<int64_t>(line.hash_ids.size()) != want) {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "%d hash_ids but input_length %d at trace block size %d needs %d (check "
-            "--trace-block-size)",
-            line.hash_ids.size(), line.input_length, tbs, want));
-      } else if (line.timestamp < last_ts) {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "timestamp %g is before the previous line's %g (traces must be in time order)",
-            line.timestamp, last_ts));
-      }
-    }
-    if (!status.ok()) {
-      if (options.skip_bad_lines) {
-        ++workload.skipped_lines;
-        continue;
-      }
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: line %d: %s", name, line_no, status.message()));
-    }
-    last_ts = line.timestamp;
-    ReplayRequest r;
-    r.arrival_ms = line.timestamp;
-    r.input_length = line.input_length;
-    r.output_length = line.output_length;
-    r.segments.reserve(line.hash_ids.size());
-    for (size_t i = 0; i < line.hash_ids.size(); ++i) {
-      const int64_t len = i + 1 < line.hash_ids.size() ? tbs : line.input_length - i * tbs;
-      r.segments.push_back({.content_id = line.hash_ids[i], .length = static_cast<int32_t>(len)});
-    }
-    workload.requests.push_back(std::move(r));
   }
-  return workload;
-}
-
-absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return absl::NotFoundError(absl::StrFormat("trace file %s not found (or not a file)", path));
-  }
-  gzFile file = gzopen(path.c_str(), "rb");  // reads plain files transparently too
-  if (file == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("cannot open trace file %s", path));
-  }
-  gzbuffer(file, 1 << 17);
-  std::string data;
-  std::vector<char> buf(1 << 20);
-  while (true) {
-    const int n = gzread(file, buf.data(), static_cast<unsigned>(buf.size()));
-    if (n < 0) {
-      int errnum = 0;
-      std::string msg = gzerror(file, &errnum);
-      gzclose(file);
-      return absl::DataLossError(absl::StrFormat("%s: corrupt gzip data: %s", path, msg));
-    }
-    if (n == 0) break;
-    data.append(buf.data(), static_cast<size_t>(n));
-  }
-  int errnum = 0;
-  std::string msg = gzerror(file, &errnum);
-  gzclose(file);
-  if (errnum != Z_OK) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: truncated or corrupt gzip data: %s", path, msg));
-  }
-  return data;
+  return parser.Take();
 }
 
 absl::StatusOr<Workload> LoadMooncakeTrace(const std::string& path, const TraceOptions& options) {
-  auto text = ReadMaybeGzippedFile(path);
-  if (!text.ok()) return text.status();
-  return ParseMooncakeTrace(*text, options, std::filesystem::path(path).filename().string());
+  PAGEDKV_RETURN_IF_ERROR(CheckTraceOptions(options));
+  TraceLineReader reader;
+  PAGEDKV_RETURN_IF_ERROR(reader.Open(path));
+  TraceParser parser(options, std::filesystem::path(path).filename().string());
+  std::string line;
+  for (int64_t line_no = 1;; ++line_no) {
+    PAGEDKV_ASSIGN_OR_RETURN(const bool more, reader.Next(options, &line));
+    if (!more) break;
+    PAGEDKV_RETURN_IF_ERROR(parser.AddLine(line, line_no));
+  }
+  return parser.Take();
+}
+
+absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path,
+                                                 const TraceOptions& options) {
+  TraceLineReader reader;
+  PAGEDKV_RETURN_IF_ERROR(reader.Open(path));
+  std::string data, line;
+  while (true) {
+    PAGEDKV_ASSIGN_OR_RETURN(const bool more, reader.Next(options, &line));
+    if (!more) break;
+    data += line;
+    data += '\n';
+  }
+  return data;
 }
 
 }  // namespace pagedkv::replay

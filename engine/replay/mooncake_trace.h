@@ -25,6 +25,12 @@ namespace pagedkv::replay {
 struct PAGEDKV_EXPORT TraceOptions {
   int32_t trace_block_size = 512;  // tokens per hash id (Mooncake traces use 512)
   bool skip_bad_lines = false;     // skip malformed lines (counted) instead of failing
+  // Bounds on hostile input: the estimated bytes of the parsed requests (0: no limit), the bytes
+  // of one line, and the decompressed bytes of a file (0: no limit). Past one, the load stops
+  // with ResourceExhausted (memory, decompressed size) or InvalidArgument (line length).
+  int64_t memory_limit_bytes = 0;
+  int64_t max_line_bytes = int64_t{64} << 20;
+  int64_t max_decompressed_bytes = int64_t{64} << 30;
 };
 
 // Parses JSONL `text`. A malformed line gives InvalidArgument "line N: <what is wrong>" unless
@@ -36,13 +42,16 @@ PAGEDKV_EXPORT absl::StatusOr<Workload> ParseMooncakeTrace(std::string_view text
                                                            const TraceOptions& options,
                                                            std::string_view name = "trace");
 
-// Reads `path` (gzip-compressed or plain; detected from its bytes) and parses it as above.
-// NotFound when the file is missing, DataLoss when the gzip stream is corrupt or truncated.
+// Streams `path` (gzip-compressed or plain; detected from its bytes) line by line and parses it
+// as above. NotFound when the file is missing, DataLoss when the gzip stream is corrupt or
+// truncated; the bounds of TraceOptions hold, so a gzip bomb or a huge line stops the load.
 PAGEDKV_EXPORT absl::StatusOr<Workload> LoadMooncakeTrace(const std::string& path,
                                                           const TraceOptions& options);
 
-// The whole contents of `path`, decompressed when it is gzip-compressed.
-PAGEDKV_EXPORT absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path);
+// The lines of `path`, decompressed when it is gzip-compressed, each ending in '\n' (for
+// benchmarks that parse from memory); the bounds of `options` hold.
+PAGEDKV_EXPORT absl::StatusOr<std::string> ReadMaybeGzippedFile(const std::string& path,
+                                                                const TraceOptions& options = {});
 
 }  // namespace pagedkv::replay
 

@@ -15,6 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/replay/memory_budget.h"
 #include "engine/replay/replay_runner.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
@@ -39,6 +41,14 @@ nlohmann::json WorkloadJson(const Workload& workload, const ReplayConfig& config
 
 // One line: name, requests, prompt tokens, trace block size, skipped lines.
 std::string Describe(const Workload& workload);
+
+// The budget of `config.max_memory_gib` (half the machine's memory when 0).
+MemoryBudget BudgetOf(const ReplayConfig& config);
+
+// Checks that one pool of `capacity_blocks` blocks (per instance, `instances` of them) fits
+// `budget` next to `held_bytes` already held; the message names `flag`.
+absl::Status CheckPoolsFit(const MemoryBudget& budget, int64_t capacity_blocks, int32_t block_size,
+                           int64_t instances, int64_t held_bytes, absl::string_view flag);
 
 }  // namespace pagedkv::replay
 

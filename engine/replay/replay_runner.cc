@@ -12,17 +12,39 @@
 #include "engine/replay/mooncake_trace.h"
 #include "engine/replay/replay_modes.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/block_pool.h"
+#include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
 namespace {
 
-absl::StatusOr<Workload> LoadWorkload(const ReplayConfig& c) {
-  if (!c.trace.empty()) {
-    return LoadMooncakeTrace(
-        c.trace, {.trace_block_size = c.trace_block_size, .skip_bad_lines = c.skip_bad_lines});
+// A generated workload of `c.requests` requests, refused before it is generated when a sample
+// of it scales past the budget.
+absl::StatusOr<Workload> GenerateWorkload(const ReplayConfig& c, const MemoryBudget& budget) {
+  constexpr int32_t kSample = 256;
+  if (c.requests > kSample) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        Workload sample,
+        MakeBuiltinWorkload(c.workload, {.num_requests = kSample, .seed = c.seed}));
+    const double per_request =
+        static_cast<double>(WorkloadBytes(sample)) / std::max<size_t>(1, sample.requests.size());
+    const double total = per_request * c.requests * 2;  // and the vector's growth
+    PAGEDKV_RETURN_IF_ERROR(
+        budget.Check(total >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(total),
+                     absl::StrFormat("--requests %d of the %s workload", c.requests, c.workload),
+                     "give fewer requests or raise the limit"));
   }
   return MakeBuiltinWorkload(c.workload, {.num_requests = c.requests, .seed = c.seed});
+}
+
+absl::StatusOr<Workload> LoadWorkload(const ReplayConfig& c, const MemoryBudget& budget) {
+  if (!c.trace.empty()) {
+    return LoadMooncakeTrace(c.trace, {.trace_block_size = c.trace_block_size,
+                                       .skip_bad_lines = c.skip_bad_lines,
+                                       .memory_limit_bytes = budget.limit_bytes});
+  }
+  return GenerateWorkload(c, budget);
 }
 
 }  // namespace
@@ -48,6 +70,26 @@ absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, i
         block_size, model.name, per_block));
   }
   return blocks;
+}
+
+MemoryBudget BudgetOf(const ReplayConfig& config) {
+  return {.limit_bytes =
+              config.max_memory_gib > 0
+                  ? static_cast<int64_t>(std::min(config.max_memory_gib, 1e9) * 1073741824.0)
+                  : DefaultMemoryLimitBytes()};
+}
+
+absl::Status CheckPoolsFit(const MemoryBudget& budget, int64_t capacity_blocks, int32_t block_size,
+                           int64_t instances, int64_t held_bytes, absl::string_view flag) {
+  const int64_t pool = BlockPool::EstimateBytes(
+      {.num_blocks = static_cast<int32_t>(std::min<int64_t>(capacity_blocks, INT32_MAX)),
+       .block_size = block_size});
+  int64_t total = 0;
+  if (!CheckedMul(pool, instances, &total) || !CheckedAdd(total, held_bytes, &total)) {
+    total = INT64_MAX;
+  }
+  return budget.Check(total, absl::StrFormat("a pool of %d blocks (%s)", capacity_blocks, flag),
+                      "give a smaller capacity or raise the limit");
 }
 
 absl::Status CheckPolicies(const std::vector<std::string>& policies, bool cache_mode) {
@@ -102,7 +144,11 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
   if (c.capacity_blocks == 0) {
     return absl::InvalidArgumentError("--capacity-blocks must be > 0 (got 0)");
   }
-  PAGEDKV_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(c));
+  if (!(c.max_memory_gib >= 0) || !std::isfinite(c.max_memory_gib)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max-memory-gib must be a finite number >= 0 (got %g)", c.max_memory_gib));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(c, BudgetOf(c)));
   if (workload.requests.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("workload %s has no requests", workload.name));

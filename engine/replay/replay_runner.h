@@ -47,6 +47,10 @@ struct PAGEDKV_EXPORT ReplayConfig {
   std::string out_dir = "out/replay";     // where the sweep CSV and plot go
   std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
   std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
+  // Host memory the replay may use (estimated before each step: loading, generating, expanding,
+  // the pools); 0 = half the machine's memory. Over it, the step is refused with a message
+  // naming the trace line or flag responsible.
+  double max_memory_gib = 0;
   // Serve mode with several instances (multi_instance_replay.h): one router over N instances,
   // each with the capacity above (or one GPU's). instances > 1 also runs the oracle router and
   // reports it under "oracle".

@@ -17,7 +17,8 @@ namespace pagedkv::replay {
 namespace {
 
 // The serve-replay options of `c`: one policy, presets, scheduler limits and the capacity.
-absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c) {
+absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
+                                                    const Workload& workload) {
   if (!c.sweep.empty()) {
     return absl::InvalidArgumentError("--sweep is for cache mode; serve mode runs one capacity");
   }
@@ -44,6 +45,16 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c) {
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }
   o.count_shifted = c.count_shifted;
+  int64_t capacity = o.capacity_blocks;
+  if (capacity == 0) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        capacity, KvCapacityBlocks(o.gpu, o.model, o.gpu_memory_utilization, o.block_size));
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckPoolsFit(
+      BudgetOf(c), capacity, c.block_size, std::max(1, c.instances), WorkloadBytes(workload),
+      c.capacity_blocks > 0 ? absl::StrFormat("--capacity-blocks %d", c.capacity_blocks)
+      : c.capacity_gib > 0  ? absl::StrFormat("--capacity-gib %g", c.capacity_gib)
+                            : absl::StrFormat("the KV capacity of a %s", o.gpu.name)));
   return o;
 }
 
@@ -153,7 +164,7 @@ absl::StatusOr<SingleInstanceRuns> RunSingleInstance(const ReplayConfig& c,
 }  // namespace
 
 absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
-  PAGEDKV_ASSIGN_OR_RETURN(ServeReplayOptions o, ServeOptionsFrom(c));
+  PAGEDKV_ASSIGN_OR_RETURN(ServeReplayOptions o, ServeOptionsFrom(c, workload));
   if (c.instances > 1 || c.router != "round-robin") {
     return RunMultiInstanceMode(c, workload, std::move(o), out);
   }

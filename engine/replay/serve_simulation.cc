@@ -174,6 +174,12 @@ absl::Status ServeSimulation::AdmitArrivals() {
 // whole KV pool) is counted as rejected.
 absl::Status ServeSimulation::AdmitRequest(size_t index) {
   const ReplayRequest& request = workload_.requests[index];
+  if (request.input_length > result_.capacity_blocks * options_.block_size) {
+    // Longer than the whole pool: refused without materializing its prompt.
+    ++result_.rejected;
+    CountDone();
+    return absl::OkStatus();
+  }
   SchedulerRequest scheduled;
   scheduled.id = index;
   scheduled.prompt = MaterializePrompt(request, options_.vocab_size);

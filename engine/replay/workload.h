@@ -49,6 +49,7 @@ struct PAGEDKV_EXPORT ReplayRequest {
   int64_t output_length = 0;      // tokens to generate
   std::vector<Segment> segments;  // the prompt, in order
   std::vector<ChunkSpan> chunks;  // reusable spans (documents); empty for most workloads
+  int64_t source_line = 0;        // 1-based line of the trace file it came from; 0: generated
 };
 
 // A named list of requests in arrival order.

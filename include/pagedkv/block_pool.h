@@ -80,8 +80,14 @@ class PAGEDKV_EXPORT BlockPool {
  public:
   // Validates `options` (InvalidArgument for zero/negative sizes or an unknown policy name) and
   // builds a pool with every block free. `policy`, when given, replaces options.eviction_policy.
+  // ResourceExhausted when the bookkeeping cannot be allocated (see EstimateBytes).
   static absl::StatusOr<std::unique_ptr<BlockPool>> Create(
       const BlockPoolOptions& options, std::unique_ptr<EvictionPolicy> policy = nullptr);
+
+  // Host memory a pool with `options` allocates (its per-block state, index, free stack and
+  // stored tokens, with a built-in eviction policy), for memory budgets before Create. An upper
+  // estimate; 0 for options Create refuses.
+  static int64_t EstimateBytes(const BlockPoolOptions& options);
 
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;

@@ -97,6 +97,7 @@ const Setters<ReplayConfig>& ConfigSetters() {
       PAGEDKV_SETTER(ReplayConfig, out_dir),
       PAGEDKV_SETTER(ReplayConfig, csv),
       PAGEDKV_SETTER(ReplayConfig, plot),
+      PAGEDKV_SETTER(ReplayConfig, max_memory_gib),
   };
   return *setters;
 }
@@ -108,6 +109,7 @@ py::dict DefaultConfig() {
   d["workload"] = c.workload;
   d["requests"] = c.requests;
   d["seed"] = c.seed;
+  d["max_memory_gib"] = c.max_memory_gib;
   d["mode"] = c.mode;
   d["block_size"] = c.block_size;
   d["trace_block_size"] = c.trace_block_size;

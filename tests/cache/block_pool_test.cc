@@ -331,3 +331,31 @@ TEST(BlockPoolTest, MisbehavingPolicyIsReportedAsInternal) {
 
 }  // namespace
 }  // namespace pagedkv
+
+namespace pagedkv {
+namespace {
+
+TEST(BlockPoolMemoryTest, EstimateCoversTheBookkeeping) {
+  const int64_t small =
+      BlockPool::EstimateBytes({.num_blocks = 1000, .block_size = 16, .store_tokens = false});
+  EXPECT_GE(small, 1000 * 64);
+  EXPECT_EQ(BlockPool::EstimateBytes({.num_blocks = 2000, .block_size = 16, .store_tokens = false}),
+            2 * small);
+  EXPECT_GT(BlockPool::EstimateBytes({.num_blocks = 1000, .block_size = 16, .store_tokens = true}),
+            small + 1000 * 16 * 4 - 1);
+  EXPECT_EQ(BlockPool::EstimateBytes({.num_blocks = 0, .block_size = 16}), 0);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+// Far more bookkeeping than any machine holds: ResourceExhausted, not bad_alloc. (Skipped under
+// AddressSanitizer, whose allocator aborts on such requests instead of failing them.)
+TEST(BlockPoolMemoryTest, UnallocatablePoolIsResourceExhausted) {
+  auto pool = BlockPool::Create({.num_blocks = INT32_MAX, .block_size = 1 << 20});
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(pool.status().message().find("use fewer blocks"), std::string::npos);
+}
+#endif
+
+}  // namespace
+}  // namespace pagedkv

@@ -160,6 +160,58 @@ TEST(MooncakeTraceTest, TruncatedGzipIsDataLoss) {
   EXPECT_EQ(w.status().code(), absl::StatusCode::kDataLoss);
 }
 
+// Writes `text` gzip-compressed to `path`.
+void WriteGzip(const std::filesystem::path& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(f);
+}
+
+TEST(MooncakeTraceTest, StreamedLoadKeepsLineNumbers) {
+  const auto gz = TempPath("lines.jsonl.gz");
+  WriteGzip(gz, kGood);
+  auto w = LoadMooncakeTrace(gz.string(), {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->requests.size(), 3u);
+  EXPECT_EQ(w->requests[0].source_line, 1);
+  EXPECT_EQ(w->requests[1].source_line, 2);
+  EXPECT_EQ(w->requests[2].source_line, 4);  // line 3 is blank
+}
+
+// A gzip bomb (a few KB that decompress to megabytes of one line, or to more than the file
+// bound) stops the load with a clear error instead of growing without bound.
+TEST(MooncakeTraceTest, GzipBombsAndHugeLinesAreBounded) {
+  const auto line_bomb = TempPath("line_bomb.jsonl.gz");
+  WriteGzip(line_bomb, std::string(8 << 20, ' '));  // 8 MiB, no newline
+  auto long_line = LoadMooncakeTrace(line_bomb.string(), {.max_line_bytes = 1 << 20});
+  ASSERT_FALSE(long_line.ok());
+  EXPECT_EQ(long_line.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_line.status().message(), HasSubstr("line 1 is longer than 1048576 bytes"));
+
+  const auto size_bomb = TempPath("size_bomb.jsonl.gz");
+  WriteGzip(size_bomb, std::string(8 << 20, '\n'));
+  auto too_big = LoadMooncakeTrace(size_bomb.string(), {.max_decompressed_bytes = 1 << 20});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("gzip bomb"));
+}
+
+TEST(MooncakeTraceTest, MemoryLimitNamesTheLine) {
+  std::string many;
+  for (int i = 0; i < 1000; ++i) {
+    many += R"({"timestamp": 0, "input_length": 1000, "output_length": 7, "hash_ids": [1, 2]})";
+    many += "\n";
+  }
+  auto w = ParseMooncakeTrace(many, {.memory_limit_bytes = 10000}, "many");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(w.status().message(), HasSubstr("many: line "));
+  EXPECT_THAT(w.status().message(), HasSubstr("--max-memory-gib"));
+  EXPECT_TRUE(ParseMooncakeTrace(many, {}, "many").ok());
+}
+
 TEST(MooncakeTraceTest, MissingFileIsNotFound) {
   auto w = LoadMooncakeTrace(TempPath("no_such_trace.jsonl").string(), {});
   ASSERT_FALSE(w.ok());

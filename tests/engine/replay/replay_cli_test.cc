@@ -144,6 +144,38 @@ TEST(ReplayCliTest, ServeModePrintsTtftAndThroughput) {
   EXPECT_EQ(j["gpu"], "H100");
 }
 
+// Inputs that would need far more memory than the budget are refused up front, naming the flag
+// or the trace line responsible; none aborts.
+TEST(ReplayCliTest, MemoryBudgetRefusesHugeWorkloadsUpFront) {
+  const std::string dir = ::testing::TempDir();
+  const std::string giant = dir + "/giant.jsonl";
+  {
+    std::ofstream out(giant);
+    out << R"({"timestamp": 0, "input_length": 2147483648, "output_length": 1, )"
+        << R"("hash_ids": [1, 2]})"
+        << "\n";
+    out << R"({"timestamp": 1, "input_length": 2147483648, "output_length": 1, )"
+        << R"("hash_ids": [3, 4]})"
+        << "\n";
+  }
+  CliResult expand = RunCli({"replay", "--trace", giant, "--trace-block-size", "1073741824",
+                             "--capacity-blocks", "1000", "--max-memory-gib", "4"});
+  EXPECT_NE(expand.exit_code, 0);
+  EXPECT_THAT(expand.err, HasSubstr("giant.jsonl line 1"));
+  EXPECT_THAT(expand.err, HasSubstr("more than --max-memory-gib 4"));
+  // Serve mode never materializes a prompt longer than the pool: both are rejected.
+  CliResult serve = RunCli({"replay", "--trace", giant, "--trace-block-size", "1073741824",
+                            "--mode", "serve", "--capacity-blocks", "1000", "--json"});
+  ASSERT_EQ(serve.exit_code, 0) << serve.err;
+  EXPECT_EQ(nlohmann::json::parse(serve.out)["rejected"], 2);
+  CliResult requests = RunCli({"replay", "--requests", "2000000000", "--max-memory-gib", "4"});
+  EXPECT_NE(requests.exit_code, 0);
+  EXPECT_THAT(requests.err, HasSubstr("--requests 2000000000"));
+  CliResult pool = RunCli({"replay", "--requests", "30", "--capacity-blocks", "2147483647"});
+  EXPECT_NE(pool.exit_code, 0);
+  EXPECT_THAT(pool.err, HasSubstr("a pool of 2147483647 blocks (--capacity-blocks 2147483647)"));
+}
+
 struct ErrorCase {
   std::vector<std::string> args;
   std::string message;
@@ -175,6 +207,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrorCase{{"--capacity-gib", "1e30"}, "at most 2^31 - 1 blocks"},
                       ErrorCase{{"--gpu-memory-utilization", "1.5"}, "not a fraction in (0, 1]"},
                       ErrorCase{{"--requests", "-5"}, "-5 is not a number >= 0"},
+                      ErrorCase{{"--max-memory-gib", "0"}, "0 is not a number > 0"},
                       ErrorCase{{"--capacity-gib", "1e-9"}, "holds no block"},
                       ErrorCase{{"--policies", "lru,mru"}, "unknown eviction policy \"mru\""},
                       ErrorCase{{"--mode", "serve", "--policy", "belady"}, "cache mode only"},
