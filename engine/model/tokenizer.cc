@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -148,6 +149,63 @@ absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path, int32_t vocab
   return Parse(bytes, vocab_size, path);
 }
 
+// Merges the adjacent pair whose merged piece scores best (leftmost on ties) until none merges,
+// as run.c does, in O(n log n): the pieces form a linked list and the candidate merges a heap,
+// whose entries are checked against the pieces' versions when popped (a stale one is skipped).
+void Tokenizer::MergeByScore(std::vector<TokenId>& tokens) const {
+  const size_t n = tokens.size();
+  if (n < 2) return;
+  struct Candidate {
+    float score;
+    size_t left, right;  // piece indices (left < right: original order)
+    uint32_t left_version, right_version;
+    TokenId merged;
+  };
+  // Best score first; among equal scores the leftmost pair.
+  auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.score != b.score ? a.score < b.score : a.left > b.left;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
+  std::vector<size_t> next(n), prev(n);
+  std::vector<uint32_t> version(n, 0);
+  std::vector<char> alive(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    next[i] = i + 1;  // n: none
+    prev[i] = i - 1;  // SIZE_MAX for the first: none
+  }
+  std::string joined;
+  auto push = [&](size_t left, size_t right) {
+    if (left >= n || right >= n) return;
+    joined = pieces_[static_cast<size_t>(tokens[left])];
+    joined += pieces_[static_cast<size_t>(tokens[right])];
+    auto it = piece_to_id_.find(joined);
+    if (it == piece_to_id_.end()) return;
+    heap.push({scores_[static_cast<size_t>(it->second)], left, right, version[left], version[right],
+               it->second});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(i, i + 1);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right ||
+        version[c.left] != c.left_version || version[c.right] != c.right_version) {
+      continue;  // one of its pieces changed since it was pushed
+    }
+    tokens[c.left] = c.merged;
+    ++version[c.left];
+    alive[c.right] = 0;
+    next[c.left] = next[c.right];
+    if (next[c.right] < n) prev[next[c.right]] = c.left;
+    push(prev[c.left], c.left);
+    push(c.left, next[c.left]);
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (alive[i]) tokens[out++] = tokens[i];
+  }
+  tokens.resize(out);
+}
+
 absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
                                                        const EncodeOptions& options) const {
   std::vector<TokenId> tokens;
@@ -186,34 +244,7 @@ absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
     }
     code_point.clear();
   }
-  // Merge the adjacent pair with the best-scoring merged piece (leftmost on ties), as run.c
-  // does. merge[i] caches the merge of (tokens[i], tokens[i+1]): -1 when the pair is no piece.
-  auto merge_of = [&](size_t i) -> TokenId {
-    std::string joined = pieces_[static_cast<size_t>(tokens[i])];
-    joined += pieces_[static_cast<size_t>(tokens[i + 1])];
-    auto it = piece_to_id_.find(joined);
-    return it == piece_to_id_.end() ? -1 : it->second;
-  };
-  std::vector<TokenId> merge(tokens.size() > 0 ? tokens.size() - 1 : 0);
-  for (size_t i = 0; i < merge.size(); ++i) merge[i] = merge_of(i);
-  while (true) {
-    float best_score = -1e10f;
-    TokenId best_id = -1;
-    size_t best_idx = 0;
-    for (size_t i = 0; i < merge.size(); ++i) {
-      if (merge[i] >= 0 && scores_[static_cast<size_t>(merge[i])] > best_score) {
-        best_score = scores_[static_cast<size_t>(merge[i])];
-        best_id = merge[i];
-        best_idx = i;
-      }
-    }
-    if (best_id < 0) break;
-    tokens[best_idx] = best_id;
-    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_idx) + 1);
-    merge.erase(merge.begin() + static_cast<std::ptrdiff_t>(best_idx));
-    if (best_idx < merge.size()) merge[best_idx] = merge_of(best_idx);
-    if (best_idx > 0) merge[best_idx - 1] = merge_of(best_idx - 1);
-  }
+  MergeByScore(tokens);
   if (options.add_eos) tokens.push_back(kEosId);
   return tokens;
 }

@@ -89,6 +89,8 @@ class PAGEDKV_EXPORT Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Encode's merge pass over the initial pieces (in place; see the .cc).
+  void MergeByScore(std::vector<TokenId>& tokens) const;
 
   int32_t max_token_length_ = 0;
   std::vector<std::string> pieces_;

@@ -187,6 +187,32 @@ TEST(TokenizerTest, EncodeMatchesRunCOnRandomText) {
   }
 }
 
+// Random vocabularies of merged pieces with many equal scores (the leftmost merge must win a
+// tie), against run.c's rescan on longer texts: the heap of merges picks the same pair each time.
+TEST(TokenizerTest, HeapMergeMatchesRunCOnRandomVocabularies) {
+  std::mt19937 rng(77);
+  const std::string letters = "abcd ";
+  for (int vocab_trial = 0; vocab_trial < 40; ++vocab_trial) {
+    std::vector<Entry> extra = {{-1, " "}, {-1, "a"}, {-1, "b"}, {-1, "c"}, {-1, "d"}};
+    for (int i = 0; i < 30; ++i) {
+      std::string piece;
+      const int len = 2 + static_cast<int>(rng() % 3);
+      for (int j = 0; j < len; ++j) piece += letters[rng() % letters.size()];
+      extra.push_back({-static_cast<float>(rng() % 4), piece});  // scores 0..-3: many ties
+    }
+    const std::vector<Entry> vocab = VocabWith(extra);
+    const Tokenizer tok = MustParse(vocab);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::string text;
+      const int n = static_cast<int>(rng() % 80);
+      for (int i = 0; i < n; ++i) text += letters[rng() % letters.size()];
+      absl::StatusOr<std::vector<TokenId>> ids = tok.Encode(text);
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      ASSERT_EQ(*ids, BruteForceEncode(vocab, text)) << "text: '" << text << "'";
+    }
+  }
+}
+
 TEST(TokenizerTest, DecodeStripsSpaceOnlyAfterBos) {
   const Tokenizer tok = MustParse(SmallVocab());
   const TokenId space_a = 3 + 256 + 8;  // " a"

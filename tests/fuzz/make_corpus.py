@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the libFuzzer targets in tests/fuzz into DIR/<target>/.
+
+Every seed is made here from small, test-made data (never ../shared/data): trace lines, a tiny
+llama2.c tokenizer and checkpoint, vLLM-format KV event batches, and random operation bytes.
+The seeds only give the fuzzer a start; what it grows stays in DIR, outside the tree.
+
+Usage: /usr/bin/python3 tests/fuzz/make_corpus.py DIR   (Debian's python3: msgpack)
+"""
+import gzip
+import os
+import random
+import struct
+import sys
+
+try:
+    import msgpack
+except ImportError:  # the event seeds are then skipped; the fuzzer starts from nothing
+    msgpack = None
+
+TRACE = (
+    b'{"timestamp": 0, "input_length": 1000, "output_length": 7, "hash_ids": [1, 2]}\n'
+    b'{"timestamp": 12.5, "input_length": 512, "output_length": 0, "hash_ids": [1]}\n'
+    b'\n'
+    b'{"hash_ids": [1, 2, 3], "output_length": 3, "input_length": 1025, "timestamp": 13}\n'
+)
+BAD_TRACE = b'{"timestamp": -1, "input_length": 2147483648, "hash_ids": [1]}\nnot json\n'
+
+
+def write(directory, name, data):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(data)
+
+
+def trace_seeds(out):
+    # FuzzedDataProvider reads integers from the end: a skip_bad_lines byte, then the block size.
+    for i, text in enumerate([TRACE, BAD_TRACE]):
+        write(out + "/mooncake_trace", f"seed{i}", text + bytes([i % 2, 15, 1]))
+        write(out + "/mooncake_gzip", f"gz{i}", gzip.compress(text))
+        write(out + "/mooncake_gzip", f"plain{i}", text)
+
+
+def tokenizer_file(pieces):
+    """A llama2.c tokenizer.bin: max_token_length, then (score, length, bytes) per piece."""
+    data = struct.pack("<i", max(len(p) for p in pieces))
+    for i, piece in enumerate(pieces):
+        data += struct.pack("<fi", -float(i), len(piece)) + piece
+    return data
+
+
+def tokenizer_seeds(out):
+    pieces = [b"<unk>", b"<s>", b"</s>", b" ", b"a", b"b", b"c", b"ab", b"abc", b" a", b" ab"]
+    pieces += [b"<0x%02X>" % i for i in range(256)][:8]
+    file = tokenizer_file(pieces)
+    vocab_byte = bytes([len(pieces) - 3])
+    for i, text in enumerate([b"abc cab", b"", b"a\x00b\x01"]):
+        write(out + "/llama2c_tokenizer", f"seed{i}", vocab_byte + file + b"\xff\xfe" + text)
+
+
+def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared):
+    """A llama2.c checkpoint with small random weights in run.c's tensor order."""
+    head = dim // heads
+    rng = random.Random(1)
+    counts = [vocab * dim, layers * dim, layers * dim * dim, layers * dim * kv_heads * head,
+              layers * dim * kv_heads * head, layers * dim * dim, layers * dim,
+              layers * dim * hidden, layers * hidden * dim, layers * dim * hidden, dim,
+              seq_len * head // 2, seq_len * head // 2]
+    if not shared:
+        counts.append(vocab * dim)
+    header = struct.pack("<7i", dim, hidden, layers, heads, kv_heads,
+                         vocab if shared else -vocab, seq_len)
+    payload = b"".join(struct.pack("<f", rng.uniform(-0.1, 0.1)) for _ in range(sum(counts)))
+    return header + payload
+
+
+def checkpoint_seeds(out):
+    write(out + "/llama2c_checkpoint", "shared", checkpoint(8, 16, 1, 2, 1, 12, 8, True))
+    write(out + "/llama2c_checkpoint", "unshared", checkpoint(8, 16, 2, 2, 2, 12, 8, False))
+
+
+def event_seeds(out):
+    if msgpack is None:
+        return
+    stored = {"type": "BlockStored", "block_hashes": [11, 12], "parent_block_hash": None,
+              "token_ids": list(range(32)), "block_size": 16, "lora_id": None, "medium": "GPU",
+              "lora_name": None}
+    removed = {"type": "BlockRemoved", "block_hashes": [11], "medium": "GPU"}
+    cleared = {"type": "AllBlocksCleared"}
+    batch = {"ts": 2.0, "events": [stored, removed, cleared], "data_parallel_rank": 0}
+    write(out + "/kv_event_decode", "map", msgpack.packb(batch))
+    array = [2.0, [["BlockStored", [11, 12], None, list(range(32)), 16, None, "GPU", None],
+                   ["BlockRemoved", [11], "GPU"], ["AllBlocksCleared"]], None]
+    write(out + "/kv_event_decode", "array", msgpack.packb(array))
+
+
+def op_seeds(out):
+    rng = random.Random(7)
+    for target in ["block_pool", "kv_cache_manager", "chunk_index", "scheduler"]:
+        for i, size in enumerate([32, 128, 512, 2048]):
+            write(out + "/" + target, f"ops{i}", bytes(rng.randrange(256) for _ in range(size)))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    trace_seeds(out)
+    tokenizer_seeds(out)
+    checkpoint_seeds(out)
+    event_seeds(out)
+    op_seeds(out)
+    print(f"make_corpus: seeds written to {out}")
+
+
+if __name__ == "__main__":
+    main()
