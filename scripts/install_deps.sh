@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config ccache clang-format
+  build-essential cmake ninja-build pkg-config ccache clang-format clang
   libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev nlohmann-json3-dev libcli11-dev zlib1g-dev gnuplot-nox
   libmsgpack-cxx-dev libboost-dev libzmq3-dev cppzmq-dev python3-zmq python3-msgpack python3-pytest

@@ -28,8 +28,8 @@ std::vector<TokenId> ChunkTokens(uint8_t content, int32_t length) {
 }
 
 struct State {
-  std::vector<BlockId> held;              // blocks pinned by the fuzzer
-  std::vector<ChunkLocation> acquired;    // locations pinned through the index
+  std::vector<BlockId> held;            // blocks pinned by the fuzzer
+  std::vector<ChunkLocation> acquired;  // locations pinned through the index
 };
 
 void Register(FuzzedDataProvider& in, pagedkv::BlockPool& pool, ChunkIndex& index) {

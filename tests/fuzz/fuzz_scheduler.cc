@@ -43,8 +43,8 @@ void CheckBatch(const ScheduledBatch& batch) {
       const int64_t block = batch.slot_mapping[row] / batch.block_size;
       bool found = false;
       for (int32_t b = 0; b < seq.num_blocks; ++b) {
-        found = found || batch.block_table_ids[static_cast<size_t>(seq.block_table_start + b)] ==
-                             block;
+        found =
+            found || batch.block_table_ids[static_cast<size_t>(seq.block_table_start + b)] == block;
       }
       if (!found) std::abort();
     }
