@@ -16,6 +16,8 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "pagedkv/kernels/rope_table.h"
+#include "pagedkv/rope_config.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace pagedkv {
@@ -158,6 +160,41 @@ TEST(ThreadedElementwiseTest, RmsNormMatchesFloat64AndThreadCountsAgree) {
     }
     if (first.empty()) first = out;
     EXPECT_TRUE(BitEqual(out, first));
+  }
+}
+
+TEST(SimdRopeTest, VectorRotationIsBitIdenticalToTheScalarOne) {
+  for (RopeConfig config : pagedkv::testing::AllScalingConfigs()) {
+    for (int32_t head_dim : {config.head_dim, 18}) {  // 18: 9 pairs, vector body plus tail
+      config.head_dim = head_dim;
+      if (config.rotary_dim > head_dim) config.rotary_dim = 10;  // partial, 5 pairs
+      auto table = RopeTable::Create(config, 64);
+      ASSERT_TRUE(table.ok()) << table.status();
+      const RopeTableView rope = table->View();
+      for (int64_t position : {0, 5, 63, 64, 1000, -7}) {  // in the table, past it, negative
+        const auto x = RandomFloats(3 * head_dim, static_cast<uint32_t>(position + 100));
+        std::vector<float> scalar = x;
+        for (int h = 0; h < 3; ++h) RopeRotateHead(rope, position, scalar.data() + h * head_dim);
+        std::vector<float> vec = x;
+        cpu::simd::RotationCoefficients r;
+        cpu::simd::RopeCoefficients(rope, position, &r);
+        cpu::simd::RotateHeads(r, vec.data(), 3, head_dim);
+        EXPECT_TRUE(BitEqual(vec, scalar)) << "head_dim " << head_dim << " position " << position;
+        // Re-rotation: the same coefficients as ReRotateCosSin, pair by pair.
+        std::vector<float> scalar_rr = x;
+        for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+          float c, s;
+          ReRotateCosSin(rope, ReRotateMode::kCompose, 3, position, i, &c, &s);
+          int32_t a, b;
+          RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
+          RotatePair(&scalar_rr[a], &scalar_rr[b], c, s);
+        }
+        std::vector<float> vec_rr = x;
+        cpu::simd::ReRotateCoefficients(rope, ReRotateMode::kCompose, 3, position, &r);
+        cpu::simd::RotateHeads(r, vec_rr.data(), 1, head_dim);
+        EXPECT_TRUE(BitEqual(vec_rr, scalar_rr)) << "re-rotation to " << position;
+      }
+    }
   }
 }
 

@@ -50,6 +50,17 @@ HWY_INLINE void Dot4(const float* HWY_RESTRICT a, const float* const* b, int32_t
     acc2 = hn::MulAdd(va, hn::LoadU(d, b[2] + i), acc2);
     acc3 = hn::MulAdd(va, hn::LoadU(d, b[3] + i), acc3);
   }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n) {  // AVX-512: the tail as one zero-filled masked vector
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto va = hn::MaskedLoad(mask, d, a + i);
+    acc0 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[0] + i), acc0);
+    acc1 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[1] + i), acc1);
+    acc2 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[2] + i), acc2);
+    acc3 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[3] + i), acc3);
+    i = n;
+  }
+#endif
   SumOfLanes4(d, acc0, acc1, acc2, acc3, s);
   for (int j = 0; j < 4; ++j) {
     for (int32_t t = i; t < n; ++t) s[j] += a[t] * b[j][t];
@@ -98,6 +109,17 @@ HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* 
     for (int j = 0; j < num_keys; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v[j] + i), a);
     hn::StoreU(a, d, acc + i);
   }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n) {  // AVX-512: the tail as one masked vector
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    auto a = hn::Mul(hn::MaskedLoad(mask, d, acc + i), hn::Set(d, rescale));
+    for (int j = 0; j < num_keys; ++j) {
+      a = hn::MulAdd(hn::Set(d, p[j]), hn::MaskedLoad(mask, d, v[j] + i), a);
+    }
+    hn::BlendedStore(a, mask, d, acc + i);
+    i = n;
+  }
+#endif
   for (; i < n; ++i) {
     float a = acc[i] * rescale;
     for (int j = 0; j < num_keys; ++j) a += p[j] * v[j][i];
@@ -105,18 +127,32 @@ HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* 
   }
 }
 
-// Points rows[jj] at the K (or V) rows of keys [j0, j0 + nk); non-fp32 pages are converted into
-// `scratch`.
-HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const void* pages, const int32_t* table,
-                          int32_t kv_head, int64_t j0, int nk, float (*scratch)[kMaxHeadDim],
-                          const float** rows) {
+// Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
+// are not fp32 are converted into the scratch rows. One division per chunk: offsets then step by
+// token_stride within a block. REQUIRES: cache resolved (explicit strides).
+HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int32_t kv_head,
+                          int64_t j0, int nk, float (*k_scratch)[kMaxHeadDim],
+                          float (*v_scratch)[kMaxHeadDim], const float** k_rows,
+                          const float** v_rows) {
+  int64_t block = j0 / cache.block_size;
+  int64_t in_block = j0 % cache.block_size;
+  const int64_t head = kv_head * cache.head_stride;
+  int64_t offset = table[block] * cache.block_stride + in_block * cache.token_stride + head;
   for (int jj = 0; jj < nk; ++jj) {
-    const int64_t base = cache.PositionOffset(table, j0 + jj) + kv_head * cache.head_stride;
     if (cache.dtype == DType::kF32) {
-      rows[jj] = static_cast<const float*>(pages) + base;
+      k_rows[jj] = static_cast<const float*>(cache.k) + offset;
+      v_rows[jj] = static_cast<const float*>(cache.v) + offset;
     } else {
-      LoadRow(pages, cache.dtype, base, cache.head_dim, scratch[jj]);
-      rows[jj] = scratch[jj];
+      LoadRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+      LoadRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      k_rows[jj] = k_scratch[jj];
+      v_rows[jj] = v_scratch[jj];
+    }
+    if (++in_block < cache.block_size) {
+      offset += cache.token_stride;
+    } else if (jj + 1 < nk) {  // the next key opens the next block (never read past the table)
+      in_block = 0;
+      offset = table[++block] * cache.block_stride + head;
     }
   }
 }
@@ -133,8 +169,7 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
   for (int g = 0; g < ng; ++g) std::fill(acc[g], acc[g] + hd, 0.0f);
   for (int64_t j0 = 0; j0 < job.num_keys; j0 += kChunk) {
     const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
-    ChunkRows(cache, cache.k, job.table, job.kv_head, j0, nk, k_scratch, k_rows);
-    ChunkRows(cache, cache.v, job.table, job.kv_head, j0, nk, v_scratch, v_rows);
+    ChunkRows(cache, job.table, job.kv_head, j0, nk, k_scratch, v_scratch, k_rows, v_rows);
     for (int g = 0; g < ng; ++g) {
       const float* q = job.q + int64_t{g0 + g} * hd;
       const float chunk_max = Scores(q, k_rows, nk, hd, job.scale, p[g]);

@@ -47,6 +47,19 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, i
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], wv, acc[r][c]);
     }
   }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  // AVX-512: the tail as one zero-filled masked vector (masked-off lanes are never read).
+  if (kk < k) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(k - kk));
+    V xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = hn::MaskedLoad(mask, d, x + r * k + kk);
+    for (int c = 0; c < C; ++c) {
+      const V wv = hn::MaskedLoad(mask, d, w + c * k + kk);
+      for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], wv, acc[r][c]);
+    }
+    kk = k;
+  }
+#endif
   for (int r = 0; r < R; ++r) {
     float sums[C];
     if constexpr (C == 4) {

@@ -20,6 +20,8 @@
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
+#include "pagedkv/kernels/rope_table.h"
+#include "pagedkv/rope_config.h"
 
 namespace pagedkv::cpu::simd {
 
@@ -50,6 +52,24 @@ struct AttentionGroup {
 };
 // REQUIRES: cache resolved (PagedKvLayout::Resolved) and valid; table covers num_keys positions.
 void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
+
+// One token's rotation: for each rotated pair (a, b) with angle (c, s), cm[a] = cm[b] = c,
+// sm[a] = -s, sm[b] = s, so x'[d] = x[d] * cm[d] + x[partner(d)] * sm[d] for d < rotary_dim
+// (dims from rotary_dim on pass through).
+struct RotationCoefficients {
+  float cm[kMaxHeadDim];
+  float sm[kMaxHeadDim];
+  RopeLayout layout = RopeLayout::kInterleaved;
+  int32_t rotary_dim = 0;
+};
+// RoPE to `position` (from the table, or computed past it), attention factor applied: the same
+// angles as RopeRotateHead.
+void RopeCoefficients(const RopeTableView& rope, int64_t position, RotationCoefficients* r);
+// R(new) R(old)^T (or R(new - old)) as ReRotateCosSin gives it; no attention factor.
+void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode, int64_t old_position,
+                          int64_t new_position, RotationCoefficients* r);
+// Rotates heads x + h * head_stride, h < num_heads, in place; bit-identical to RotatePair.
+void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads, int64_t head_stride);
 
 }  // namespace pagedkv::cpu::simd
 
