@@ -71,6 +71,16 @@ void SwiGluRowsImpl(const SwiGluArgs& a, int64_t row_begin, int64_t row_end) {
       const auto silu = hn::Div(g, hn::Add(one, e));
       hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, out + i);
     }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+    if (i < a.dim) {  // AVX-512: the tail as one masked vector (e.g. hidden 172 = 10 x 16 + 12)
+      const auto mask = hn::FirstN(d, static_cast<size_t>(a.dim - i));
+      const auto g = hn::MaskedLoad(mask, d, gate + i);
+      const auto e = hn::Exp(d, hn::Min(hn::Neg(g), max_arg));
+      const auto silu = hn::Div(g, hn::Add(one, e));
+      hn::BlendedStore(hn::Mul(silu, hn::MaskedLoad(mask, d, up + i)), mask, d, out + i);
+      i = a.dim;
+    }
+#endif
     for (; i < a.dim; ++i) out[i] = SwiGluValue(gate[i], up[i]);
   }
 }

@@ -32,16 +32,16 @@ PAGEDKV_EXPORT const char* TargetName();
 // y[i][j] is one dot product over k: full vectors in k order, a lane sum, then the tail.
 // REQUIRES: args validated; 0 <= n_begin <= n_end <= args.n; n_begin a multiple of 4, and n_end
 // too unless it is n (the column groups of the lane sums start at multiples of 4).
-void LinearColumns(const LinearArgs& args, int64_t n_begin, int64_t n_end);
+PAGEDKV_EXPORT void LinearColumns(const LinearArgs& args, int64_t n_begin, int64_t n_end);
 
 // Rows [row_begin, row_end) of RMSNorm / SwiGLU. REQUIRES: args validated.
-void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
-void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
+PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
+PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
 
 // One query token's heads of one KV head (the GQA group): out[g] = softmax(q[g] K^T * scale) V
 // over keys [0, num_keys) of the sequence, one exp per key and head (online softmax over chunks of
 // keys: the running state is rescaled once per chunk).
-struct AttentionGroup {
+struct PAGEDKV_EXPORT AttentionGroup {
   const float* q = nullptr;        // [group, head_dim]: the group's query heads, contiguous
   float* out = nullptr;            // [group, head_dim]
   const int32_t* table = nullptr;  // the sequence's block table
@@ -51,12 +51,12 @@ struct AttentionGroup {
   float scale = 0.0f;  // score scale (> 0)
 };
 // REQUIRES: cache resolved (PagedKvLayout::Resolved) and valid; table covers num_keys positions.
-void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
+PAGEDKV_EXPORT void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
 
 // One token's rotation: for each rotated pair (a, b) with angle (c, s), cm[a] = cm[b] = c,
 // sm[a] = -s, sm[b] = s, so x'[d] = x[d] * cm[d] + x[partner(d)] * sm[d] for d < rotary_dim
 // (dims from rotary_dim on pass through).
-struct RotationCoefficients {
+struct PAGEDKV_EXPORT RotationCoefficients {
   float cm[kMaxHeadDim];
   float sm[kMaxHeadDim];
   RopeLayout layout = RopeLayout::kInterleaved;
@@ -64,12 +64,15 @@ struct RotationCoefficients {
 };
 // RoPE to `position` (from the table, or computed past it), attention factor applied: the same
 // angles as RopeRotateHead.
-void RopeCoefficients(const RopeTableView& rope, int64_t position, RotationCoefficients* r);
+PAGEDKV_EXPORT void RopeCoefficients(const RopeTableView& rope, int64_t position,
+                                     RotationCoefficients* r);
 // R(new) R(old)^T (or R(new - old)) as ReRotateCosSin gives it; no attention factor.
-void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode, int64_t old_position,
-                          int64_t new_position, RotationCoefficients* r);
+PAGEDKV_EXPORT void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode,
+                                         int64_t old_position, int64_t new_position,
+                                         RotationCoefficients* r);
 // Rotates heads x + h * head_stride, h < num_heads, in place; bit-identical to RotatePair.
-void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads, int64_t head_stride);
+PAGEDKV_EXPORT void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads,
+                                int64_t head_stride);
 
 }  // namespace pagedkv::cpu::simd
 
