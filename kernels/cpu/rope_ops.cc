@@ -1,8 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys: each token's rotation
-// coefficients once, then every head rotated by the vector kernel of simd/rope_simd.cc
-// (bit-identical to the scalar RotatePair).
+// CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys. RoPE and the KV write
+// compute each token's rotation coefficients once and rotate every head with the vector kernel
+// of simd/rope_simd.cc (bit-identical to the scalar RotatePair). Re-rotation keeps the scalar
+// pair loop: with its per-token cos/sin already hoisted it measured faster than the vector kernel,
+// whose first loads of the freshly written coefficient arrays stall on store forwarding.
 #include <cstdint>
 #include <cstring>
 
@@ -72,19 +74,27 @@ absl::Status ReRotate(const ReRotateArgs& args) {
   const RopeTableView& rope = args.rope;
   const int32_t hd = cache.head_dim;
   const size_t head_bytes = static_cast<size_t>(hd) * DTypeSize(cache.dtype);
+  float c[kMaxHeadDim / 2];
+  float s[kMaxHeadDim / 2];
   float head[kMaxHeadDim];
-  simd::RotationCoefficients r;
   for (int64_t t = 0; t < args.num_tokens; ++t) {
     const int64_t src = args.src_slots[t];
     const int64_t dst = args.dst_slots[t];
-    simd::ReRotateCoefficients(rope, args.mode, args.old_positions[t], args.new_positions[t], &r);
+    for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+      ReRotateCosSin(rope, args.mode, args.old_positions[t], args.new_positions[t], i, &c[i],
+                     &s[i]);
+    }
     const int64_t src_slot_base = cache.SlotOffset(src);
     const int64_t dst_slot_base = cache.SlotOffset(dst);
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       const int64_t src_base = src_slot_base + h * cache.head_stride;
       const int64_t dst_base = dst_slot_base + h * cache.head_stride;
       LoadRow(cache.k, cache.dtype, src_base, hd, head);
-      simd::RotateHeads(r, head, 1, hd);
+      for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+        int32_t a, b;
+        RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
+        RotatePair(&head[a], &head[b], c[i], s[i]);
+      }
       if (src == dst) {  // pass-through dims are already in place
         StoreRow(cache.k, cache.dtype, dst_base, rope.rotary_dim, head);
         continue;

@@ -180,19 +180,6 @@ TEST(SimdRopeTest, VectorRotationIsBitIdenticalToTheScalarOne) {
         cpu::simd::RopeCoefficients(rope, position, &r);
         cpu::simd::RotateHeads(r, vec.data(), 3, head_dim);
         EXPECT_TRUE(BitEqual(vec, scalar)) << "head_dim " << head_dim << " position " << position;
-        // Re-rotation: the same coefficients as ReRotateCosSin, pair by pair.
-        std::vector<float> scalar_rr = x;
-        for (int32_t i = 0; i < rope.NumPairs(); ++i) {
-          float c, s;
-          ReRotateCosSin(rope, ReRotateMode::kCompose, 3, position, i, &c, &s);
-          int32_t a, b;
-          RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
-          RotatePair(&scalar_rr[a], &scalar_rr[b], c, s);
-        }
-        std::vector<float> vec_rr = x;
-        cpu::simd::ReRotateCoefficients(rope, ReRotateMode::kCompose, 3, position, &r);
-        cpu::simd::RotateHeads(r, vec_rr.data(), 1, head_dim);
-        EXPECT_TRUE(BitEqual(vec_rr, scalar_rr)) << "re-rotation to " << position;
       }
     }
   }
