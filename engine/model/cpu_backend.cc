@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
+#include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
 #include "pagedkv/kernels/cpu_ops.h"
@@ -29,7 +30,9 @@ class CpuBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::kCpu; }
   std::string name() const override {
-    return absl::StrCat("cpu (", pool_ == nullptr ? 1 : pool_->num_threads(), " threads)");
+    const int32_t threads = pool_ == nullptr ? 1 : pool_->num_threads();
+    return absl::StrCat("cpu (", threads, threads == 1 ? " thread, " : " threads, ",
+                        cpu::simd::TargetName(), ")");
   }
   bool host_memory() const override { return true; }
 

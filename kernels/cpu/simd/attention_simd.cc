@@ -98,32 +98,48 @@ HWY_INLINE float ExpShifted(float* HWY_RESTRICT p, float m) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-// acc[0, n) = acc * rescale + sum_j p[j] * v[j][0, n), j in key order.
+// a * rescale + sum_j p[j] * v[j] over keys j < num_keys, four independent chains (keys j % 4)
+// added as (c0 + c1) + (c2 + c3): a fixed order, and no chain of dependent multiply-adds.
+template <class D, class V, class LoadFn>
+HWY_INLINE V WeightedSum(D d, V a, float rescale, const float* p, int num_keys, LoadFn load) {
+  V c0 = hn::Mul(a, hn::Set(d, rescale)), c1 = hn::Zero(d), c2 = hn::Zero(d), c3 = hn::Zero(d);
+  int j = 0;
+  for (; j + 4 <= num_keys; j += 4) {
+    c0 = hn::MulAdd(hn::Set(d, p[j]), load(j), c0);
+    c1 = hn::MulAdd(hn::Set(d, p[j + 1]), load(j + 1), c1);
+    c2 = hn::MulAdd(hn::Set(d, p[j + 2]), load(j + 2), c2);
+    c3 = hn::MulAdd(hn::Set(d, p[j + 3]), load(j + 3), c3);
+  }
+  if (j < num_keys) c0 = hn::MulAdd(hn::Set(d, p[j]), load(j), c0);
+  if (j + 1 < num_keys) c1 = hn::MulAdd(hn::Set(d, p[j + 1]), load(j + 1), c1);
+  if (j + 2 < num_keys) c2 = hn::MulAdd(hn::Set(d, p[j + 2]), load(j + 2), c2);
+  return hn::Add(hn::Add(c0, c1), hn::Add(c2, c3));
+}
+
+// acc[0, n) = acc * rescale + sum_j p[j] * v[j][0, n) (WeightedSum's order).
 HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* p,
                            const float* const* v, int num_keys, int32_t n) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int32_t>(hn::Lanes(d));
   int32_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    auto a = hn::Mul(hn::LoadU(d, acc + i), hn::Set(d, rescale));
-    for (int j = 0; j < num_keys; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v[j] + i), a);
+    const auto a = WeightedSum(d, hn::LoadU(d, acc + i), rescale, p, num_keys,
+                               [&](int j) { return hn::LoadU(d, v[j] + i); });
     hn::StoreU(a, d, acc + i);
   }
 #if !HWY_MEM_OPS_MIGHT_FAULT
   if (i < n) {  // AVX-512: the tail as one masked vector
     const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
-    auto a = hn::Mul(hn::MaskedLoad(mask, d, acc + i), hn::Set(d, rescale));
-    for (int j = 0; j < num_keys; ++j) {
-      a = hn::MulAdd(hn::Set(d, p[j]), hn::MaskedLoad(mask, d, v[j] + i), a);
-    }
+    const auto a = WeightedSum(d, hn::MaskedLoad(mask, d, acc + i), rescale, p, num_keys,
+                               [&](int j) { return hn::MaskedLoad(mask, d, v[j] + i); });
     hn::BlendedStore(a, mask, d, acc + i);
     i = n;
   }
 #endif
   for (; i < n; ++i) {
-    float a = acc[i] * rescale;
-    for (int j = 0; j < num_keys; ++j) a += p[j] * v[j][i];
-    acc[i] = a;
+    float c[4] = {acc[i] * rescale, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < num_keys; ++j) c[j % 4] += p[j] * v[j][i];
+    acc[i] = (c[0] + c[1]) + (c[2] + c[3]);
   }
 }
 
