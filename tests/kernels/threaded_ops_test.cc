@@ -67,6 +67,22 @@ TEST(ThreadPoolTest, EveryItemRunsExactlyOnceInContiguousChunks) {
   }
 }
 
+TEST(ThreadPoolTest, ManyBackToBackJobsEachRunEveryItemOnce) {
+  auto pool = cpu::ThreadPool::Create(3);
+  ASSERT_TRUE(pool.ok());
+  std::vector<int> hits(97, 0);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t items = 1 + job % 97;
+    (*pool)->ParallelFor(items, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    for (int64_t i = 0; i < items; ++i) {
+      ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "job " << job << " item " << i;
+      hits[static_cast<size_t>(i)] = 0;
+    }
+  }
+}
+
 TEST(ThreadedLinearTest, BitIdenticalForAnyThreadCountAndAnyBatch) {
   struct Shape {
     int64_t m, n, k;
