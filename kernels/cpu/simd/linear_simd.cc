@@ -62,8 +62,10 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, i
 #endif
   for (int r = 0; r < R; ++r) {
     float sums[C];
-    if constexpr (C == 4) {
-      SumOfLanes4(d, acc[r][0], acc[r][1], acc[r][2], acc[r][3], sums);
+    if constexpr (C % 4 == 0) {
+      for (int c = 0; c < C; c += 4) {
+        SumOfLanes4(d, acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3], sums + c);
+      }
     } else {
       for (int c = 0; c < C; ++c) sums[c] = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
     }
@@ -75,12 +77,18 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, i
   }
 }
 
-// Rows [i, i + R) of y, columns [n0, n1).
+// Rows [i, i + R) of y, columns [n0, n1). Few rows take 8 columns at a time (two lane-sum groups,
+// so 8 or 16 independent FMA chains instead of 4 when k is short); the groups of 4 are the same.
 template <int R>
 HWY_INLINE void RowsOfTile(const LinearArgs& a, int64_t i, int64_t n0, int64_t n1) {
   const float* x = a.x + i * a.k;
   float* y = a.y + i * a.n;
   int64_t j = n0;
+  if constexpr (R == 1 || (R == 2 && HWY_TARGET <= HWY_AVX3)) {
+    for (; j + 2 * kCols <= n1; j += 2 * kCols) {
+      Tile<R, 2 * kCols>(x, a.w + j * a.k, a.k, y + j, a.n, a.accumulate);
+    }
+  }
   for (; j + kCols <= n1; j += kCols) {
     Tile<R, kCols>(x, a.w + j * a.k, a.k, y + j, a.n, a.accumulate);
   }
