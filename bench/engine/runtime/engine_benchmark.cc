@@ -155,6 +155,21 @@ BENCHMARK_CAPTURE(BM_EngineDecode, random15M, "random15M")
     ->Arg(0)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlainDecode, random656K, "random656K")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineDecode, random656K, "random656K")
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineConcurrent, random656K, "random656K")
+    ->ArgNames({"requests", "threads"})
+    ->Args({32, 1})
+    ->Args({32, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineConcurrent, aidreams260K, "aidreams260K")
     ->ArgNames({"requests", "threads"})
     ->Args({32, 1})
