@@ -2,6 +2,8 @@
 # a part that needs it is enabled: the cache and kernels need Abseil and xxHash's header alone.
 find_package(absl REQUIRED)
 find_package(Threads REQUIRED)
+# Google Highway (libhwy-dev): the CPU backend's vector kernels with run-time target dispatch.
+find_package(hwy REQUIRED CONFIG)
 # xxHash is used header-only (XXH_INLINE_ALL), so no installed target links a library for it.
 find_path(PAGEDKV_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 add_library(pagedkv_xxhash_headers INTERFACE)
@@ -34,4 +36,7 @@ if(PAGEDKV_BUILD_TESTS)
 endif()
 if(PAGEDKV_BUILD_BENCH)
   find_package(benchmark REQUIRED)
+  # OpenBLAS (libopenblas-dev), only for the GEMM comparison benchmark; skipped when absent.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
 endif()

@@ -46,6 +46,7 @@ struct GenerateFlags {
   bool no_prefix_caching = false;
   bool allow_context_overrun = false;
   std::string backend = "auto";
+  int32_t threads = 0;  // 0: all hardware threads
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
@@ -116,6 +117,7 @@ std::string StepSizes(const EngineStats& s) {
 absl::Status RunGenerate(const GenerateFlags& flags) {
   EngineOptions options;
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
+  options.num_threads = flags.threads;
   options.block_size = flags.block_size;
   options.num_kv_blocks = flags.num_kv_blocks;
   options.enable_prefix_caching = !flags.no_prefix_caching;
@@ -231,6 +233,8 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--allow-context-overrun", flags->allow_context_overrun,
                 "allow positions past the model's trained context");
   cmd->add_option("--backend", flags->backend, "auto, cpu or cuda");
+  cmd->add_option("--threads", flags->threads,
+                  "CPU backend threads, 0 = all hardware threads (default); same output for any");
   cmd->add_option("--block-size", flags->block_size, "tokens per KV block");
   cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)");
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,

@@ -72,11 +72,16 @@ bool CudaBackendAvailable() {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind) {
+  return CreateBackend(kind, CpuBackendOptions{.num_threads = 1});
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind,
+                                                       const CpuBackendOptions& cpu) {
   switch (kind) {
     case BackendKind::kCpu:
-      return CreateCpuBackend();
+      return CreateCpuBackend(cpu);
     case BackendKind::kAuto:
-      if (!CudaBackendAvailable()) return CreateCpuBackend();
+      if (!CudaBackendAvailable()) return CreateCpuBackend(cpu);
       return CreateCudaBackend();
     case BackendKind::kCuda:
       return CreateCudaBackend();

@@ -15,6 +15,7 @@
 #define PAGEDKV_ENGINE_MODEL_BACKEND_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,8 +65,19 @@ class PAGEDKV_EXPORT Backend {
   virtual absl::Status Sample(const SampleArgs& args) = 0;
 };
 
-// The CPU reference backend (always available).
+// Settings of the CPU backend.
+struct PAGEDKV_EXPORT CpuBackendOptions {
+  // Threads its ops use, the caller included; 0: every hardware thread. Results are bit-identical
+  // for any count. In [0, 1024].
+  int32_t num_threads = 0;
+};
+
+// The CPU backend on the calling thread alone (always available).
 PAGEDKV_EXPORT std::unique_ptr<Backend> CreateCpuBackend();
+// The CPU backend with a pool of options.num_threads threads. InvalidArgument for a count outside
+// [0, 1024], ResourceExhausted when the threads cannot be started.
+PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    const CpuBackendOptions& options);
 
 // True when the CUDA plugin (engine/model/plugin_backend.h) loads and sees a device. Without an
 // NVIDIA driver device node (/dev/nvidiactl) it is false without loading anything.
@@ -75,6 +87,9 @@ PAGEDKV_EXPORT bool CudaBackendAvailable();
 // missing (the plugin library, a library it needs, or a device). kAuto: CUDA when available, else
 // CPU.
 PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind);
+// The same, with `cpu` for a CPU backend (ignored by CUDA); CreateBackend(kind) uses one thread.
+PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind,
+                                                                      const CpuBackendOptions& cpu);
 
 // Owns one allocation of a Backend. Movable, not copyable. The backend must outlive it.
 class PAGEDKV_EXPORT DeviceBuffer {

@@ -1,16 +1,22 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The CPU backend: host memory and the pagedkv::cpu reference ops.
+// The CPU backend: host memory and the pagedkv::cpu ops, the heavy ones (Linear, LM head, RMSNorm,
+// SwiGLU, paged attention) split over the backend's thread pool.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/threaded_ops.h"
 #include "pagedkv/kernels/cpu_ops.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -19,8 +25,15 @@ constexpr size_t kAlignment = 64;
 
 class CpuBackend final : public Backend {
  public:
+  // pool: null for the calling thread alone.
+  explicit CpuBackend(std::unique_ptr<cpu::ThreadPool> pool) : pool_(std::move(pool)) {}
+
   BackendKind kind() const override { return BackendKind::kCpu; }
-  std::string name() const override { return "cpu"; }
+  std::string name() const override {
+    const int32_t threads = pool_ == nullptr ? 1 : pool_->num_threads();
+    return absl::StrCat("cpu (", threads, threads == 1 ? " thread, " : " threads, ",
+                        cpu::simd::TargetName(), ")");
+  }
   bool host_memory() const override { return true; }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
@@ -48,26 +61,41 @@ class CpuBackend final : public Backend {
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
-  absl::Status Linear(const LinearArgs& args) override { return cpu::Linear(args); }
+  absl::Status Linear(const LinearArgs& args) override { return cpu::Linear(args, pool_.get()); }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);
   }
   absl::Status GatherRows(const GatherRowsArgs& args) override { return cpu::GatherRows(args); }
-  absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args); }
-  absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args); }
-  absl::Status LmHead(const LmHeadArgs& args) override { return cpu::LmHead(args); }
+  absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args, pool_.get()); }
+  absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args, pool_.get()); }
+  absl::Status LmHead(const LmHeadArgs& args) override { return cpu::LmHead(args, pool_.get()); }
   absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) override {
     return cpu::ReshapeAndCache(args);
   }
   absl::Status ReRotate(const ReRotateArgs& args) override { return cpu::ReRotate(args); }
   absl::Status PagedAttention(const PagedAttentionArgs& args) override {
-    return cpu::PagedAttention(args);
+    return cpu::PagedAttention(args, pool_.get());
   }
   absl::Status Sample(const SampleArgs& args) override { return cpu::Sample(args); }
+
+ private:
+  std::unique_ptr<cpu::ThreadPool> pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> CreateCpuBackend() { return std::make_unique<CpuBackend>(nullptr); }
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOptions& options) {
+  if (options.num_threads < 0 || options.num_threads > cpu::kMaxThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu backend: num_threads must be in [0, ", cpu::kMaxThreads,
+                     "] (0: all hardware threads), got ", options.num_threads));
+  }
+  const int32_t threads = options.num_threads == 0 ? cpu::HardwareThreads() : options.num_threads;
+  if (threads == 1) return std::make_unique<CpuBackend>(nullptr);
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<cpu::ThreadPool> pool, cpu::ThreadPool::Create(threads));
+  return std::make_unique<CpuBackend>(std::move(pool));
+}
 
 }  // namespace pagedkv

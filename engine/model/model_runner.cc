@@ -101,7 +101,8 @@ absl::Status ModelRunner::Init() {
     return absl::InvalidArgumentError(absl::StrCat("ModelRunnerOptions.rope: ", s.message()));
   }
   context_length_ = ContextLengthFor(c, rope_config_);
-  PAGEDKV_ASSIGN_OR_RETURN(backend_, CreateBackend(options_.backend));
+  PAGEDKV_ASSIGN_OR_RETURN(backend_,
+                           CreateBackend(options_.backend, {.num_threads = options_.num_threads}));
   PAGEDKV_RETURN_IF_ERROR(BuildRopeTable());
   PAGEDKV_RETURN_IF_ERROR(PlaceWeights());
   return AllocateKvPages();

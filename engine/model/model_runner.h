@@ -73,6 +73,9 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   // Positions held by the cos/sin table (beyond it RoPE is computed directly); 0: the context
   // length (ContextLength()).
   int64_t rope_table_positions = 0;
+  // CPU backend threads, the caller included; 0: every hardware thread. Logits are bit-identical
+  // for any count. In [0, 1024]; ignored by the CUDA backend.
+  int32_t num_threads = 0;
 };
 
 // The model's trained context under `rope`: seq_len without scaling; seq_len * factor for linear

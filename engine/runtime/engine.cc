@@ -45,6 +45,11 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
     return absl::InvalidArgumentError(
         absl::StrCat("EngineOptions.block_size must be positive, got ", options.block_size));
   }
+  if (options.num_threads < 0 || options.num_threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.num_threads must be in [0, 1024] (0: all hardware threads), ",
+                     "got ", options.num_threads));
+  }
   if (options.num_kv_blocks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options.num_kv_blocks));
@@ -132,6 +137,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   }
   ModelRunnerOptions runner_options;
   runner_options.backend = options_.backend;
+  runner_options.num_threads = options_.num_threads;
   runner_options.num_blocks = static_cast<int32_t>(num_blocks);
   runner_options.block_size = options_.block_size;
   runner_options.kv_dtype = options_.kv_dtype;

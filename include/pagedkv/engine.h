@@ -87,7 +87,10 @@ struct PAGEDKV_EXPORT ChunkReuseOptions {
 
 struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
-  int32_t block_size = 16;                   // tokens per KV block
+  // CPU backend threads (the engine's thread included); 0: every hardware thread. Greedy ids and
+  // logits are bit-identical for any count. In [0, 1024].
+  int32_t num_threads = 0;
+  int32_t block_size = 16;  // tokens per KV block
   // KV blocks in the pool (per layer). 0: enough for 32 sequences of the full context.
   int32_t num_kv_blocks = 0;
   DType kv_dtype = DType::kF32;         // storage type of cached K and V

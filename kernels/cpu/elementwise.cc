@@ -1,18 +1,29 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CPU EmbeddingGather, RmsNorm and SwiGlu.
-#include <cmath>
+// CPU EmbeddingGather, RmsNorm and SwiGlu (vector rows from simd/elementwise_simd.cc, split over
+// threads by rows).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/threaded_ops.h"
 #include "kernels/op_validate.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {
+namespace {
+
+// Rows of `dim` elements that make up kMinWorkPerThread elements (at least one).
+int64_t MinRowsPerThread(int64_t dim) {
+  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(dim, 1));
+}
+
+}  // namespace
 
 absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEmbeddingGather(args));
@@ -24,35 +35,22 @@ absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) {
   return absl::OkStatus();
 }
 
-absl::Status RmsNorm(const RmsNormArgs& args) {
+absl::Status RmsNorm(const RmsNormArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateRmsNorm(args));
-  for (int64_t r = 0; r < args.num_rows; ++r) {
-    const float* x = args.x + r * args.dim;
-    float* out = args.out + r * args.dim;
-    float partial[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int64_t i = 0;
-    for (; i + 4 <= args.dim; i += 4) {
-      for (int l = 0; l < 4; ++l) partial[l] += x[i + l] * x[i + l];
-    }
-    float sum_sq = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-    for (; i < args.dim; ++i) sum_sq += x[i] * x[i];
-    const float inv_rms = RmsNormInverse(sum_sq, args.dim, args.eps);
-    for (int64_t d = 0; d < args.dim; ++d) out[d] = x[d] * inv_rms * args.weight[d];
-  }
+  ParallelFor(pool, args.num_rows, MinRowsPerThread(args.dim),
+              [&](int64_t begin, int64_t end) { simd::RmsNormRows(args, begin, end); });
   return absl::OkStatus();
 }
 
-absl::Status SwiGlu(const SwiGluArgs& args) {
+absl::Status SwiGlu(const SwiGluArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateSwiGlu(args));
-  const int64_t gate_stride = args.gate_stride == 0 ? args.dim : args.gate_stride;
-  const int64_t up_stride = args.up_stride == 0 ? args.dim : args.up_stride;
-  for (int64_t r = 0; r < args.num_rows; ++r) {
-    const float* gate = args.gate + r * gate_stride;
-    const float* up = args.up + r * up_stride;
-    float* out = args.out + r * args.dim;
-    for (int64_t d = 0; d < args.dim; ++d) out[d] = SwiGluValue(gate[d], up[d]);
-  }
+  ParallelFor(pool, args.num_rows, MinRowsPerThread(args.dim),
+              [&](int64_t begin, int64_t end) { simd::SwiGluRows(args, begin, end); });
   return absl::OkStatus();
 }
+
+absl::Status RmsNorm(const RmsNormArgs& args) { return RmsNorm(args, nullptr); }
+
+absl::Status SwiGlu(const SwiGluArgs& args) { return SwiGlu(args, nullptr); }
 
 }  // namespace pagedkv::cpu

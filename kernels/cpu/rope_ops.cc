@@ -1,11 +1,16 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys.
+// CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys. RoPE and the KV write
+// compute each token's rotation coefficients once and rotate every head with the vector kernel
+// of simd/rope_simd.cc (bit-identical to the scalar RotatePair). Re-rotation keeps the scalar
+// pair loop: with its per-token cos/sin already hoisted it measured faster than the vector kernel,
+// whose first loads of the freshly written coefficient arrays stall on store forwarding.
 #include <cstdint>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
+#include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/op_validate.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
@@ -14,13 +19,6 @@
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {
-namespace {
-
-void RotateHeads(const RopeTableView& rope, int64_t position, float* row, int32_t num_heads) {
-  for (int32_t h = 0; h < num_heads; ++h) RopeRotateHead(rope, position, row + h * rope.head_dim);
-}
-
-}  // namespace
 
 absl::Status Rope(const RopeArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateRope(args));
@@ -28,11 +26,11 @@ absl::Status Rope(const RopeArgs& args) {
   const int64_t hd = args.rope.head_dim;
   const int64_t q_stride = args.q_stride == 0 ? args.num_q_heads * hd : args.q_stride;
   const int64_t k_stride = args.k_stride == 0 ? args.num_kv_heads * hd : args.k_stride;
+  simd::RotationCoefficients r;
   for (int64_t t = 0; t < args.num_tokens; ++t) {
-    RotateHeads(args.rope, args.positions[t], args.q + t * q_stride, args.num_q_heads);
-    if (args.k != nullptr) {
-      RotateHeads(args.rope, args.positions[t], args.k + t * k_stride, args.num_kv_heads);
-    }
+    simd::RopeCoefficients(args.rope, args.positions[t], &r);
+    simd::RotateHeads(r, args.q + t * q_stride, args.num_q_heads, hd);
+    if (args.k != nullptr) simd::RotateHeads(r, args.k + t * k_stride, args.num_kv_heads, hd);
   }
   return absl::OkStatus();
 }
@@ -47,16 +45,20 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
   const int64_t k_stride = args.k_stride == 0 ? kv_row : args.k_stride;
   const int64_t v_stride = args.v_stride == 0 ? kv_row : args.v_stride;
   float head[kMaxHeadDim];
+  simd::RotationCoefficients r;
   for (int64_t t = 0; t < args.num_tokens; ++t) {
-    if (args.rotate && args.q != nullptr) {
-      RotateHeads(args.rope, args.positions[t], args.q + t * q_stride, args.num_q_heads);
-    }
     const int64_t slot = args.slot_mapping[t];
+    if (args.rotate && (args.q != nullptr || slot >= 0)) {
+      simd::RopeCoefficients(args.rope, args.positions[t], &r);
+    }
+    if (args.rotate && args.q != nullptr) {
+      simd::RotateHeads(r, args.q + t * q_stride, args.num_q_heads, hd);
+    }
     if (slot < 0) continue;
     const int64_t slot_base = cache.SlotOffset(slot);
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
-      if (args.rotate) RopeRotateHead(args.rope, args.positions[t], head);
+      if (args.rotate) simd::RotateHeads(r, head, 1, hd);
       const int64_t base = slot_base + h * cache.head_stride;
       StoreRow(cache.k, cache.dtype, base, hd, head);
       StoreRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);

@@ -381,7 +381,7 @@ class EngineStats:
 class Engine:
     @staticmethod
     def load(model_path: str, tokenizer_path: str = "", *, backend: str = "auto",
-             block_size: int = 16, num_kv_blocks: int = 0, kv_dtype: str = "f32",
+             num_threads: int = 0, block_size: int = 16, num_kv_blocks: int = 0, kv_dtype: str = "f32",
              enable_prefix_caching: bool = True, eviction_policy: str = "lru",
              max_num_batched_tokens: int = 2048, max_num_seqs: int = 256,
              enable_chunked_prefill: bool = True, allow_context_overrun: bool = False,

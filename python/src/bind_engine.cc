@@ -183,7 +183,7 @@ struct PyEngine {
 
 std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
                                      const std::string& tokenizer_path, const std::string& backend,
-                                     int32_t block_size, int32_t num_kv_blocks,
+                                     int32_t num_threads, int32_t block_size, int32_t num_kv_blocks,
                                      const std::string& kv_dtype, bool enable_prefix_caching,
                                      std::string eviction_policy, int32_t max_num_batched_tokens,
                                      int32_t max_num_seqs, bool enable_chunked_prefill,
@@ -191,6 +191,7 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
                                      std::string model_id) {
   EngineOptions o;
   o.backend = Unwrap(ParseBackendKind(backend));
+  o.num_threads = num_threads;
   o.block_size = block_size;
   o.num_kv_blocks = num_kv_blocks;
   o.kv_dtype = Unwrap(ParseDType(kv_dtype));
@@ -263,12 +264,12 @@ void BindEngineClass(py::module_& m) {
                          "A llama2.c model served on the paged KV cache (prefix caching, "
                          "continuous batching). One thread drives it at a time.");
   e.def_static("load", &LoadEngine, arg("model_path"), arg("tokenizer_path") = "", py::kw_only(),
-               arg("backend") = "auto", arg("block_size") = 16, arg("num_kv_blocks") = 0,
-               arg("kv_dtype") = "f32", arg("enable_prefix_caching") = true,
-               arg("eviction_policy") = "lru", arg("max_num_batched_tokens") = 2048,
-               arg("max_num_seqs") = 256, arg("enable_chunked_prefill") = true,
-               arg("allow_context_overrun") = false, arg("return_logits") = false,
-               arg("model_id") = "llama2c");
+               arg("backend") = "auto", arg("num_threads") = 0, arg("block_size") = 16,
+               arg("num_kv_blocks") = 0, arg("kv_dtype") = "f32",
+               arg("enable_prefix_caching") = true, arg("eviction_policy") = "lru",
+               arg("max_num_batched_tokens") = 2048, arg("max_num_seqs") = 256,
+               arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
+               arg("return_logits") = false, arg("model_id") = "llama2c");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

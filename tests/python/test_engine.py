@@ -18,6 +18,19 @@ def test_load_errors():
         pagedkv.Engine.load("/nonexistent/model.bin", backend="tpu")
 
 
+def test_threads_do_not_change_the_output(aidreams):
+    with pytest.raises(pagedkv.InvalidArgumentError, match="num_threads"):
+        pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), backend="cpu", num_threads=-1)
+    outputs = []
+    for threads in (1, 2, 0):
+        e = pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
+                                backend="cpu", num_threads=threads)
+        results = e.generate([pagedkv.GenerationRequest(prompt_text=p, max_new_tokens=16)
+                              for p in ("Echoes of", "Echoes of vectors", "A gentle hum")])
+        outputs.append([r.output_tokens for r in results])
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
 @pytest.fixture
 def engine(aidreams):
     return pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),

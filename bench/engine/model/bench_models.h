@@ -4,6 +4,9 @@
 //   "aidreams260K": ../shared/data/aidreams260K/aidreams260K.bin (null when absent)
 //   "random15M":    random weights in the shape of llama2.c's stories15M (dim 288, 6 layers,
 //                   6 heads, hidden 768, vocab 32000, seq_len 256)
+//   "random656K":   random weights in the shape of TinyStories-656K (dim 128, 2 layers, 8 heads,
+//                   4 KV heads, hidden 384, vocab 2048, seq_len 512), a speed stand-in until the
+//                   Hugging Face loader reads the real checkpoint
 //
 // Example:
 //   std::shared_ptr<const ModelWeights> w = BenchModel("random15M");
@@ -32,6 +35,16 @@ inline std::shared_ptr<const ModelWeights> BenchModel(const std::string& name) {
     }
     absl::StatusOr<ModelWeights> w =
         ModelWeights::LoadLlama2c((dir / "aidreams260K" / "aidreams260K.bin").string());
+    if (w.ok()) weights = std::make_shared<const ModelWeights>(std::move(w).value());
+  } else if (name == "random656K") {
+    ModelConfig c{.dim = 128,
+                  .hidden_dim = 384,
+                  .n_layers = 2,
+                  .n_heads = 8,
+                  .n_kv_heads = 4,
+                  .vocab_size = 2048,
+                  .seq_len = 512};
+    absl::StatusOr<ModelWeights> w = ModelWeights::Random(c, {.seed = 656});
     if (w.ok()) weights = std::make_shared<const ModelWeights>(std::move(w).value());
   } else if (name == "random15M") {
     ModelConfig c{.dim = 288,

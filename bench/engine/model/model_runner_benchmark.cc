@@ -26,8 +26,10 @@ void BM_RunnerDecode(benchmark::State& state, const std::string& model) {
   if (w == nullptr) return state.SkipWithError("model not available");
   const int n = DecodeLength(*w);
   const int32_t num_blocks = (n + kBlockSize - 1) / kBlockSize;
-  auto runner = ModelRunner::Create(
-      w, {.backend = BackendKind::kCpu, .num_blocks = num_blocks, .block_size = kBlockSize});
+  auto runner = ModelRunner::Create(w, {.backend = BackendKind::kCpu,
+                                        .num_blocks = num_blocks,
+                                        .block_size = kBlockSize,
+                                        .num_threads = 1});
   if (!runner.ok()) return state.SkipWithError(std::string(runner.status().message()).c_str());
   std::vector<BlockId> table(static_cast<size_t>(num_blocks));
   std::iota(table.begin(), table.end(), 0);
@@ -66,8 +68,10 @@ void BM_RunnerPrefill(benchmark::State& state, const std::string& model) {
   if (w == nullptr) return state.SkipWithError("model not available");
   const int n = w->config().seq_len;
   const int32_t num_blocks = (n + kBlockSize - 1) / kBlockSize;
-  auto runner = ModelRunner::Create(
-      w, {.backend = BackendKind::kCpu, .num_blocks = num_blocks, .block_size = kBlockSize});
+  auto runner = ModelRunner::Create(w, {.backend = BackendKind::kCpu,
+                                        .num_blocks = num_blocks,
+                                        .block_size = kBlockSize,
+                                        .num_threads = 1});
   if (!runner.ok()) return state.SkipWithError(std::string(runner.status().message()).c_str());
   std::vector<BlockId> table(static_cast<size_t>(num_blocks));
   std::iota(table.begin(), table.end(), 0);

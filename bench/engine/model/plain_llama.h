@@ -1,9 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The floor for engine benchmarks: a plain single-sequence llama2.c forward pass (run.c's
-// structure) with a contiguous KV cache, no paging, no scheduler, no batching. Matmuls, norms and
-// SwiGLU use the same pagedkv::cpu ops as the paged runner, so a comparison measures paging and
-// engine overhead, not a different matmul.
+// structure) with a contiguous KV cache, no paging, no scheduler, no batching, one thread. Its
+// matmuls, norms and SwiGLU are the CPU kernels as they were before issue #16 (plain_ops.h, frozen:
+// SSE2, no threads), so the floor stays fixed while the engine's kernels get faster.
 //
 // Example:
 //   PlainLlama plain(weights);
@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pagedkv/kernels/cpu_ops.h"
+#include "bench/engine/model/plain_ops.h"
 #include "pagedkv/model_weights.h"
 #include "pagedkv/types.h"
 
@@ -60,15 +60,10 @@ class PlainLlama {
     std::copy_n(w_.token_embedding() + static_cast<int64_t>(token) * d, d, x_.data());
     for (int l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& lw = w_.layer(l);
-      Check(cpu::RmsNorm({.x = x_.data(),
-                          .weight = lw.rms_att,
-                          .out = xb_.data(),
-                          .num_rows = 1,
-                          .dim = d,
-                          .eps = c_.rms_norm_eps}));
-      Check(cpu::Linear({.x = xb_.data(), .w = lw.wq, .y = q_.data(), .m = 1, .n = d, .k = d}));
-      Check(cpu::Linear({.x = xb_.data(), .w = lw.wk, .y = k_.data(), .m = 1, .n = kvd, .k = d}));
-      Check(cpu::Linear({.x = xb_.data(), .w = lw.wv, .y = v_.data(), .m = 1, .n = kvd, .k = d}));
+      plain::RmsNorm(x_.data(), lw.rms_att, xb_.data(), d, c_.rms_norm_eps);
+      plain::Linear(xb_.data(), lw.wq, q_.data(), 1, d, d, false);
+      plain::Linear(xb_.data(), lw.wk, k_.data(), 1, kvd, d, false);
+      plain::Linear(xb_.data(), lw.wv, v_.data(), 1, kvd, d, false);
       Rotate(q_.data(), d, hd, pos);
       Rotate(k_.data(), kvd, hd, pos);
       float* kc = key_cache_.data() + (static_cast<size_t>(l) * c_.seq_len) * kvd;
@@ -100,43 +95,15 @@ class PlainLlama {
           for (int i = 0; i < hd; ++i) out[i] += a * v[i];
         }
       }
-      Check(cpu::Linear({.x = att_out_.data(),
-                         .w = lw.wo,
-                         .y = x_.data(),
-                         .m = 1,
-                         .n = d,
-                         .k = d,
-                         .accumulate = true}));
-      Check(cpu::RmsNorm({.x = x_.data(),
-                          .weight = lw.rms_ffn,
-                          .out = xb_.data(),
-                          .num_rows = 1,
-                          .dim = d,
-                          .eps = c_.rms_norm_eps}));
-      Check(cpu::Linear({.x = xb_.data(), .w = lw.w1, .y = hb_.data(), .m = 1, .n = hid, .k = d}));
-      Check(cpu::Linear({.x = xb_.data(), .w = lw.w3, .y = hb2_.data(), .m = 1, .n = hid, .k = d}));
-      Check(cpu::SwiGlu(
-          {.gate = hb_.data(), .up = hb2_.data(), .out = hb_.data(), .num_rows = 1, .dim = hid}));
-      Check(cpu::Linear({.x = hb_.data(),
-                         .w = lw.w2,
-                         .y = x_.data(),
-                         .m = 1,
-                         .n = d,
-                         .k = hid,
-                         .accumulate = true}));
+      plain::Linear(att_out_.data(), lw.wo, x_.data(), 1, d, d, true);
+      plain::RmsNorm(x_.data(), lw.rms_ffn, xb_.data(), d, c_.rms_norm_eps);
+      plain::Linear(xb_.data(), lw.w1, hb_.data(), 1, hid, d, false);
+      plain::Linear(xb_.data(), lw.w3, hb2_.data(), 1, hid, d, false);
+      plain::SwiGlu(hb_.data(), hb2_.data(), hb_.data(), hid);
+      plain::Linear(hb_.data(), lw.w2, x_.data(), 1, d, hid, true);
     }
-    Check(cpu::RmsNorm({.x = x_.data(),
-                        .weight = w_.rms_final(),
-                        .out = x_.data(),
-                        .num_rows = 1,
-                        .dim = d,
-                        .eps = c_.rms_norm_eps}));
-    Check(cpu::LmHead({.hidden = x_.data(),
-                       .weight = w_.classifier(),
-                       .logits = logits_.data(),
-                       .num_rows = 1,
-                       .d_model = d,
-                       .vocab_size = c_.vocab_size}));
+    plain::RmsNorm(x_.data(), w_.rms_final(), x_.data(), d, c_.rms_norm_eps);
+    plain::Linear(x_.data(), w_.classifier(), logits_.data(), 1, c_.vocab_size, d, false);
     return logits_;
   }
 
@@ -145,9 +112,6 @@ class PlainLlama {
   }
 
  private:
-  static void Check(const absl::Status& s) {
-    if (!s.ok()) std::abort();
-  }
   // Interleaved-pair RoPE over `n` values (heads of size hd), as run.c does.
   void Rotate(float* v, int n, int hd, int pos) const {
     const int half = hd / 2;

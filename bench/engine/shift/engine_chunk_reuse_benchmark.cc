@@ -43,6 +43,7 @@ std::vector<TokenId> RandomTokens(int n, int vocab, std::mt19937& rng) {
 EngineOptions Options(int64_t fraction_percent) {
   EngineOptions o;
   o.backend = BackendKind::kCpu;
+  o.num_threads = 1;
   o.enable_prefix_caching = false;
   o.return_logits = true;
   if (fraction_percent >= 0) {

@@ -48,9 +48,10 @@ struct Setup {
                              .vocab_size = 512,
                              .seq_len = 128};
     auto weights = std::make_shared<const ModelWeights>(ModelWeights::Random(config).value());
-    runner = ModelRunner::Create(
-                 weights,
-                 {.backend = BackendKind::kCpu, .num_blocks = kNumBlocks, .block_size = kBlockSize})
+    runner = ModelRunner::Create(weights, {.backend = BackendKind::kCpu,
+                                           .num_blocks = kNumBlocks,
+                                           .block_size = kBlockSize,
+                                           .num_threads = 1})
                  .value();
     pool = BlockPool::Create({.num_blocks = kNumBlocks, .block_size = kBlockSize}).value();
     index = ChunkIndex::Create(pool.get()).value();

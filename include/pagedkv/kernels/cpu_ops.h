@@ -1,9 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CPU reference backend: every op over host memory, single-threaded, fp32 arithmetic. Each call
-// validates its arguments (shapes, head dims, dtypes, and the contents of slot lists, positions and
-// block tables) before writing anything: on InvalidArgument no output has been touched.
-// The argument structs (pagedkv/kernels/op_args.h) are the same ones the CUDA backend takes.
+// CPU backend ops: every op over host memory on the calling thread, fp32 arithmetic; Linear, LM
+// head, RMSNorm, SwiGLU and paged attention use vector kernels picked at run time for the CPU
+// (Google Highway: SSE2 baseline, SSE4, AVX2+FMA, AVX-512). The CPU Backend
+// (engine/model/backend.h) runs the same kernels split over its threads, with bit-identical
+// results. Each call validates its arguments (shapes, head dims, dtypes, and the contents of slot
+// lists, positions and block tables) before writing anything: on InvalidArgument no output has been
+// touched. The argument structs (pagedkv/kernels/op_args.h) are the same ones the CUDA backend
+// takes.
 //
 // Example:
 //   pagedkv::LinearArgs qkv{.x = h, .w = wqkv, .y = out, .m = tokens, .n = 3 * dim, .k = dim};
@@ -17,7 +21,8 @@
 
 namespace pagedkv::cpu {
 
-// y = x W^T (+ y). Blocked: 4 rows of x share each pass over a row of W.
+// y = x W^T (+ y). Register-tiled: up to 4 rows of x share each load of 4 rows of W; each y[i][j]
+// is reduced in an order fixed by k and j alone (not by m: a row's result ignores the other rows).
 PAGEDKV_EXPORT absl::Status Linear(const LinearArgs& args);
 // out[t] = table[token_ids[t]].
 PAGEDKV_EXPORT absl::Status EmbeddingGather(const EmbeddingGatherArgs& args);
@@ -35,7 +40,7 @@ PAGEDKV_EXPORT absl::Status Rope(const RopeArgs& args);
 PAGEDKV_EXPORT absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args);
 // Re-rotates cached keys from old to new positions and copies values.
 PAGEDKV_EXPORT absl::Status ReRotate(const ReRotateArgs& args);
-// Causal paged attention over a flat batch of query tokens.
+// Causal paged attention over a flat batch of query tokens (one exp per key and head).
 PAGEDKV_EXPORT absl::Status PagedAttention(const PagedAttentionArgs& args);
 // One token per sequence: greedy, temperature, top-p, seeded.
 PAGEDKV_EXPORT absl::Status Sample(const SampleArgs& args);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -312,6 +313,105 @@ TEST(ModelRunnerCudaTest, CudaBackendMatchesTheReference) {
     ExpectLogitsNear(out.logits, 0, want[static_cast<size_t>(p)], 1e-4, "cuda decode");
     const auto& row = want[static_cast<size_t>(p)];
     EXPECT_EQ(out.sampled[0], std::max_element(row.begin(), row.end()) - row.begin());
+  }
+}
+
+// A model big enough that the CPU backend splits its Linear, attention and norms over threads.
+std::shared_ptr<const ModelWeights> ThreadedModel() {
+  ModelConfig c{.dim = 256,
+                .hidden_dim = 512,
+                .n_layers = 2,
+                .n_heads = 8,
+                .n_kv_heads = 4,
+                .vocab_size = 1024,
+                .seq_len = 128};
+  absl::StatusOr<ModelWeights> w = ModelWeights::Random(c, {.seed = 16});
+  EXPECT_TRUE(w.ok()) << w.status();
+  return std::make_shared<const ModelWeights>(std::move(w).value());
+}
+
+struct ThreadedRun {
+  std::vector<float> logits;    // every step's logits rows, concatenated
+  std::vector<TokenId> greedy;  // every step's greedy ids
+};
+
+// Prefills a (40 tokens), b (30) and c (20) in one batch, then decodes 4 greedy steps of all
+// three; `only_a` runs sequence a alone (same blocks) to check that batching changes nothing.
+ThreadedRun RunThreaded(std::shared_ptr<const ModelWeights> w, int32_t threads, bool only_a) {
+  ThreadedRun run;
+  auto runner = ModelRunner::Create(
+      w, {.backend = BackendKind::kCpu, .num_blocks = 64, .block_size = 8, .num_threads = threads});
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  if (!runner.ok()) return run;
+  std::vector<std::vector<int32_t>> tokens = {RandomTokens(40, 1024, 5), RandomTokens(30, 1024, 6),
+                                              RandomTokens(20, 1024, 7)};
+  const std::vector<std::vector<BlockId>> tables = {
+      {0, 1, 2, 3, 4, 5}, {8, 9, 10, 11, 12}, {16, 17, 18, 19}};
+  const size_t num_seqs = only_a ? 1 : 3;
+  std::vector<int32_t> begin(num_seqs, 0);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<SeqChunk> chunks;
+    for (size_t s = 0; s < num_seqs; ++s) {
+      chunks.push_back({&tokens[s], begin[s], static_cast<int32_t>(tokens[s].size()), tables[s]});
+    }
+    Batch batch(chunks, 8);
+    batch.logits_indices.clear();
+    for (size_t s = 0; s < num_seqs; ++s) batch.logits_indices.push_back(batch.qsl[s + 1] - 1);
+    const std::vector<SamplingParams> greedy(num_seqs);
+    ModelOutput out;
+    const absl::Status status =
+        (*runner)->Forward(batch.Input(), {.return_logits = true, .sampling = greedy}, &out);
+    EXPECT_TRUE(status.ok()) << status;
+    if (!status.ok()) return run;
+    run.logits.insert(run.logits.end(), out.logits.begin(), out.logits.end());
+    run.greedy.insert(run.greedy.end(), out.sampled.begin(), out.sampled.end());
+    for (size_t s = 0; s < num_seqs; ++s) {
+      begin[s] = static_cast<int32_t>(tokens[s].size());
+      tokens[s].push_back(out.sampled[s]);
+    }
+  }
+  return run;
+}
+
+TEST(ModelRunnerThreadsTest, LogitsAreBitIdenticalForAnyThreadCount) {
+  const auto w = ThreadedModel();
+  const ThreadedRun one = RunThreaded(w, 1, false);
+  ASSERT_EQ(one.greedy.size(), 15u);
+  for (int32_t threads : {2, 3, 0}) {
+    const ThreadedRun run = RunThreaded(w, threads, false);
+    EXPECT_EQ(run.greedy, one.greedy) << threads << " threads";
+    ASSERT_EQ(run.logits.size(), one.logits.size());
+    EXPECT_EQ(std::memcmp(run.logits.data(), one.logits.data(), one.logits.size() * sizeof(float)),
+              0)
+        << threads << " threads";
+  }
+}
+
+TEST(ModelRunnerThreadsTest, ASequencesLogitsDoNotDependOnItsBatch) {
+  const auto w = ThreadedModel();
+  const ThreadedRun batched = RunThreaded(w, 2, false);
+  const ThreadedRun alone = RunThreaded(w, 2, true);
+  const size_t vocab = 1024;
+  ASSERT_EQ(alone.logits.size(), 5 * vocab);
+  ASSERT_EQ(batched.logits.size(), 15 * vocab);
+  for (size_t step = 0; step < 5; ++step) {
+    // Sequence a is row 0 of each batched step's three logits rows.
+    EXPECT_EQ(std::memcmp(alone.logits.data() + step * vocab,
+                          batched.logits.data() + step * 3 * vocab, vocab * sizeof(float)),
+              0)
+        << "step " << step;
+    EXPECT_EQ(alone.greedy[step], batched.greedy[step * 3]);
+  }
+}
+
+TEST(ModelRunnerThreadsTest, BadThreadCountsAreInvalidArgument) {
+  const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 29);
+  auto weights = LoadThroughFile(m);
+  for (int32_t threads : {-1, 1025}) {
+    absl::StatusOr<std::unique_ptr<ModelRunner>> r = ModelRunner::Create(
+        weights, {.backend = BackendKind::kCpu, .num_blocks = 4, .num_threads = threads});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << threads;
+    EXPECT_THAT(r.status().message(), HasSubstr("num_threads"));
   }
 }
 

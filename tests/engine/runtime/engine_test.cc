@@ -429,6 +429,13 @@ TEST_F(EngineTest, BadOptionsAreInvalidArgument) {
   options = Options();
   options.scheduler.max_num_seqs = 0;
   EXPECT_EQ(Engine::Create(weights_, options).status().code(), absl::StatusCode::kInvalidArgument);
+  for (int32_t threads : {-1, 1025}) {
+    options = Options();
+    options.num_threads = threads;
+    const absl::Status status = Engine::Create(weights_, options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << threads;
+    EXPECT_NE(status.message().find("num_threads"), std::string::npos) << status;
+  }
   EXPECT_EQ(Engine::Load("/nonexistent/model.bin", "", Options()).status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -1,0 +1,124 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// GEMM for the projections and the LM head (y[m, n] = x[m, k] W[n, k]^T) on the model shapes:
+//   BM_GemmPlain:    the CPU kernel before issue #16 (bench/engine/model/plain_ops.h: SSE2, 4-wide
+//                    partial sums), one thread; the "before" of RESULTS.md.
+//   BM_GemmPagedkv:  pagedkv's Highway kernel (kernels/cpu/simd/linear_simd.cc), one thread, and
+//                    threads:0 over every core (the CPU backend's split by columns).
+//   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
+//                    thread, and threads:0 with OpenBLAS's own pool over every core.
+// Shapes: m = 1, 8, 32, 128 rows against (n, k) of aidreams260K (dim 64, hidden 172, vocab 512),
+// TinyStories-656K (dim 128, kv 64, hidden 384, vocab 2048) and a 4096-wide layer. Wall time, so
+// threaded runs count every core's work; GFLOP/s = 2 m n k per second.
+//
+//   build/bench/kernels/gemm_benchmark --benchmark_counters_tabular=true
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/engine/model/plain_ops.h"
+#include "benchmark/benchmark.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/threaded_ops.h"
+#include "pagedkv/kernels/op_args.h"
+#if PAGEDKV_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace pagedkv::bench {
+namespace {
+
+struct Operands {
+  std::vector<float> x, w, y;
+  Operands(int64_t m, int64_t n, int64_t k)
+      : x(static_cast<size_t>(m * k)),
+        w(static_cast<size_t>(n * k)),
+        y(static_cast<size_t>(m * n)) {
+    uint32_t s = 12345;
+    auto next = [&s] {
+      s = s * 1664525u + 1013904223u;
+      return static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+    };
+    for (float& v : x) v = next();
+    for (float& v : w) v = next();
+  }
+};
+
+void SetCounters(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.SetLabel(cpu::simd::TargetName());
+}
+
+void BM_GemmPlain(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Operands o(m, n, k);
+  for (auto _ : state) {
+    plain::Linear(o.x.data(), o.w.data(), o.y.data(), m, n, k, false);
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+
+void BM_GemmPagedkv(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto threads = static_cast<int32_t>(state.range(3));
+  std::unique_ptr<cpu::ThreadPool> pool;
+  if (threads != 1) {
+    auto p = cpu::ThreadPool::Create(threads == 0 ? cpu::HardwareThreads() : threads);
+    if (!p.ok()) return state.SkipWithError("thread pool");
+    pool = std::move(p).value();
+  }
+  Operands o(m, n, k);
+  const LinearArgs args{.x = o.x.data(), .w = o.w.data(), .y = o.y.data(), .m = m, .n = n, .k = k};
+  for (auto _ : state) {
+    if (!cpu::Linear(args, pool.get()).ok()) return state.SkipWithError("Linear failed");
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+
+#if PAGEDKV_HAVE_OPENBLAS
+void BM_GemmOpenBlas(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto threads = static_cast<int>(state.range(3));
+  openblas_set_num_threads(threads == 0 ? cpu::HardwareThreads() : threads);
+  Operands o(m, n, k);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, o.x.data(), static_cast<int>(k), o.w.data(),
+                static_cast<int>(k), 0.0f, o.y.data(), static_cast<int>(n));
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+#endif
+
+// (n, k) of each model's projections and LM head.
+void ModelShapes(benchmark::internal::Benchmark* b, bool with_threads) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {64, 64},    {172, 64}, {64, 172},  {512, 64},   // aidreams260K: q/k/v/o, w1/w3, w2, head
+      {128, 128},  {64, 128}, {384, 128}, {128, 384},  // TinyStories-656K: q/o, k/v, w1/w3, w2
+      {2048, 128},                                     // TinyStories-656K LM head
+      {4096, 4096}};                                   // a 4096-wide layer
+  b->ArgNames({"m", "n", "k", "threads"});
+  for (int64_t m : {1, 8, 32, 128}) {
+    for (auto [n, k] : shapes) {
+      b->Args({m, n, k, 1});
+      if (with_threads && n * k >= 4096 * 4096) b->Args({m, n, k, 0});
+    }
+  }
+  b->UseRealTime();
+}
+
+BENCHMARK(BM_GemmPlain)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, false); });
+BENCHMARK(BM_GemmPagedkv)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
+#if PAGEDKV_HAVE_OPENBLAS
+BENCHMARK(BM_GemmOpenBlas)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
+#endif
+
+}  // namespace
+}  // namespace pagedkv::bench

@@ -1,0 +1,227 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Vector paged attention for one (query token, KV head) group. Keys are taken in chunks of
+// kChunk: the chunk's scores, their max, one scalar exp to rescale the running state (the online
+// softmax of kernels/softmax_math.h, per chunk instead of per key), then one vector exp per key,
+// and the weighted values added in key order. Query heads of the group share each K/V row load.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/simd/attention_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Each target's pass re-includes this file after foreach_target.h.
+#include <math.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/cpu/simd/reduce-inl.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/rope_config.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedkv::cpu::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int kChunk = 16;    // keys per online-softmax step; a multiple of every target's lanes
+constexpr int kMaxGroup = 8;  // query heads per pass over the keys (stack scratch)
+
+// Running state of one query head: max m, normaliser l, unnormalised output acc.
+struct HeadState {
+  float m = -INFINITY;
+  float l = 0.0f;
+};
+
+// s[i] = dot(a, b[i]) for i < 4: vectors in order, SumOfLanes4, then the scalar tail. Every key's
+// score takes this same path (a partial quad repeats its last key), so it does not depend on where
+// the key falls in the chunk.
+HWY_INLINE void Dot4(const float* HWY_RESTRICT a, const float* const* b, int32_t n,
+                     float* HWY_RESTRICT s) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto va = hn::LoadU(d, a + i);
+    acc0 = hn::MulAdd(va, hn::LoadU(d, b[0] + i), acc0);
+    acc1 = hn::MulAdd(va, hn::LoadU(d, b[1] + i), acc1);
+    acc2 = hn::MulAdd(va, hn::LoadU(d, b[2] + i), acc2);
+    acc3 = hn::MulAdd(va, hn::LoadU(d, b[3] + i), acc3);
+  }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n) {  // AVX-512: the tail as one zero-filled masked vector
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto va = hn::MaskedLoad(mask, d, a + i);
+    acc0 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[0] + i), acc0);
+    acc1 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[1] + i), acc1);
+    acc2 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[2] + i), acc2);
+    acc3 = hn::MulAdd(va, hn::MaskedLoad(mask, d, b[3] + i), acc3);
+    i = n;
+  }
+#endif
+  SumOfLanes4(d, acc0, acc1, acc2, acc3, s);
+  for (int j = 0; j < 4; ++j) {
+    for (int32_t t = i; t < n; ++t) s[j] += a[t] * b[j][t];
+  }
+}
+
+// p[0, nk) = scale * q . k_rows[j]; returns their max.
+HWY_INLINE float Scores(const float* HWY_RESTRICT q, const float* const* k_rows, int nk, int32_t hd,
+                        float scale, float* HWY_RESTRICT p) {
+  float chunk_max = -INFINITY;
+  for (int j = 0; j < nk; j += 4) {
+    const float* quad[4];
+    for (int i = 0; i < 4; ++i) quad[i] = k_rows[std::min(j + i, nk - 1)];
+    float s[4];
+    Dot4(q, quad, hd, s);
+    for (int i = 0; i < 4 && j + i < nk; ++i) {
+      p[j + i] = s[i] * scale;
+      chunk_max = std::max(chunk_max, p[j + i]);
+    }
+  }
+  return chunk_max;
+}
+
+// p[0, kChunk) = exp(p - m) (entries padded with -inf give 0); returns their sum.
+HWY_INLINE float ExpShifted(float* HWY_RESTRICT p, float m) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int>(hn::Lanes(d));
+  const auto shift = hn::Set(d, m);
+  auto sum = hn::Zero(d);
+  for (int i = 0; i < kChunk; i += lanes) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, p + i), shift));
+    hn::StoreU(e, d, p + i);
+    sum = hn::Add(sum, e);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// a * rescale + sum_j p[j] * v[j] over keys j < num_keys, four independent chains (keys j % 4)
+// added as (c0 + c1) + (c2 + c3): a fixed order, and no chain of dependent multiply-adds.
+template <class D, class V, class LoadFn>
+HWY_INLINE V WeightedSum(D d, V a, float rescale, const float* p, int num_keys, LoadFn load) {
+  V c0 = hn::Mul(a, hn::Set(d, rescale)), c1 = hn::Zero(d), c2 = hn::Zero(d), c3 = hn::Zero(d);
+  int j = 0;
+  for (; j + 4 <= num_keys; j += 4) {
+    c0 = hn::MulAdd(hn::Set(d, p[j]), load(j), c0);
+    c1 = hn::MulAdd(hn::Set(d, p[j + 1]), load(j + 1), c1);
+    c2 = hn::MulAdd(hn::Set(d, p[j + 2]), load(j + 2), c2);
+    c3 = hn::MulAdd(hn::Set(d, p[j + 3]), load(j + 3), c3);
+  }
+  if (j < num_keys) c0 = hn::MulAdd(hn::Set(d, p[j]), load(j), c0);
+  if (j + 1 < num_keys) c1 = hn::MulAdd(hn::Set(d, p[j + 1]), load(j + 1), c1);
+  if (j + 2 < num_keys) c2 = hn::MulAdd(hn::Set(d, p[j + 2]), load(j + 2), c2);
+  return hn::Add(hn::Add(c0, c1), hn::Add(c2, c3));
+}
+
+// acc[0, n) = acc * rescale + sum_j p[j] * v[j][0, n) (WeightedSum's order).
+HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* p,
+                           const float* const* v, int num_keys, int32_t n) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto a = WeightedSum(d, hn::LoadU(d, acc + i), rescale, p, num_keys,
+                               [&](int j) { return hn::LoadU(d, v[j] + i); });
+    hn::StoreU(a, d, acc + i);
+  }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n) {  // AVX-512: the tail as one masked vector
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto a = WeightedSum(d, hn::MaskedLoad(mask, d, acc + i), rescale, p, num_keys,
+                               [&](int j) { return hn::MaskedLoad(mask, d, v[j] + i); });
+    hn::BlendedStore(a, mask, d, acc + i);
+    i = n;
+  }
+#endif
+  for (; i < n; ++i) {
+    float c[4] = {acc[i] * rescale, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < num_keys; ++j) c[j % 4] += p[j] * v[j][i];
+    acc[i] = (c[0] + c[1]) + (c[2] + c[3]);
+  }
+}
+
+// Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
+// are not fp32 are converted into the scratch rows. One division per chunk: offsets then step by
+// token_stride within a block. REQUIRES: cache resolved (explicit strides).
+HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int32_t kv_head,
+                          int64_t j0, int nk, float (*k_scratch)[kMaxHeadDim],
+                          float (*v_scratch)[kMaxHeadDim], const float** k_rows,
+                          const float** v_rows) {
+  int64_t block = j0 / cache.block_size;
+  int64_t in_block = j0 % cache.block_size;
+  const int64_t head = kv_head * cache.head_stride;
+  int64_t offset = table[block] * cache.block_stride + in_block * cache.token_stride + head;
+  for (int jj = 0; jj < nk; ++jj) {
+    if (cache.dtype == DType::kF32) {
+      k_rows[jj] = static_cast<const float*>(cache.k) + offset;
+      v_rows[jj] = static_cast<const float*>(cache.v) + offset;
+    } else {
+      LoadRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+      LoadRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      k_rows[jj] = k_scratch[jj];
+      v_rows[jj] = v_scratch[jj];
+    }
+    if (++in_block < cache.block_size) {
+      offset += cache.token_stride;
+    } else if (jj + 1 < nk) {  // the next key opens the next block (never read past the table)
+      in_block = 0;
+      offset = table[++block] * cache.block_stride + head;
+    }
+  }
+}
+
+void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32_t g0, int ng) {
+  const int32_t hd = cache.head_dim;
+  float acc[kMaxGroup][kMaxHeadDim];
+  float p[kMaxGroup][kChunk];
+  HeadState state[kMaxGroup];
+  float k_scratch[kChunk][kMaxHeadDim];
+  float v_scratch[kChunk][kMaxHeadDim];
+  const float* k_rows[kChunk];
+  const float* v_rows[kChunk];
+  for (int g = 0; g < ng; ++g) std::fill(acc[g], acc[g] + hd, 0.0f);
+  for (int64_t j0 = 0; j0 < job.num_keys; j0 += kChunk) {
+    const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
+    ChunkRows(cache, job.table, job.kv_head, j0, nk, k_scratch, v_scratch, k_rows, v_rows);
+    for (int g = 0; g < ng; ++g) {
+      const float* q = job.q + int64_t{g0 + g} * hd;
+      const float chunk_max = Scores(q, k_rows, nk, hd, job.scale, p[g]);
+      std::fill(p[g] + nk, p[g] + kChunk, -INFINITY);
+      const float new_m = std::max(state[g].m, chunk_max);
+      const float rescale = expf(state[g].m - new_m);  // exp(-inf) = 0 on the first chunk
+      state[g].l = state[g].l * rescale + ExpShifted(p[g], new_m);
+      state[g].m = new_m;
+      Accumulate(acc[g], rescale, p[g], v_rows, nk, hd);
+    }
+  }
+  for (int g = 0; g < ng; ++g) {
+    const float inv = state[g].l > 0.0f ? 1.0f / state[g].l : 0.0f;
+    float* out = job.out + int64_t{g0 + g} * hd;
+    for (int32_t i = 0; i < hd; ++i) out[i] = acc[g][i] * inv;
+  }
+}
+
+void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
+  for (int32_t g0 = 0; g0 < job.group; g0 += kMaxGroup) {
+    AttendSubgroup(cache, job, g0, std::min(kMaxGroup, job.group - g0));
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagedkv::cpu::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pagedkv::cpu::simd {
+
+HWY_EXPORT(AttendGroupImpl);
+
+void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job) {
+  HWY_DYNAMIC_DISPATCH(AttendGroupImpl)(cache, job);
+}
+
+}  // namespace pagedkv::cpu::simd
+#endif  // HWY_ONCE

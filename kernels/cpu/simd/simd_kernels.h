@@ -1,0 +1,75 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The CPU backend's vector kernels (Google Highway, run-time dispatch): each .cc under simd/ is
+// compiled once per x86 target (SSE4, AVX2+FMA, AVX-512, plus the SSE2-only baseline), and the
+// first call picks the best one the running CPU supports. Internal to kernels/cpu: the callers
+// have validated the arguments, and split the work over threads by output rows/columns/heads, so
+// each function computes a disjoint slice of the output, the same way whatever the slice.
+//
+// Determinism: every output element is reduced in one fixed order that depends only on the shape
+// (k, head_dim, number of keys), never on the slice, the thread count or the other rows of the
+// batch. Results may differ between targets (an AVX-512 and an AVX2 machine round differently).
+//
+// Example:
+//   simd::LinearColumns(args, 0, args.n);   // y = x W^T, all of it, on this thread
+#ifndef PAGEDKV_KERNELS_CPU_SIMD_SIMD_KERNELS_H_
+#define PAGEDKV_KERNELS_CPU_SIMD_SIMD_KERNELS_H_
+
+#include <cstdint>
+
+#include "pagedkv/export.h"
+#include "pagedkv/kernels/op_args.h"
+#include "pagedkv/kernels/paged_kv_layout.h"
+#include "pagedkv/kernels/rope_table.h"
+#include "pagedkv/rope_config.h"
+
+namespace pagedkv::cpu::simd {
+
+// Name of the Highway target dispatch picks on this machine, e.g. "AVX3" (AVX-512), "AVX2".
+PAGEDKV_EXPORT const char* TargetName();
+
+// Columns [n_begin, n_end) of y = x W^T (+ y): every row of x against those rows of W. Each
+// y[i][j] is one dot product over k: full vectors in k order, a lane sum, then the tail.
+// REQUIRES: args validated; 0 <= n_begin <= n_end <= args.n; n_begin a multiple of 4, and n_end
+// too unless it is n (the column groups of the lane sums start at multiples of 4).
+PAGEDKV_EXPORT void LinearColumns(const LinearArgs& args, int64_t n_begin, int64_t n_end);
+
+// Rows [row_begin, row_end) of RMSNorm / SwiGLU. REQUIRES: args validated.
+PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
+PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
+
+// One query token's heads of one KV head (the GQA group): out[g] = softmax(q[g] K^T * scale) V
+// over keys [0, num_keys) of the sequence, one exp per key and head (online softmax over chunks of
+// keys: the running state is rescaled once per chunk).
+struct PAGEDKV_EXPORT AttentionGroup {
+  const float* q = nullptr;        // [group, head_dim]: the group's query heads, contiguous
+  float* out = nullptr;            // [group, head_dim]
+  const int32_t* table = nullptr;  // the sequence's block table
+  int64_t num_keys = 0;            // >= 0 (none: out is 0)
+  int32_t kv_head = 0;
+  int32_t group = 0;   // query heads sharing kv_head, >= 1
+  float scale = 0.0f;  // score scale (> 0)
+};
+// REQUIRES: cache resolved (PagedKvLayout::Resolved) and valid; table covers num_keys positions.
+PAGEDKV_EXPORT void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
+
+// One token's rotation: for each rotated pair (a, b) with angle (c, s), cm[a] = cm[b] = c,
+// sm[a] = -s, sm[b] = s, so x'[d] = x[d] * cm[d] + x[partner(d)] * sm[d] for d < rotary_dim
+// (dims from rotary_dim on pass through).
+struct PAGEDKV_EXPORT RotationCoefficients {
+  float cm[kMaxHeadDim];
+  float sm[kMaxHeadDim];
+  RopeLayout layout = RopeLayout::kInterleaved;
+  int32_t rotary_dim = 0;
+};
+// RoPE to `position` (from the table, or computed past it), attention factor applied: the same
+// angles as RopeRotateHead.
+PAGEDKV_EXPORT void RopeCoefficients(const RopeTableView& rope, int64_t position,
+                                     RotationCoefficients* r);
+// Rotates heads x + h * head_stride, h < num_heads, in place; bit-identical to RotatePair.
+PAGEDKV_EXPORT void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads,
+                                int64_t head_stride);
+
+}  // namespace pagedkv::cpu::simd
+
+#endif  // PAGEDKV_KERNELS_CPU_SIMD_SIMD_KERNELS_H_

@@ -1,0 +1,35 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The CPU ops of pagedkv/kernels/cpu_ops.h with their work split over a ThreadPool: the CPU
+// backend's entry points (threads are a property of the backend, not of the op arguments). Each
+// validates exactly as the public op does and leaves every output untouched on error. Work is split
+// by output columns (Linear, LmHead), rows (RmsNorm, SwiGlu) or (query token, KV head) pairs
+// (PagedAttention), and only when there is enough of it to pay for waking the workers; every
+// output element is computed by one thread the same way, so results are bit-identical for any
+// pool size (and for a null pool, which runs everything on the calling thread).
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<cpu::ThreadPool> pool, cpu::ThreadPool::Create(4));
+//   PAGEDKV_RETURN_IF_ERROR(cpu::Linear(args, pool.get()));
+#ifndef PAGEDKV_KERNELS_CPU_THREADED_OPS_H_
+#define PAGEDKV_KERNELS_CPU_THREADED_OPS_H_
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+#include "pagedkv/export.h"
+#include "pagedkv/kernels/op_args.h"
+
+namespace pagedkv::cpu {
+
+PAGEDKV_EXPORT absl::Status Linear(const LinearArgs& args, ThreadPool* pool);
+PAGEDKV_EXPORT absl::Status LmHead(const LmHeadArgs& args, ThreadPool* pool);
+PAGEDKV_EXPORT absl::Status RmsNorm(const RmsNormArgs& args, ThreadPool* pool);
+PAGEDKV_EXPORT absl::Status SwiGlu(const SwiGluArgs& args, ThreadPool* pool);
+PAGEDKV_EXPORT absl::Status PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
+
+// Multiply-adds (or elements) a range must hold before work is split off to another thread.
+inline constexpr int64_t kMinWorkPerThread = int64_t{1} << 16;
+
+}  // namespace pagedkv::cpu
+
+#endif  // PAGEDKV_KERNELS_CPU_THREADED_OPS_H_

@@ -1,0 +1,210 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The CPU backend's thread pool and its threaded, vectorised ops (kernels/cpu/threaded_ops.h):
+// every item of a ParallelFor runs exactly once; results are bit-identical for any thread count
+// and a row's result does not depend on the other rows of the batch; extreme SwiGLU gates and
+// long, odd-length rows still match float64 references.
+#include "kernels/cpu/threaded_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "pagedkv/kernels/rope_table.h"
+#include "pagedkv/rope_config.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace pagedkv {
+namespace {
+
+using ::pagedkv::testing::RandomFloats;
+
+std::vector<std::unique_ptr<cpu::ThreadPool>> Pools() {
+  std::vector<std::unique_ptr<cpu::ThreadPool>> pools;
+  pools.push_back(nullptr);  // the calling thread alone
+  for (int32_t n : {1, 2, 3}) {
+    auto pool = cpu::ThreadPool::Create(n);
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    pools.push_back(std::move(pool).value());
+  }
+  return pools;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ThreadPoolTest, RejectsBadCounts) {
+  for (int32_t n : {0, -1, cpu::kMaxThreads + 1}) {
+    auto pool = cpu::ThreadPool::Create(n);
+    ASSERT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(pool.status().message().find("num_threads"), std::string::npos);
+  }
+  EXPECT_GE(cpu::HardwareThreads(), 1);
+}
+
+TEST(ThreadPoolTest, EveryItemRunsExactlyOnceInContiguousChunks) {
+  auto pools = Pools();
+  for (auto& pool : pools) {
+    for (int64_t items : {0, 1, 2, 7, 100, 1001}) {
+      for (int64_t min_items : {1, 3, 64}) {
+        std::vector<int> hits(static_cast<size_t>(items), 0);
+        cpu::ParallelFor(pool.get(), items, min_items, [&](int64_t begin, int64_t end) {
+          ASSERT_LE(0, begin);
+          ASSERT_LT(begin, end);
+          ASSERT_LE(end, items);
+          for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+        });
+        for (int64_t i = 0; i < items; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << i;
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ManyBackToBackJobsEachRunEveryItemOnce) {
+  auto pool = cpu::ThreadPool::Create(3);
+  ASSERT_TRUE(pool.ok());
+  std::vector<int> hits(97, 0);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t items = 1 + job % 97;
+    (*pool)->ParallelFor(items, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    for (int64_t i = 0; i < items; ++i) {
+      ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "job " << job << " item " << i;
+      hits[static_cast<size_t>(i)] = 0;
+    }
+  }
+}
+
+TEST(ThreadedLinearTest, BitIdenticalForAnyThreadCountAndAnyBatch) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (Shape s : {Shape{37, 131, 172}, Shape{8, 512, 64}, Shape{3, 64, 4096}, Shape{1, 9, 5}}) {
+    const auto x = RandomFloats(s.m * s.k, 11);
+    const auto w = RandomFloats(s.n * s.k, 12);
+    // Row by row (m = 1, one thread) is the reference for every batched, threaded run.
+    std::vector<float> rows(s.m * s.n);
+    for (int64_t i = 0; i < s.m; ++i) {
+      ASSERT_TRUE(cpu::Linear({.x = x.data() + i * s.k,
+                               .w = w.data(),
+                               .y = rows.data() + i * s.n,
+                               .m = 1,
+                               .n = s.n,
+                               .k = s.k},
+                              nullptr)
+                      .ok());
+    }
+    auto pools = Pools();
+    for (auto& pool : pools) {
+      std::vector<float> y(s.m * s.n, -1.0f);
+      ASSERT_TRUE(
+          cpu::Linear({.x = x.data(), .w = w.data(), .y = y.data(), .m = s.m, .n = s.n, .k = s.k},
+                      pool.get())
+              .ok());
+      EXPECT_TRUE(BitEqual(y, rows)) << s.m << "x" << s.n << "x" << s.k;
+    }
+  }
+}
+
+TEST(ThreadedLinearTest, BadInputIsInvalidArgumentAndOutputUntouched) {
+  auto pool = cpu::ThreadPool::Create(2);
+  ASSERT_TRUE(pool.ok());
+  const auto x = RandomFloats(8, 1);
+  std::vector<float> y(8, 7.0f);
+  EXPECT_EQ(cpu::Linear({.x = x.data(), .w = x.data(), .y = y.data(), .m = 1, .n = 0, .k = 8},
+                        pool->get())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+}
+
+TEST(ThreadedElementwiseTest, SwiGluMatchesFloat64ForExtremeGates) {
+  const int64_t rows = 5, dim = 1000;
+  const auto gate = RandomFloats(rows * dim, 21, -120.0f, 120.0f);
+  const auto up = RandomFloats(rows * dim, 22, -3.0f, 3.0f);
+  auto pools = Pools();
+  std::vector<float> first;
+  for (auto& pool : pools) {
+    std::vector<float> out(rows * dim);
+    ASSERT_TRUE(
+        cpu::SwiGlu(
+            {.gate = gate.data(), .up = up.data(), .out = out.data(), .num_rows = rows, .dim = dim},
+            pool.get())
+            .ok());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double g = gate[i];
+      const double ref = g / (1.0 + std::exp(-g)) * up[i];
+      ASSERT_NEAR(out[i], ref, 1e-5 * (1 + std::abs(ref))) << "gate " << g;
+    }
+    if (first.empty()) first = out;
+    EXPECT_TRUE(BitEqual(out, first));
+  }
+}
+
+TEST(ThreadedElementwiseTest, RmsNormMatchesFloat64AndThreadCountsAgree) {
+  const int64_t rows = 65, dim = 4099;  // odd length: vector body plus scalar tail
+  const auto x = RandomFloats(rows * dim, 31, -4.0f, 4.0f);
+  const auto weight = RandomFloats(dim, 32);
+  auto pools = Pools();
+  std::vector<float> first;
+  for (auto& pool : pools) {
+    std::vector<float> out(rows * dim);
+    ASSERT_TRUE(cpu::RmsNorm({.x = x.data(),
+                              .weight = weight.data(),
+                              .out = out.data(),
+                              .num_rows = rows,
+                              .dim = dim,
+                              .eps = 1e-5f},
+                             pool.get())
+                    .ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t d = 0; d < dim; ++d) ss += double(x[r * dim + d]) * x[r * dim + d];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+      for (int64_t d = 0; d < dim; ++d) {
+        const double ref = x[r * dim + d] * inv * weight[d];
+        ASSERT_NEAR(out[r * dim + d], ref, 2e-6 * (1 + std::abs(ref)));
+      }
+    }
+    if (first.empty()) first = out;
+    EXPECT_TRUE(BitEqual(out, first));
+  }
+}
+
+TEST(SimdRopeTest, VectorRotationIsBitIdenticalToTheScalarOne) {
+  for (RopeConfig config : pagedkv::testing::AllScalingConfigs()) {
+    for (int32_t head_dim : {config.head_dim, 18}) {  // 18: 9 pairs, vector body plus tail
+      config.head_dim = head_dim;
+      if (config.rotary_dim > head_dim) config.rotary_dim = 10;  // partial, 5 pairs
+      auto table = RopeTable::Create(config, 64);
+      ASSERT_TRUE(table.ok()) << table.status();
+      const RopeTableView rope = table->View();
+      for (int64_t position : {0, 5, 63, 64, 1000, -7}) {  // in the table, past it, negative
+        const auto x = RandomFloats(3 * head_dim, static_cast<uint32_t>(position + 100));
+        std::vector<float> scalar = x;
+        for (int h = 0; h < 3; ++h) RopeRotateHead(rope, position, scalar.data() + h * head_dim);
+        std::vector<float> vec = x;
+        cpu::simd::RotationCoefficients r;
+        cpu::simd::RopeCoefficients(rope, position, &r);
+        cpu::simd::RotateHeads(r, vec.data(), 3, head_dim);
+        EXPECT_TRUE(BitEqual(vec, scalar)) << "head_dim " << head_dim << " position " << position;
+      }
+    }
+  }
+}
+
+TEST(SimdDispatchTest, NamesTheChosenTarget) {
+  const std::string name = cpu::simd::TargetName();
+  EXPECT_FALSE(name.empty());
+}
+
+}  // namespace
+}  // namespace pagedkv
