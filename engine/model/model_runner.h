@@ -67,8 +67,9 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   int32_t num_blocks = 0;                    // KV blocks (per layer); > 0
   int32_t block_size = 16;                   // tokens per KV block; > 0
   DType kv_dtype = DType::kF32;              // storage type of the KV pages
-  // RoPE; unset: llama2.c's (head_dim, interleaved pairs, config.rope_base, no scaling,
-  // max_position_embeddings = seq_len). When set, head_dim must match the model's.
+  // RoPE; unset: the model's (config.rope, e.g. a Hugging Face model's), else llama2.c's
+  // (head_dim, interleaved pairs, config.rope_base, no scaling, max_position_embeddings =
+  // seq_len). When set, head_dim must match the model's.
   std::optional<RopeConfig> rope = std::nullopt;
   // Positions held by the cos/sin table (beyond it RoPE is computed directly); 0: the context
   // length (ContextLength()).
