@@ -2,6 +2,7 @@
 #include "engine/model/added_tokens.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -39,9 +40,9 @@ size_t SpacesAfter(std::string_view text, size_t begin) {
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedPattern> patterns)
     : patterns_(std::move(patterns)) {
   for (size_t p = 0; p < patterns_.size(); ++p) {
-    by_first_byte_[patterns_[p].text[0]].push_back(p);
+    by_first_byte_[static_cast<uint8_t>(patterns_[p].text[0])].push_back(p);
   }
-  for (auto& [byte, list] : by_first_byte_) {
+  for (std::vector<size_t>& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [this](size_t a, size_t b) {
       return patterns_[a].text.size() > patterns_[b].text.size();
     });
@@ -52,14 +53,11 @@ std::vector<TextPiece> AddedTokenMatcher::Split(std::string_view text) const {
   std::vector<TextPiece> pieces;
   size_t last = 0;  // start of the text not yet emitted
   for (size_t i = 0; i < text.size() && !patterns_.empty();) {
-    auto it = by_first_byte_.find(text[i]);
     const AddedPattern* hit = nullptr;
-    if (it != by_first_byte_.end()) {
-      for (size_t p : it->second) {
-        if (text.substr(i).starts_with(patterns_[p].text)) {
-          hit = &patterns_[p];
-          break;
-        }
+    for (size_t p : by_first_byte_[static_cast<uint8_t>(text[i])]) {
+      if (text.substr(i).starts_with(patterns_[p].text)) {
+        hit = &patterns_[p];
+        break;
       }
     }
     if (hit == nullptr) {

@@ -9,11 +9,11 @@
 #ifndef PAGEDKV_ENGINE_MODEL_ADDED_TOKENS_H_
 #define PAGEDKV_ENGINE_MODEL_ADDED_TOKENS_H_
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -44,7 +44,7 @@ class PAGEDKV_EXPORT AddedTokenMatcher {
  private:
   std::vector<AddedPattern> patterns_;
   // Patterns by first byte, longest first.
-  absl::flat_hash_map<char, std::vector<size_t>> by_first_byte_;
+  std::array<std::vector<size_t>, 256> by_first_byte_;
 };
 
 }  // namespace pagedkv::model_internal

@@ -96,30 +96,37 @@ std::vector<BpeModel::Symbol> BpeModel::InitialSymbols(std::string_view word) co
 }
 
 void BpeModel::MergeAll(std::vector<Symbol>* symbols) const {
+  // A candidate is still valid when both symbols are unchanged neighbours (so no second merge
+  // lookup is needed on pop).
   struct Candidate {
-    int32_t rank, pos;
-    TokenId new_id;
+    int32_t rank, pos, right;
+    TokenId left_id, right_id, new_id;
     bool operator>(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
   std::vector<Symbol>& s = *symbols;
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  std::vector<Candidate> storage;
+  storage.reserve(s.size());
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue(
+      std::greater<Candidate>(), std::move(storage));
   auto offer = [&](int32_t left) {
     const Symbol& l = s[static_cast<size_t>(left)];
     if (l.next < 0) return;
-    auto it = merges_.find(PairKey(l.id, s[static_cast<size_t>(l.next)].id));
-    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.new_id});
+    const TokenId right_id = s[static_cast<size_t>(l.next)].id;
+    auto it = merges_.find(PairKey(l.id, right_id));
+    if (it != merges_.end()) {
+      queue.push({it->second.rank, left, l.next, l.id, right_id, it->second.new_id});
+    }
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(s.size()); ++i) offer(i);
   while (!queue.empty()) {
     const Candidate top = queue.top();
     queue.pop();
     Symbol& l = s[static_cast<size_t>(top.pos)];
-    if (l.len == 0 || l.next < 0) continue;  // merged away, or now last
+    if (l.len == 0 || l.next != top.right || l.id != top.left_id) continue;  // stale
     Symbol& r = s[static_cast<size_t>(l.next)];
-    auto it = merges_.find(PairKey(l.id, r.id));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale
+    if (r.id != top.right_id) continue;  // stale
     l.id = top.new_id;
     l.len += r.len;
     r.len = 0;

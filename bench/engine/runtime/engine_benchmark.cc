@@ -137,15 +137,28 @@ void BM_EngineSharedPrefixTtft(benchmark::State& state, const std::string& model
 
 BENCHMARK_CAPTURE(BM_PlainDecode, aidreams260K, "aidreams260K")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineDecode, aidreams260K, "aidreams260K")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlainDecode, tinystories656K, "tinystories656K")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineDecode, tinystories656K, "tinystories656K")
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PlainDecode, random15M, "random15M")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineDecode, random15M, "random15M")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineConcurrent, aidreams260K, "aidreams260K")
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineConcurrent, tinystories656K, "tinystories656K")
     ->Arg(32)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineConcurrent, random15M, "random15M")
     ->Arg(32)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineSharedPrefixTtft, aidreams260K, "aidreams260K")
+    ->ArgName("caching")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineSharedPrefixTtft, tinystories656K, "tinystories656K")
     ->ArgName("caching")
     ->Arg(0)
     ->Arg(1)
