@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Engine: a llama2.c model served on paged KV memory with prefix caching and continuous batching.
+// Engine: a Llama-family model (a llama2.c checkpoint or a Hugging Face directory, see
+// pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous batching.
 //
 // Requests go in (prompt tokens or text, how many tokens to generate, sampling settings, cache
 // salt, priority); each Step() asks the scheduler for one flat batch (prefill chunks and decode
