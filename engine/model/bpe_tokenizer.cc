@@ -66,7 +66,9 @@ struct BpeTokenizer::Impl {
   AddedTokenMatcher raw_added, normalized_added;
 
   std::string Normalize(std::string_view segment) const;
-  void EncodeSegment(std::string_view normalized, std::vector<TokenId>* out) const;
+  // `at_start`: the segment begins the text (Metaspace's "first" scheme).
+  void EncodeSegment(std::string_view normalized, bool at_start, std::vector<TokenId>* out) const;
+  void EncodeMetaspace(std::string_view segment, bool at_start, std::vector<TokenId>* out) const;
   void AppendDecoded(std::string_view token, bool replace_invalid, std::string* bytes,
                      std::string* out) const;
 };
@@ -79,9 +81,35 @@ std::string BpeTokenizer::Impl::Normalize(std::string_view segment) const {
   return s;
 }
 
-void BpeTokenizer::Impl::EncodeSegment(std::string_view normalized,
+void BpeTokenizer::Impl::EncodeMetaspace(std::string_view segment, bool at_start,
+                                         std::vector<TokenId>* out) const {
+  std::string s = ReplaceAll(segment, " ", kSpaceMarker);
+  const bool prepend = spec.metaspace == MetaspaceMode::kAlways ||
+                       (spec.metaspace == MetaspaceMode::kFirst && at_start);
+  if (prepend && !std::string_view(s).starts_with(kSpaceMarker)) {
+    std::string t;
+    t.reserve(s.size() + kSpaceMarker.size());
+    t.append(kSpaceMarker.data(), kSpaceMarker.size());
+    t.append(s);
+    s = std::move(t);
+  }
+  if (!spec.metaspace_split) {
+    model->EncodeWord(s, out);
+    return;
+  }
+  size_t begin = 0;  // split before every "▁" (the marker starts the next word)
+  for (size_t i = 1; i <= s.size(); ++i) {
+    if (i == s.size() || std::string_view(s).substr(i).starts_with(kSpaceMarker)) {
+      model->EncodeWord(std::string_view(s).substr(begin, i - begin), out);
+      begin = i;
+    }
+  }
+}
+
+void BpeTokenizer::Impl::EncodeSegment(std::string_view normalized, bool at_start,
                                        std::vector<TokenId>* out) const {
   if (spec.family == BpeFamily::kSentencePiece) {
+    if (spec.metaspace != MetaspaceMode::kOff) return EncodeMetaspace(normalized, at_start, out);
     model->EncodeWord(normalized, out);
     return;
   }
@@ -182,7 +210,9 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_specia
       if (piece.id >= 0) {
         ids.push_back(piece.id);
       } else {
-        m.EncodeSegment(piece.text, &ids);
+        const bool at_start =
+            raw.text.data() == text.data() && piece.text.data() == normalized.data();
+        m.EncodeSegment(piece.text, at_start, &ids);
       }
     }
   }

@@ -124,11 +124,32 @@ absl::Status ParseSplit(const json& m, const std::string& at, BpeTokenizerSpec* 
   return absl::OkStatus();
 }
 
+// Metaspace's prepend_scheme ("always", "first", "never"; older files: add_prefix_space).
+absl::StatusOr<MetaspaceMode> MetaspaceScheme(const json& m, const std::string& at) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::string replacement, RequiredString(m, "replacement", at));
+  if (replacement != kSpaceMarker) return Refuse(at, "Metaspace replacement (only ▁)");
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<std::string> scheme,
+                           OptionalString(m, "prepend_scheme", at));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> prefix, OptionalBool(m, "add_prefix_space", at));
+  const std::string s = scheme.value_or(prefix.value_or(true) ? "always" : "never");
+  if (s == "always") return MetaspaceMode::kAlways;
+  if (s == "first") return MetaspaceMode::kFirst;
+  if (s == "never") return MetaspaceMode::kNever;
+  return Refuse(at, absl::StrCat("Metaspace prepend_scheme \"", s, "\""));
+}
+
 absl::Status ParsePreTokenizer(const json& root, const std::string& where, BpeTokenizerSpec* spec) {
   const json* p = FindField(root, "pre_tokenizer");
   spec->family = BpeFamily::kSentencePiece;
   if (p == nullptr) return absl::OkStatus();
   const std::string at = absl::StrCat(where, ": pre_tokenizer");
+  const json* type = p->is_object() ? FindField(*p, "type") : nullptr;
+  if (type != nullptr && *type == "Metaspace") {
+    PAGEDKV_ASSIGN_OR_RETURN(spec->metaspace, MetaspaceScheme(*p, at));
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> split, OptionalBool(*p, "split", at));
+    spec->metaspace_split = split.value_or(true);
+    return absl::OkStatus();
+  }
   bool split = false, byte_level = false, use_regex = false;
   for (const json* m : Members(*p, "pretokenizers")) {
     PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
@@ -317,6 +338,11 @@ absl::Status ParseDecoder(const json& root, const std::string& where, BpeTokeniz
         return Refuse(at, "Replace (only \"▁\" -> \" \")");
       continue;
     }
+    if (!byte_level && type == "Metaspace") {  // "▁" -> " ", and the first space dropped
+      PAGEDKV_ASSIGN_OR_RETURN(MetaspaceMode mode, MetaspaceScheme(*m, at));
+      spec->strip_leading_spaces = mode == MetaspaceMode::kNever ? 0 : 1;
+      continue;
+    }
     if (!byte_level && type == "Strip") {
       PAGEDKV_ASSIGN_OR_RETURN(std::string content, RequiredString(*m, "content", at));
       PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> start, OptionalInt(*m, "start", at));
@@ -350,6 +376,9 @@ absl::StatusOr<BpeTokenizerSpec> ParseHfTokenizerJson(const std::string& json_te
   PAGEDKV_RETURN_IF_ERROR(ParsePreTokenizer(root, where, &spec));
   if (spec.family == BpeFamily::kByteLevel && (spec.prepend_space_marker || spec.replace_spaces)) {
     return Refuse(where, "normalizer with a ByteLevel pre-tokenizer");
+  }
+  if (spec.metaspace != MetaspaceMode::kOff && (spec.prepend_space_marker || spec.replace_spaces)) {
+    return Refuse(where, "Prepend/Replace normalizer together with a Metaspace pre-tokenizer");
   }
   PAGEDKV_RETURN_IF_ERROR(ParsePostProcessor(root, where, &spec));
   PAGEDKV_RETURN_IF_ERROR(ParseDecoder(root, where, &spec));

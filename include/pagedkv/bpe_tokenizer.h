@@ -8,7 +8,8 @@
 // Families (what tokenizers' components do, in this order):
 //   kSentencePiece (Llama-2, TinyStories): normalizer Prepend("▁") + Replace(" " -> "▁"), no
 //     pre-tokenizer (the whole normalized text is one BPE word), byte fallback to "<0xNN>",
-//     fuse_unk; decoder Replace("▁" -> " "), ByteFallback, Fuse, Strip(leading spaces).
+//     fuse_unk; decoder Replace("▁" -> " "), ByteFallback, Fuse, Strip(leading spaces). Newer
+//     files do the "▁" work in a Metaspace pre-tokenizer instead (MetaspaceMode).
 //   kByteLevel (GPT-2, Llama-3, Qwen2): the split regex (GPT-2's, Llama-3's or Qwen2's, each
 //     implemented by hand over Unicode letter/number/space classes), each piece's bytes mapped by
 //     GPT-2's byte-to-unicode table, BPE per piece (ignore_merges as Llama-3); decoder ByteLevel.
@@ -61,6 +62,15 @@ enum class ByteLevelSplit {
   kQwen2,   // as kLlama3 with \p{N} (one digit per piece)
 };
 
+// The Metaspace pre-tokenizer of newer SentencePiece-style tokenizer.json files (its
+// prepend_scheme), or kOff when the normalizer does that job.
+enum class MetaspaceMode {
+  kOff,     // no Metaspace pre-tokenizer
+  kAlways,  // "▁" prepended to every segment (between added tokens) not starting with one
+  kFirst,   // only to the segment at the start of the text
+  kNever,   // spaces replaced, nothing prepended
+};
+
 struct PAGEDKV_EXPORT AddedToken {
   std::string content;
   TokenId id = 0;
@@ -83,6 +93,10 @@ struct PAGEDKV_EXPORT BpeTokenizerSpec {
   bool prepend_space_marker = true;
   bool replace_spaces = true;
   int32_t strip_leading_spaces = 1;  // decoder Strip: spaces dropped at the start of a text
+  // kSentencePiece Metaspace pre-tokenizer: " " -> "▁", the prepend per the mode, and with
+  // metaspace_split each "▁"-led word is its own BPE word.
+  MetaspaceMode metaspace = MetaspaceMode::kOff;
+  bool metaspace_split = false;
   // kByteLevel pre-tokenizer.
   ByteLevelSplit split = ByteLevelSplit::kGpt2;
   bool add_prefix_space = false;  // ByteLevel add_prefix_space

@@ -6,13 +6,16 @@
 //   model          BPE (vocab, merges as "a b" strings or [a, b] pairs, unk_token, fuse_unk,
 //                  byte_fallback, ignore_merges; dropout null, no subword prefix / suffix)
 //   normalizer     null, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of them
-//   pre_tokenizer  null (SentencePiece family); ByteLevel (use_regex: GPT-2's split); or a
+//   pre_tokenizer  null or Metaspace("▁", prepend_scheme, split) (SentencePiece family);
+//                  ByteLevel (use_regex: GPT-2's split); or a
 //                  Sequence of Split(GPT-2's / Llama-3's / Qwen2's regex, Isolated) and
 //                  ByteLevel(use_regex false) (byte-level family)
 //   post_processor null, TemplateProcessing (single: special tokens around $A), ByteLevel, or a
 //                  Sequence of them
-//   decoder        null; Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0) or a
-//                  Sequence of them; ByteLevel
+//   decoder        null; Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0),
+//                  Metaspace (approximated: "▁" -> " " and one leading space stripped, where
+//                  tokenizers drops every "▁" of the first token) or a Sequence of them;
+//                  ByteLevel
 //   added_tokens   id, content, special, normalized, lstrip, rstrip (single_word refused)
 //
 // Example:

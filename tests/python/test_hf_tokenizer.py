@@ -80,6 +80,24 @@ def test_sentencepiece_style_matches(tk, tmp_path):
     check_same(hf, pagedkv.Tokenizer.load_huggingface(str(path)))
 
 
+@pytest.mark.parametrize("scheme,split", [("first", False), ("always", True), ("never", False)])
+def test_metaspace_style_matches(tk, tmp_path, scheme, split):
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+    tok = tk.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme, split=split)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    special = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(0xC0, 0x100)]
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=special))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    path = tmp_path / "metaspace.json"
+    tok.save(str(path))
+    texts = TEXTS + ["a<s>b <s> c", "<s>start"]
+    ours = pagedkv.Tokenizer.load_huggingface(str(path))
+    for text in texts:
+        assert ours.encode(text) == tok.encode(text).ids, text
+
+
 @pytest.mark.parametrize("split", ["gpt2", "llama3", "qwen2"])
 def test_byte_level_matches(tk, tmp_path, split):
     from tokenizers import Regex, decoders, models, pre_tokenizers, trainers

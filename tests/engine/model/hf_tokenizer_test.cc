@@ -116,6 +116,23 @@ TEST(HfTokenizerSentencePieceTest, NormalizedAddedTokenMatchesItsNormalizedForm)
   EXPECT_THAT(Ids(t, "cab", false), ElementsAre(3, 6, 8));
 }
 
+TEST(HfTokenizerSentencePieceTest, MetaspacePreTokenizerPrependsOnlyAtTheStart) {
+  json j = SentencePieceJson();
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}};
+  const Tokenizer t = Make(j);
+  // "a" starts the text: "▁a"; "b" after <s> does not start it: no "▁".
+  EXPECT_THAT(Ids(t, "a<s>b", false), ElementsAre(7, 1, 5));
+  // " a": the space becomes "▁", which is not doubled.
+  EXPECT_THAT(Ids(t, " a", false), ElementsAre(7));
+  j["pre_tokenizer"]["prepend_scheme"] = "always";
+  j["pre_tokenizer"]["split"] = true;
+  // always: "b" gets its "▁" too; split: "▁a▁b" is two words, so (▁a, b) never meets.
+  EXPECT_THAT(Ids(Make(j), "a<s>b", false), ElementsAre(7, 1, 3, 5));
+  EXPECT_THAT(Ids(Make(j), "ab", false), ElementsAre(9));
+}
+
 // Byte-level (GPT-2 style): alphabet characters as tokens; Ġ is the space byte, Ċ the newline.
 json ByteLevelJson(bool ignore_merges) {
   json vocab = json::object();
