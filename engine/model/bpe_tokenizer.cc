@@ -19,6 +19,7 @@
 #include "engine/model/bpe_model.h"
 #include "engine/model/byte_level.h"
 #include "engine/model/unicode_categories.h"
+#include "engine/model/unicode_nfc.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -74,6 +75,8 @@ struct BpeTokenizer::Impl {
 };
 
 std::string BpeTokenizer::Impl::Normalize(std::string_view segment) const {
+  const std::string nfc = spec.nfc ? model_internal::NfcNormalize(segment) : std::string();
+  if (spec.nfc) segment = nfc;
   if (spec.family != BpeFamily::kSentencePiece || segment.empty()) return std::string(segment);
   std::string s = spec.prepend_space_marker ? std::string(kSpaceMarker) + std::string(segment)
                                             : std::string(segment);

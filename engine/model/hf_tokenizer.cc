@@ -77,7 +77,9 @@ absl::Status ParseNormalizer(const json& root, const std::string& where, BpeToke
   const std::string at = absl::StrCat(where, ": normalizer");
   for (const json* m : Members(*n, "normalizers")) {
     PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
-    if (type == "Prepend") {
+    if (type == "NFC") {
+      spec->nfc = true;
+    } else if (type == "Prepend") {
       PAGEDKV_ASSIGN_OR_RETURN(std::string p, RequiredString(*m, "prepend", at));
       if (p != kSpaceMarker) return Refuse(at, absl::StrCat("Prepend of \"", p, "\" (only ▁)"));
       spec->prepend_space_marker = true;

@@ -89,6 +89,7 @@ struct PAGEDKV_EXPORT BpeTokenizerSpec {
   bool byte_fallback = false;
   bool fuse_unk = false;
   bool ignore_merges = false;
+  bool nfc = false;  // normalizer NFC (Qwen2), before the two below
   // kSentencePiece normalizer: prepend "▁" to each non-empty segment; replace " " by "▁".
   bool prepend_space_marker = true;
   bool replace_spaces = true;

@@ -5,7 +5,7 @@
 // Accepted components (anything else is refused with InvalidArgument naming its type or field):
 //   model          BPE (vocab, merges as "a b" strings or [a, b] pairs, unk_token, fuse_unk,
 //                  byte_fallback, ignore_merges; dropout null, no subword prefix / suffix)
-//   normalizer     null, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of them
+//   normalizer     null, NFC, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of them
 //   pre_tokenizer  null or Metaspace("▁", prepend_scheme, split) (SentencePiece family);
 //                  ByteLevel (use_regex: GPT-2's split); or a
 //                  Sequence of Split(GPT-2's / Llama-3's / Qwen2's regex, Isolated) and

@@ -98,10 +98,19 @@ def test_metaspace_style_matches(tk, tmp_path, scheme, split):
         assert ours.encode(text) == tok.encode(text).ids, text
 
 
+NFC_TEXTS = [
+    "e\u0301 cafe\u0301 o\u0308\u0304 \u1100\u1161\u11a8 \u1112\u1161 \uac00",
+    "a\u0323\u0302 a\u0302\u0323 \u212b \u2126 \u0958 q\u0307\u0323",
+    "\u0301 leading mark, \u00c5\u030a, \U0001d15e and \u0f73",
+]
+
+
 @pytest.mark.parametrize("split", ["gpt2", "llama3", "qwen2"])
 def test_byte_level_matches(tk, tmp_path, split):
-    from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
     tok = tk.Tokenizer(models.BPE(ignore_merges=split == "llama3"))
+    if split == "qwen2":
+        tok.normalizer = normalizers.NFC()
     if split == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
@@ -116,4 +125,7 @@ def test_byte_level_matches(tk, tmp_path, split):
     path = tmp_path / f"{split}.json"
     tok.save(str(path))
     texts = TEXTS + ["with <|endoftext|> inside<|endoftext|>"]
+    if split == "qwen2":
+        texts += NFC_TEXTS
+        assert tok.encode(NFC_TEXTS[0]).ids != tok.encode(NFC_TEXTS[0].replace("\u0301", "")).ids
     check_same(tok, pagedkv.Tokenizer.load_huggingface(str(path)), texts)
