@@ -273,7 +273,9 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   if (tokenizer_ != nullptr) {
     absl::StatusOr<std::string> text =
         tokenizer_->Decode(result.output_tokens, record.prompt.back());
-    // Tokens come from the model's vocabulary, which is the tokenizer's: decoding cannot fail.
+    // Tokens come from the model's vocabulary, which is the tokenizer's; only a Hugging Face model
+    // with padding rows past its tokenizer (Qwen2) can sample an id the tokenizer lacks, and then
+    // the text is left empty (the ids are in output_tokens).
     if (text.ok()) result.text = *std::move(text);
   }
   return result;

@@ -1,9 +1,12 @@
 """pagedkv's tokenizer.json BPE against Hugging Face `tokenizers` (skipped when that package is
 not installed): TinyStories-656K's tokenizer (skipped without ../shared/data) and tokenizers
 trained here by `tokenizers` itself in each supported style (SentencePiece-style with byte
-fallback; byte-level with GPT-2's, Llama-3's and Qwen2's split)."""
+fallback, Metaspace, byte-level with GPT-2's, Llama-3's and Qwen2's split and NFC); and the
+Engine on the TinyStories-656K directory, against the CLI."""
 
 from __future__ import annotations
+
+import subprocess
 
 import pytest
 
@@ -129,3 +132,16 @@ def test_byte_level_matches(tk, tmp_path, split):
         texts += NFC_TEXTS
         assert tok.encode(NFC_TEXTS[0]).ids != tok.encode(NFC_TEXTS[0].replace("\u0301", "")).ids
     check_same(tok, pagedkv.Tokenizer.load_huggingface(str(path)), texts)
+
+
+def test_engine_loads_a_hugging_face_directory(cli):
+    model = shared_data_dir() / "tinystories656K"
+    if not (model / "config.json").exists():
+        pytest.skip("../shared/data/tinystories656K not found")
+    engine = pagedkv.Engine.load(str(model), backend="cpu")
+    [result] = engine.generate([pagedkv.GenerationRequest(max_new_tokens=16)])
+    assert result.prompt_tokens == [1]
+    assert result.text.startswith("Once upon a time, there was a little girl named Lily.")
+    out = subprocess.run([str(cli), "generate", "--model", str(model), "-n", "16", "--backend",
+                          "cpu"], check=True, capture_output=True, text=True).stdout
+    assert result.text in out
