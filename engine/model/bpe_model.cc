@@ -1,9 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/model/bpe_model.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,44 +96,54 @@ std::vector<BpeModel::Symbol> BpeModel::InitialSymbols(std::string_view word) co
 }
 
 void BpeModel::MergeAll(std::vector<Symbol>* symbols) const {
-  // A candidate is still valid when both symbols are unchanged neighbours (so no second merge
-  // lookup is needed on pop).
+  // A candidate merge: the pair starting at symbol `pos` has merge rank `rank` and yields
+  // `new_id`. Ordered by (rank, pos), smallest first, in a 16-byte entry (rank and pos in one key).
+  // On pop it applies when the pair now at `pos` still yields new_id (tokenizers' rule).
   struct Candidate {
-    int32_t rank, pos, right;
-    TokenId left_id, right_id, new_id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    uint64_t key;  // rank << 32 | pos
+    TokenId new_id;
+    bool operator>(const Candidate& o) const { return key > o.key; }
   };
   std::vector<Symbol>& s = *symbols;
-  std::vector<Candidate> storage;
-  storage.reserve(s.size());
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue(
-      std::greater<Candidate>(), std::move(storage));
-  auto offer = [&](int32_t left) {
+  std::vector<Candidate> heap;
+  heap.reserve(s.size());
+  auto candidate = [&](int32_t left, Candidate* out) {
     const Symbol& l = s[static_cast<size_t>(left)];
-    if (l.next < 0) return;
-    const TokenId right_id = s[static_cast<size_t>(l.next)].id;
-    auto it = merges_.find(PairKey(l.id, right_id));
-    if (it != merges_.end()) {
-      queue.push({it->second.rank, left, l.next, l.id, right_id, it->second.new_id});
-    }
+    if (l.next < 0) return false;
+    auto it = merges_.find(PairKey(l.id, s[static_cast<size_t>(l.next)].id));
+    if (it == merges_.end()) return false;
+    *out = {(static_cast<uint64_t>(it->second.rank) << 32) | static_cast<uint32_t>(left),
+            it->second.new_id};
+    return true;
   };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(s.size()); ++i) offer(i);
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    Symbol& l = s[static_cast<size_t>(top.pos)];
-    if (l.len == 0 || l.next != top.right || l.id != top.left_id) continue;  // stale
+  Candidate c;
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(s.size()); ++i) {
+    if (candidate(i, &c)) heap.push_back(c);
+  }
+  const std::greater<Candidate> after;
+  std::make_heap(heap.begin(), heap.end(), after);
+  auto offer = [&](int32_t left) {
+    if (!candidate(left, &c)) return;
+    heap.push_back(c);
+    std::push_heap(heap.begin(), heap.end(), after);
+  };
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), after);
+    const Candidate top = heap.back();
+    heap.pop_back();
+    const auto pos = static_cast<int32_t>(top.key & 0xffffffffu);
+    Symbol& l = s[static_cast<size_t>(pos)];
+    if (l.len == 0 || l.next < 0) continue;  // merged away, or now last
     Symbol& r = s[static_cast<size_t>(l.next)];
-    if (r.id != top.right_id) continue;  // stale
+    auto it = merges_.find(PairKey(l.id, r.id));
+    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale
     l.id = top.new_id;
     l.len += r.len;
     r.len = 0;
     l.next = r.next;
-    if (l.next >= 0) s[static_cast<size_t>(l.next)].prev = top.pos;
+    if (l.next >= 0) s[static_cast<size_t>(l.next)].prev = pos;
     if (l.prev >= 0) offer(l.prev);
-    offer(top.pos);
+    offer(pos);
   }
 }
 
