@@ -37,7 +37,8 @@ class TensorPacker {
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite((*out_)[at + static_cast<size_t>(i)])) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "safetensors checkpoint: tensor '%s' holds a non-finite value at element %d", name, i));
+            "safetensors checkpoint '%s': tensor '%s' holds a non-finite value at element %d",
+            ckpt_.dir(), name, i));
       }
     }
     used_.insert(name);
@@ -63,7 +64,7 @@ absl::StatusOr<std::string> EmbeddingName(const SafetensorsCheckpoint& ckpt, con
   if (ckpt.Has(embed)) return embed;
   if (c.shared_classifier && ckpt.Has(head)) return head;
   return absl::InvalidArgumentError(
-      absl::StrCat("safetensors checkpoint: missing tensor '", embed, "'",
+      absl::StrCat("safetensors checkpoint '", ckpt.dir(), "': missing tensor '", embed, "'",
                    c.shared_classifier ? " (and no lm_head.weight to tie it to)"
                                        : " (tie_word_embeddings is false)"));
 }

@@ -225,6 +225,7 @@ absl::StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::str
   const std::filesystem::path single = root / "model.safetensors";
   std::error_code ec;
   SafetensorsCheckpoint ckpt;
+  ckpt.dir_ = dir;
   if (std::filesystem::exists(index, ec)) {
     PAGEDKV_ASSIGN_OR_RETURN(auto entries, ReadIndex(index.string()));
     absl::flat_hash_map<std::string, const SafetensorsFile*> by_file;
@@ -267,7 +268,7 @@ absl::Status SafetensorsCheckpoint::ReadF32(const std::string& name,
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("safetensors checkpoint: missing tensor '%s' (shape [%s])", name,
+        absl::StrFormat("safetensors checkpoint '%s': missing tensor '%s' (shape [%s])", dir_, name,
                         absl::StrJoin(shape, ", ")));
   }
   const SafetensorsTensor& t = *it->second->Find(name);

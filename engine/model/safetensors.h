@@ -76,6 +76,7 @@ class PAGEDKV_EXPORT SafetensorsCheckpoint {
   static absl::StatusOr<SafetensorsCheckpoint> Open(const std::string& dir);
 
   bool Has(const std::string& name) const { return where_.contains(name); }
+  const std::string& dir() const { return dir_; }
   // The tensor `name`, or null when absent.
   const SafetensorsTensor* Find(const std::string& name) const;
 
@@ -88,6 +89,8 @@ class PAGEDKV_EXPORT SafetensorsCheckpoint {
   std::vector<std::string> Names() const;
 
  private:
+  // The directory (for errors that name no single file) and the files.
+  std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   absl::flat_hash_map<std::string, const SafetensorsFile*> where_;
 };

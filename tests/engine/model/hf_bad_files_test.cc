@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -132,6 +133,13 @@ TEST_F(HfBadFilesTest, SizeMismatchOverlapAndBadJson) {
   h3["model.layers.0.self_attn.q_norm.weight"] = {
       {"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {d3.size(), d3.size()}}};
   ExpectInvalid(Load(WithFile("extra", h3, d3)), "q_norm", "not part of");
+}
+
+TEST_F(HfBadFilesTest, NonFiniteWeight) {
+  auto [header, data] = Parts(Dir("nan0"));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(data.data() + header["model.norm.weight"]["data_offsets"][0].get<size_t>(), &nan, 4);
+  ExpectInvalid(Load(WithFile("nan", header, data)), "model.norm.weight", "non-finite");
 }
 
 TEST_F(HfBadFilesTest, ShardIndexProblems) {
