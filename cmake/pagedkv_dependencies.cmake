@@ -4,6 +4,9 @@ find_package(absl REQUIRED)
 find_package(Threads REQUIRED)
 # Google Highway (libhwy-dev): the CPU backend's vector kernels with run-time target dispatch.
 find_package(hwy REQUIRED CONFIG)
+# nlohmann-json (header-only): the model loaders read config.json, tokenizer.json and safetensors
+# headers with it, so it is always needed.
+find_package(nlohmann_json REQUIRED)
 # xxHash is used header-only (XXH_INLINE_ALL), so no installed target links a library for it.
 find_path(PAGEDKV_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 add_library(pagedkv_xxhash_headers INTERFACE)
@@ -18,7 +21,6 @@ if(PAGEDKV_BUILD_EVENTS)
 endif()
 if(PAGEDKV_BUILD_REPLAY)
   find_package(simdjson REQUIRED)
-  find_package(nlohmann_json REQUIRED)
   find_package(ZLIB REQUIRED)
 endif()
 if(PAGEDKV_BUILD_TOOLS OR PAGEDKV_BUILD_TESTS)

@@ -1,8 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// `pagedkv generate`: text generation with a llama2.c model on the paged engine.
+// `pagedkv generate`: text generation with a llama2.c model or a Hugging Face model directory on
+// the paged engine.
 //
 //   pagedkv generate --model M.bin --tokenizer T.bin --prompt "Once" --prompt "Twice" -n 64
+//   pagedkv generate --model ../shared/data/tinystories656K -n 64
 //
 // Several --prompt flags are one batch (continuous batching); --sequential runs them one after
 // another instead, so later prompts can hit the prefix cache filled by earlier ones.
@@ -125,6 +127,11 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Load(flags.model, flags.tokenizer, options));
+  if (engine->tokenizer() == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "generate: the model '", flags.model,
+        "' has no tokenizer: pass --tokenizer (llama2.c), or add tokenizer.json to the directory"));
+  }
   const Tokenizer& tok = *engine->tokenizer();
 
   std::vector<std::string> prompts = flags.prompts;
@@ -212,11 +219,17 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
 
 void AddGenerateCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate text with a llama2.c model on the paged engine (prefix caching on)");
-  cmd->add_option("--model", flags->model, "llama2.c checkpoint (legacy v0 .bin)")->required();
-  cmd->add_option("--tokenizer", flags->tokenizer, "llama2.c tokenizer .bin for the model")
+  CLI::App* cmd =
+      app.add_subcommand("generate",
+                         "Generate text with a llama2.c or Hugging Face model on the paged engine "
+                         "(prefix caching on)");
+  cmd->add_option("--model", flags->model,
+                  "llama2.c checkpoint (legacy v0 .bin), or a Hugging Face model directory "
+                  "(config.json, *.safetensors, tokenizer.json)")
       ->required();
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "llama2.c tokenizer .bin for a .bin model (a Hugging Face directory uses its "
+                  "tokenizer.json unless this names another)");
   cmd->add_option("--prompt", flags->prompts,
                   "prompt text; repeat for several prompts, run as one batch (none: BOS alone)");
   cmd->add_option("--temperature", flags->temperature, "0 = greedy (default)");

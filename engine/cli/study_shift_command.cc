@@ -26,6 +26,7 @@
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/model_config.h"
+#include "pagedkv/model_source.h"
 #include "pagedkv/model_weights.h"
 
 namespace pagedkv::cli {
@@ -264,13 +265,13 @@ int Run(StudyShiftFlags& flags) {
     o.weights = std::make_shared<const ModelWeights>(*std::move(weights));
     std::cout << "(no --model: the built-in random-weights model)\n";
   } else {
-    absl::StatusOr<ModelWeights> weights = ModelWeights::LoadLlama2c(flags.model);
-    if (!weights.ok()) {
-      std::cerr << "study-shift: " << weights.status().message() << "\n";
+    absl::StatusOr<LoadedModel> model = LoadModel(flags.model);
+    if (!model.ok()) {
+      std::cerr << "study-shift: " << model.status().message() << "\n";
       return 2;
     }
-    o.weights = std::make_shared<const ModelWeights>(*std::move(weights));
-    std::cout << "model file: " << flags.model << "\n";
+    o.weights = std::move(model->weights);
+    std::cout << "model: " << flags.model << " (" << model->format << ")\n";
   }
   absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(o);
   if (!report.ok()) {
@@ -314,8 +315,9 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
       "and drift, and next-token quality of reuse variants against full recompute. Writes a "
       "table, CSVs and a plot; PASS/FAIL only for the layer-0 re-rotation check.");
   sub->add_option("--model", flags->model,
-                  "llama2.c checkpoint (e.g. ../shared/data/aidreams260K/aidreams260K.bin); "
-                  "default: a built-in random-weights model");
+                  "llama2.c checkpoint (e.g. ../shared/data/aidreams260K/aidreams260K.bin) or a "
+                  "Hugging Face model directory (e.g. ../shared/data/tinystories656K); default: a "
+                  "built-in random-weights model");
   sub->add_option("--backend", flags->backend, "cpu, cuda or auto")->capture_default_str();
   sub->add_option("--chunk-len", o.chunk_length, "Tokens of the reused chunk")
       ->capture_default_str();

@@ -109,12 +109,45 @@ void ModelWeights::BindPointers() {
     lw.w1 = w1 + i * h * d;
     lw.w2 = w2 + i * d * h;
     lw.w3 = w3 + i * h * d;
+    if (c.qkv_bias) {
+      const float* b = qkv_bias_.data() + i * (d + 2 * kv);
+      lw.bq = b;
+      lw.bk = b + d;
+      lw.bv = b + d + kv;
+    }
   }
+}
+
+int64_t ModelWeights::QkvBiasSize(const ModelConfig& config) {
+  return config.qkv_bias ? int64_t{config.n_layers} * (config.dim + 2 * config.kv_dim()) : 0;
+}
+
+absl::StatusOr<ModelWeights> ModelWeights::FromParts(const ModelConfig& config,
+                                                     std::vector<float> payload,
+                                                     std::vector<float> qkv_bias) {
+  PAGEDKV_RETURN_IF_ERROR(config.Validate());
+  if (static_cast<int64_t>(qkv_bias.size()) != QkvBiasSize(config)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("q/k/v biases for %s must hold %d floats, got %d", config.ToString(),
+                        QkvBiasSize(config), qkv_bias.size()));
+  }
+  ModelConfig payload_config = config;
+  payload_config.qkv_bias = false;
+  PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights,
+                           FromLlama2cPayload(payload_config, std::move(payload)));
+  weights.config_ = config;
+  weights.qkv_bias_ = std::move(qkv_bias);
+  weights.BindPointers();
+  return weights;
 }
 
 absl::StatusOr<ModelWeights> ModelWeights::FromLlama2cPayload(const ModelConfig& config,
                                                               std::vector<float> payload) {
   PAGEDKV_RETURN_IF_ERROR(config.Validate());
+  if (config.qkv_bias) {
+    return absl::InvalidArgumentError(
+        "FromLlama2cPayload: the config has q/k/v biases; pass them with FromParts");
+  }
   const int64_t expected = PayloadSize(config);
   if (static_cast<int64_t>(payload.size()) != expected) {
     return absl::InvalidArgumentError(
@@ -231,7 +264,10 @@ absl::StatusOr<ModelWeights> ModelWeights::Random(const ModelConfig& config,
     }
   }
   fill(s.wcls, options.embedding_scale, 0.0f);
-  return FromLlama2cPayload(config, std::move(payload));
+  std::vector<float> bias;
+  bias.reserve(static_cast<size_t>(QkvBiasSize(config)));
+  for (int64_t i = 0; i < QkvBiasSize(config); ++i) bias.push_back(0.1f * rng.Symmetric());
+  return FromParts(config, std::move(payload), std::move(bias));
 }
 
 }  // namespace pagedkv

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace pagedkv {
@@ -22,7 +23,8 @@ int64_t ModelConfig::NumParameters() const {
   const int64_t d = dim;
   const int64_t h = hidden_dim;
   const int64_t kv = kv_dim();
-  const int64_t per_layer = 2 * d + d * d * 2 + 2 * kv * d + 3 * d * h;
+  int64_t per_layer = 2 * d + d * d * 2 + 2 * kv * d + 3 * d * h;
+  if (qkv_bias) per_layer += d + 2 * kv;
   int64_t total = int64_t{vocab_size} * d + n_layers * per_layer + d;
   if (!shared_classifier) total += int64_t{vocab_size} * d;
   return total;
@@ -72,15 +74,42 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("model config: rope_base must be > 1, got %g", rope_base));
   }
+  return ValidateRopeAndTokens();
+}
+
+absl::Status ModelConfig::ValidateRopeAndTokens() const {
+  if (rope.has_value()) {
+    if (rope->head_dim != head_dim()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model config: rope.head_dim (%d) must equal head_dim (%d)", rope->head_dim, head_dim()));
+    }
+    if (absl::Status s = rope->Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("model config: rope: ", s.message()));
+    }
+  }
+  if (bos_token_id < 0 || bos_token_id >= vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: bos_token_id %d is outside the vocabulary [0, %d)",
+                        bos_token_id, vocab_size));
+  }
+  for (int32_t id : stop_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model config: stop token %d (eos_token_id) is outside the vocabulary [0, %d)", id,
+          vocab_size));
+    }
+  }
   return absl::OkStatus();
 }
 
 std::string ModelConfig::ToString() const {
-  return absl::StrFormat(
+  const std::string base = absl::StrFormat(
       "dim=%d hidden_dim=%d n_layers=%d n_heads=%d n_kv_heads=%d vocab_size=%d seq_len=%d "
       "shared_classifier=%d rms_norm_eps=%g rope_base=%g",
       dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
       shared_classifier ? 1 : 0, rms_norm_eps, rope_base);
+  return absl::StrCat(base, rope.has_value() ? " " : "",
+                      rope.has_value() ? rope->Fingerprint() : "", qkv_bias ? " qkv_bias=1" : "");
 }
 
 }  // namespace pagedkv

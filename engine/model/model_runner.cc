@@ -40,6 +40,7 @@ absl::Status CopySpan(Backend& backend, const DeviceBuffer& dst, absl::Span<cons
 }  // namespace
 
 RopeConfig DefaultRopeConfig(const ModelConfig& model) {
+  if (model.rope.has_value()) return *model.rope;
   RopeConfig rope;
   rope.head_dim = model.head_dim();
   rope.rotary_dim = 0;
@@ -159,6 +160,11 @@ absl::Status ModelRunner::PlaceWeights() {
     PAGEDKV_ASSIGN_OR_RETURN(dst.w1, PlaceTensor(src.w1, h * d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.w2, PlaceTensor(src.w2, d * h));
     PAGEDKV_ASSIGN_OR_RETURN(dst.w3, PlaceTensor(src.w3, h * d));
+    if (c.qkv_bias) {
+      PAGEDKV_ASSIGN_OR_RETURN(dst.bq, PlaceTensor(src.bq, d));
+      PAGEDKV_ASSIGN_OR_RETURN(dst.bk, PlaceTensor(src.bk, kv));
+      PAGEDKV_ASSIGN_OR_RETURN(dst.bv, PlaceTensor(src.bv, kv));
+    }
   }
   return absl::OkStatus();
 }
@@ -339,6 +345,11 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
     PAGEDKV_RETURN_IF_ERROR(alloc(slots_, n, sizeof(int64_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(gather_rows_, n, sizeof(int64_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(gather_scratch_, n * c.dim, sizeof(float)));
+    if (c.qkv_bias) {
+      PAGEDKV_RETURN_IF_ERROR(alloc(zero_ids_, n, sizeof(TokenId)));
+      const std::vector<TokenId> zeros(static_cast<size_t>(n), 0);
+      PAGEDKV_RETURN_IF_ERROR(b.CopyToDevice(zero_ids_.data(), zeros.data(), zeros.size() * 4));
+    }
     token_capacity_ = n;
   }
   if (num_seqs + 1 > seq_capacity_) {
@@ -405,12 +416,25 @@ absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, int64_t num_rows) {
                                      .num_rows = num_rows,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
-  PAGEDKV_RETURN_IF_ERROR(
-      b.Linear({.x = xb, .w = w.wq, .y = q_.as<float>(), .m = num_rows, .n = c.dim, .k = c.dim}));
-  PAGEDKV_RETURN_IF_ERROR(b.Linear(
-      {.x = xb, .w = w.wk, .y = k_.as<float>(), .m = num_rows, .n = c.kv_dim(), .k = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wq, w.bq, q_.as<float>(), num_rows, c.dim));
+  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wk, w.bk, k_.as<float>(), num_rows, c.kv_dim()));
+  return Project(xb, w.wv, w.bv, v_.as<float>(), num_rows, c.kv_dim());
+}
+
+absl::Status ModelRunner::Project(const float* x, const float* w, const float* bias, float* y,
+                                  int64_t num_rows, int64_t n) {
+  const ModelConfig& c = config();
+  Backend& b = *backend_;
+  if (bias != nullptr) {  // y = bias broadcast to every row (a one-row table gathered at 0)
+    PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = bias,
+                                               .token_ids = zero_ids_.as<const int32_t>(),
+                                               .out = y,
+                                               .num_tokens = num_rows,
+                                               .vocab_size = 1,
+                                               .dim = n}));
+  }
   return b.Linear(
-      {.x = xb, .w = w.wv, .y = v_.as<float>(), .m = num_rows, .n = c.kv_dim(), .k = c.dim});
+      {.x = x, .w = w, .y = y, .m = num_rows, .n = n, .k = c.dim, .accumulate = bias != nullptr});
 }
 
 absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook* hook,

@@ -67,8 +67,9 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   int32_t num_blocks = 0;                    // KV blocks (per layer); > 0
   int32_t block_size = 16;                   // tokens per KV block; > 0
   DType kv_dtype = DType::kF32;              // storage type of the KV pages
-  // RoPE; unset: llama2.c's (head_dim, interleaved pairs, config.rope_base, no scaling,
-  // max_position_embeddings = seq_len). When set, head_dim must match the model's.
+  // RoPE; unset: the model's (config.rope, e.g. a Hugging Face model's), else llama2.c's
+  // (head_dim, interleaved pairs, config.rope_base, no scaling, max_position_embeddings =
+  // seq_len). When set, head_dim must match the model's.
   std::optional<RopeConfig> rope = std::nullopt;
   // Positions held by the cos/sin table (beyond it RoPE is computed directly); 0: the context
   // length (ContextLength()).
@@ -83,7 +84,8 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
 // max_position_embeddings (the extended context) for YaRN and Llama-3.
 PAGEDKV_EXPORT int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope);
 
-// llama2.c's RoPE for `model`: interleaved pairs, base model.rope_base, no scaling.
+// The checkpoint's RoPE (model.rope, e.g. a Hugging Face model's) when set, else llama2.c's for
+// `model`: interleaved pairs, base model.rope_base, no scaling.
 PAGEDKV_EXPORT RopeConfig DefaultRopeConfig(const ModelConfig& model);
 
 // One step's flat batch, in host memory. T = token_ids.size(), n = query_start_loc.size() - 1.
@@ -189,6 +191,9 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status RunLayers(const ModelInput& input, LayerHook* hook, ActiveRows* active);
   // RMSNorm and the Q, K, V projections of the current rows.
   absl::Status ProjectQkv(const LayerWeights& w, int64_t num_rows);
+  // y [num_rows, n] = x [num_rows, dim] w^T (+ bias [n] on every row when bias is not null).
+  absl::Status Project(const float* x, const float* w, const float* bias, float* y,
+                       int64_t num_rows, int64_t n);
   // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
   absl::Status WriteKv(const ModelInput& input, int32_t layer, LayerHook* hook, ActiveRows* active,
                        int64_t* num_rows);
@@ -225,6 +230,7 @@ class PAGEDKV_EXPORT ModelRunner {
   DeviceBuffer x_, xb_, q_, k_, v_, att_, hb_, hb2_, rows_, logits_;
   DeviceBuffer token_ids_, positions_, slots_, query_start_loc_, kv_lens_, block_tables_,
       logits_indices_, sampling_params_, sampled_;
+  DeviceBuffer zero_ids_;  // [token capacity] zeros (qkv_bias): broadcasts a bias row
   DeviceBuffer gather_rows_, gather_scratch_;  // compaction: kept rows (int64), gathered rows
   int64_t kv_read_capacity_ = 0;               // slots kv_read_slots_ holds
   DeviceBuffer kv_read_slots_, kv_read_out_;   // ReadKv on a device: slots, K then V rows

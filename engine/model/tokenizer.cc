@@ -208,6 +208,7 @@ void Tokenizer::MergeByScore(std::vector<TokenId>& tokens) const {
 
 absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
                                                        const EncodeOptions& options) const {
+  if (bpe_ != nullptr) return EncodeBpe(text, options);
   std::vector<TokenId> tokens;
   tokens.reserve(text.size() + 3);
   if (options.add_bos) tokens.push_back(kBosId);
@@ -254,6 +255,9 @@ absl::StatusOr<std::string> Tokenizer::DecodeToken(TokenId prev, TokenId token) 
     return absl::InvalidArgumentError(absl::StrFormat(
         "cannot decode token %d: outside the vocabulary [0, %d)", token, vocab_size()));
   }
+  if (bpe_ != nullptr) {
+    return bpe_->Decode({token}, prev == bos_id_, /*replace_invalid_utf8=*/false);
+  }
   if (token == kBosId || token == kEosId) return std::string();
   const auto index = static_cast<size_t>(token);
   if (piece_byte_[index] >= 0) return std::string(1, static_cast<char>(piece_byte_[index]));
@@ -264,6 +268,7 @@ absl::StatusOr<std::string> Tokenizer::DecodeToken(TokenId prev, TokenId token) 
 
 absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const TokenId> tokens,
                                               TokenId prev) const {
+  if (bpe_ != nullptr) return bpe_->Decode(tokens, prev == bos_id_, /*replace_invalid_utf8=*/true);
   std::string text;
   for (TokenId token : tokens) {
     PAGEDKV_ASSIGN_OR_RETURN(std::string piece, DecodeToken(prev, token));

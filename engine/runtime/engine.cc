@@ -21,6 +21,7 @@
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/model_source.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -98,7 +99,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
                                                        const EngineOptions& options,
                                                        std::shared_ptr<const Tokenizer> tokenizer) {
   if (weights == nullptr) return absl::InvalidArgumentError("Engine: weights are null");
-  if (tokenizer != nullptr && tokenizer->vocab_size() != weights->config().vocab_size) {
+  // A Hugging Face model may have more embedding rows than tokens (Qwen2 pads its vocabulary).
+  const bool padded_ok = tokenizer != nullptr && tokenizer->bpe() != nullptr &&
+                         tokenizer->vocab_size() < weights->config().vocab_size;
+  if (tokenizer != nullptr && tokenizer->vocab_size() != weights->config().vocab_size &&
+      !padded_ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: the tokenizer has ", tokenizer->vocab_size(),
                      " tokens but the model's vocab_size is ", weights->config().vocab_size));
@@ -113,15 +118,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
                                                      const std::string& tokenizer_path,
                                                      const EngineOptions& options) {
-  PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::LoadLlama2c(model_path));
-  std::shared_ptr<const Tokenizer> tokenizer;
-  if (!tokenizer_path.empty()) {
-    PAGEDKV_ASSIGN_OR_RETURN(Tokenizer tok,
-                             Tokenizer::Load(tokenizer_path, weights.config().vocab_size));
-    tokenizer = std::make_shared<const Tokenizer>(std::move(tok));
-  }
-  return Create(std::make_shared<const ModelWeights>(std::move(weights)), options,
-                std::move(tokenizer));
+  PAGEDKV_ASSIGN_OR_RETURN(LoadedModel model,
+                           LoadModel(model_path, {.tokenizer_path = tokenizer_path}));
+  return Create(std::move(model.weights), options, std::move(model.tokenizer));
 }
 
 absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
@@ -204,7 +203,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
       }
       PAGEDKV_ASSIGN_OR_RETURN(prompt, tokenizer_->Encode(request.prompt_text));
     } else {
-      prompt = {Tokenizer::kBosId};
+      prompt = {c.bos_token_id};
     }
   }
   if (request.max_new_tokens < 1) {
@@ -249,8 +248,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   sr.stop_tokens = std::move(request.stop_tokens);
   sr.chunks = request.chunks;
   if (request.stop_at_eos) {
-    sr.stop_tokens.push_back(Tokenizer::kBosId);
-    sr.stop_tokens.push_back(Tokenizer::kEosId);
+    for (TokenId stop : c.stop_token_ids) sr.stop_tokens.push_back(stop);
   }
   PAGEDKV_RETURN_IF_ERROR(scheduler_->AddRequest(std::move(sr)));
   auto record = std::make_unique<RequestRecord>();
@@ -281,7 +279,9 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   if (tokenizer_ != nullptr) {
     absl::StatusOr<std::string> text =
         tokenizer_->Decode(result.output_tokens, record.prompt.back());
-    // Tokens come from the model's vocabulary, which is the tokenizer's: decoding cannot fail.
+    // Tokens come from the model's vocabulary, which is the tokenizer's; only a Hugging Face model
+    // with padding rows past its tokenizer (Qwen2) can sample an id the tokenizer lacks, and then
+    // the text is left empty (the ids are in output_tokens).
     if (text.ok()) result.text = *std::move(text);
   }
   return result;

@@ -22,9 +22,10 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
   const int64_t d = config.dim, h = config.hidden_dim, kv = config.kv_dim();
   std::vector<float> payload;
   payload.reserve(static_cast<size_t>(ModelWeights::PayloadSize(config)));
-  auto append = [&payload](const float* src, int64_t count) {
-    payload.insert(payload.end(), src, src + count);
+  auto append_to = [](std::vector<float>& out, const float* src, int64_t count) {
+    out.insert(out.end(), src, src + count);
   };
+  auto append = [&](const float* src, int64_t count) { append_to(payload, src, count); };
   append(weights.token_embedding(), int64_t{config.vocab_size} * d);
   // llama2.c's file order: each tensor kind for every layer, kind after kind.
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).rms_att, d);
@@ -40,7 +41,13 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
   // freq_cis tables: unused (RoPE is computed), kept so the payload has llama2.c's length.
   payload.resize(payload.size() + static_cast<size_t>(config.seq_len) * config.head_dim(), 0.0f);
   if (!config.shared_classifier) append(weights.classifier(), int64_t{config.vocab_size} * d);
-  return ModelWeights::FromLlama2cPayload(config, std::move(payload));
+  std::vector<float> bias;  // q/k/v biases (Qwen2), layer after layer
+  for (int32_t l = 0; l < num_layers && config.qkv_bias; ++l) {
+    append_to(bias, weights.layer(l).bq, d);
+    append_to(bias, weights.layer(l).bk, kv);
+    append_to(bias, weights.layer(l).bv, kv);
+  }
+  return ModelWeights::FromParts(config, std::move(payload), std::move(bias));
 }
 
 }  // namespace pagedkv

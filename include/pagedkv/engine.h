@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Engine: a llama2.c model served on paged KV memory with prefix caching and continuous batching.
+// Engine: a Llama-family model (a llama2.c checkpoint or a Hugging Face directory, see
+// pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous batching.
 //
 // Requests go in (prompt tokens or text, how many tokens to generate, sampling settings, cache
 // salt, priority); each Step() asks the scheduler for one flat batch (prefill chunks and decode
@@ -99,7 +100,8 @@ struct PAGEDKV_EXPORT EngineOptions {
   // Batching: token budget per step, running sequences, chunked prefill, policy. Its
   // max_model_len is set by the engine (the context limit, or 0 with allow_context_overrun).
   SchedulerOptions scheduler = {};
-  // RoPE override (e.g. a scaling variant); unset: llama2.c's (interleaved, base 10000, none).
+  // RoPE override (e.g. a scaling variant); unset: the model's (ModelConfig::rope for Hugging
+  // Face checkpoints, else llama2.c's: interleaved, base 10000, none).
   std::optional<RopeConfig> rope = std::nullopt;
   // Allow requests whose positions pass the trained context (the model is then extrapolating).
   bool allow_context_overrun = false;
@@ -128,7 +130,8 @@ struct PAGEDKV_EXPORT GenerationRequest {
   SamplingOptions sampling = {};
   std::string cache_salt = {};  // requests share cached blocks only with the same salt
   int32_t priority = 0;         // smaller = more important (with SchedulingPolicy::kPriority)
-  // Stop at llama2.c's sequence delimiters: BOS (1) and EOS (2), as run.c stops at BOS.
+  // Stop at the model's stop tokens (ModelConfig::stop_token_ids): llama2.c's BOS (1) and EOS
+  // (2), as run.c stops at BOS; a Hugging Face model's eos_token_id.
   bool stop_at_eos = true;
   std::vector<TokenId> stop_tokens = {};  // more tokens that end the request (kept in output)
   // Prompt spans (a document, a tool description) that may be reused from a chunk with the same
@@ -206,7 +209,9 @@ class PAGEDKV_EXPORT Engine {
       std::shared_ptr<const ModelWeights> weights, const EngineOptions& options,
       std::shared_ptr<const Tokenizer> tokenizer = nullptr);
 
-  // Loads a llama2.c checkpoint and (when tokenizer_path is not empty) its tokenizer.
+  // Loads a model with LoadModel (pagedkv/model_source.h): a llama2.c checkpoint and (when
+  // tokenizer_path is not empty) its tokenizer, or a Hugging Face directory (config.json,
+  // safetensors, its tokenizer.json unless tokenizer_path names another).
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_path,
                                                       const std::string& tokenizer_path,
                                                       const EngineOptions& options);

@@ -1,11 +1,14 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// ModelConfig: the shape of a Llama-architecture decoder (the llama2.c checkpoint header).
+// ModelConfig: the shape of a Llama-architecture decoder (the llama2.c checkpoint header, or a
+// Hugging Face config.json mapped onto it by the Hugging Face loader).
 //
 // A llama2.c model is: token embedding; n_layers x (RMSNorm, Q/K/V projections, RoPE with
 // interleaved pairs and base 10000, causal multi-head attention with GQA, output projection,
 // residual, RMSNorm, SwiGLU MLP, residual); final RMSNorm; a classifier that is either the
-// embedding matrix itself (shared) or a separate [vocab_size, dim] matrix.
+// embedding matrix itself (shared) or a separate [vocab_size, dim] matrix. Hugging Face models
+// set `rope` (half-split pairs, their rope_scaling), optionally q/k/v biases (Qwen2), and their
+// BOS and EOS ids.
 //
 // Example:
 //   pagedkv::ModelConfig config{.dim = 64, .hidden_dim = 172, .n_layers = 4, .n_heads = 4,
@@ -16,10 +19,13 @@
 #define PAGEDKV_MODEL_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "pagedkv/export.h"
+#include "pagedkv/rope_config.h"
 
 namespace pagedkv {
 
@@ -34,6 +40,14 @@ struct PAGEDKV_EXPORT ModelConfig {
   bool shared_classifier = true;  // classifier is the embedding matrix (llama2.c: vocab > 0)
   float rms_norm_eps = 1e-5f;     // epsilon inside every RMSNorm (llama2.c uses 1e-5)
   float rope_base = 10000.0f;     // RoPE base (llama2.c: 10000, interleaved pairs)
+  // The checkpoint's RoPE (Hugging Face: half-split pairs, rope_theta, rope_scaling); unset:
+  // llama2.c's (interleaved pairs, rope_base, no scaling). Its head_dim equals head_dim().
+  std::optional<RopeConfig> rope = std::nullopt;
+  bool qkv_bias = false;     // the q/k/v projections add a bias (Qwen2)
+  int32_t bos_token_id = 1;  // a prompt's first token (an empty prompt is BOS alone)
+  // Tokens that end generation (llama2.c: BOS and EOS, as run.c; Hugging Face:
+  // generation_config.json's eos_token_id).
+  std::vector<int32_t> stop_token_ids = {1, 2};
 
   // Per-head width: dim / n_heads. REQUIRES: Validate().ok().
   int32_t head_dim() const { return dim / n_heads; }
@@ -44,9 +58,13 @@ struct PAGEDKV_EXPORT ModelConfig {
   int64_t NumParameters() const;
 
   // OK when every field is positive and consistent: n_heads divides dim, n_kv_heads divides
-  // n_heads, head_dim is even (RoPE rotates pairs), and the tensors fit in memory sizes
-  // (each below 2^31 elements). Otherwise InvalidArgument naming the field.
+  // n_heads, head_dim is even (RoPE rotates pairs), the tensors fit in memory sizes (each below
+  // 2^31 elements), `rope` (when set) is valid for head_dim, and the BOS and stop ids are inside
+  // the vocabulary. Otherwise InvalidArgument naming the field.
   absl::Status Validate() const;
+
+  // The part of Validate() for rope, bos_token_id and stop_token_ids.
+  absl::Status ValidateRopeAndTokens() const;
 
   // A stable text form of every field, e.g. for a cache's model fingerprint.
   std::string ToString() const;

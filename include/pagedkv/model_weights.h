@@ -1,6 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// ModelWeights: the fp32 weights of a llama2.c model, loaded from a checkpoint file.
+// ModelWeights: the fp32 weights of a llama2.c-shaped model, loaded from a llama2.c checkpoint
+// file (here) or from a Hugging Face directory (pagedkv/model_source.h), whose tensors are
+// converted to fp32 once and packed in the llama2.c order below.
 //
 // The file format is llama2.c's legacy "v0": a header of 7 int32 (dim, hidden_dim, n_layers,
 // n_heads, n_kv_heads, vocab_size, seq_len; a negative vocab_size means the classifier is a
@@ -46,6 +48,10 @@ struct PAGEDKV_EXPORT LayerWeights {
   const float* w1 = nullptr;       // [hidden_dim, dim] (gate)
   const float* w2 = nullptr;       // [dim, hidden_dim] (down)
   const float* w3 = nullptr;       // [hidden_dim, dim] (up)
+  // With ModelConfig::qkv_bias (Qwen2), else null: added after the projections.
+  const float* bq = nullptr;  // [dim]
+  const float* bk = nullptr;  // [kv_dim]
+  const float* bv = nullptr;  // [kv_dim]
 };
 
 // Options for ModelWeights::Random.
@@ -65,9 +71,20 @@ class PAGEDKV_EXPORT ModelWeights {
   static absl::StatusOr<ModelWeights> ParseLlama2c(std::string_view bytes, std::string_view name);
 
   // Weights from the fp32 payload of a llama2.c file (everything after the header, in file
-  // order). InvalidArgument when config is invalid or the payload has the wrong length.
+  // order). InvalidArgument when config is invalid (or has qkv_bias: use FromParts) or the
+  // payload has the wrong length.
   static absl::StatusOr<ModelWeights> FromLlama2cPayload(const ModelConfig& config,
                                                          std::vector<float> payload);
+
+  // Weights from a llama2.c-order payload (as FromLlama2cPayload) plus, when config.qkv_bias,
+  // the q/k/v biases: per layer bq [dim], bk [kv_dim], bv [kv_dim], layer after layer
+  // (QkvBiasSize(config) floats; empty otherwise). InvalidArgument for wrong lengths.
+  static absl::StatusOr<ModelWeights> FromParts(const ModelConfig& config,
+                                                std::vector<float> payload,
+                                                std::vector<float> qkv_bias);
+
+  // Number of floats FromParts expects in qkv_bias. REQUIRES: config.Validate().ok().
+  static int64_t QkvBiasSize(const ModelConfig& config);
 
   // Random weights for `config` (norm weights near 1), e.g. for benchmarks and studies that
   // must run without a checkpoint. InvalidArgument when config is invalid.
@@ -95,7 +112,8 @@ class PAGEDKV_EXPORT ModelWeights {
   void BindPointers();
 
   ModelConfig config_;
-  std::vector<float> payload_;  // the file's fp32 payload, in file order
+  std::vector<float> payload_;   // the file's fp32 payload, in file order
+  std::vector<float> qkv_bias_;  // [n_layers, dim + 2 kv_dim] with config_.qkv_bias, else empty
   std::vector<LayerWeights> layers_;
   const float* token_embedding_ = nullptr;
   const float* rms_final_ = nullptr;

@@ -1,6 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Tokenizer: llama2.c's BPE tokenizer (a SentencePiece vocabulary exported to a flat file).
+// Tokenizer: the engine's tokenizer: llama2.c's BPE tokenizer (a SentencePiece vocabulary
+// exported to a flat file, below), or a Hugging Face BPE tokenizer (FromBpe / LoadHuggingFace over
+// pagedkv/bpe_tokenizer.h: Encode with add_bos applies its post-processor template, Decode skips
+// special tokens and strips the SentencePiece leading space when prev is BOS).
 //
 // File format: int32 max_token_length, then for each of vocab_size tokens: float32 score,
 // int32 length, `length` bytes (the piece, no terminator). Ids 0, 1, 2 are <unk>, BOS, EOS by
@@ -24,6 +27,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pagedkv/bpe_tokenizer.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -58,12 +64,23 @@ class PAGEDKV_EXPORT Tokenizer {
   static absl::StatusOr<Tokenizer> Parse(std::string_view bytes, int32_t vocab_size,
                                          std::string_view name);
 
+  // A Hugging Face tokenizer. `bos_id` / `eos_id` (e.g. from config.json) override the spec's
+  // when set. InvalidArgument when they are outside the tokenizer's ids.
+  static absl::StatusOr<Tokenizer> FromBpe(BpeTokenizer bpe, std::optional<TokenId> bos_id,
+                                           std::optional<TokenId> eos_id);
+
+  // Loads a tokenizer.json (pagedkv/hf_tokenizer.h) with FromBpe's overrides.
+  static absl::StatusOr<Tokenizer> LoadHuggingFace(const std::string& path,
+                                                   std::optional<TokenId> bos_id = std::nullopt,
+                                                   std::optional<TokenId> eos_id = std::nullopt);
+
   Tokenizer(Tokenizer&&) = default;
   Tokenizer& operator=(Tokenizer&&) = default;
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  // Token ids for `text` (run.c's rule, see the banner). The empty text gives {BOS} alone (with
+  // Token ids for `text` (run.c's rule, see the banner; a Hugging Face tokenizer's own rules,
+  // never failing). The empty text gives {BOS} alone (with
   // add_bos). InvalidArgument when the vocabulary lacks a piece the text needs: the " " dummy
   // prefix, or the "<0xNN>" byte-fallback piece of a byte not otherwise covered.
   absl::StatusOr<std::vector<TokenId>> Encode(std::string_view text,
@@ -79,18 +96,32 @@ class PAGEDKV_EXPORT Tokenizer {
   // token). BOS and EOS decode to nothing. InvalidArgument for an id outside [0, vocab_size).
   absl::StatusOr<std::string> Decode(absl::Span<const TokenId> tokens, TokenId prev = kBosId) const;
 
-  int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+  // One more than the largest id (llama2.c: the file's token count).
+  int32_t vocab_size() const {
+    return bpe_ != nullptr ? bpe_->vocab_size() : static_cast<int32_t>(pieces_.size());
+  }
   int32_t max_token_length() const { return max_token_length_; }
-  TokenId bos_id() const { return kBosId; }
-  TokenId eos_id() const { return kEosId; }
+  // BOS and EOS; -1 when a Hugging Face tokenizer has none.
+  TokenId bos_id() const { return bos_id_; }
+  TokenId eos_id() const { return eos_id_; }
   // REQUIRES: 0 <= id < vocab_size().
-  const std::string& piece(TokenId id) const { return pieces_[static_cast<size_t>(id)]; }
-  float score(TokenId id) const { return scores_[static_cast<size_t>(id)]; }
+  const std::string& piece(TokenId id) const {
+    return bpe_ != nullptr ? bpe_->token(id) : pieces_[static_cast<size_t>(id)];
+  }
+  // llama2.c's merge score; 0 for a Hugging Face tokenizer (its merges go by rank).
+  float score(TokenId id) const {
+    return bpe_ != nullptr ? 0.0f : scores_[static_cast<size_t>(id)];
+  }
+  // The Hugging Face tokenizer, or null for a llama2.c one.
+  const BpeTokenizer* bpe() const { return bpe_.get(); }
 
  private:
   Tokenizer() = default;
   // Encode's merge pass over the initial pieces (in place; see the .cc).
   void MergeByScore(std::vector<TokenId>& tokens) const;
+  // Encode for a Hugging Face tokenizer (bpe_ set).
+  absl::StatusOr<std::vector<TokenId>> EncodeBpe(std::string_view text,
+                                                 const EncodeOptions& options) const;
 
   int32_t max_token_length_ = 0;
   std::vector<std::string> pieces_;
@@ -98,6 +129,9 @@ class PAGEDKV_EXPORT Tokenizer {
   absl::flat_hash_map<std::string, TokenId> piece_to_id_;  // first id of each piece
   std::array<TokenId, 256> byte_to_id_{};                  // "<0xNN>" piece ids; -1 if absent
   std::vector<int16_t> piece_byte_;                        // byte of "<0xNN>" pieces, else -1
+  std::shared_ptr<const BpeTokenizer> bpe_;                // set for a Hugging Face tokenizer
+  TokenId bos_id_ = kBosId;
+  TokenId eos_id_ = kEosId;
 };
 
 }  // namespace pagedkv

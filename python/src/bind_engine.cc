@@ -62,13 +62,20 @@ void RequestArgs(Def&& def) {
 }
 
 void BindTokenizer(py::module_& m) {
-  py::class_<Tokenizer, std::shared_ptr<Tokenizer>> t(m, "Tokenizer", "A llama2.c tokenizer.");
+  py::class_<Tokenizer, std::shared_ptr<Tokenizer>> t(
+      m, "Tokenizer", "A llama2.c tokenizer, or a Hugging Face tokenizer.json (BPE).");
   t.def_static(
        "load",
        [](const std::string& path, int32_t vocab_size) {
          return std::make_shared<Tokenizer>(Unwrap(Tokenizer::Load(path, vocab_size)));
        },
        arg("path"), arg("vocab_size"))
+      .def_static(
+          "load_huggingface",
+          [](const std::string& path) {
+            return std::make_shared<Tokenizer>(Unwrap(Tokenizer::LoadHuggingFace(path)));
+          },
+          arg("path"))
       .def(
           "encode",
           [](const Tokenizer& tok, const std::string& text, bool add_bos, bool add_eos) {

@@ -2,6 +2,8 @@
 //
 // Models for the engine benchmarks, loaded once per process:
 //   "aidreams260K": ../shared/data/aidreams260K/aidreams260K.bin (null when absent)
+//   "tinystories656K": ../shared/data/tinystories656K, a Hugging Face directory (null when
+//                   absent): GQA, half-split RoPE, 512 context
 //   "random15M":    random weights in the shape of llama2.c's stories15M (dim 288, 6 layers,
 //                   6 heads, hidden 768, vocab 32000, seq_len 256)
 //   "random656K":   random weights in the shape of TinyStories-656K (dim 128, 2 layers, 8 heads,
@@ -19,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "pagedkv/model_source.h"
 #include "pagedkv/model_weights.h"
 
 namespace pagedkv::bench {
@@ -28,11 +31,14 @@ inline std::shared_ptr<const ModelWeights> BenchModel(const std::string& name) {
       new std::map<std::string, std::shared_ptr<const ModelWeights>>();
   if (auto it = cache->find(name); it != cache->end()) return it->second;
   std::shared_ptr<const ModelWeights> weights;
-  if (name == "aidreams260K") {
-    std::filesystem::path dir = PAGEDKV_SHARED_DATA_DIR;
-    if (const char* env = std::getenv("PAGEDKV_DATA_DIR"); env != nullptr && *env != '\0') {
-      dir = env;
-    }
+  std::filesystem::path dir = PAGEDKV_SHARED_DATA_DIR;
+  if (const char* env = std::getenv("PAGEDKV_DATA_DIR"); env != nullptr && *env != '\0') {
+    dir = env;
+  }
+  if (name == "tinystories656K") {
+    absl::StatusOr<LoadedModel> m = LoadModel((dir / "tinystories656K").string());
+    if (m.ok()) weights = m->weights;
+  } else if (name == "aidreams260K") {
     absl::StatusOr<ModelWeights> w =
         ModelWeights::LoadLlama2c((dir / "aidreams260K" / "aidreams260K.bin").string());
     if (w.ok()) weights = std::make_shared<const ModelWeights>(std::move(w).value());

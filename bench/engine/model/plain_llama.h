@@ -112,9 +112,24 @@ class PlainLlama {
   }
 
  private:
-  // Interleaved-pair RoPE over `n` values (heads of size hd), as run.c does.
+  // RoPE over `n` values (heads of size hd): interleaved pairs, as run.c does, or half-split
+  // pairs (i, i + hd/2) for a Hugging Face model (config.rope, unscaled).
   void Rotate(float* v, int n, int hd, int pos) const {
     const int half = hd / 2;
+    if (c_.rope.has_value() && c_.rope->layout == RopeLayout::kHalfSplit) {
+      for (int h = 0; h < n / hd; ++h) {
+        for (int pair = 0; pair < half; ++pair) {
+          const float c = cos_sin_[(static_cast<size_t>(pos) * half + pair) * 2];
+          const float s = cos_sin_[(static_cast<size_t>(pos) * half + pair) * 2 + 1];
+          float* a = v + h * hd + pair;
+          float* b = a + half;
+          const float x = *a, y = *b;
+          *a = x * c - y * s;
+          *b = x * s + y * c;
+        }
+      }
+      return;
+    }
     for (int i = 0; i < n; i += 2) {
       const int pair = (i % hd) / 2;
       const float c = cos_sin_[(static_cast<size_t>(pos) * half + pair) * 2];

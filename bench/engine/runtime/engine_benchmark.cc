@@ -146,6 +146,21 @@ BENCHMARK_CAPTURE(BM_EngineDecode, aidreams260K, "aidreams260K")
     ->Arg(0)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlainDecode, tinystories656K, "tinystories656K")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineDecode, tinystories656K, "tinystories656K")
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineConcurrent, tinystories656K, "tinystories656K")
+    ->ArgNames({"requests", "threads"})
+    ->Args({32, 1})
+    ->Args({32, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PlainDecode, random15M, "random15M")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
@@ -183,6 +198,12 @@ BENCHMARK_CAPTURE(BM_EngineConcurrent, random15M, "random15M")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EngineSharedPrefixTtft, aidreams260K, "aidreams260K")
+    ->ArgName("caching")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineSharedPrefixTtft, tinystories656K, "tinystories656K")
     ->ArgName("caching")
     ->Arg(0)
     ->Arg(1)
