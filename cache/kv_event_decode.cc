@@ -3,6 +3,7 @@
 // DecodeKvEventBatch (include/pagedkv/kv_event_codec.h). Both encodings are first turned into a
 // name -> value table (array positions get vLLM's field names), then one decoder per event type
 // reads the table, so the two encodings cannot drift apart.
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <string>
@@ -236,7 +237,13 @@ absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload) {
   msgpack::object_handle handle;
   try {
     size_t offset = 0;
-    msgpack::unpack(handle, payload.data(), payload.size(), offset);
+    // Every element takes at least one byte, so no container may count more elements than the
+    // payload has bytes; without this limit a 5-byte header claiming 2^32 entries makes the
+    // unpacker allocate them up front.
+    const size_t most = std::max<size_t>(payload.size(), 1);
+    const msgpack::unpack_limit limit(/*array=*/most, /*map=*/most, /*str=*/most, /*bin=*/most,
+                                      /*ext=*/most, /*depth=*/64);
+    msgpack::unpack(handle, payload.data(), payload.size(), offset, nullptr, nullptr, limit);
     if (offset != payload.size()) {
       return Bad("payload", absl::StrCat("has ", payload.size() - offset, " trailing bytes"));
     }

@@ -10,12 +10,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pagedkv/checked_math.h"
 
 namespace pagedkv {
 namespace {
 
 // Every tensor must have fewer elements than this (kernels index with int32 offsets per row).
 constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+// Most weights of a whole model: 2^40 (4 TiB of fp32).
+constexpr int64_t kMaxPayloadElements = int64_t{1} << 40;
 
 }  // namespace
 
@@ -65,6 +68,17 @@ absl::Status ModelConfig::Validate() const {
   if (biggest >= kMaxTensorElements) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model config: a tensor would hold %d elements, more than the supported 2^31", biggest));
+  }
+  // The whole payload stays below 2^40 floats, so the size arithmetic of every loader (and a
+  // file size check against it) cannot overflow: each tensor is capped above, the per-layer sum
+  // times n_layers is checked here.
+  const int64_t per_layer = 2 * int64_t{dim} + 2 * int64_t{dim} * dim +
+                            2 * int64_t{kv_dim()} * dim + 3 * int64_t{dim} * hidden_dim;
+  int64_t all_layers = 0;
+  if (!CheckedMul(per_layer, int64_t{n_layers}, &all_layers) || all_layers > kMaxPayloadElements) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: %d layers of %d weights each pass the supported 2^40 weights", n_layers,
+        per_layer));
   }
   if (!(rms_norm_eps > 0.0f) || !std::isfinite(rms_norm_eps)) {
     return absl::InvalidArgumentError(

@@ -190,3 +190,20 @@ TEST(KvEventCodecTest, NamesParse) {
 
 }  // namespace
 }  // namespace pagedkv
+
+namespace pagedkv {
+namespace {
+
+// Found by fuzz_kv_event_decode: a map header claiming 2^32 - 1 entries made the unpacker
+// allocate 256 GiB for them before reading any. Such a container is refused.
+TEST(KvEventDecodeHostileTest, HugeContainerHeaderIsAnErrorNotAnAllocation) {
+  for (const std::string& payload :
+       {std::string("\xdf\xff\xff\xff\xff", 5), std::string("\xdd\xff\xff\xff\xff", 5),
+        std::string("\x81\xa2ts\xdd\x7f\xff\xff\xff", 9)}) {
+    absl::StatusOr<KvEventBatch> batch = DecodeKvEventBatch(payload);
+    EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace pagedkv

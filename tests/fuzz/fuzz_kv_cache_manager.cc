@@ -59,9 +59,13 @@ void Step(FuzzedDataProvider& in, KvCacheManager& manager,
     case 0:
       NewRequest(in, manager, requests);
       break;
-    case 1:  // decode: append a token and allocate its slot
+    case 1:  // decode: append a token and allocate its slot (it may not fit; the request stays)
       if (it != requests.end() && it->second.AppendToken(in.ConsumeIntegral<uint8_t>()).ok()) {
-        if (!manager.AllocateSlots(it->second, 1).ok()) requests.erase(it);
+        const int64_t before = manager.NumAllocatedTokens(it->first).value_or(-1);
+        if (!manager.AllocateSlots(it->second, 1).ok() &&
+            manager.NumAllocatedTokens(it->first).value_or(-1) != before) {
+          std::abort();  // a failed allocation changes nothing
+        }
       }
       break;
     case 2:  // hostile counts on a live request
@@ -73,8 +77,11 @@ void Step(FuzzedDataProvider& in, KvCacheManager& manager,
       if (it != requests.end()) {
         if (!manager.Free(it->first).ok()) std::abort();
         requests.erase(it);
-      } else if (manager.Free(in.ConsumeIntegral<uint8_t>()).ok()) {
-        std::abort();  // no request is live
+      } else {
+        const uint64_t id = in.ConsumeIntegral<uint8_t>();
+        const bool live = manager.HasRequest(id);
+        // Free succeeds exactly for live requests, and forgets them.
+        if (manager.Free(id).ok() != live || manager.HasRequest(id)) std::abort();
       }
       break;
     case 4:

@@ -209,3 +209,25 @@ TEST(Llama2cCheckpointTest, LoadsAidreams260K) {
 
 }  // namespace
 }  // namespace pagedkv
+
+namespace pagedkv {
+namespace {
+
+// Found by fuzzing: every tensor of this header is below the 2^31-element cap, but the per-layer
+// sizes times n_layers overflowed int64, so a 92 KB file passed the size check and the load then
+// aborted allocating. The header is refused as impossible.
+TEST(Llama2cCheckpointHostileTest, LayerCountThatOverflowsThePayloadIsRefused) {
+  const int32_t header[7] = {/*dim=*/32768,   /*hidden_dim=*/32768, /*n_layers=*/1 << 30,
+                             /*n_heads=*/256, /*n_kv_heads=*/256,   /*vocab_size=*/64,
+                             /*seq_len=*/64};
+  std::string bytes(reinterpret_cast<const char*>(header), sizeof(header));
+  bytes.resize(92 * 1024, '\0');
+  absl::StatusOr<ModelWeights> weights = ModelWeights::ParseLlama2c(bytes, "crafted.bin");
+  ASSERT_FALSE(weights.ok());
+  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(weights.status().message()),
+              ::testing::HasSubstr("pass the supported 2^40 weights"));
+}
+
+}  // namespace
+}  // namespace pagedkv
