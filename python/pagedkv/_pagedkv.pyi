@@ -379,6 +379,12 @@ class EngineStats:
     busy_seconds: float
     step_num_tokens: List[int]
     step_num_seqs: List[int]
+    num_shifted_hit_tokens: int
+    num_blend_recomputed_tokens: int
+    num_blend_partial_tokens: int
+    max_step_num_tokens: int
+    max_step_num_seqs: int
+    step_num_tokens_histogram: List[int]
 
 class Engine:
     @staticmethod

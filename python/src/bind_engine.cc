@@ -152,7 +152,13 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("num_preemptions", &EngineStats::num_preemptions)
       .def_readonly("busy_seconds", &EngineStats::busy_seconds)
       .def_readonly("step_num_tokens", &EngineStats::step_num_tokens)
-      .def_readonly("step_num_seqs", &EngineStats::step_num_seqs);
+      .def_readonly("step_num_seqs", &EngineStats::step_num_seqs)
+      .def_readonly("num_shifted_hit_tokens", &EngineStats::num_shifted_hit_tokens)
+      .def_readonly("num_blend_recomputed_tokens", &EngineStats::num_blend_recomputed_tokens)
+      .def_readonly("num_blend_partial_tokens", &EngineStats::num_blend_partial_tokens)
+      .def_readonly("max_step_num_tokens", &EngineStats::max_step_num_tokens)
+      .def_readonly("max_step_num_seqs", &EngineStats::max_step_num_seqs)
+      .def_readonly("step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram);
   AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
                            "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
                            "num_preemptions"});

@@ -53,7 +53,12 @@ def test_generate_matches_cli(engine, aidreams, cli):
     assert results[0].finish_reason in ("length", "stop") and results[0].text
     assert engine.tokenizer.decode(results[0].output_tokens,
                                    prev=results[0].prompt_tokens[-1]) == results[0].text
-    assert engine.stats.num_requests == 2 and engine.stats.num_generated_tokens >= 2
+    stats = engine.stats
+    assert stats.num_requests == 2 and stats.num_generated_tokens >= 2
+    # Bounded step statistics: the histogram counts every step, the maxima bound the batches.
+    assert sum(stats.step_num_tokens_histogram) == stats.num_steps
+    assert stats.max_step_num_tokens == max(stats.step_num_tokens)
+    assert stats.max_step_num_seqs == 2 and stats.num_shifted_hit_tokens == 0
 
 
 def test_step_and_stream(engine):
