@@ -16,9 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "cache/kv_cache_manager_internal.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/block_kv_copier.h"
+#include "engine/runtime/engine_tiers.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
@@ -71,12 +74,27 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
 }  // namespace
 
 struct Engine::RequestRecord {
+  // Splits a first admission's prefix hit of `hit_tokens` into the tiers it came from: along the
+  // chain, the device's blocks first, then the host tier's, then the remote tier's.
+  friend void AttributeTierHits(int32_t hit_tokens, int32_t block_size, RequestRecord& r) {
+    const auto clamp_tokens = [&](int64_t from_block, int64_t blocks) {
+      const int64_t from = from_block * block_size;
+      return static_cast<int32_t>(std::clamp<int64_t>(hit_tokens - from, 0, blocks * block_size));
+    };
+    const TierHits& h = r.tier_hits;
+    r.num_host_hit_tokens = clamp_tokens(h.device_blocks, h.host_blocks);
+    r.num_remote_hit_tokens = clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
+  }
+
   std::vector<TokenId> prompt;
   SamplingOptions sampling;
   int32_t num_generated = 0;
   int32_t num_prefix_hit_tokens = 0;
   int32_t num_shifted_hit_tokens = 0;
   int32_t num_admissions = 0;
+  int32_t num_host_hit_tokens = 0;
+  int32_t num_remote_hit_tokens = 0;
+  TierHits tier_hits;  // what the tiers loaded for the first admission (EngineTiers::Onboard)
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
@@ -156,7 +174,82 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   scheduler_options.max_model_len =
       options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
+  PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   return CreateChunkReuse();
+}
+
+absl::Status Engine::CreateTiers() {
+  std::vector<std::unique_ptr<KvTier>> tiers;
+  ModelRunner* runner = internals_->runner.get();
+  const HostTierOptions& h = options_.host_tier;
+  if (h.capacity_blocks != 0 || h.capacity_bytes != 0) {
+    HostTierOptions host = h;
+    host.value_bytes = BlockKvCopier(runner).value_bytes();
+    host.block_size = options_.block_size;
+    host.name = "host";
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(host)));
+    tiers.push_back(std::move(tier));
+  }
+  if (tiers.empty()) return absl::OkStatus();
+  if (!options_.enable_prefix_caching) {
+    return absl::InvalidArgumentError(
+        "EngineOptions: KV tiers (host_tier) need enable_prefix_caching; turn it on or drop the "
+        "tiers");
+  }
+  internals_->tiers = std::make_unique<EngineTiers>(
+      std::move(tiers), runner, &KvCacheManagerInternal::MutablePool(*cache_));
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
+  std::vector<std::pair<std::string, TierStats>> out;
+  if (internals_->tiers == nullptr) return out;
+  for (const auto& t : internals_->tiers->tiers()) out.emplace_back(t->name(), t->stats());
+  return out;
+}
+
+int Engine::AddEventListener(const KvEventListener& listener) {
+  const int id = internals_->next_listener_id++;
+  std::pair<int, std::vector<int>> ids{cache_->AddEventListener(listener), {}};
+  if (internals_->tiers != nullptr) {
+    for (const auto& t : internals_->tiers->tiers()) ids.second.push_back(t->AddEventListener(listener));
+  }
+  internals_->listeners.emplace(id, std::move(ids));
+  return id;
+}
+
+bool Engine::RemoveEventListener(int id) {
+  auto it = internals_->listeners.find(id);
+  if (it == internals_->listeners.end()) return false;
+  cache_->RemoveEventListener(it->second.first);
+  if (internals_->tiers != nullptr) {
+    const auto& tiers = internals_->tiers->tiers();
+    for (size_t i = 0; i < tiers.size() && i < it->second.second.size(); ++i) {
+      tiers[i]->RemoveEventListener(it->second.second[i]);
+    }
+  }
+  internals_->listeners.erase(it);
+  return true;
+}
+
+absl::Status Engine::OnboardWaiting() {
+  EngineTiers* tiers = internals_->tiers.get();
+  std::vector<RequestId>& queue = internals_->onboard_queue;
+  if (tiers == nullptr || queue.empty()) return absl::OkStatus();
+  // At most one scheduler step's worth of new sequences; the rest wait for later steps.
+  const size_t batch = std::min(queue.size(),
+                                static_cast<size_t>(std::max(1, options_.scheduler.max_num_seqs)));
+  for (size_t i = 0; i < batch; ++i) {
+    auto it = requests_.find(queue[i]);
+    if (it == requests_.end() || it->second->num_admissions > 0) continue;
+    RequestRecord& record = *it->second;
+    PAGEDKV_ASSIGN_OR_RETURN(CacheRequest request,
+                             cache_->NewRequest(queue[i], record.prompt,
+                                                {.cache_salt = record.cache_salt}));
+    PAGEDKV_ASSIGN_OR_RETURN(record.tier_hits, tiers->Onboard(request));
+  }
+  queue.erase(queue.begin(), queue.begin() + static_cast<ptrdiff_t>(batch));
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CreateChunkReuse() {
@@ -255,6 +348,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   record->chunk_reused.assign(record->chunks.size(), 0);
   record->added = Clock::now();
   requests_.emplace(id, std::move(record));
+  if (internals_->tiers != nullptr) internals_->onboard_queue.push_back(id);
   ++next_id_;
   ++stats_.num_requests;
   return id;
@@ -268,6 +362,8 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.output_tokens = std::move(output_tokens);
   result.finish_reason = reason;
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
+  result.num_host_hit_tokens = record.num_host_hit_tokens;
+  result.num_remote_hit_tokens = record.num_remote_hit_tokens;
   result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;
@@ -297,7 +393,10 @@ absl::StatusOr<StepOutput> Engine::Step() {
   StepOutput out;
   out.finished = std::move(unclaimed_finished_);
   unclaimed_finished_.clear();
+  EngineTiers* tiers = internals_->tiers.get();
+  PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
   out.batch = batch_.stats;
   ReportAborted(&out);
   EngineChunkReuse* reuse = internals_->reuse.get();
@@ -307,6 +406,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
   const StepBatch step = BuildStepBatch();
   std::vector<TokenId> sampled;
   PAGEDKV_RETURN_IF_ERROR(RunModel(step, &out.logits, &sampled));
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
   const int32_t n = batch_.num_sequences();
   if (reuse != nullptr) {
     for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
@@ -335,6 +435,9 @@ void Engine::RecordAdmission(const ScheduledSequence& s, RequestRecord& record) 
       record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
       stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
       stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
+      AttributeTierHits(s.num_prefix_hit_tokens, options_.block_size, record);
+      stats_.num_host_hit_tokens += record.num_host_hit_tokens;
+      stats_.num_remote_hit_tokens += record.num_remote_hit_tokens;
     }
     ++record.num_admissions;
     std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);

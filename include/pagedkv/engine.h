@@ -15,6 +15,12 @@
 // ChunkReuseOptions.recompute_fraction adds CacheBlend's selective recompute: the reused tokens
 // also run through the first layers, and those whose K/V deviate most are recomputed fully.
 //
+// KV tiers (README "Tiers"): with EngineOptions.host_tier given a capacity, blocks also live in
+// a host-memory tier below the device pool. A request's lookup continues past its device prefix
+// hit into the tier, block by block along the chain; tier hits are copied into device blocks and
+// count as computed (GenerationResult::num_host_hit_tokens). Blocks go to the tier when the pool
+// caches them (write-through) or evicts them (write-back), per the tier's store options.
+//
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
 //
@@ -40,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -48,6 +55,9 @@
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
+#include "pagedkv/host_tier.h"
+#include "pagedkv/kv_events.h"
+#include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_weights.h"
 #include "pagedkv/rope_config.h"
@@ -108,6 +118,9 @@ struct PAGEDKV_EXPORT EngineOptions {
   // keys are exact at layer 0 only, so blocks holding them (and every later block of that
   // request) are never offered to the prefix cache.
   ChunkReuseOptions chunk_reuse = {};
+  // Host-memory KV tier below the device pool; off while both capacities are 0. The engine sets
+  // value_bytes (one block's K/V pages of every layer) and block_size. Needs prefix caching.
+  HostTierOptions host_tier = {};
 };
 
 // How to pick each next token.
@@ -150,6 +163,8 @@ struct PAGEDKV_EXPORT GenerationResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
   int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
+  int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
   int32_t num_preemptions = 0;         // times it was preempted and recomputed
   double time_to_first_token_s = 0.0;  // from AddRequest to its first token
@@ -170,7 +185,9 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_requests = 0;            // added
   int64_t num_finished = 0;            // finished or aborted
   int64_t num_prompt_tokens = 0;       // over first admissions
-  int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache
+  int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache (any tier)
+  int64_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
+  int64_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int64_t num_shifted_hit_tokens = 0;  // of those, reused from chunks at another position
   // CacheBlend (every admission): reused chunk tokens recomputed through every layer, and reused
   // chunk tokens run only through layers 0..deviation_layer (re-rotated K/V kept above). Both are
@@ -244,6 +261,15 @@ class PAGEDKV_EXPORT Engine {
   // Null when created without a tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
+  // Counters of each configured KV tier, top first ("host", then "remote"); empty without tiers.
+  std::vector<std::pair<std::string, TierStats>> tier_stats() const;
+
+  // Registers `listener` with the device pool (events with an empty medium) and every tier
+  // (events with the tier's medium); see kv_events.h. Returns an id for RemoveEventListener.
+  int AddEventListener(const KvEventListener& listener);
+  // False when `id` is unknown.
+  bool RemoveEventListener(int id);
+
   // The cache and the scheduler, for engines that build on this one (e.g. their statistics).
   KvCacheManager& kv_cache_manager() { return *cache_; }
   Scheduler& scheduler() { return *scheduler_; }
@@ -268,6 +294,10 @@ class PAGEDKV_EXPORT Engine {
   // Step's parts, in order.
   void ReportAborted(StepOutput* out);
   void RecordAdmission(const ScheduledSequence& s, RequestRecord& record);
+  // With tiers: loads tier hits of requests not yet admitted into device blocks (Onboard).
+  absl::Status OnboardWaiting();
+  // The tiers named by options_ (none, host); empty when none is configured.
+  absl::Status CreateTiers();
   StepBatch BuildStepBatch();
   absl::Status RunModel(const StepBatch& step, std::vector<float>* logits,
                         std::vector<TokenId>* sampled);
