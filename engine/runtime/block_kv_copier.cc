@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pagedkv/block_hash.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/status_macros.h"
@@ -21,6 +22,16 @@ BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
                          l.num_kv_heads, " head_dim=", l.head_dim, " token_stride=",
                          l.TokenStride(), " head_stride=", l.HeadStride(),
                          " layers=", runner_->config().n_layers, " block=", l.block_size);
+}
+
+TierValueFormat BlockKvCopier::value_format() const {
+  const PagedKvLayout& l = runner_->kv_layout(0);
+  return TierValueFormat{.dtype = static_cast<uint8_t>(l.dtype),
+                         .layout = 1,
+                         .block_size = l.block_size,
+                         .num_layers = runner_->config().n_layers,
+                         .value_bytes = value_bytes_,
+                         .layout_digest = RootHash("", format_).low};
 }
 
 absl::Status BlockKvCopier::Check(BlockId block, size_t bytes) const {

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "engine/model/model_runner.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kv_tier.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -37,6 +38,8 @@ class PAGEDKV_EXPORT BlockKvCopier {
   // "dtype=f32 layout=kv-pages-v1 heads=2 head_dim=8 layers=2 block=16": what a value's bytes
   // mean, for tier headers (a reader with another format must not use the bytes).
   const std::string& format() const { return format_; }
+  // The same as a TierValueFormat (layout_digest: of format()).
+  TierValueFormat value_format() const;
 
   // Copies block `block`'s pages into `out`. InvalidArgument for a block out of range or an
   // `out` that is not value_bytes() long; a backend copy error as is.

@@ -190,6 +190,10 @@ absl::Status Engine::CreateTiers() {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(host)));
     tiers.push_back(std::move(tier));
   }
+  if (!options_.remote_cache_url.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvTier> remote, CreateRemoteTier(runner));
+    tiers.push_back(std::move(remote));
+  }
   if (tiers.empty()) return absl::OkStatus();
   if (!options_.enable_prefix_caching) {
     return absl::InvalidArgumentError(
@@ -199,6 +203,22 @@ absl::Status Engine::CreateTiers() {
   internals_->tiers = std::make_unique<EngineTiers>(
       std::move(tiers), runner, &KvCacheManagerInternal::MutablePool(*cache_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<KvTier>> Engine::CreateRemoteTier(
+    [[maybe_unused]] ModelRunner* runner) const {
+#if PAGEDKV_HAVE_REDIS
+  RedisTierOptions r = options_.remote_tier;
+  PAGEDKV_ASSIGN_OR_RETURN(r.endpoint, ParseRedisUrl(options_.remote_cache_url));
+  r.model_fingerprint = cache_->options().model_fingerprint;
+  r.format = BlockKvCopier(runner).value_format();
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<RedisTier> tier, RedisTier::Create(std::move(r)));
+  return std::unique_ptr<KvTier>(std::move(tier));
+#else
+  return absl::UnimplementedError(
+      "EngineOptions.remote_cache_url: this pagedkv was built without the Redis tier "
+      "(-DPAGEDKV_BUILD_REDIS=OFF); rebuild with it ON (needs libhiredis-dev)");
+#endif
 }
 
 std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {

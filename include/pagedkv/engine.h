@@ -19,7 +19,9 @@
 // a host-memory tier below the device pool. A request's lookup continues past its device prefix
 // hit into the tier, block by block along the chain; tier hits are copied into device blocks and
 // count as computed (GenerationResult::num_host_hit_tokens). Blocks go to the tier when the pool
-// caches them (write-through) or evicts them (write-back), per the tier's store options.
+// caches them (write-through) or evicts them (write-back), per the tier's store options. With
+// EngineOptions.remote_cache_url the lookup goes on into a Redis server shared by every engine
+// pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
 //
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
@@ -60,6 +62,7 @@
 #include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_weights.h"
+#include "pagedkv/redis_tier.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/tokenizer.h"
@@ -68,6 +71,7 @@
 namespace pagedkv {
 
 class KvCacheManager;
+class ModelRunner;
 
 // Shifted-position reuse of GenerationRequest::chunks (see docs/shifted_reuse.md).
 enum class ChunkReuseMode {
@@ -121,6 +125,12 @@ struct PAGEDKV_EXPORT EngineOptions {
   // Host-memory KV tier below the device pool; off while both capacities are 0. The engine sets
   // value_bytes (one block's K/V pages of every layer) and block_size. Needs prefix caching.
   HostTierOptions host_tier = {};
+  // Shared KV tier on a Redis server, below the host tier: "redis://[user:pass@]host[:port][/db]";
+  // empty: none. Needs a build with PAGEDKV_BUILD_REDIS (Unimplemented otherwise).
+  std::string remote_cache_url = {};
+  // Its settings (TTL, timeouts, key prefix, store rule); the engine sets endpoint (from the
+  // URL), model_fingerprint and format.
+  RedisTierOptions remote_tier = {};
 };
 
 // How to pick each next token.
@@ -298,6 +308,7 @@ class PAGEDKV_EXPORT Engine {
   absl::Status OnboardWaiting();
   // The tiers named by options_ (none, host); empty when none is configured.
   absl::Status CreateTiers();
+  absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;
   StepBatch BuildStepBatch();
   absl::Status RunModel(const StepBatch& step, std::vector<float>* logits,
                         std::vector<TokenId>* sampled);

@@ -61,6 +61,18 @@ struct PAGEDKV_EXPORT TierStoreOptions {
   int32_t threshold = 0;
 };
 
+// What the bytes of a value mean, for tiers that check it (the Redis tier writes it into every
+// value's header and refuses a value written with another): a reader whose format differs never
+// uses the bytes.
+struct PAGEDKV_EXPORT TierValueFormat {
+  uint8_t dtype = 0;           // DType of the K/V elements
+  uint8_t layout = 1;          // 1: per layer, the block's K page then its V page
+  int32_t block_size = 0;      // tokens per block
+  int32_t num_layers = 0;      // layers in a value
+  int64_t value_bytes = 0;     // bytes of a value
+  uint64_t layout_digest = 0;  // hash of everything else that shapes the bytes (heads, strides)
+};
+
 // One block of a chain, as a tier sees it.
 struct PAGEDKV_EXPORT TierBlock {
   BlockHash hash;                   // chain hash: the key
