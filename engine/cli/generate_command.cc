@@ -118,7 +118,7 @@ std::string StepSizes(const EngineStats& s) {
 }
 
 absl::Status RunGenerate(const GenerateFlags& flags) {
-  EngineOptions options;
+  EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
   options.block_size = flags.block_size;
   options.num_kv_blocks = flags.num_kv_blocks;

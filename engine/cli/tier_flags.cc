@@ -47,6 +47,8 @@ nlohmann::json TierStatsJson(const TierStats& s) {
 
 }  // namespace
 
+EngineOptions DefaultEngineOptions() { return EngineOptions{}; }
+
 void AddTierFlags(CLI::App* cmd, TierFlags* flags) {
   cmd->add_option("--host-cache-blocks", flags->host_cache_blocks,
                   "KV blocks in a host-memory tier below the device pool (0 = none)");
@@ -59,6 +61,15 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags) {
                   "(when the device pool evicts them)");
   cmd->add_option("--host-cache-threshold", flags->host_cache_threshold,
                   "store only blocks reused (prefix hits) at least this many times (0 = all)");
+  cmd->add_option("--remote-cache", flags->remote_cache,
+                  "shared KV tier on Redis: redis://[user:password@]host[:port][/db]; engines "
+                  "pointed at one server share their prefixes");
+  cmd->add_option("--remote-cache-prefix", flags->remote_cache_prefix,
+                  "key-space prefix of the remote tier's keys");
+  cmd->add_option("--remote-cache-ttl", flags->remote_cache_ttl,
+                  "seconds before a remote block expires (0 = never)");
+  cmd->add_option("--remote-cache-timeout-ms", flags->remote_cache_timeout_ms,
+                  "connect and reply timeout of the remote tier (a slow server is a miss)");
 }
 
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
@@ -68,6 +79,11 @@ absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
   host.policy = flags.host_cache_policy;
   PAGEDKV_ASSIGN_OR_RETURN(host.store.rule, ParseTierStoreRule(flags.host_cache_store));
   host.store.threshold = flags.host_cache_threshold;
+  options->remote_cache_url = flags.remote_cache;
+  options->remote_tier.key_prefix = flags.remote_cache_prefix;
+  options->remote_tier.ttl_seconds = flags.remote_cache_ttl;
+  options->remote_tier.connect_timeout_ms = flags.remote_cache_timeout_ms;
+  options->remote_tier.io_timeout_ms = flags.remote_cache_timeout_ms;
   return absl::OkStatus();
 }
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The KV tier flags of `pagedkv generate` (--host-cache-*), the EngineOptions they set, and the
+// The KV tier flags of `pagedkv generate` (--host-cache-*, --remote-cache*), the EngineOptions they set, and the
 // --json report of a run (outputs, prefix-cache and per-tier statistics).
 //
 // Example:
@@ -29,12 +29,20 @@ struct TierFlags {
   std::string host_cache_policy = "lru";       // --host-cache-policy: lru or arc
   std::string host_cache_store = "write-through";  // --host-cache-store: or write-back
   int32_t host_cache_threshold = 0;            // --host-cache-threshold: reuses before a store
+  std::string remote_cache;                    // --remote-cache: redis://... ; empty = none
+  std::string remote_cache_prefix = "pagedkv"; // --remote-cache-prefix: key-space prefix
+  int64_t remote_cache_ttl = 0;                // --remote-cache-ttl: seconds; 0 = no expiry
+  int32_t remote_cache_timeout_ms = 200;       // --remote-cache-timeout-ms: connect and I/O
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.
 void AddTierFlags(CLI::App* cmd, TierFlags* flags);
 
-// Sets options->host_tier. InvalidArgument for a bad store rule name (policy names and sizes
+// EngineOptions{}, built out of line: g++ 12 reports its inlined default constructor as reading
+// uninitialised strings (-Wmaybe-uninitialized, a false positive).
+EngineOptions DefaultEngineOptions();
+
+// Sets options->host_tier, remote_cache_url and remote_tier. InvalidArgument for a bad store rule name (policy names and sizes
 // are checked by Engine::Create).
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options);
 
