@@ -81,11 +81,9 @@ class RedisServer {
   bool Launch() {
     int out[2];
     if (pipe(out) != 0) return false;
-    std::vector<std::string> args = {"redis-server", "--port",       std::to_string(port_),
-                                     "--bind",       "127.0.0.1",    "--save",
-                                     "",             "--appendonly", "no",
-                                     "--daemonize",  "no",           "--protected-mode",
-                                     "no"};
+    std::vector<std::string> args = {
+        "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",        "--save", "",
+        "--appendonly", "no",     "--daemonize",         "no",     "--protected-mode", "no"};
     args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = fork();
     if (pid_ < 0) return false;

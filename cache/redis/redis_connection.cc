@@ -20,9 +20,7 @@
 namespace pagedkv {
 namespace {
 
-timeval Millis(int32_t ms) {
-  return timeval{.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-}
+timeval Millis(int32_t ms) { return timeval{.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}; }
 
 }  // namespace
 
@@ -131,10 +129,12 @@ absl::StatusOr<std::vector<RedisConnection::Reply>> RedisConnection::Pipeline(
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      return Fail(absl::StrCat(std::string(commands[i][0]), ": ", ctx_->errstr[0] ? ctx_->errstr : "no reply"));
+      return Fail(absl::StrCat(std::string(commands[i][0]), ": ",
+                               ctx_->errstr[0] ? ctx_->errstr : "no reply"));
     }
     Reply r(static_cast<redisReply*>(raw));
-    if (r->type == REDIS_REPLY_ERROR) return Fail(absl::StrCat(std::string(commands[i][0]), ": ", r->str));
+    if (r->type == REDIS_REPLY_ERROR)
+      return Fail(absl::StrCat(std::string(commands[i][0]), ": ", r->str));
     replies.push_back(std::move(r));
   }
   if (!healthy_) {

@@ -62,9 +62,9 @@ class RedisConnection {
 
   const RedisTierOptions& options_;
   redisContext* ctx_ = nullptr;
-  bool healthy_ = true;            // no fault since the last success
-  int64_t next_attempt_ms_ = 0;    // no connect before this time
-  int64_t backoff_ms_ = 0;         // the next backoff
+  bool healthy_ = true;          // no fault since the last success
+  int64_t next_attempt_ms_ = 0;  // no connect before this time
+  int64_t backoff_ms_ = 0;       // the next backoff
   int64_t incidents_ = 0;
 };
 

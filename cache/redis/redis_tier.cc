@@ -46,9 +46,9 @@ absl::Status ValidateOptions(const RedisTierOptions& o) {
                      o.connect_timeout_ms, ", io ", o.io_timeout_ms));
   }
   if (o.backoff_initial_ms <= 0 || o.backoff_max_ms < o.backoff_initial_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RedisTierOptions: need 0 < backoff_initial_ms <= backoff_max_ms, got ",
-        o.backoff_initial_ms, " and ", o.backoff_max_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisTierOptions: need 0 < backoff_initial_ms <= backoff_max_ms, got ",
+                     o.backoff_initial_ms, " and ", o.backoff_max_ms));
   }
   if (o.ttl_seconds < 0) {
     return absl::InvalidArgumentError(
@@ -73,8 +73,8 @@ const redisReply* Element(const RedisConnection::Reply& array, size_t i) {
 absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateOptions(options));
   auto impl = std::make_unique<Impl>(std::move(options));
-  const uint64_t model = XXH3_64bits(impl->options.model_fingerprint.data(),
-                                     impl->options.model_fingerprint.size());
+  const uint64_t model =
+      XXH3_64bits(impl->options.model_fingerprint.data(), impl->options.model_fingerprint.size());
   impl->key_head = absl::StrFormat("%s:%016x:", impl->options.key_prefix, model);
   return std::unique_ptr<RedisTier>(new RedisTier(std::move(impl)));
 }
@@ -126,14 +126,16 @@ absl::StatusOr<int64_t> RedisTier::LoadPrefix(std::span<const TierBlock> blocks,
     ++st.queried_blocks;
     const redisReply* e = Element(array, i);
     if (e->type == REDIS_REPLY_NIL) break;
-    const auto bytes = std::as_bytes(std::span<const char>(e->str, e->type == REDIS_REPLY_STRING ? e->len : 0));
+    const auto bytes =
+        std::as_bytes(std::span<const char>(e->str, e->type == REDIS_REPLY_STRING ? e->len : 0));
     absl::StatusOr<std::span<const std::byte>> payload =
         DecodeTierValue(impl_->options.format, blocks[i].tokens, bytes);
     if (!payload.ok()) {
       ++st.faults;
       ++st.incidents;
       impl_->conn.Report(absl::StrCat("pagedkv: remote tier value ", keys[i], " rejected (",
-                                      payload.status().message(), "); treated as a miss and deleted"));
+                                      payload.status().message(),
+                                      "); treated as a miss and deleted"));
       bad_keys.push_back(keys[i]);
       break;
     }
@@ -161,10 +163,10 @@ absl::Status RedisTier::Store(std::span<const TierStoreItem> items) {
   for (const TierStoreItem& item : items) {
     if (static_cast<int64_t>(item.value.size()) != f.value_bytes ||
         static_cast<int64_t>(item.block.tokens.size()) != f.block_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RedisTier::Store: a value of ", item.value.size(), " bytes for ",
-          item.block.tokens.size(), " tokens; this tier holds ", f.value_bytes,
-          "-byte values of ", f.block_size, "-token blocks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("RedisTier::Store: a value of ", item.value.size(), " bytes for ",
+                       item.block.tokens.size(), " tokens; this tier holds ", f.value_bytes,
+                       "-byte values of ", f.block_size, "-token blocks"));
     }
   }
   if (items.empty()) return absl::OkStatus();

@@ -49,9 +49,9 @@ absl::StatusOr<int32_t> ParseNumber(std::string_view s, int32_t lo, int32_t hi,
 absl::StatusOr<RedisEndpoint> ParseRedisUrl(std::string_view url) {
   constexpr std::string_view kScheme = "redis://";
   if (url.substr(0, kScheme.size()) != kScheme) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "redis URL \"", std::string(url),
-        "\" must start with redis:// (redis://[user:password@]host[:port][/db])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis URL \"", std::string(url),
+                     "\" must start with redis:// (redis://[user:password@]host[:port][/db])"));
   }
   std::string_view rest = url.substr(kScheme.size());
   RedisEndpoint e;

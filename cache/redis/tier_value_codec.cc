@@ -44,7 +44,8 @@ uint64_t Checksum(std::span<const std::byte> head, std::span<const TokenId> toke
 }
 
 absl::Status Mismatch(const char* what, uint64_t got, uint64_t want) {
-  return absl::DataLossError(absl::StrCat("value header: ", what, " is ", got, ", expected ", want));
+  return absl::DataLossError(
+      absl::StrCat("value header: ", what, " is ", got, ", expected ", want));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The KV tier flags of `pagedkv generate` (--host-cache-*, --remote-cache*), the EngineOptions they set, and the
+// The KV tier flags of `pagedkv generate` (--host-cache-*, --remote-cache*), the EngineOptions they
+// set, and the
 // --json report of a run (outputs, prefix-cache and per-tier statistics).
 //
 // Example:
@@ -24,15 +25,15 @@
 namespace pagedkv::cli {
 
 struct TierFlags {
-  int64_t host_cache_blocks = 0;               // --host-cache-blocks: 0 = no host tier
-  int64_t host_cache_bytes = 0;                // --host-cache-bytes: 0 = not limited by bytes
-  std::string host_cache_policy = "lru";       // --host-cache-policy: lru or arc
+  int64_t host_cache_blocks = 0;                   // --host-cache-blocks: 0 = no host tier
+  int64_t host_cache_bytes = 0;                    // --host-cache-bytes: 0 = not limited by bytes
+  std::string host_cache_policy = "lru";           // --host-cache-policy: lru or arc
   std::string host_cache_store = "write-through";  // --host-cache-store: or write-back
-  int32_t host_cache_threshold = 0;            // --host-cache-threshold: reuses before a store
-  std::string remote_cache;                    // --remote-cache: redis://... ; empty = none
-  std::string remote_cache_prefix = "pagedkv"; // --remote-cache-prefix: key-space prefix
-  int64_t remote_cache_ttl = 0;                // --remote-cache-ttl: seconds; 0 = no expiry
-  int32_t remote_cache_timeout_ms = 200;       // --remote-cache-timeout-ms: connect and I/O
+  int32_t host_cache_threshold = 0;                // --host-cache-threshold: reuses before a store
+  std::string remote_cache;                        // --remote-cache: redis://... ; empty = none
+  std::string remote_cache_prefix = "pagedkv";     // --remote-cache-prefix: key-space prefix
+  int64_t remote_cache_ttl = 0;                    // --remote-cache-ttl: seconds; 0 = no expiry
+  int32_t remote_cache_timeout_ms = 200;           // --remote-cache-timeout-ms: connect and I/O
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.
@@ -42,8 +43,8 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags);
 // uninitialised strings (-Wmaybe-uninitialized, a false positive).
 EngineOptions DefaultEngineOptions();
 
-// Sets options->host_tier, remote_cache_url and remote_tier. InvalidArgument for a bad store rule name (policy names and sizes
-// are checked by Engine::Create).
+// Sets options->host_tier, remote_cache_url and remote_tier. InvalidArgument for a bad store rule
+// name (policy names and sizes are checked by Engine::Create).
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options);
 
 // {"outputs": [{"prompt_ids", "output_ids", "text", "finish_reason", "prompt_tokens",

@@ -18,10 +18,10 @@ BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
   const PagedKvLayout& l = runner_->kv_layout(0);
   page_bytes_ = l.PageElements() * DTypeSize(l.dtype);
   value_bytes_ = int64_t{runner_->config().n_layers} * 2 * page_bytes_;
-  format_ = absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=",
-                         l.num_kv_heads, " head_dim=", l.head_dim, " token_stride=",
-                         l.TokenStride(), " head_stride=", l.HeadStride(),
-                         " layers=", runner_->config().n_layers, " block=", l.block_size);
+  format_ = absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=", l.num_kv_heads,
+                         " head_dim=", l.head_dim, " token_stride=", l.TokenStride(),
+                         " head_stride=", l.HeadStride(), " layers=", runner_->config().n_layers,
+                         " block=", l.block_size);
 }
 
 TierValueFormat BlockKvCopier::value_format() const {

@@ -17,8 +17,8 @@
 #include "cache/kv_cache_manager_internal.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
-#include "engine/runtime/engine_tiers.h"
 #include "engine/runtime/engine_internal.h"
+#include "engine/runtime/engine_tiers.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/host_tier.h"
@@ -200,8 +200,8 @@ absl::Status Engine::CreateTiers() {
         "EngineOptions: KV tiers (host_tier) need enable_prefix_caching; turn it on or drop the "
         "tiers");
   }
-  internals_->tiers = std::make_unique<EngineTiers>(
-      std::move(tiers), runner, &KvCacheManagerInternal::MutablePool(*cache_));
+  internals_->tiers = std::make_unique<EngineTiers>(std::move(tiers), runner,
+                                                    &KvCacheManagerInternal::MutablePool(*cache_));
   return absl::OkStatus();
 }
 
@@ -232,7 +232,8 @@ int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
   std::pair<int, std::vector<int>> ids{cache_->AddEventListener(listener), {}};
   if (internals_->tiers != nullptr) {
-    for (const auto& t : internals_->tiers->tiers()) ids.second.push_back(t->AddEventListener(listener));
+    for (const auto& t : internals_->tiers->tiers())
+      ids.second.push_back(t->AddEventListener(listener));
   }
   internals_->listeners.emplace(id, std::move(ids));
   return id;
@@ -257,15 +258,15 @@ absl::Status Engine::OnboardWaiting() {
   std::vector<RequestId>& queue = internals_->onboard_queue;
   if (tiers == nullptr || queue.empty()) return absl::OkStatus();
   // At most one scheduler step's worth of new sequences; the rest wait for later steps.
-  const size_t batch = std::min(queue.size(),
-                                static_cast<size_t>(std::max(1, options_.scheduler.max_num_seqs)));
+  const size_t batch =
+      std::min(queue.size(), static_cast<size_t>(std::max(1, options_.scheduler.max_num_seqs)));
   for (size_t i = 0; i < batch; ++i) {
     auto it = requests_.find(queue[i]);
     if (it == requests_.end() || it->second->num_admissions > 0) continue;
     RequestRecord& record = *it->second;
-    PAGEDKV_ASSIGN_OR_RETURN(CacheRequest request,
-                             cache_->NewRequest(queue[i], record.prompt,
-                                                {.cache_salt = record.cache_salt}));
+    PAGEDKV_ASSIGN_OR_RETURN(
+        CacheRequest request,
+        cache_->NewRequest(queue[i], record.prompt, {.cache_salt = record.cache_salt}));
     PAGEDKV_ASSIGN_OR_RETURN(record.tier_hits, tiers->Onboard(request));
   }
   queue.erase(queue.begin(), queue.begin() + static_cast<ptrdiff_t>(batch));

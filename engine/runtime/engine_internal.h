@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "engine/model/model_runner.h"
 #include "engine/runtime/engine_tiers.h"
 #include "engine/shift/engine_chunk_reuse.h"

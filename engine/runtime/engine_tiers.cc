@@ -74,8 +74,8 @@ void EngineTiers::WriteBack(const KvEvent& event) {
   if (!wanted) return;
   DeferredStore store{.hash = event.hash, .hits = hits};
   const size_t bs = static_cast<size_t>(pool_->block_size());
-  const auto tokens = std::span<const TokenId>(block_tokens_).subspan(
-      static_cast<size_t>(event.block) * bs, bs);
+  const auto tokens =
+      std::span<const TokenId>(block_tokens_).subspan(static_cast<size_t>(event.block) * bs, bs);
   store.tokens.assign(tokens.begin(), tokens.end());
   store.value.resize(static_cast<size_t>(copier_.value_bytes()));
   // The KV is read now: the block is handed out (and overwritten) right after this event.
@@ -161,16 +161,16 @@ absl::StatusOr<int64_t> EngineTiers::LoadFrom(KvTier& tier, const CacheRequest& 
   KvTier* host = Host();
   PAGEDKV_ASSIGN_OR_RETURN(
       const int64_t n,
-      tier.LoadPrefix(blocks, [&](int64_t j, std::span<const std::byte> value)
-                                  -> absl::StatusOr<bool> {
-        PAGEDKV_ASSIGN_OR_RETURN(const bool placed, Place(request, start + j, value));
-        if (placed && host != nullptr && host != &tier) {
-          // A remote hit is kept in the host tier too (it is now one copy away).
-          const TierStoreItem item{.block = blocks[static_cast<size_t>(j)], .value = value};
-          PAGEDKV_RETURN_IF_ERROR(host->Store(std::span<const TierStoreItem>(&item, 1)));
-        }
-        return placed;
-      }));
+      tier.LoadPrefix(
+          blocks, [&](int64_t j, std::span<const std::byte> value) -> absl::StatusOr<bool> {
+            PAGEDKV_ASSIGN_OR_RETURN(const bool placed, Place(request, start + j, value));
+            if (placed && host != nullptr && host != &tier) {
+              // A remote hit is kept in the host tier too (it is now one copy away).
+              const TierStoreItem item{.block = blocks[static_cast<size_t>(j)], .value = value};
+              PAGEDKV_RETURN_IF_ERROR(host->Store(std::span<const TierStoreItem>(&item, 1)));
+            }
+            return placed;
+          }));
   *next += n;
   return n;
 }
@@ -238,8 +238,8 @@ absl::Status EngineTiers::FlushWriteThrough() {
   for (size_t k = 0; k < pending.size(); ++k) {
     const auto& [block, hash] = pending[k];
     if (pool_->FindCached(hash) != block) continue;  // removed again before it was computed
-    const auto value = std::span<std::byte>(values).subspan(items.size() * value_bytes,
-                                                            value_bytes);
+    const auto value =
+        std::span<std::byte>(values).subspan(items.size() * value_bytes, value_bytes);
     PAGEDKV_RETURN_IF_ERROR(copier_.Read(block, value));
     items.push_back({.block = {.hash = hash,
                                .tokens = std::span<const TokenId>(block_tokens_)

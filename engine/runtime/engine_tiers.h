@@ -113,18 +113,18 @@ class PAGEDKV_EXPORT EngineTiers {
   BlockPool* pool_;
   BlockKvCopier copier_;
   int listener_id_ = -1;
-  bool placing_ = false;             // inside Place: the pool's stored events are ours
-  std::vector<BlockId> pins_;        // pinned by Onboard, in pin order
-  BlockId last_placed_ = kNullBlock; // the chain's last block during Onboard
-  std::vector<BlockId> device_run_;  // the device hit of the request being onboarded
+  bool placing_ = false;              // inside Place: the pool's stored events are ours
+  std::vector<BlockId> pins_;         // pinned by Onboard, in pin order
+  BlockId last_placed_ = kNullBlock;  // the chain's last block during Onboard
+  std::vector<BlockId> device_run_;   // the device hit of the request being onboarded
   bool device_run_pinned_ = false;
   std::vector<DeferredStore> deferred_stores_;
   std::vector<std::pair<BlockId, BlockHash>> pending_;  // cached this step, not computed yet
   absl::flat_hash_set<BlockId> pending_ids_;
   std::vector<TokenId> block_tokens_;  // [num_blocks, block_size]: tokens of cached blocks
   absl::flat_hash_map<BlockHash, int32_t> hits_;  // device prefix hits per hash (threshold)
-  std::vector<std::byte> scratch_;  // one value
-  absl::Status deferred_;           // first error met in a pool event
+  std::vector<std::byte> scratch_;                // one value
+  absl::Status deferred_;                         // first error met in a pool event
 };
 
 }  // namespace pagedkv

@@ -34,7 +34,8 @@ struct Block {
 };
 
 Block MakeBlock(uint64_t id) {
-  Block b{.hash = BlockHash{id * 0x9E3779B97F4A7C15ull, id}, .tokens = {static_cast<TokenId>(id), 3}};
+  Block b{.hash = BlockHash{id * 0x9E3779B97F4A7C15ull, id},
+          .tokens = {static_cast<TokenId>(id), 3}};
   for (int i = 0; i < kValueBytes; ++i) b.value.push_back(static_cast<std::byte>(id + i));
   return b;
 }
@@ -78,8 +79,12 @@ class RedisTierTest : public ::testing::Test {
     RedisTierOptions o;
     o.endpoint = ParseRedisUrl(url).value();
     o.model_fingerprint = "tiny|f32";
-    o.format = {.dtype = 0, .layout = 1, .block_size = 2, .num_layers = 1,
-                .value_bytes = kValueBytes, .layout_digest = 5};
+    o.format = {.dtype = 0,
+                .layout = 1,
+                .block_size = 2,
+                .num_layers = 1,
+                .value_bytes = kValueBytes,
+                .layout_digest = 5};
     o.report = [this](std::string_view line) { reports_.emplace_back(line); };
     o.now_ms = [this] { return now_ms_; };
     return o;

@@ -17,7 +17,11 @@ namespace {
 using ::testing::HasSubstr;
 
 TierValueFormat Format() {
-  return {.dtype = 0, .layout = 1, .block_size = 2, .num_layers = 3, .value_bytes = 16,
+  return {.dtype = 0,
+          .layout = 1,
+          .block_size = 2,
+          .num_layers = 3,
+          .value_bytes = 16,
           .layout_digest = 77};
 }
 

@@ -39,8 +39,10 @@ class EngineRedisTest : public ::testing::Test {
     TinyShape shape;
     shape.seq_len = 96;
     shape.shared_classifier = false;
-    const auto path = WriteTempFile("engine_redis_model.bin", MakeTinyLlama2c(shape, 43).FileBytes());
-    weights_ = std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
+    const auto path =
+        WriteTempFile("engine_redis_model.bin", MakeTinyLlama2c(shape, 43).FileBytes());
+    weights_ =
+        std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
   }
   EngineOptions Options(bool remote = true) {
     EngineOptions o;
@@ -66,7 +68,9 @@ class EngineRedisTest : public ::testing::Test {
     return t;
   }
   static GenerationRequest Request(const std::vector<TokenId>& prompt, std::string salt = "") {
-    return {.prompt_tokens = prompt, .max_new_tokens = kNewTokens, .cache_salt = std::move(salt),
+    return {.prompt_tokens = prompt,
+            .max_new_tokens = kNewTokens,
+            .cache_salt = std::move(salt),
             .stop_at_eos = false};
   }
   static GenerationResult Run(Engine& engine, const GenerationRequest& r) {
@@ -154,8 +158,8 @@ TEST_F(EngineRedisTest, ACorruptedValueIsAMissWithTheRightOutput) {
     std::string value(v->str, v->len);
     freeReplyObject(v);
     value[value.size() / 2 + 40] ^= 0x20;
-    freeReplyObject(redisCommand(raw, "SET %b %b", key.data(), key.size(), value.data(),
-                                 value.size()));
+    freeReplyObject(
+        redisCommand(raw, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
   }
   freeReplyObject(keys);
   redisFree(raw);

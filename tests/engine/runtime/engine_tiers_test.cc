@@ -33,8 +33,10 @@ class EngineTiersTest : public ::testing::Test {
     TinyShape shape;
     shape.seq_len = 96;
     shape.shared_classifier = false;
-    const auto path = WriteTempFile("engine_tiers_model.bin", MakeTinyLlama2c(shape, 41).FileBytes());
-    weights_ = std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
+    const auto path =
+        WriteTempFile("engine_tiers_model.bin", MakeTinyLlama2c(shape, 41).FileBytes());
+    weights_ =
+        std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
   }
   static EngineOptions Options() {
     EngineOptions o;
@@ -127,7 +129,7 @@ TEST_F(EngineTiersTest, AStoreThresholdWaitsForReuse) {
   auto engine = MakeEngine(o);
   const std::vector<TokenId> prompt = Prompt(9, 22);  // 5 reusable blocks
   const GenerationResult first = Run(*engine, prompt);
-  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);  // computed once: not reused yet
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);             // computed once: not reused yet
   EXPECT_EQ(Run(*engine, prompt).num_prefix_hit_tokens, 20);  // device hit: reused once
   EXPECT_EQ(HostStats(*engine).stored_blocks, 5);
   engine->kv_cache_manager().ResetPrefixCache();
