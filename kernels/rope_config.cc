@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -69,86 +70,107 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(std::string_view name) {
                    "': use none, linear, ntk, dynamic, yarn or llama3"));
 }
 
-absl::Status RopeConfig::Validate() const {
-  if (head_dim < 2 || head_dim > kMaxHeadDim || head_dim % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.head_dim = ", head_dim,
+namespace {
+
+absl::Status ValidateShape(const RopeConfig& c) {
+  if (c.head_dim < 2 || c.head_dim > kMaxHeadDim || c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.head_dim = ", c.head_dim,
                                                    " is unsupported: use an even value in [2, ",
                                                    kMaxHeadDim, "]"));
   }
-  const int32_t rd = RotaryDim();
-  if (rd < 2 || rd > head_dim || rd % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.rotary_dim = ", rotary_dim,
+  const int32_t rotary_dim = c.RotaryDim();
+  if (rotary_dim < 2 || rotary_dim > c.head_dim || rotary_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.rotary_dim = ", c.rotary_dim,
                                                    " must be 0 (= head_dim) or even in [2, ",
-                                                   head_dim, "]"));
+                                                   c.head_dim, "]"));
   }
-  if (!Positive(base) || base <= 1.0) {
+  if (!Positive(c.base) || c.base <= 1.0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("RopeConfig.base = ", Num(base), " must be finite and > 1"));
+        absl::StrCat("RopeConfig.base = ", Num(c.base), " must be finite and > 1"));
   }
-  if (layout != RopeLayout::kInterleaved && layout != RopeLayout::kHalfSplit) {
+  if (c.layout != RopeLayout::kInterleaved && c.layout != RopeLayout::kHalfSplit) {
     return absl::InvalidArgumentError("RopeConfig.layout is not a RopeLayout value");
   }
-  if (max_position_embeddings < 1) {
+  if (c.max_position_embeddings < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "RopeConfig.max_position_embeddings = ", max_position_embeddings, " must be >= 1"));
+        "RopeConfig.max_position_embeddings = ", c.max_position_embeddings, " must be >= 1"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFactor(const RopeConfig& c) {
+  if (!Positive(c.factor) || c.factor < 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.factor = ", Num(c.factor),
+                                                   " must be >= 1 for ", RopeScalingName(c.scaling),
+                                                   " scaling"));
+  }
+  return absl::OkStatus();
+}
+
+// Linear, NTK and dynamic NTK.
+absl::Status ValidateNtkFamily(const RopeConfig& c) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateFactor(c));
+  if (c.scaling != RopeScaling::kLinear && c.RotaryDim() < 4) {
+    return absl::InvalidArgumentError("NTK scaling needs rotary_dim >= 4 (d / (d - 2))");
+  }
+  if (c.dynamic_seq_len < 0) {
+    return absl::InvalidArgumentError("RopeConfig.dynamic_seq_len must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateYarn(const RopeConfig& c) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateFactor(c));
+  if (!Positive(c.beta_fast) || !Positive(c.beta_slow) || c.beta_fast <= c.beta_slow) {
+    return absl::InvalidArgumentError(absl::StrCat("RopeConfig.beta_fast = ", Num(c.beta_fast),
+                                                   " and beta_slow = ", Num(c.beta_slow),
+                                                   " must be positive with beta_fast > beta_slow"));
+  }
+  if (c.original_max_position_embeddings < 0) {
+    return absl::InvalidArgumentError(
+        "RopeConfig.original_max_position_embeddings must be >= 0 (0: "
+        "max_position_embeddings)");
+  }
+  if (c.attention_factor < 0.0 || !std::isfinite(c.attention_factor) ||
+      !std::isfinite(c.yarn_mscale) || !std::isfinite(c.yarn_mscale_all_dim)) {
+    return absl::InvalidArgumentError(
+        "RopeConfig.attention_factor / yarn_mscale / yarn_mscale_all_dim must be finite, "
+        "attention_factor >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLlama3(const RopeConfig& c) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateFactor(c));
+  if (c.original_max_position_embeddings < 1) {
+    return absl::InvalidArgumentError(
+        "llama3 scaling needs RopeConfig.original_max_position_embeddings >= 1 (8192 for "
+        "Llama 3.1)");
+  }
+  if (!Positive(c.low_freq_factor) || !Positive(c.high_freq_factor) ||
+      c.high_freq_factor <= c.low_freq_factor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RopeConfig.low_freq_factor = ", Num(c.low_freq_factor), " and high_freq_factor = ",
+        Num(c.high_freq_factor), " must be positive with high_freq_factor > low_freq_factor"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RopeConfig::Validate() const {
+  PAGEDKV_RETURN_IF_ERROR(ValidateShape(*this));
   switch (scaling) {
     case RopeScaling::kNone:
       return absl::OkStatus();
     case RopeScaling::kLinear:
     case RopeScaling::kNtk:
     case RopeScaling::kDynamicNtk:
-      if (!Positive(factor) || factor < 1.0) {
-        return absl::InvalidArgumentError(absl::StrCat("RopeConfig.factor = ", Num(factor),
-                                                       " must be >= 1 for ",
-                                                       RopeScalingName(scaling), " scaling"));
-      }
-      if (scaling != RopeScaling::kLinear && rd < 4) {
-        return absl::InvalidArgumentError("NTK scaling needs rotary_dim >= 4 (d / (d - 2))");
-      }
-      if (dynamic_seq_len < 0) {
-        return absl::InvalidArgumentError("RopeConfig.dynamic_seq_len must be >= 0");
-      }
-      return absl::OkStatus();
+      return ValidateNtkFamily(*this);
     case RopeScaling::kYarn:
-      if (!Positive(factor) || factor < 1.0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("RopeConfig.factor = ", Num(factor), " must be >= 1 for yarn scaling"));
-      }
-      if (!Positive(beta_fast) || !Positive(beta_slow) || beta_fast <= beta_slow) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "RopeConfig.beta_fast = ", Num(beta_fast), " and beta_slow = ", Num(beta_slow),
-            " must be positive with beta_fast > beta_slow"));
-      }
-      if (original_max_position_embeddings < 0) {
-        return absl::InvalidArgumentError(
-            "RopeConfig.original_max_position_embeddings must be >= 0 (0: "
-            "max_position_embeddings)");
-      }
-      if (attention_factor < 0.0 || !std::isfinite(attention_factor) ||
-          !std::isfinite(yarn_mscale) || !std::isfinite(yarn_mscale_all_dim)) {
-        return absl::InvalidArgumentError(
-            "RopeConfig.attention_factor / yarn_mscale / yarn_mscale_all_dim must be finite, "
-            "attention_factor >= 0");
-      }
-      return absl::OkStatus();
+      return ValidateYarn(*this);
     case RopeScaling::kLlama3:
-      if (!Positive(factor) || factor < 1.0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("RopeConfig.factor = ", Num(factor), " must be >= 1 for llama3 scaling"));
-      }
-      if (original_max_position_embeddings < 1) {
-        return absl::InvalidArgumentError(
-            "llama3 scaling needs RopeConfig.original_max_position_embeddings >= 1 (8192 for "
-            "Llama 3.1)");
-      }
-      if (!Positive(low_freq_factor) || !Positive(high_freq_factor) ||
-          high_freq_factor <= low_freq_factor) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "RopeConfig.low_freq_factor = ", Num(low_freq_factor), " and high_freq_factor = ",
-            Num(high_freq_factor), " must be positive with high_freq_factor > low_freq_factor"));
-      }
-      return absl::OkStatus();
+      return ValidateLlama3(*this);
   }
   return absl::InvalidArgumentError("RopeConfig.scaling is not a RopeScaling value");
 }

@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 #include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/status_macros.h"
+#include "tests/kernels/cuda_array.h"
 
 namespace pagedkv::cuda {
 namespace {
@@ -52,8 +53,8 @@ absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& fn) {
 }
 
 template <typename T>
-absl::StatusOr<DeviceBuffer<T>> Filled(size_t n, T value) {
-  return DeviceBuffer<T>::FromHost(std::vector<T>(n, value));
+absl::StatusOr<CudaArray<T>> Filled(size_t n, T value) {
+  return CudaArray<T>::FromHost(std::vector<T>(n, value));
 }
 
 void Report(const char* name, double bytes, double ms, double copy_gbs) {
@@ -72,8 +73,8 @@ absl::Status Run() {
 
   // Floor: device-to-device copy (bytes read + written).
   const size_t copy_bytes = size_t{512} << 20;
-  PAGEDKV_ASSIGN_OR_RETURN(auto copy_src, DeviceBuffer<char>::Create(copy_bytes));
-  PAGEDKV_ASSIGN_OR_RETURN(auto copy_dst, DeviceBuffer<char>::Create(copy_bytes));
+  PAGEDKV_ASSIGN_OR_RETURN(auto copy_src, CudaArray<char>::Create(copy_bytes));
+  PAGEDKV_ASSIGN_OR_RETURN(auto copy_dst, CudaArray<char>::Create(copy_bytes));
   PAGEDKV_ASSIGN_OR_RETURN(
       double copy_ms, TimeMs([&]() -> absl::Status {
         PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy_dst.data(), copy_src.data(), copy_bytes,
@@ -109,8 +110,8 @@ absl::Status Run() {
   std::vector<int64_t> slots(tokens);
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), std::mt19937(1));
-  PAGEDKV_ASSIGN_OR_RETURN(auto dpos, DeviceBuffer<int32_t>::FromHost(positions));
-  PAGEDKV_ASSIGN_OR_RETURN(auto dslots, DeviceBuffer<int64_t>::FromHost(slots));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dpos, CudaArray<int32_t>::FromHost(positions));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dslots, CudaArray<int64_t>::FromHost(slots));
 
   // KV write: read fp32 K and V, rotate K, write bf16 K and V.
   ReshapeAndCacheArgs write{.k = k_in.data(),
@@ -150,9 +151,9 @@ absl::Status Run() {
     dst[t] = tokens + t;
     new_pos[t] = static_cast<int32_t>(t + 1000);
   }
-  PAGEDKV_ASSIGN_OR_RETURN(auto dsrc, DeviceBuffer<int64_t>::FromHost(src));
-  PAGEDKV_ASSIGN_OR_RETURN(auto ddst, DeviceBuffer<int64_t>::FromHost(dst));
-  PAGEDKV_ASSIGN_OR_RETURN(auto dnew, DeviceBuffer<int32_t>::FromHost(new_pos));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dsrc, CudaArray<int64_t>::FromHost(src));
+  PAGEDKV_ASSIGN_OR_RETURN(auto ddst, CudaArray<int64_t>::FromHost(dst));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dnew, CudaArray<int32_t>::FromHost(new_pos));
   ReRotateArgs shift{.src_slots = dsrc.data(),
                      .dst_slots = ddst.data(),
                      .old_positions = dpos.data(),
@@ -177,8 +178,8 @@ absl::Status Run() {
   std::vector<int32_t> ids(gather_tokens);
   std::mt19937 rng(2);
   for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
-  PAGEDKV_ASSIGN_OR_RETURN(auto dids, DeviceBuffer<int32_t>::FromHost(ids));
-  PAGEDKV_ASSIGN_OR_RETURN(auto gathered, DeviceBuffer<float>::Create(gather_tokens * d_model));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dids, CudaArray<int32_t>::FromHost(ids));
+  PAGEDKV_ASSIGN_OR_RETURN(auto gathered, CudaArray<float>::Create(gather_tokens * d_model));
   EmbeddingGatherArgs gather{.table = emb.data(),
                              .token_ids = dids.data(),
                              .out = gathered.data(),
@@ -211,12 +212,12 @@ absl::Status Run() {
     std::shuffle(tables.begin(), tables.end(), std::mt19937(3));
     std::vector<int32_t> qsl(seqs + 1), lens(seqs, kv_len), qpos(seqs, kv_len - 1);
     std::iota(qsl.begin(), qsl.end(), 0);
-    PAGEDKV_ASSIGN_OR_RETURN(auto dtables, DeviceBuffer<int32_t>::FromHost(tables));
-    PAGEDKV_ASSIGN_OR_RETURN(auto dqsl, DeviceBuffer<int32_t>::FromHost(qsl));
-    PAGEDKV_ASSIGN_OR_RETURN(auto dlens, DeviceBuffer<int32_t>::FromHost(lens));
-    PAGEDKV_ASSIGN_OR_RETURN(auto dqpos, DeviceBuffer<int32_t>::FromHost(qpos));
+    PAGEDKV_ASSIGN_OR_RETURN(auto dtables, CudaArray<int32_t>::FromHost(tables));
+    PAGEDKV_ASSIGN_OR_RETURN(auto dqsl, CudaArray<int32_t>::FromHost(qsl));
+    PAGEDKV_ASSIGN_OR_RETURN(auto dlens, CudaArray<int32_t>::FromHost(lens));
+    PAGEDKV_ASSIGN_OR_RETURN(auto dqpos, CudaArray<int32_t>::FromHost(qpos));
     PAGEDKV_ASSIGN_OR_RETURN(auto dq, Filled<float>(int64_t{seqs} * q_heads * head_dim, 0.01f));
-    PAGEDKV_ASSIGN_OR_RETURN(auto dout, DeviceBuffer<float>::Create(dq.size()));
+    PAGEDKV_ASSIGN_OR_RETURN(auto dout, CudaArray<float>::Create(dq.size()));
     PagedAttentionArgs attn{.q = dq.data(),
                             .out = dout.data(),
                             .positions = dqpos.data(),
@@ -245,7 +246,7 @@ absl::Status Run() {
   PAGEDKV_ASSIGN_OR_RETURN(CublasHandle cublas, CublasHandle::Create());
   for (int64_t rows : {1, 32, 256}) {
     PAGEDKV_ASSIGN_OR_RETURN(auto hidden, Filled<float>(rows * d_model, 0.01f));
-    PAGEDKV_ASSIGN_OR_RETURN(auto logits, DeviceBuffer<float>::Create(rows * vocab));
+    PAGEDKV_ASSIGN_OR_RETURN(auto logits, CudaArray<float>::Create(rows * vocab));
     LmHeadArgs head{.hidden = hidden.data(),
                     .weight = emb.data(),
                     .logits = logits.data(),

@@ -9,8 +9,12 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/flag_checks.h"
 #include "engine/cli/kv_events_flags.h"
 #include "engine/replay/cache_replay.h"
 #include "engine/replay/cost_model.h"
@@ -19,16 +23,28 @@
 
 namespace pagedkv::cli {
 
-void AddReplayCommand(CLI::App& app, int* exit_code) {
-  auto config = std::make_shared<replay::ReplayConfig>();
-  CLI::App* sub = app.add_subcommand(
-      "replay",
-      "Replay a workload through the prefix cache and report hit rates. With no arguments: the "
-      "built-in mixed workload, a capacity sweep over every policy, a table, a CSV and a plot.");
-  std::vector<std::string> gpus, models;
-  for (const auto& g : replay::GpuPresets()) gpus.push_back(g.name);
-  for (const auto& m : replay::ModelPresets()) models.push_back(m.name);
+namespace {
 
+using replay::ReplayConfig;
+
+// "1000,4000,16000" as capacities; throws CLI::ValidationError (reported by CLI11 as a usage
+// error) for an empty item or one that is not an integer > 0.
+std::vector<int64_t> ParseSweep(const std::string& text) {
+  std::vector<int64_t> capacities;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int64_t capacity = 0;
+    if (!absl::SimpleAtoi(item, &capacity) || capacity <= 0) {
+      throw CLI::ValidationError(
+          "--sweep", absl::StrFormat("'%s' in '%s' is not a capacity in blocks > 0; give e.g. "
+                                     "1000,4000,16000",
+                                     item, text));
+    }
+    capacities.push_back(capacity);
+  }
+  return capacities;
+}
+
+void AddWorkloadFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_option("--trace", config->trace,
                   "Mooncake trace, JSON Lines, plain or .gz (timestamp, input_length, "
                   "output_length, hash_ids)");
@@ -37,50 +53,93 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
                       absl::StrJoin(replay::BuiltinWorkloadNames(), ", "))
       ->capture_default_str();
   sub->add_option("--requests", config->requests,
-                  "Approximate number of requests of the built-in workload (0 = its default)");
+                  "Approximate number of requests of the built-in workload (0 = its default)")
+      ->check(NonNegativeNumber());
   sub->add_option("--seed", config->seed, "Seed of the built-in workload")->capture_default_str();
   sub->add_option("--mode", config->mode,
                   "cache: hit rates, no timing, file order; serve: arrivals, scheduler, "
                   "simulated GPU, TTFT and throughput")
       ->capture_default_str();
   sub->add_option("--block-size", config->block_size, "Cache block size in tokens")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PositiveNumber());
   sub->add_option("--trace-block-size", config->trace_block_size,
                   "Tokens per trace hash id (Mooncake traces: 512)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PositiveNumber());
   sub->add_flag("--skip-bad-lines", config->skip_bad_lines,
                 "Skip (and count) malformed trace lines instead of stopping");
+}
+
+void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
   auto* cap_blocks =
-      sub->add_option("--capacity-blocks", config->capacity_blocks, "Cache capacity in blocks");
+      sub->add_option("--capacity-blocks", config->capacity_blocks, "Cache capacity in blocks")
+          ->check(PositiveNumber());
   sub->add_option("--capacity-gib", config->capacity_gib,
                   "Cache capacity in GiB of KV, with the --model's KV bytes per token")
-      ->excludes(cap_blocks);
-  sub->add_option("--sweep", config->sweep,
-                  "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV "
-                  "and a plot")
-      ->delimiter(',');
+      ->excludes(cap_blocks)
+      ->check(PositiveNumber());
+  sub->add_option_function<std::string>(
+      "--sweep", [config](const std::string& text) { config->sweep = ParseSweep(text); },
+      "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV and a plot");
   sub->add_option("--policies,--policy", config->policies,
                   "Eviction policies, e.g. lru,lfu,fifo,belady (belady: cache mode only). "
                   "Default: lru for one capacity, all four for a sweep")
       ->delimiter(',');
+  sub->add_flag("!--no-shifted", config->count_shifted,
+                "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "
+                "reuse them (and skip the comparison run without reuse)");
+}
+
+void AddServeFlags(CLI::App* sub, ReplayConfig* config) {
+  std::vector<std::string> gpus, models;
+  for (const auto& g : replay::GpuPresets()) gpus.push_back(g.name);
+  for (const auto& m : replay::ModelPresets()) models.push_back(m.name);
   sub->add_option("--model", config->model,
                   "Model preset (KV bytes per token, cost): " + absl::StrJoin(models, ", "))
       ->capture_default_str();
   sub->add_option("--gpu", config->gpu, "GPU preset (serve mode): " + absl::StrJoin(gpus, ", "))
       ->capture_default_str();
   sub->add_option("--gpu-memory-utilization", config->gpu_memory_utilization,
-                  "Serve mode: share of GPU memory for weights + KV when no capacity is given")
-      ->capture_default_str();
+                  "Serve mode: share of GPU memory for weights + KV when no capacity is given, "
+                  "in (0, 1]")
+      ->capture_default_str()
+      ->check(Fraction());
   sub->add_option("--max-num-seqs", config->max_num_seqs, "Serve mode: running sequences cap")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PositiveNumber());
   sub->add_option("--max-num-batched-tokens", config->max_num_batched_tokens,
                   "Serve mode: token budget per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PositiveNumber());
   sub->add_flag("--cache-aware", config->cache_aware,
                 "Serve mode: admit the longest cached prefix first");
-  sub->add_flag("!--no-shifted", config->count_shifted,
-                "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "
-                "reuse them (and skip the comparison run without reuse)");
+}
+
+void AddRouterFlags(CLI::App* sub, ReplayConfig* config) {
+  sub->add_option("--instances", config->instances,
+                  "Serve mode: simulated instances behind one router (each with its own pool and "
+                  "GPU); > 1 also runs the oracle router as the reference")
+      ->capture_default_str()
+      ->check(PositiveNumber());
+  sub->add_option("--router", config->router,
+                  "Serve mode: round-robin, least-loaded, prefix-aware (from KV events) or oracle")
+      ->capture_default_str();
+  sub->add_option("--router-prefill-weight", config->router_prefill_weight,
+                  "prefix-aware / oracle cost: weight of one request block not cached")
+      ->capture_default_str()
+      ->check(NonNegativeNumber());
+  sub->add_option("--router-load-weight", config->router_load_weight,
+                  "prefix-aware / oracle cost: weight of one block of instance load")
+      ->capture_default_str()
+      ->check(NonNegativeNumber());
+  sub->add_option("--kv-events-transport", config->kv_events_transport,
+                  "--router prefix-aware: inproc (events encoded and decoded in process) or zmq "
+                  "(over ipc:// sockets in a temporary directory)")
+      ->capture_default_str();
+}
+
+void AddOutputFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_flag("--json", config->json, "Print one JSON object instead of the table");
   sub->add_flag("!--no-progress", config->progress, "Never draw the progress bar");
   sub->add_option("--out-dir", config->out_dir, "Directory for the sweep CSV and plot")
@@ -88,24 +147,21 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--csv", config->csv, "Sweep CSV path (default: in --out-dir)");
   sub->add_option("--plot", config->plot,
                   "Plot path ending in .png or .svg (default: in --out-dir; .png with gnuplot)");
+}
 
-  sub->add_option("--instances", config->instances,
-                  "Serve mode: simulated instances behind one router (each with its own pool and "
-                  "GPU); > 1 also runs the oracle router as the reference")
-      ->capture_default_str();
-  sub->add_option("--router", config->router,
-                  "Serve mode: round-robin, least-loaded, prefix-aware (from KV events) or oracle")
-      ->capture_default_str();
-  sub->add_option("--router-prefill-weight", config->router_prefill_weight,
-                  "prefix-aware / oracle cost: weight of one request block not cached")
-      ->capture_default_str();
-  sub->add_option("--router-load-weight", config->router_load_weight,
-                  "prefix-aware / oracle cost: weight of one block of instance load")
-      ->capture_default_str();
-  sub->add_option("--kv-events-transport", config->kv_events_transport,
-                  "--router prefix-aware: inproc (events encoded and decoded in process) or zmq "
-                  "(over ipc:// sockets in a temporary directory)")
-      ->capture_default_str();
+}  // namespace
+
+void AddReplayCommand(CLI::App& app, int* exit_code) {
+  auto config = std::make_shared<ReplayConfig>();
+  CLI::App* sub = app.add_subcommand(
+      "replay",
+      "Replay a workload through the prefix cache and report hit rates. With no arguments: the "
+      "built-in mixed workload, a capacity sweep over every policy, a table, a CSV and a plot.");
+  AddWorkloadFlags(sub, config.get());
+  AddCacheFlags(sub, config.get());
+  AddServeFlags(sub, config.get());
+  AddRouterFlags(sub, config.get());
+  AddOutputFlags(sub, config.get());
   auto events = std::make_shared<KvEventsFlags>();
   AddKvEventsFlags(sub, events.get());
 

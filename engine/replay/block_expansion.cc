@@ -4,6 +4,7 @@
 #define XXH_INLINE_ALL  // header-only xxHash: no library to link or install
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -73,6 +74,111 @@ int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
   return full_blocks > 0 ? block_size : 0;
 }
 
+namespace {
+
+// The chained keys of every request, with the per-request bookkeeping.
+void ExpandKeys(const Workload& workload, int32_t block_size, ExpandedWorkload& e) {
+  const size_t n = workload.requests.size();
+  e.request_begin.reserve(n + 1);
+  e.last_block_tokens.reserve(n);
+  e.input_tokens.reserve(n);
+  e.request_begin.push_back(0);
+  for (const ReplayRequest& r : workload.requests) {
+    const int32_t last = ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys);
+    e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
+    e.last_block_tokens.push_back(last);
+    e.input_tokens.push_back(r.input_length);
+    e.total_tokens += r.input_length;
+    if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % block_size;
+  }
+}
+
+// The marked chunks of every request (nothing when no request marks one).
+void ExpandChunks(const Workload& workload, ExpandedWorkload& e) {
+  const bool any_chunks = std::any_of(workload.requests.begin(), workload.requests.end(),
+                                      [](const ReplayRequest& r) { return !r.chunks.empty(); });
+  if (!any_chunks) return;
+  e.chunk_begin.reserve(workload.requests.size() + 1);
+  e.chunk_begin.push_back(0);
+  for (const ReplayRequest& r : workload.requests) {
+    for (const ChunkSpan& c : r.chunks) {
+      e.chunks.push_back({.key = ChunkSpanKey(c), .position = c.token_offset, .length = c.length});
+    }
+    e.chunk_begin.push_back(static_cast<int64_t>(e.chunks.size()));
+  }
+}
+
+// Each chunk's next use: the next request marking a chunk with the same key.
+void ComputeChunkNextUses(ExpandedWorkload& e) {
+  absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> next_request;
+  for (size_t r = e.num_requests(); r-- > 0;) {
+    for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
+      TrackedChunk& chunk = e.chunks[static_cast<size_t>(c)];
+      const auto it = next_request.find(chunk.key);
+      chunk.next_use = it == next_request.end() ? kNeverUsed : it->second;
+    }
+    for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
+      next_request[e.chunks[static_cast<size_t>(c)].key] = static_cast<int32_t>(r);
+    }
+  }
+}
+
+// Numbers the distinct keys densely in first-seen order (one hash pass; seen_before and next_use
+// then work on the dense ids with plain arrays) and sets e.distinct_blocks. The table is
+// BlockPool's index (8-byte slots, keys kept aside), probed with the slots of later keys
+// prefetched: this pass is DRAM-bound on real traces.
+std::vector<int32_t> NumberDistinctKeys(ExpandedWorkload& e) {
+  constexpr size_t kPrefetchDistance = 16;
+  const size_t num_blocks = e.keys.size();
+  std::vector<int32_t> dense(num_blocks);
+  BlockIndex ids(static_cast<int64_t>(num_blocks));
+  std::vector<BlockHash> distinct;
+  const auto key_of = [&distinct](int32_t id) -> const BlockHash& {
+    return distinct[static_cast<size_t>(id)];
+  };
+  for (size_t i = 0; i < num_blocks; ++i) {
+    if (i + kPrefetchDistance < num_blocks) ids.Prefetch(e.keys[i + kPrefetchDistance]);
+    const auto [id, inserted] =
+        ids.TryInsert(e.keys[i], static_cast<int32_t>(distinct.size()), key_of);
+    if (inserted) distinct.push_back(e.keys[i]);
+    dense[i] = id;
+  }
+  e.distinct_blocks = static_cast<int64_t>(distinct.size());
+  return dense;
+}
+
+// A key repeated inside one request counts as seen only when an earlier request had it.
+void MarkSeenBefore(const std::vector<int32_t>& dense, ExpandedWorkload& e) {
+  constexpr int32_t kNone = -1;
+  std::vector<int32_t> last(static_cast<size_t>(e.distinct_blocks), kNone);
+  e.seen_before.assign(e.keys.size(), 0);
+  for (size_t r = 0; r < e.num_requests(); ++r) {
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      const int32_t prev = last[dense[i]];
+      e.seen_before[i] = prev != kNone && prev < static_cast<int32_t>(r);
+    }
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      last[dense[i]] = static_cast<int32_t>(r);
+    }
+  }
+}
+
+// Each block's next use: the next request holding the same key (for belady).
+void ComputeBlockNextUses(const std::vector<int32_t>& dense, ExpandedWorkload& e) {
+  e.next_use.assign(e.keys.size(), kNeverUsed);
+  std::vector<int32_t> next(static_cast<size_t>(e.distinct_blocks), kNeverUsed);
+  for (size_t r = e.num_requests(); r-- > 0;) {
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      e.next_use[i] = next[dense[i]];
+    }
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      next[dense[i]] = static_cast<int32_t>(r);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
                                                 const ExpansionOptions& options) {
   if (options.block_size <= 0) {
@@ -87,101 +193,18 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
   e.block_size = options.block_size;
   e.one_block_per_hash_id =
       workload.trace_block_size > 0 && workload.trace_block_size == options.block_size;
-  const size_t n = workload.requests.size();
-  e.request_begin.reserve(n + 1);
-  e.last_block_tokens.reserve(n);
-  e.input_tokens.reserve(n);
-  e.request_begin.push_back(0);
-  for (const ReplayRequest& r : workload.requests) {
-    const int32_t last =
-        ExpandRequestKeys(r, options.block_size, workload.trace_block_size, &e.keys);
-    e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
-    e.last_block_tokens.push_back(last);
-    e.input_tokens.push_back(r.input_length);
-    e.total_tokens += r.input_length;
-    if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % options.block_size;
-  }
-  bool any_chunks = false;
-  for (const ReplayRequest& r : workload.requests) any_chunks = any_chunks || !r.chunks.empty();
-  if (any_chunks) {
-    e.chunk_begin.reserve(n + 1);
-    e.chunk_begin.push_back(0);
-    for (const ReplayRequest& r : workload.requests) {
-      for (const ChunkSpan& c : r.chunks) {
-        e.chunks.push_back(
-            {.key = ChunkSpanKey(c), .position = c.token_offset, .length = c.length});
-      }
-      e.chunk_begin.push_back(static_cast<int64_t>(e.chunks.size()));
-    }
-  }
-  if (any_chunks && options.compute_next_use) {
-    // Each chunk's next use: the next request marking a chunk with the same key.
-    absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> next_request;
-    for (size_t r = n; r-- > 0;) {
-      for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
-        TrackedChunk& chunk = e.chunks[static_cast<size_t>(c)];
-        const auto it = next_request.find(chunk.key);
-        chunk.next_use = it == next_request.end() ? kNeverUsed : it->second;
-      }
-      for (int64_t c = e.chunk_begin[r]; c < e.chunk_begin[r + 1]; ++c) {
-        next_request[e.chunks[static_cast<size_t>(c)].key] = static_cast<int32_t>(r);
-      }
-    }
-  }
-  // One hash pass numbers the distinct keys densely; seen_before and next_use then work on the
-  // dense ids with plain arrays. A key repeated inside one request counts as seen only when an
-  // earlier request had it.
-  const size_t num_blocks = e.keys.size();
-  if (num_blocks >= static_cast<size_t>(kNeverUsed)) {
+  ExpandKeys(workload, options.block_size, e);
+  ExpandChunks(workload, e);
+  if (e.has_chunks() && options.compute_next_use) ComputeChunkNextUses(e);
+  if (e.keys.size() >= static_cast<size_t>(kNeverUsed)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the workload expands to %d blocks; at most 2^31 - 2 are supported (use a larger "
         "--block-size)",
-        num_blocks));
+        e.keys.size()));
   }
-  // The table of BlockPool's index (8-byte slots, keys kept aside in first-seen order), probed
-  // with the slots of later keys prefetched: this pass is DRAM-bound on real traces.
-  std::vector<int32_t> dense(num_blocks);
-  {
-    constexpr size_t kPrefetchDistance = 16;
-    BlockIndex ids(static_cast<int64_t>(num_blocks));
-    std::vector<BlockHash> distinct;
-    const auto key_of = [&distinct](int32_t id) -> const BlockHash& {
-      return distinct[static_cast<size_t>(id)];
-    };
-    for (size_t i = 0; i < num_blocks; ++i) {
-      if (i + kPrefetchDistance < num_blocks) ids.Prefetch(e.keys[i + kPrefetchDistance]);
-      const auto [id, inserted] =
-          ids.TryInsert(e.keys[i], static_cast<int32_t>(distinct.size()), key_of);
-      if (inserted) distinct.push_back(e.keys[i]);
-      dense[i] = id;
-    }
-    e.distinct_blocks = static_cast<int64_t>(distinct.size());
-  }
-  constexpr int32_t kNone = -1;
-  std::vector<int32_t> last(static_cast<size_t>(e.distinct_blocks), kNone);
-  e.seen_before.assign(num_blocks, 0);
-  for (size_t r = 0; r < n; ++r) {
-    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
-      const int32_t prev = last[dense[i]];
-      e.seen_before[i] = prev != kNone && prev < static_cast<int32_t>(r);
-    }
-    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
-      last[dense[i]] = static_cast<int32_t>(r);
-    }
-  }
-  if (options.compute_next_use) {
-    e.next_use.assign(num_blocks, kNeverUsed);
-    std::vector<int32_t>& next = last;  // reused: next request index per dense id
-    std::fill(next.begin(), next.end(), kNeverUsed);
-    for (size_t r = n; r-- > 0;) {
-      for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
-        e.next_use[i] = next[dense[i]];
-      }
-      for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
-        next[dense[i]] = static_cast<int32_t>(r);
-      }
-    }
-  }
+  const std::vector<int32_t> dense = NumberDistinctKeys(e);
+  MarkSeenBefore(dense, e);
+  if (options.compute_next_use) ComputeBlockNextUses(dense, e);
   return e;
 }
 

@@ -66,6 +66,145 @@ absl::Status CountChunks(const ExpandedWorkload& w, size_t r, int64_t prefix_tok
   return absl::OkStatus();
 }
 
+// The eviction policy of a replay; `belady` points into `policy` when it is the clairvoyant one.
+struct ReplayPolicy {
+  std::unique_ptr<EvictionPolicy> policy;
+  BeladyPolicy* belady = nullptr;
+};
+
+absl::StatusOr<ReplayPolicy> MakeReplayPolicy(const ExpandedWorkload& w, const std::string& name) {
+  ReplayPolicy made;
+  if (name == "belady") {
+    if (w.next_use.size() != w.keys.size()) {
+      return absl::InvalidArgumentError(
+          "the belady policy needs the workload expanded with compute_next_use");
+    }
+    auto belady = std::make_unique<BeladyPolicy>();
+    made.belady = belady.get();
+    made.policy = std::move(belady);
+    return made;
+  }
+  absl::StatusOr<std::unique_ptr<EvictionPolicy>> policy = MakeEvictionPolicy(name);
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown eviction policy \"%s\"; expected one of: %s", name,
+                        absl::StrJoin(CacheReplayPolicyNames(), ", ")));
+  }
+  made.policy = *std::move(policy);
+  return made;
+}
+
+// The tracker of marked chunks, or null when shifted hits are not counted.
+absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> MakeChunkTracker(
+    const ExpandedWorkload& w, const CacheReplayOptions& options, BlockPool* pool,
+    BeladyPolicy* belady) {
+  if (!options.count_shifted || !w.has_chunks()) return nullptr;
+  ChunkReuseTrackerOptions tracker_options;
+  if (belady != nullptr) {
+    // Chunk copies are next needed when the next request marks the same chunk.
+    tracker_options.before_unpin = [belady](std::span<const BlockId> blocks, int64_t next_use) {
+      for (BlockId b : blocks) belady->SetNextUse(b, next_use);
+    };
+    tracker_options.refresh_covered_chunks = true;
+    tracker_options.retire_orphaned_blocks = true;
+  }
+  return ChunkReuseTracker::Create(pool, std::move(tracker_options));
+}
+
+// One request's walk along its block chain.
+struct RequestWalk {
+  int64_t hits = 0;             // leading blocks found cached
+  int64_t infinite_hits = 0;    // leading blocks an infinite cache would have
+  bool prefix = true;           // no miss yet
+  bool infinite_prefix = true;  // no never-seen block yet
+  bool pool_full = false;       // every block is pinned by this request
+  BlockHash parent{};           // the previous block's hash
+};
+
+// Replays the requests of an expanded workload, in order, through one BlockPool.
+class CacheReplayer {
+ public:
+  CacheReplayer(const ExpandedWorkload& w, BlockPool& pool, BeladyPolicy* belady,
+                ChunkReuseTracker* tracker, CacheReplayResult& result)
+      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), result_(result) {}
+
+  // Looks up (and on a miss, inserts) every block of request r, counts its hits, then unpins
+  // its blocks tail first.
+  absl::Status ReplayRequest(size_t r) {
+    table_.clear();
+    RequestWalk walk;
+    for (int64_t i = w_.request_begin[r]; i < w_.request_begin[r + 1]; ++i) {
+      PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, walk));
+    }
+    result_.hit_blocks += walk.hits;
+    const int64_t hit_tokens = PrefixTokens(w_, r, walk.hits);
+    result_.hit_tokens += hit_tokens;
+    if (tracker_ != nullptr) {
+      PAGEDKV_RETURN_IF_ERROR(CountChunks(w_, r, hit_tokens, *tracker_, result_));
+    }
+    result_.infinite_hit_blocks += walk.infinite_hits;
+    result_.infinite_hit_tokens += PrefixTokens(w_, r, walk.infinite_hits);
+    std::reverse(table_.begin(), table_.end());
+    return pool_.Unpin(table_);
+  }
+
+ private:
+  absl::Status VisitBlock(int64_t i, RequestWalk& walk) {
+    const BlockHash& key = w_.keys[i];
+    // Keys are known ahead: start loading the index slots of a later block.
+    if (i + kPrefetchDistance < w_.num_blocks())
+      pool_.PrefetchIndex(w_.keys[i + kPrefetchDistance]);
+    walk.infinite_prefix = walk.infinite_prefix && w_.seen_before[i];
+    walk.infinite_hits += walk.infinite_prefix;
+    // A block no earlier request had cannot be cached: skip the lookup.
+    BlockId block = w_.seen_before[i] ? pool_.FindCached(key) : kNullBlock;
+    if (block != kNullBlock) {
+      PAGEDKV_RETURN_IF_ERROR(pool_.Pin(block));
+      if (walk.prefix) {
+        ++walk.hits;
+      } else {
+        ++result_.miss_after_miss;
+      }
+    } else {
+      PAGEDKV_ASSIGN_OR_RETURN(block, InsertMissed(i, walk));
+    }
+    if (block != kNullBlock) {
+      if (belady_ != nullptr) belady_->SetNextUse(block, w_.next_use[i]);
+      table_.push_back(block);
+    }
+    walk.parent = key;
+    return absl::OkStatus();
+  }
+
+  // Counts a miss and caches the block in a free (or evicted) one; kNullBlock when every block
+  // is pinned by this request.
+  absl::StatusOr<BlockId> InsertMissed(int64_t i, RequestWalk& walk) {
+    walk.prefix = false;
+    ++(w_.seen_before[i] ? result_.miss_evicted : result_.miss_never_seen);
+    if (walk.pool_full) {
+      ++result_.over_capacity_blocks;
+      return kNullBlock;
+    }
+    absl::StatusOr<BlockId> allocated = pool_.Allocate();
+    if (!allocated.ok()) {
+      walk.pool_full = true;
+      ++result_.over_capacity_blocks;
+      return kNullBlock;
+    }
+    PAGEDKV_RETURN_IF_ERROR(
+        pool_.Insert({.block = *allocated, .hash = w_.keys[i], .parent_hash = walk.parent})
+            .status());
+    return *allocated;
+  }
+
+  const ExpandedWorkload& w_;
+  BlockPool& pool_;
+  BeladyPolicy* const belady_;
+  ChunkReuseTracker* const tracker_;
+  CacheReplayResult& result_;
+  std::vector<BlockId> table_;  // the current request's blocks
+};
+
 }  // namespace
 
 double CacheReplayResult::block_hit_rate() const { return Ratio(hit_blocks, blocks); }
@@ -99,47 +238,16 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
     return absl::InvalidArgumentError(absl::StrFormat(
         "cache capacity must be between 1 and 2^31 - 1 blocks (got %d)", options.capacity_blocks));
   }
-  std::unique_ptr<EvictionPolicy> policy;
-  BeladyPolicy* belady = nullptr;
-  if (options.policy == "belady") {
-    if (w.next_use.size() != w.keys.size()) {
-      return absl::InvalidArgumentError(
-          "the belady policy needs the workload expanded with compute_next_use");
-    }
-    auto p = std::make_unique<BeladyPolicy>();
-    belady = p.get();
-    policy = std::move(p);
-  } else {
-    auto p = MakeEvictionPolicy(options.policy);
-    if (!p.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("unknown eviction policy \"%s\"; expected one of: %s", options.policy,
-                          absl::StrJoin(CacheReplayPolicyNames(), ", ")));
-    }
-    policy = *std::move(p);
-  }
+  PAGEDKV_ASSIGN_OR_RETURN(ReplayPolicy policy, MakeReplayPolicy(w, options.policy));
+  BeladyPolicy* const belady = policy.belady;
   PAGEDKV_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockPool> pool,
       BlockPool::Create({.num_blocks = static_cast<int32_t>(options.capacity_blocks),
                          .block_size = w.block_size,
                          .store_tokens = false},
-                        std::move(policy)));
-
-  std::unique_ptr<ChunkReuseTracker> tracker;
-  if (options.count_shifted && w.has_chunks()) {
-    ChunkReuseTrackerOptions tracker_options;
-    if (belady != nullptr) {
-      // Chunk copies are next needed when the next request marks the same chunk.
-      tracker_options.before_unpin = [belady](std::span<const BlockId> blocks, int64_t next_use) {
-        for (BlockId b : blocks) belady->SetNextUse(b, next_use);
-      };
-      tracker_options.refresh_covered_chunks = true;
-      tracker_options.retire_orphaned_blocks = true;
-    }
-    PAGEDKV_ASSIGN_OR_RETURN(tracker,
-                             ChunkReuseTracker::Create(pool.get(), std::move(tracker_options)));
-  }
-
+                        std::move(policy.policy)));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReuseTracker> tracker,
+                           MakeChunkTracker(w, options, pool.get(), belady));
   CacheReplayResult res;
   res.shifted_counted = tracker != nullptr;
   res.policy = options.policy;
@@ -148,68 +256,12 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   res.blocks = w.num_blocks();
   res.total_tokens = w.total_tokens;
   res.not_full_block_tokens = w.partial_tokens;
-  std::vector<BlockId> table;
+  CacheReplayer replayer(w, *pool, belady, tracker.get(), res);
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {
-    const int64_t begin = w.request_begin[r];
-    const int64_t end = w.request_begin[r + 1];
-    table.clear();
-    int64_t hits = 0;
-    int64_t infinite_hits = 0;
-    bool prefix = true;
-    bool infinite_prefix = true;
-    bool pool_full = false;
-    BlockHash parent{};
-    for (int64_t i = begin; i < end; ++i) {
-      const BlockHash& key = w.keys[i];
-      // Keys are known ahead: start loading the index slots of a later block.
-      if (i + kPrefetchDistance < w.num_blocks())
-        pool->PrefetchIndex(w.keys[i + kPrefetchDistance]);
-      infinite_prefix = infinite_prefix && w.seen_before[i];
-      infinite_hits += infinite_prefix;
-      // A block no earlier request had cannot be cached: skip the lookup.
-      BlockId block = w.seen_before[i] ? pool->FindCached(key) : kNullBlock;
-      if (block != kNullBlock) {
-        PAGEDKV_RETURN_IF_ERROR(pool->Pin(block));
-        if (prefix) {
-          ++hits;
-        } else {
-          ++res.miss_after_miss;
-        }
-      } else {
-        prefix = false;
-        if (w.seen_before[i]) {
-          ++res.miss_evicted;
-        } else {
-          ++res.miss_never_seen;
-        }
-        if (pool_full) {
-          ++res.over_capacity_blocks;
-        } else if (auto allocated = pool->Allocate(); allocated.ok()) {
-          block = *allocated;
-          PAGEDKV_RETURN_IF_ERROR(
-              pool->Insert({.block = block, .hash = key, .parent_hash = parent}).status());
-        } else {
-          pool_full = true;  // every block is pinned by this request
-          ++res.over_capacity_blocks;
-        }
-      }
-      if (block != kNullBlock) {
-        if (belady != nullptr) belady->SetNextUse(block, w.next_use[i]);
-        table.push_back(block);
-      }
-      parent = key;
-    }
-    res.hit_blocks += hits;
-    const int64_t hit_tokens = PrefixTokens(w, r, hits);
-    res.hit_tokens += hit_tokens;
-    if (tracker != nullptr) PAGEDKV_RETURN_IF_ERROR(CountChunks(w, r, hit_tokens, *tracker, res));
-    res.infinite_hit_blocks += infinite_hits;
-    res.infinite_hit_tokens += PrefixTokens(w, r, infinite_hits);
-    std::reverse(table.begin(), table.end());
-    PAGEDKV_RETURN_IF_ERROR(pool->Unpin(table));
-    if (options.progress && (r & 1023) == 1023) options.progress(end);
+    PAGEDKV_RETURN_IF_ERROR(replayer.ReplayRequest(r));
+    if (options.progress && (r & 1023) == 1023) options.progress(w.request_begin[r + 1]);
   }
   res.seconds = ThreadCpuSeconds() - cpu_start;
   res.wall_seconds =

@@ -1,22 +1,14 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/replay/serve_replay.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <memory>
-#include <span>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cache/kv_cache_manager_internal.h"
+#include "engine/replay/serve_simulation.h"
 #include "engine/replay/shifted_hit_json.h"
-#include "engine/replay/simulated_chunk_reuse.h"
-#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
@@ -24,98 +16,6 @@ namespace pagedkv::replay {
 namespace {
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
-
-// Nearest-rank percentile of sorted values (0 when empty).
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
-
-double Mean(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0 : sum / static_cast<double>(v.size());
-}
-
-struct Tracked {
-  double arrival_s = 0;
-  double first_token_s = -1;
-  int64_t prompt_tokens = 0;
-  std::vector<PromptChunk> chunks;  // marked chunks (only with shifted reuse on)
-  std::vector<TokenId> prompt;      // the prompt, kept only when chunks is not empty
-};
-
-// The marked chunks of `r` as scheduler PromptChunks. InvalidArgument for a chunk whose offset
-// or length does not fit an int32 (ValidateWorkload already keeps them inside the prompt).
-absl::StatusOr<std::vector<PromptChunk>> PromptChunksOf(const ReplayRequest& r, size_t index) {
-  std::vector<PromptChunk> chunks;
-  chunks.reserve(r.chunks.size());
-  for (const ChunkSpan& c : r.chunks) {
-    if (c.token_offset + c.length > INT32_MAX) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("request %d: chunk [%d, %d) lies past 2^31 - 1 tokens", index,
-                          c.token_offset, c.token_offset + c.length));
-    }
-    chunks.push_back(
-        {.offset = static_cast<int32_t>(c.token_offset), .length = static_cast<int32_t>(c.length)});
-  }
-  return chunks;
-}
-
-// Counts the shifted hits of one batch (the moves of sequence i are the next
-// sequences[i].num_shifted_hit_tokens entries of slot_moves) and the chunks of newly admitted
-// sequences; returns the number of moved tokens.
-int64_t CountShiftedHits(const ScheduledBatch& batch,
-                         const absl::flat_hash_map<RequestId, Tracked>& live,
-                         ServeReplayResult& res) {
-  const int64_t bs = batch.block_size;
-  size_t move = 0;
-  for (const ScheduledSequence& seq : batch.sequences) {
-    if (seq.newly_admitted) {
-      if (auto it = live.find(seq.request_id); it != live.end()) {
-        for (const PromptChunk& c : it->second.chunks) {
-          ++res.chunks;
-          res.chunks_in_prefix += c.offset + c.length <= seq.num_prefix_hit_tokens;
-        }
-      }
-    }
-    const int64_t m = seq.num_shifted_hit_tokens;
-    if (m == 0) continue;
-    ++res.chunk_hits;
-    res.shifted_hit_tokens += m;
-    if (batch.slot_moves[move].old_position != batch.slot_moves[move].new_position) {
-      ++res.chunk_hits_moved;
-      res.shifted_hit_tokens_moved += m;
-    }
-    move += static_cast<size_t>(m);
-    const int64_t end = seq.num_computed_tokens;
-    const int64_t start = end - m;
-    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - NumBlocksFor(start, bs));
-  }
-  return static_cast<int64_t>(batch.slot_moves.size());
-}
-
-// Registers every chunk span of `seq` that this step finished computing, as the engine does
-// (Engine::RegisterChunks); returns the tokens copied.
-absl::StatusOr<int64_t> RegisterChunks(const ScheduledSequence& seq, const Tracked& t,
-                                       SimulatedChunkReuse& reuse, ServeReplayResult& res) {
-  int64_t copied = 0;
-  for (const PromptChunk& c : t.chunks) {
-    const int32_t end = c.offset + c.length;
-    if (end <= seq.num_computed_tokens || end > seq.seq_len()) continue;
-    const auto tokens = std::span<const TokenId>(t.prompt).subspan(static_cast<size_t>(c.offset),
-                                                                   static_cast<size_t>(c.length));
-    const int64_t failures = reuse.stats().register_failures;
-    PAGEDKV_ASSIGN_OR_RETURN(bool registered, reuse.Register(tokens, "", 0, c.offset));
-    if (registered) {
-      ++res.chunks_registered;
-      copied += c.length;
-    }
-    res.chunk_register_failures += reuse.stats().register_failures - failures;
-  }
-  return copied;
-}
 
 }  // namespace
 
@@ -159,8 +59,9 @@ absl::StatusOr<int64_t> KvCapacityBlocks(const GpuPreset& gpu, const ModelPreset
   return static_cast<int64_t>(std::min(budget / per_block, 2147483647.0));
 }
 
-absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
-                                                 const ServeReplayOptions& options) {
+namespace {
+
+absl::Status ValidateServeOptions(const Workload& workload, const ServeReplayOptions& options) {
   if (options.policy == "belady") {
     return absl::InvalidArgumentError(
         "the belady policy needs the future and exists in cache mode only (--mode cache)");
@@ -178,7 +79,11 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
                         options.chunk_first_k));
   }
   PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
-  PAGEDKV_RETURN_IF_ERROR(options.scheduler.Validate());
+  return options.scheduler.Validate();
+}
+
+// The KV pool size: the option, or what fits in the GPU after the weights.
+absl::StatusOr<int64_t> ServeCapacityBlocks(const ServeReplayOptions& options) {
   int64_t capacity = options.capacity_blocks;
   if (capacity == 0) {
     PAGEDKV_ASSIGN_OR_RETURN(
@@ -189,169 +94,19 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
     return absl::InvalidArgumentError(
         absl::StrFormat("KV capacity must be between 1 and 2^31 - 1 blocks (got %d)", capacity));
   }
-  KvCacheManagerOptions manager_options;
-  manager_options.num_blocks = static_cast<int32_t>(capacity);
-  manager_options.block_size = options.block_size;
-  manager_options.eviction_policy = options.policy;
-  manager_options.vocab_size = options.vocab_size;
-  manager_options.model_fingerprint = options.model.name;
-  manager_options.collect_event_batches = options.on_event_batch != nullptr;
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> manager,
-                           KvCacheManager::Create(std::move(manager_options)));
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
-                           Scheduler::Create(options.scheduler, *manager));
-  const RooflineCostModel cost(options.gpu, options.model, options.cost);
-  bool any_chunks = false;
-  for (const ReplayRequest& r : workload.requests) any_chunks = any_chunks || !r.chunks.empty();
-  std::unique_ptr<SimulatedChunkReuse> reuse;
-  if (options.count_shifted && any_chunks) {
-    PAGEDKV_ASSIGN_OR_RETURN(
-        reuse, SimulatedChunkReuse::Create(
-                   &KvCacheManagerInternal::MutablePool(*manager),
-                   {.first_k = options.chunk_first_k, .model_fingerprint = options.model.name}));
-    scheduler->SetChunkReuseProvider(reuse.get());
-  }
+  return capacity;
+}
 
-  ServeReplayResult res;
-  res.shifted_counted = reuse != nullptr;
-  res.requests = static_cast<int64_t>(workload.requests.size());
-  res.capacity_blocks = capacity;
-  absl::flat_hash_map<RequestId, Tracked> live;
-  std::vector<double> ttft, e2e, tpot;
-  ttft.reserve(workload.requests.size());
-  e2e.reserve(workload.requests.size());
-  const auto wall_start = std::chrono::steady_clock::now();
-  const double t0 = workload.requests.empty() ? 0 : workload.requests[0].arrival_ms / 1000.0;
-  double now = t0;
-  size_t next = 0;
-  ScheduledBatch batch;
-  std::vector<SampledToken> sampled;
-  int64_t done = 0;
-  while (next < workload.requests.size() || scheduler->HasUnfinishedRequests()) {
-    if (!scheduler->HasUnfinishedRequests()) {
-      now = std::max(now, workload.requests[next].arrival_ms / 1000.0);
-    }
-    for (; next < workload.requests.size() && workload.requests[next].arrival_ms / 1000.0 <= now;
-         ++next) {
-      const ReplayRequest& r = workload.requests[next];
-      SchedulerRequest sr;
-      sr.id = next;
-      sr.prompt = MaterializePrompt(r, options.vocab_size);
-      sr.max_new_tokens = static_cast<int32_t>(std::clamp<int64_t>(r.output_length, 1, 1 << 30));
-      sr.arrival_time = r.arrival_ms / 1000.0;
-      Tracked t{.arrival_s = r.arrival_ms / 1000.0, .prompt_tokens = r.input_length};
-      if (reuse != nullptr && !r.chunks.empty()) {
-        PAGEDKV_ASSIGN_OR_RETURN(t.chunks, PromptChunksOf(r, next));
-        t.prompt = sr.prompt;
-        sr.chunks = t.chunks;
-      }
-      if (absl::Status s = scheduler->AddRequest(std::move(sr)); !s.ok()) {
-        if (s.code() != absl::StatusCode::kInvalidArgument) return s;
-        ++res.rejected;  // e.g. a prompt longer than the whole KV pool
-        ++done;
-        continue;
-      }
-      live[next] = std::move(t);
-    }
-    PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));
-    if (batch.empty()) {
-      if (next < workload.requests.size()) {
-        now = std::max(now, workload.requests[next].arrival_ms / 1000.0);
-        continue;
-      }
-      return absl::InternalError(absl::StrFormat(
-          "the scheduler made no progress with %d requests waiting and %d running at t=%.3f s",
-          scheduler->num_waiting(), scheduler->num_running(), now - t0));
-    }
-    StepWork work;
-    if (reuse != nullptr) {
-      // The engine re-rotates the acquired chunks here, then releases them.
-      work.num_rerotated_tokens += CountShiftedHits(batch, live, res);
-      PAGEDKV_RETURN_IF_ERROR(reuse->ReleaseAcquired());
-    }
-    sampled.clear();
-    for (const ScheduledSequence& seq : batch.sequences) {
-      work.AddSequence(seq.num_computed_tokens, seq.num_scheduled_tokens);
-      if (seq.samples) {
-        // Any in-vocabulary token will do: the simulated model has no EOS.
-        sampled.push_back(
-            {.request_id = seq.request_id,
-             .token = static_cast<TokenId>((seq.request_id * 7919 + seq.seq_len()) %
-                                           static_cast<uint64_t>(options.vocab_size))});
-      }
-    }
-    if (reuse != nullptr) {
-      // After the forward pass the engine copies each chunk span the step completed.
-      for (const ScheduledSequence& seq : batch.sequences) {
-        auto it = live.find(seq.request_id);
-        if (it == live.end() || it->second.chunks.empty()) continue;
-        PAGEDKV_ASSIGN_OR_RETURN(int64_t copied, RegisterChunks(seq, it->second, *reuse, res));
-        work.num_rerotated_tokens += copied;
-      }
-      res.rerotated_tokens += work.num_rerotated_tokens;
-      res.rerotation_seconds += cost.RerotationSeconds(work.num_rerotated_tokens);
-    }
-    res.computed_tokens += work.num_tokens;
-    now += cost.StepSeconds(work);
-    PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
-                             scheduler->UpdateFromOutput(sampled));
-    if (options.on_event_batch) {
-      KvEventBatch events = manager->TakeEventBatch(now);
-      if (!events.events.empty()) options.on_event_batch(std::move(events));
-    }
-    for (const RequestOutput& out : outputs) {
-      auto it = live.find(out.request_id);
-      if (it == live.end()) continue;
-      Tracked& t = it->second;
-      if (t.first_token_s < 0) {
-        t.first_token_s = now;
-        ttft.push_back(now - t.arrival_s);
-      }
-      if (out.finished()) {
-        ++res.finished;
-        res.prompt_tokens += t.prompt_tokens;
-        res.output_tokens += out.num_output_tokens;
-        e2e.push_back(now - t.arrival_s);
-        if (out.num_output_tokens > 1) {
-          tpot.push_back((now - t.first_token_s) / (out.num_output_tokens - 1));
-        }
-        live.erase(it);
-        if ((++done & 255) == 0 && options.progress) options.progress(done);
-      }
-    }
-  }
-  const SchedulerStats& stats = scheduler->stats();
-  res.steps = stats.num_steps;
-  res.preemptions = stats.num_preemptions;
-  res.admitted_tokens = stats.num_admitted_tokens;
-  res.prefix_hit_tokens = stats.num_prefix_hit_tokens;
-  res.evictions = manager->stats().evictions;
-  res.stored_blocks = manager->stats().stored_blocks;
-  if (res.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
-    return absl::InternalError(absl::StrFormat(
-        "serve replay counted %d shifted-hit tokens in the batches but the scheduler %d",
-        res.shifted_hit_tokens, stats.num_shifted_hit_tokens));
-  }
-  // Every request finished and every chunk was released: no block may still be held.
-  PAGEDKV_RETURN_IF_ERROR(manager->ValidateInvariants());
-  if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->index().ValidateInvariants());
-  if (manager->pool().NumUsedBlocks() != 0 || (reuse != nullptr && reuse->num_acquired() != 0)) {
-    return absl::InternalError(absl::StrFormat("serve replay ended with %d blocks still held",
-                                               manager->pool().NumUsedBlocks()));
-  }
-  res.simulated_seconds = now - t0;
-  std::sort(ttft.begin(), ttft.end());
-  std::sort(e2e.begin(), e2e.end());
-  res.ttft_mean_s = Mean(ttft);
-  res.ttft_p50_s = Percentile(ttft, 50);
-  res.ttft_p99_s = Percentile(ttft, 99);
-  res.tpot_mean_s = Mean(tpot);
-  res.e2e_mean_s = Mean(e2e);
-  res.e2e_p99_s = Percentile(e2e, 99);
-  res.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  if (options.progress) options.progress(res.requests);
-  return res;
+}  // namespace
+
+absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
+                                                 const ServeReplayOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(ValidateServeOptions(workload, options));
+  PAGEDKV_ASSIGN_OR_RETURN(const int64_t capacity, ServeCapacityBlocks(options));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ServeSimulation> simulation,
+                           ServeSimulation::Create(workload, options, capacity));
+  while (simulation->HasWork()) PAGEDKV_RETURN_IF_ERROR(simulation->Step());
+  return simulation->Finish();
 }
 
 std::string FormatServeTable(const ServeReplayResult& r) {

@@ -97,6 +97,17 @@ class Scheduler::Impl {
   void ReserveBatch(ScheduledBatch* batch) const;
   // Slot moves, tokens, positions, slots and block table of decision `d`; its statistics.
   absl::Status EmitSequence(const Decision& d, ScheduledBatch* batch);
+  // EmitSequence's parts: the reused tokens' slot moves; the scheduled tokens [start, end) with
+  // their positions, slots and the block table; the step statistics of one sequence.
+  void EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
+                     ScheduledBatch* batch) const;
+  void EmitTokens(const RequestState& r, std::span<const BlockId> table, int32_t start, int32_t end,
+                  ScheduledBatch* batch) const;
+  void CountSequence(const Decision& d, const ScheduledSequence& seq, SchedulerStepStats& st);
+  // UpdateFromOutput's parts: every sampled token is checked (and its request collected in
+  // update_targets_) before any is appended; then each is appended and its output reported.
+  absl::Status CheckSampled(std::span<const SampledToken> sampled, uint64_t call);
+  absl::StatusOr<RequestOutput> AppendSampled(RequestState& r, TokenId token);
   void FinishStepStats(ScheduledBatch* batch);
   // Ends a request: frees its blocks, forgets it, reports it in the next batch.
   absl::Status Finish(RequestState* request, FinishReason reason);
@@ -129,13 +140,10 @@ class Scheduler::Impl {
 
 // ---- AddRequest --------------------------------------------------------------------------------
 
-absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
-  if (requests_.contains(request.id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("request ", request.id,
-                     " is already queued or running; ids must be unique among "
-                     "unfinished requests"));
-  }
+namespace {
+
+// The prompt is non-empty with non-negative tokens, and at least one token is asked for.
+absl::Status CheckPromptAndBudget(const SchedulerRequest& request) {
   if (request.prompt.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", request.id, " has an empty prompt; give at least one token"));
@@ -150,29 +158,42 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": max_new_tokens must be >= 1, got ", request.max_new_tokens));
   }
+  return absl::OkStatus();
+}
+
+// The request's longest sequence fits the model, the pool and, without chunked prefill, one
+// step's token budget.
+absl::Status CheckFits(const SchedulerRequest& request, const SchedulerOptions& options,
+                       const KvCacheManager& cache) {
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
   const int64_t max_len = prompt_len + request.max_new_tokens;
-  if (options_.max_model_len > 0 && max_len > options_.max_model_len) {
+  if (options.max_model_len > 0 && max_len > options.max_model_len) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
-                     request.max_new_tokens, ") exceeds max_model_len ", options_.max_model_len));
+                     request.max_new_tokens, ") exceeds max_model_len ", options.max_model_len));
   }
   // The last sampled token is never computed, so KV holds at most max_len - 1 tokens.
-  const int64_t max_blocks = NumBlocksFor(max_len - 1, cache_.block_size());
-  if (max_blocks > cache_.num_blocks()) {
+  const int64_t max_blocks = NumBlocksFor(max_len - 1, cache.block_size());
+  if (max_blocks > cache.num_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
         request.max_new_tokens, ") needs up to ", max_blocks, " KV blocks but the pool has only ",
-        cache_.num_blocks(), "; shorten it or enlarge the pool"));
+        cache.num_blocks(), "; shorten it or enlarge the pool"));
   }
-  if (!options_.enable_chunked_prefill && max_len - 1 > options_.max_num_batched_tokens) {
+  if (!options.enable_chunked_prefill && max_len - 1 > options.max_num_batched_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
         request.max_new_tokens, ") - 1 exceeds max_num_batched_tokens ",
-        options_.max_num_batched_tokens,
+        options.max_num_batched_tokens,
         " and chunked prefill is off, so it could never be (re)admitted; enable chunked prefill "
         "or raise the budget"));
   }
+  return absl::OkStatus();
+}
+
+// Marked chunks are non-empty, inside the prompt, sorted and disjoint.
+absl::Status CheckChunks(const SchedulerRequest& request) {
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
   int64_t chunk_end = 0;
   for (size_t i = 0; i < request.chunks.size(); ++i) {
     const PromptChunk& c = request.chunks[i];
@@ -185,6 +206,21 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
     }
     chunk_end = static_cast<int64_t>(c.offset) + c.length;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
+  if (requests_.contains(request.id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request ", request.id,
+                     " is already queued or running; ids must be unique among "
+                     "unfinished requests"));
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckPromptAndBudget(request));
+  PAGEDKV_RETURN_IF_ERROR(CheckFits(request, options_, cache_));
+  PAGEDKV_RETURN_IF_ERROR(CheckChunks(request));
   RequestCacheKeys keys;
   keys.cache_salt = request.cache_salt;
   keys.adapter_id = request.adapter_id;
@@ -452,11 +488,10 @@ void Scheduler::Impl::ReserveBatch(ScheduledBatch* batch) const {
   batch->block_table_start.push_back(0);
 }
 
-absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* batch) {
+void Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
+                                    ScheduledBatch* batch) const {
   const int32_t bs = cache_.block_size();
-  SchedulerStepStats& st = batch->stats;
-  RequestState& r = *d.request;
-  PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
+  const RequestState& r = *d.request;
   for (int32_t t = 0; t < d.num_reused; ++t) {
     const int32_t pos = r.num_computed_tokens + t;
     const int32_t c = d.chunk_first + t;
@@ -466,6 +501,45 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
                    .old_position = d.chunk.position + c,
                    .new_position = pos});
   }
+}
+
+void Scheduler::Impl::EmitTokens(const RequestState& r, std::span<const BlockId> table,
+                                 int32_t start, int32_t end, ScheduledBatch* batch) const {
+  const int32_t bs = cache_.block_size();
+  const std::span<const TokenId> tokens = r.cache.tokens();
+  batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
+  for (int32_t pos = start; pos < end; ++pos) {
+    batch->positions.push_back(pos);
+    batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
+  }
+  if (options_.emit_block_tables) {
+    batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
+  }
+  batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
+  batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
+}
+
+void Scheduler::Impl::CountSequence(const Decision& d, const ScheduledSequence& seq,
+                                    SchedulerStepStats& st) {
+  const RequestState& r = *d.request;
+  st.num_shifted_hit_tokens += d.num_reused;
+  st.num_blend_tokens += seq.num_blend_tokens;
+  stats_.num_shifted_hit_tokens += d.num_reused;
+  const bool decode = !d.newly_admitted && seq.num_scheduled_tokens == 1 &&
+                      seq.num_computed_tokens >= r.num_prompt_tokens;
+  (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
+  if (d.newly_admitted) {
+    ++st.num_newly_admitted;
+    st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
+    st.num_admitted_prompt_tokens += r.num_tokens();
+  }
+}
+
+absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* batch) {
+  const int32_t bs = cache_.block_size();
+  RequestState& r = *d.request;
+  PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
+  EmitSlotMoves(d, table, batch);
   // The first scheduled token: the first reused one when blending, else the first new one.
   const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
   const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
@@ -485,30 +559,8 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
   seq.num_shifted_hit_tokens = d.num_reused;
   seq.num_blend_tokens = d.blend ? d.num_reused : 0;
-  st.num_shifted_hit_tokens += d.num_reused;
-  st.num_blend_tokens += seq.num_blend_tokens;
-  stats_.num_shifted_hit_tokens += d.num_reused;
-
-  const std::span<const TokenId> tokens = r.cache.tokens();
-  batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
-  for (int32_t pos = start; pos < end; ++pos) {
-    batch->positions.push_back(pos);
-    batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
-  }
-  if (options_.emit_block_tables) {
-    batch->block_table_ids.insert(batch->block_table_ids.end(), table.begin(), table.end());
-  }
-  batch->query_start_loc.push_back(static_cast<int32_t>(batch->token_ids.size()));
-  batch->block_table_start.push_back(static_cast<int32_t>(batch->block_table_ids.size()));
-
-  const bool decode =
-      !d.newly_admitted && seq.num_scheduled_tokens == 1 && start >= r.num_prompt_tokens;
-  (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
-  if (d.newly_admitted) {
-    ++st.num_newly_admitted;
-    st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
-    st.num_admitted_prompt_tokens += r.num_tokens();
-  }
+  EmitTokens(r, table, start, end, batch);
+  CountSequence(d, seq, batch->stats);
   if (seq.samples) {
     r.awaiting_sample = true;
     ++num_awaiting_samples_;
@@ -537,10 +589,7 @@ void Scheduler::Impl::FinishStepStats(ScheduledBatch* batch) {
 
 // ---- UpdateFromOutput --------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
-    std::span<const SampledToken> sampled) {
-  // Validate everything first so that a bad call changes nothing.
-  const uint64_t call = ++update_calls_;
+absl::Status Scheduler::Impl::CheckSampled(std::span<const SampledToken> sampled, uint64_t call) {
   update_targets_.clear();
   for (const SampledToken& s : sampled) {
     auto it = requests_.find(s.request_id);
@@ -568,43 +617,51 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
                        " is outside the vocabulary [0, ", vocab > 0 ? vocab : INT32_MAX, ")"));
     }
   }
-  if (static_cast<int32_t>(sampled.size()) != num_awaiting_samples_) {
-    RequestId missing = 0;
-    for (RequestState* r : running_) {
-      if (r->awaiting_sample && r->seen_in_update != call) {
-        missing = r->id;
-        break;
-      }
+  if (static_cast<int32_t>(sampled.size()) == num_awaiting_samples_) return absl::OkStatus();
+  RequestId missing = 0;
+  for (RequestState* r : running_) {
+    if (r->awaiting_sample && r->seen_in_update != call) {
+      missing = r->id;
+      break;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "UpdateFromOutput: got ", sampled.size(), " tokens but ", num_awaiting_samples_,
-        " sequences sampled in the last batch; e.g. request ", missing, " has no token"));
   }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "UpdateFromOutput: got ", sampled.size(), " tokens but ", num_awaiting_samples_,
+      " sequences sampled in the last batch; e.g. request ", missing, " has no token"));
+}
 
+absl::StatusOr<RequestOutput> Scheduler::Impl::AppendSampled(RequestState& r, TokenId token) {
+  // Cannot fail: the token was checked against the vocabulary in CheckSampled.
+  PAGEDKV_RETURN_IF_ERROR(r.cache.AppendToken(token));
+  r.awaiting_sample = false;
+  --num_awaiting_samples_;
+  RequestOutput out;
+  out.request_id = r.id;
+  out.token = token;
+  out.num_output_tokens = r.num_output_tokens();
+  if (r.IsStopToken(token)) {
+    out.finish_reason = FinishReason::kStop;
+  } else if (out.num_output_tokens >= r.max_new_tokens ||
+             (options_.max_model_len > 0 && r.num_tokens() >= options_.max_model_len)) {
+    out.finish_reason = FinishReason::kLength;
+  }
+  if (out.finished()) {
+    const auto tokens = r.cache.tokens();
+    out.output_tokens.assign(tokens.begin() + r.num_prompt_tokens, tokens.end());
+    PAGEDKV_RETURN_IF_ERROR(Finish(&r, out.finish_reason));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
+    std::span<const SampledToken> sampled) {
+  // Validate everything first so that a bad call changes nothing.
+  PAGEDKV_RETURN_IF_ERROR(CheckSampled(sampled, ++update_calls_));
   std::vector<RequestOutput> outputs;
   outputs.reserve(sampled.size());
   for (size_t k = 0; k < sampled.size(); ++k) {
-    const SampledToken& s = sampled[k];
-    RequestState* r = update_targets_[k];
-    // Cannot fail: the token was checked against the vocabulary above.
-    PAGEDKV_RETURN_IF_ERROR(r->cache.AppendToken(s.token));
-    r->awaiting_sample = false;
-    --num_awaiting_samples_;
-    RequestOutput out;
-    out.request_id = r->id;
-    out.token = s.token;
-    out.num_output_tokens = r->num_output_tokens();
-    if (r->IsStopToken(s.token)) {
-      out.finish_reason = FinishReason::kStop;
-    } else if (out.num_output_tokens >= r->max_new_tokens ||
-               (options_.max_model_len > 0 && r->num_tokens() >= options_.max_model_len)) {
-      out.finish_reason = FinishReason::kLength;
-    }
-    if (out.finished()) {
-      const auto tokens = r->cache.tokens();
-      out.output_tokens.assign(tokens.begin() + r->num_prompt_tokens, tokens.end());
-      PAGEDKV_RETURN_IF_ERROR(Finish(r, out.finish_reason));
-    }
+    PAGEDKV_ASSIGN_OR_RETURN(RequestOutput out,
+                             AppendSampled(*update_targets_[k], sampled[k].token));
     outputs.push_back(std::move(out));
   }
   return outputs;

@@ -76,6 +76,58 @@ absl::Status ChunkReuseTracker::RetireOrphans() {
   return absl::OkStatus();
 }
 
+absl::Status ChunkReuseTracker::RefreshCoveredChunk(const TrackedChunk& chunk,
+                                                    const std::vector<TokenId>& placeholder) {
+  if (!options_.refresh_covered_chunks || !options_.before_unpin) return absl::OkStatus();
+  // Not needed now, but the chunk was asked for: its copy's next use moves on.
+  std::optional<ChunkLocation> cached = index_->Find(chunk.key, placeholder);
+  if (!cached || !index_->Acquire(*cached).ok()) return absl::OkStatus();
+  options_.before_unpin(cached->blocks, chunk.next_use);
+  return index_->Release(*cached);
+}
+
+absl::StatusOr<bool> ChunkReuseTracker::TryHit(const TrackedChunk& chunk, int64_t remaining,
+                                               const std::vector<TokenId>& placeholder) {
+  ++stats_.lookups;
+  std::optional<ChunkLocation> hit = index_->Find(chunk.key, placeholder);
+  if (!hit || !index_->Acquire(*hit).ok()) return false;
+  ++stats_.hits;
+  stats_.hit_tokens += remaining;
+  if (hit->position != chunk.position) {
+    ++stats_.shifted_hits;
+    stats_.shifted_hit_tokens += remaining;
+  }
+  if (options_.before_unpin) options_.before_unpin(hit->blocks, chunk.next_use);
+  PAGEDKV_RETURN_IF_ERROR(index_->Release(*hit));
+  return true;
+}
+
+absl::Status ChunkReuseTracker::RegisterCopy(const TrackedChunk& chunk,
+                                             const std::vector<TokenId>& placeholder) {
+  const auto num_blocks = static_cast<int32_t>(NumBlocksFor(chunk.length, pool_->block_size()));
+  std::vector<BlockId> blocks;
+  if (!pool_->Allocate(num_blocks, &blocks).ok()) {
+    ++stats_.register_failures;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> inserted = index_->Insert({.key = chunk.key,
+                                                  .tokens = placeholder,
+                                                  .position = static_cast<int32_t>(chunk.position),
+                                                  .blocks = blocks,
+                                                  .start_offset = 0});
+  if (options_.before_unpin) options_.before_unpin(blocks, chunk.next_use);
+  std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
+  PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(tail_first));
+  PAGEDKV_RETURN_IF_ERROR(inserted.status());
+  if (!*inserted) return absl::OkStatus();
+  ++stats_.registered;
+  if (listener_id_ >= 0) {
+    for (BlockId b : blocks) copy_of_block_[b] = chunk.key;
+    copies_[chunk.key] = std::move(blocks);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
                                           int64_t prefix_hit_tokens) {
   if (prefix_hit_tokens < 0) {
@@ -91,7 +143,6 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
   }
   if (listener_id_ >= 0) PAGEDKV_RETURN_IF_ERROR(RetireOrphans());
   ++stats_.requests;
-  const int32_t bs = pool_->block_size();
   std::vector<TokenId> placeholder;  // Insert needs one entry per token; verification is off
   for (const TrackedChunk& c : chunks) {
     ++stats_.chunks;
@@ -100,51 +151,11 @@ absl::Status ChunkReuseTracker::OnRequest(std::span<const TrackedChunk> chunks,
     placeholder.assign(static_cast<size_t>(c.length), 0);
     if (remaining == 0) {
       ++stats_.prefix_covered;
-      if (options_.refresh_covered_chunks && options_.before_unpin) {
-        // Not needed now, but the chunk was asked for: its copy's next use moves on.
-        std::optional<ChunkLocation> cached = index_->Find(c.key, placeholder);
-        if (cached && index_->Acquire(*cached).ok()) {
-          options_.before_unpin(cached->blocks, c.next_use);
-          PAGEDKV_RETURN_IF_ERROR(index_->Release(*cached));
-        }
-      }
+      PAGEDKV_RETURN_IF_ERROR(RefreshCoveredChunk(c, placeholder));
       continue;
     }
-    ++stats_.lookups;
-    std::optional<ChunkLocation> hit = index_->Find(c.key, placeholder);
-    if (hit && index_->Acquire(*hit).ok()) {
-      ++stats_.hits;
-      stats_.hit_tokens += remaining;
-      if (hit->position != c.position) {
-        ++stats_.shifted_hits;
-        stats_.shifted_hit_tokens += remaining;
-      }
-      if (options_.before_unpin) options_.before_unpin(hit->blocks, c.next_use);
-      PAGEDKV_RETURN_IF_ERROR(index_->Release(*hit));
-      continue;
-    }
-    const auto num_blocks = static_cast<int32_t>(NumBlocksFor(c.length, bs));
-    std::vector<BlockId> blocks;
-    if (!pool_->Allocate(num_blocks, &blocks).ok()) {
-      ++stats_.register_failures;
-      continue;
-    }
-    absl::StatusOr<bool> inserted = index_->Insert({.key = c.key,
-                                                    .tokens = placeholder,
-                                                    .position = static_cast<int32_t>(c.position),
-                                                    .blocks = blocks,
-                                                    .start_offset = 0});
-    if (options_.before_unpin) options_.before_unpin(blocks, c.next_use);
-    std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
-    PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(tail_first));
-    PAGEDKV_RETURN_IF_ERROR(inserted.status());
-    if (*inserted) {
-      ++stats_.registered;
-      if (listener_id_ >= 0) {
-        for (BlockId b : blocks) copy_of_block_[b] = c.key;
-        copies_[c.key] = std::move(blocks);
-      }
-    }
+    PAGEDKV_ASSIGN_OR_RETURN(const bool hit, TryHit(c, remaining, placeholder));
+    if (!hit) PAGEDKV_RETURN_IF_ERROR(RegisterCopy(c, placeholder));
   }
   if (listener_id_ >= 0) PAGEDKV_RETURN_IF_ERROR(RetireOrphans());
   return absl::OkStatus();

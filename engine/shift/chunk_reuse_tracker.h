@@ -115,6 +115,14 @@ class PAGEDKV_EXPORT ChunkReuseTracker {
   void OnPoolEvent(const KvEvent& event);
   // Reports every orphaned block still cached and unpinned as never used again.
   absl::Status RetireOrphans();
+  // OnRequest's steps for one chunk: one wholly inside the prefix hit (its copy's next use moves
+  // on); a lookup that hits; a miss registered as a copy in new blocks (when there is room).
+  // `placeholder` holds one entry per chunk token.
+  absl::Status RefreshCoveredChunk(const TrackedChunk& chunk,
+                                   const std::vector<TokenId>& placeholder);
+  absl::StatusOr<bool> TryHit(const TrackedChunk& chunk, int64_t remaining,
+                              const std::vector<TokenId>& placeholder);
+  absl::Status RegisterCopy(const TrackedChunk& chunk, const std::vector<TokenId>& placeholder);
 
   BlockPool* pool_;
   ChunkReuseTrackerOptions options_;

@@ -23,6 +23,7 @@
 #include "engine/shift/next_token_metrics.h"
 #include "engine/shift/rerotate_slots.h"
 #include "engine/shift/shifted_prefill.h"
+#include "engine/shift/study_rig.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/kernels/rope_math.h"
@@ -31,8 +32,6 @@
 
 namespace pagedkv {
 namespace {
-
-constexpr TokenId kBos = 1;
 
 double UnitRoundoff(DType dtype) {
   switch (dtype) {
@@ -53,175 +52,48 @@ struct ErrorSum {
   double sum_sq_ref = 0.0;
   void Add(const std::vector<float>& got, const std::vector<float>& ref) {
     for (size_t i = 0; i < ref.size(); ++i) {
-      const double d = double{got[i]} - ref[i];
-      max_abs = std::max(max_abs, std::abs(d));
-      sum_sq_err += d * d;
+      const double diff = double{got[i]} - ref[i];
+      max_abs = std::max(max_abs, std::abs(diff));
+      sum_sq_err += diff * diff;
       sum_sq_ref += double{ref[i]} * ref[i];
     }
   }
   double RelRms() const { return sum_sq_ref == 0.0 ? 0.0 : std::sqrt(sum_sq_err / sum_sq_ref); }
 };
 
-// Samples `n_new` tokens after `prompt` (temperature 1) on `runner`, whose blocks it uses freely
-// from block 0. Returns the new tokens only.
-absl::StatusOr<std::vector<TokenId>> SampleTokens(ModelRunner& runner,
-                                                  const std::vector<TokenId>& prompt, int32_t n_new,
-                                                  uint64_t seed) {
-  const int32_t bs = runner.options().block_size;
-  const auto total = static_cast<int32_t>(prompt.size()) + n_new;
-  const int32_t blocks = static_cast<int32_t>(NumBlocksFor(total, bs));
-  if (blocks > runner.options().num_blocks) {
-    return absl::InternalError("SampleTokens: generator runner too small");
-  }
-  std::vector<BlockId> table(static_cast<size_t>(blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::vector<TokenId> all = prompt;
-  std::vector<TokenId> out;
-  int32_t done = 0;
-  while (static_cast<int32_t>(out.size()) < n_new) {
-    const auto end = static_cast<int32_t>(all.size());
-    std::vector<int32_t> positions(static_cast<size_t>(end - done));
-    std::iota(positions.begin(), positions.end(), done);
-    std::vector<int64_t> slots(positions.begin(), positions.end());  // identity table
-    const std::vector<int32_t> qsl = {0, end - done}, kv_lens = {end}, rows = {end - done - 1};
-    const SamplingParams params{.temperature = 1.0f,
-                                .top_p = 1.0f,
-                                .seed = seed,
-                                .counter = static_cast<uint64_t>(out.size())};
-    ModelOutput output;
-    PAGEDKV_RETURN_IF_ERROR(runner.Forward(
-        {.token_ids = absl::MakeConstSpan(all.data() + done, static_cast<size_t>(end - done)),
-         .positions = positions,
-         .slot_mapping = slots,
-         .query_start_loc = qsl,
-         .kv_lens = kv_lens,
-         .block_tables = table,
-         .max_blocks_per_seq = blocks,
-         .logits_indices = rows},
-        {.sampling = absl::MakeConstSpan(&params, 1)}, &output));
-    done = end;
-    all.push_back(output.sampled[0]);
-    out.push_back(output.sampled[0]);
-  }
-  return out;
-}
-
-// BOS followed by n - 1 sampled tokens (empty when n == 0).
-absl::StatusOr<std::vector<TokenId>> SampleDocument(ModelRunner& runner, int32_t n, uint64_t seed) {
-  if (n == 0) return std::vector<TokenId>{};
-  std::vector<TokenId> out = {kBos};
-  if (n == 1) return out;
-  PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> rest, SampleTokens(runner, out, n - 1, seed));
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
-}
-
-// The K/V texts of one document at one shift.
-struct Texts {
-  std::vector<TokenId> donor;   // A ‖ C
-  std::vector<TokenId> target;  // B ‖ C ‖ D
-};
-
-// One dtype's model runner, pool, chunk index and executor.
-class DtypeRig {
- public:
-  static absl::StatusOr<std::unique_ptr<DtypeRig>> Create(
-      std::shared_ptr<const ModelWeights> weights, const ShiftStudyOptions& o, DType dtype,
-      int32_t num_blocks) {
-    auto rig = std::unique_ptr<DtypeRig>(new DtypeRig());
-    PAGEDKV_ASSIGN_OR_RETURN(rig->runner_, ModelRunner::Create(weights, {.backend = o.backend,
-                                                                         .num_blocks = num_blocks,
-                                                                         .block_size = o.block_size,
-                                                                         .kv_dtype = dtype}));
-    PAGEDKV_ASSIGN_OR_RETURN(
-        rig->pool_, BlockPool::Create({.num_blocks = num_blocks, .block_size = o.block_size}));
-    PAGEDKV_ASSIGN_OR_RETURN(rig->index_, ChunkIndex::Create(rig->pool_.get()));
-    PAGEDKV_ASSIGN_OR_RETURN(
-        rig->prefill_,
-        ShiftedPrefill::Create(rig->runner_.get(), rig->pool_.get(), rig->index_.get()));
-    return rig;
-  }
-
-  // A prefill of `tokens` (chunk C at `chunk_begin`) in a newly allocated table, kept until
-  // Free(table).
-  absl::StatusOr<std::pair<std::vector<BlockId>, ShiftedPrefillResult>> Run(
-      const std::vector<TokenId>& tokens, int32_t chunk_begin, int32_t chunk_length,
-      int32_t logits_from, const ShiftedReuseOptions& options) {
-    const int32_t bs = pool_->block_size();
-    std::vector<BlockId> table;
-    PAGEDKV_RETURN_IF_ERROR(pool_->Allocate(
-        static_cast<int32_t>(NumBlocksFor(static_cast<int64_t>(tokens.size()), bs)), &table));
-    const std::vector<ChunkSpan> spans = {{.begin = chunk_begin, .length = chunk_length}};
-    absl::StatusOr<ShiftedPrefillResult> result = prefill_->Run(
-        {.tokens = tokens, .chunks = spans, .block_table = table, .logits_from = logits_from},
-        options);
-    if (!result.ok()) {
-      DebugCheckOk(Free(table), "the table was allocated just above");
-      return result.status();
-    }
-    return std::make_pair(std::move(table), *std::move(result));
-  }
-
-  absl::Status Free(const std::vector<BlockId>& table) {
-    std::vector<BlockId> tail_first(table.rbegin(), table.rend());
-    return pool_->Unpin(tail_first);
-  }
-
-  // Slots of positions [begin, begin + n) of a sequence with `table`.
-  std::vector<int64_t> Slots(const std::vector<BlockId>& table, int32_t begin, int32_t n) const {
-    const int32_t bs = pool_->block_size();
-    std::vector<int64_t> slots;
-    for (int32_t p = begin; p < begin + n; ++p) {
-      slots.push_back(int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs);
-    }
-    return slots;
-  }
-
-  ModelRunner& runner() { return *runner_; }
-  BlockPool& pool() { return *pool_; }
-  ChunkIndex& index() { return *index_; }
-  ShiftedPrefill& prefill() { return *prefill_; }
-
- private:
-  DtypeRig() = default;
-  std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<BlockPool> pool_;
-  std::unique_ptr<ChunkIndex> index_;
-  std::unique_ptr<ShiftedPrefill> prefill_;
-};
-
 // max over elements of |got - ref| / tolerance, tolerance per rotated pair (see LayerZeroCheck).
+// `got` and `ref` are [heads, head_dim] rows of one layer.
 double WorstToleranceRatio(const std::vector<float>& got, const std::vector<float>& ref,
-                           const RopeConfig& rope, [[maybe_unused]] int32_t num_kv_heads,
-                           DType dtype) {
-  const double u = UnitRoundoff(dtype);
-  const int32_t hd = rope.head_dim;
-  const int32_t rd = rope.RotaryDim();
+                           const RopeConfig& rope, DType dtype) {
+  const double roundoff = UnitRoundoff(dtype);
+  const int32_t head_dim = rope.head_dim;
+  const int32_t rotary_dim = rope.RotaryDim();
   double worst = 0.0;
-  auto check = [&](size_t e, double norm) {
-    const double tol = (3.0 * u + 1e-6) * norm + 1e-30;
-    worst = std::max(worst, std::abs(double{got[e]} - ref[e]) / tol);
+  auto check = [&](size_t element, double norm) {
+    const double tolerance = (3.0 * roundoff + 1e-6) * norm + 1e-30;
+    worst = std::max(worst, std::abs(double{got[element]} - ref[element]) / tolerance);
   };
-  const size_t heads = ref.size() / static_cast<size_t>(hd);
-  for (size_t h = 0; h < heads; ++h) {
-    const size_t base = h * static_cast<size_t>(hd);
-    for (int32_t pair = 0; pair < rd / 2; ++pair) {
-      int32_t a, b;
-      RopePairDims(rope.layout, rd, pair, &a, &b);
-      const double norm = std::hypot(double{ref[base + static_cast<size_t>(a)]},
-                                     double{ref[base + static_cast<size_t>(b)]});
-      check(base + static_cast<size_t>(a), norm);
-      check(base + static_cast<size_t>(b), norm);
+  const size_t heads = ref.size() / static_cast<size_t>(head_dim);
+  for (size_t head = 0; head < heads; ++head) {
+    const size_t base = head * static_cast<size_t>(head_dim);
+    for (int32_t pair = 0; pair < rotary_dim / 2; ++pair) {
+      int32_t first_dim, second_dim;
+      RopePairDims(rope.layout, rotary_dim, pair, &first_dim, &second_dim);
+      const size_t first = base + static_cast<size_t>(first_dim);
+      const size_t second = base + static_cast<size_t>(second_dim);
+      const double norm = std::hypot(double{ref[first]}, double{ref[second]});
+      check(first, norm);
+      check(second, norm);
     }
-    for (int32_t d = rd; d < hd; ++d) {
-      check(base + static_cast<size_t>(d), std::abs(double{ref[base + static_cast<size_t>(d)]}));
+    for (int32_t dim = rotary_dim; dim < head_dim; ++dim) {
+      const size_t element = base + static_cast<size_t>(dim);
+      check(element, std::abs(double{ref[element]}));
     }
   }
   return worst;
 }
 
-absl::Status Validate(const ShiftStudyOptions& o) {
-  if (o.weights == nullptr) return absl::InvalidArgumentError("study-shift: no model weights");
+absl::Status ValidateCounts(const ShiftStudyOptions& o) {
   if (o.chunk_length < 1 || o.chunk_position < 0 || o.continuation_length < 2 ||
       o.num_documents < 1 || o.block_size < 1 || o.drift_step < 0 || o.recompute_first < 0 ||
       o.deviation_layer < 0 || !(o.recompute_fraction >= 0.0 && o.recompute_fraction <= 1.0)) {
@@ -233,30 +105,423 @@ absl::Status Validate(const ShiftStudyOptions& o) {
   if (o.shifts.empty() || o.dtypes.empty()) {
     return absl::InvalidArgumentError("study-shift: give at least one shift and one dtype");
   }
+  const int32_t layers = o.weights->config().n_layers;
+  if (o.deviation_layer >= layers) {
+    return absl::InvalidArgumentError(absl::StrCat("study-shift: deviation layer ",
+                                                   o.deviation_layer, " does not exist; the ",
+                                                   "model has layers 0 to ", layers - 1));
+  }
+  if (o.recompute_first > o.chunk_length) {
+    return absl::InvalidArgumentError(absl::StrCat("study-shift: recompute-first ",
+                                                   o.recompute_first, " exceeds the chunk length ",
+                                                   o.chunk_length, "; give at most the chunk"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePositions(const ShiftStudyOptions& o) {
   const int64_t context = o.weights->config().seq_len;
-  for (int32_t s : o.shifts) {
-    const int64_t p1 = int64_t{o.chunk_position} + s;
-    if (p1 < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("study-shift: shift ", s,
-                                                     " puts the chunk at position ", p1,
-                                                     " < 0; shifts must be >= -chunk position"));
+  for (int32_t shift : o.shifts) {
+    const int64_t target_position = int64_t{o.chunk_position} + shift;
+    if (target_position < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("study-shift: shift ", shift, " puts the chunk at position ",
+                       target_position, " < 0; shifts must be >= -chunk position"));
     }
-    if (p1 + o.chunk_length + o.continuation_length > context) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "study-shift: shift ", s, " needs ", p1 + o.chunk_length + o.continuation_length,
-          " positions, past the model's context of ", context,
-          "; use smaller shifts, chunk or continuation"));
+    const int64_t needed = target_position + o.chunk_length + o.continuation_length;
+    if (needed > context) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("study-shift: shift ", shift, " needs ", needed,
+                       " positions, past the model's context of ", context,
+                       "; use smaller shifts, chunk or continuation"));
     }
   }
-  for (int32_t n : o.drift_counts) {
-    if (n < 1) return absl::InvalidArgumentError("study-shift: drift counts must be >= 1");
-    if (int64_t{o.chunk_position} + int64_t{n} * o.drift_step + o.chunk_length > context) {
+  for (int32_t count : o.drift_counts) {
+    if (count < 1) return absl::InvalidArgumentError("study-shift: drift counts must be >= 1");
+    if (int64_t{o.chunk_position} + int64_t{count} * o.drift_step + o.chunk_length > context) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "study-shift: ", n, " drift steps of ", o.drift_step, " pass the model's context of ",
+          "study-shift: ", count, " drift steps of ", o.drift_step, " pass the model's context of ",
           context, "; lower --drift-step or --drift-counts"));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Validate(const ShiftStudyOptions& o) {
+  if (o.weights == nullptr) return absl::InvalidArgumentError("study-shift: no model weights");
+  PAGEDKV_RETURN_IF_ERROR(ValidateCounts(o));
+  return ValidatePositions(o);
+}
+
+// The K/V texts of one document at one shift.
+struct ShiftTexts {
+  std::vector<TokenId> donor;   // A ‖ C
+  std::vector<TokenId> target;  // B ‖ C ‖ D
+};
+
+// One document: its chunk C and its texts at every shift.
+struct DocumentTexts {
+  std::vector<TokenId> chunk;
+  std::vector<ShiftTexts> by_shift;  // [shift index]
+};
+
+// Blocks of a runner that holds one sequence of the model's whole context.
+int32_t SequenceBlocks(const ShiftStudyOptions& o) {
+  return static_cast<int32_t>(NumBlocksFor(o.weights->config().seq_len, o.block_size)) + 1;
+}
+
+// One document's texts, sampled on `generator` with seeds derived from the document index.
+absl::StatusOr<DocumentTexts> SampleDocumentTexts(const ShiftStudyOptions& o,
+                                                  ModelRunner& generator, int32_t document) {
+  const uint64_t seed = o.seed * 1000003 + static_cast<uint64_t>(document) * 7919;
+  DocumentTexts texts;
+  PAGEDKV_ASSIGN_OR_RETURN(texts.chunk,
+                           SampleTokens(generator, {kStudyBos}, o.chunk_length, seed + 1));
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> donor_prefix,
+                           SampleDocument(generator, o.chunk_position, seed + 2));
+  for (size_t shift_index = 0; shift_index < o.shifts.size(); ++shift_index) {
+    const int32_t target_position = o.chunk_position + o.shifts[shift_index];
+    PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> target_prefix,
+                             SampleDocument(generator, target_position, seed + 3 + shift_index));
+    ShiftTexts shift_texts;
+    shift_texts.donor = donor_prefix;
+    shift_texts.donor.insert(shift_texts.donor.end(), texts.chunk.begin(), texts.chunk.end());
+    shift_texts.target = std::move(target_prefix);
+    shift_texts.target.insert(shift_texts.target.end(), texts.chunk.begin(), texts.chunk.end());
+    PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> continuation,
+                             SampleTokens(generator, shift_texts.target, o.continuation_length,
+                                          seed + 101 + shift_index));
+    shift_texts.target.insert(shift_texts.target.end(), continuation.begin(), continuation.end());
+    texts.by_shift.push_back(std::move(shift_texts));
+  }
+  return texts;
+}
+
+// Every document's texts, sampled once on an fp32 runner so every dtype scores the same tokens.
+absl::StatusOr<std::vector<DocumentTexts>> SampleStudyTexts(const ShiftStudyOptions& o) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> generator,
+                           ModelRunner::Create(o.weights, {.backend = o.backend,
+                                                           .num_blocks = SequenceBlocks(o),
+                                                           .block_size = o.block_size}));
+  std::vector<DocumentTexts> documents;
+  for (int32_t document = 0; document < o.num_documents; ++document) {
+    PAGEDKV_ASSIGN_OR_RETURN(DocumentTexts texts, SampleDocumentTexts(o, *generator, document));
+    documents.push_back(std::move(texts));
+  }
+  return documents;
+}
+
+bool HasVariant(const ShiftStudyOptions& o, ShiftVariant variant) {
+  return std::find(o.variants.begin(), o.variants.end(), variant) != o.variants.end();
+}
+
+// The prefill options of one study variant (kReRotated is the default re-rotation).
+ShiftedReuseOptions VariantOptions(const ShiftStudyOptions& o, ShiftVariant variant) {
+  ShiftedReuseOptions options{.register_chunks = false};
+  if (variant == ShiftVariant::kNaive) options.rerotate = false;
+  if (variant == ShiftVariant::kFirstK) options.recompute_first = o.recompute_first;
+  if (variant == ShiftVariant::kSelective) {
+    options.recompute_fraction = o.recompute_fraction;
+    options.deviation_layer = o.deviation_layer;
+  }
+  return options;
+}
+
+// The full-recompute reference of one target text, with the tokens its logits score.
+struct Reference {
+  StudyRun run;
+  std::vector<int64_t> chunk_slots;  // slots of C in the reference
+  std::vector<TokenId> targets;      // the tokens of D after the first one
+};
+
+// The measurements of one dtype, accumulated over documents, then appended to the report.
+class DtypeStudy {
+ public:
+  DtypeStudy(const ShiftStudyOptions& options, DType dtype, StudyRig& rig)
+      : o_(options),
+        dtype_(dtype),
+        rig_(rig),
+        config_(options.weights->config()),
+        key_errors_(options.shifts.size(),
+                    std::vector<ErrorSum>(static_cast<size_t>(config_.n_layers))),
+        worst_ratio_(options.shifts.size(), 0.0),
+        compose_errors_(options.shifts.size()),
+        delta_errors_(options.shifts.size()),
+        drift_compose_(options.drift_counts.size()),
+        drift_delta_(options.drift_counts.size()) {}
+
+  // Registers the document's chunk at p0, then measures every shift and the drift.
+  absl::Status AddDocument(const DocumentTexts& texts);
+  void AppendTo(ShiftStudyReport& report);
+
+ private:
+  absl::Status RegisterDonor(const ShiftTexts& texts);
+  absl::Status MeasureShift(size_t shift_index, const ShiftTexts& texts);
+  absl::StatusOr<Reference> RunReference(const ShiftTexts& texts, int32_t target_position);
+  absl::Status MeasureRotationForm(size_t shift_index, ReRotateMode mode, const ShiftTexts& texts,
+                                   const Reference& reference);
+  absl::Status MeasureKeyErrors(size_t shift_index, ReRotateMode mode,
+                                const std::vector<int64_t>& slots, const Reference& reference);
+  absl::Status MeasureVariant(size_t shift_index, ShiftVariant variant, const ShiftTexts& texts,
+                              const Reference& reference);
+  absl::Status MeasureDrift(const std::vector<TokenId>& chunk);
+  absl::Status MeasureDriftCount(size_t drift_index, const std::vector<int64_t>& chunk_slots,
+                                 const std::vector<TokenId>& chunk);
+  absl::Status DriftInPlace(int32_t steps, ReRotateMode mode,
+                            const std::vector<int64_t>& chunk_slots,
+                            const std::vector<int64_t>& scratch_slots);
+  void AppendShiftRows(size_t shift_index, ShiftStudyReport& report);
+  void AppendDriftRows(size_t drift_index, ShiftStudyReport& report) const;
+
+  StudyChunk ChunkAt(int32_t position, int32_t logits_from) const {
+    return {.chunk_begin = position, .chunk_length = o_.chunk_length, .logits_from = logits_from};
+  }
+
+  const ShiftStudyOptions& o_;
+  const DType dtype_;
+  StudyRig& rig_;
+  const ModelConfig& config_;
+  std::vector<std::vector<ErrorSum>> key_errors_;        // [shift][layer]
+  std::vector<double> worst_ratio_;                      // [shift] layer-0 check
+  std::vector<ErrorSum> compose_errors_, delta_errors_;  // [shift] single-shift forms
+  std::map<std::pair<size_t, ShiftVariant>, NextTokenMetrics> metrics_;
+  std::map<std::pair<size_t, ShiftVariant>, double> compute_saved_;
+  std::vector<ErrorSum> drift_compose_, drift_delta_;  // [drift count]
+};
+
+absl::Status DtypeStudy::AddDocument(const DocumentTexts& texts) {
+  PAGEDKV_RETURN_IF_ERROR(RegisterDonor(texts.by_shift[0]));
+  for (size_t shift_index = 0; shift_index < o_.shifts.size(); ++shift_index) {
+    PAGEDKV_RETURN_IF_ERROR(MeasureShift(shift_index, texts.by_shift[shift_index]));
+  }
+  return MeasureDrift(texts.chunk);
+}
+
+// The donor computes C at p0 and registers it; its own blocks are then released.
+absl::Status DtypeStudy::RegisterDonor(const ShiftTexts& texts) {
+  PAGEDKV_ASSIGN_OR_RETURN(StudyRun donor,
+                           rig_.Run(texts.donor, ChunkAt(o_.chunk_position, -1), {}));
+  PAGEDKV_RETURN_IF_ERROR(rig_.Free(donor.table));
+  // Registered now, or (the same chunk sampled for an earlier document) already at p0.
+  if (!donor.result.chunks[0].registered && !donor.result.chunks[0].hit) {
+    return absl::InternalError("study-shift: the chunk could not be registered");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Reference> DtypeStudy::RunReference(const ShiftTexts& texts,
+                                                   int32_t target_position) {
+  const int32_t logits_from = target_position + o_.chunk_length;
+  Reference reference;
+  PAGEDKV_ASSIGN_OR_RETURN(reference.run,
+                           rig_.Run(texts.target, ChunkAt(target_position, logits_from),
+                                    {.enable_reuse = false, .register_chunks = false}));
+  reference.chunk_slots = rig_.Slots(reference.run.table, target_position, o_.chunk_length);
+  reference.targets.assign(texts.target.begin() + logits_from + 1, texts.target.end());
+  return reference;
+}
+
+absl::Status DtypeStudy::MeasureShift(size_t shift_index, const ShiftTexts& texts) {
+  const int32_t target_position = o_.chunk_position + o_.shifts[shift_index];
+  PAGEDKV_ASSIGN_OR_RETURN(Reference reference, RunReference(texts, target_position));
+  for (ReRotateMode mode : {ReRotateMode::kCompose, ReRotateMode::kDelta}) {
+    PAGEDKV_RETURN_IF_ERROR(MeasureRotationForm(shift_index, mode, texts, reference));
+  }
+  for (ShiftVariant variant : o_.variants) {
+    if (variant == ShiftVariant::kReRotated) continue;  // measured with the compose form
+    PAGEDKV_RETURN_IF_ERROR(MeasureVariant(shift_index, variant, texts, reference));
+  }
+  return rig_.Free(reference.run.table);
+}
+
+// A re-rotated reuse in one rotation form: key errors per layer and, for the compose form, the
+// re-rotated variant's quality.
+absl::Status DtypeStudy::MeasureRotationForm(size_t shift_index, ReRotateMode mode,
+                                             const ShiftTexts& texts, const Reference& reference) {
+  const int32_t target_position = o_.chunk_position + o_.shifts[shift_index];
+  const int32_t logits_from = target_position + o_.chunk_length;
+  PAGEDKV_ASSIGN_OR_RETURN(StudyRun run,
+                           rig_.Run(texts.target, ChunkAt(target_position, logits_from),
+                                    {.rotation = mode, .register_chunks = false}));
+  if (!run.result.chunks[0].hit) {
+    return absl::InternalError("study-shift: the registered chunk was not found");
+  }
+  PAGEDKV_RETURN_IF_ERROR(MeasureKeyErrors(
+      shift_index, mode, rig_.Slots(run.table, target_position, o_.chunk_length), reference));
+  if (mode == ReRotateMode::kCompose && HasVariant(o_, ShiftVariant::kReRotated)) {
+    const auto key = std::make_pair(shift_index, ShiftVariant::kReRotated);
+    PAGEDKV_RETURN_IF_ERROR(metrics_[key].Add(reference.run.result.logits, run.result.logits,
+                                              config_.vocab_size, reference.targets));
+    compute_saved_[key] += 1.0 - run.result.compute_fraction;
+  }
+  return rig_.Free(run.table);
+}
+
+// Keys of C against the reference's: every layer for the compose form, layer 0 for delta.
+absl::Status DtypeStudy::MeasureKeyErrors(size_t shift_index, ReRotateMode mode,
+                                          const std::vector<int64_t>& slots,
+                                          const Reference& reference) {
+  ModelRunner& runner = rig_.runner();
+  const int32_t layers = mode == ReRotateMode::kDelta ? 1 : config_.n_layers;
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    std::vector<float> keys, values, ref_keys, ref_values;
+    PAGEDKV_RETURN_IF_ERROR(runner.ReadKv(layer, slots, &keys, &values));
+    PAGEDKV_RETURN_IF_ERROR(runner.ReadKv(layer, reference.chunk_slots, &ref_keys, &ref_values));
+    if (mode == ReRotateMode::kDelta) {
+      delta_errors_[shift_index].Add(keys, ref_keys);
+      continue;
+    }
+    key_errors_[shift_index][static_cast<size_t>(layer)].Add(keys, ref_keys);
+    if (layer > 0) continue;
+    compose_errors_[shift_index].Add(keys, ref_keys);
+    const RopeConfig no_rotation{.head_dim = config_.head_dim(), .rotary_dim = 0};
+    worst_ratio_[shift_index] =
+        std::max({worst_ratio_[shift_index],
+                  WorstToleranceRatio(keys, ref_keys, runner.rope_config(), dtype_),
+                  WorstToleranceRatio(values, ref_values, no_rotation, dtype_)});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DtypeStudy::MeasureVariant(size_t shift_index, ShiftVariant variant,
+                                        const ShiftTexts& texts, const Reference& reference) {
+  const int32_t target_position = o_.chunk_position + o_.shifts[shift_index];
+  const int32_t logits_from = target_position + o_.chunk_length;
+  PAGEDKV_ASSIGN_OR_RETURN(
+      StudyRun run,
+      rig_.Run(texts.target, ChunkAt(target_position, logits_from), VariantOptions(o_, variant)));
+  const auto key = std::make_pair(shift_index, variant);
+  PAGEDKV_RETURN_IF_ERROR(metrics_[key].Add(reference.run.result.logits, run.result.logits,
+                                            config_.vocab_size, reference.targets));
+  compute_saved_[key] += 1.0 - run.result.compute_fraction;
+  return rig_.Free(run.table);
+}
+
+// Drift: n successive shifts of drift_step applied in place to a copy of C's layer-0 K.
+absl::Status DtypeStudy::MeasureDrift(const std::vector<TokenId>& chunk) {
+  const BlockHash key = rig_.prefill().KeyOf(chunk, "", 0);
+  std::optional<ChunkLocation> location = rig_.index().Find(key, chunk);
+  if (!location) return absl::InternalError("study-shift: the chunk left the cache");
+  PAGEDKV_RETURN_IF_ERROR(rig_.index().Acquire(*location));
+  std::vector<int64_t> chunk_slots;
+  for (int32_t i = 0; i < o_.chunk_length; ++i) {
+    chunk_slots.push_back(location->SlotOf(i, o_.block_size));
+  }
+  for (size_t drift_index = 0; drift_index < o_.drift_counts.size(); ++drift_index) {
+    PAGEDKV_RETURN_IF_ERROR(MeasureDriftCount(drift_index, chunk_slots, chunk));
+  }
+  return rig_.index().Release(*location);
+}
+
+absl::Status DtypeStudy::MeasureDriftCount(size_t drift_index,
+                                           const std::vector<int64_t>& chunk_slots,
+                                           const std::vector<TokenId>& chunk) {
+  const int32_t steps = o_.drift_counts[drift_index];
+  const int32_t final_position = o_.chunk_position + steps * o_.drift_step;
+  std::vector<TokenId> fresh_tokens(static_cast<size_t>(final_position), kStudyBos);
+  fresh_tokens.insert(fresh_tokens.end(), chunk.begin(), chunk.end());
+  PAGEDKV_ASSIGN_OR_RETURN(StudyRun fresh,
+                           rig_.Run(fresh_tokens, ChunkAt(final_position, -1),
+                                    {.enable_reuse = false, .register_chunks = false}));
+  std::vector<float> ref_keys, ref_values;
+  PAGEDKV_RETURN_IF_ERROR(rig_.runner().ReadKv(
+      0, rig_.Slots(fresh.table, final_position, o_.chunk_length), &ref_keys, &ref_values));
+  for (ReRotateMode mode : {ReRotateMode::kCompose, ReRotateMode::kDelta}) {
+    std::vector<BlockId> scratch;
+    PAGEDKV_RETURN_IF_ERROR(rig_.pool().Allocate(
+        static_cast<int32_t>(NumBlocksFor(o_.chunk_length, o_.block_size)), &scratch));
+    const std::vector<int64_t> scratch_slots = rig_.Slots(scratch, 0, o_.chunk_length);
+    PAGEDKV_RETURN_IF_ERROR(DriftInPlace(steps, mode, chunk_slots, scratch_slots));
+    std::vector<float> keys, values;
+    PAGEDKV_RETURN_IF_ERROR(rig_.runner().ReadKv(0, scratch_slots, &keys, &values));
+    (mode == ReRotateMode::kCompose ? drift_compose_ : drift_delta_)[drift_index].Add(keys,
+                                                                                      ref_keys);
+    PAGEDKV_RETURN_IF_ERROR(rig_.Free(scratch));
+  }
+  return rig_.Free(fresh.table);
+}
+
+// Re-rotates C's layer 0 from `chunk_slots` into `scratch_slots`, then `steps` - 1 more times in
+// place, each by drift_step positions.
+absl::Status DtypeStudy::DriftInPlace(int32_t steps, ReRotateMode mode,
+                                      const std::vector<int64_t>& chunk_slots,
+                                      const std::vector<int64_t>& scratch_slots) {
+  const auto length = static_cast<size_t>(o_.chunk_length);
+  std::vector<int32_t> old_positions(length), new_positions(length);
+  for (int32_t step = 0; step < steps; ++step) {
+    for (size_t i = 0; i < length; ++i) {
+      old_positions[i] = o_.chunk_position + step * o_.drift_step + static_cast<int32_t>(i);
+      new_positions[i] = old_positions[i] + o_.drift_step;
+    }
+    PAGEDKV_RETURN_IF_ERROR(
+        ReRotateSlots(rig_.runner(), {.src = step == 0 ? chunk_slots : scratch_slots,
+                                      .dst = scratch_slots,
+                                      .old_positions = old_positions,
+                                      .new_positions = new_positions,
+                                      .mode = mode,
+                                      .first_layer = 0,
+                                      .num_layers = 1}));
+  }
+  return absl::OkStatus();
+}
+
+void DtypeStudy::AppendTo(ShiftStudyReport& report) {
+  for (size_t shift_index = 0; shift_index < o_.shifts.size(); ++shift_index) {
+    AppendShiftRows(shift_index, report);
+  }
+  for (size_t drift_index = 0; drift_index < o_.drift_counts.size(); ++drift_index) {
+    AppendDriftRows(drift_index, report);
+  }
+}
+
+void DtypeStudy::AppendShiftRows(size_t shift_index, ShiftStudyReport& report) {
+  const int32_t shift = o_.shifts[shift_index];
+  for (int32_t layer = 0; layer < config_.n_layers; ++layer) {
+    const ErrorSum& error = key_errors_[shift_index][static_cast<size_t>(layer)];
+    report.key_errors.push_back({.dtype = dtype_,
+                                 .shift = shift,
+                                 .layer = layer,
+                                 .max_abs_error = error.max_abs,
+                                 .rel_rms_error = error.RelRms()});
+  }
+  const double worst = worst_ratio_[shift_index];
+  report.layer_zero_checks.push_back(
+      {.dtype = dtype_, .shift = shift, .worst_ratio = worst, .pass = worst <= 1.0});
+  for (const auto& [form, error] : {std::pair{"compose", &compose_errors_[shift_index]},
+                                    std::pair{"delta", &delta_errors_[shift_index]}}) {
+    report.rotations.push_back({.dtype = dtype_,
+                                .form = form,
+                                .shift_per_step = shift,
+                                .steps = 1,
+                                .max_abs_error = error->max_abs,
+                                .rel_rms_error = error->RelRms()});
+  }
+  for (ShiftVariant variant : o_.variants) {
+    const auto key = std::make_pair(shift_index, variant);
+    const NextTokenMetrics& metrics = metrics_[key];
+    report.quality.push_back({.dtype = dtype_,
+                              .shift = shift,
+                              .variant = ShiftVariantName(variant),
+                              .mean_kl = metrics.MeanKl(),
+                              .top1_agreement = metrics.Top1Agreement(),
+                              .perplexity = metrics.ApproxPerplexity(),
+                              .full_perplexity = metrics.ExactPerplexity(),
+                              .compute_saved = compute_saved_[key] / o_.num_documents,
+                              .rows = metrics.rows()});
+  }
+}
+
+void DtypeStudy::AppendDriftRows(size_t drift_index, ShiftStudyReport& report) const {
+  for (const auto& [form, error] : {std::pair{"compose", &drift_compose_[drift_index]},
+                                    std::pair{"delta", &drift_delta_[drift_index]}}) {
+    report.rotations.push_back({.dtype = dtype_,
+                                .form = form,
+                                .drift = true,
+                                .shift_per_step = o_.drift_step,
+                                .steps = o_.drift_counts[drift_index],
+                                .max_abs_error = error->max_abs,
+                                .rel_rms_error = error->RelRms()});
+  }
 }
 
 }  // namespace
@@ -289,235 +554,25 @@ bool ShiftStudyReport::AllLayerZeroChecksPass() const {
                      [](const LayerZeroCheck& c) { return c.pass; });
 }
 
-absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& o) {
-  PAGEDKV_RETURN_IF_ERROR(Validate(o));
-  const ModelConfig& config = o.weights->config();
-  const int32_t n = o.chunk_length, p0 = o.chunk_position, m = o.continuation_length;
-  const int32_t bs = o.block_size;
+absl::StatusOr<ShiftStudyReport> RunShiftStudy(const ShiftStudyOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(Validate(options));
   ShiftStudyReport report;
-  report.model = config.ToString();
-
-  // Texts, sampled once on an fp32 runner so every dtype scores the same tokens.
-  const int32_t seq_blocks = static_cast<int32_t>(NumBlocksFor(config.seq_len, bs)) + 1;
-  PAGEDKV_ASSIGN_OR_RETURN(
-      std::unique_ptr<ModelRunner> generator,
-      ModelRunner::Create(o.weights,
-                          {.backend = o.backend, .num_blocks = seq_blocks, .block_size = bs}));
-  std::vector<std::vector<Texts>> texts(static_cast<size_t>(o.num_documents));  // [doc][shift]
-  std::vector<std::vector<TokenId>> chunks(static_cast<size_t>(o.num_documents));
-  for (int32_t d = 0; d < o.num_documents; ++d) {
-    const uint64_t seed = o.seed * 1000003 + static_cast<uint64_t>(d) * 7919;
-    PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> c, SampleTokens(*generator, {kBos}, n, seed + 1));
-    PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> a, SampleDocument(*generator, p0, seed + 2));
-    chunks[static_cast<size_t>(d)] = c;
-    for (size_t s = 0; s < o.shifts.size(); ++s) {
-      const int32_t p1 = p0 + o.shifts[s];
-      PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> b,
-                               SampleDocument(*generator, p1, seed + 3 + s));
-      std::vector<TokenId> bc = b;
-      bc.insert(bc.end(), c.begin(), c.end());
-      PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> dd,
-                               SampleTokens(*generator, bc, m, seed + 101 + s));
-      Texts t;
-      t.donor = a;
-      t.donor.insert(t.donor.end(), c.begin(), c.end());
-      t.target = bc;
-      t.target.insert(t.target.end(), dd.begin(), dd.end());
-      texts[static_cast<size_t>(d)].push_back(std::move(t));
+  report.model = options.weights->config().ToString();
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<DocumentTexts> documents, SampleStudyTexts(options));
+  const int32_t num_blocks =
+      8 * SequenceBlocks(options) +
+      2 * static_cast<int32_t>(NumBlocksFor(options.chunk_length, options.block_size)) + 8;
+  for (DType dtype : options.dtypes) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<StudyRig> rig,
+                             StudyRig::Create(options.weights, {.backend = options.backend,
+                                                                .block_size = options.block_size,
+                                                                .kv_dtype = dtype,
+                                                                .num_blocks = num_blocks}));
+    DtypeStudy study(options, dtype, *rig);
+    for (const DocumentTexts& texts : documents) {
+      PAGEDKV_RETURN_IF_ERROR(study.AddDocument(texts));
     }
-  }
-
-  const int32_t num_blocks = 8 * seq_blocks + 2 * static_cast<int32_t>(NumBlocksFor(n, bs)) + 8;
-  for (DType dtype : o.dtypes) {
-    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<DtypeRig> rig,
-                             DtypeRig::Create(o.weights, o, dtype, num_blocks));
-    ModelRunner& runner = rig->runner();
-    const int32_t layers = config.n_layers;
-    // [shift][layer] key errors, [shift] layer-0 check, [shift][form] single-shift errors.
-    std::vector<std::vector<ErrorSum>> key_err(o.shifts.size(),
-                                               std::vector<ErrorSum>(static_cast<size_t>(layers)));
-    std::vector<double> worst(o.shifts.size(), 0.0);
-    std::vector<ErrorSum> compose_err(o.shifts.size()), delta_err(o.shifts.size());
-    std::map<std::pair<size_t, ShiftVariant>, NextTokenMetrics> metrics;
-    std::map<std::pair<size_t, ShiftVariant>, double> saved;
-    std::vector<ErrorSum> drift_compose(o.drift_counts.size()), drift_delta(o.drift_counts.size());
-
-    for (int32_t d = 0; d < o.num_documents; ++d) {
-      const std::vector<TokenId>& c = chunks[static_cast<size_t>(d)];
-      // Donor: C computed at p0 and registered; its own blocks are then released.
-      PAGEDKV_ASSIGN_OR_RETURN(auto donor,
-                               rig->Run(texts[static_cast<size_t>(d)][0].donor, p0, n, -1, {}));
-      PAGEDKV_RETURN_IF_ERROR(rig->Free(donor.first));
-      // Registered now, or (the same chunk sampled for an earlier document) already at p0.
-      if (!donor.second.chunks[0].registered && !donor.second.chunks[0].hit) {
-        return absl::InternalError("study-shift: the chunk could not be registered");
-      }
-
-      for (size_t s = 0; s < o.shifts.size(); ++s) {
-        const Texts& t = texts[static_cast<size_t>(d)][s];
-        const int32_t p1 = p0 + o.shifts[s];
-        const int32_t logits_from = p1 + n;
-        PAGEDKV_ASSIGN_OR_RETURN(auto full,
-                                 rig->Run(t.target, p1, n, logits_from,
-                                          {.enable_reuse = false, .register_chunks = false}));
-        const std::vector<int64_t> full_slots = rig->Slots(full.first, p1, n);
-        std::vector<TokenId> targets(t.target.begin() + logits_from + 1, t.target.end());
-
-        // Re-rotated (compose) and delta-form runs: key errors per layer.
-        for (ReRotateMode mode : {ReRotateMode::kCompose, ReRotateMode::kDelta}) {
-          PAGEDKV_ASSIGN_OR_RETURN(
-              auto run,
-              rig->Run(t.target, p1, n, logits_from, {.rotation = mode, .register_chunks = false}));
-          if (!run.second.chunks[0].hit) {
-            return absl::InternalError("study-shift: the registered chunk was not found");
-          }
-          const std::vector<int64_t> slots = rig->Slots(run.first, p1, n);
-          for (int32_t l = 0; l < layers; ++l) {
-            if (mode == ReRotateMode::kDelta && l > 0) break;
-            std::vector<float> k, v, k_ref, v_ref;
-            PAGEDKV_RETURN_IF_ERROR(runner.ReadKv(l, slots, &k, &v));
-            PAGEDKV_RETURN_IF_ERROR(runner.ReadKv(l, full_slots, &k_ref, &v_ref));
-            if (mode == ReRotateMode::kDelta) {
-              delta_err[s].Add(k, k_ref);
-              continue;
-            }
-            key_err[s][static_cast<size_t>(l)].Add(k, k_ref);
-            if (l == 0) {
-              compose_err[s].Add(k, k_ref);
-              worst[s] = std::max(
-                  {worst[s],
-                   WorstToleranceRatio(k, k_ref, runner.rope_config(), config.n_kv_heads, dtype),
-                   WorstToleranceRatio(v, v_ref,
-                                       RopeConfig{.head_dim = config.head_dim(), .rotary_dim = 0},
-                                       config.n_kv_heads, dtype)});
-            }
-          }
-          if (mode == ReRotateMode::kCompose &&
-              std::find(o.variants.begin(), o.variants.end(), ShiftVariant::kReRotated) !=
-                  o.variants.end()) {
-            auto key = std::make_pair(s, ShiftVariant::kReRotated);
-            PAGEDKV_RETURN_IF_ERROR(metrics[key].Add(full.second.logits, run.second.logits,
-                                                     config.vocab_size, targets));
-            saved[key] += 1.0 - run.second.compute_fraction;
-          }
-          PAGEDKV_RETURN_IF_ERROR(rig->Free(run.first));
-        }
-
-        for (ShiftVariant variant : o.variants) {
-          if (variant == ShiftVariant::kReRotated) continue;
-          ShiftedReuseOptions options{.register_chunks = false};
-          if (variant == ShiftVariant::kNaive) options.rerotate = false;
-          if (variant == ShiftVariant::kFirstK) options.recompute_first = o.recompute_first;
-          if (variant == ShiftVariant::kSelective) {
-            options.recompute_fraction = o.recompute_fraction;
-            options.deviation_layer = o.deviation_layer;
-          }
-          PAGEDKV_ASSIGN_OR_RETURN(auto run, rig->Run(t.target, p1, n, logits_from, options));
-          auto key = std::make_pair(s, variant);
-          PAGEDKV_RETURN_IF_ERROR(
-              metrics[key].Add(full.second.logits, run.second.logits, config.vocab_size, targets));
-          saved[key] += 1.0 - run.second.compute_fraction;
-          PAGEDKV_RETURN_IF_ERROR(rig->Free(run.first));
-        }
-        PAGEDKV_RETURN_IF_ERROR(rig->Free(full.first));
-      }
-
-      // Drift: n successive shifts of drift_step applied in place to a copy of C's layer-0 K.
-      const BlockHash key = rig->prefill().KeyOf(c, "", 0);
-      std::optional<ChunkLocation> location = rig->index().Find(key, c);
-      if (!location) return absl::InternalError("study-shift: the chunk left the cache");
-      PAGEDKV_RETURN_IF_ERROR(rig->index().Acquire(*location));
-      std::vector<int64_t> src;
-      for (int32_t i = 0; i < n; ++i) src.push_back(location->SlotOf(i, bs));
-      for (size_t di = 0; di < o.drift_counts.size(); ++di) {
-        const int32_t steps = o.drift_counts[di];
-        const int32_t final_pos = p0 + steps * o.drift_step;
-        std::vector<TokenId> fresh_tokens(static_cast<size_t>(final_pos), kBos);
-        fresh_tokens.insert(fresh_tokens.end(), c.begin(), c.end());
-        PAGEDKV_ASSIGN_OR_RETURN(auto fresh,
-                                 rig->Run(fresh_tokens, final_pos, n, -1,
-                                          {.enable_reuse = false, .register_chunks = false}));
-        std::vector<float> k_ref, v_ref;
-        PAGEDKV_RETURN_IF_ERROR(
-            runner.ReadKv(0, rig->Slots(fresh.first, final_pos, n), &k_ref, &v_ref));
-        for (ReRotateMode mode : {ReRotateMode::kCompose, ReRotateMode::kDelta}) {
-          std::vector<BlockId> scratch;
-          PAGEDKV_RETURN_IF_ERROR(
-              rig->pool().Allocate(static_cast<int32_t>(NumBlocksFor(n, bs)), &scratch));
-          const std::vector<int64_t> dst = rig->Slots(scratch, 0, n);
-          for (int32_t step = 0; step < steps; ++step) {
-            std::vector<int32_t> old_pos(static_cast<size_t>(n)), new_pos(static_cast<size_t>(n));
-            for (int32_t i = 0; i < n; ++i) {
-              old_pos[static_cast<size_t>(i)] = p0 + step * o.drift_step + i;
-              new_pos[static_cast<size_t>(i)] = old_pos[static_cast<size_t>(i)] + o.drift_step;
-            }
-            PAGEDKV_RETURN_IF_ERROR(ReRotateSlots(runner, {.src = step == 0 ? src : dst,
-                                                           .dst = dst,
-                                                           .old_positions = old_pos,
-                                                           .new_positions = new_pos,
-                                                           .mode = mode,
-                                                           .first_layer = 0,
-                                                           .num_layers = 1}));
-          }
-          std::vector<float> k, v;
-          PAGEDKV_RETURN_IF_ERROR(runner.ReadKv(0, dst, &k, &v));
-          (mode == ReRotateMode::kCompose ? drift_compose : drift_delta)[di].Add(k, k_ref);
-          PAGEDKV_RETURN_IF_ERROR(rig->Free(scratch));
-        }
-        PAGEDKV_RETURN_IF_ERROR(rig->Free(fresh.first));
-      }
-      PAGEDKV_RETURN_IF_ERROR(rig->index().Release(*location));
-    }
-
-    for (size_t s = 0; s < o.shifts.size(); ++s) {
-      for (int32_t l = 0; l < layers; ++l) {
-        const ErrorSum& e = key_err[s][static_cast<size_t>(l)];
-        report.key_errors.push_back({.dtype = dtype,
-                                     .shift = o.shifts[s],
-                                     .layer = l,
-                                     .max_abs_error = e.max_abs,
-                                     .rel_rms_error = e.RelRms()});
-      }
-      report.layer_zero_checks.push_back(
-          {.dtype = dtype, .shift = o.shifts[s], .worst_ratio = worst[s], .pass = worst[s] <= 1.0});
-      report.rotations.push_back({.dtype = dtype,
-                                  .form = "compose",
-                                  .shift_per_step = o.shifts[s],
-                                  .steps = 1,
-                                  .max_abs_error = compose_err[s].max_abs,
-                                  .rel_rms_error = compose_err[s].RelRms()});
-      report.rotations.push_back({.dtype = dtype,
-                                  .form = "delta",
-                                  .shift_per_step = o.shifts[s],
-                                  .steps = 1,
-                                  .max_abs_error = delta_err[s].max_abs,
-                                  .rel_rms_error = delta_err[s].RelRms()});
-      for (ShiftVariant variant : o.variants) {
-        const auto key = std::make_pair(s, variant);
-        const NextTokenMetrics& mt = metrics[key];
-        report.quality.push_back({.dtype = dtype,
-                                  .shift = o.shifts[s],
-                                  .variant = ShiftVariantName(variant),
-                                  .mean_kl = mt.MeanKl(),
-                                  .top1_agreement = mt.Top1Agreement(),
-                                  .perplexity = mt.ApproxPerplexity(),
-                                  .full_perplexity = mt.ExactPerplexity(),
-                                  .compute_saved = saved[key] / o.num_documents,
-                                  .rows = mt.rows()});
-      }
-    }
-    for (size_t di = 0; di < o.drift_counts.size(); ++di) {
-      for (int form = 0; form < 2; ++form) {
-        const ErrorSum& e = form == 0 ? drift_compose[di] : drift_delta[di];
-        report.rotations.push_back({.dtype = dtype,
-                                    .form = form == 0 ? "compose" : "delta",
-                                    .drift = true,
-                                    .shift_per_step = o.drift_step,
-                                    .steps = o.drift_counts[di],
-                                    .max_abs_error = e.max_abs,
-                                    .rel_rms_error = e.RelRms()});
-      }
-    }
+    study.AppendTo(report);
   }
   return report;
 }

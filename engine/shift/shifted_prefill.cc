@@ -33,6 +33,18 @@ struct ShiftedPrefill::Hit {
   std::vector<int32_t> reused;  // chunk-relative indices filled from the cache
 };
 
+// The state of one Run, passed between its steps.
+struct ShiftedPrefill::RunState {
+  const ShiftedPrefillInput& input;
+  const ShiftedReuseOptions& options;
+  int32_t num_tokens = 0;               // of the prompt
+  int32_t logits_from = 0;              // first position whose logits are returned
+  std::vector<char> computed;           // [num_tokens] 1: the forward pass computes the token
+  std::vector<Hit> hits;                // cached chunks found and pinned
+  std::vector<ChunkLocation> acquired;  // pinned locations, released by the guard
+  ShiftedPrefillResult result;
+};
+
 namespace {
 
 // Releases every acquired chunk when it goes out of scope (each Run path).
@@ -190,69 +202,79 @@ absl::StatusOr<ModelRunner*> ShiftedPrefill::Probe(int32_t num_layers) {
   return probe_.get();
 }
 
-absl::Status ShiftedPrefill::SelectByDeviation(const ShiftedPrefillInput& input,
-                                               const ShiftedReuseOptions& o, int32_t start,
-                                               std::vector<Hit>& hits, std::vector<char>& computed,
-                                               ShiftedPrefillResult& result) {
-  const int32_t bs = pool_->block_size();
-  const int32_t layer = std::min(o.deviation_layer, runner_->config().n_layers - 1);
-  PAGEDKV_ASSIGN_OR_RETURN(ModelRunner * probe, Probe(layer + 1));
-  // The probe computes its layers fresh, in context, for the tokens [start, end) up to the last
-  // reused one; the KV of [0, start), already computed by the main pass, is copied in.
-  int32_t end = 0;
-  for (const Hit& hit : hits) {
-    if (!hit.reused.empty()) {
-      end = std::max(end, input.chunks[hit.span].begin + hit.reused.back() + 1);
-    }
-  }
-  if (end <= start) return absl::OkStatus();
-  const int32_t copy_blocks = static_cast<int32_t>(NumBlocksFor(start, bs));
-  for (int32_t l = 0; l <= layer; ++l) {
-    const PagedKvLayout& from = runner_->kv_layout(l);
-    const PagedKvLayout& to = probe->kv_layout(l);
+absl::Status ShiftedPrefill::CopyKvToProbe(const ShiftedPrefillInput& input, ModelRunner& probe,
+                                           int32_t num_layers, int32_t num_blocks) {
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    const PagedKvLayout& from = runner_->kv_layout(layer);
+    const PagedKvLayout& to = probe.kv_layout(layer);
     const auto block_bytes = static_cast<size_t>(from.BlockStride() * DTypeSize(from.dtype));
-    for (int32_t b = 0; b < copy_blocks; ++b) {
+    for (int32_t b = 0; b < num_blocks; ++b) {
       const size_t offset =
           static_cast<size_t>(input.block_table[static_cast<size_t>(b)]) * block_bytes;
-      PAGEDKV_RETURN_IF_ERROR(probe->backend().CopyDeviceToDevice(
+      PAGEDKV_RETURN_IF_ERROR(probe.backend().CopyDeviceToDevice(
           static_cast<char*>(to.k) + offset, static_cast<const char*>(from.k) + offset,
           block_bytes));
-      PAGEDKV_RETURN_IF_ERROR(probe->backend().CopyDeviceToDevice(
+      PAGEDKV_RETURN_IF_ERROR(probe.backend().CopyDeviceToDevice(
           static_cast<char*>(to.v) + offset, static_cast<const char*>(from.v) + offset,
           block_bytes));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ShiftedPrefill::DropMostDeviating(RunState& run, ModelRunner& probe, int32_t layer,
+                                               Hit& hit) {
+  const int32_t bs = pool_->block_size();
+  const ChunkSpan& span = run.input.chunks[hit.span];
+  std::vector<int64_t> hit_slots;
+  for (int32_t i : hit.reused) {
+    hit_slots.push_back(SlotAt(run.input.block_table, bs, span.begin + i));
+  }
+  std::vector<float> k_main, v_main, k_probe, v_probe;
+  PAGEDKV_RETURN_IF_ERROR(runner_->ReadKv(layer, hit_slots, &k_main, &v_main));
+  PAGEDKV_RETURN_IF_ERROR(probe.ReadKv(layer, hit_slots, &k_probe, &v_probe));
+  const auto width = static_cast<int64_t>(k_main.size() / hit_slots.size());
+  const auto count = static_cast<int32_t>(hit_slots.size());
+  std::vector<char> drop(hit.reused.size(), 0);
+  for (int32_t j : MostDeviatingTokens(k_main, v_main, k_probe, v_probe, width,
+                                       NumToRecompute(run.options.recompute_fraction, count))) {
+    drop[static_cast<size_t>(j)] = 1;
+  }
+  std::vector<int32_t> kept;
+  for (size_t j = 0; j < hit.reused.size(); ++j) {
+    if (drop[j]) {
+      run.computed[static_cast<size_t>(span.begin + hit.reused[j])] = 1;
+    } else {
+      kept.push_back(hit.reused[j]);
+    }
+  }
+  hit.reused = std::move(kept);
+  return absl::OkStatus();
+}
+
+absl::Status ShiftedPrefill::SelectByDeviation(RunState& run, int32_t start) {
+  const int32_t layer = std::min(run.options.deviation_layer, runner_->config().n_layers - 1);
+  PAGEDKV_ASSIGN_OR_RETURN(ModelRunner * probe, Probe(layer + 1));
+  // The probe computes its layers fresh, in context, for the tokens [start, end) up to the last
+  // reused one; the KV of [0, start), already computed by the main pass, is copied in.
+  int32_t end = 0;
+  for (const Hit& hit : run.hits) {
+    if (!hit.reused.empty()) {
+      end = std::max(end, run.input.chunks[hit.span].begin + hit.reused.back() + 1);
+    }
+  }
+  if (end <= start) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(
+      CopyKvToProbe(run.input, *probe, layer + 1,
+                    static_cast<int32_t>(NumBlocksFor(start, pool_->block_size()))));
   std::vector<int32_t> indices(static_cast<size_t>(end - start));
   std::iota(indices.begin(), indices.end(), start);
   ModelOutput unused;
-  PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*probe, input, indices, end, {}, &unused));
-  result.num_probe_tokens = end - start;
-  result.probe_layers = layer + 1;
-
-  for (Hit& hit : hits) {
-    if (hit.reused.empty()) continue;
-    const ChunkSpan& span = input.chunks[hit.span];
-    std::vector<int64_t> hit_slots;
-    for (int32_t i : hit.reused) hit_slots.push_back(SlotAt(input.block_table, bs, span.begin + i));
-    std::vector<float> k_main, v_main, k_probe, v_probe;
-    PAGEDKV_RETURN_IF_ERROR(runner_->ReadKv(layer, hit_slots, &k_main, &v_main));
-    PAGEDKV_RETURN_IF_ERROR(probe->ReadKv(layer, hit_slots, &k_probe, &v_probe));
-    const auto width = static_cast<int64_t>(k_main.size() / hit_slots.size());
-    const auto count = static_cast<int32_t>(hit_slots.size());
-    std::vector<char> drop(hit.reused.size(), 0);
-    for (int32_t j : MostDeviatingTokens(k_main, v_main, k_probe, v_probe, width,
-                                         NumToRecompute(o.recompute_fraction, count))) {
-      drop[static_cast<size_t>(j)] = 1;
-    }
-    std::vector<int32_t> kept;
-    for (size_t j = 0; j < hit.reused.size(); ++j) {
-      if (drop[j]) {
-        computed[static_cast<size_t>(span.begin + hit.reused[j])] = 1;
-      } else {
-        kept.push_back(hit.reused[j]);
-      }
-    }
-    hit.reused = std::move(kept);
+  PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*probe, run.input, indices, end, {}, &unused));
+  run.result.num_probe_tokens = end - start;
+  run.result.probe_layers = layer + 1;
+  for (Hit& hit : run.hits) {
+    if (!hit.reused.empty()) PAGEDKV_RETURN_IF_ERROR(DropMostDeviating(run, *probe, layer, hit));
   }
   return absl::OkStatus();
 }
@@ -294,28 +316,15 @@ absl::Status ShiftedPrefill::RegisterChunk(const ShiftedPrefillInput& input, con
   return status;
 }
 
-absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInput& input,
-                                                         const ShiftedReuseOptions& options) {
-  PAGEDKV_RETURN_IF_ERROR(Validate(input, options));
-  const auto n = static_cast<int32_t>(input.tokens.size());
-  const int32_t bs = pool_->block_size();
-  const int32_t logits_from = input.logits_from < 0 ? n - 1 : input.logits_from;
-  ShiftedPrefillResult result;
-  result.logits_from = logits_from;
-  result.chunks.resize(input.chunks.size());
-  std::vector<char> computed(static_cast<size_t>(n), 1);
-  std::vector<Hit> hits;
-  std::vector<ChunkLocation> acquired;
-  ReleaseGuard guard(index_, &acquired);
-
-  // 1. Plan: find and pin cached chunks.
+void ShiftedPrefill::PlanHits(RunState& run) {
+  const ShiftedPrefillInput& input = run.input;
   const absl::flat_hash_set<BlockId> own(input.block_table.begin(), input.block_table.end());
   for (size_t s = 0; s < input.chunks.size(); ++s) {
     const ChunkSpan& span = input.chunks[s];
-    ChunkReuseRecord& record = result.chunks[s];
+    ChunkReuseRecord& record = run.result.chunks[s];
     record.begin = span.begin;
     record.length = span.length;
-    if (!options.enable_reuse) continue;
+    if (!run.options.enable_reuse) continue;
     const std::span<const TokenId> tokens =
         input.tokens.subspan(static_cast<size_t>(span.begin), static_cast<size_t>(span.length));
     std::optional<ChunkLocation> location =
@@ -327,94 +336,120 @@ absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInp
       continue;
     }
     if (!index_->Acquire(*location).ok()) continue;  // stale: compute instead
-    acquired.push_back(*location);
+    run.acquired.push_back(*location);
     Hit hit{.span = s, .location = *location, .reused = {}};
     record.hit = true;
     record.cached_position = location->position;
     for (int32_t i = 0; i < span.length; ++i) {
       const int32_t t = span.begin + i;
-      if (i < options.recompute_first || t >= logits_from || t == n - 1) continue;
+      if (i < run.options.recompute_first || t >= run.logits_from || t == run.num_tokens - 1) {
+        continue;
+      }
       hit.reused.push_back(i);
-      computed[static_cast<size_t>(t)] = 0;
+      run.computed[static_cast<size_t>(t)] = 0;
     }
-    hits.push_back(std::move(hit));
+    run.hits.push_back(std::move(hit));
   }
+}
 
-  // 2. Reuse: re-rotate (or, naive, copy) every reused token into the sequence's slots.
-  {
-    std::vector<int64_t> src, dst;
-    std::vector<int32_t> old_pos, new_pos;
-    for (const Hit& hit : hits) {
-      const ChunkSpan& span = input.chunks[hit.span];
-      for (int32_t i : hit.reused) {
-        src.push_back(hit.location.SlotOf(i, bs));
-        dst.push_back(SlotAt(input.block_table, bs, span.begin + i));
-        old_pos.push_back(hit.location.PositionOf(i));
-        new_pos.push_back(options.rerotate ? span.begin + i : hit.location.PositionOf(i));
-      }
-    }
-    if (!src.empty()) {
-      PAGEDKV_RETURN_IF_ERROR(ReRotateSlots(*runner_, {.src = src,
-                                                       .dst = dst,
-                                                       .old_positions = old_pos,
-                                                       .new_positions = new_pos,
-                                                       .mode = options.rotation}));
+// Re-rotates (or, naive, copies) every reused token into the sequence's slots.
+absl::Status ShiftedPrefill::ReuseHits(RunState& run) {
+  const int32_t bs = pool_->block_size();
+  std::vector<int64_t> src, dst;
+  std::vector<int32_t> old_pos, new_pos;
+  for (const Hit& hit : run.hits) {
+    const ChunkSpan& span = run.input.chunks[hit.span];
+    for (int32_t i : hit.reused) {
+      src.push_back(hit.location.SlotOf(i, bs));
+      dst.push_back(SlotAt(run.input.block_table, bs, span.begin + i));
+      old_pos.push_back(hit.location.PositionOf(i));
+      new_pos.push_back(run.options.rerotate ? span.begin + i : hit.location.PositionOf(i));
     }
   }
+  if (src.empty()) return absl::OkStatus();
+  return ReRotateSlots(*runner_, {.src = src,
+                                  .dst = dst,
+                                  .old_positions = old_pos,
+                                  .new_positions = new_pos,
+                                  .mode = run.options.rotation});
+}
 
-  // 3. Selective recompute (CacheBlend): the tokens before the first reused chunk are computed
-  //    first, so the probe starts from their KV.
-  int32_t done = 0;
-  if (options.recompute_fraction > 0.0) {
-    int32_t first = n;
-    for (const Hit& hit : hits) {
-      if (!hit.reused.empty()) first = std::min(first, input.chunks[hit.span].begin);
-    }
-    if (first < n) {
-      if (first > 0) {
-        std::vector<int32_t> head(static_cast<size_t>(first));
-        std::iota(head.begin(), head.end(), 0);
-        ModelOutput unused;
-        PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*runner_, input, head, first, {}, &unused));
-      }
-      done = first;
-      PAGEDKV_RETURN_IF_ERROR(SelectByDeviation(input, options, first, hits, computed, result));
-    }
+// Selective recompute (CacheBlend): the tokens before the first reused chunk are computed first,
+// so the probe starts from their KV.
+absl::StatusOr<int32_t> ShiftedPrefill::RecomputeSelected(RunState& run) {
+  if (!(run.options.recompute_fraction > 0.0)) return 0;
+  int32_t first = run.num_tokens;
+  for (const Hit& hit : run.hits) {
+    if (!hit.reused.empty()) first = std::min(first, run.input.chunks[hit.span].begin);
   }
-  for (const Hit& hit : hits) {
-    ChunkReuseRecord& record = result.chunks[hit.span];
-    record.num_reused = static_cast<int32_t>(hit.reused.size());
-    record.num_recomputed = record.length - record.num_reused;
-    result.num_reused_tokens += record.num_reused;
+  if (first == run.num_tokens) return 0;
+  if (first > 0) {
+    std::vector<int32_t> head(static_cast<size_t>(first));
+    std::iota(head.begin(), head.end(), 0);
+    ModelOutput unused;
+    PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*runner_, run.input, head, first, {}, &unused));
   }
+  PAGEDKV_RETURN_IF_ERROR(SelectByDeviation(run, first));
+  return first;
+}
 
-  // 4. Compute every other token in one forward pass.
+// Computes every token from `done` on that is not reused, in one forward pass.
+absl::Status ShiftedPrefill::ComputeRest(RunState& run, int32_t done) {
   std::vector<int32_t> indices, logits_rows;
-  for (int32_t t = done; t < n; ++t) {
-    if (!computed[static_cast<size_t>(t)]) continue;
-    if (t >= logits_from) logits_rows.push_back(static_cast<int32_t>(indices.size()));
+  for (int32_t t = done; t < run.num_tokens; ++t) {
+    if (!run.computed[static_cast<size_t>(t)]) continue;
+    if (t >= run.logits_from) logits_rows.push_back(static_cast<int32_t>(indices.size()));
     indices.push_back(t);
   }
   ModelOutput output;
-  PAGEDKV_RETURN_IF_ERROR(ForwardTokens(*runner_, input, indices, n, logits_rows, &output));
-  result.num_computed_tokens = done + static_cast<int64_t>(indices.size());
-  result.logits = std::move(output.logits);
-  PAGEDKV_RETURN_IF_ERROR(guard.ReleaseAll());
+  PAGEDKV_RETURN_IF_ERROR(
+      ForwardTokens(*runner_, run.input, indices, run.num_tokens, logits_rows, &output));
+  run.result.num_computed_tokens = done + static_cast<int64_t>(indices.size());
+  run.result.logits = std::move(output.logits);
+  return absl::OkStatus();
+}
 
-  // 5. Register spans computed here.
-  if (options.register_chunks) {
-    for (size_t s = 0; s < input.chunks.size(); ++s) {
-      if (result.chunks[s].hit) continue;
-      PAGEDKV_RETURN_IF_ERROR(RegisterChunk(input, input.chunks[s], result.chunks[s]));
-    }
+absl::Status ShiftedPrefill::RegisterComputed(RunState& run) {
+  if (!run.options.register_chunks) return absl::OkStatus();
+  for (size_t s = 0; s < run.input.chunks.size(); ++s) {
+    if (run.result.chunks[s].hit) continue;
+    PAGEDKV_RETURN_IF_ERROR(RegisterChunk(run.input, run.input.chunks[s], run.result.chunks[s]));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShiftedPrefillResult> ShiftedPrefill::Run(const ShiftedPrefillInput& input,
+                                                         const ShiftedReuseOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(Validate(input, options));
+  const auto n = static_cast<int32_t>(input.tokens.size());
+  RunState run{.input = input,
+               .options = options,
+               .num_tokens = n,
+               .logits_from = input.logits_from < 0 ? n - 1 : input.logits_from,
+               .computed = std::vector<char>(static_cast<size_t>(n), 1)};
+  run.result.logits_from = run.logits_from;
+  run.result.chunks.resize(input.chunks.size());
+  ReleaseGuard guard(index_, &run.acquired);
+  PlanHits(run);
+  PAGEDKV_RETURN_IF_ERROR(ReuseHits(run));
+  PAGEDKV_ASSIGN_OR_RETURN(const int32_t done, RecomputeSelected(run));
+  for (const Hit& hit : run.hits) {
+    ChunkReuseRecord& record = run.result.chunks[hit.span];
+    record.num_reused = static_cast<int32_t>(hit.reused.size());
+    record.num_recomputed = record.length - record.num_reused;
+    run.result.num_reused_tokens += record.num_reused;
+  }
+  PAGEDKV_RETURN_IF_ERROR(ComputeRest(run, done));
+  PAGEDKV_RETURN_IF_ERROR(guard.ReleaseAll());
+  PAGEDKV_RETURN_IF_ERROR(RegisterComputed(run));
+  ShiftedPrefillResult& result = run.result;
   const double layers = runner_->config().n_layers;
   result.compute_fraction =
       (static_cast<double>(result.num_computed_tokens) * layers +
        (result.probe_layers > 0 ? static_cast<double>(result.num_reused_tokens) : 0.0) *
            result.probe_layers) /
       (static_cast<double>(n) * layers);
-  return result;
+  return std::move(run.result);
 }
 
 }  // namespace pagedkv

@@ -143,14 +143,28 @@ class PAGEDKV_EXPORT ShiftedPrefill {
 
  private:
   struct Hit;
+  struct RunState;
   ShiftedPrefill(ModelRunner* runner, BlockPool* pool, ChunkIndex* index);
   absl::Status Validate(const ShiftedPrefillInput& input, const ShiftedReuseOptions& options) const;
   absl::StatusOr<ModelRunner*> Probe(int32_t num_layers);
   // Runs the probe over [start, last reused token] (copying the KV of [0, start) from the main
   // pages) and moves the most deviating reused tokens of each hit to `computed`.
-  absl::Status SelectByDeviation(const ShiftedPrefillInput& input, const ShiftedReuseOptions& o,
-                                 int32_t start, std::vector<Hit>& hits, std::vector<char>& computed,
-                                 ShiftedPrefillResult& result);
+  absl::Status SelectByDeviation(RunState& run, int32_t start);
+  // Copies the main pages' KV of the first `num_blocks` blocks of the sequence into the probe's
+  // layers [0, num_layers).
+  absl::Status CopyKvToProbe(const ShiftedPrefillInput& input, ModelRunner& probe,
+                             int32_t num_layers, int32_t num_blocks);
+  // Moves the reused tokens of `hit` whose K/V at `layer` deviate most between the main pass and
+  // the probe to `run.computed`.
+  absl::Status DropMostDeviating(RunState& run, ModelRunner& probe, int32_t layer, Hit& hit);
+  // The steps of Run: find and pin cached chunks; re-rotate them into the sequence; CacheBlend's
+  // selective recompute (returns the tokens computed before it); compute the rest; register the
+  // spans computed here.
+  void PlanHits(RunState& run);
+  absl::Status ReuseHits(RunState& run);
+  absl::StatusOr<int32_t> RecomputeSelected(RunState& run);
+  absl::Status ComputeRest(RunState& run, int32_t done);
+  absl::Status RegisterComputed(RunState& run);
   absl::Status RegisterChunk(const ShiftedPrefillInput& input, const ChunkSpan& span,
                              ChunkReuseRecord& record);
 

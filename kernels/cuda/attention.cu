@@ -167,92 +167,100 @@ __device__ __forceinline__ void AttendKey(const float (&q)[kHeadTile][N], const 
   }
 }
 
-// Grid (num_tokens, num_kv_heads * head_tiles, num_partitions), kThreads threads.
-template <int N>
-__global__ void __launch_bounds__(kThreads)
-    PagedAttentionPartitionKernel(PagedAttentionArgs a, AttentionPlan plan) {
-  __shared__ float s_m[kWarps][kHeadTile];
-  __shared__ float s_l[kWarps][kHeadTile];
-  __shared__ float s_acc[kWarps][kHeadTile][kWarpSize * N];
-  const int64_t t = blockIdx.x;
-  const PagedKvLayout& cache = a.cache;
-  const int32_t hd = cache.head_dim;
-  const int32_t group = a.num_q_heads / cache.num_kv_heads;
-  const int32_t kvh = static_cast<int32_t>(blockIdx.y) / plan.head_tiles;
-  const int32_t tile = static_cast<int32_t>(blockIdx.y) % plan.head_tiles;
-  const int32_t head0 = kvh * group + tile * kHeadTile;  // first query head of this block
-  const int32_t tile_heads = min(kHeadTile, group - tile * kHeadTile);
-  const int64_t partition = blockIdx.z;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int32_t d0 = lane * N;  // this lane's dims [d0, d0 + N)
+// What one thread block of the partition kernel works on.
+struct PartitionWork {
+  int64_t token = 0;       // query token
+  int32_t kv_head = 0;     // KV head
+  int32_t head0 = 0;       // first query head of this block
+  int32_t tile_heads = 0;  // query heads of this block (<= kHeadTile)
+  int64_t partition = 0;   // key partition
+  int64_t begin = 0;       // keys [begin, end) of the partition
+  int64_t end = 0;
+  const int32_t* table = nullptr;  // the sequence's block table
+};
 
-  const int32_t s = SequenceOf(a.query_start_loc, a.num_seqs, t);
+__device__ __forceinline__ PartitionWork LocatePartition(const PagedAttentionArgs& a,
+                                                         const AttentionPlan& plan) {
+  const PagedKvLayout& cache = a.cache;
+  const int32_t group = a.num_q_heads / cache.num_kv_heads;
+  PartitionWork w;
+  w.token = blockIdx.x;
+  w.kv_head = static_cast<int32_t>(blockIdx.y) / plan.head_tiles;
+  const int32_t tile = static_cast<int32_t>(blockIdx.y) % plan.head_tiles;
+  w.head0 = w.kv_head * group + tile * kHeadTile;
+  w.tile_heads = min(kHeadTile, group - tile * kHeadTile);
+  w.partition = blockIdx.z;
+  const int32_t s = SequenceOf(a.query_start_loc, a.num_seqs, w.token);
   const int64_t kv_len = a.kv_lens[s];
-  const int64_t position = a.positions[t];
+  const int64_t position = a.positions[w.token];
   const int64_t capacity = static_cast<int64_t>(a.max_blocks_per_seq) * cache.block_size;
   int64_t last = -1;  // no key (only reachable with ContentCheck::kTrusted)
   if (PositionValid(position) && kv_len >= 1) {
     last = AttentionLastKey(a.causal, position, kv_len);
     if (last >= capacity) last = capacity - 1;
   }
-  int64_t begin, end;
-  PartitionKeyRange(last, plan.partition_size, partition, &begin, &end);
-  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  PartitionKeyRange(last, plan.partition_size, w.partition, &w.begin, &w.end);
+  w.table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  return w;
+}
 
-  float q[kHeadTile][N];
-  float acc[kHeadTile][N];
-  OnlineSoftmax softmax[kHeadTile];
+// This lane's dims [d0, d0 + N) of each head's query; zeros past tile_heads and head_dim (they
+// score 0 and are not written). Clears the accumulators.
+template <int N>
+__device__ __forceinline__ void LoadQueries(const PagedAttentionArgs& a, const PartitionWork& w,
+                                            int32_t d0, float (&q)[kHeadTile][N],
+                                            float (&acc)[kHeadTile][N]) {
+  const int32_t hd = a.cache.head_dim;
 #pragma unroll
   for (int h = 0; h < kHeadTile; ++h) {
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-      q[h][r] = 0.0f;  // heads past tile_heads and dims past head_dim score 0 and are not written
+      q[h][r] = 0.0f;
       acc[h][r] = 0.0f;
     }
-    if (h < tile_heads) {
-      const float* qh = a.q + (t * a.num_q_heads + head0 + h) * hd;
+    if (h < w.tile_heads) {
+      const float* qh = a.q + (w.token * a.num_q_heads + w.head0 + h) * hd;
 #pragma unroll
       for (int r = 0; r < N; ++r) {
         if (d0 + r < hd) q[h][r] = qh[d0 + r];
       }
     }
   }
-  for (int64_t j = begin + warp; j < end; j += 2 * kWarps) {
-    const int64_t j2 = j + kWarps;
-    float k0[N], v0[N], k1[N], v1[N];
-    const bool ok0 = LoadKey<N>(cache, table, j, kvh, d0, plan.vector_loads, k0, v0);
-    const bool ok1 = j2 < end && LoadKey<N>(cache, table, j2, kvh, d0, plan.vector_loads, k1, v1);
-    if (ok0) AttendKey<N>(q, k0, v0, plan.scale, softmax, acc);
-    if (ok1) AttendKey<N>(q, k1, v1, plan.scale, softmax, acc);
-  }
-#pragma unroll
-  for (int h = 0; h < kHeadTile; ++h) {
-    if (lane == 0) {
-      s_m[warp][h] = softmax[h].m;
-      s_l[warp][h] = softmax[h].l;
-    }
-#pragma unroll
-    for (int r = 0; r < N; ++r) s_acc[warp][h][d0 + r] = acc[h][r];
-  }
-  __syncthreads();
-  for (int32_t idx = threadIdx.x; idx < tile_heads * hd; idx += kThreads) {
+}
+
+// Per-warp softmax states and accumulators of one thread block, in shared memory.
+template <int N>
+struct WarpStates {
+  float m[kWarps][kHeadTile];
+  float l[kWarps][kHeadTile];
+  float acc[kWarps][kHeadTile][kWarpSize * N];
+};
+
+// Merges the warps' states of each (head, dim) and writes the output row, or the partition's
+// partial state when the keys are split.
+template <int N>
+__device__ __forceinline__ void MergeWarpsAndWrite(const PagedAttentionArgs& a,
+                                                   const AttentionPlan& plan,
+                                                   const PartitionWork& w,
+                                                   const WarpStates<N>& states) {
+  const int32_t hd = a.cache.head_dim;
+  for (int32_t idx = threadIdx.x; idx < w.tile_heads * hd; idx += kThreads) {
     const int32_t h = idx / hd;
     const int32_t d = idx % hd;
     OnlineSoftmax total;
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int warp = 0; warp < kWarps; ++warp) {
       OnlineSoftmax part;
-      part.m = s_m[w][h];
-      part.l = s_l[w][h];
-      MergeAttentionState(&total, &o, part, &s_acc[w][h][d], 1);
+      part.m = states.m[warp][h];
+      part.l = states.l[warp][h];
+      MergeAttentionState(&total, &o, part, &states.acc[warp][h][d], 1);
     }
-    const int64_t row = t * a.num_q_heads + head0 + h;  // (token, query head)
+    const int64_t row = w.token * a.num_q_heads + w.head0 + h;  // (token, query head)
     if (plan.num_partitions == 1) {
       a.out[row * hd + d] = o * total.InverseSum();
     } else {
-      const int64_t prow = row * plan.num_partitions + partition;
+      const int64_t prow = row * plan.num_partitions + w.partition;
       plan.partial_acc[prow * hd + d] = o;
       if (d == 0) {
         plan.partial_ml[2 * prow] = total.m;
@@ -260,6 +268,43 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+}
+
+// Grid (num_tokens, num_kv_heads * head_tiles, num_partitions), kThreads threads. Each warp
+// folds every kWarps-th key of the partition (two per iteration) into its heads' online softmax;
+// the warps then merge.
+template <int N>
+__global__ void __launch_bounds__(kThreads)
+    PagedAttentionPartitionKernel(PagedAttentionArgs a, AttentionPlan plan) {
+  __shared__ WarpStates<N> states;
+  const PartitionWork w = LocatePartition(a, plan);
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int32_t d0 = lane * N;  // this lane's dims [d0, d0 + N)
+  float q[kHeadTile][N];
+  float acc[kHeadTile][N];
+  OnlineSoftmax softmax[kHeadTile];
+  LoadQueries<N>(a, w, d0, q, acc);
+  for (int64_t j = w.begin + warp; j < w.end; j += 2 * kWarps) {
+    const int64_t j2 = j + kWarps;
+    float k0[N], v0[N], k1[N], v1[N];
+    const bool ok0 = LoadKey<N>(a.cache, w.table, j, w.kv_head, d0, plan.vector_loads, k0, v0);
+    const bool ok1 =
+        j2 < w.end && LoadKey<N>(a.cache, w.table, j2, w.kv_head, d0, plan.vector_loads, k1, v1);
+    if (ok0) AttendKey<N>(q, k0, v0, plan.scale, softmax, acc);
+    if (ok1) AttendKey<N>(q, k1, v1, plan.scale, softmax, acc);
+  }
+#pragma unroll
+  for (int h = 0; h < kHeadTile; ++h) {
+    if (lane == 0) {
+      states.m[warp][h] = softmax[h].m;
+      states.l[warp][h] = softmax[h].l;
+    }
+#pragma unroll
+    for (int r = 0; r < N; ++r) states.acc[warp][h][d0 + r] = acc[h][r];
+  }
+  __syncthreads();
+  MergeWarpsAndWrite<N>(a, plan, w, states);
 }
 
 // Grid (num_tokens, num_q_heads), kThreads threads over head_dim.
@@ -296,37 +341,31 @@ absl::Status LaunchPartitions(const PagedAttentionArgs& args, const AttentionPla
 
 }  // namespace
 
-absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
-                            const LaunchOptions& options) {
-  PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
-  // An empty batch still has its sequences checked when validating, as the CPU backend does.
-  if (args.num_tokens == 0 && options.check == ContentCheck::kTrusted) return absl::OkStatus();
+namespace {
+
+// The sizes a launch must fit in (grid dimensions).
+absl::Status CheckLaunchLimits(const PagedAttentionArgs& args, int32_t head_tiles) {
   if (args.num_tokens > 0 && args.num_seqs == 0) {  // tokens are looked up in sequences
     return absl::InvalidArgumentError("PagedAttention: num_tokens > 0 needs num_seqs >= 1");
   }
-  const PagedKvLayout& cache = args.cache;
-  const int32_t group = args.num_q_heads / cache.num_kv_heads;
-  AttentionPlan plan;
-  plan.head_tiles = (group + kHeadTile - 1) / kHeadTile;
   if (args.num_tokens > INT32_MAX || args.num_q_heads > 65535 ||
-      int64_t{cache.num_kv_heads} * plan.head_tiles > 65535) {
+      int64_t{args.cache.num_kv_heads} * head_tiles > 65535) {
     return absl::InvalidArgumentError(
         "PagedAttention: num_tokens must be < 2^31 and num_q_heads <= 65535");
   }
-  PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
-  absl::MutexLock lock(&workspace->mutex());
-  int64_t max_keys = int64_t{args.max_blocks_per_seq} * cache.block_size;
-  if (options.check != ContentCheck::kTrusted) {
-    PAGEDKV_ASSIGN_OR_RETURN(const int32_t max_kv_len,
-                             CheckPagedAttentionOnDevice(args, stream, *workspace, options));
-    if (max_kv_len >= 0) max_keys = max_kv_len;  // -1 (kDeferred): unknown, use the capacity
-  }
-  if (args.num_tokens == 0) return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+// Splits the keys into partitions for the device's SMs and takes their scratch from the
+// workspace. `max_keys` bounds every sequence's keys.
+absl::Status PlanPartitions(const PagedAttentionArgs& args, int64_t max_keys, Workspace& workspace,
+                            AttentionPlan& plan) {
   int device = 0;
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   int num_sms = 1;
   PAGEDKV_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const PagedKvLayout& cache = args.cache;
   const int32_t hd = cache.head_dim;
   const int64_t partial_bytes =
       args.num_tokens * args.num_q_heads * (int64_t{hd} + 2) * static_cast<int64_t>(sizeof(float));
@@ -335,25 +374,30 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
                             .base_blocks = args.num_tokens * cache.num_kv_heads * plan.head_tiles,
                             .num_sms = num_sms,
                             .partial_bytes = partial_bytes});
-  plan.scale = args.scale > 0.0f ? args.scale : 1.0f / sqrtf(static_cast<float>(hd));
   plan.num_partitions = split.num_partitions;
   // One partition covers every key any token can read (last key < capacity).
   plan.partition_size = split.num_partitions == 1
                             ? int64_t{args.max_blocks_per_seq} * cache.block_size
                             : split.partition_size;
-  const int n = hd <= 2 * kWarpSize ? 2 : (hd <= 4 * kWarpSize ? 4 : 8);
-  // A vector load needs every row to start at a multiple of n elements (strides included) and the
-  // base pointers aligned to the widest vector (16 bytes).
-  plan.vector_loads = RowsAlignedTo(cache, n) && Aligned16(cache.k) && Aligned16(cache.v);
   if (plan.num_partitions > 1) {
     const int64_t rows = args.num_tokens * args.num_q_heads * plan.num_partitions;
     PAGEDKV_ASSIGN_OR_RETURN(void* scratch,
-                             workspace->Scratch(rows * (int64_t{hd} + 2) * sizeof(float)));
+                             workspace.Scratch(rows * (int64_t{hd} + 2) * sizeof(float)));
     plan.partial_acc = static_cast<float*>(scratch);
     plan.partial_ml = plan.partial_acc + rows * hd;
   }
+  return absl::OkStatus();
+}
+
+// Elements per lane: 2, 4 or 8 (head_dim up to 64, 128 or 256).
+int LaneElements(int32_t head_dim) {
+  return head_dim <= 2 * kWarpSize ? 2 : (head_dim <= 4 * kWarpSize ? 4 : 8);
+}
+
+absl::Status LaunchPlan(const PagedAttentionArgs& args, const AttentionPlan& plan, int n,
+                        cudaStream_t stream) {
   PagedAttentionArgs launch = args;
-  launch.cache = cache.Resolved();
+  launch.cache = args.cache.Resolved();
   if (n == 2) {
     PAGEDKV_RETURN_IF_ERROR(LaunchPartitions<2>(launch, plan, stream));
   } else if (n == 4) {
@@ -368,6 +412,37 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
     PAGEDKV_CUDA_CHECK_LAUNCH("PagedAttentionMergeKernel");
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
+                            const LaunchOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(ValidatePagedAttention(args));
+  // An empty batch still has its sequences checked when validating, as the CPU backend does.
+  if (args.num_tokens == 0 && options.check == ContentCheck::kTrusted) return absl::OkStatus();
+  const PagedKvLayout& cache = args.cache;
+  const int32_t group = args.num_q_heads / cache.num_kv_heads;
+  AttentionPlan plan;
+  plan.head_tiles = (group + kHeadTile - 1) / kHeadTile;
+  PAGEDKV_RETURN_IF_ERROR(CheckLaunchLimits(args, plan.head_tiles));
+  PAGEDKV_ASSIGN_OR_RETURN(Workspace * workspace, WorkspaceOrDefault(options.workspace, stream));
+  absl::MutexLock lock(&workspace->mutex());
+  int64_t max_keys = int64_t{args.max_blocks_per_seq} * cache.block_size;
+  if (options.check != ContentCheck::kTrusted) {
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t max_kv_len,
+                             CheckPagedAttentionOnDevice(args, stream, *workspace, options));
+    if (max_kv_len >= 0) max_keys = max_kv_len;  // -1 (kDeferred): unknown, use the capacity
+  }
+  if (args.num_tokens == 0) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(PlanPartitions(args, max_keys, *workspace, plan));
+  const int32_t hd = cache.head_dim;
+  plan.scale = args.scale > 0.0f ? args.scale : 1.0f / sqrtf(static_cast<float>(hd));
+  const int n = LaneElements(hd);
+  // A vector load needs every row to start at a multiple of n elements (strides included) and the
+  // base pointers aligned to the widest vector (16 bytes).
+  plan.vector_loads = RowsAlignedTo(cache, n) && Aligned16(cache.k) && Aligned16(cache.v);
+  return LaunchPlan(args, plan, n, stream);
 }
 
 }  // namespace pagedkv::cuda

@@ -58,88 +58,120 @@ __device__ double MassAbove(const float* row, int64_t vocab, float max_logit, fl
   return BlockSum(sum, scratch);
 }
 
-__global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
-  using BlockScan = cub::BlockScan<double, kThreads>;
-  using BlockReduce = cub::BlockReduce<ArgMaxPair, kThreads>;
-  __shared__ union {
+using BlockScan = cub::BlockScan<double, kThreads>;
+using BlockReduce = cub::BlockReduce<ArgMaxPair, kThreads>;
+
+// Shared memory of one SampleKernel block.
+struct SampleShared {
+  union {
     typename BlockScan::TempStorage scan;
     typename BlockReduce::TempStorage reduce;
   } storage;
-  __shared__ double scratch[32];
-  __shared__ int32_t found;
-  __shared__ double chunk_total;
-  __shared__ ArgMaxPair best;
+  double scratch[32];  // BlockSum
+  int32_t found;       // the drawn (or last kept) token
+  double chunk_total;  // mass of the current chunk of the scan
+  ArgMaxPair best;     // the row's (max logit, argmax)
+};
+
+// The row's (max logit, argmax), the same in every thread.
+__device__ ArgMaxPair RowArgMax(const float* row, int64_t vocab, SampleShared& shared) {
+  ArgMaxPair mine{-INFINITY, INT32_MAX};  // loses to every real entry
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    mine = ArgMaxOp()(mine, ArgMaxPair{row[i], static_cast<int32_t>(i)});
+  }
+  const ArgMaxPair reduced = BlockReduce(shared.storage.reduce).Reduce(mine, ArgMaxOp());
+  if (threadIdx.x == 0) shared.best = reduced;  // the aggregate is valid in thread 0
+  __syncthreads();
+  return shared.best;
+}
+
+// The largest t whose mass of p >= t still reaches top_p of the total, by bisection on the fp32
+// bit pattern.
+__device__ float TopPThreshold(const float* row, int64_t vocab, float max_logit, float inv_t,
+                               float top_p, SampleShared& shared) {
+  const double total = MassAbove(row, vocab, max_logit, inv_t, 0.0f, shared.scratch);
+  const double target = static_cast<double>(top_p) * total;
+  uint32_t lo = 0;                       // mass(p >= 0) = total >= target
+  uint32_t hi = FloatToBits(1.0f) + 1u;  // no p exceeds 1
+  while (hi - lo > 1u) {
+    const uint32_t mid = lo + (hi - lo) / 2u;
+    if (MassAbove(row, vocab, max_logit, inv_t, BitsToFloat(mid), shared.scratch) >= target) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return BitsToFloat(lo);
+}
+
+// The first kept token (p >= threshold) whose running mass, in index order, passes u; INT32_MAX
+// when rounding leaves u past the last one.
+__device__ int32_t DrawKept(const float* row, int64_t vocab, float max_logit, float inv_t,
+                            float threshold, double u, SampleShared& shared) {
+  double running = 0.0;
+  for (int64_t base = 0; base < vocab; base += blockDim.x) {
+    const int64_t i = base + threadIdx.x;
+    double p = 0.0;
+    if (i < vocab) {
+      const float pf = Prob(row, i, max_logit, inv_t);
+      if (pf >= threshold) p = pf;
+    }
+    double inclusive;
+    BlockScan(shared.storage.scan).InclusiveSum(p, inclusive);
+    if (threadIdx.x == 0) shared.found = INT32_MAX;
+    if (threadIdx.x == blockDim.x - 1) shared.chunk_total = inclusive;
+    __syncthreads();
+    if (p > 0.0 && running + inclusive > u) atomicMin(&shared.found, static_cast<int32_t>(i));
+    __syncthreads();
+    const int32_t hit = shared.found;
+    const double total = shared.chunk_total;
+    __syncthreads();
+    if (hit != INT32_MAX) return hit;
+    running += total;
+  }
+  return INT32_MAX;
+}
+
+// The last kept token, -1 when none is.
+__device__ int32_t LastKept(const float* row, int64_t vocab, float max_logit, float inv_t,
+                            float threshold, SampleShared& shared) {
+  int32_t last_kept = -1;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    if (Prob(row, i, max_logit, inv_t) >= threshold) last_kept = static_cast<int32_t>(i);
+  }
+  if (threadIdx.x == 0) shared.found = -1;
+  __syncthreads();
+  atomicMax(&shared.found, last_kept);
+  __syncthreads();
+  return shared.found;
+}
+
+__global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
+  __shared__ SampleShared shared;
   const int64_t s = blockIdx.x;
   const SamplingParams params = a.params[s];
   // Only reachable with ContentCheck::kTrusted or kDeferred: the row is skipped (not written).
   if (!SamplingParamsValid(params)) return;
   const float* row = a.logits + s * a.vocab_size;
-  ArgMaxPair mine{-INFINITY, INT32_MAX};  // loses to every real entry
-  for (int64_t i = threadIdx.x; i < a.vocab_size; i += blockDim.x) {
-    mine = ArgMaxOp()(mine, ArgMaxPair{row[i], static_cast<int32_t>(i)});
-  }
-  const ArgMaxPair reduced = BlockReduce(storage.reduce).Reduce(mine, ArgMaxOp());
-  if (threadIdx.x == 0) best = reduced;  // the aggregate is valid in thread 0
-  __syncthreads();
-  const int32_t argmax = best.index;
+  const ArgMaxPair best = RowArgMax(row, a.vocab_size, shared);
   if (params.temperature <= 0.0f) {
-    if (threadIdx.x == 0) a.out_tokens[s] = argmax;
+    if (threadIdx.x == 0) a.out_tokens[s] = best.index;
     return;
   }
-  const float max_logit = best.value;
   const float inv_t = 1.0f / params.temperature;
-  float threshold = 0.0f;
-  if (params.top_p < 1.0f) {
-    const double total = MassAbove(row, a.vocab_size, max_logit, inv_t, 0.0f, scratch);
-    const double target = static_cast<double>(params.top_p) * total;
-    uint32_t lo = 0;                       // mass(p >= 0) = total >= target
-    uint32_t hi = FloatToBits(1.0f) + 1u;  // no p exceeds 1
-    while (hi - lo > 1u) {
-      const uint32_t mid = lo + (hi - lo) / 2u;
-      if (MassAbove(row, a.vocab_size, max_logit, inv_t, BitsToFloat(mid), scratch) >= target) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    threshold = BitsToFloat(lo);
-  }
-  const double kept = MassAbove(row, a.vocab_size, max_logit, inv_t, threshold, scratch);
+  const float threshold = params.top_p < 1.0f ? TopPThreshold(row, a.vocab_size, best.value, inv_t,
+                                                              params.top_p, shared)
+                                              : 0.0f;
+  const double kept = MassAbove(row, a.vocab_size, best.value, inv_t, threshold, shared.scratch);
   const double u = SampleUniform(params.seed, params.counter) * kept;
-  double running = 0.0;
-  for (int64_t base = 0; base < a.vocab_size; base += blockDim.x) {
-    const int64_t i = base + threadIdx.x;
-    double p = 0.0;
-    if (i < a.vocab_size) {
-      const float pf = Prob(row, i, max_logit, inv_t);
-      if (pf >= threshold) p = pf;
-    }
-    double inclusive;
-    BlockScan(storage.scan).InclusiveSum(p, inclusive);
-    if (threadIdx.x == 0) found = INT32_MAX;
-    if (threadIdx.x == blockDim.x - 1) chunk_total = inclusive;
-    __syncthreads();
-    if (p > 0.0 && running + inclusive > u) atomicMin(&found, static_cast<int32_t>(i));
-    __syncthreads();
-    const int32_t hit = found;
-    const double total = chunk_total;
-    __syncthreads();
-    if (hit != INT32_MAX) {
-      if (threadIdx.x == 0) a.out_tokens[s] = hit;
-      return;
-    }
-    running += total;
+  const int32_t hit = DrawKept(row, a.vocab_size, best.value, inv_t, threshold, u, shared);
+  if (hit != INT32_MAX) {
+    if (threadIdx.x == 0) a.out_tokens[s] = hit;
+    return;
   }
   // u fell past the last kept token by rounding: take the last kept token, like the CPU.
-  int32_t last_kept = -1;
-  for (int64_t i = threadIdx.x; i < a.vocab_size; i += blockDim.x) {
-    if (Prob(row, i, max_logit, inv_t) >= threshold) last_kept = static_cast<int32_t>(i);
-  }
-  if (threadIdx.x == 0) found = -1;
-  __syncthreads();
-  atomicMax(&found, last_kept);
-  __syncthreads();
-  if (threadIdx.x == 0) a.out_tokens[s] = found < 0 ? argmax : found;
+  const int32_t last = LastKept(row, a.vocab_size, best.value, inv_t, threshold, shared);
+  if (threadIdx.x == 0) a.out_tokens[s] = last < 0 ? best.index : last;
 }
 
 }  // namespace

@@ -17,13 +17,14 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "kernels/content_checks.h"
+#include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 #include "pagedkv/kernels/bad_entry.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/kernels/rope_table.h"
+#include "tests/kernels/cuda_array.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -294,7 +295,7 @@ TEST_F(CudaBadInputTest, TrustedKvWriteSkipsOutOfRangeSlots) {
 }
 
 // The flag's word, read with a plain copy (the test checks ReadAndClearDeferredCheck separately).
-uint64_t FlagWord(const cuda::DeviceBuffer<uint64_t>& flag) { return Download(flag)[0]; }
+uint64_t FlagWord(const cuda::CudaArray<uint64_t>& flag) { return Download(flag)[0]; }
 
 // kDeferred: the launcher returns OK, the bad token is skipped as with kTrusted, and the flag holds
 // the first bad entry of the first bad call until it is read and cleared.

@@ -13,12 +13,13 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/kernels/rope_table.h"
+#include "tests/kernels/cuda_array.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/layout_cases.h"
@@ -458,7 +459,7 @@ struct DevicePages {
     layout = c.make(reinterpret_cast<char*>(buffer.data()) + testing::kGuardBytes, dtype);
   }
   std::vector<uint8_t> Bytes() const { return Download(buffer); }
-  cuda::DeviceBuffer<uint8_t> buffer;
+  cuda::CudaArray<uint8_t> buffer;
   PagedKvLayout layout;
 };
 

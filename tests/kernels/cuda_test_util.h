@@ -10,21 +10,22 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_buffer.h"
 #include "pagedkv/kernels/cuda_ops.h"
+#include "tests/kernels/cuda_array.h"
 
 namespace pagedkv::cuda_testing {
 
 template <typename T>
-cuda::DeviceBuffer<T> Upload(const std::vector<T>& host) {
-  auto buffer = cuda::DeviceBuffer<T>::FromHost(host);
+cuda::CudaArray<T> Upload(const std::vector<T>& host) {
+  auto buffer = cuda::CudaArray<T>::FromHost(host);
   EXPECT_TRUE(buffer.ok()) << buffer.status();
   return std::move(*buffer);
 }
 
 template <typename T>
-std::vector<T> Download(const cuda::DeviceBuffer<T>& buffer) {
+std::vector<T> Download(const cuda::CudaArray<T>& buffer) {
   auto host = buffer.ToHost();
   EXPECT_TRUE(host.ok()) << host.status();
   return *host;

@@ -100,6 +100,26 @@ TEST(ServeReplayTest, SmallPoolPreemptsOrRejectsButFinishes) {
   EXPECT_EQ(r->capacity_blocks, 300);
 }
 
+// A request that can never fit, arriving after the others have finished, is rejected; the replay
+// goes on to the next arrival and ends normally.
+TEST(ServeReplayTest, RequestThatCannotFitIsRejectedWheneverItArrives) {
+  Workload w{.name = "late-giant"};
+  auto request = [](double arrival_ms, int32_t tokens, uint64_t content) {
+    return ReplayRequest{.arrival_ms = arrival_ms,
+                         .input_length = tokens,
+                         .output_length = 4,
+                         .segments = {{.content_id = content, .length = tokens}}};
+  };
+  w.requests = {request(0, 40, 1), request(60000, 100000, 2), request(120000, 40, 3),
+                request(180000, 100000, 4)};
+  ServeReplayOptions o = SmallServeOptions();
+  o.capacity_blocks = 64;  // 1024 tokens
+  auto r = RunServeReplay(w, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->finished, 2);
+  EXPECT_EQ(r->rejected, 2);
+}
+
 TEST(ServeReplayTest, BadOptionsAreClearErrors) {
   auto w = MakeBuiltinWorkload("rag", {.num_requests = 5});
   ASSERT_TRUE(w.ok());

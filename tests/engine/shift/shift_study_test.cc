@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,16 @@ TEST(ShiftStudyTest, BadOptionsAreRejected) {
   o = SmallStudy();
   o.weights = nullptr;
   EXPECT_EQ(RunShiftStudy(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = SmallStudy();
+  o.deviation_layer = 2;  // the model has layers 0 and 1
+  absl::Status status = RunShiftStudy(o).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("layers 0 to 1"), std::string::npos) << status;
+  o = SmallStudy();
+  o.recompute_first = o.chunk_length + 1;
+  status = RunShiftStudy(o).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("exceeds the chunk length"), std::string::npos) << status;
   EXPECT_EQ(ParseShiftVariant("bogus").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseShiftVariant("firstk").value(), ShiftVariant::kFirstK);
 }

@@ -1,19 +1,20 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// RAII device memory, a device copy of a RopeTable, and a cuBLAS handle. Move-only; every
-// failure is an absl::Status.
+// For tests and benchmarks that call the CUDA kernels directly (no Backend): typed RAII device
+// memory from cudaMalloc, and a device copy of a RopeTable. Move-only; every failure is an
+// absl::Status. The engine allocates through its Backend instead (CudaArray in
+// engine/model/backend.h, the library's one device-buffer type).
 //
 // Example:
-//   PAGEDKV_ASSIGN_OR_RETURN(auto q, pagedkv::cuda::DeviceBuffer<float>::FromHost(host_q));
+//   PAGEDKV_ASSIGN_OR_RETURN(auto q, pagedkv::cuda::CudaArray<float>::FromHost(host_q));
 //   PAGEDKV_ASSIGN_OR_RETURN(auto rope, pagedkv::cuda::DeviceRopeTable::Upload(table));
 //   args.q = q.data();
 //   args.rope = rope.View();
 //   PAGEDKV_RETURN_IF_ERROR(pagedkv::cuda::Rope(args));
 //   PAGEDKV_RETURN_IF_ERROR(q.CopyToHost(host_q));
-#ifndef PAGEDKV_KERNELS_CUDA_DEVICE_BUFFER_H_
-#define PAGEDKV_KERNELS_CUDA_DEVICE_BUFFER_H_
+#ifndef PAGEDKV_TESTS_KERNELS_CUDA_ARRAY_H_
+#define PAGEDKV_TESTS_KERNELS_CUDA_ARRAY_H_
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -28,15 +29,15 @@
 
 namespace pagedkv::cuda {
 
-// `count` elements of T in device memory (uninitialised), freed on destruction.
+// `count` elements of T in CUDA device memory (uninitialised), freed on destruction.
 template <typename T>
-class DeviceBuffer {
+class CudaArray {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  CudaArray() = default;
+  ~CudaArray() { Reset(); }
+  CudaArray(CudaArray&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  CudaArray& operator=(CudaArray&& other) noexcept {
     if (this != &other) {
       Reset();
       data_ = std::exchange(other.data_, nullptr);
@@ -44,11 +45,11 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaArray(const CudaArray&) = delete;
+  CudaArray& operator=(const CudaArray&) = delete;
 
-  static absl::StatusOr<DeviceBuffer> Create(size_t count) {
-    DeviceBuffer buffer;
+  static absl::StatusOr<CudaArray> Create(size_t count) {
+    CudaArray buffer;
     if (count > 0) {
       void* ptr = nullptr;
       PAGEDKV_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr, count * sizeof(T)));
@@ -58,8 +59,8 @@ class DeviceBuffer {
     return buffer;
   }
 
-  static absl::StatusOr<DeviceBuffer> FromHost(const std::vector<T>& host) {
-    absl::StatusOr<DeviceBuffer> buffer = Create(host.size());
+  static absl::StatusOr<CudaArray> FromHost(const std::vector<T>& host) {
+    absl::StatusOr<CudaArray> buffer = Create(host.size());
     if (!buffer.ok()) return buffer.status();
     absl::Status copied = buffer->CopyFromHost(host);
     if (!copied.ok()) return copied;
@@ -104,7 +105,7 @@ class DeviceBuffer {
   }
   absl::Status SizeMismatch(size_t host_size) const {
     return absl::InvalidArgumentError(
-        absl::StrCat("DeviceBuffer: host has ", host_size, " elements, device buffer ", size_));
+        absl::StrCat("CudaArray: host has ", host_size, " elements, device buffer ", size_));
   }
 
   T* data_ = nullptr;
@@ -116,9 +117,9 @@ class DeviceRopeTable {
  public:
   static absl::StatusOr<DeviceRopeTable> Upload(const RopeTable& table) {
     DeviceRopeTable out;
-    auto cos_sin = DeviceBuffer<float>::FromHost(table.cos_sin());
+    auto cos_sin = CudaArray<float>::FromHost(table.cos_sin());
     if (!cos_sin.ok()) return cos_sin.status();
-    auto inv_freq = DeviceBuffer<double>::FromHost(table.inv_freq());
+    auto inv_freq = CudaArray<double>::FromHost(table.inv_freq());
     if (!inv_freq.ok()) return inv_freq.status();
     out.cos_sin_ = std::move(*cos_sin);
     out.inv_freq_ = std::move(*inv_freq);
@@ -130,40 +131,11 @@ class DeviceRopeTable {
   RopeTableView View() const { return view_; }
 
  private:
-  DeviceBuffer<float> cos_sin_;
-  DeviceBuffer<double> inv_freq_;
+  CudaArray<float> cos_sin_;
+  CudaArray<double> inv_freq_;
   RopeTableView view_;
-};
-
-// Owns a cuBLAS handle.
-class CublasHandle {
- public:
-  CublasHandle() = default;
-  ~CublasHandle() {
-    if (handle_ != nullptr) cublasDestroy(handle_);
-  }
-  CublasHandle(CublasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  CublasHandle& operator=(CublasHandle&& other) noexcept {
-    if (this != &other) {
-      if (handle_ != nullptr) cublasDestroy(handle_);
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-
-  static absl::StatusOr<CublasHandle> Create() {
-    CublasHandle out;
-    PAGEDKV_CUBLAS_RETURN_IF_ERROR(cublasCreate(&out.handle_));
-    return out;
-  }
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
 };
 
 }  // namespace pagedkv::cuda
 
-#endif  // PAGEDKV_KERNELS_CUDA_DEVICE_BUFFER_H_
+#endif  // PAGEDKV_TESTS_KERNELS_CUDA_ARRAY_H_
