@@ -102,6 +102,17 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
   if (c.capacity_blocks == 0) {
     return absl::InvalidArgumentError("--capacity-blocks must be > 0 (got 0)");
   }
+  if (c.host_capacity_blocks < 0 || c.remote_capacity_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--host-capacity-blocks and --remote-capacity-blocks must be >= 0 (got "
+                        "%d and %d)",
+                        c.host_capacity_blocks, c.remote_capacity_blocks));
+  }
+  if (c.mode != "cache" && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
+    return absl::UnimplementedError(
+        "--host-capacity-blocks / --remote-capacity-blocks are simulated in --mode cache only "
+        "(serve mode with tiers and a load-bandwidth model is not implemented yet)");
+  }
   PAGEDKV_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(c));
   if (workload.requests.empty()) {
     return absl::InvalidArgumentError(
