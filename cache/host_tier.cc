@@ -123,7 +123,11 @@ void HostTier::StoreOne(const TierStoreItem& item) {
   try {
     entry.tokens.assign(item.block.tokens.begin(), item.block.tokens.end());
     if (options_.value_bytes > 0) {
-      entry.value.reset(new std::byte[static_cast<size_t>(options_.value_bytes)]);
+      if (spare_ != nullptr) {
+        entry.value = std::move(spare_);  // an evicted block's buffer: no allocation, no faults
+      } else {
+        entry.value.reset(new std::byte[static_cast<size_t>(options_.value_bytes)]);
+      }
       std::memcpy(entry.value.get(), item.value.data(), item.value.size());
     }
     entries_.reserve(entries_.size() + 1);
@@ -149,7 +153,10 @@ void HostTier::StoreOne(const TierStoreItem& item) {
 }
 
 void HostTier::DropEntry(const BlockHash& hash) {
-  entries_.erase(hash);
+  auto it = entries_.find(hash);
+  if (it == entries_.end()) return;
+  if (spare_ == nullptr) spare_ = std::move(it->second.value);
+  entries_.erase(it);
   if (HasListeners()) {
     Emit(KvEvent{.type = KvEventType::kBlockRemoved, .hash = hash, .medium = options_.medium});
   }

@@ -87,6 +87,7 @@ class PAGEDKV_EXPORT HostTier final : public KvTier {
   HostTierOptions options_;
   std::unique_ptr<TierPolicy> policy_;
   absl::flat_hash_map<BlockHash, Entry> entries_;
+  std::unique_ptr<std::byte[]> spare_;  // the last dropped entry's buffer, reused by a store
   TierStats stats_;
 };
 
