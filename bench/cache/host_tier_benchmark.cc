@@ -34,8 +34,8 @@ struct Chain {
   Chain(int64_t value_bytes, uint64_t first) : value(static_cast<size_t>(value_bytes)) {
     for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::byte>(i * 31);
     for (int64_t i = 0; i < kBlocks; ++i) {
-      blocks.push_back({.hash = BlockHash::FromU64(first + static_cast<uint64_t>(i)),
-                        .tokens = tokens});
+      blocks.push_back(
+          {.hash = BlockHash::FromU64(first + static_cast<uint64_t>(i)), .tokens = tokens});
       items.push_back({.block = blocks.back(), .value = value});
     }
   }
@@ -110,8 +110,8 @@ void BM_HostTierLookupAllMissing(benchmark::State& state) {
   if (!tier->Store(held.items).ok()) state.SkipWithError("store failed");
   Chain missing(1024, 1u << 20);
   for (auto _ : state) {
-    auto n = tier->LoadPrefix(missing.blocks,
-                              [](int64_t, std::span<const std::byte>) { return true; });
+    auto n =
+        tier->LoadPrefix(missing.blocks, [](int64_t, std::span<const std::byte>) { return true; });
     benchmark::DoNotOptimize(n);
   }
 }
