@@ -26,7 +26,7 @@
 // new next use), or its old next use, then past, would rank it as needed soonest forever.
 //
 // Tiers (host_capacity_blocks / remote_capacity_blocks > 0): simulated KV tiers below the pool
-// (HostTier objects holding no bytes), with the engine's rules (engine/runtime/engine_tiers.h):
+// (HostTier objects holding no bytes), with the engine's rules (cache/tier_chain.h):
 // a block the pool misses while the request's prefix is still unbroken is looked up in the host
 // tier, then the remote tier; a tier hit is loaded into a pool block and keeps the prefix going
 // (counted as a host or remote hit, not a miss); a block loaded from the remote tier is also

@@ -15,10 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "cache/kv_cache_manager_internal.h"
+#include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/engine_internal.h"
-#include "engine/runtime/engine_tiers.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/host_tier.h"
@@ -94,7 +94,7 @@ struct Engine::RequestRecord {
   int32_t num_admissions = 0;
   int32_t num_host_hit_tokens = 0;
   int32_t num_remote_hit_tokens = 0;
-  TierHits tier_hits;  // what the tiers loaded for the first admission (EngineTiers::Onboard)
+  TierHits tier_hits;  // what the tiers loaded for the first admission (TierChain::Onboard)
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
@@ -200,8 +200,9 @@ absl::Status Engine::CreateTiers() {
         "EngineOptions: KV tiers (host_tier) need enable_prefix_caching; turn it on or drop the "
         "tiers");
   }
-  internals_->tiers = std::make_unique<EngineTiers>(std::move(tiers), runner,
-                                                    &KvCacheManagerInternal::MutablePool(*cache_));
+  internals_->copier = std::make_unique<BlockKvCopier>(runner);
+  internals_->tiers = std::make_unique<TierChain>(std::move(tiers), internals_->copier.get(),
+                                                  &KvCacheManagerInternal::MutablePool(*cache_));
   return absl::OkStatus();
 }
 
@@ -254,7 +255,7 @@ bool Engine::RemoveEventListener(int id) {
 }
 
 absl::Status Engine::OnboardWaiting() {
-  EngineTiers* tiers = internals_->tiers.get();
+  TierChain* tiers = internals_->tiers.get();
   std::vector<RequestId>& queue = internals_->onboard_queue;
   if (tiers == nullptr || queue.empty()) return absl::OkStatus();
   // At most one scheduler step's worth of new sequences; the rest wait for later steps.
@@ -414,7 +415,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
   StepOutput out;
   out.finished = std::move(unclaimed_finished_);
   unclaimed_finished_.clear();
-  EngineTiers* tiers = internals_->tiers.get();
+  TierChain* tiers = internals_->tiers.get();
   PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
   if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());

@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
-#include "engine/runtime/engine_tiers.h"
+#include "engine/runtime/block_kv_copier.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/export.h"
@@ -26,7 +27,8 @@ namespace pagedkv {
 struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
-  std::unique_ptr<EngineTiers> tiers;       // after runner: destroyed first; null without tiers
+  std::unique_ptr<BlockKvCopier> copier;    // the tiers' io (over the runner); null without tiers
+  std::unique_ptr<TierChain> tiers;         // after copier: destroyed first; null without tiers
   std::vector<RequestId> onboard_queue;     // added requests not yet looked up in the tiers
   // Engine::AddEventListener id -> (device pool listener id, one listener id per tier).
   absl::flat_hash_map<int, std::pair<int, std::vector<int>>> listeners;
@@ -39,7 +41,7 @@ class PAGEDKV_EXPORT EngineInternal {
   // Null unless EngineOptions.chunk_reuse is on.
   static EngineChunkReuse* ChunkReuse(Engine& engine) { return engine.internals_->reuse.get(); }
   // Null without tiers.
-  static EngineTiers* Tiers(Engine& engine) { return engine.internals_->tiers.get(); }
+  static TierChain* Tiers(Engine& engine) { return engine.internals_->tiers.get(); }
 };
 
 }  // namespace pagedkv

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "engine/runtime/engine_tiers.h"
+#include "cache/tier_chain.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -22,30 +22,29 @@ bool WritesThrough(const KvTier& tier) {
 
 }  // namespace
 
-EngineTiers::EngineTiers(std::vector<std::unique_ptr<KvTier>> tiers, ModelRunner* runner,
-                         BlockPool* pool)
-    : tiers_(std::move(tiers)), runner_(runner), pool_(pool), copier_(runner) {
+TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool)
+    : tiers_(std::move(tiers)), io_(io), pool_(pool) {
   block_tokens_.resize(static_cast<size_t>(pool_->num_blocks()) *
                        static_cast<size_t>(pool_->block_size()));
-  scratch_.resize(static_cast<size_t>(copier_.value_bytes()));
+  scratch_.resize(static_cast<size_t>(io_->value_bytes()));
   listener_id_ = pool_->AddEventListener([this](const KvEvent& e) { OnPoolEvent(e); });
 }
 
-EngineTiers::~EngineTiers() { pool_->RemoveEventListener(listener_id_); }
+TierChain::~TierChain() { pool_->RemoveEventListener(listener_id_); }
 
-KvTier* EngineTiers::Host() const {
+KvTier* TierChain::Host() const {
   for (const auto& t : tiers_) {
     if (t->name() == "host") return t.get();
   }
   return nullptr;
 }
 
-int32_t EngineTiers::NoteHit(const BlockHash& hash) {
+int32_t TierChain::NoteHit(const BlockHash& hash) {
   if (hits_.size() >= kMaxTrackedHashes) hits_.clear();
   return ++hits_[hash];
 }
 
-void EngineTiers::OnPoolEvent(const KvEvent& event) {
+void TierChain::OnPoolEvent(const KvEvent& event) {
   if (event.block == kNullBlock) return;  // kAllBlocksCleared
   if (event.type == KvEventType::kBlockStored) {
     const size_t bs = static_cast<size_t>(pool_->block_size());
@@ -62,7 +61,7 @@ void EngineTiers::OnPoolEvent(const KvEvent& event) {
   if (event.type == KvEventType::kBlockRemoved) WriteBack(event);
 }
 
-void EngineTiers::WriteBack(const KvEvent& event) {
+void TierChain::WriteBack(const KvEvent& event) {
   // Not computed yet (cached in this step) or already failing: nothing to save.
   if (pending_ids_.contains(event.block) || !deferred_.ok()) return;
   const auto it = hits_.find(event.hash);
@@ -77,9 +76,9 @@ void EngineTiers::WriteBack(const KvEvent& event) {
   const auto tokens =
       std::span<const TokenId>(block_tokens_).subspan(static_cast<size_t>(event.block) * bs, bs);
   store.tokens.assign(tokens.begin(), tokens.end());
-  store.value.resize(static_cast<size_t>(copier_.value_bytes()));
+  store.value.resize(static_cast<size_t>(io_->value_bytes()));
   // The KV is read now: the block is handed out (and overwritten) right after this event.
-  absl::Status read = copier_.Read(event.block, store.value);
+  absl::Status read = io_->Read(event.block, store.value);
   if (!read.ok()) {
     deferred_ = read;
     return;
@@ -87,7 +86,7 @@ void EngineTiers::WriteBack(const KvEvent& event) {
   deferred_stores_.push_back(std::move(store));
 }
 
-absl::Status EngineTiers::FlushDeferred() {
+absl::Status TierChain::FlushDeferred() {
   std::vector<DeferredStore> stores = std::move(deferred_stores_);
   deferred_stores_.clear();
   for (const auto& t : tiers_) {
@@ -102,14 +101,14 @@ absl::Status EngineTiers::FlushDeferred() {
   return deferred_;
 }
 
-absl::Status EngineTiers::StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
-                                          std::span<const TokenId> tokens) {
-  PAGEDKV_RETURN_IF_ERROR(copier_.Read(block, scratch_));
+absl::Status TierChain::StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
+                                        std::span<const TokenId> tokens) {
+  PAGEDKV_RETURN_IF_ERROR(io_->Read(block, scratch_));
   const TierStoreItem item{.block = {.hash = hash, .tokens = tokens}, .value = scratch_};
   return tier.Store(std::span<const TierStoreItem>(&item, 1));
 }
 
-absl::StatusOr<int64_t> EngineTiers::DeviceHits(const CacheRequest& request, int64_t limit) {
+absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int64_t limit) {
   device_run_.clear();
   const auto hashes = request.block_hashes();
   BlockId prev = kNullBlock;
@@ -132,7 +131,7 @@ absl::StatusOr<int64_t> EngineTiers::DeviceHits(const CacheRequest& request, int
   return static_cast<int64_t>(device_run_.size());
 }
 
-absl::StatusOr<TierHits> EngineTiers::Onboard(const CacheRequest& request) {
+absl::StatusOr<TierHits> TierChain::Onboard(const CacheRequest& request) {
   TierHits hits;
   const int64_t limit = std::min<int64_t>(request.num_full_blocks(),
                                           (request.num_tokens() - 1) / pool_->block_size());
@@ -150,8 +149,8 @@ absl::StatusOr<TierHits> EngineTiers::Onboard(const CacheRequest& request) {
   return hits;
 }
 
-absl::StatusOr<int64_t> EngineTiers::LoadFrom(KvTier& tier, const CacheRequest& request,
-                                              int64_t limit, int64_t* next) {
+absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& request,
+                                            int64_t limit, int64_t* next) {
   const int64_t start = *next;
   std::vector<TierBlock> blocks;
   blocks.reserve(static_cast<size_t>(limit - start));
@@ -175,8 +174,8 @@ absl::StatusOr<int64_t> EngineTiers::LoadFrom(KvTier& tier, const CacheRequest& 
   return n;
 }
 
-absl::StatusOr<bool> EngineTiers::Place(const CacheRequest& request, int64_t i,
-                                        std::span<const std::byte> value) {
+absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int64_t i,
+                                      std::span<const std::byte> value) {
   if (!device_run_pinned_) {
     for (BlockId b : device_run_) {
       PAGEDKV_RETURN_IF_ERROR(pool_->Pin(b));
@@ -192,7 +191,7 @@ absl::StatusOr<bool> EngineTiers::Place(const CacheRequest& request, int64_t i,
     return false;
   }
   PAGEDKV_ASSIGN_OR_RETURN(const BlockId b, pool_->Allocate());
-  if (absl::Status w = copier_.Write(b, value); !w.ok()) {
+  if (absl::Status w = io_->Write(b, value); !w.ok()) {
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));
     return w;
   }
@@ -214,7 +213,7 @@ absl::StatusOr<bool> EngineTiers::Place(const CacheRequest& request, int64_t i,
   return true;
 }
 
-absl::Status EngineTiers::ReleasePins() {
+absl::Status TierChain::ReleasePins() {
   std::vector<BlockId> pins = std::move(pins_);
   pins_.clear();
   std::reverse(pins.begin(), pins.end());
@@ -222,7 +221,7 @@ absl::Status EngineTiers::ReleasePins() {
   return FlushDeferred();
 }
 
-absl::Status EngineTiers::FlushWriteThrough() {
+absl::Status TierChain::FlushWriteThrough() {
   std::vector<std::pair<BlockId, BlockHash>> pending = std::move(pending_);
   pending_.clear();
   pending_ids_.clear();
@@ -232,7 +231,7 @@ absl::Status EngineTiers::FlushWriteThrough() {
   }
   if (targets.empty() || pending.empty()) return FlushDeferred();
   const size_t bs = static_cast<size_t>(pool_->block_size());
-  const size_t value_bytes = static_cast<size_t>(copier_.value_bytes());
+  const size_t value_bytes = static_cast<size_t>(io_->value_bytes());
   std::vector<std::byte> values(pending.size() * value_bytes);
   std::vector<TierStoreItem> items;
   for (size_t k = 0; k < pending.size(); ++k) {
@@ -240,7 +239,7 @@ absl::Status EngineTiers::FlushWriteThrough() {
     if (pool_->FindCached(hash) != block) continue;  // removed again before it was computed
     const auto value =
         std::span<std::byte>(values).subspan(items.size() * value_bytes, value_bytes);
-    PAGEDKV_RETURN_IF_ERROR(copier_.Read(block, value));
+    PAGEDKV_RETURN_IF_ERROR(io_->Read(block, value));
     items.push_back({.block = {.hash = hash,
                                .tokens = std::span<const TokenId>(block_tokens_)
                                              .subspan(static_cast<size_t>(block) * bs, bs)},

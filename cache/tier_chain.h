@@ -1,7 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// EngineTiers: the engine's glue between the device pool and the KV tiers below it (host, then
-// remote; pagedkv/kv_tier.h). Three jobs, each called by the engine at a fixed point of Step():
+// TierChain: the glue between a device pool and the KV tiers below it (host, then remote;
+// pagedkv/kv_tier.h), used by the engine (engine/runtime) and by serve-mode replay (with tiers
+// that hold no bytes). Block bytes move through a BlockValueIo (the engine's BlockKvCopier copies
+// a block's K/V pages through the backend; a simulation moves nothing), so this file holds no
+// device pointer. Three jobs, each called at a fixed point of a step:
 //   Onboard(request)   - before scheduling, for a request not yet admitted: walks its chain past
 //                        the device prefix hit through each tier in order, block by block; every
 //                        tier hit is copied into a newly allocated device block that is indexed
@@ -20,16 +23,17 @@
 // max_tracked_hashes hashes (cleared when full, so a count can restart: a block then waits for k
 // more hits).
 //
-// Not thread-safe. The runner, the pool and the tiers must outlive it.
+// Not thread-safe. The io, the pool and the tiers must outlive it.
 //
 // Example (engine.cc):
+//   TierChain tiers(std::move(kv_tiers), &copier, &pool);
 //   PAGEDKV_ASSIGN_OR_RETURN(TierHits hits, tiers->Onboard(cache_request));
 //   PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));
 //   PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
 //   ...  // run the model
 //   PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
-#ifndef PAGEDKV_ENGINE_RUNTIME_ENGINE_TIERS_H_
-#define PAGEDKV_ENGINE_RUNTIME_ENGINE_TIERS_H_
+#ifndef PAGEDKV_CACHE_TIER_CHAIN_H_
+#define PAGEDKV_CACHE_TIER_CHAIN_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -43,14 +47,24 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/model/model_runner.h"
-#include "engine/runtime/block_kv_copier.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kv_tier.h"
 
 namespace pagedkv {
+
+// Moves one block's value between a pool block and host memory. value_bytes() 0: nothing moves
+// (a simulation); Read and Write then get empty spans.
+class PAGEDKV_EXPORT BlockValueIo {
+ public:
+  virtual ~BlockValueIo() = default;
+  virtual int64_t value_bytes() const = 0;
+  // REQUIRES: out.size() == value_bytes(). Copies block `block`'s value into `out`.
+  virtual absl::Status Read(BlockId block, std::span<std::byte> out) = 0;
+  // REQUIRES: value.size() == value_bytes(). Copies `value` into block `block`.
+  virtual absl::Status Write(BlockId block, std::span<const std::byte> value) = 0;
+};
 
 // Blocks of one request loaded from each tier by Onboard.
 struct PAGEDKV_EXPORT TierHits {
@@ -59,16 +73,16 @@ struct PAGEDKV_EXPORT TierHits {
   int64_t remote_blocks = 0;  // loaded from the tier named "remote"
 };
 
-class PAGEDKV_EXPORT EngineTiers {
+class PAGEDKV_EXPORT TierChain {
  public:
-  // `tiers`: top (host) first. REQUIRES: runner and pool outlive the result.
-  EngineTiers(std::vector<std::unique_ptr<KvTier>> tiers, ModelRunner* runner, BlockPool* pool);
-  ~EngineTiers();
-  EngineTiers(const EngineTiers&) = delete;
-  EngineTiers& operator=(const EngineTiers&) = delete;
+  // `tiers`: top (host) first. REQUIRES: io and pool outlive the result.
+  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool);
+  ~TierChain();
+  TierChain(const TierChain&) = delete;
+  TierChain& operator=(const TierChain&) = delete;
 
   // See the banner. `request` is the request's CacheRequest as the scheduler builds it. Errors
-  // only from the backend's copies (the engine is then unusable) or the pool's bookkeeping.
+  // only from the io's copies (the engine is then unusable) or the pool's bookkeeping.
   absl::StatusOr<TierHits> Onboard(const CacheRequest& request);
   // Unpins what Onboard pinned (tail first).
   absl::Status ReleasePins();
@@ -76,8 +90,7 @@ class PAGEDKV_EXPORT EngineTiers {
   absl::Status FlushWriteThrough();
 
   const std::vector<std::unique_ptr<KvTier>>& tiers() const { return tiers_; }
-  int64_t value_bytes() const { return copier_.value_bytes(); }
-  const std::string& value_format() const { return copier_.format(); }
+  int64_t value_bytes() const { return io_->value_bytes(); }
 
   static constexpr size_t kMaxTrackedHashes = size_t{1} << 20;
 
@@ -109,9 +122,8 @@ class PAGEDKV_EXPORT EngineTiers {
   KvTier* Host() const;
 
   std::vector<std::unique_ptr<KvTier>> tiers_;
-  ModelRunner* runner_;
+  BlockValueIo* io_;
   BlockPool* pool_;
-  BlockKvCopier copier_;
   int listener_id_ = -1;
   bool placing_ = false;              // inside Place: the pool's stored events are ours
   std::vector<BlockId> pins_;         // pinned by Onboard, in pin order
@@ -129,4 +141,4 @@ class PAGEDKV_EXPORT EngineTiers {
 
 }  // namespace pagedkv
 
-#endif  // PAGEDKV_ENGINE_RUNTIME_ENGINE_TIERS_H_
+#endif  // PAGEDKV_CACHE_TIER_CHAIN_H_
