@@ -99,6 +99,13 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_option("--host-store", config->host_store,
                   "When blocks go to the host tier: write-through or write-back")
       ->capture_default_str();
+  sub->add_option("--host-link", config->host_link,
+                  "Serve mode: link host-tier loads are charged on: pcie4, pcie5, 25gbe, 100gbe, "
+                  "rdma")
+      ->capture_default_str();
+  sub->add_option("--remote-link", config->remote_link,
+                  "Serve mode: link remote-tier loads are charged on (same presets)")
+      ->capture_default_str();
   sub->add_flag("!--no-shifted", config->count_shifted,
                 "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "
                 "reuse them (and skip the comparison run without reuse)");

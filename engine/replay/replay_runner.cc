@@ -108,10 +108,9 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
                         "%d and %d)",
                         c.host_capacity_blocks, c.remote_capacity_blocks));
   }
-  if (c.mode != "cache" && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
+  if (c.instances > 1 && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
     return absl::UnimplementedError(
-        "--host-capacity-blocks / --remote-capacity-blocks are simulated in --mode cache only "
-        "(serve mode with tiers and a load-bandwidth model is not implemented yet)");
+        "--host-capacity-blocks / --remote-capacity-blocks are not simulated with --instances > 1");
   }
   PAGEDKV_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(c));
   if (workload.requests.empty()) {

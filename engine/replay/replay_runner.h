@@ -41,6 +41,8 @@ struct PAGEDKV_EXPORT ReplayConfig {
   int64_t remote_capacity_blocks = 0;        // shared (remote) tier blocks
   std::string tier_policy = "lru";           // the tiers' eviction policy: lru or arc
   std::string host_store = "write-through";  // write-through or write-back
+  std::string host_link = "pcie5";           // serve mode: link of host-tier loads (serve_tiers.h)
+  std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
   std::string gpu = "H200";                  // GPU preset (serve mode)
   double gpu_memory_utilization = 0.9;       // serve mode: memory share for weights + KV

@@ -94,7 +94,8 @@ struct Engine::RequestRecord {
   int32_t num_admissions = 0;
   int32_t num_host_hit_tokens = 0;
   int32_t num_remote_hit_tokens = 0;
-  TierHits tier_hits;  // what the tiers loaded for the first admission (TierChain::Onboard)
+  TierHits tier_hits;      // what the tiers loaded for the first admission (TierChain::Onboard)
+  bool onboarded = false;  // tier_hits.device_blocks is set
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
@@ -257,20 +258,31 @@ bool Engine::RemoveEventListener(int id) {
 absl::Status Engine::OnboardWaiting() {
   TierChain* tiers = internals_->tiers.get();
   std::vector<RequestId>& queue = internals_->onboard_queue;
-  if (tiers == nullptr || queue.empty()) return absl::OkStatus();
-  // At most one scheduler step's worth of new sequences; the rest wait for later steps.
-  const size_t batch =
-      std::min(queue.size(), static_cast<size_t>(std::max(1, options_.scheduler.max_num_seqs)));
-  for (size_t i = 0; i < batch; ++i) {
-    auto it = requests_.find(queue[i]);
-    if (it == requests_.end() || it->second->num_admissions > 0) continue;
-    RequestRecord& record = *it->second;
+  if (tiers == nullptr) return absl::OkStatus();
+  std::erase_if(queue, [this](RequestId id) {
+    auto it = requests_.find(id);
+    return it == requests_.end() || it->second->num_admissions > 0;
+  });
+  // Every step until admitted, the requests at the front whose prompts fit twice the step's
+  // token budget (those the scheduler may admit now): loaded earlier, a block may have been
+  // evicted again while its request waited. A request's first onboarding fixes its device hit;
+  // later ones add what the tiers loaded.
+  const int64_t budget = 2 * int64_t{std::max(1, options_.scheduler.max_num_batched_tokens)};
+  int64_t planned = 0;
+  for (RequestId id : queue) {
+    RequestRecord& record = *requests_.at(id);
+    const auto prompt = static_cast<int64_t>(record.prompt.size());
+    if (planned > 0 && planned + prompt > budget) break;
+    planned += prompt;
     PAGEDKV_ASSIGN_OR_RETURN(
         CacheRequest request,
-        cache_->NewRequest(queue[i], record.prompt, {.cache_salt = record.cache_salt}));
-    PAGEDKV_ASSIGN_OR_RETURN(record.tier_hits, tiers->Onboard(request));
+        cache_->NewRequest(id, record.prompt, {.cache_salt = record.cache_salt}));
+    PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers->Onboard(request));
+    if (!record.onboarded) record.tier_hits.device_blocks = hits.device_blocks;
+    record.tier_hits.host_blocks += hits.host_blocks;
+    record.tier_hits.remote_blocks += hits.remote_blocks;
+    record.onboarded = true;
   }
-  queue.erase(queue.begin(), queue.begin() + static_cast<ptrdiff_t>(batch));
   return absl::OkStatus();
 }
 

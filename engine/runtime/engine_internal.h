@@ -29,7 +29,7 @@ struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
   std::unique_ptr<BlockKvCopier> copier;    // the tiers' io (over the runner); null without tiers
   std::unique_ptr<TierChain> tiers;         // after copier: destroyed first; null without tiers
-  std::vector<RequestId> onboard_queue;     // added requests not yet looked up in the tiers
+  std::vector<RequestId> onboard_queue;     // added, not yet admitted: looked up in the tiers
   // Engine::AddEventListener id -> (device pool listener id, one listener id per tier).
   absl::flat_hash_map<int, std::pair<int, std::vector<int>>> listeners;
   int next_listener_id = 0;
