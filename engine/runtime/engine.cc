@@ -24,6 +24,7 @@
 #include "pagedkv/host_tier.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/redis_tier.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -210,7 +211,17 @@ absl::Status Engine::CreateTiers() {
 absl::StatusOr<std::unique_ptr<KvTier>> Engine::CreateRemoteTier(
     [[maybe_unused]] ModelRunner* runner) const {
 #if PAGEDKV_HAVE_REDIS
-  RedisTierOptions r = options_.remote_tier;
+  const RemoteCacheOptions& o = options_.remote_tier;
+  RedisTierOptions r;
+  r.key_prefix = o.key_prefix;
+  r.ttl_seconds = o.ttl_seconds;
+  r.connect_timeout_ms = o.connect_timeout_ms;
+  r.io_timeout_ms = o.io_timeout_ms;
+  r.backoff_initial_ms = o.backoff_initial_ms;
+  r.backoff_max_ms = o.backoff_max_ms;
+  r.store = o.store;
+  r.report = o.report;
+  r.now_ms = o.now_ms;
   PAGEDKV_ASSIGN_OR_RETURN(r.endpoint, ParseRedisUrl(options_.remote_cache_url));
   r.model_fingerprint = cache_->options().model_fingerprint;
   r.format = BlockKvCopier(runner).value_format();

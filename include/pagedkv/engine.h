@@ -45,9 +45,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,7 +64,6 @@
 #include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_weights.h"
-#include "pagedkv/redis_tier.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/tokenizer.h"
@@ -99,6 +100,23 @@ struct PAGEDKV_EXPORT ChunkReuseOptions {
   int32_t deviation_layer = 1;
 };
 
+// The shared Redis tier's settings (pagedkv/redis_tier.h's RedisTierOptions without what the
+// engine sets: the endpoint comes from EngineOptions.remote_cache_url, the model fingerprint and
+// the value format from the model).
+struct PAGEDKV_EXPORT RemoteCacheOptions {
+  std::string key_prefix = "pagedkv";  // key-space prefix
+  int64_t ttl_seconds = 0;             // > 0: keys expire; 0: never
+  int32_t connect_timeout_ms = 200;    // > 0
+  int32_t io_timeout_ms = 200;         // > 0: per reply
+  int32_t backoff_initial_ms = 100;    // > 0: wait before the first reconnect attempt
+  int32_t backoff_max_ms = 5000;       // >= backoff_initial_ms
+  TierStoreOptions store = {};         // when blocks go to Redis (write-through by default)
+  // One line per incident and recovery; null: stderr.
+  std::function<void(std::string_view)> report = nullptr;
+  // Monotonic milliseconds for the backoff; null: the steady clock (tests set it).
+  std::function<int64_t()> now_ms = nullptr;
+};
+
 struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
   int32_t block_size = 16;                   // tokens per KV block
@@ -128,9 +146,8 @@ struct PAGEDKV_EXPORT EngineOptions {
   // Shared KV tier on a Redis server, below the host tier: "redis://[user:pass@]host[:port][/db]";
   // empty: none. Needs a build with PAGEDKV_BUILD_REDIS (Unimplemented otherwise).
   std::string remote_cache_url = {};
-  // Its settings (TTL, timeouts, key prefix, store rule); the engine sets endpoint (from the
-  // URL), model_fingerprint and format.
-  RedisTierOptions remote_tier = {};
+  // Its settings (key prefix, TTL, timeouts, store rule).
+  RemoteCacheOptions remote_tier = {};
 };
 
 // How to pick each next token.

@@ -53,9 +53,9 @@ namespace pagedkv {
 struct PAGEDKV_EXPORT RedisEndpoint {
   std::string host = "127.0.0.1";
   int32_t port = 6379;
-  std::string user;      // ACL user (Redis 6+); empty: AUTH with the password alone
-  std::string password;  // empty: no AUTH
-  int32_t db = 0;        // SELECT db (0: none sent)
+  std::string user = {};      // ACL user (Redis 6+); empty: AUTH with the password alone
+  std::string password = {};  // empty: no AUTH
+  int32_t db = 0;             // SELECT db (0: none sent)
 };
 
 // "redis://[[user]:password@]host[:port][/db]" (user and password percent-decoded).
