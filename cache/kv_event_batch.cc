@@ -6,6 +6,7 @@
 #include "pagedkv/kv_event_batch.h"
 
 #include <chrono>
+#include <string>
 #include <utility>
 
 namespace pagedkv {
@@ -32,10 +33,11 @@ void KvEventBatcher::Add(const KvEvent& event) {
 }
 
 void KvEventBatcher::AddStored(const KvEvent& event) {
+  const std::string medium = event.medium.empty() ? options_.medium : std::string(event.medium);
   if (!events_.empty()) {
     KvBatchEvent& last = events_.back();
     if (last.type == KvEventType::kBlockStored && last.block_size == event.token_count &&
-        last.medium == options_.medium && !last.block_hashes.empty() &&
+        last.medium == medium && !last.block_hashes.empty() &&
         last.block_hashes.back() == event.parent_hash) {
       last.block_hashes.push_back(event.hash);
       last.token_ids.insert(last.token_ids.end(), event.token_ids.begin(), event.token_ids.end());
@@ -46,21 +48,22 @@ void KvEventBatcher::AddStored(const KvEvent& event) {
                       .block_hashes = {event.hash},
                       .token_ids = {event.token_ids.begin(), event.token_ids.end()},
                       .block_size = event.token_count,
-                      .medium = options_.medium};
+                      .medium = medium};
   if (!roots_.contains(event.parent_hash)) stored.parent_block_hash = event.parent_hash;
   events_.push_back(std::move(stored));
 }
 
 void KvEventBatcher::AddRemoved(const KvEvent& event) {
+  const std::string medium = event.medium.empty() ? options_.medium : std::string(event.medium);
   if (options_.merge_removed && !events_.empty()) {
     KvBatchEvent& last = events_.back();
-    if (last.type == KvEventType::kBlockRemoved && last.medium == options_.medium) {
+    if (last.type == KvEventType::kBlockRemoved && last.medium == medium) {
       last.block_hashes.push_back(event.hash);
       return;
     }
   }
   events_.push_back(KvBatchEvent{
-      .type = KvEventType::kBlockRemoved, .block_hashes = {event.hash}, .medium = options_.medium});
+      .type = KvEventType::kBlockRemoved, .block_hashes = {event.hash}, .medium = medium});
 }
 
 KvEventBatch KvEventBatcher::Take(double timestamp) {

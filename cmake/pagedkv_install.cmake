@@ -26,6 +26,7 @@ install(EXPORT pagedkvTargets NAMESPACE pagedkv:: DESTINATION ${PAGEDKV_CMAKE_IN
 # What the installed package needs from find_package in its consumer (see pagedkvConfig.cmake.in).
 set(PAGEDKV_CONFIG_REPLAY ${PAGEDKV_BUILD_REPLAY})
 set(PAGEDKV_CONFIG_EVENTS ${PAGEDKV_BUILD_EVENTS})
+set(PAGEDKV_CONFIG_REDIS ${PAGEDKV_BUILD_REDIS})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/pagedkvConfig.cmake.in
   ${PROJECT_BINARY_DIR}/pagedkvConfig.cmake INSTALL_DESTINATION ${PAGEDKV_CMAKE_INSTALL_DIR})
 # 0.x: a minor version may break the API, so 0.2 accepts 0.2.* only.
@@ -38,6 +39,12 @@ install(FILES ${PROJECT_BINARY_DIR}/pagedkvConfig.cmake
 # pkg-config: the runtime core (engine and everything below it), static link order.
 set(PAGEDKV_PC_LIBS "-lpagedkv_engine -lpagedkv_shift -lpagedkv_shift_tracker -lpagedkv_model")
 string(APPEND PAGEDKV_PC_LIBS " -lpagedkv_scheduler -lpagedkv_kernels -lpagedkv_cache")
+if(PAGEDKV_BUILD_REDIS)
+  # The engine links the Redis tier; it needs hiredis after pagedkv's own libraries.
+  string(REPLACE "-lpagedkv_engine" "-lpagedkv_engine -lpagedkv_tier_redis" PAGEDKV_PC_LIBS
+         "${PAGEDKV_PC_LIBS}")
+  string(APPEND PAGEDKV_PC_LIBS " -lhiredis")
+endif()
 # The file finds its prefix from its own directory (relocatable installs).
 file(RELATIVE_PATH PAGEDKV_PC_UP /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/pagedkv.pc.in ${PROJECT_BINARY_DIR}/pagedkv.pc @ONLY)

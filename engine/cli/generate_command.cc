@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/kv_events_flags.h"
+#include "engine/cli/tier_flags.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_event_batch.h"
@@ -44,6 +45,7 @@ struct GenerateFlags {
   int32_t max_new_tokens = 0;  // 0: up to the context
   bool print_ids = false;
   bool stats = false;
+  bool json = false;
   bool sequential = false;
   bool no_prefix_caching = false;
   bool allow_context_overrun = false;
@@ -53,6 +55,7 @@ struct GenerateFlags {
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
   KvEventsFlags events;
+  TierFlags tiers;
 };
 
 // Engine::Generate, one Step at a time, publishing each step's KV event batch (vLLM's format).
@@ -63,7 +66,8 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateWithEvents(
   KvCacheManager& cache = engine.kv_cache_manager();
   KvEventBatcher batcher;
   batcher.NoteRoot(RootHash("", cache.options().model_fingerprint));
-  const int listener = cache.AddEventListener([&batcher](const KvEvent& e) { batcher.Add(e); });
+  // The device pool's events and the tiers' (each with its medium).
+  const int listener = engine.AddEventListener([&batcher](const KvEvent& e) { batcher.Add(e); });
   std::vector<RequestId> ids;
   absl::Status status;
   for (GenerationRequest& r : requests) {
@@ -94,7 +98,7 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateWithEvents(
       break;
     }
   }
-  cache.RemoveEventListener(listener);
+  engine.RemoveEventListener(listener);
   if (!status.ok()) return status;
   return results;
 }
@@ -117,7 +121,7 @@ std::string StepSizes(const EngineStats& s) {
 }
 
 absl::Status RunGenerate(const GenerateFlags& flags) {
-  EngineOptions options;
+  EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
   options.num_threads = flags.threads;
   options.block_size = flags.block_size;
@@ -125,6 +129,7 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
   options.enable_prefix_caching = !flags.no_prefix_caching;
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
+  PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Load(flags.model, flags.tokenizer, options));
   if (engine->tokenizer() == nullptr) {
@@ -175,7 +180,8 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
     PAGEDKV_ASSIGN_OR_RETURN(results, engine->Generate(std::move(requests)));
   }
 
-  for (size_t i = 0; i < results.size(); ++i) {
+  if (flags.json) std::cout << GenerateJson(*engine, results).dump() << "\n";
+  for (size_t i = 0; i < results.size() && !flags.json; ++i) {
     const GenerationResult& r = results[i];
     if (results.size() > 1) std::cout << "--- prompt " << i + 1 << " ---\n";
     PAGEDKV_ASSIGN_OR_RETURN(std::string prompt_text, tok.Decode(r.prompt_tokens));
@@ -185,7 +191,7 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
       std::cout << "output ids: " << absl::StrJoin(r.output_tokens, " ") << "\n";
     }
   }
-  if (flags.stats) {
+  if (flags.stats && !flags.json) {
     const EngineStats& s = engine->stats();
     const double hit_pct =
         s.num_prompt_tokens > 0 ? 100.0 * s.num_prefix_hit_tokens / s.num_prompt_tokens : 0.0;
@@ -252,7 +258,11 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)");
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)");
+  cmd->add_flag("--json", flags->json,
+                "print one JSON object: the outputs and the statistics (prompt_tokens, "
+                "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
   AddKvEventsFlags(cmd, &flags->events);
+  AddTierFlags(cmd, &flags->tiers);
   cmd->callback([flags, exit_code]() {
     absl::Status status = RunGenerate(*flags);
     if (!status.ok()) {

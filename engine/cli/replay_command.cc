@@ -86,6 +86,26 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                   "Eviction policies, e.g. lru,lfu,fifo,belady (belady: cache mode only). "
                   "Default: lru for one capacity, all four for a sweep")
       ->delimiter(',');
+  sub->add_option("--host-capacity-blocks", config->host_capacity_blocks,
+                  "Cache mode: a simulated host-memory KV tier of this many blocks below the pool "
+                  "(0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--remote-capacity-blocks", config->remote_capacity_blocks,
+                  "Cache mode: a simulated shared (remote) KV tier of this many blocks below the "
+                  "host tier (0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tier-policy", config->tier_policy, "Eviction policy of the tiers: lru or arc")
+      ->capture_default_str();
+  sub->add_option("--host-store", config->host_store,
+                  "When blocks go to the host tier: write-through or write-back")
+      ->capture_default_str();
+  sub->add_option("--host-link", config->host_link,
+                  "Serve mode: link host-tier loads are charged on: pcie4, pcie5, 25gbe, 100gbe, "
+                  "rdma")
+      ->capture_default_str();
+  sub->add_option("--remote-link", config->remote_link,
+                  "Serve mode: link remote-tier loads are charged on (same presets)")
+      ->capture_default_str();
   sub->add_flag("!--no-shifted", config->count_shifted,
                 "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "
                 "reuse them (and skip the comparison run without reuse)");

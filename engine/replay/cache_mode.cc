@@ -78,18 +78,23 @@ absl::StatusOr<std::vector<CacheReplayResult>> RunCachePlan(const ReplayConfig& 
                                                             const ExpandedWorkload& expanded,
                                                             const CachePlan& plan) {
   std::vector<CacheReplayResult> results;
+  PAGEDKV_ASSIGN_OR_RETURN(const TierStoreRule host_store, ParseTierStoreRule(c.host_store));
   const auto runs = static_cast<int64_t>(plan.capacities.size() * plan.policies.size());
   ProgressBar bar("replay", expanded.num_blocks() * runs, {.enabled = c.progress && !c.json});
   int64_t blocks_before = 0;
   for (int64_t capacity : plan.capacities) {
     for (const std::string& policy : plan.policies) {
-      PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult result,
-                               RunCacheReplay(expanded, {.capacity_blocks = capacity,
-                                                         .policy = policy,
-                                                         .count_shifted = c.count_shifted,
-                                                         .progress = [&](int64_t done) {
-                                                           bar.Update(blocks_before + done);
-                                                         }}));
+      PAGEDKV_ASSIGN_OR_RETURN(
+          CacheReplayResult result,
+          RunCacheReplay(expanded,
+                         {.capacity_blocks = capacity,
+                          .policy = policy,
+                          .count_shifted = c.count_shifted,
+                          .host_capacity_blocks = c.host_capacity_blocks,
+                          .remote_capacity_blocks = c.remote_capacity_blocks,
+                          .tier_policy = c.tier_policy,
+                          .host_store = host_store,
+                          .progress = [&](int64_t done) { bar.Update(blocks_before + done); }}));
       blocks_before += expanded.num_blocks();
       results.push_back(std::move(result));
     }

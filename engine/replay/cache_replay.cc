@@ -14,6 +14,7 @@
 #include "engine/shift/chunk_reuse_tracker.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/eviction_policy.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
@@ -111,9 +112,39 @@ absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> MakeChunkTracker(
   return ChunkReuseTracker::Create(pool, std::move(tracker_options));
 }
 
+// The simulated tiers of a replay (either may be null).
+struct ReplayTiers {
+  std::unique_ptr<HostTier> host;
+  std::unique_ptr<HostTier> remote;
+  TierStoreRule host_store = TierStoreRule::kWriteThrough;
+};
+
+absl::StatusOr<std::unique_ptr<HostTier>> MakeSimulatedTier(int64_t capacity,
+                                                            const std::string& policy,
+                                                            const char* name) {
+  if (capacity <= 0) return nullptr;
+  return HostTier::Create({.capacity_blocks = capacity, .policy = policy, .name = name});
+}
+
+// Whether `tier` holds `key` (a hit updates its policy).
+bool TierHas(HostTier* tier, const BlockHash& key) {
+  if (tier == nullptr) return false;
+  const TierBlock block{.hash = key};
+  absl::StatusOr<int64_t> n =
+      tier->LoadPrefix({&block, 1}, [](int64_t, std::span<const std::byte>) { return true; });
+  return n.ok() && *n == 1;
+}
+
+absl::Status StoreKey(HostTier* tier, const BlockHash& key) {
+  if (tier == nullptr) return absl::OkStatus();
+  const TierStoreItem item{.block = {.hash = key}};
+  return tier->Store({&item, 1});
+}
+
 // One request's walk along its block chain.
 struct RequestWalk {
-  int64_t hits = 0;             // leading blocks found cached
+  int64_t hits = 0;             // leading blocks found cached (in the pool)
+  int64_t prefix_tokens = 0;    // tokens of the leading hit blocks, in any tier
   int64_t infinite_hits = 0;    // leading blocks an infinite cache would have
   bool prefix = true;           // no miss yet
   bool infinite_prefix = true;  // no never-seen block yet
@@ -125,20 +156,30 @@ struct RequestWalk {
 class CacheReplayer {
  public:
   CacheReplayer(const ExpandedWorkload& w, BlockPool& pool, BeladyPolicy* belady,
-                ChunkReuseTracker* tracker, CacheReplayResult& result)
-      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), result_(result) {}
+                ChunkReuseTracker* tracker, ReplayTiers* tiers, CacheReplayResult& result)
+      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), tiers_(tiers), result_(result) {
+    if (tiers_->host != nullptr && tiers_->host_store == TierStoreRule::kWriteBack) {
+      pool_.AddEventListener([this](const KvEvent& e) {
+        if (e.type == KvEventType::kBlockRemoved && deferred_.ok()) {
+          deferred_ = StoreKey(tiers_->host.get(), e.hash);
+        }
+      });
+    }
+  }
 
   // Looks up (and on a miss, inserts) every block of request r, counts its hits, then unpins
   // its blocks tail first.
   absl::Status ReplayRequest(size_t r) {
     table_.clear();
     RequestWalk walk;
-    for (int64_t i = w_.request_begin[r]; i < w_.request_begin[r + 1]; ++i) {
-      PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, walk));
+    const int64_t end = w_.request_begin[r + 1];
+    for (int64_t i = w_.request_begin[r]; i < end; ++i) {
+      const int64_t tokens = i + 1 == end ? w_.last_block_tokens[r] : w_.block_size;
+      PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, tokens, walk));
     }
+    PAGEDKV_RETURN_IF_ERROR(deferred_);
     result_.hit_blocks += walk.hits;
-    const int64_t hit_tokens = PrefixTokens(w_, r, walk.hits);
-    result_.hit_tokens += hit_tokens;
+    const int64_t hit_tokens = walk.prefix_tokens;
     if (tracker_ != nullptr) {
       PAGEDKV_RETURN_IF_ERROR(CountChunks(w_, r, hit_tokens, *tracker_, result_));
     }
@@ -149,7 +190,7 @@ class CacheReplayer {
   }
 
  private:
-  absl::Status VisitBlock(int64_t i, RequestWalk& walk) {
+  absl::Status VisitBlock(int64_t i, int64_t tokens, RequestWalk& walk) {
     const BlockHash& key = w_.keys[i];
     // Keys are known ahead: start loading the index slots of a later block.
     if (i + kPrefetchDistance < w_.num_blocks())
@@ -162,11 +203,20 @@ class CacheReplayer {
       PAGEDKV_RETURN_IF_ERROR(pool_.Pin(block));
       if (walk.prefix) {
         ++walk.hits;
+        walk.prefix_tokens += tokens;
+        result_.hit_tokens += tokens;
       } else {
         ++result_.miss_after_miss;
       }
+    } else if (walk.prefix && w_.seen_before[i] && LoadFromTiers(key, tokens, walk)) {
+      PAGEDKV_ASSIGN_OR_RETURN(block, Place(i, walk));
     } else {
       PAGEDKV_ASSIGN_OR_RETURN(block, InsertMissed(i, walk));
+      // Computed: write-through tiers get it even when the pool could not keep it.
+      PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->remote.get(), key));
+      if (tiers_->host_store == TierStoreRule::kWriteThrough) {
+        PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->host.get(), key));
+      }
     }
     if (block != kNullBlock) {
       if (belady_ != nullptr) belady_->SetNextUse(block, w_.next_use[i]);
@@ -174,6 +224,41 @@ class CacheReplayer {
     }
     walk.parent = key;
     return absl::OkStatus();
+  }
+
+  // A pool miss inside the prefix: true (counted) when the host tier, else the remote tier, has
+  // the block. A remote hit is also stored in the host tier.
+  bool LoadFromTiers(const BlockHash& key, int64_t tokens, RequestWalk& walk) {
+    if (TierHas(tiers_->host.get(), key)) {
+      ++result_.host_hit_blocks;
+      result_.host_hit_tokens += tokens;
+    } else if (TierHas(tiers_->remote.get(), key)) {
+      ++result_.remote_hit_blocks;
+      result_.remote_hit_tokens += tokens;
+      if (deferred_.ok()) deferred_ = StoreKey(tiers_->host.get(), key);
+    } else {
+      return false;
+    }
+    walk.prefix_tokens += tokens;
+    return true;
+  }
+
+  // Caches a tier hit in a free (or evicted) pool block; kNullBlock when every block is pinned.
+  absl::StatusOr<BlockId> Place(int64_t i, RequestWalk& walk) {
+    if (walk.pool_full) {
+      ++result_.over_capacity_blocks;
+      return kNullBlock;
+    }
+    absl::StatusOr<BlockId> allocated = pool_.Allocate();
+    if (!allocated.ok()) {
+      walk.pool_full = true;
+      ++result_.over_capacity_blocks;
+      return kNullBlock;
+    }
+    PAGEDKV_RETURN_IF_ERROR(
+        pool_.Insert({.block = *allocated, .hash = w_.keys[i], .parent_hash = walk.parent})
+            .status());
+    return *allocated;
   }
 
   // Counts a miss and caches the block in a free (or evicted) one; kNullBlock when every block
@@ -201,7 +286,9 @@ class CacheReplayer {
   BlockPool& pool_;
   BeladyPolicy* const belady_;
   ChunkReuseTracker* const tracker_;
+  ReplayTiers* const tiers_;
   CacheReplayResult& result_;
+  absl::Status deferred_;       // the first error of a store made from a pool event
   std::vector<BlockId> table_;  // the current request's blocks
 };
 
@@ -209,6 +296,14 @@ class CacheReplayer {
 
 double CacheReplayResult::block_hit_rate() const { return Ratio(hit_blocks, blocks); }
 double CacheReplayResult::token_hit_rate() const { return Ratio(hit_tokens, total_tokens); }
+double CacheReplayResult::host_block_hit_rate() const { return Ratio(host_hit_blocks, blocks); }
+double CacheReplayResult::remote_block_hit_rate() const { return Ratio(remote_hit_blocks, blocks); }
+double CacheReplayResult::tiered_block_hit_rate() const {
+  return Ratio(hit_blocks + host_hit_blocks + remote_hit_blocks, blocks);
+}
+double CacheReplayResult::tiered_token_hit_rate() const {
+  return Ratio(hit_tokens + host_hit_tokens + remote_hit_tokens, total_tokens);
+}
 double CacheReplayResult::infinite_cache_block_hit_rate() const {
   return Ratio(infinite_hit_blocks, blocks);
 }
@@ -248,7 +343,14 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
                         std::move(policy.policy)));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReuseTracker> tracker,
                            MakeChunkTracker(w, options, pool.get(), belady));
+  ReplayTiers tiers{.host_store = options.host_store};
+  PAGEDKV_ASSIGN_OR_RETURN(
+      tiers.host, MakeSimulatedTier(options.host_capacity_blocks, options.tier_policy, "host"));
+  PAGEDKV_ASSIGN_OR_RETURN(tiers.remote, MakeSimulatedTier(options.remote_capacity_blocks,
+                                                           options.tier_policy, "remote"));
   CacheReplayResult res;
+  res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
+  res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
   res.shifted_counted = tracker != nullptr;
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;
@@ -256,7 +358,7 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   res.blocks = w.num_blocks();
   res.total_tokens = w.total_tokens;
   res.not_full_block_tokens = w.partial_tokens;
-  CacheReplayer replayer(w, *pool, belady, tracker.get(), res);
+  CacheReplayer replayer(w, *pool, belady, tracker.get(), &tiers, res);
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {

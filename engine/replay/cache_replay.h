@@ -25,6 +25,16 @@
 // of a chunk that a request's prefix hit covers is refreshed too (pinned and released with its
 // new next use), or its old next use, then past, would rank it as needed soonest forever.
 //
+// Tiers (host_capacity_blocks / remote_capacity_blocks > 0): simulated KV tiers below the pool
+// (HostTier objects holding no bytes), with the engine's rules (cache/tier_chain.h):
+// a block the pool misses while the request's prefix is still unbroken is looked up in the host
+// tier, then the remote tier; a tier hit is loaded into a pool block and keeps the prefix going
+// (counted as a host or remote hit, not a miss); a block loaded from the remote tier is also
+// stored in the host tier. Every block computed after a miss is stored in the remote tier and,
+// with the write-through rule, in the host tier (even a block past the pool's size); with
+// write-back the host tier gets blocks when the pool evicts them. (Store thresholds are not
+// simulated.)
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
 //   PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult r,
@@ -41,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "engine/replay/block_expansion.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kv_tier.h"
 
 namespace pagedkv::replay {
 
@@ -49,6 +60,10 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   std::string policy = "lru";   // "lru", "lfu", "fifo" (cache library) or "belady"
   // Count shifted hits of marked chunks (see the banner). No effect on workloads without chunks.
   bool count_shifted = true;
+  int64_t host_capacity_blocks = 0;    // > 0: a simulated host tier of this many blocks
+  int64_t remote_capacity_blocks = 0;  // > 0: a simulated shared tier below the host tier
+  std::string tier_policy = "lru";     // the tiers' eviction policy: "lru" or "arc"
+  TierStoreRule host_store = TierStoreRule::kWriteThrough;  // when blocks go to the host tier
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
 };
@@ -57,10 +72,16 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   std::string policy;
   int64_t capacity_blocks = 0;
   int64_t requests = 0;
-  int64_t blocks = 0;               // blocks looked up (all blocks of all requests)
-  int64_t hit_blocks = 0;           // prefix hits
-  int64_t total_tokens = 0;         // sum of input_length
-  int64_t hit_tokens = 0;           // tokens of the hit blocks
+  int64_t blocks = 0;                // blocks looked up (all blocks of all requests)
+  int64_t hit_blocks = 0;            // prefix hits in the pool (the device tier)
+  int64_t total_tokens = 0;          // sum of input_length
+  int64_t hit_tokens = 0;            // tokens of the pool's hit blocks
+  int64_t host_capacity_blocks = 0;  // the options' tier sizes (0: no such tier)
+  int64_t remote_capacity_blocks = 0;
+  int64_t host_hit_blocks = 0;  // prefix blocks loaded from the host tier
+  int64_t host_hit_tokens = 0;
+  int64_t remote_hit_blocks = 0;  // prefix blocks loaded from the remote tier
+  int64_t remote_hit_tokens = 0;
   int64_t infinite_hit_blocks = 0;  // prefix hits an unbounded cache would have had
   int64_t infinite_hit_tokens = 0;
   int64_t evictions = 0;              // cached blocks evicted by the pool
@@ -85,6 +106,11 @@ struct PAGEDKV_EXPORT CacheReplayResult {
 
   double block_hit_rate() const;
   double token_hit_rate() const;
+  // Per tier and all tiers together (device + host + remote), of all blocks.
+  double host_block_hit_rate() const;
+  double remote_block_hit_rate() const;
+  double tiered_block_hit_rate() const;
+  double tiered_token_hit_rate() const;
   double infinite_cache_block_hit_rate() const;
   double infinite_cache_token_hit_rate() const;
   double blocks_per_second() const;  // blocks / seconds (per CPU second)

@@ -144,6 +144,16 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
   if (c.capacity_blocks == 0) {
     return absl::InvalidArgumentError("--capacity-blocks must be > 0 (got 0)");
   }
+  if (c.host_capacity_blocks < 0 || c.remote_capacity_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--host-capacity-blocks and --remote-capacity-blocks must be >= 0 (got "
+                        "%d and %d)",
+                        c.host_capacity_blocks, c.remote_capacity_blocks));
+  }
+  if (c.instances > 1 && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
+    return absl::UnimplementedError(
+        "--host-capacity-blocks / --remote-capacity-blocks are not simulated with --instances > 1");
+  }
   if (!(c.max_memory_gib >= 0) || !std::isfinite(c.max_memory_gib)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--max-memory-gib must be a finite number >= 0 (got %g)", c.max_memory_gib));

@@ -23,30 +23,37 @@
 namespace pagedkv::replay {
 
 struct PAGEDKV_EXPORT ReplayConfig {
-  std::string trace;                      // Mooncake JSONL(.gz) file; empty = built-in workload
-  std::string workload = "mixed";         // built-in workload when no trace is given
-  int32_t requests = 0;                   // built-in workload size (0 = its default)
-  uint64_t seed = 1;                      // built-in workload seed
-  std::string mode = "cache";             // "cache" or "serve"
-  int32_t block_size = 16;                // cache block size in tokens
-  int32_t trace_block_size = 512;         // tokens per Mooncake hash id
-  bool skip_bad_lines = false;            // skip malformed trace lines instead of failing
-  int64_t capacity_blocks = -1;           // cache capacity in blocks (-1 = unset)
-  double capacity_gib = -1;               // cache capacity in GiB of KV (-1 = unset; uses `model`)
-  std::vector<int64_t> sweep;             // capacities (blocks) to sweep in cache mode
-  std::vector<std::string> policies;      // eviction policies; empty = lru (one capacity) or all
-  bool count_shifted = true;              // count (serve mode: reuse) shifted hits of chunks
-  std::string model = "llama-3-8b";       // model preset (KV bytes per token, serve-mode cost)
-  std::string gpu = "H200";               // GPU preset (serve mode)
-  double gpu_memory_utilization = 0.9;    // serve mode: memory share for weights + KV
-  int32_t max_num_seqs = 256;             // serve mode scheduler: running sequences cap
-  int32_t max_num_batched_tokens = 8192;  // serve mode scheduler: tokens per step
-  bool cache_aware = false;               // serve mode scheduler: longest cached prefix first
-  bool json = false;                      // print one JSON object instead of the table
-  bool progress = true;                   // progress bar on stderr (only on a terminal, long runs)
-  std::string out_dir = "out/replay";     // where the sweep CSV and plot go
-  std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
-  std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
+  std::string trace;                  // Mooncake JSONL(.gz) file; empty = built-in workload
+  std::string workload = "mixed";     // built-in workload when no trace is given
+  int32_t requests = 0;               // built-in workload size (0 = its default)
+  uint64_t seed = 1;                  // built-in workload seed
+  std::string mode = "cache";         // "cache" or "serve"
+  int32_t block_size = 16;            // cache block size in tokens
+  int32_t trace_block_size = 512;     // tokens per Mooncake hash id
+  bool skip_bad_lines = false;        // skip malformed trace lines instead of failing
+  int64_t capacity_blocks = -1;       // cache capacity in blocks (-1 = unset)
+  double capacity_gib = -1;           // cache capacity in GiB of KV (-1 = unset; uses `model`)
+  std::vector<int64_t> sweep;         // capacities (blocks) to sweep in cache mode
+  std::vector<std::string> policies;  // eviction policies; empty = lru (one capacity) or all
+  bool count_shifted = true;          // count (serve mode: reuse) shifted hits of chunks
+  // Cache mode: simulated KV tiers below the pool (cache_replay.h); 0 = none.
+  int64_t host_capacity_blocks = 0;          // host tier blocks
+  int64_t remote_capacity_blocks = 0;        // shared (remote) tier blocks
+  std::string tier_policy = "lru";           // the tiers' eviction policy: lru or arc
+  std::string host_store = "write-through";  // write-through or write-back
+  std::string host_link = "pcie5";           // serve mode: link of host-tier loads (serve_tiers.h)
+  std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
+  std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
+  std::string gpu = "H200";                  // GPU preset (serve mode)
+  double gpu_memory_utilization = 0.9;       // serve mode: memory share for weights + KV
+  int32_t max_num_seqs = 256;                // serve mode scheduler: running sequences cap
+  int32_t max_num_batched_tokens = 8192;     // serve mode scheduler: tokens per step
+  bool cache_aware = false;                  // serve mode scheduler: longest cached prefix first
+  bool json = false;                         // print one JSON object instead of the table
+  bool progress = true;                // progress bar on stderr (only on a terminal, long runs)
+  std::string out_dir = "out/replay";  // where the sweep CSV and plot go
+  std::string csv;                     // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
+  std::string plot;                    // plot path, .svg or .png (default <out_dir>/<...>.png)
   // Host memory the replay may use (estimated before each step: loading, generating, expanding,
   // the pools); 0 = half the machine's memory. Over it, the step is refused with a message
   // naming the trace line or flag responsible.

@@ -84,6 +84,10 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
   if (shifted) {
     absl::StrAppendFormat(&out, " %10s %10s %10s", "shifted", "moved", "pfx+shift");
   }
+  const bool tiers = std::any_of(results.begin(), results.end(), [](const CacheReplayResult& r) {
+    return r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
+  });
+  if (tiers) absl::StrAppendFormat(&out, " %10s %10s %10s", "host_hit", "remote_hit", "all_tiers");
   out += "\n";
   for (const CacheReplayResult& r : results) {
     absl::StrAppendFormat(&out, "%-7s %12d %9.2f%% %9.2f%% %9.2f%% %12d %12d %12d %12d", r.policy,
@@ -96,6 +100,10 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
                             100 * r.prefix_plus_shifted_token_hit_rate());
     } else if (shifted) {
       absl::StrAppendFormat(&out, " %10s %10s %10s", "-", "-", "-");
+    }
+    if (tiers) {
+      absl::StrAppendFormat(&out, " %9.2f%% %9.2f%% %9.2f%%", 100 * r.host_block_hit_rate(),
+                            100 * r.remote_block_hit_rate(), 100 * r.tiered_block_hit_rate());
     }
     out += "\n";
   }
@@ -133,6 +141,19 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
       {"blocks_per_second", r.blocks_per_second()},
       {"shifted_counted", r.shifted_counted},
   };
+  if (r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0) {
+    j["tiers"] = {{"host_capacity_blocks", r.host_capacity_blocks},
+                  {"remote_capacity_blocks", r.remote_capacity_blocks},
+                  {"host_hit_blocks", r.host_hit_blocks},
+                  {"host_hit_tokens", r.host_hit_tokens},
+                  {"remote_hit_blocks", r.remote_hit_blocks},
+                  {"remote_hit_tokens", r.remote_hit_tokens},
+                  {"device_block_hit_rate", r.block_hit_rate()},
+                  {"host_block_hit_rate", r.host_block_hit_rate()},
+                  {"remote_block_hit_rate", r.remote_block_hit_rate()},
+                  {"tiered_block_hit_rate", r.tiered_block_hit_rate()},
+                  {"tiered_token_hit_rate", r.tiered_token_hit_rate()}};
+  }
   if (r.shifted_counted) {
     AddShiftedHitJson(r, j);
   }

@@ -45,6 +45,12 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }
   o.count_shifted = c.count_shifted;
+  o.tiers.host_capacity_blocks = c.host_capacity_blocks;
+  o.tiers.remote_capacity_blocks = c.remote_capacity_blocks;
+  o.tiers.policy = c.tier_policy;
+  PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_store, ParseTierStoreRule(c.host_store));
+  PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_link, FindLinkPreset(c.host_link));
+  PAGEDKV_ASSIGN_OR_RETURN(o.tiers.remote_link, FindLinkPreset(c.remote_link));
   int64_t capacity = o.capacity_blocks;
   if (capacity == 0) {
     PAGEDKV_ASSIGN_OR_RETURN(

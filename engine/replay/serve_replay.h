@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/replay/cost_model.h"
+#include "engine/replay/serve_tiers.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/export.h"
@@ -59,6 +60,9 @@ struct PAGEDKV_EXPORT ServeReplayOptions {
   // When set, the KvCacheManager collects event batches and this gets each step's batch (only
   // batches with events), stamped with the simulated clock (e.g. a KvEventPublisher).
   std::function<void(KvEventBatch batch)> on_event_batch;
+  // Simulated host / remote KV tiers below the pool and the links their loads are charged on
+  // (serve_tiers.h); off by default.
+  ServeTierOptions tiers = {};
 };
 
 struct PAGEDKV_EXPORT ServeReplayResult {
@@ -94,6 +98,13 @@ struct PAGEDKV_EXPORT ServeReplayResult {
   int64_t chunk_register_failures = 0;   // chunk spans not registered: no block to give
   int64_t rerotated_tokens = 0;   // tokens whose KV was re-rotated or copied (reuse + copies)
   double rerotation_seconds = 0;  // simulated time of those passes
+  // Tiers (all zero unless options.tiers.enabled()). Hit tokens are counted at first admissions
+  // (of prefix_hit_tokens); loaded blocks and seconds over every load.
+  bool tiers_enabled = false;
+  int64_t host_capacity_blocks = 0, remote_capacity_blocks = 0;
+  int64_t host_hit_tokens = 0, remote_hit_tokens = 0;
+  int64_t host_loaded_blocks = 0, remote_loaded_blocks = 0;
+  double tier_load_seconds = 0;  // simulated time charged for tier loads
 
   double prefix_hit_rate() const;  // prefix_hit_tokens / admitted_tokens
   // shifted_hit_tokens / admitted_tokens.

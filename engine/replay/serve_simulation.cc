@@ -132,6 +132,16 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
                                                .model_fingerprint = options.model.name}));
     sim->scheduler_->SetChunkReuseProvider(sim->reuse_.get());
   }
+  if (options.tiers.enabled()) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        sim->tiers_,
+        ServeTiers::Create(options.tiers, &KvCacheManagerInternal::MutablePool(*sim->manager_),
+                           static_cast<double>(options.block_size) *
+                               static_cast<double>(options.model.KvBytesPerToken())));
+  }
+  sim->result_.tiers_enabled = sim->tiers_ != nullptr;
+  sim->result_.host_capacity_blocks = options.tiers.host_capacity_blocks;
+  sim->result_.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
   sim->result_.requests = static_cast<int64_t>(workload.requests.size());
   sim->result_.capacity_blocks = capacity_blocks;
@@ -152,7 +162,9 @@ absl::Status ServeSimulation::Step() {
   PAGEDKV_RETURN_IF_ERROR(AdmitArrivals());
   // Every arrival may have been rejected: nothing to schedule until the next one.
   if (!scheduler_->HasUnfinishedRequests()) return absl::OkStatus();
+  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->ReleasePins());
   if (!batch_.empty()) return RunBatch();
   if (next_ < workload_.requests.size()) {
     now_s_ = std::max(now_s_, ArrivalSeconds(next_));
@@ -192,11 +204,16 @@ absl::Status ServeSimulation::AdmitRequest(size_t index) {
     tracked.prompt = scheduled.prompt;
     scheduled.chunks = tracked.chunks;
   }
+  std::vector<TokenId> prompt = tiers_ != nullptr ? scheduled.prompt : std::vector<TokenId>{};
   if (absl::Status status = scheduler_->AddRequest(std::move(scheduled)); !status.ok()) {
     if (status.code() != absl::StatusCode::kInvalidArgument) return status;
     ++result_.rejected;
     CountDone();
     return absl::OkStatus();
+  }
+  if (tiers_ != nullptr) {
+    tracked.tier_prompt = std::move(prompt);
+    waiting_for_tiers_.push_back(index);
   }
   live_[index] = std::move(tracked);
   return absl::OkStatus();
@@ -213,6 +230,14 @@ absl::Status ServeSimulation::RunBatch() {
   SampleTokens(work);
   if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(RegisterFinishedChunks(work));
   result_.computed_tokens += work.num_tokens;
+  if (tiers_ != nullptr) {
+    // The step's tier loads run before it (not overlapped), then its blocks are written through.
+    const double load_s = tiers_->TakeLoadSeconds();
+    result_.tier_load_seconds += load_s;
+    now_s_ += load_s;
+    CountTierHits();
+    PAGEDKV_RETURN_IF_ERROR(tiers_->FlushWriteThrough());
+  }
   now_s_ += cost_.StepSeconds(work);
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
                            scheduler_->UpdateFromOutput(sampled_));
@@ -272,6 +297,43 @@ void ServeSimulation::RecordOutputs(const std::vector<RequestOutput>& outputs) {
   }
 }
 
+absl::Status ServeSimulation::OnboardWaiting() {
+  std::erase_if(waiting_for_tiers_, [this](RequestId id) {
+    auto it = live_.find(id);
+    return it == live_.end() || it->second.tier_hits_counted;
+  });
+  const int64_t budget = 2 * int64_t{std::max(1, options_.scheduler.max_num_batched_tokens)};
+  int64_t planned = 0;
+  for (RequestId id : waiting_for_tiers_) {
+    TrackedRequest& tracked = live_.at(id);
+    if (planned > 0 && planned + tracked.prompt_tokens > budget) break;
+    planned += tracked.prompt_tokens;
+    PAGEDKV_ASSIGN_OR_RETURN(CacheRequest request, manager_->NewRequest(id, tracked.tier_prompt));
+    PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers_->Onboard(request));
+    if (!tracked.onboarded) tracked.tier_hits.device_blocks = hits.device_blocks;
+    tracked.tier_hits.host_blocks += hits.host_blocks;
+    tracked.tier_hits.remote_blocks += hits.remote_blocks;
+    tracked.onboarded = true;
+  }
+  return absl::OkStatus();
+}
+
+void ServeSimulation::CountTierHits() {
+  const int64_t bs = options_.block_size;
+  for (const ScheduledSequence& seq : batch_.sequences) {
+    auto it = live_.find(seq.request_id);
+    if (!seq.newly_admitted || it == live_.end() || it->second.tier_hits_counted) continue;
+    it->second.tier_hits_counted = true;
+    it->second.tier_prompt = {};
+    const TierHits& h = it->second.tier_hits;
+    const auto clamp_tokens = [&](int64_t from_block, int64_t blocks) {
+      return std::clamp<int64_t>(seq.num_prefix_hit_tokens - from_block * bs, 0, blocks * bs);
+    };
+    result_.host_hit_tokens += clamp_tokens(h.device_blocks, h.host_blocks);
+    result_.remote_hit_tokens += clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
+  }
+}
+
 void ServeSimulation::CountDone() {
   if ((++done_ & 255) == 0 && options_.progress) options_.progress(done_);
 }
@@ -284,6 +346,10 @@ absl::StatusOr<ServeReplayResult> ServeSimulation::Finish() {
   result_.prefix_hit_tokens = stats.num_prefix_hit_tokens;
   result_.evictions = manager_->stats().evictions;
   result_.stored_blocks = manager_->stats().stored_blocks;
+  if (tiers_ != nullptr) {
+    result_.host_loaded_blocks = tiers_->host_stats().hit_blocks;
+    result_.remote_loaded_blocks = tiers_->remote_stats().hit_blocks;
+  }
   if (result_.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
     return absl::InternalError(absl::StrFormat(
         "serve replay counted %d shifted-hit tokens in the batches but the scheduler %d",

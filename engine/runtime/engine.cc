@@ -15,13 +15,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "cache/kv_cache_manager_internal.h"
+#include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/model_source.h"
+#include "pagedkv/redis_tier.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -77,12 +81,28 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
 }  // namespace
 
 struct Engine::RequestRecord {
+  // Splits a first admission's prefix hit of `hit_tokens` into the tiers it came from: along the
+  // chain, the device's blocks first, then the host tier's, then the remote tier's.
+  friend void AttributeTierHits(int32_t hit_tokens, int32_t block_size, RequestRecord& r) {
+    const auto clamp_tokens = [&](int64_t from_block, int64_t blocks) {
+      const int64_t from = from_block * block_size;
+      return static_cast<int32_t>(std::clamp<int64_t>(hit_tokens - from, 0, blocks * block_size));
+    };
+    const TierHits& h = r.tier_hits;
+    r.num_host_hit_tokens = clamp_tokens(h.device_blocks, h.host_blocks);
+    r.num_remote_hit_tokens = clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
+  }
+
   std::vector<TokenId> prompt;
   SamplingOptions sampling;
   int32_t num_generated = 0;
   int32_t num_prefix_hit_tokens = 0;
   int32_t num_shifted_hit_tokens = 0;
   int32_t num_admissions = 0;
+  int32_t num_host_hit_tokens = 0;
+  int32_t num_remote_hit_tokens = 0;
+  TierHits tier_hits;      // what the tiers loaded for the first admission (TierChain::Onboard)
+  bool onboarded = false;  // tier_hits.device_blocks is set
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
@@ -161,7 +181,125 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   scheduler_options.max_model_len =
       options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
+  PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   return CreateChunkReuse();
+}
+
+absl::Status Engine::CreateTiers() {
+  std::vector<std::unique_ptr<KvTier>> tiers;
+  ModelRunner* runner = internals_->runner.get();
+  const HostTierOptions& h = options_.host_tier;
+  if (h.capacity_blocks != 0 || h.capacity_bytes != 0) {
+    HostTierOptions host = h;
+    host.value_bytes = BlockKvCopier(runner).value_bytes();
+    host.block_size = options_.block_size;
+    host.name = "host";
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(host)));
+    tiers.push_back(std::move(tier));
+  }
+  if (!options_.remote_cache_url.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvTier> remote, CreateRemoteTier(runner));
+    tiers.push_back(std::move(remote));
+  }
+  if (tiers.empty()) return absl::OkStatus();
+  if (!options_.enable_prefix_caching) {
+    return absl::InvalidArgumentError(
+        "EngineOptions: KV tiers (host_tier) need enable_prefix_caching; turn it on or drop the "
+        "tiers");
+  }
+  internals_->copier = std::make_unique<BlockKvCopier>(runner);
+  internals_->tiers = std::make_unique<TierChain>(std::move(tiers), internals_->copier.get(),
+                                                  &KvCacheManagerInternal::MutablePool(*cache_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<KvTier>> Engine::CreateRemoteTier(
+    [[maybe_unused]] ModelRunner* runner) const {
+#if PAGEDKV_HAVE_REDIS
+  const RemoteCacheOptions& o = options_.remote_tier;
+  RedisTierOptions r;
+  r.key_prefix = o.key_prefix;
+  r.ttl_seconds = o.ttl_seconds;
+  r.connect_timeout_ms = o.connect_timeout_ms;
+  r.io_timeout_ms = o.io_timeout_ms;
+  r.backoff_initial_ms = o.backoff_initial_ms;
+  r.backoff_max_ms = o.backoff_max_ms;
+  r.store = o.store;
+  r.report = o.report;
+  r.now_ms = o.now_ms;
+  PAGEDKV_ASSIGN_OR_RETURN(r.endpoint, ParseRedisUrl(options_.remote_cache_url));
+  r.model_fingerprint = cache_->options().model_fingerprint;
+  r.format = BlockKvCopier(runner).value_format();
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<RedisTier> tier, RedisTier::Create(std::move(r)));
+  return std::unique_ptr<KvTier>(std::move(tier));
+#else
+  return absl::UnimplementedError(
+      "EngineOptions.remote_cache_url: this pagedkv was built without the Redis tier "
+      "(-DPAGEDKV_BUILD_REDIS=OFF); rebuild with it ON (needs libhiredis-dev)");
+#endif
+}
+
+std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
+  std::vector<std::pair<std::string, TierStats>> out;
+  if (internals_->tiers == nullptr) return out;
+  for (const auto& t : internals_->tiers->tiers()) out.emplace_back(t->name(), t->stats());
+  return out;
+}
+
+int Engine::AddEventListener(const KvEventListener& listener) {
+  const int id = internals_->next_listener_id++;
+  std::pair<int, std::vector<int>> ids{cache_->AddEventListener(listener), {}};
+  if (internals_->tiers != nullptr) {
+    for (const auto& t : internals_->tiers->tiers())
+      ids.second.push_back(t->AddEventListener(listener));
+  }
+  internals_->listeners.emplace(id, std::move(ids));
+  return id;
+}
+
+bool Engine::RemoveEventListener(int id) {
+  auto it = internals_->listeners.find(id);
+  if (it == internals_->listeners.end()) return false;
+  cache_->RemoveEventListener(it->second.first);
+  if (internals_->tiers != nullptr) {
+    const auto& tiers = internals_->tiers->tiers();
+    for (size_t i = 0; i < tiers.size() && i < it->second.second.size(); ++i) {
+      tiers[i]->RemoveEventListener(it->second.second[i]);
+    }
+  }
+  internals_->listeners.erase(it);
+  return true;
+}
+
+absl::Status Engine::OnboardWaiting() {
+  TierChain* tiers = internals_->tiers.get();
+  std::vector<RequestId>& queue = internals_->onboard_queue;
+  if (tiers == nullptr) return absl::OkStatus();
+  std::erase_if(queue, [this](RequestId id) {
+    auto it = requests_.find(id);
+    return it == requests_.end() || it->second->num_admissions > 0;
+  });
+  // Every step until admitted, the requests at the front whose prompts fit twice the step's
+  // token budget (those the scheduler may admit now): loaded earlier, a block may have been
+  // evicted again while its request waited. A request's first onboarding fixes its device hit;
+  // later ones add what the tiers loaded.
+  const int64_t budget = 2 * int64_t{std::max(1, options_.scheduler.max_num_batched_tokens)};
+  int64_t planned = 0;
+  for (RequestId id : queue) {
+    RequestRecord& record = *requests_.at(id);
+    const auto prompt = static_cast<int64_t>(record.prompt.size());
+    if (planned > 0 && planned + prompt > budget) break;
+    planned += prompt;
+    PAGEDKV_ASSIGN_OR_RETURN(
+        CacheRequest request,
+        cache_->NewRequest(id, record.prompt, {.cache_salt = record.cache_salt}));
+    PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers->Onboard(request));
+    if (!record.onboarded) record.tier_hits.device_blocks = hits.device_blocks;
+    record.tier_hits.host_blocks += hits.host_blocks;
+    record.tier_hits.remote_blocks += hits.remote_blocks;
+    record.onboarded = true;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CreateChunkReuse() {
@@ -259,6 +397,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   record->chunk_reused.assign(record->chunks.size(), 0);
   record->added = Clock::now();
   requests_.emplace(id, std::move(record));
+  if (internals_->tiers != nullptr) internals_->onboard_queue.push_back(id);
   ++next_id_;
   ++stats_.num_requests;
   return id;
@@ -272,6 +411,8 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.output_tokens = std::move(output_tokens);
   result.finish_reason = reason;
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
+  result.num_host_hit_tokens = record.num_host_hit_tokens;
+  result.num_remote_hit_tokens = record.num_remote_hit_tokens;
   result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;
@@ -303,7 +444,10 @@ absl::StatusOr<StepOutput> Engine::Step() {
   StepOutput out;
   out.finished = std::move(unclaimed_finished_);
   unclaimed_finished_.clear();
+  TierChain* tiers = internals_->tiers.get();
+  PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
   out.batch = batch_.stats;
   ReportAborted(&out);
   EngineChunkReuse* reuse = internals_->reuse.get();
@@ -313,6 +457,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
   const StepBatch step = BuildStepBatch();
   std::vector<TokenId> sampled;
   PAGEDKV_RETURN_IF_ERROR(RunModel(step, &out.logits, &sampled));
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
   const int32_t n = batch_.num_sequences();
   if (reuse != nullptr) {
     for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
@@ -341,6 +486,9 @@ void Engine::RecordAdmission(const ScheduledSequence& s, RequestRecord& record) 
       record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
       stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
       stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
+      AttributeTierHits(s.num_prefix_hit_tokens, options_.block_size, record);
+      stats_.num_host_hit_tokens += record.num_host_hit_tokens;
+      stats_.num_remote_hit_tokens += record.num_remote_hit_tokens;
     }
     ++record.num_admissions;
     std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);

@@ -11,8 +11,13 @@
 #define PAGEDKV_ENGINE_RUNTIME_ENGINE_INTERNAL_H_
 
 #include <memory>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
+#include "engine/runtime/block_kv_copier.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/export.h"
@@ -22,6 +27,12 @@ namespace pagedkv {
 struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
+  std::unique_ptr<BlockKvCopier> copier;    // the tiers' io (over the runner); null without tiers
+  std::unique_ptr<TierChain> tiers;         // after copier: destroyed first; null without tiers
+  std::vector<RequestId> onboard_queue;     // added, not yet admitted: looked up in the tiers
+  // Engine::AddEventListener id -> (device pool listener id, one listener id per tier).
+  absl::flat_hash_map<int, std::pair<int, std::vector<int>>> listeners;
+  int next_listener_id = 0;
 };
 
 class PAGEDKV_EXPORT EngineInternal {
@@ -29,6 +40,8 @@ class PAGEDKV_EXPORT EngineInternal {
   static ModelRunner& Runner(Engine& engine) { return *engine.internals_->runner; }
   // Null unless EngineOptions.chunk_reuse is on.
   static EngineChunkReuse* ChunkReuse(Engine& engine) { return engine.internals_->reuse.get(); }
+  // Null without tiers.
+  static TierChain* Tiers(Engine& engine) { return engine.internals_->tiers.get(); }
 };
 
 }  // namespace pagedkv

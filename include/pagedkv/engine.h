@@ -16,6 +16,14 @@
 // ChunkReuseOptions.recompute_fraction adds CacheBlend's selective recompute: the reused tokens
 // also run through the first layers, and those whose K/V deviate most are recomputed fully.
 //
+// KV tiers (README "Tiers"): with EngineOptions.host_tier given a capacity, blocks also live in
+// a host-memory tier below the device pool. A request's lookup continues past its device prefix
+// hit into the tier, block by block along the chain; tier hits are copied into device blocks and
+// count as computed (GenerationResult::num_host_hit_tokens). Blocks go to the tier when the pool
+// caches them (write-through) or evicts them (write-back), per the tier's store options. With
+// EngineOptions.remote_cache_url the lookup goes on into a Redis server shared by every engine
+// pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
+//
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
 //
@@ -38,9 +46,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -49,6 +60,9 @@
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
+#include "pagedkv/host_tier.h"
+#include "pagedkv/kv_events.h"
+#include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_weights.h"
 #include "pagedkv/rope_config.h"
@@ -59,6 +73,7 @@
 namespace pagedkv {
 
 class KvCacheManager;
+class ModelRunner;
 
 // Shifted-position reuse of GenerationRequest::chunks (see docs/shifted_reuse.md).
 enum class ChunkReuseMode {
@@ -84,6 +99,23 @@ struct PAGEDKV_EXPORT ChunkReuseOptions {
   // The layer whose K/V deviation picks them (CacheBlend uses an early one); >= 0, and below the
   // model's n_layers when recompute_fraction > 0.
   int32_t deviation_layer = 1;
+};
+
+// The shared Redis tier's settings (pagedkv/redis_tier.h's RedisTierOptions without what the
+// engine sets: the endpoint comes from EngineOptions.remote_cache_url, the model fingerprint and
+// the value format from the model).
+struct PAGEDKV_EXPORT RemoteCacheOptions {
+  std::string key_prefix = "pagedkv";  // key-space prefix
+  int64_t ttl_seconds = 0;             // > 0: keys expire; 0: never
+  int32_t connect_timeout_ms = 200;    // > 0
+  int32_t io_timeout_ms = 200;         // > 0: per reply
+  int32_t backoff_initial_ms = 100;    // > 0: wait before the first reconnect attempt
+  int32_t backoff_max_ms = 5000;       // >= backoff_initial_ms
+  TierStoreOptions store = {};         // when blocks go to Redis (write-through by default)
+  // One line per incident and recovery; null: stderr.
+  std::function<void(std::string_view)> report = nullptr;
+  // Monotonic milliseconds for the backoff; null: the steady clock (tests set it).
+  std::function<int64_t()> now_ms = nullptr;
 };
 
 struct PAGEDKV_EXPORT EngineOptions {
@@ -113,6 +145,14 @@ struct PAGEDKV_EXPORT EngineOptions {
   // keys are exact at layer 0 only, so blocks holding them (and every later block of that
   // request) are never offered to the prefix cache.
   ChunkReuseOptions chunk_reuse = {};
+  // Host-memory KV tier below the device pool; off while both capacities are 0. The engine sets
+  // value_bytes (one block's K/V pages of every layer) and block_size. Needs prefix caching.
+  HostTierOptions host_tier = {};
+  // Shared KV tier on a Redis server, below the host tier: "redis://[user:pass@]host[:port][/db]";
+  // empty: none. Needs a build with PAGEDKV_BUILD_REDIS (Unimplemented otherwise).
+  std::string remote_cache_url = {};
+  // Its settings (key prefix, TTL, timeouts, store rule).
+  RemoteCacheOptions remote_tier = {};
 };
 
 // How to pick each next token.
@@ -156,6 +196,8 @@ struct PAGEDKV_EXPORT GenerationResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
   int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
+  int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
   int32_t num_preemptions = 0;         // times it was preempted and recomputed
   double time_to_first_token_s = 0.0;  // from AddRequest to its first token
@@ -176,7 +218,9 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_requests = 0;            // added
   int64_t num_finished = 0;            // finished or aborted
   int64_t num_prompt_tokens = 0;       // over first admissions
-  int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache
+  int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache (any tier)
+  int64_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
+  int64_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int64_t num_shifted_hit_tokens = 0;  // of those, reused from chunks at another position
   // CacheBlend (every admission): reused chunk tokens recomputed through every layer, and reused
   // chunk tokens run only through layers 0..deviation_layer (re-rotated K/V kept above). Both are
@@ -252,6 +296,15 @@ class PAGEDKV_EXPORT Engine {
   // Null when created without a tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
+  // Counters of each configured KV tier, top first ("host", then "remote"); empty without tiers.
+  std::vector<std::pair<std::string, TierStats>> tier_stats() const;
+
+  // Registers `listener` with the device pool (events with an empty medium) and every tier
+  // (events with the tier's medium); see kv_events.h. Returns an id for RemoveEventListener.
+  int AddEventListener(const KvEventListener& listener);
+  // False when `id` is unknown.
+  bool RemoveEventListener(int id);
+
   // The cache and the scheduler, for engines that build on this one (e.g. their statistics).
   KvCacheManager& kv_cache_manager() { return *cache_; }
   Scheduler& scheduler() { return *scheduler_; }
@@ -276,6 +329,11 @@ class PAGEDKV_EXPORT Engine {
   // Step's parts, in order.
   void ReportAborted(StepOutput* out);
   void RecordAdmission(const ScheduledSequence& s, RequestRecord& record);
+  // With tiers: loads tier hits of requests not yet admitted into device blocks (Onboard).
+  absl::Status OnboardWaiting();
+  // The tiers named by options_ (none, host); empty when none is configured.
+  absl::Status CreateTiers();
+  absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;
   StepBatch BuildStepBatch();
   absl::Status RunModel(const StepBatch& step, std::vector<float>* logits,
                         std::vector<TokenId>* sampled);

@@ -9,6 +9,7 @@
 //   kBlockRemoved     - a block left the index (evicted to make room, or replaced after a failed
 //                       verification);
 //   kAllBlocksCleared - ResetPrefixCache dropped the whole index (no per-block events follow).
+// KV tiers below the pool (kv_tier.h) emit the same events with `medium` set.
 //
 // Example:
 //   manager->AddEventListener([&](const pagedkv::KvEvent& e) {
@@ -46,6 +47,9 @@ struct PAGEDKV_EXPORT KvEvent {
   BlockId block = kNullBlock;  // physical block id; kNullBlock for cleared
   std::span<const TokenId> token_ids;  // stored: the block's tokens when known, else empty.
                                        // Valid only during the callback.
+  // Where the block is: empty for the device pool (a KvEventBatcher uses its own medium), a
+  // tier's medium (kv_tier.h, e.g. "CPU") for a tier's events. Valid only during the callback.
+  std::string_view medium = {};
 
   // One line, e.g. "stored hash=… parent=… tokens=16 block=3".
   std::string ToString() const;

@@ -197,6 +197,71 @@ TEST(CacheReplayTest, BeladyIsNeverWorseThanLru) {
   }
 }
 
+// With a tier that holds every distinct block, a block is lost only when it was never seen, so
+// device + host + remote hits equal the infinite cache's, whatever the pool's size, the tiers'
+// policy or the host store rule.
+TEST(CacheReplayTest, TiersThatHoldEverythingReachTheInfiniteCacheRate) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Workload w = RandomTraceWorkload(300 + seed, 250);
+    auto e = ExpandWorkload(w, {.block_size = 4, .compute_next_use = false});
+    ASSERT_TRUE(e.ok());
+    const int64_t all = e->distinct_blocks;
+    for (int64_t cap : {8, 30}) {
+      for (const char* tier_policy : {"lru", "arc"}) {
+        for (TierStoreRule rule : {TierStoreRule::kWriteThrough, TierStoreRule::kWriteBack}) {
+          for (auto [host, remote] : {std::pair<int64_t, int64_t>{all, 0}, {0, all}, {5, all}}) {
+            SCOPED_TRACE(testing::Message()
+                         << "seed " << seed << " cap " << cap << " " << tier_policy << " host "
+                         << host << " remote " << remote << " " << TierStoreRuleName(rule));
+            auto r = RunCacheReplay(*e, {.capacity_blocks = cap,
+                                         .policy = "lru",
+                                         .host_capacity_blocks = host,
+                                         .remote_capacity_blocks = remote,
+                                         .tier_policy = tier_policy,
+                                         .host_store = rule});
+            ASSERT_TRUE(r.ok()) << r.status();
+            const int64_t tiered = r->hit_blocks + r->host_hit_blocks + r->remote_hit_blocks;
+            if (remote == 0 && rule == TierStoreRule::kWriteBack && r->over_capacity_blocks > 0) {
+              // Blocks past the pool's size never enter it, so write-back never sees them.
+              EXPECT_LE(tiered, r->infinite_hit_blocks);
+              continue;
+            }
+            EXPECT_EQ(tiered, r->infinite_hit_blocks);
+            EXPECT_EQ(r->hit_tokens + r->host_hit_tokens + r->remote_hit_tokens,
+                      r->infinite_hit_tokens);
+            if (host == 0) {
+              EXPECT_EQ(r->host_hit_blocks, 0);
+            }
+            EXPECT_GT(r->host_hit_blocks + r->remote_hit_blocks, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CacheReplayTest, SmallTiersAddHitsBelowTheInfiniteCache) {
+  auto w = MakeBuiltinWorkload("mixed", {.num_requests = 400, .seed = 3});
+  ASSERT_TRUE(w.ok());
+  auto e = ExpandWorkload(*w, {.block_size = 16, .compute_next_use = false});
+  ASSERT_TRUE(e.ok());
+  const int64_t cap = e->distinct_blocks / 50 + 1;
+  auto device = RunCacheReplay(*e, {.capacity_blocks = cap, .count_shifted = false});
+  auto tiered = RunCacheReplay(*e, {.capacity_blocks = cap,
+                                    .count_shifted = false,
+                                    .host_capacity_blocks = 4 * cap,
+                                    .remote_capacity_blocks = 16 * cap});
+  ASSERT_TRUE(device.ok() && tiered.ok());
+  EXPECT_EQ(device->host_hit_blocks + device->remote_hit_blocks, 0);
+  EXPECT_GT(tiered->tiered_block_hit_rate(), device->block_hit_rate());
+  EXPECT_LE(tiered->tiered_block_hit_rate(), tiered->infinite_cache_block_hit_rate());
+  EXPECT_GT(tiered->host_hit_blocks, 0);
+  EXPECT_GT(tiered->remote_hit_blocks, 0);
+  auto bad =
+      RunCacheReplay(*e, {.capacity_blocks = cap, .host_capacity_blocks = 8, .tier_policy = "mru"});
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"lru\" or \"arc\""));
+}
+
 TEST(CacheReplayTest, BadCapacityAndUnknownPolicyAreClearErrors) {
   Workload w = RandomTraceWorkload(1, 10);
   auto e = ExpandWorkload(w, {.block_size = 4, .compute_next_use = false});

@@ -100,6 +100,39 @@ TEST(ServeReplayTest, SmallPoolPreemptsOrRejectsButFinishes) {
   EXPECT_EQ(r->capacity_blocks, 300);
 }
 
+// Tiers below a small pool: their hits add to the prefix hits (attributed per tier), their loads
+// are charged on the links (a slower link costs more simulated time), and every block is released
+// at the end (Finish checks the pool).
+TEST(ServeReplayTest, TiersAddPrefixHitsAndChargeTheirLoads) {
+  auto w = MakeBuiltinWorkload("conversation", {.num_requests = 80, .seed = 5});
+  ASSERT_TRUE(w.ok());
+  ServeReplayOptions o = SmallServeOptions();
+  o.capacity_blocks = 600;
+  auto device = RunServeReplay(*w, o);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_FALSE(device->tiers_enabled);
+  o.tiers = {.host_capacity_blocks = 2000, .remote_capacity_blocks = 20000};
+  auto tiered = RunServeReplay(*w, o);
+  ASSERT_TRUE(tiered.ok()) << tiered.status();
+  EXPECT_TRUE(tiered->tiers_enabled);
+  EXPECT_GT(tiered->host_hit_tokens + tiered->remote_hit_tokens, 0);
+  EXPECT_LE(tiered->host_hit_tokens + tiered->remote_hit_tokens, tiered->prefix_hit_tokens);
+  EXPECT_GT(tiered->prefix_hit_rate(), device->prefix_hit_rate());
+  EXPECT_GT(tiered->tier_load_seconds, 0);
+  EXPECT_GT(tiered->host_loaded_blocks, 0);
+  EXPECT_EQ(tiered->finished + tiered->rejected, tiered->requests);
+  o.tiers.host_link = *FindLinkPreset("pcie4");
+  o.tiers.remote_link = *FindLinkPreset("25gbe");
+  auto slow = RunServeReplay(*w, o);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(slow->host_loaded_blocks + slow->remote_loaded_blocks > 0, true);
+  EXPECT_GT(
+      slow->tier_load_seconds /
+          std::max<int64_t>(1, slow->host_loaded_blocks + slow->remote_loaded_blocks),
+      tiered->tier_load_seconds / (tiered->host_loaded_blocks + tiered->remote_loaded_blocks));
+  EXPECT_FALSE(FindLinkPreset("carrier-pigeon").ok());
+}
+
 // A request that can never fit, arriving after the others have finished, is rejected; the replay
 // goes on to the next arrival and ends normally.
 TEST(ServeReplayTest, RequestThatCannotFitIsRejectedWheneverItArrives) {

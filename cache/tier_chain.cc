@@ -1,0 +1,252 @@
+// Copyright 2026 The pagedkv Authors.
+#include "cache/tier_chain.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+bool WritesThrough(const KvTier& tier) {
+  return tier.store_options().rule == TierStoreRule::kWriteThrough;
+}
+
+}  // namespace
+
+TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool)
+    : tiers_(std::move(tiers)), io_(io), pool_(pool) {
+  block_tokens_.resize(static_cast<size_t>(pool_->num_blocks()) *
+                       static_cast<size_t>(pool_->block_size()));
+  scratch_.resize(static_cast<size_t>(io_->value_bytes()));
+  listener_id_ = pool_->AddEventListener([this](const KvEvent& e) { OnPoolEvent(e); });
+}
+
+TierChain::~TierChain() { pool_->RemoveEventListener(listener_id_); }
+
+KvTier* TierChain::Host() const {
+  for (const auto& t : tiers_) {
+    if (t->name() == "host") return t.get();
+  }
+  return nullptr;
+}
+
+int32_t TierChain::NoteHit(const BlockHash& hash) {
+  if (hits_.size() >= kMaxTrackedHashes) hits_.clear();
+  return ++hits_[hash];
+}
+
+void TierChain::OnPoolEvent(const KvEvent& event) {
+  if (event.block == kNullBlock) return;  // kAllBlocksCleared
+  if (event.type == KvEventType::kBlockStored) {
+    const size_t bs = static_cast<size_t>(pool_->block_size());
+    if (event.token_ids.size() == bs) {
+      std::copy(event.token_ids.begin(), event.token_ids.end(),
+                block_tokens_.begin() + static_cast<ptrdiff_t>(event.block * bs));
+    }
+    if (!placing_) {
+      pending_.emplace_back(event.block, event.hash);
+      pending_ids_.insert(event.block);
+    }
+    return;
+  }
+  if (event.type == KvEventType::kBlockRemoved) WriteBack(event);
+}
+
+void TierChain::WriteBack(const KvEvent& event) {
+  // Not computed yet (cached in this step) or already failing: nothing to save.
+  if (pending_ids_.contains(event.block) || !deferred_.ok()) return;
+  const auto it = hits_.find(event.hash);
+  const int32_t hits = it == hits_.end() ? 0 : it->second;
+  bool wanted = false;
+  for (const auto& t : tiers_) {
+    wanted |= !WritesThrough(*t) && hits >= t->store_options().threshold;
+  }
+  if (!wanted) return;
+  DeferredStore store{.hash = event.hash, .hits = hits};
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const auto tokens =
+      std::span<const TokenId>(block_tokens_).subspan(static_cast<size_t>(event.block) * bs, bs);
+  store.tokens.assign(tokens.begin(), tokens.end());
+  store.value.resize(static_cast<size_t>(io_->value_bytes()));
+  // The KV is read now: the block is handed out (and overwritten) right after this event.
+  absl::Status read = io_->Read(event.block, store.value);
+  if (!read.ok()) {
+    deferred_ = read;
+    return;
+  }
+  deferred_stores_.push_back(std::move(store));
+}
+
+absl::Status TierChain::FlushDeferred() {
+  std::vector<DeferredStore> stores = std::move(deferred_stores_);
+  deferred_stores_.clear();
+  for (const auto& t : tiers_) {
+    if (WritesThrough(*t)) continue;
+    std::vector<TierStoreItem> items;
+    for (const DeferredStore& s : stores) {
+      if (s.hits < t->store_options().threshold) continue;
+      items.push_back({.block = {.hash = s.hash, .tokens = s.tokens}, .value = s.value});
+    }
+    if (!items.empty()) PAGEDKV_RETURN_IF_ERROR(t->Store(items));
+  }
+  return deferred_;
+}
+
+absl::Status TierChain::StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
+                                        std::span<const TokenId> tokens) {
+  PAGEDKV_RETURN_IF_ERROR(io_->Read(block, scratch_));
+  const TierStoreItem item{.block = {.hash = hash, .tokens = tokens}, .value = scratch_};
+  return tier.Store(std::span<const TierStoreItem>(&item, 1));
+}
+
+absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int64_t limit) {
+  device_run_.clear();
+  const auto hashes = request.block_hashes();
+  BlockId prev = kNullBlock;
+  for (int64_t i = 0; i < limit; ++i) {
+    const BlockId b = pool_->FindCached(hashes[i]);
+    if (b == kNullBlock || !pool_->MatchesChain(b, request.ParentHashOf(i), request.BlockTokens(i),
+                                                request.BlockExtraDigest(i), prev)) {
+      break;
+    }
+    const int32_t hits = NoteHit(hashes[i]);
+    for (const auto& t : tiers_) {
+      if (WritesThrough(*t) && t->store_options().threshold > 0 &&
+          hits == t->store_options().threshold) {
+        PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hashes[i], request.BlockTokens(i)));
+      }
+    }
+    device_run_.push_back(b);
+    prev = b;
+  }
+  return static_cast<int64_t>(device_run_.size());
+}
+
+absl::StatusOr<TierHits> TierChain::Onboard(const CacheRequest& request) {
+  TierHits hits;
+  const int64_t limit = std::min<int64_t>(request.num_full_blocks(),
+                                          (request.num_tokens() - 1) / pool_->block_size());
+  PAGEDKV_ASSIGN_OR_RETURN(hits.device_blocks, DeviceHits(request, limit));
+  device_run_pinned_ = false;
+  last_placed_ = device_run_.empty() ? kNullBlock : device_run_.back();
+  int64_t next = hits.device_blocks;
+  for (const auto& t : tiers_) {
+    if (next >= limit) break;
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t n, LoadFrom(*t, request, limit, &next));
+    if (t->name() == "host") hits.host_blocks += n;
+    if (t->name() == "remote") hits.remote_blocks += n;
+  }
+  PAGEDKV_RETURN_IF_ERROR(FlushDeferred());
+  return hits;
+}
+
+absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& request,
+                                            int64_t limit, int64_t* next) {
+  const int64_t start = *next;
+  std::vector<TierBlock> blocks;
+  blocks.reserve(static_cast<size_t>(limit - start));
+  for (int64_t i = start; i < limit; ++i) {
+    blocks.push_back({.hash = request.block_hashes()[i], .tokens = request.BlockTokens(i)});
+  }
+  KvTier* host = Host();
+  PAGEDKV_ASSIGN_OR_RETURN(
+      const int64_t n,
+      tier.LoadPrefix(
+          blocks, [&](int64_t j, std::span<const std::byte> value) -> absl::StatusOr<bool> {
+            PAGEDKV_ASSIGN_OR_RETURN(const bool placed, Place(request, start + j, value));
+            if (placed && host != nullptr && host != &tier) {
+              // A remote hit is kept in the host tier too (it is now one copy away).
+              const TierStoreItem item{.block = blocks[static_cast<size_t>(j)], .value = value};
+              PAGEDKV_RETURN_IF_ERROR(host->Store(std::span<const TierStoreItem>(&item, 1)));
+            }
+            return placed;
+          }));
+  *next += n;
+  return n;
+}
+
+absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int64_t i,
+                                      std::span<const std::byte> value) {
+  if (!device_run_pinned_) {
+    for (BlockId b : device_run_) {
+      PAGEDKV_RETURN_IF_ERROR(pool_->Pin(b));
+      pins_.push_back(b);
+    }
+    device_run_pinned_ = true;
+  }
+  // Leave room for the rest of the request: its uncached blocks, and one for the last token.
+  const int64_t bs = pool_->block_size();
+  const int64_t still_needed = (request.num_tokens() + bs - 1) / bs - (i + 1);
+  const auto hash = request.block_hashes()[i];
+  if (pool_->NumAvailableBlocks() < 1 + still_needed || pool_->FindCached(hash) != kNullBlock) {
+    return false;
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(const BlockId b, pool_->Allocate());
+  if (absl::Status w = io_->Write(b, value); !w.ok()) {
+    PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));
+    return w;
+  }
+  placing_ = true;
+  absl::StatusOr<bool> inserted = pool_->Insert({.block = b,
+                                                 .hash = hash,
+                                                 .parent_hash = request.ParentHashOf(i),
+                                                 .tokens = request.BlockTokens(i),
+                                                 .parent_block = last_placed_,
+                                                 .extra_digest = request.BlockExtraDigest(i)});
+  placing_ = false;
+  if (!inserted.ok() || !*inserted) {
+    PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));
+    if (!inserted.ok()) return inserted.status();
+    return false;
+  }
+  pins_.push_back(b);
+  last_placed_ = b;
+  return true;
+}
+
+absl::Status TierChain::ReleasePins() {
+  std::vector<BlockId> pins = std::move(pins_);
+  pins_.clear();
+  std::reverse(pins.begin(), pins.end());
+  PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(pins));
+  return FlushDeferred();
+}
+
+absl::Status TierChain::FlushWriteThrough() {
+  std::vector<std::pair<BlockId, BlockHash>> pending = std::move(pending_);
+  pending_.clear();
+  pending_ids_.clear();
+  std::vector<KvTier*> targets;
+  for (const auto& t : tiers_) {
+    if (WritesThrough(*t) && t->store_options().threshold == 0) targets.push_back(t.get());
+  }
+  if (targets.empty() || pending.empty()) return FlushDeferred();
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  const size_t value_bytes = static_cast<size_t>(io_->value_bytes());
+  std::vector<std::byte> values(pending.size() * value_bytes);
+  std::vector<TierStoreItem> items;
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const auto& [block, hash] = pending[k];
+    if (pool_->FindCached(hash) != block) continue;  // removed again before it was computed
+    const auto value =
+        std::span<std::byte>(values).subspan(items.size() * value_bytes, value_bytes);
+    PAGEDKV_RETURN_IF_ERROR(io_->Read(block, value));
+    items.push_back({.block = {.hash = hash,
+                               .tokens = std::span<const TokenId>(block_tokens_)
+                                             .subspan(static_cast<size_t>(block) * bs, bs)},
+                     .value = value});
+  }
+  for (KvTier* t : targets) PAGEDKV_RETURN_IF_ERROR(t->Store(items));
+  return FlushDeferred();
+}
+
+}  // namespace pagedkv

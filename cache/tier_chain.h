@@ -1,0 +1,144 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// TierChain: the glue between a device pool and the KV tiers below it (host, then remote;
+// pagedkv/kv_tier.h), used by the engine (engine/runtime) and by serve-mode replay (with tiers
+// that hold no bytes). Block bytes move through a BlockValueIo (the engine's BlockKvCopier copies
+// a block's K/V pages through the backend; a simulation moves nothing), so this file holds no
+// device pointer. Three jobs, each called at a fixed point of a step:
+//   Onboard(request)   - before scheduling, for a request not yet admitted: walks its chain past
+//                        the device prefix hit through each tier in order, block by block; every
+//                        tier hit is copied into a newly allocated device block that is indexed
+//                        in the pool like a computed block (so the scheduler's GetComputedBlocks
+//                        counts it as a prefix hit). The device hit and the loaded blocks stay
+//                        pinned until ReleasePins() (called right after scheduling), so the
+//                        scheduler's own allocations cannot evict them first. A block loaded from
+//                        the remote tier is also stored in the host tier.
+//   (pool events)      - write-through tiers queue every block the pool caches; write-back tiers
+//                        copy a block out when the pool evicts it (its KV is intact then: the
+//                        step that reuses the block has not run yet). Blocks cached in the
+//                        current step are never written back before they are computed.
+//   FlushWriteThrough  - after the model ran: copies the queued blocks out to write-through tiers.
+// Store threshold k > 0: a block goes to a tier only once it was a device prefix hit k times
+// (counted in Onboard); write-through then stores it at that hit. The counts are kept for at most
+// max_tracked_hashes hashes (cleared when full, so a count can restart: a block then waits for k
+// more hits).
+//
+// Not thread-safe. The io, the pool and the tiers must outlive it.
+//
+// Example (engine.cc):
+//   TierChain tiers(std::move(kv_tiers), &copier, &pool);
+//   PAGEDKV_ASSIGN_OR_RETURN(TierHits hits, tiers->Onboard(cache_request));
+//   PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));
+//   PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
+//   ...  // run the model
+//   PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
+#ifndef PAGEDKV_CACHE_TIER_CHAIN_H_
+#define PAGEDKV_CACHE_TIER_CHAIN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/block_pool.h"
+#include "pagedkv/cache_request.h"
+#include "pagedkv/export.h"
+#include "pagedkv/kv_tier.h"
+
+namespace pagedkv {
+
+// Moves one block's value between a pool block and host memory. value_bytes() 0: nothing moves
+// (a simulation); Read and Write then get empty spans.
+class PAGEDKV_EXPORT BlockValueIo {
+ public:
+  virtual ~BlockValueIo() = default;
+  virtual int64_t value_bytes() const = 0;
+  // REQUIRES: out.size() == value_bytes(). Copies block `block`'s value into `out`.
+  virtual absl::Status Read(BlockId block, std::span<std::byte> out) = 0;
+  // REQUIRES: value.size() == value_bytes(). Copies `value` into block `block`.
+  virtual absl::Status Write(BlockId block, std::span<const std::byte> value) = 0;
+};
+
+// Blocks of one request loaded from each tier by Onboard.
+struct PAGEDKV_EXPORT TierHits {
+  int64_t device_blocks = 0;  // already in the device pool
+  int64_t host_blocks = 0;    // loaded from the tier named "host"
+  int64_t remote_blocks = 0;  // loaded from the tier named "remote"
+};
+
+class PAGEDKV_EXPORT TierChain {
+ public:
+  // `tiers`: top (host) first. REQUIRES: io and pool outlive the result.
+  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool);
+  ~TierChain();
+  TierChain(const TierChain&) = delete;
+  TierChain& operator=(const TierChain&) = delete;
+
+  // See the banner. `request` is the request's CacheRequest as the scheduler builds it. Errors
+  // only from the io's copies (the engine is then unusable) or the pool's bookkeeping.
+  absl::StatusOr<TierHits> Onboard(const CacheRequest& request);
+  // Unpins what Onboard pinned (tail first).
+  absl::Status ReleasePins();
+  // See the banner; also returns an error a pool-event copy met.
+  absl::Status FlushWriteThrough();
+
+  const std::vector<std::unique_ptr<KvTier>>& tiers() const { return tiers_; }
+  int64_t value_bytes() const { return io_->value_bytes(); }
+
+  static constexpr size_t kMaxTrackedHashes = size_t{1} << 20;
+
+ private:
+  // A write-back store read in a pool event, written to the tiers by FlushDeferred (outside
+  // any tier call, so a tier is never re-entered).
+  struct DeferredStore {
+    BlockHash hash;
+    int32_t hits = 0;
+    std::vector<TokenId> tokens;
+    std::vector<std::byte> value;
+  };
+  void OnPoolEvent(const KvEvent& event);
+  void WriteBack(const KvEvent& event);
+  absl::Status FlushDeferred();
+  // Device hits of `request` (verified like KvCacheManager's), counting each for the threshold.
+  absl::StatusOr<int64_t> DeviceHits(const CacheRequest& request, int64_t limit);
+  // Loads blocks [*next, limit) from `tier`; advances *next past the blocks it took.
+  absl::StatusOr<int64_t> LoadFrom(KvTier& tier, const CacheRequest& request, int64_t limit,
+                                   int64_t* next);
+  // Allocates a device block for block `i` of `request`, writes `value` and indexes it. False
+  // (nothing changed) when the pool has no room to spare or the hash is already cached.
+  absl::StatusOr<bool> Place(const CacheRequest& request, int64_t i,
+                             std::span<const std::byte> value);
+  // Stores `block`'s KV in `tier` now (reading it from the device).
+  absl::Status StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
+                               std::span<const TokenId> tokens);
+  int32_t NoteHit(const BlockHash& hash);
+  KvTier* Host() const;
+
+  std::vector<std::unique_ptr<KvTier>> tiers_;
+  BlockValueIo* io_;
+  BlockPool* pool_;
+  int listener_id_ = -1;
+  bool placing_ = false;              // inside Place: the pool's stored events are ours
+  std::vector<BlockId> pins_;         // pinned by Onboard, in pin order
+  BlockId last_placed_ = kNullBlock;  // the chain's last block during Onboard
+  std::vector<BlockId> device_run_;   // the device hit of the request being onboarded
+  bool device_run_pinned_ = false;
+  std::vector<DeferredStore> deferred_stores_;
+  std::vector<std::pair<BlockId, BlockHash>> pending_;  // cached this step, not computed yet
+  absl::flat_hash_set<BlockId> pending_ids_;
+  std::vector<TokenId> block_tokens_;  // [num_blocks, block_size]: tokens of cached blocks
+  absl::flat_hash_map<BlockHash, int32_t> hits_;  // device prefix hits per hash (threshold)
+  std::vector<std::byte> scratch_;                // one value
+  absl::Status deferred_;                         // first error met in a pool event
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_CACHE_TIER_CHAIN_H_

@@ -1,0 +1,80 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/runtime/block_kv_copier.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "pagedkv/block_hash.h"
+#include "pagedkv/dtype.h"
+#include "pagedkv/kernels/paged_kv_layout.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+
+BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
+  const PagedKvLayout& l = runner_->kv_layout(0);
+  page_bytes_ = l.PageElements() * DTypeSize(l.dtype);
+  value_bytes_ = int64_t{runner_->config().n_layers} * 2 * page_bytes_;
+  format_ = absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=", l.num_kv_heads,
+                         " head_dim=", l.head_dim, " token_stride=", l.TokenStride(),
+                         " head_stride=", l.HeadStride(), " layers=", runner_->config().n_layers,
+                         " block=", l.block_size);
+}
+
+TierValueFormat BlockKvCopier::value_format() const {
+  const PagedKvLayout& l = runner_->kv_layout(0);
+  return TierValueFormat{.dtype = static_cast<uint8_t>(l.dtype),
+                         .layout = 1,
+                         .block_size = l.block_size,
+                         .num_layers = runner_->config().n_layers,
+                         .value_bytes = value_bytes_,
+                         .layout_digest = RootHash("", format_).low};
+}
+
+absl::Status BlockKvCopier::Check(BlockId block, size_t bytes) const {
+  if (block < 0 || block >= runner_->kv_layout(0).num_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("BlockKvCopier: block ", block,
+                                                   " is outside the pool of ",
+                                                   runner_->kv_layout(0).num_blocks));
+  }
+  if (static_cast<int64_t>(bytes) != value_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("BlockKvCopier: a value of ", bytes,
+                                                   " bytes; a block's KV is ", value_bytes_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockKvCopier::Read(BlockId block, std::span<std::byte> out) {
+  PAGEDKV_RETURN_IF_ERROR(Check(block, out.size()));
+  std::byte* dst = out.data();
+  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+    const PagedKvLayout& l = runner_->kv_layout(layer);
+    const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
+    for (void* base : {l.k, l.v}) {
+      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToHost(
+          dst, static_cast<const std::byte*>(base) + offset, static_cast<size_t>(page_bytes_)));
+      dst += page_bytes_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockKvCopier::Write(BlockId block, std::span<const std::byte> value) {
+  PAGEDKV_RETURN_IF_ERROR(Check(block, value.size()));
+  const std::byte* src = value.data();
+  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+    const PagedKvLayout& l = runner_->kv_layout(layer);
+    const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
+    for (void* base : {l.k, l.v}) {
+      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToDevice(
+          static_cast<std::byte*>(base) + offset, src, static_cast<size_t>(page_bytes_)));
+      src += page_bytes_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv

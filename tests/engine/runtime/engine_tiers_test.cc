@@ -1,0 +1,203 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The engine with a host KV tier: a prefix the device pool lost comes back from the tier, counts
+// as a hit of the tier, and gives the same greedy tokens as a run without any cache.
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/model_weights.h"
+#include "tests/engine/model/tiny_llama2c.h"
+
+namespace pagedkv {
+namespace {
+
+using ::pagedkv::testing::MakeTinyLlama2c;
+using ::pagedkv::testing::TinyShape;
+using ::pagedkv::testing::WriteTempFile;
+using ::testing::HasSubstr;
+
+constexpr int kBlockSize = 4;
+constexpr int kNewTokens = 12;
+
+class EngineTiersTest : public ::testing::Test {
+ protected:
+  EngineTiersTest() {
+    TinyShape shape;
+    shape.seq_len = 96;
+    shape.shared_classifier = false;
+    const auto path =
+        WriteTempFile("engine_tiers_model.bin", MakeTinyLlama2c(shape, 41).FileBytes());
+    weights_ =
+        std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
+  }
+  static EngineOptions Options() {
+    EngineOptions o;
+    o.backend = BackendKind::kCpu;
+    o.block_size = kBlockSize;
+    o.num_kv_blocks = 64;
+    return o;
+  }
+  std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return std::move(e).value();
+  }
+  static std::vector<TokenId> Prompt(uint32_t seed, int n) {
+    std::mt19937 rng(seed);
+    std::vector<TokenId> t(static_cast<size_t>(n));
+    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
+    return t;
+  }
+  static GenerationResult Run(Engine& engine, const std::vector<TokenId>& prompt) {
+    GenerationRequest r;
+    r.prompt_tokens = prompt;
+    r.max_new_tokens = kNewTokens;
+    r.stop_at_eos = false;
+    absl::StatusOr<std::vector<GenerationResult>> out = engine.Generate({r});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? (*out)[0] : GenerationResult{};
+  }
+  // Greedy tokens of `prompt` on an engine without prefix caching.
+  std::vector<TokenId> Uncached(const std::vector<TokenId>& prompt) {
+    EngineOptions o = Options();
+    o.enable_prefix_caching = false;
+    return Run(*MakeEngine(o), prompt).output_tokens;
+  }
+  static TierStats HostStats(const Engine& engine) {
+    for (const auto& [name, s] : engine.tier_stats()) {
+      if (name == "host") return s;
+    }
+    ADD_FAILURE() << "no host tier";
+    return {};
+  }
+
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+TEST_F(EngineTiersTest, APrefixTheDeviceLostComesBackFromTheHostTierWithTheSameTokens) {
+  for (const char* policy : {"lru", "arc"}) {
+    SCOPED_TRACE(policy);
+    EngineOptions o = Options();
+    o.host_tier = {.capacity_blocks = 32, .policy = policy};
+    auto engine = MakeEngine(o);
+    const std::vector<TokenId> prompt = Prompt(5, 30);  // 7 full blocks reusable
+    const GenerationResult first = Run(*engine, prompt);
+    EXPECT_EQ(first.num_prefix_hit_tokens, 0);
+    engine->kv_cache_manager().ResetPrefixCache();  // the device forgets; the host tier keeps
+    const GenerationResult second = Run(*engine, prompt);
+    EXPECT_EQ(second.num_prefix_hit_tokens, 28);
+    EXPECT_EQ(second.num_host_hit_tokens, 28);
+    EXPECT_EQ(second.output_tokens, Uncached(prompt));
+    EXPECT_EQ(first.output_tokens, second.output_tokens);
+    const TierStats s = HostStats(*engine);
+    EXPECT_EQ(s.hit_blocks, 7);
+    EXPECT_GT(s.stored_blocks, 7);  // the prompt's blocks and the generated ones
+    EXPECT_EQ(engine->stats().num_host_hit_tokens, 28);
+  }
+}
+
+TEST_F(EngineTiersTest, WriteBackStoresBlocksOnlyWhenTheDeviceEvictsThem) {
+  EngineOptions o = Options();
+  o.num_kv_blocks = 16;
+  o.host_tier = {.capacity_blocks = 64, .store = {.rule = TierStoreRule::kWriteBack}};
+  auto engine = MakeEngine(o);
+  const std::vector<TokenId> prompt = Prompt(6, 30);
+  const GenerationResult first = Run(*engine, prompt);
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);
+  // Two other prompts fill the 16-block pool, evicting the first prompt's blocks.
+  Run(*engine, Prompt(7, 30));
+  Run(*engine, Prompt(8, 30));
+  EXPECT_GT(HostStats(*engine).stored_blocks, 0);
+  const GenerationResult again = Run(*engine, prompt);
+  EXPECT_GT(again.num_host_hit_tokens, 0);
+  EXPECT_EQ(again.num_prefix_hit_tokens, 28);
+  EXPECT_EQ(again.output_tokens, first.output_tokens);
+  EXPECT_EQ(again.output_tokens, Uncached(prompt));
+}
+
+TEST_F(EngineTiersTest, AStoreThresholdWaitsForReuse) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 64, .store = {.threshold = 1}};
+  auto engine = MakeEngine(o);
+  const std::vector<TokenId> prompt = Prompt(9, 22);  // 5 reusable blocks
+  const GenerationResult first = Run(*engine, prompt);
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);             // computed once: not reused yet
+  EXPECT_EQ(Run(*engine, prompt).num_prefix_hit_tokens, 20);  // device hit: reused once
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 5);
+  engine->kv_cache_manager().ResetPrefixCache();
+  const GenerationResult third = Run(*engine, prompt);
+  EXPECT_EQ(third.num_host_hit_tokens, 20);
+  EXPECT_EQ(third.output_tokens, first.output_tokens);
+}
+
+TEST_F(EngineTiersTest, AFullHostTierEvictsAndStaysCorrect) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 3};
+  auto engine = MakeEngine(o);
+  const std::vector<TokenId> prompt = Prompt(10, 30);
+  const GenerationResult first = Run(*engine, prompt);
+  const TierStats s = HostStats(*engine);
+  EXPECT_EQ(s.resident_blocks, 3);
+  EXPECT_GT(s.evictions, 0);
+  engine->kv_cache_manager().ResetPrefixCache();
+  const GenerationResult second = Run(*engine, prompt);
+  // The oldest blocks (the chain's head) were evicted: nothing along the chain is found.
+  EXPECT_EQ(second.num_host_hit_tokens, 0);
+  EXPECT_EQ(second.output_tokens, first.output_tokens);
+}
+
+TEST_F(EngineTiersTest, SaltsIsolateInTheHostTier) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 64};
+  auto engine = MakeEngine(o);
+  const std::vector<TokenId> prompt = Prompt(11, 30);
+  GenerationRequest r{.prompt_tokens = prompt, .max_new_tokens = 4, .cache_salt = "tenant-a"};
+  ASSERT_TRUE(engine->Generate({r}).ok());
+  engine->kv_cache_manager().ResetPrefixCache();
+  r.cache_salt = "tenant-b";
+  absl::StatusOr<std::vector<GenerationResult>> other = engine->Generate({r});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)[0].num_prefix_hit_tokens, 0);
+  r.cache_salt = "tenant-a";
+  engine->kv_cache_manager().ResetPrefixCache();
+  absl::StatusOr<std::vector<GenerationResult>> same = engine->Generate({r});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ((*same)[0].num_host_hit_tokens, 28);
+}
+
+TEST_F(EngineTiersTest, EventsCarryTheMediumOfTheirTier) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 64};
+  auto engine = MakeEngine(o);
+  int device = 0, host = 0;
+  const int id = engine->AddEventListener([&](const KvEvent& e) {
+    if (e.type != KvEventType::kBlockStored) return;
+    if (e.medium.empty()) ++device;
+    if (e.medium == "CPU") ++host;
+  });
+  Run(*engine, Prompt(12, 22));
+  EXPECT_GT(device, 0);
+  EXPECT_EQ(host, device);  // write-through: every cached block also went to the host tier
+  EXPECT_TRUE(engine->RemoveEventListener(id));
+  EXPECT_FALSE(engine->RemoveEventListener(id));
+}
+
+TEST_F(EngineTiersTest, BadTierOptionsAreInvalidArgument) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 8, .policy = "clock"};
+  EXPECT_THAT(Engine::Create(weights_, o).status().message(), HasSubstr("\"lru\" or \"arc\""));
+  o.host_tier = {.capacity_blocks = 8};
+  o.enable_prefix_caching = false;
+  EXPECT_THAT(Engine::Create(weights_, o).status().message(), HasSubstr("enable_prefix_caching"));
+}
+
+}  // namespace
+}  // namespace pagedkv
