@@ -89,11 +89,11 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_option("--host-capacity-blocks", config->host_capacity_blocks,
                   "Cache mode: a simulated host-memory KV tier of this many blocks below the pool "
                   "(0 = none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   sub->add_option("--remote-capacity-blocks", config->remote_capacity_blocks,
                   "Cache mode: a simulated shared (remote) KV tier of this many blocks below the "
                   "host tier (0 = none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   sub->add_option("--tier-policy", config->tier_policy, "Eviction policy of the tiers: lru or arc")
       ->capture_default_str();
   sub->add_option("--host-store", config->host_store,
