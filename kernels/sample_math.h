@@ -29,6 +29,16 @@ PAGEDKV_HD double SampleUniform(uint64_t seed, uint64_t counter) {
   return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// Temperatures below this sample greedily (argmax), as vLLM does (its _SAMPLING_EPS): dividing
+// logits by a smaller one overflows float (1 / 1e-39 is inf, and 0 * inf is NaN), and the
+// distribution it would give is the argmax's to float precision anyway.
+inline constexpr float kMinSamplingTemperature = 1e-5f;
+
+// True when `temperature` means greedy decoding: <= 0, or below kMinSamplingTemperature.
+PAGEDKV_HD bool IsGreedyTemperature(float temperature) {
+  return temperature < kMinSamplingTemperature;
+}
+
 }  // namespace pagedkv
 
 #endif  // PAGEDKV_KERNELS_SAMPLE_MATH_H_

@@ -157,7 +157,7 @@ struct PAGEDKV_EXPORT EngineOptions {
 
 // How to pick each next token.
 struct PAGEDKV_EXPORT SamplingOptions {
-  float temperature = 0.0f;  // <= 0: greedy (argmax)
+  float temperature = 0.0f;  // < 1e-5 (incl. <= 0): greedy (argmax), as in vLLM
   float top_p = 1.0f;        // nucleus sampling mass in (0, 1]
   uint64_t seed = 0;         // random stream of this request (same seed, same tokens)
 };

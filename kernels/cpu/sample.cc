@@ -118,8 +118,9 @@ absl::Status Sample(const SampleArgs& args) {
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     const float* row = args.logits + s * args.vocab_size;
     const SamplingParams& p = args.params[s];
-    args.out_tokens[s] = p.temperature <= 0.0f ? Argmax(row, args.vocab_size)
-                                               : SampleRow(row, args.vocab_size, p, probs, work);
+    args.out_tokens[s] = IsGreedyTemperature(p.temperature)
+                             ? Argmax(row, args.vocab_size)
+                             : SampleRow(row, args.vocab_size, p, probs, work);
   }
   return absl::OkStatus();
 }

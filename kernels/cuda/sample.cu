@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   if (!SamplingParamsValid(params)) return;
   const float* row = a.logits + s * a.vocab_size;
   const ArgMaxPair best = RowArgMax(row, a.vocab_size, shared);
-  if (params.temperature <= 0.0f) {
+  if (IsGreedyTemperature(params.temperature)) {
     if (threadIdx.x == 0) a.out_tokens[s] = best.index;
     return;
   }

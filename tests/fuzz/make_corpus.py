@@ -94,6 +94,82 @@ def event_seeds(out):
     write(out + "/kv_event_decode", "array", msgpack.packb(array))
 
 
+def safetensors_file(tensors, metadata=None):
+    """A safetensors file: u64 header length, JSON header, then the tensors' bytes."""
+    import json
+    header, data = {}, b""
+    for name, (dtype, shape, payload) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def hf_seeds(out):
+    import json
+    f32 = struct.pack("<6f", 0.5, -1, 2, 0.25, 3, -0.5)
+    write(out + "/safetensors", "f32", safetensors_file(
+        {"w": ("F32", [2, 3], f32)}, {"format": "pt"}))
+    write(out + "/safetensors", "mixed", safetensors_file(
+        {"a": ("F16", [2], struct.pack("<2e", 1.5, -2)),
+         "b": ("BF16", [2], b"\x80\x3f\x00\xc0"), "c": ("F32", [1], struct.pack("<f", 7))}))
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 16, "intermediate_size": 32,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "vocab_size": 32, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "tie_word_embeddings": True,
+              "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}
+    generation = {"eos_token_id": [2, 3]}
+    write(out + "/hf_config", "llama3",
+          json.dumps(config).encode() + b"\xff\xfe" + json.dumps(generation).encode())
+    qwen = dict(config, architectures=["Qwen2ForCausalLM"], rope_scaling=None)
+    write(out + "/hf_config", "qwen2", json.dumps(qwen).encode())
+    sentencepiece = {
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": True, "normalized": False,
+                          "single_word": False, "lstrip": False, "rstrip": False},
+                         {"id": 1, "content": "<s>", "special": True, "normalized": False,
+                          "single_word": False, "lstrip": False, "rstrip": False}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1],
+                                                                   "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ",
+                                                       "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "byte_fallback": True,
+                  "fuse_unk": True, "ignore_merges": False,
+                  "vocab": {"<unk>": 0, "<s>": 1, "\u2581": 2, "a": 3, "b": 4, "\u2581a": 5,
+                            "ab": 6, "<0x41>": 7},
+                  "merges": ["\u2581 a", "a b"]}}
+    write(out + "/hf_tokenizer", "sentencepiece",
+          json.dumps(sentencepiece).encode() + b"\xff\xfe" + b"ab a b\xc3\xa9A")
+    bytelevel = {
+        "added_tokens": [{"id": 5, "content": "<|end|>", "special": True, "normalized": False,
+                          "single_word": False, "lstrip": False, "rstrip": False}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+                           "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": False,
+                  "fuse_unk": False, "ignore_merges": False,
+                  "vocab": {"a": 0, "b": 1, "\u0120": 2, "\u0120a": 3, "ab": 4},
+                  "merges": [["\u0120", "a"], ["a", "b"]]}}
+    write(out + "/hf_tokenizer", "bytelevel",
+          json.dumps(bytelevel).encode() + b"\xff\xfe" + b"ab a<|end|> b")
+
+
 def op_seeds(out):
     rng = random.Random(7)
     for target in ["block_pool", "kv_cache_manager", "chunk_index", "scheduler"]:
@@ -109,6 +185,7 @@ def main():
     tokenizer_seeds(out)
     checkpoint_seeds(out)
     event_seeds(out)
+    hf_seeds(out)
     op_seeds(out)
     print(f"make_corpus: seeds written to {out}")
 

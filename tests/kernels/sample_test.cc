@@ -47,6 +47,27 @@ TEST(SampleTest, GreedyPicksLowestIndexOfTheMaximumPerRow) {
   EXPECT_EQ(out, (std::vector<int32_t>{1, 1}));
 }
 
+// A temperature too small to divide by (1 / 1e-39 overflows to inf, and 0 * inf is NaN) samples
+// greedily, as every temperature below kMinSamplingTemperature does; before, it drew from NaN
+// probabilities and returned one token over and over.
+TEST(SampleTest, TinyTemperatureIsGreedy) {
+  const std::vector<float> logits = {0.1f, 3.0f, 2.9f, -1.0f};
+  for (float temperature : {1e-39f, 1e-30f, 9e-6f, -1.0f}) {
+    for (uint64_t counter = 0; counter < 20; ++counter) {
+      const SamplingParams params{.temperature = temperature, .seed = 5, .counter = counter};
+      int32_t out = -1;
+      ASSERT_TRUE(cpu::Sample({.logits = logits.data(),
+                               .params = &params,
+                               .out_tokens = &out,
+                               .num_seqs = 1,
+                               .vocab_size = 4})
+                      .ok());
+      EXPECT_EQ(out, 1) << "temperature " << temperature;
+    }
+  }
+  EXPECT_FALSE(IsGreedyTemperature(kMinSamplingTemperature));
+}
+
 TEST(SampleTest, TemperatureFrequenciesFollowTheSoftmax) {
   const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f};
   const float temperature = 0.8f;

@@ -159,7 +159,7 @@ struct PAGEDKV_EXPORT PagedAttentionArgs {
 
 // Per-sequence sampling settings.
 struct PAGEDKV_EXPORT SamplingParams {
-  float temperature = 0.0f;  // <= 0: greedy (argmax, lowest index on ties)
+  float temperature = 0.0f;  // < 1e-5 (incl. <= 0): greedy (argmax, lowest index on ties)
   float top_p = 1.0f;        // nucleus mass in (0, 1]: keep tokens with p >= the p where the
                              // descending cumulative mass first reaches top_p
   uint64_t seed = 0;         // random stream of the request
