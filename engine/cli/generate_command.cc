@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/flag_checks.h"
 #include "engine/cli/kv_events_flags.h"
 #include "engine/cli/tier_flags.h"
 #include "pagedkv/engine.h"
@@ -39,6 +42,7 @@ struct GenerateFlags {
   std::string model;
   std::string tokenizer;
   std::vector<std::string> prompts;
+  std::vector<std::string> prompt_files;  // each file's text is one prompt
   float temperature = 0.0f;
   float top_p = 1.0f;
   uint64_t seed = 1;
@@ -120,7 +124,7 @@ std::string StepSizes(const EngineStats& s) {
   return absl::StrJoin(parts, ", ");
 }
 
-absl::Status RunGenerate(const GenerateFlags& flags) {
+absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
   options.num_threads = flags.threads;
@@ -137,79 +141,111 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
         "generate: the model '", flags.model,
         "' has no tokenizer: pass --tokenizer (llama2.c), or add tokenizer.json to the directory"));
   }
-  const Tokenizer& tok = *engine->tokenizer();
+  return engine;
+}
 
+// The prompts of --prompt and --prompt-file (each file is one prompt, read whole), or BOS alone.
+absl::StatusOr<std::vector<std::string>> PromptTexts(const GenerateFlags& flags) {
   std::vector<std::string> prompts = flags.prompts;
+  for (const std::string& path : flags.prompt_files) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return absl::NotFoundError(absl::StrCat("cannot read --prompt-file ", path));
+    }
+    prompts.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
   if (prompts.empty()) prompts.push_back("");
+  return prompts;
+}
+
+absl::StatusOr<std::vector<GenerationRequest>> BuildRequests(const GenerateFlags& flags,
+                                                             const Engine& engine) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<std::string> prompts, PromptTexts(flags));
   std::vector<GenerationRequest> requests;
   for (const std::string& text : prompts) {
     GenerationRequest r;
-    PAGEDKV_ASSIGN_OR_RETURN(r.prompt_tokens, tok.Encode(text));
+    PAGEDKV_ASSIGN_OR_RETURN(r.prompt_tokens, engine.tokenizer()->Encode(text));
     r.max_new_tokens = flags.max_new_tokens;
     if (r.max_new_tokens == 0) {
       // Up to the end of the context: the last sampled token needs no position.
-      r.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(
-          1, engine->context_length() + 1 - static_cast<int64_t>(r.prompt_tokens.size())));
+      r.max_new_tokens = static_cast<int32_t>(std::clamp<int64_t>(
+          engine.context_length() + 1 - static_cast<int64_t>(r.prompt_tokens.size()), 1,
+          INT32_MAX));
     }
     r.sampling = {.temperature = flags.temperature,
                   .top_p = flags.top_p,
                   .seed = flags.seed + requests.size()};
     requests.push_back(std::move(r));
   }
+  return requests;
+}
 
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> publisher,
-                           MakeKvEventPublisher(flags.events));
+// Runs the requests, as one batch or --sequential, publishing KV events when asked.
+absl::StatusOr<std::vector<GenerationResult>> RunRequests(const GenerateFlags& flags,
+                                                          Engine& engine,
+                                                          std::vector<GenerationRequest> requests,
+                                                          KvEventPublisher* publisher) {
+  auto run = [&](std::vector<GenerationRequest> batch) {
+    return publisher != nullptr ? GenerateWithEvents(engine, std::move(batch), *publisher)
+                                : engine.Generate(std::move(batch));
+  };
+  if (!flags.sequential) return run(std::move(requests));
   std::vector<GenerationResult> results;
-  if (publisher != nullptr) {
-    if (flags.sequential) {
-      for (GenerationRequest& r : requests) {
-        PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> one,
-                                 GenerateWithEvents(*engine, {r}, *publisher));
-        results.push_back(std::move(one[0]));
-      }
-    } else {
-      PAGEDKV_ASSIGN_OR_RETURN(results,
-                               GenerateWithEvents(*engine, std::move(requests), *publisher));
-    }
-  } else if (flags.sequential) {
-    for (GenerationRequest& r : requests) {
-      PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> one, engine->Generate({r}));
-      results.push_back(std::move(one[0]));
-    }
-  } else {
-    PAGEDKV_ASSIGN_OR_RETURN(results, engine->Generate(std::move(requests)));
+  for (GenerationRequest& r : requests) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> one, run({std::move(r)}));
+    results.push_back(std::move(one[0]));
   }
+  return results;
+}
 
-  if (flags.json) std::cout << GenerateJson(*engine, results).dump() << "\n";
-  for (size_t i = 0; i < results.size() && !flags.json; ++i) {
+absl::Status PrintResults(const GenerateFlags& flags, const Engine& engine,
+                          const std::vector<GenerationResult>& results) {
+  for (size_t i = 0; i < results.size(); ++i) {
     const GenerationResult& r = results[i];
     if (results.size() > 1) std::cout << "--- prompt " << i + 1 << " ---\n";
-    PAGEDKV_ASSIGN_OR_RETURN(std::string prompt_text, tok.Decode(r.prompt_tokens));
+    PAGEDKV_ASSIGN_OR_RETURN(std::string prompt_text, engine.tokenizer()->Decode(r.prompt_tokens));
     std::cout << prompt_text << r.text << "\n";
     if (flags.print_ids) {
       std::cout << "prompt ids: " << absl::StrJoin(r.prompt_tokens, " ") << "\n";
       std::cout << "output ids: " << absl::StrJoin(r.output_tokens, " ") << "\n";
     }
   }
-  if (flags.stats && !flags.json) {
-    const EngineStats& s = engine->stats();
-    const double hit_pct =
-        s.num_prompt_tokens > 0 ? 100.0 * s.num_prefix_hit_tokens / s.num_prompt_tokens : 0.0;
-    std::cout << "--- stats ---\n";
-    std::cout << "backend: " << engine->backend_name() << ", model: " << engine->config().ToString()
-              << "\n";
-    std::cout << absl::StrCat("requests: ", s.num_requests, ", steps: ", s.num_steps,
-                              ", preemptions: ", s.num_preemptions, "\n");
-    std::cout << absl::StrCat("prompt tokens: ", s.num_prompt_tokens,
-                              ", prefix-cache hits: ", s.num_prefix_hit_tokens, " tokens (",
-                              absl::StrFormat("%.1f", hit_pct), "%)",
-                              ", tokens computed: ", s.num_computed_tokens, "\n");
-    const double tps = s.busy_seconds > 0 ? s.num_generated_tokens / s.busy_seconds : 0.0;
-    const double cps = s.busy_seconds > 0 ? s.num_computed_tokens / s.busy_seconds : 0.0;
-    std::cout << absl::StrFormat(
-        "generated tokens: %d in %.3f s: %.1f tokens/s generated, %.1f tokens/s computed\n",
-        s.num_generated_tokens, s.busy_seconds, tps, cps);
-    std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
+  return absl::OkStatus();
+}
+
+void PrintStats(const Engine& engine) {
+  const EngineStats& s = engine.stats();
+  const double hit_pct =
+      s.num_prompt_tokens > 0 ? 100.0 * s.num_prefix_hit_tokens / s.num_prompt_tokens : 0.0;
+  std::cout << "--- stats ---\n";
+  std::cout << "backend: " << engine.backend_name() << ", model: " << engine.config().ToString()
+            << "\n";
+  std::cout << absl::StrCat("requests: ", s.num_requests, ", steps: ", s.num_steps,
+                            ", preemptions: ", s.num_preemptions, "\n");
+  std::cout << absl::StrCat("prompt tokens: ", s.num_prompt_tokens,
+                            ", prefix-cache hits: ", s.num_prefix_hit_tokens, " tokens (",
+                            absl::StrFormat("%.1f", hit_pct), "%)",
+                            ", tokens computed: ", s.num_computed_tokens, "\n");
+  const double tps = s.busy_seconds > 0 ? s.num_generated_tokens / s.busy_seconds : 0.0;
+  const double cps = s.busy_seconds > 0 ? s.num_computed_tokens / s.busy_seconds : 0.0;
+  std::cout << absl::StrFormat(
+      "generated tokens: %d in %.3f s: %.1f tokens/s generated, %.1f tokens/s computed\n",
+      s.num_generated_tokens, s.busy_seconds, tps, cps);
+  std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
+}
+
+absl::Status RunGenerate(const GenerateFlags& flags) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, LoadEngine(flags));
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationRequest> requests, BuildRequests(flags, *engine));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> publisher,
+                           MakeKvEventPublisher(flags.events));
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> results,
+                           RunRequests(flags, *engine, std::move(requests), publisher.get()));
+  if (flags.json) {
+    std::cout << GenerateJson(*engine, results).dump() << "\n";
+  } else {
+    PAGEDKV_RETURN_IF_ERROR(PrintResults(flags, *engine, results));
+    if (flags.stats) PrintStats(*engine);
   }
   if (publisher != nullptr) {
     std::cout.flush();
@@ -238,11 +274,17 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                   "tokenizer.json unless this names another)");
   cmd->add_option("--prompt", flags->prompts,
                   "prompt text; repeat for several prompts, run as one batch (none: BOS alone)");
-  cmd->add_option("--temperature", flags->temperature, "0 = greedy (default)");
-  cmd->add_option("--top-p", flags->top_p, "nucleus sampling mass in (0, 1]");
+  cmd->add_option("--prompt-file", flags->prompt_files,
+                  "a file whose whole text is one prompt (for prompts past a command line's "
+                  "limit); repeatable, after the --prompt ones");
+  cmd->add_option("--temperature", flags->temperature,
+                  "0 = greedy (default); >= 0, values below 1e-5 are greedy too (as in vLLM)")
+      ->check(NonNegativeNumber());
+  cmd->add_option("--top-p", flags->top_p, "nucleus sampling mass in (0, 1]")->check(Fraction());
   cmd->add_option("--seed", flags->seed, "sampling seed (prompt i uses seed + i)");
   cmd->add_option("-n,--max-new-tokens", flags->max_new_tokens,
-                  "tokens to generate per prompt (0 = up to the model's context)");
+                  "tokens to generate per prompt (0 = up to the model's context)")
+      ->check(NonNegativeNumber());
   cmd->add_flag("--print-ids", flags->print_ids, "also print prompt and output token ids");
   cmd->add_flag("--stats", flags->stats,
                 "print prefix-cache hits, tokens/s and per-step batch sizes");
@@ -253,11 +295,15 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
                 "allow positions past the model's trained context");
   cmd->add_option("--backend", flags->backend, "auto, cpu or cuda");
   cmd->add_option("--threads", flags->threads,
-                  "CPU backend threads, 0 = all hardware threads (default); same output for any");
-  cmd->add_option("--block-size", flags->block_size, "tokens per KV block");
-  cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)");
+                  "CPU backend threads, 0 = all hardware threads (default); same output for any")
+      ->check(NumberIn(0, 1024));
+  cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
+      ->check(PositiveNumber());
+  cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)")
+      ->check(NonNegativeNumber());
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
-                  "token budget per step (smaller = chunked prefill)");
+                  "token budget per step (smaller = chunked prefill)")
+      ->check(PositiveNumber());
   cmd->add_flag("--json", flags->json,
                 "print one JSON object: the outputs and the statistics (prompt_tokens, "
                 "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
