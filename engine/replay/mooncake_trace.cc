@@ -32,6 +32,78 @@ struct ParsedLine {
 
 std::string JsonError(simdjson::error_code err) { return simdjson::error_message(err); }
 
+// Which of the required fields a line had.
+struct FieldsSeen {
+  bool timestamp = false, input_length = false, output_length = false, hash_ids = false;
+};
+
+absl::Status ParseTimestamp(od::value& value, ParsedLine* out) {
+  double ts = 0;
+  if (auto err = value.get_double().get(ts)) {
+    return absl::InvalidArgumentError("\"timestamp\" must be a number: " + JsonError(err));
+  }
+  if (!std::isfinite(ts) || ts < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("\"timestamp\" must be >= 0 (got %g)", ts));
+  }
+  out->timestamp = ts;
+  return absl::OkStatus();
+}
+
+// input_length in [1, 2^31] or output_length >= 0.
+absl::Status ParseLength(std::string_view key, od::value& value, ParsedLine* out) {
+  int64_t v = 0;
+  if (auto err = value.get_int64().get(v)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("\"%s\" must be an integer: %s", key, JsonError(err)));
+  }
+  const bool input = key == "input_length";
+  if (input ? (v <= 0 || v > kMaxInputLength) : v < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("\"%s\" must be %s (got %d)", key, input ? "in [1, 2^31]" : ">= 0", v));
+  }
+  (input ? out->input_length : out->output_length) = v;
+  return absl::OkStatus();
+}
+
+absl::Status ParseHashIds(od::value& value, ParsedLine* out) {
+  od::array arr;
+  if (auto err = value.get_array().get(arr)) {
+    return absl::InvalidArgumentError("\"hash_ids\" must be an array: " + JsonError(err));
+  }
+  for (auto element : arr) {
+    uint64_t id = 0;
+    if (auto err = element.get_uint64().get(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("\"hash_ids\"[%d] must be a non-negative integer: %s",
+                          out->hash_ids.size(), JsonError(err)));
+    }
+    out->hash_ids.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+// One field of the line's object; fields other than the four are ignored.
+absl::Status ParseField(od::field& field, ParsedLine* out, FieldsSeen* seen) {
+  std::string_view key;
+  if (auto err = field.unescaped_key().get(key)) {
+    return absl::InvalidArgumentError("malformed key: " + JsonError(err));
+  }
+  od::value& value = field.value();
+  if (key == "timestamp") {
+    seen->timestamp = true;
+    return ParseTimestamp(value, out);
+  }
+  if (key == "input_length" || key == "output_length") {
+    (key == "input_length" ? seen->input_length : seen->output_length) = true;
+    return ParseLength(key, value, out);
+  }
+  if (key == "hash_ids") {
+    seen->hash_ids = true;
+    return ParseHashIds(value, out);
+  }
+  return absl::OkStatus();
+}
+
 // Parses one non-blank line held in `padded` (len bytes of JSON followed by padding).
 absl::Status ParseLine(od::parser& parser, const std::string& padded, size_t len, ParsedLine* out) {
   od::document doc;
@@ -44,66 +116,22 @@ absl::Status ParseLine(od::parser& parser, const std::string& padded, size_t len
         (err == simdjson::INCORRECT_TYPE ? "expected a JSON object: " : "not valid JSON: ") +
         JsonError(err));
   }
-  bool has_ts = false, has_in = false, has_out = false, has_ids = false;
+  FieldsSeen seen;
   out->hash_ids.clear();
   for (auto field : obj) {
-    std::string_view key;
-    if (auto err = field.unescaped_key().get(key)) {
-      return absl::InvalidArgumentError("malformed key: " + JsonError(err));
+    od::field parsed;
+    if (auto err = std::move(field).get(parsed)) {
+      return absl::InvalidArgumentError("malformed field: " + JsonError(err));
     }
-    od::value value;
-    if (auto err = field.value().get(value)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("malformed value of \"%s\": %s", key, JsonError(err)));
-    }
-    if (key == "timestamp") {
-      double ts = 0;
-      if (auto err = value.get_double().get(ts)) {
-        return absl::InvalidArgumentError("\"timestamp\" must be a number: " + JsonError(err));
-      }
-      if (!std::isfinite(ts) || ts < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("\"timestamp\" must be >= 0 (got %g)", ts));
-      }
-      out->timestamp = ts;
-      has_ts = true;
-    } else if (key == "input_length" || key == "output_length") {
-      int64_t v = 0;
-      if (auto err = value.get_int64().get(v)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("\"%s\" must be an integer: %s", key, JsonError(err)));
-      }
-      const bool input = key == "input_length";
-      if (input ? (v <= 0 || v > kMaxInputLength) : v < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("\"%s\" must be %s (got %d)", key, input ? "in [1, 2^31]" : ">= 0", v));
-      }
-      (input ? out->input_length : out->output_length) = v;
-      (input ? has_in : has_out) = true;
-    } else if (key == "hash_ids") {
-      od::array arr;
-      if (auto err = value.get_array().get(arr)) {
-        return absl::InvalidArgumentError("\"hash_ids\" must be an array: " + JsonError(err));
-      }
-      for (auto element : arr) {
-        uint64_t id = 0;
-        if (auto err = element.get_uint64().get(id)) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("\"hash_ids\"[%d] must be a non-negative integer: %s",
-                              out->hash_ids.size(), JsonError(err)));
-        }
-        out->hash_ids.push_back(id);
-      }
-      has_ids = true;
-    }
+    PAGEDKV_RETURN_IF_ERROR(ParseField(parsed, out, &seen));
   }
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) == simdjson::SUCCESS) {
     return absl::InvalidArgumentError("unexpected content after the JSON object");
   }
   for (auto [present, name] :
-       {std::pair{has_ts, "timestamp"}, std::pair{has_in, "input_length"},
-        std::pair{has_out, "output_length"}, std::pair{has_ids, "hash_ids"}}) {
+       {std::pair{seen.timestamp, "timestamp"}, std::pair{seen.input_length, "input_length"},
+        std::pair{seen.output_length, "output_length"}, std::pair{seen.hash_ids, "hash_ids"}}) {
     if (!present) {
       return absl::InvalidArgumentError(absl::StrFormat("missing field \"%s\"", name));
     }
