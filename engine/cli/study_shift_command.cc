@@ -28,6 +28,7 @@
 #include "pagedkv/model_config.h"
 #include "pagedkv/model_source.h"
 #include "pagedkv/model_weights.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv::cli {
 namespace {
@@ -149,19 +150,10 @@ absl::Status WriteCsvs(const ShiftStudyReport& report, const std::filesystem::pa
   return absl::OkStatus();
 }
 
-// Three panels: key error per layer (first dtype, one line per shift); drift per dtype and form;
-// KL per variant (first dtype) against the shift.
-absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& o,
-                       const std::filesystem::path& dir, int32_t layers,
-                       const std::string& model_name) {
+// Panel 1: key error per layer (first dtype, one line per shift).
+void PlotKeyErrors(const ShiftStudyReport& report, const ShiftStudyOptions& o, int32_t layers,
+                   std::ostream& gp) {
   const DType first = o.dtypes.front();
-  std::ofstream gp(dir / "study_shift.gp");
-  gp << "set terminal pngcairo size 1500,460 font ',10'\n";
-  gp << "set output '" << (dir / "study_shift.png").string() << "'\n";
-  gp << "set multiplot layout 1,3 title 'pagedkv study-shift: " << model_name << " (chunk "
-     << o.chunk_length << " tokens at p0 = " << o.chunk_position << ")' noenhanced\n";
-  gp << "set logscale y\nset format y '10^{%L}'\nset key outside bottom center horizontal\n";
-  // Panel 1.
   gp << "set title 'rel. RMS key error vs fresh, per layer (" << DTypeName(first) << ")'\n";
   gp << "set xlabel 'layer'\nset xtics 1\n";
   std::vector<std::string> plots;
@@ -178,10 +170,13 @@ absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& 
   }
   gp << "set xrange [-0.2:" << layers - 0.8 << "]\n";
   gp << "plot " << absl::StrJoin(plots, ", ") << "\n";
-  // Panel 2.
+}
+
+// Panel 2: drift per dtype and form.
+void PlotDrift(const ShiftStudyReport& report, const ShiftStudyOptions& o, std::ostream& gp) {
   gp << "set title 'drift after n shifts of " << o.drift_step << " (layer-0 keys)'\n";
   gp << "set xlabel 'successive shifts n'\nset logscale x 2\nset xtics auto\nset autoscale x\n";
-  plots.clear();
+  std::vector<std::string> plots;
   int block = 0;
   for (DType dtype : o.dtypes) {
     for (const char* form : {"compose", "delta"}) {
@@ -198,12 +193,15 @@ absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& 
     }
   }
   gp << "plot " << absl::StrJoin(plots, ", ") << "\n";
-  // Panel 3.
+}
+
+// Panel 3: KL per variant (first dtype) against the shift.
+void PlotQuality(const ShiftStudyReport& report, const ShiftStudyOptions& o, std::ostream& gp) {
+  const DType first = o.dtypes.front();
   gp << "unset logscale x\n";
   gp << "set title 'KL(full || variant) on the continuation (" << DTypeName(first) << ")'\n";
   gp << "set xlabel 'shift p1 - p0'\n";
-  plots.clear();
-  std::vector<std::string> variants;
+  std::vector<std::string> variants, plots;
   for (const QualityRow& r : report.quality) {
     if (std::find(variants.begin(), variants.end(), r.variant) == variants.end()) {
       variants.push_back(r.variant);
@@ -220,6 +218,21 @@ absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& 
     plots.push_back(absl::StrFormat("$q%d using 1:2 with linespoints title '%s'", v, variants[v]));
   }
   gp << "plot " << absl::StrJoin(plots, ", ") << "\n";
+}
+
+// The three panels side by side, drawn by gnuplot into study_shift.png.
+absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& o,
+                       const std::filesystem::path& dir, int32_t layers,
+                       const std::string& model_name) {
+  std::ofstream gp(dir / "study_shift.gp");
+  gp << "set terminal pngcairo size 1500,460 font ',10'\n";
+  gp << "set output '" << (dir / "study_shift.png").string() << "'\n";
+  gp << "set multiplot layout 1,3 title 'pagedkv study-shift: " << model_name << " (chunk "
+     << o.chunk_length << " tokens at p0 = " << o.chunk_position << ")' noenhanced\n";
+  gp << "set logscale y\nset format y '10^{%L}'\nset key outside bottom center horizontal\n";
+  PlotKeyErrors(report, o, layers, gp);
+  PlotDrift(report, o, gp);
+  PlotQuality(report, o, gp);
   gp << "unset multiplot\n";
   gp.close();
   const std::string command = absl::StrCat("gnuplot '", (dir / "study_shift.gp").string(), "'");
@@ -229,74 +242,75 @@ absl::Status WritePlot(const ShiftStudyReport& report, const ShiftStudyOptions& 
   return absl::OkStatus();
 }
 
-int Run(StudyShiftFlags& flags) {
+// Fills the study's backend, dtypes and variants from their flag names.
+absl::Status ApplyFlagNames(StudyShiftFlags& flags) {
   ShiftStudyOptions& o = flags.study;
-  absl::StatusOr<BackendKind> backend = ParseBackendKind(flags.backend);
-  if (!backend.ok()) {
-    std::cerr << "study-shift: " << backend.status().message() << "\n";
-    return 2;
-  }
-  o.backend = *backend;
+  PAGEDKV_ASSIGN_OR_RETURN(o.backend, ParseBackendKind(flags.backend));
   o.dtypes.clear();
   for (const std::string& name : flags.dtypes) {
-    absl::StatusOr<DType> dtype = ParseDType(name);
-    if (!dtype.ok()) {
-      std::cerr << "study-shift: " << dtype.status().message() << "\n";
-      return 2;
-    }
-    o.dtypes.push_back(*dtype);
+    PAGEDKV_ASSIGN_OR_RETURN(DType dtype, ParseDType(name));
+    o.dtypes.push_back(dtype);
   }
   o.variants.clear();
   for (const std::string& name : flags.variants) {
-    absl::StatusOr<ShiftVariant> variant = ParseShiftVariant(name);
-    if (!variant.ok()) {
-      std::cerr << "study-shift: " << variant.status().message() << "\n";
-      return 2;
-    }
-    o.variants.push_back(*variant);
+    PAGEDKV_ASSIGN_OR_RETURN(ShiftVariant variant, ParseShiftVariant(name));
+    o.variants.push_back(variant);
   }
+  return absl::OkStatus();
+}
+
+// --model's weights, or the built-in random model.
+absl::Status LoadStudyWeights(StudyShiftFlags& flags) {
   if (flags.model.empty()) {
-    absl::StatusOr<ModelWeights> weights =
-        ModelWeights::Random(BuiltinConfig(), {.seed = 1, .embedding_scale = 0.1f});
-    if (!weights.ok()) {
-      std::cerr << "study-shift: " << weights.status().message() << "\n";
-      return 2;
-    }
-    o.weights = std::make_shared<const ModelWeights>(*std::move(weights));
+    PAGEDKV_ASSIGN_OR_RETURN(
+        ModelWeights weights,
+        ModelWeights::Random(BuiltinConfig(), {.seed = 1, .embedding_scale = 0.1f}));
+    flags.study.weights = std::make_shared<const ModelWeights>(std::move(weights));
     std::cout << "(no --model: the built-in random-weights model)\n";
-  } else {
-    absl::StatusOr<LoadedModel> model = LoadModel(flags.model);
-    if (!model.ok()) {
-      std::cerr << "study-shift: " << model.status().message() << "\n";
-      return 2;
-    }
-    o.weights = std::move(model->weights);
-    std::cout << "model: " << flags.model << " (" << model->format << ")\n";
+    return absl::OkStatus();
   }
-  absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(o);
+  PAGEDKV_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(flags.model));
+  flags.study.weights = std::move(model.weights);
+  std::cout << "model: " << flags.model << " (" << model.format << ")\n";
+  return absl::OkStatus();
+}
+
+// The table, the CSVs and (unless --no-plot) the plot.
+absl::Status WriteOutputs(const StudyShiftFlags& flags, const ShiftStudyReport& report) {
+  const ShiftStudyOptions& o = flags.study;
+  const int32_t layers = o.weights->config().n_layers;
+  PrintReport(report, o, layers);
+  const std::filesystem::path dir(flags.out_dir);
+  PAGEDKV_RETURN_IF_ERROR(WriteCsvs(report, dir));
+  std::cout << "\nCSV: " << (dir / "key_error.csv").string() << ", "
+            << (dir / "rotation.csv").string() << ", " << (dir / "quality.csv").string() << "\n";
+  if (flags.no_plot) return absl::OkStatus();
+  const std::string model_name = flags.model.empty()
+                                     ? std::string("built-in random model")
+                                     : std::filesystem::path(flags.model).filename().string();
+  if (absl::Status s = WritePlot(report, o, dir, layers, model_name); s.ok()) {
+    std::cout << "plot: " << (dir / "study_shift.png").string() << "\n";
+  } else {
+    std::cout << "plot skipped: " << s.message() << "\n";
+  }
+  return absl::OkStatus();
+}
+
+int Run(StudyShiftFlags& flags) {
+  absl::Status status = ApplyFlagNames(flags);
+  if (status.ok()) status = LoadStudyWeights(flags);
+  if (!status.ok()) {
+    std::cerr << "study-shift: " << status.message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(flags.study);
   if (!report.ok()) {
     std::cerr << report.status().message() << "\n";
     return 2;
   }
-  const int32_t layers = o.weights->config().n_layers;
-  PrintReport(*report, o, layers);
-  const std::filesystem::path dir(flags.out_dir);
-  if (absl::Status s = WriteCsvs(*report, dir); !s.ok()) {
+  if (absl::Status s = WriteOutputs(flags, *report); !s.ok()) {
     std::cerr << "study-shift: " << s.message() << "\n";
     return 2;
-  }
-  std::cout << "\nCSV: " << (dir / "key_error.csv").string() << ", "
-            << (dir / "rotation.csv").string() << ", " << (dir / "quality.csv").string() << "\n";
-  if (!flags.no_plot) {
-    if (absl::Status s =
-            WritePlot(*report, o, dir, layers,
-                      flags.model.empty() ? std::string("built-in random model")
-                                          : std::filesystem::path(flags.model).filename().string());
-        s.ok()) {
-      std::cout << "plot: " << (dir / "study_shift.png").string() << "\n";
-    } else {
-      std::cout << "plot skipped: " << s.message() << "\n";
-    }
   }
   const bool pass = report->AllLayerZeroChecksPass();
   std::cout << "\nlayer-0 re-rotation check over dtypes " << DtypeList(*report) << ": "
