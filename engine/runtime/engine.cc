@@ -329,21 +329,24 @@ std::string Engine::backend_name() const { return internals_->runner->backend().
 
 bool Engine::HasUnfinishedRequests() const { return scheduler_->HasUnfinishedRequests(); }
 
-absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
-  const ModelConfig& c = config();
-  std::vector<TokenId> prompt = std::move(request.prompt_tokens);
-  if (prompt.empty()) {
-    if (!request.prompt_text.empty()) {
-      if (tokenizer_ == nullptr) {
-        return absl::InvalidArgumentError(
-            "AddRequest: a text prompt needs an engine with a tokenizer; pass prompt_tokens or "
-            "create the engine with one");
-      }
-      PAGEDKV_ASSIGN_OR_RETURN(prompt, tokenizer_->Encode(request.prompt_text));
-    } else {
-      prompt = {c.bos_token_id};
-    }
+namespace {
+
+// The request's tokens: prompt_tokens, else the encoded prompt_text, else BOS alone.
+absl::StatusOr<std::vector<TokenId>> PromptOf(GenerationRequest& request,
+                                              const Tokenizer* tokenizer, TokenId bos) {
+  if (!request.prompt_tokens.empty()) return std::move(request.prompt_tokens);
+  if (request.prompt_text.empty()) return std::vector<TokenId>{bos};
+  if (tokenizer == nullptr) {
+    return absl::InvalidArgumentError(
+        "AddRequest: a text prompt needs an engine with a tokenizer; pass prompt_tokens or "
+        "create the engine with one");
   }
+  return tokenizer->Encode(request.prompt_text);
+}
+
+// max_new_tokens, the sampling options and the prompt's tokens are in range.
+absl::Status CheckGenerationRequest(const GenerationRequest& request,
+                                    const std::vector<TokenId>& prompt, int32_t vocab_size) {
   if (request.max_new_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("AddRequest: max_new_tokens must be >= 1, got ", request.max_new_tokens));
@@ -356,33 +359,46 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
                      s.temperature, ", top_p ", s.top_p));
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= c.vocab_size) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("AddRequest: prompt token ", i, " (",
                                                      prompt[i], ") is outside the vocabulary [0, ",
-                                                     c.vocab_size, ")"));
+                                                     vocab_size, ")"));
     }
   }
-  // The last sampled token is never run through the model: positions go up to
-  // prompt + max_new_tokens - 2.
-  const int64_t last_position = static_cast<int64_t>(prompt.size()) + request.max_new_tokens - 2;
-  if (!options_.allow_context_overrun && last_position >= context_length()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AddRequest: prompt (", prompt.size(), " tokens) + max_new_tokens (",
-        request.max_new_tokens, ") would run the model at position ", last_position,
-        ", past its trained context of ", context_length(),
-        " positions; shorten the prompt or max_new_tokens, configure RoPE scaling for a longer "
-        "context, or set EngineOptions.allow_context_overrun to run it anyway (the output is "
-        "then extrapolation)"));
-  }
+  return absl::OkStatus();
+}
 
+// The last sampled token is never run through the model: positions go up to
+// prompt + max_new_tokens - 2, which must stay inside the context unless overrun is allowed.
+absl::Status CheckContext(size_t prompt_tokens, int32_t max_new_tokens, int64_t context_length,
+                          bool allow_context_overrun) {
+  const int64_t last_position = static_cast<int64_t>(prompt_tokens) + max_new_tokens - 2;
+  if (allow_context_overrun || last_position < context_length) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "AddRequest: prompt (", prompt_tokens, " tokens) + max_new_tokens (", max_new_tokens,
+      ") would run the model at position ", last_position, ", past its trained context of ",
+      context_length,
+      " positions; shorten the prompt or max_new_tokens, configure RoPE scaling for a longer "
+      "context, or set EngineOptions.allow_context_overrun to run it anyway (the output is "
+      "then extrapolation)"));
+}
+
+}  // namespace
+
+absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
+  const ModelConfig& c = config();
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> prompt,
+                           PromptOf(request, tokenizer_.get(), c.bos_token_id));
+  PAGEDKV_RETURN_IF_ERROR(CheckGenerationRequest(request, prompt, c.vocab_size));
+  PAGEDKV_RETURN_IF_ERROR(CheckContext(prompt.size(), request.max_new_tokens, context_length(),
+                                       options_.allow_context_overrun));
   const RequestId id = next_id_;
   SchedulerRequest sr;
   sr.id = id;
   sr.prompt = prompt;
   sr.max_new_tokens = request.max_new_tokens;
   sr.priority = request.priority;
-  const std::string sr_salt = request.cache_salt;
-  sr.cache_salt = std::move(request.cache_salt);
+  sr.cache_salt = request.cache_salt;
   sr.stop_tokens = std::move(request.stop_tokens);
   sr.chunks = request.chunks;
   if (request.stop_at_eos) {
@@ -392,7 +408,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   auto record = std::make_unique<RequestRecord>();
   record->prompt = std::move(prompt);
   record->sampling = request.sampling;
-  record->cache_salt = sr_salt;
+  record->cache_salt = std::move(request.cache_salt);
   record->chunks = std::move(request.chunks);
   record->chunk_reused.assign(record->chunks.size(), 0);
   record->added = Clock::now();
