@@ -264,68 +264,73 @@ void KvCacheManager::StartState(const ComputedBlocks& computed, RequestState& st
 void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& state) {
   const int64_t full = std::min({state.num_tokens / options_.block_size, request.num_full_blocks(),
                                  std::max(state.num_cached_blocks, state.max_cached_blocks)});
-  const std::span<const BlockHash> hashes = request.block_hashes();
   for (int64_t i = state.num_cached_blocks; i < full; ++i) {
-    const BlockId block = state.table[i];
-    const BlockHash& hash = hashes[i];
-    const BlockHash& parent_hash = request.ParentHashOf(i);
-    const std::span<const TokenId> tokens = request.BlockTokens(i);
     if (!options_.verify_tokens) {
-      // Hash-only mode: index the block unless its hash is already present (Insert's false).
-      DebugCheckOk(pool_->Insert({.block = block,
-                                  .hash = hash,
-                                  .parent_hash = parent_hash,
-                                  .tokens = tokens,
-                                  .parent_block = kNullBlock,
-                                  .extra_digest = request.BlockExtraDigest(i)}),
-                   "the block is in this request's table and was never cached");
-      continue;
+      CacheHashOnly(request, state, i);
+    } else if (!state.chain_broken) {
+      CacheVerified(request, state, i);
     }
-    if (state.chain_broken) continue;
-    BlockId prev = kNullBlock;
-    if (i > 0) {
-      prev = state.last_canonical;
-      if (prev == kNullBlock || !pool_->IsCached(prev) ||
-          pool_->Generation(prev) != state.last_canonical_generation) {
-        // The verified block before this one left the cache: this block's context cannot be
-        // linked any more, so neither it nor its successors are offered to the index.
-        state.chain_broken = true;
-        continue;
-      }
-    }
-    BlockId canonical = block;
-    const BlockId holder = pool_->FindCached(hash);
-    if (holder != kNullBlock && holder == prev) {
-      // The block's hash collides with its own parent's: it cannot be indexed without dropping
-      // the parent, so the chain ends here.
-      state.chain_broken = true;
-      continue;
-    }
-    if (holder != kNullBlock) {
-      if (Verify(holder, request, i, prev)) {
-        canonical = holder;  // same content already cached (e.g. computed concurrently)
-      } else {
-        // A different block (hash collision, or a block whose parent changed) holds the hash:
-        // replace it with this request's verified block.
-        ++stats_.replaced_blocks;
-        DebugCheckOk(pool_->Uncache(holder), "FindCached just returned the holder");
-      }
-    }
-    if (canonical == block) {
-      // The hash is free now (no holder, or the holder was uncached) and prev is cached under
-      // parent_hash (checked above): the block is indexed.
-      DebugCheckOk(pool_->Insert({.block = block,
-                                  .hash = hash,
-                                  .parent_hash = parent_hash,
-                                  .tokens = tokens,
-                                  .parent_block = prev,
-                                  .extra_digest = request.BlockExtraDigest(i)}),
-                   "the block is in use, uncached, its hash free and its parent cached");
-    }
-    state.last_canonical = canonical;
-    state.last_canonical_generation = pool_->Generation(canonical);
   }
   state.num_cached_blocks = std::max(state.num_cached_blocks, full);
+}
+
+void KvCacheManager::CacheHashOnly(const CacheRequest& request, const RequestState& state,
+                                   int64_t i) {
+  // Index the block unless its hash is already present (Insert's false).
+  DebugCheckOk(pool_->Insert({.block = state.table[i],
+                              .hash = request.block_hashes()[i],
+                              .parent_hash = request.ParentHashOf(i),
+                              .tokens = request.BlockTokens(i),
+                              .parent_block = kNullBlock,
+                              .extra_digest = request.BlockExtraDigest(i)}),
+               "the block is in this request's table and was never cached");
+}
+
+void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& state, int64_t i) {
+  const BlockId block = state.table[i];
+  const BlockHash& hash = request.block_hashes()[i];
+  BlockId prev = kNullBlock;
+  if (i > 0) {
+    prev = state.last_canonical;
+    if (prev == kNullBlock || !pool_->IsCached(prev) ||
+        pool_->Generation(prev) != state.last_canonical_generation) {
+      // The verified block before this one left the cache: this block's context cannot be
+      // linked any more, so neither it nor its successors are offered to the index.
+      state.chain_broken = true;
+      return;
+    }
+  }
+  BlockId canonical = block;
+  const BlockId holder = pool_->FindCached(hash);
+  if (holder != kNullBlock && holder == prev) {
+    // The block's hash collides with its own parent's: it cannot be indexed without dropping
+    // the parent, so the chain ends here.
+    state.chain_broken = true;
+    return;
+  }
+  if (holder != kNullBlock) {
+    if (Verify(holder, request, i, prev)) {
+      canonical = holder;  // same content already cached (e.g. computed concurrently)
+    } else {
+      // A different block (hash collision, or a block whose parent changed) holds the hash:
+      // replace it with this request's verified block.
+      ++stats_.replaced_blocks;
+      DebugCheckOk(pool_->Uncache(holder), "FindCached just returned the holder");
+    }
+  }
+  if (canonical == block) {
+    // The hash is free now (no holder, or the holder was uncached) and prev is cached under
+    // parent_hash (checked above): the block is indexed.
+    DebugCheckOk(pool_->Insert({.block = block,
+                                .hash = hash,
+                                .parent_hash = request.ParentHashOf(i),
+                                .tokens = request.BlockTokens(i),
+                                .parent_block = prev,
+                                .extra_digest = request.BlockExtraDigest(i)}),
+                 "the block is in use, uncached, its hash free and its parent cached");
+  }
+  state.last_canonical = canonical;
+  state.last_canonical_generation = pool_->Generation(canonical);
 }
 
 absl::Status KvCacheManager::Free(RequestId id) {

@@ -218,6 +218,10 @@ class PAGEDKV_EXPORT KvCacheManager {
   void StartState(const ComputedBlocks& computed, RequestState& state) const;
   // Offers the request's newly full blocks to the index.
   void CacheFullBlocks(const CacheRequest& request, RequestState& state);
+  // Block i of the request into the index: by hash alone (verify_tokens off), or verified and
+  // linked to the previous canonical block (a block whose chain broke is not offered).
+  void CacheHashOnly(const CacheRequest& request, const RequestState& state, int64_t i);
+  void CacheVerified(const CacheRequest& request, RequestState& state, int64_t i);
   absl::Status CheckRequest(const CacheRequest& request) const;
 
   KvCacheManagerOptions options_;
