@@ -3,6 +3,7 @@
 // Tokenizer: llama2.c tokenizer files, run.c's BPE encode and decode.
 #include "pagedkv/tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -69,57 +70,74 @@ bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) 
 
 }  // namespace
 
-absl::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view bytes, int32_t vocab_size,
-                                           std::string_view name) {
-  if (vocab_size < 3) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tokenizer '%s': vocab_size must be at least 3 (<unk>, BOS, EOS), got %d",
-                        name, vocab_size));
-  }
-  ByteReader reader(bytes);
+namespace {
+
+// The pieces and scores of a llama2.c tokenizer file.
+struct PieceTable {
+  int32_t max_token_length = 0;
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+};
+
+absl::StatusOr<int32_t> ReadMaxTokenLength(ByteReader& reader, size_t size, std::string_view name) {
   std::optional<int32_t> max_len = reader.Read<int32_t>();
   if (!max_len) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "tokenizer '%s' is truncated: %d bytes, too short for the max_token_length header", name,
-        bytes.size()));
+        size));
   }
   if (*max_len <= 0 || *max_len > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "tokenizer '%s' is corrupt: max_token_length is %d (expected 1 .. 2^20)", name, *max_len));
   }
-  Tokenizer tok;
-  tok.max_token_length_ = *max_len;
-  tok.pieces_.reserve(static_cast<size_t>(vocab_size));
-  tok.scores_.reserve(static_cast<size_t>(vocab_size));
+  return *max_len;
+}
+
+// Entry `id`: score, length, bytes.
+absl::Status ReadPiece(ByteReader& reader, int32_t id, int32_t vocab_size, std::string_view name,
+                       PieceTable& table) {
+  const size_t entry_offset = reader.offset();
+  std::optional<float> score = reader.Read<float>();
+  std::optional<int32_t> len = reader.Read<int32_t>();
+  if (!score || !len) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is truncated: it ends inside token %d (byte offset %d) of the %d the "
+        "model needs",
+        name, id, entry_offset, vocab_size));
+  }
+  if (!std::isfinite(*score)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is corrupt: token %d has a non-finite score %f", name, id, *score));
+  }
+  if (*len < 0 || *len > table.max_token_length) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is corrupt: token %d (byte offset %d) has length %d, outside 0 .. "
+        "max_token_length %d",
+        name, id, entry_offset, *len, table.max_token_length));
+  }
+  std::optional<std::string_view> piece = reader.ReadBytes(static_cast<size_t>(*len));
+  if (!piece) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer '%s' is truncated: token %d needs %d bytes at offset %d, the file has %d left",
+        name, id, *len, reader.offset(), reader.remaining()));
+  }
+  table.pieces.emplace_back(*piece);
+  table.scores.push_back(*score);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PieceTable> ReadPieceTable(std::string_view bytes, int32_t vocab_size,
+                                          std::string_view name) {
+  ByteReader reader(bytes);
+  PieceTable table;
+  PAGEDKV_ASSIGN_OR_RETURN(table.max_token_length, ReadMaxTokenLength(reader, bytes.size(), name));
+  // Every entry takes at least 8 bytes, so a vocab_size the file cannot hold reserves no more
+  // than the file could.
+  const size_t most = std::min<size_t>(static_cast<size_t>(vocab_size), bytes.size() / 8 + 1);
+  table.pieces.reserve(most);
+  table.scores.reserve(most);
   for (int32_t id = 0; id < vocab_size; ++id) {
-    const size_t entry_offset = reader.offset();
-    std::optional<float> score = reader.Read<float>();
-    std::optional<int32_t> len = reader.Read<int32_t>();
-    if (!score || !len) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer '%s' is truncated: it ends inside token %d (byte offset %d) of the %d the "
-          "model needs",
-          name, id, entry_offset, vocab_size));
-    }
-    if (!std::isfinite(*score)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer '%s' is corrupt: token %d has a non-finite score %f", name, id, *score));
-    }
-    if (*len < 0 || *len > *max_len) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer '%s' is corrupt: token %d (byte offset %d) has length %d, outside 0 .. "
-          "max_token_length %d",
-          name, id, entry_offset, *len, *max_len));
-    }
-    std::optional<std::string_view> piece = reader.ReadBytes(static_cast<size_t>(*len));
-    if (!piece) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer '%s' is truncated: token %d needs %d bytes at offset %d, the file has %d "
-          "left",
-          name, id, *len, reader.offset(), reader.remaining()));
-    }
-    tok.pieces_.emplace_back(*piece);
-    tok.scores_.push_back(*score);
+    PAGEDKV_RETURN_IF_ERROR(ReadPiece(reader, id, vocab_size, name, table));
   }
   if (reader.remaining() != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -127,20 +145,38 @@ absl::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view bytes, int32_t vocab
         "model's vocab_size %d (is it this model's tokenizer?)",
         name, reader.remaining(), vocab_size, vocab_size));
   }
-  tok.byte_to_id_.fill(-1);
-  tok.piece_byte_.assign(tok.pieces_.size(), -1);
-  tok.piece_to_id_.reserve(tok.pieces_.size());
-  for (size_t i = 0; i < tok.pieces_.size(); ++i) {
+  return table;
+}
+
+}  // namespace
+
+void Tokenizer::IndexPieces() {
+  byte_to_id_.fill(-1);
+  piece_byte_.assign(pieces_.size(), -1);
+  piece_to_id_.reserve(pieces_.size());
+  for (size_t i = 0; i < pieces_.size(); ++i) {
     const TokenId id = static_cast<TokenId>(i);
-    tok.piece_to_id_.try_emplace(tok.pieces_[i], id);
-    const int byte = ByteOfPiece(tok.pieces_[i]);
-    if (byte >= 0) {
-      tok.piece_byte_[i] = static_cast<int16_t>(byte);
-      if (tok.byte_to_id_[static_cast<size_t>(byte)] < 0) {
-        tok.byte_to_id_[static_cast<size_t>(byte)] = id;
-      }
-    }
+    piece_to_id_.try_emplace(pieces_[i], id);
+    const int byte = ByteOfPiece(pieces_[i]);
+    if (byte < 0) continue;
+    piece_byte_[i] = static_cast<int16_t>(byte);
+    if (byte_to_id_[static_cast<size_t>(byte)] < 0) byte_to_id_[static_cast<size_t>(byte)] = id;
   }
+}
+
+absl::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view bytes, int32_t vocab_size,
+                                           std::string_view name) {
+  if (vocab_size < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tokenizer '%s': vocab_size must be at least 3 (<unk>, BOS, EOS), got %d",
+                        name, vocab_size));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(PieceTable table, ReadPieceTable(bytes, vocab_size, name));
+  Tokenizer tok;
+  tok.max_token_length_ = table.max_token_length;
+  tok.pieces_ = std::move(table.pieces);
+  tok.scores_ = std::move(table.scores);
+  tok.IndexPieces();
   return tok;
 }
 

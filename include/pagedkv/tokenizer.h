@@ -117,6 +117,8 @@ class PAGEDKV_EXPORT Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Fills piece_to_id_, byte_to_id_ and piece_byte_ from pieces_.
+  void IndexPieces();
   // Encode's merge pass over the initial pieces (in place; see the .cc).
   void MergeByScore(std::vector<TokenId>& tokens) const;
   // Encode for a Hugging Face tokenizer (bpe_ set).

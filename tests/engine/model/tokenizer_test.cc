@@ -312,3 +312,18 @@ TEST(TokenizerTest, Tok512MatchesRunCAndRoundTrips) {
 
 }  // namespace
 }  // namespace pagedkv
+
+namespace pagedkv {
+namespace {
+
+// A vocabulary size the file cannot hold is a truncation error, not a reservation of 2^31 pieces.
+TEST(TokenizerHostileTest, HugeVocabSizeOnATinyFileIsTruncated) {
+  const std::string bytes("\x10\x00\x00\x00", 4);  // max_token_length 16, no entries
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Parse(bytes, INT32_MAX, "tiny.bin");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tok.status().message().find("truncated"), std::string::npos) << tok.status();
+}
+
+}  // namespace
+}  // namespace pagedkv
