@@ -259,12 +259,9 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
 
 }  // namespace
 
-void AddGenerateCommand(CLI::App& app, int* exit_code) {
-  auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("generate",
-                         "Generate text with a llama2.c or Hugging Face model on the paged engine "
-                         "(prefix caching on)");
+namespace {
+
+void AddModelAndPromptFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--model", flags->model,
                   "llama2.c checkpoint (legacy v0 .bin), or a Hugging Face model directory "
                   "(config.json, *.safetensors, tokenizer.json)")
@@ -277,6 +274,9 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-file", flags->prompt_files,
                   "a file whose whole text is one prompt (for prompts past a command line's "
                   "limit); repeatable, after the --prompt ones");
+}
+
+void AddSamplingFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--temperature", flags->temperature,
                   "0 = greedy (default); >= 0, values below 1e-5 are greedy too (as in vLLM)")
       ->check(NonNegativeNumber());
@@ -285,9 +285,18 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("-n,--max-new-tokens", flags->max_new_tokens,
                   "tokens to generate per prompt (0 = up to the model's context)")
       ->check(NonNegativeNumber());
+}
+
+void AddOutputFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--print-ids", flags->print_ids, "also print prompt and output token ids");
   cmd->add_flag("--stats", flags->stats,
                 "print prefix-cache hits, tokens/s and per-step batch sizes");
+  cmd->add_flag("--json", flags->json,
+                "print one JSON object: the outputs and the statistics (prompt_tokens, "
+                "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
+}
+
+void AddEngineFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--sequential", flags->sequential,
                 "run the prompts one after another (later ones can hit the prefix cache)");
   cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "disable prefix caching");
@@ -304,9 +313,20 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)")
       ->check(PositiveNumber());
-  cmd->add_flag("--json", flags->json,
-                "print one JSON object: the outputs and the statistics (prompt_tokens, "
-                "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("generate",
+                         "Generate text with a llama2.c or Hugging Face model on the paged engine "
+                         "(prefix caching on)");
+  AddModelAndPromptFlags(cmd, flags.get());
+  AddSamplingFlags(cmd, flags.get());
+  AddOutputFlags(cmd, flags.get());
+  AddEngineFlags(cmd, flags.get());
   AddKvEventsFlags(cmd, &flags->events);
   AddTierFlags(cmd, &flags->tiers);
   cmd->callback([flags, exit_code]() {
