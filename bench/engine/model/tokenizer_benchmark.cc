@@ -6,6 +6,7 @@
 //     priority queue over a linked list). Skipped without ../shared/data.
 //   BM_HfEncodeByteLevel: a byte-level tokenizer built here (GPT-2 split regex, the 256-byte
 //     alphabet and 64 merges of frequent pairs).
+//   BM_Llama2cEncode: aidreams260K's llama2.c tokenizer (run.c's score-ordered merges, a heap).
 //   BM_Utf8Scan: the floor, decoding the same bytes as code points.
 // Bytes/s are reported; the text doubles with state.range(0) (KB) to show the growth.
 //
@@ -97,6 +98,24 @@ void BM_HfEncodeByteLevel(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(ids);
 }
 
+// aidreams260K's llama2.c tokenizer (512 pieces with scores): run.c's rule, merged by a heap of
+// candidate merges over a linked list. Skipped without ../shared/data.
+void BM_Llama2cEncode(benchmark::State& state) {
+  const std::filesystem::path path =
+      std::filesystem::path(PAGEDKV_SHARED_DATA_DIR) / "aidreams260K" / "tok512.bin";
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Load(path.string(), 512);
+  if (!tok.ok()) {
+    state.SkipWithError("../shared/data/aidreams260K/tok512.bin not found");
+    return;
+  }
+  const std::string text = Text(state.range(0));
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<TokenId>> ids = tok->Encode(text);
+    benchmark::DoNotOptimize(ids);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+}
+
 void BM_Utf8Scan(benchmark::State& state) {
   const std::string text = Text(state.range(0));
   for (auto _ : state) {
@@ -112,6 +131,7 @@ BENCHMARK(BM_HfEncodeSentencePiece)
     ->Range(64, 1024)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_HfEncodeByteLevel)->RangeMultiplier(4)->Range(64, 1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Llama2cEncode)->RangeMultiplier(4)->Range(64, 1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Utf8Scan)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 }  // namespace
