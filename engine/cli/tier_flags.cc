@@ -12,20 +12,6 @@
 namespace pagedkv::cli {
 namespace {
 
-const char* FinishReasonString(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAborted:
-      return "aborted";
-  }
-  return "none";
-}
-
 nlohmann::json TierHitJson(int64_t hit, int64_t host, int64_t remote) {
   return {{"device", hit - host - remote}, {"host", host}, {"remote", remote}};
 }
@@ -94,7 +80,7 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
         {{"prompt_ids", r.prompt_tokens},
          {"output_ids", r.output_tokens},
          {"text", r.text},
-         {"finish_reason", FinishReasonString(r.finish_reason)},
+         {"finish_reason", FinishReasonName(r.finish_reason)},
          {"prompt_tokens", r.prompt_tokens.size()},
          {"prefix_cache_hit_tokens", r.num_prefix_hit_tokens},
          {"tier_hit_tokens",

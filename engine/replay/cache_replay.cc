@@ -266,20 +266,7 @@ class CacheReplayer {
   absl::StatusOr<BlockId> InsertMissed(int64_t i, RequestWalk& walk) {
     walk.prefix = false;
     ++(w_.seen_before[i] ? result_.miss_evicted : result_.miss_never_seen);
-    if (walk.pool_full) {
-      ++result_.over_capacity_blocks;
-      return kNullBlock;
-    }
-    absl::StatusOr<BlockId> allocated = pool_.Allocate();
-    if (!allocated.ok()) {
-      walk.pool_full = true;
-      ++result_.over_capacity_blocks;
-      return kNullBlock;
-    }
-    PAGEDKV_RETURN_IF_ERROR(
-        pool_.Insert({.block = *allocated, .hash = w_.keys[i], .parent_hash = walk.parent})
-            .status());
-    return *allocated;
+    return Place(i, walk);
   }
 
   const ExpandedWorkload& w_;

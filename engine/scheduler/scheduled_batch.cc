@@ -56,4 +56,18 @@ void ScheduledBatch::Clear() {
   stats = SchedulerStepStats{};
 }
 
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "aborted";
+  }
+  return "none";
+}
+
 }  // namespace pagedkv

@@ -297,6 +297,9 @@ enum class FinishReason {
   kAborted,  // AbortRequest
 };
 
+// "none", "stop", "length" or "aborted" (OpenAI's and vLLM's finish_reason strings).
+PAGEDKV_EXPORT const char* FinishReasonName(FinishReason reason);
+
 // What UpdateFromOutput did with one sampled token.
 struct PAGEDKV_EXPORT RequestOutput {
   RequestId request_id = 0;

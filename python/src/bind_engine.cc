@@ -20,20 +20,6 @@ namespace {
 
 using py::arg;
 
-const char* FinishName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAborted:
-      return "aborted";
-  }
-  return "none";
-}
-
 GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string prompt_text,
                               int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
                               std::string cache_salt, int32_t priority, bool stop_at_eos,
@@ -114,8 +100,9 @@ void BindEngineTypes(py::module_& m) {
   res.def_readonly("request_id", &GenerationResult::request_id)
       .def_readonly("prompt_tokens", &GenerationResult::prompt_tokens)
       .def_readonly("output_tokens", &GenerationResult::output_tokens)
-      .def_property_readonly("finish_reason",
-                             [](const GenerationResult& r) { return FinishName(r.finish_reason); })
+      .def_property_readonly(
+          "finish_reason",
+          [](const GenerationResult& r) { return FinishReasonName(r.finish_reason); })
       .def_readonly("text", &GenerationResult::text)
       .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens)
       .def_readonly("num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens)

@@ -37,20 +37,6 @@ absl::StatusOr<SchedulingPolicy> ParsePolicy(const std::string& name) {
                                     "\"; expected \"fcfs\" or \"priority\"");
 }
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAborted:
-      return "aborted";
-  }
-  return "none";
-}
-
 // Sampled tokens from a dict {request_id: token} or an iterable of (request_id, token) pairs.
 // InvalidArgument for anything else.
 std::vector<SampledToken> SampledArgument(py::handle sampled) {

@@ -3,8 +3,6 @@
 // Fuzz target: safetensors files. The input is written to a file and opened (memory-mapped, the
 // header validated); every tensor it accepts must lie inside the file and convert to fp32 without
 // reading out of bounds (ASan checks the reads).
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,18 +10,11 @@
 #include <vector>
 
 #include "engine/model/safetensors.h"
+#include "tests/fuzz/fuzz_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = [] {
-    char name[] = "/tmp/pagedkv_fuzz_safetensors_XXXXXX";
-    const int fd = mkstemp(name);
-    if (fd >= 0) close(fd);
-    return std::string(name);
-  }();
-  FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return 0;
-  std::fwrite(data, 1, size, file);
-  std::fclose(file);
+  const std::string path = pagedkv::fuzz::WriteFuzzFile("safetensors", data, size);
+  if (path.empty()) return 0;
   auto opened = pagedkv::model_internal::SafetensorsFile::Open(path);
   if (!opened.ok()) return 0;
   std::vector<float> values;
