@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the PyPI reference packages the pytest suite compares against (Hugging Face
+# `tokenizers` and `safetensors`, llama.cpp's `gguf` reader) into a virtual environment outside the
+# repository, built on Debian's /usr/bin/python3 with its packages visible (--system-site-packages:
+# numpy, pytest, zmq, msgpack, prometheus_client stay Debian's). CTest puts that environment's
+# site-packages on the pytest PYTHONPATH, so the interpreter is still /usr/bin/python3.
+# Idempotent: does nothing when the pinned versions are already there. When PyPI cannot be reached
+# it says so and exits 0: the tests that need a reference package then skip with a message.
+# Usage: scripts/python_refs.sh   (prints the site-packages directory)
+# Environment: PAGEDKV_PYREF_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref).
+set -euo pipefail
+pyref="${PAGEDKV_PYREF_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref}"
+pins=(tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0)
+site="$pyref/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
+
+have_pins() {
+  [ -x "$pyref/bin/python" ] || return 1
+  "$pyref/bin/python" - "${pins[@]}" <<'PY'
+import sys
+from importlib import metadata
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if metadata.version(name) != version:
+            sys.exit(1)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+PY
+}
+
+if ! have_pins; then
+  /usr/bin/python3 -m venv --system-site-packages "$pyref"
+  if ! "$pyref/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"; then
+    echo "python_refs: could not install ${pins[*]} from PyPI into $pyref;" \
+         "the tests that compare against them will skip" >&2
+    exit 0
+  fi
+fi
+echo "$site"
