@@ -131,6 +131,7 @@ void BlockPool::Release(BlockId block) {
   } else {
     m.state = State::kFree;
     free_stack_.push_back(block);
+    if (m.is_duplicate) ForgetDuplicate(block);
   }
 }
 
@@ -180,8 +181,7 @@ absl::StatusOr<BlockId> BlockPool::EvictOne() {
   }
   --num_evictable_;
   meta_[victim].state = State::kFree;
-  RemoveFromIndex(victim);
-  ++stats_.evictions;
+  EvictFromIndex(victim);
   if (prefetch_victims_) PrefetchNextVictims();
   return victim;
 }
@@ -264,8 +264,7 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
   }
   for (const BlockId victim : victims_) {
     --num_evictable_;
-    RemoveFromIndex(victim);
-    ++stats_.evictions;
+    EvictFromIndex(victim);
     out->push_back(victim);
   }
   victims_.clear();
@@ -321,6 +320,11 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
   }
   if (parent_block != kNullBlock) {
     if (!InRange(parent_block)) return OutOfRange(parent_block, num_blocks_);
+    // A parent link to the block itself would outlive the entry it names.
+    if (parent_block == block) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block ", block, " cannot be its own parent block"));
+    }
     if (!meta_[parent_block].cached || meta_[parent_block].hash != parent_hash) {
       return absl::InvalidArgumentError(absl::StrCat("parent block ", parent_block,
                                                      " is not cached under the parent hash ",
@@ -328,14 +332,15 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
     }
   }
   if (!index_.Insert(hash, block, KeyOf{this})) return false;
+  if (m.is_duplicate) ForgetDuplicate(block);
   m.hash = hash;
   m.cached = true;
   parent_hash_[block] = parent_hash;
   m.has_extra = extra_digest != BlockHash{};
   if (m.has_extra) chain_[block].extra_digest = extra_digest;  // cold: read only when has_extra
   ++m.generation;
-  m.parent_block = parent_block;
-  m.parent_generation = parent_block == kNullBlock ? 0 : meta_[parent_block].generation;
+  m.link = next_link_++;
+  m.parent_link = parent_block == kNullBlock ? 0 : meta_[parent_block].link;
   m.has_tokens = store_tokens_ && !tokens.empty();
   if (m.has_tokens) {
     std::copy(tokens.begin(), tokens.end(), tokens_ + static_cast<ptrdiff_t>(block) * block_size_);
@@ -351,6 +356,13 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
                  .token_ids = tokens});
   }
   return true;
+}
+
+void BlockPool::EvictFromIndex(BlockId block) {
+  const bool had_tokens = meta_[block].has_tokens;
+  RemoveFromIndex(block);
+  ++stats_.evictions;
+  if (meta_[block].has_duplicates) PromoteDuplicate(block, had_tokens);
 }
 
 void BlockPool::RemoveFromIndex(BlockId block) {
@@ -376,6 +388,7 @@ absl::Status BlockPool::Uncache(BlockId block) {
         absl::StrCat("cannot uncache block ", block, ": it is not cached"));
   }
   policy_->OnRemove(block, m.hash);
+  if (m.has_duplicates) ForgetDuplicatesOf(block);
   if (m.state == State::kEvictable) {
     --num_evictable_;
     m.state = State::kFree;
@@ -387,6 +400,7 @@ absl::Status BlockPool::Uncache(BlockId block) {
 
 void BlockPool::ResetPrefixCache() {
   policy_->Clear();
+  ForgetAllDuplicates();
   for (BlockId b = 0; b < num_blocks_; ++b) {
     BlockMeta& m = meta_[b];
     if (!m.cached) continue;
@@ -438,9 +452,8 @@ uint32_t BlockPool::Generation(BlockId block) const {
 bool BlockPool::IsLinkedTo(BlockId child, BlockId parent) const {
   if (!IsCached(child)) return false;
   const BlockMeta& c = meta_[child];
-  if (parent == kNullBlock) return c.parent_block == kNullBlock;
-  return IsCached(parent) && c.parent_block == parent &&
-         c.parent_generation == meta_[parent].generation;
+  if (parent == kNullBlock) return c.parent_link == 0;
+  return IsCached(parent) && c.parent_link == meta_[parent].link;
 }
 
 int BlockPool::AddEventListener(KvEventListener listener) {
@@ -547,6 +560,7 @@ absl::Status BlockPool::ValidateInvariants() const {
   }
   PAGEDKV_RETURN_IF_ERROR(CheckCounts(num_free, num_evictable, num_cached));
   PAGEDKV_RETURN_IF_ERROR(CheckFreeStack());
+  PAGEDKV_RETURN_IF_ERROR(CheckDuplicates());
   return CheckIndexEntries();
 }
 

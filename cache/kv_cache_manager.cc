@@ -276,14 +276,29 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& 
 
 void KvCacheManager::CacheHashOnly(const CacheRequest& request, const RequestState& state,
                                    int64_t i) {
-  // Index the block unless its hash is already present (Insert's false).
-  DebugCheckOk(pool_->Insert({.block = state.table[i],
-                              .hash = request.block_hashes()[i],
-                              .parent_hash = request.ParentHashOf(i),
-                              .tokens = request.BlockTokens(i),
-                              .parent_block = kNullBlock,
-                              .extra_digest = request.BlockExtraDigest(i)}),
-               "the block is in this request's table and was never cached");
+  // Index the block unless its hash is already present (Insert's false); then it is recorded as
+  // a duplicate of the holder, which it replaces if the holder is evicted first.
+  const BlockInsert insert{.block = state.table[i],
+                           .hash = request.block_hashes()[i],
+                           .parent_hash = request.ParentHashOf(i),
+                           .tokens = request.BlockTokens(i),
+                           .parent_block = kNullBlock,
+                           .extra_digest = request.BlockExtraDigest(i)};
+  const absl::StatusOr<bool> indexed = pool_->Insert(insert);
+  DebugCheckOk(indexed.status(), "the block is in this request's table and was never cached");
+  if (indexed.ok() && !*indexed) {
+    DebugCheckOk(pool_->AddDuplicate(insert).status(), "the block is used and uncached");
+  }
+}
+
+void KvCacheManager::RelinkToOwnBlock(const CacheRequest& request, int64_t i,
+                                      RequestState& state) const {
+  // The verified block before block i left the cache; if this request's own copy of it was
+  // promoted into its place (a duplicate), the chain continues from there.
+  const BlockId own = state.table[i - 1];
+  if (pool_->FindCached(request.block_hashes()[i - 1]) != own) return;
+  state.last_canonical = own;
+  state.last_canonical_generation = pool_->Generation(own);
 }
 
 void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& state, int64_t i) {
@@ -291,6 +306,10 @@ void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& st
   const BlockHash& hash = request.block_hashes()[i];
   BlockId prev = kNullBlock;
   if (i > 0) {
+    if (state.last_canonical == kNullBlock || !pool_->IsCached(state.last_canonical) ||
+        pool_->Generation(state.last_canonical) != state.last_canonical_generation) {
+      RelinkToOwnBlock(request, i, state);
+    }
     prev = state.last_canonical;
     if (prev == kNullBlock || !pool_->IsCached(prev) ||
         pool_->Generation(prev) != state.last_canonical_generation) {
@@ -310,7 +329,17 @@ void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& st
   }
   if (holder != kNullBlock) {
     if (Verify(holder, request, i, prev)) {
-      canonical = holder;  // same content already cached (e.g. computed concurrently)
+      // Same content already cached (e.g. computed concurrently): this block is a duplicate that
+      // keeps the hash reachable should the holder be evicted while this request runs.
+      canonical = holder;
+      DebugCheckOk(pool_
+                       ->AddDuplicate({.block = block,
+                                       .hash = hash,
+                                       .parent_hash = request.ParentHashOf(i),
+                                       .tokens = request.BlockTokens(i),
+                                       .extra_digest = request.BlockExtraDigest(i)})
+                       .status(),
+                   "the block is used and uncached");
     } else {
       // A different block (hash collision, or a block whose parent changed) holds the hash:
       // replace it with this request's verified block.
@@ -376,6 +405,7 @@ CacheStats KvCacheManager::stats() const {
   s.stored_blocks = p.stored_blocks;
   s.evictions = p.evictions;
   s.resets = p.resets;
+  s.promoted_duplicates = p.promoted_duplicates;
   return s;
 }
 

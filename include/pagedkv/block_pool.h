@@ -14,10 +14,16 @@
 // Not thread-safe. Holds no device memory: block ids index the engine's paged KV storage.
 //
 // Chain links (for exact verification): Insert may name the parent block that currently holds the
-// parent hash; the pool records it with that parent's generation (bumped each time a block enters
-// the index). IsLinkedTo(child, parent) later tells whether the child was computed on top of
-// exactly that cached parent, so a verifier that compares tokens block by block and follows links
-// can never accept a block whose earlier context differed.
+// parent hash; the pool records the parent's link identity (fresh each time a block enters the
+// index). IsLinkedTo(child, parent) later tells whether the child was computed on top of exactly
+// that cached content, so a verifier that compares tokens block by block and follows links can
+// never accept a block whose earlier context differed.
+//
+// Duplicates: when two requests compute the same block at once, only one copy is indexed. The
+// caller records the other with AddDuplicate; when the indexed copy is evicted while a duplicate
+// is still used, the duplicate takes its place (same hash, parent, tokens and link identity, so
+// every block linked to the evicted copy stays linked). A prefix stays reachable as long as any
+// request holds its KV, as in vLLM, whose index keeps every copy.
 //
 // Example (the replay "cache mode" access pattern):
 //   auto pool = pagedkv::BlockPool::Create({.num_blocks = 4096, .block_size = 16}).value();
@@ -46,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
@@ -122,11 +129,11 @@ class PAGEDKV_EXPORT BlockPool {
       return false;
     }
     if (prev == kNullBlock) {
-      if (m.parent_block != kNullBlock || parent_hash_[block] != parent_hash) return false;
-    } else if (m.parent_block != prev || !InRange(prev) || !meta_[prev].cached ||
-               m.parent_generation != meta_[prev].generation || meta_[prev].hash != parent_hash) {
-      // A block linked to the current generation of `prev` was inserted with `prev`'s hash as its
-      // parent hash, so comparing `prev`'s (hot) hash stands for comparing the stored one.
+      if (m.parent_link != 0 || parent_hash_[block] != parent_hash) return false;
+    } else if (!InRange(prev) || !meta_[prev].cached || m.parent_link != meta_[prev].link ||
+               meta_[prev].hash != parent_hash) {
+      // A block linked to `prev`'s current content was inserted with `prev`'s hash as its parent
+      // hash, so comparing `prev`'s (hot) hash stands for comparing the stored one.
       return false;
     }
     if (!m.has_tokens) return true;
@@ -171,6 +178,24 @@ class PAGEDKV_EXPORT BlockPool {
 
   // ---- Index ----------------------------------------------------------------------------------
 
+  // Records used, uncached `dup.block` as a duplicate of the block cached under `dup.hash` (the
+  // holder): the caller computed the same KV in it. `dup.parent_hash`, `dup.tokens` and
+  // `dup.extra_digest` describe it as for Insert; `dup.parent_block` is ignored (a promoted
+  // duplicate keeps the holder's link). Nothing is indexed now. When the holder is evicted while
+  // the duplicate is still used, the earliest recorded duplicate is indexed in its place
+  // (kBlockRemoved then kBlockStored are emitted; stats().promoted_duplicates counts it) and the
+  // holder's other duplicates become its duplicates. A duplicate whose reference count drops to
+  // zero is freed and forgotten; Uncache of the holder (its content was wrong) and
+  // ResetPrefixCache forget its duplicates. Insert of a duplicate block forgets it as one.
+  // Returns true when recorded; false (nothing changes) when no block holds `dup.hash` or the
+  // holder's parent hash, extra-keys digest or stored tokens differ from `dup`'s.
+  // InvalidArgument / FailedPrecondition (nothing changes) for a block out of range, not used,
+  // cached, already a duplicate, or a token count other than 0 or block_size.
+  absl::StatusOr<bool> AddDuplicate(const BlockInsert& dup);
+
+  // Used, uncached blocks recorded as duplicates (see AddDuplicate).
+  int32_t NumDuplicateBlocks() const { return static_cast<int32_t>(duplicate_holder_.size()); }
+
   // Caches used, uncached `insert.block` under `insert.hash` (see BlockInsert for the other
   // fields). Returns true when indexed (kBlockStored emitted, policy told), false when another
   // block already holds the hash (then nothing changes). InvalidArgument / FailedPrecondition for
@@ -208,9 +233,10 @@ class PAGEDKV_EXPORT BlockPool {
   std::span<const TokenId> CachedTokens(BlockId block) const;
   // How many times `block` has entered the index (0 for out of range).
   uint32_t Generation(BlockId block) const;
-  // True when `child` is cached and its recorded parent link is `parent` in its current
-  // generation (and `parent` is cached); for parent == kNullBlock: `child` is cached and was
-  // inserted with no parent block.
+  // True when `child` is cached and was linked to the content `parent` holds now (inserted with
+  // `parent`, or with the evicted block whose place `parent` took as a promoted duplicate, in
+  // that block's current stay in the index) and `parent` is cached; for parent == kNullBlock:
+  // `child` is cached and was inserted with no parent block.
   bool IsLinkedTo(BlockId child, BlockId parent) const;
 
   // Pool counters: stored_blocks, evictions, resets (the lookup counters stay zero here).
@@ -241,17 +267,22 @@ class PAGEDKV_EXPORT BlockPool {
   absl::Status CheckIndexEntries() const;
   enum class State : uint8_t { kFree, kUsed, kEvictable };
 
-  // Hot per-block state (40 bytes), touched by pins, allocations and verification.
+  // Hot per-block state (48 bytes), touched by pins, allocations and verification.
   struct BlockMeta {
     BlockHash hash;  // valid when cached
+    // The identity of the cached content (unique per entry into the index; a promoted duplicate
+    // inherits the evicted holder's), and the parent's at Insert (0: no parent block). Valid
+    // when cached.
+    uint64_t link = 0;
+    uint64_t parent_link = 0;
     int32_t ref_count = 0;
-    BlockId parent_block = kNullBlock;  // chain link, valid when cached
-    uint32_t parent_generation = 0;     // generation of parent_block when linked
-    uint32_t generation = 0;            // times this block entered the index
+    uint32_t generation = 0;  // times this block entered the index
     State state = State::kFree;
     bool cached = false;
     bool has_tokens = false;
-    bool has_extra = false;  // extra-keys digest is non-zero (see chain_)
+    bool has_extra = false;       // extra-keys digest is non-zero (see chain_)
+    bool has_duplicates = false;  // cached, with duplicates recorded (see AddDuplicate)
+    bool is_duplicate = false;    // used and uncached, recorded as a duplicate
   };
   // Cold per-block state of cached blocks, read only when extra keys are in play.
   struct BlockChain {
@@ -278,6 +309,15 @@ class PAGEDKV_EXPORT BlockPool {
   // Reference count of used `block` reached zero: queue it as evictable or return it to free.
   void Release(BlockId block);
   void RemoveFromIndex(BlockId block);
+  // Victim `block`, already marked free, leaves the index; its earliest duplicate takes its place.
+  void EvictFromIndex(BlockId block);
+  // Duplicates (block_pool_duplicates.cc): index `holder`'s earliest duplicate in its place and
+  // hand it the others; forget one duplicate / all of one holder's / all.
+  void PromoteDuplicate(BlockId holder, bool holder_had_tokens);
+  void ForgetDuplicate(BlockId block);
+  void ForgetDuplicatesOf(BlockId holder);
+  void ForgetAllDuplicates();
+  absl::Status CheckDuplicates() const;
   // Prefetches what the next evictions will touch (see EvictionPolicy::PeekVictim).
   void PrefetchNextVictims() const;
   void Emit(const KvEvent& event);
@@ -296,6 +336,10 @@ class PAGEDKV_EXPORT BlockPool {
   BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
   bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;
+  uint64_t next_link_ = 1;  // link identities handed out (0 means "no parent block")
+  // Duplicates: holder -> its duplicates in the order recorded; duplicate -> holder.
+  absl::flat_hash_map<BlockId, std::vector<BlockId>> duplicates_;
+  absl::flat_hash_map<BlockId, BlockId> duplicate_holder_;
   CacheStats stats_;
   std::vector<std::pair<int, KvEventListener>> listeners_;
   int next_listener_id_ = 1;

@@ -27,6 +27,7 @@ struct PAGEDKV_EXPORT CacheStats {
   int64_t verification_failures = 0;  // hash hits rejected because tokens/parent did not match
   int64_t replaced_blocks = 0;        // indexed blocks replaced after failing verification
   int64_t resets = 0;                 // ResetPrefixCache calls
+  int64_t promoted_duplicates = 0;    // duplicates indexed in place of their evicted holder
 
   // hit_tokens / queried_tokens, or 0 when nothing was queried.
   double HitRate() const;

@@ -222,6 +222,9 @@ class PAGEDKV_EXPORT KvCacheManager {
   // linked to the previous canonical block (a block whose chain broke is not offered).
   void CacheHashOnly(const CacheRequest& request, const RequestState& state, int64_t i);
   void CacheVerified(const CacheRequest& request, RequestState& state, int64_t i);
+  // REQUIRES: i > 0. When block i - 1's canonical block left the index and the request's own
+  // block i - 1 (a promoted duplicate) holds its hash now, makes that the canonical block.
+  void RelinkToOwnBlock(const CacheRequest& request, int64_t i, RequestState& state) const;
   absl::Status CheckRequest(const CacheRequest& request) const;
 
   KvCacheManagerOptions options_;

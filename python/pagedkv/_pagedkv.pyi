@@ -95,6 +95,7 @@ class CacheStats:
     verification_failures: int
     replaced_blocks: int
     resets: int
+    promoted_duplicates: int
     hit_rate: float
     block_hit_rate: float
     def summary(self) -> str: ...

@@ -138,12 +138,13 @@ void BindStats(py::module_& m) {
       .def_readonly("verification_failures", &CacheStats::verification_failures)
       .def_readonly("replaced_blocks", &CacheStats::replaced_blocks)
       .def_readonly("resets", &CacheStats::resets)
+      .def_readonly("promoted_duplicates", &CacheStats::promoted_duplicates)
       .def_property_readonly("hit_rate", &CacheStats::HitRate, "hit_tokens / queried_tokens.")
       .def_property_readonly("block_hit_rate", &CacheStats::BlockHitRate)
       .def("summary", &CacheStats::Summary);
-  AddDataclassMethods(
-      stats, {"lookups", "queried_tokens", "queried_blocks", "hit_tokens", "hit_blocks",
-              "stored_blocks", "evictions", "verification_failures", "replaced_blocks", "resets"});
+  AddDataclassMethods(stats, {"lookups", "queried_tokens", "queried_blocks", "hit_tokens",
+                              "hit_blocks", "stored_blocks", "evictions", "verification_failures",
+                              "replaced_blocks", "resets", "promoted_duplicates"});
 }
 
 void BindManagerQueries(py::class_<PyKvCacheManager>& c) {

@@ -37,11 +37,12 @@ class RefPool {
     int ref = 0;
     bool cached = false;
     BlockHash hash, parent, extra;
-    std::vector<TokenId> tokens;  // stored tokens (empty: none)
-    int parent_block = -1;
-    uint32_t parent_gen = 0;
+    std::vector<TokenId> tokens;         // stored tokens (empty: none)
+    uint64_t link = 0, parent_link = 0;  // content identity, and the parent's (0: none)
     uint32_t gen = 0;
     uint64_t release_seq = 0, insert_seq = 0, freq = 0;
+    int dup_of = -1;       // the cached block this used one duplicates, or -1
+    uint64_t dup_seq = 0;  // when it was recorded
   };
 
   RefPool(int n, int bs, bool store, std::string policy)
@@ -75,6 +76,7 @@ class RefPool {
       x.release_seq = ++seq_;
     } else {
       x.state = State::kFree;
+      x.dup_of = -1;
     }
   }
   int Allocate() {
@@ -89,6 +91,7 @@ class RefPool {
       }
       blocks_[pick].cached = false;
       ++evictions;
+      Promote(pick);
     }
     blocks_[pick].state = State::kUsed;
     blocks_[pick].ref = 1;
@@ -104,17 +107,62 @@ class RefPool {
     x.parent = parent;
     x.extra = extra;
     x.tokens = store_ ? std::vector<TokenId>(tokens.begin(), tokens.end()) : std::vector<TokenId>{};
-    x.parent_block = parent_block;
-    x.parent_gen = parent_block < 0 ? 0 : blocks_[parent_block].gen;
+    x.link = ++link_seq_;
+    x.parent_link = parent_block < 0 ? 0 : blocks_[parent_block].link;
+    x.dup_of = -1;
     ++x.gen;
     x.freq = 1;
     x.insert_seq = ++seq_;
     ++stored;
     return true;
   }
+  // The documented duplicate rule: recorded when a block with the same hash, parent hash, extra
+  // digest and (when both have them) tokens is cached.
+  void AddDuplicate(int b, const BlockHash& h, const BlockHash& parent,
+                    std::span<const TokenId> tokens, const BlockHash& extra) {
+    const int holder = Find(h);
+    if (holder < 0) return;
+    const Block& o = blocks_[holder];
+    if (o.parent != parent || o.extra != extra) return;
+    if (!o.tokens.empty() && !tokens.empty() && !TokensMatch(holder, tokens)) return;
+    blocks_[b].dup_of = holder;
+    blocks_[b].dup_seq = ++seq_;
+  }
+  // Evicted `old`'s earliest duplicate takes its place, with its content identity.
+  void Promote(int old) {
+    int x = -1;
+    for (int b = 0; b < Size(); ++b) {
+      if (blocks_[b].dup_of == old && (x < 0 || blocks_[b].dup_seq < blocks_[x].dup_seq)) x = b;
+    }
+    if (x < 0) return;
+    const Block& o = blocks_[old];
+    Block& d = blocks_[x];
+    d.cached = true;
+    d.hash = o.hash;
+    d.parent = o.parent;
+    d.extra = o.extra;
+    d.tokens = o.tokens;
+    d.link = o.link;
+    d.parent_link = o.parent_link;
+    d.dup_of = -1;
+    ++d.gen;
+    d.freq = 1;
+    d.insert_seq = ++seq_;
+    ++promoted;
+    for (Block& other : blocks_) {
+      if (other.dup_of == old) other.dup_of = x;
+    }
+  }
   void Uncache(int b) {
     blocks_[b].cached = false;
     if (blocks_[b].state == State::kEvictable) blocks_[b].state = State::kFree;
+    for (Block& other : blocks_) {
+      if (other.dup_of == b) other.dup_of = -1;
+    }
+  }
+  int NumDuplicates() const {
+    return static_cast<int>(std::count_if(blocks_.begin(), blocks_.end(),
+                                          [](const Block& b) { return b.dup_of >= 0; }));
   }
   void Reset() {
     for (int b = 0; b < Size(); ++b) Uncache(b);
@@ -122,16 +170,15 @@ class RefPool {
   bool Linked(int child, int parent) const {
     const Block& c = blocks_[child];
     if (!c.cached) return false;
-    if (parent < 0) return c.parent_block < 0;
-    return blocks_[parent].cached && c.parent_block == parent &&
-           c.parent_gen == blocks_[parent].gen;
+    if (parent < 0) return c.parent_link == 0;
+    return blocks_[parent].cached && c.parent_link == blocks_[parent].link;
   }
   bool TokensMatch(int b, std::span<const TokenId> t) const {
     const Block& x = blocks_[b];
     return x.tokens.empty() || std::equal(t.begin(), t.end(), x.tokens.begin(), x.tokens.end());
   }
 
-  int64_t evictions = 0, stored = 0;
+  int64_t evictions = 0, stored = 0, promoted = 0;
 
  private:
   std::pair<uint64_t, uint64_t> VictimKey(int b) const {
@@ -146,6 +193,7 @@ class RefPool {
   bool store_;
   std::string policy_;
   uint64_t seq_ = 0;
+  uint64_t link_seq_ = 0;
 };
 
 class RefManager {
@@ -224,13 +272,22 @@ class RefManager {
     for (int64_t i = q.num_cached; i < full; ++i) {
       const int b = q.table[i];
       if (!verify_) {
-        pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), -1,
-                    r.BlockExtraDigest(i));
+        if (!pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), -1,
+                         r.BlockExtraDigest(i))) {
+          pool.AddDuplicate(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i),
+                            r.BlockExtraDigest(i));
+        }
         continue;
       }
       if (q.broken) continue;
       int prev = -1;
       if (i > 0) {
+        const bool stale =
+            q.canon < 0 || !pool.at(q.canon).cached || pool.at(q.canon).gen != q.canon_gen;
+        if (stale && pool.Find(r.block_hashes()[i - 1]) == q.table[i - 1]) {
+          q.canon = q.table[i - 1];  // its own copy was promoted in place of the evicted one
+          q.canon_gen = pool.at(q.canon).gen;
+        }
         prev = q.canon;
         if (prev < 0 || !pool.at(prev).cached || pool.at(prev).gen != q.canon_gen) {
           q.broken = true;
@@ -246,6 +303,8 @@ class RefManager {
       if (holder >= 0) {
         if (Verify(holder, r, i, prev)) {
           canon = holder;
+          pool.AddDuplicate(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i),
+                            r.BlockExtraDigest(i));
         } else {
           ++replaced;
           pool.Uncache(holder);
@@ -344,6 +403,9 @@ class Driver {
     }
     EXPECT_GT(manager_->stats().hit_tokens, 0);
     EXPECT_GT(manager_->stats().evictions, 0);
+    if (!config_.verify || config_.hash_bits == 0) {  // 2-bit collisions break verified chains
+      EXPECT_GT(manager_->stats().promoted_duplicates, 0) << "no duplicate was ever promoted";
+    }
   }
 
  private:
@@ -575,6 +637,8 @@ class Driver {
     ASSERT_EQ(s.stored_blocks, ref_.pool.stored);
     ASSERT_EQ(s.verification_failures, ref_.verification_failures);
     ASSERT_EQ(s.replaced_blocks, ref_.replaced);
+    ASSERT_EQ(s.promoted_duplicates, ref_.pool.promoted);
+    ASSERT_EQ(pool.NumDuplicateBlocks(), ref_.pool.NumDuplicates());
   }
 
   Config config_;
