@@ -5,6 +5,7 @@
 #include "pagedkv/block_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cache/priority_policy.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
@@ -21,6 +23,31 @@ namespace {
 absl::Status OutOfRange(BlockId block, int32_t num_blocks) {
   return absl::InvalidArgumentError(
       absl::StrCat("block id ", block, " is out of range [0, ", num_blocks, ")"));
+}
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The eviction policy of a pool with priorities: one `options.eviction_policy` per level.
+absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakePriorityPolicy(const BlockPoolOptions& options,
+                                                                   bool custom_policy) {
+  if (custom_policy) {
+    return absl::InvalidArgumentError(
+        "BlockPoolOptions.enable_priorities needs a named eviction_policy (each priority level "
+        "gets its own instance), not a policy object");
+  }
+  if (!(options.max_high_priority_fraction > 0 && options.max_high_priority_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlockPoolOptions.max_high_priority_fraction must be in (0, 1], got ",
+                     options.max_high_priority_fraction));
+  }
+  const absl::Status known = MakeEvictionPolicy(options.eviction_policy).status();
+  if (!known.ok()) return known;
+  std::string name = options.eviction_policy;
+  return std::unique_ptr<EvictionPolicy>(std::make_unique<PriorityPolicy>(
+      [name] { return *MakeEvictionPolicy(name); }, options.max_high_priority_fraction,
+      options.clock ? options.clock : std::function<double()>(SteadySeconds)));
 }
 
 }  // namespace
@@ -35,13 +62,22 @@ absl::StatusOr<std::unique_ptr<BlockPool>> BlockPool::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("BlockPoolOptions.block_size must be > 0, got ", options.block_size));
   }
-  if (policy == nullptr) {
+  PriorityPolicy* priorities = nullptr;
+  if (options.enable_priorities) {
+    absl::StatusOr<std::unique_ptr<EvictionPolicy>> made =
+        MakePriorityPolicy(options, policy != nullptr);
+    if (!made.ok()) return made.status();
+    priorities = static_cast<PriorityPolicy*>(made->get());
+    policy = *std::move(made);
+  } else if (policy == nullptr) {
     auto made = MakeEvictionPolicy(options.eviction_policy);
     if (!made.ok()) return made.status();
     policy = *std::move(made);
   }
   try {
-    return std::unique_ptr<BlockPool>(new BlockPool(options, std::move(policy)));
+    auto pool = std::unique_ptr<BlockPool>(new BlockPool(options, std::move(policy)));
+    pool->priorities_ = priorities;
+    return pool;
   } catch (const std::exception&) {  // bad_alloc, or length_error for sizes past max_size()
     return absl::ResourceExhaustedError(absl::StrCat(
         "BlockPool: cannot allocate the bookkeeping of ", options.num_blocks, " blocks (about ",
@@ -313,6 +349,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot cache block ", block, ": it is already cached"));
   }
+  if (priorities_ != nullptr) PAGEDKV_RETURN_IF_ERROR(insert.priority.Validate("BlockInsert"));
   if (!tokens.empty() && tokens.size() != static_cast<size_t>(block_size_)) {
     return absl::InvalidArgumentError(absl::StrCat("cannot cache block ", block, " with ",
                                                    tokens.size(), " tokens: pass none or exactly ",
@@ -346,6 +383,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
     std::copy(tokens.begin(), tokens.end(), tokens_ + static_cast<ptrdiff_t>(block) * block_size_);
   }
   ++stats_.stored_blocks;
+  if (priorities_ != nullptr) priorities_->SetNext(block, insert.priority);
   policy_->OnInsert(block, hash);
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockStored,
@@ -422,6 +460,21 @@ void BlockPool::ResetPrefixCache() {
                  .block = kNullBlock,
                  .token_ids = {}});
   }
+}
+
+absl::Status BlockPool::RaisePriority(BlockId block, const CachePriority& priority) {
+  PAGEDKV_RETURN_IF_ERROR(priority.Validate("RaisePriority"));
+  if (!IsCached(block)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot raise the priority of block ", block, ": it is not cached"));
+  }
+  if (priorities_ != nullptr) priorities_->Raise(block, priority);
+  return absl::OkStatus();
+}
+
+int32_t BlockPool::Priority(BlockId block) const {
+  return priorities_ != nullptr && IsCached(block) ? priorities_->LevelOf(block)
+                                                   : kDefaultCachePriority;
 }
 
 int32_t BlockPool::RefCount(BlockId block) const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cache/priority_policy.h"
 #include "pagedkv/block_pool.h"
 
 namespace pagedkv {
@@ -82,6 +83,7 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
   const ptrdiff_t bs = block_size_;
   if (m.has_tokens) std::copy_n(tokens_ + holder * bs, bs, tokens_ + x * bs);
   ++stats_.promoted_duplicates;
+  if (priorities_ != nullptr) priorities_->InheritNext(x, holder);
   policy_->OnInsert(x, m.hash);
   if (dups.size() > 1) {
     for (size_t i = 1; i < dups.size(); ++i) duplicate_holder_[dups[i]] = x;

@@ -68,6 +68,10 @@ absl::StatusOr<CacheRequest> CacheRequest::Create(CacheRequestOptions options,
                        mm.offset, " before input ", i - 1));
     }
   }
+  if (absl::Status p = options.priority.Validate("CacheRequestOptions.priority"); !p.ok()) {
+    return p;
+  }
+  if (absl::Status s = ValidatePrioritySpans(options.priority_spans); !s.ok()) return s;
   absl::Status vocab = CheckVocab(prompt, options.vocab_size, 0);
   if (!vocab.ok()) return vocab;
   CacheRequest request(std::move(options));

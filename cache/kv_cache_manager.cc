@@ -34,6 +34,9 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
       .block_size = options.block_size,
       .store_tokens = options.enable_prefix_caching && options.verify_tokens,
       .eviction_policy = options.eviction_policy,
+      .enable_priorities = options.enable_priorities,
+      .max_high_priority_fraction = options.max_high_priority_fraction,
+      .clock = options.clock,
   };
   auto pool = BlockPool::Create(pool_options, std::move(policy));
   if (!pool.ok()) return pool.status();
@@ -69,6 +72,8 @@ absl::StatusOr<CacheRequest> KvCacheManager::NewRequest(RequestId id,
           .multimodal = keys.multimodal,
           .vocab_size = options_.vocab_size,
           .hasher = options_.hasher,
+          .priority = keys.priority,
+          .priority_spans = keys.priority_spans,
       },
       prompt);
 }
@@ -224,6 +229,10 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
     table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
     for (const BlockId block : new_computed_blocks.blocks) {
       DebugCheckOk(pool_->Pin(block), "MakePlan checked that each computed block is cached");
+      if (options_.enable_priorities) {
+        DebugCheckOk(pool_->RaisePriority(block, request.BlockPriorityOf(table.size())),
+                     "the request's priorities were validated and the block is cached");
+      }
       table.push_back(block);
     }
   } else {
@@ -283,7 +292,8 @@ void KvCacheManager::CacheHashOnly(const CacheRequest& request, const RequestSta
                            .parent_hash = request.ParentHashOf(i),
                            .tokens = request.BlockTokens(i),
                            .parent_block = kNullBlock,
-                           .extra_digest = request.BlockExtraDigest(i)};
+                           .extra_digest = request.BlockExtraDigest(i),
+                           .priority = request.BlockPriorityOf(i)};
   const absl::StatusOr<bool> indexed = pool_->Insert(insert);
   DebugCheckOk(indexed.status(), "the block is in this request's table and was never cached");
   if (indexed.ok() && !*indexed) {
@@ -355,7 +365,8 @@ void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& st
                                 .parent_hash = request.ParentHashOf(i),
                                 .tokens = request.BlockTokens(i),
                                 .parent_block = prev,
-                                .extra_digest = request.BlockExtraDigest(i)}),
+                                .extra_digest = request.BlockExtraDigest(i),
+                                .priority = request.BlockPriorityOf(i)}),
                  "the block is in use, uncached, its hash free and its parent cached");
   }
   state.last_canonical = canonical;

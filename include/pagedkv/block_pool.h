@@ -45,6 +45,7 @@
 #define PAGEDKV_BLOCK_POOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -57,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_index.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/export.h"
@@ -70,6 +72,15 @@ struct PAGEDKV_EXPORT BlockPoolOptions {
   int32_t block_size = 16;              // tokens per block; must be > 0
   bool store_tokens = true;             // keep cached blocks' token ids so hits can be verified
   std::string eviction_policy = "lru";  // used when Create gets no policy: "lru", "lfu", "fifo"
+  // Eviction priorities (cache_priority.h): victims come from the lowest priority that has an
+  // evictable block, ordered there by `eviction_policy` (one instance per level in use; a policy
+  // passed to Create is refused). Off: BlockInsert::priority is ignored.
+  bool enable_priorities = false;
+  // (0, 1]: blocks above the default priority hold at most this fraction of the pool's blocks;
+  // past it a block is cached at the default priority.
+  double max_high_priority_fraction = 0.5;
+  // Seconds for retention durations (never decreasing); null: std::chrono::steady_clock.
+  std::function<double()> clock;
 };
 
 // What BlockPool::Insert caches, by name.
@@ -80,8 +91,11 @@ struct PAGEDKV_EXPORT BlockInsert {
   std::span<const TokenId> tokens = {};  // empty, or exactly block_size tokens (stored when
                                          // store_tokens)
   BlockId parent_block = kNullBlock;     // when set, cached under parent_hash: the chain link
-  BlockHash extra_digest;  // ExtraKeysDigest of the block's extra keys (for ExtraKeysMatch)
+  BlockHash extra_digest;       // ExtraKeysDigest of the block's extra keys (for ExtraKeysMatch)
+  CachePriority priority = {};  // with enable_priorities (validated then)
 };
+
+class PriorityPolicy;
 
 class PAGEDKV_EXPORT BlockPool {
  public:
@@ -192,6 +206,15 @@ class PAGEDKV_EXPORT BlockPool {
   // InvalidArgument / FailedPrecondition (nothing changes) for a block out of range, not used,
   // cached, already a duplicate, or a token count other than 0 or block_size.
   absl::StatusOr<bool> AddDuplicate(const BlockInsert& dup);
+
+  // With enable_priorities: cached `block` moves up to `priority` when that is higher than its
+  // own (equal: its retention is renewed when that extends it). InvalidArgument for a bad
+  // priority, FailedPrecondition when `block` is not cached; nothing changes then. Without
+  // priorities: validation only.
+  absl::Status RaisePriority(BlockId block, const CachePriority& priority);
+  // The priority cached `block` has now (default without priorities or when not cached). A
+  // retention that ran out is applied when the next victim is picked.
+  int32_t Priority(BlockId block) const;
 
   // Used, uncached blocks recorded as duplicates (see AddDuplicate).
   int32_t NumDuplicateBlocks() const { return static_cast<int32_t>(duplicate_holder_.size()); }
@@ -326,15 +349,16 @@ class PAGEDKV_EXPORT BlockPool {
   int32_t block_size_;
   bool store_tokens_;
   std::unique_ptr<EvictionPolicy> policy_;
-  std::vector<BlockMeta> meta_;         // [num_blocks]
-  std::vector<BlockChain> chain_;       // [num_blocks]
-  std::vector<BlockHash> parent_hash_;  // [num_blocks], valid when cached
-  std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
-  TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
-  std::vector<BlockId> free_stack_;     // free blocks, popped from the back
-  std::vector<BlockId> victims_;        // scratch of Allocate(count, out): picked victims
-  BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
-  bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
+  PriorityPolicy* priorities_ = nullptr;  // policy_ itself when priorities are enabled
+  std::vector<BlockMeta> meta_;           // [num_blocks]
+  std::vector<BlockChain> chain_;         // [num_blocks]
+  std::vector<BlockHash> parent_hash_;    // [num_blocks], valid when cached
+  std::vector<TokenId> token_storage_;    // backing store of tokens_ (+ alignment slack)
+  TokenId* tokens_ = nullptr;             // [num_blocks * block_size] if stored, 64-byte aligned
+  std::vector<BlockId> free_stack_;       // free blocks, popped from the back
+  std::vector<BlockId> victims_;          // scratch of Allocate(count, out): picked victims
+  BlockIndex index_;                      // hash -> cached block; keys live in meta_[block].hash
+  bool prefetch_victims_;                 // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;
   uint64_t next_link_ = 1;  // link identities handed out (0 means "no parent block")
   // Duplicates: holder -> its duplicates in the order recorded; duplicate -> holder.

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -39,6 +40,10 @@ struct PAGEDKV_EXPORT CacheRequestOptions {
   std::vector<MultimodalInput> multimodal;    // sorted by offset; hashed into overlapping blocks
   int32_t vocab_size = 0;                     // > 0: every token must lie in [0, vocab_size)
   std::shared_ptr<const BlockHasher> hasher;  // block hasher; null = DefaultBlockHasher()
+  // Eviction priority of the request's blocks, and spans of its prompt with their own (used when
+  // the manager enables priorities; never hashed). See cache_priority.h.
+  CachePriority priority;
+  std::vector<PrioritySpan> priority_spans;
 };
 
 // Copyable value type. Not thread-safe.
@@ -64,6 +69,11 @@ class PAGEDKV_EXPORT CacheRequest {
   uint64_t adapter_id() const { return options_.adapter_id; }
   int32_t vocab_size() const { return options_.vocab_size; }
   std::span<const MultimodalInput> multimodal() const { return options_.multimodal; }
+  // The eviction priority of block i (its span's, else the request's).
+  CachePriority BlockPriorityOf(int64_t i) const {
+    return BlockPriority(options_.priority, options_.priority_spans, i * options_.block_size,
+                         options_.block_size);
+  }
   const BlockHasher& hasher() const { return *hasher_; }
 
   // Every token so far (prompt first). Valid until the next Append.

@@ -39,6 +39,7 @@
 #define PAGEDKV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -73,13 +74,19 @@ struct PAGEDKV_EXPORT KvCacheManagerOptions {
   // Collect the pool's events into per-step batches for TakeEventBatch (kv_event_batch.h).
   bool collect_event_batches = false;
   std::optional<int32_t> data_parallel_rank;  // stamped on every event batch; nullopt = none
+  // Eviction priorities and retention (cache_priority.h; see BlockPoolOptions for the rules).
+  bool enable_priorities = false;
+  double max_high_priority_fraction = 0.5;  // (0, 1] of the pool above the default priority
+  std::function<double()> clock;            // seconds; null: steady clock
 };
 
 // Per-request cache keys beyond the tokens.
 struct PAGEDKV_EXPORT RequestCacheKeys {
-  std::string cache_salt;                   // requests with different salts never share blocks
-  uint64_t adapter_id = 0;                  // LoRA adapter id; 0 = none
-  std::vector<MultimodalInput> multimodal;  // sorted by offset
+  std::string cache_salt;                    // requests with different salts never share blocks
+  uint64_t adapter_id = 0;                   // LoRA adapter id; 0 = none
+  std::vector<MultimodalInput> multimodal;   // sorted by offset
+  CachePriority priority;                    // eviction priority of the request's blocks
+  std::vector<PrioritySpan> priority_spans;  // prompt spans with their own (a system prompt)
 };
 
 // Per-call settings of AllocateSlots.
