@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -43,10 +44,37 @@ class RefPool {
     uint64_t release_seq = 0, insert_seq = 0, freq = 0;
     int dup_of = -1;       // the cached block this used one duplicates, or -1
     uint64_t dup_seq = 0;  // when it was recorded
+    int level = kDefaultCachePriority;
   };
 
-  RefPool(int n, int bs, bool store, std::string policy)
-      : blocks_(n), bs_(bs), store_(store), policy_(std::move(policy)) {}
+  RefPool(int n, int bs, bool store, std::string policy, bool priorities)
+      : blocks_(n),
+        bs_(bs),
+        store_(store),
+        policy_(std::move(policy)),
+        priorities_(priorities),
+        max_high_(n / 2) {}
+
+  // The level a block asking for `level` gets: above the default only under the cap (the
+  // blocks counted exclude `self`).
+  int Admit(int level, int self = -1) const {
+    if (!priorities_) return kDefaultCachePriority;
+    int high = 0;
+    for (int b = 0; b < Size(); ++b) {
+      high += b != self && blocks_[b].cached && blocks_[b].level > kDefaultCachePriority;
+    }
+    return level > kDefaultCachePriority && high >= max_high_ ? kDefaultCachePriority : level;
+  }
+  // A hit by a request of priority `p`: up only (moved like a fresh insert at the new level).
+  void Raise(int b, const CachePriority& p) {
+    Block& x = blocks_[b];
+    if (!priorities_ || !x.cached || p.priority <= x.level) return;
+    const int level = Admit(p.priority, b);
+    if (level <= x.level) return;
+    x.level = level;
+    x.freq = 1;
+    x.insert_seq = ++seq_;
+  }
 
   int Find(const BlockHash& h) const {
     for (int b = 0; b < Size(); ++b) {
@@ -91,15 +119,16 @@ class RefPool {
       }
       blocks_[pick].cached = false;
       ++evictions;
-      Promote(pick);
+      evicted_.push_back(pick);  // promoted by FinishAllocation, as the pool's batch does
     }
     blocks_[pick].state = State::kUsed;
     blocks_[pick].ref = 1;
     return pick;
   }
   bool Insert(int b, const BlockHash& h, const BlockHash& parent, std::span<const TokenId> tokens,
-              int parent_block, const BlockHash& extra) {
+              int parent_block, const BlockHash& extra, const CachePriority& priority = {}) {
     if (Find(h) >= 0) return false;
+    blocks_[b].level = Admit(priority.priority);
     EXPECT_TRUE(parent_block < 0 || blocks_[parent_block].cached) << "parent must be cached";
     Block& x = blocks_[b];
     x.cached = true;
@@ -128,6 +157,11 @@ class RefPool {
     blocks_[b].dup_of = holder;
     blocks_[b].dup_seq = ++seq_;
   }
+  // After a batch of Allocate calls: the victims' duplicates take their places, in order.
+  void FinishAllocation() {
+    for (int old : evicted_) Promote(old);
+    evicted_.clear();
+  }
   // Evicted `old`'s earliest duplicate takes its place, with its content identity.
   void Promote(int old) {
     int x = -1;
@@ -137,6 +171,7 @@ class RefPool {
     if (x < 0) return;
     const Block& o = blocks_[old];
     Block& d = blocks_[x];
+    d.level = Admit(o.level);  // before d counts as cached
     d.cached = true;
     d.hash = o.hash;
     d.parent = o.parent;
@@ -181,19 +216,23 @@ class RefPool {
   int64_t evictions = 0, stored = 0, promoted = 0;
 
  private:
-  std::pair<uint64_t, uint64_t> VictimKey(int b) const {
+  // Lowest level first, then the policy's order.
+  std::tuple<int, uint64_t, uint64_t> VictimKey(int b) const {
     const Block& x = blocks_[b];
-    if (policy_ == "lfu") return {x.freq, x.release_seq};
-    if (policy_ == "fifo") return {x.insert_seq, 0};
-    return {x.release_seq, 0};
+    if (policy_ == "lfu") return {x.level, x.freq, x.release_seq};
+    if (policy_ == "fifo") return {x.level, x.insert_seq, 0};
+    return {x.level, x.release_seq, 0};
   }
 
   std::vector<Block> blocks_;
   int bs_;
   bool store_;
   std::string policy_;
+  bool priorities_;
+  int max_high_;
   uint64_t seq_ = 0;
   uint64_t link_seq_ = 0;
+  std::vector<int> evicted_;
 };
 
 class RefManager {
@@ -207,8 +246,8 @@ class RefManager {
     bool broken = false;
   };
 
-  RefManager(int n, int bs, bool verify, std::string policy)
-      : pool(n, bs, verify, std::move(policy)), bs_(bs), verify_(verify) {}
+  RefManager(int n, int bs, bool verify, std::string policy, bool priorities)
+      : pool(n, bs, verify, std::move(policy), priorities), bs_(bs), verify_(verify) {}
 
   bool Verify(int b, const CacheRequest& r, int64_t i, int prev) const {
     const auto& x = pool.at(b);
@@ -253,6 +292,7 @@ class RefManager {
     if (is_new) {
       for (int b : hit) {
         pool.Pin(b);
+        pool.Raise(b, r.BlockPriorityOf(static_cast<int64_t>(q.table.size())));
         q.table.push_back(b);
       }
       q.num_cached = static_cast<int64_t>(hit.size());
@@ -262,6 +302,7 @@ class RefManager {
       }
     }
     for (int64_t i = 0; i < need; ++i) q.table.push_back(pool.Allocate());
+    pool.FinishAllocation();
     q.num_tokens = have + n;
     CacheFull(r, q);
     return absl::StatusCode::kOk;
@@ -273,7 +314,7 @@ class RefManager {
       const int b = q.table[i];
       if (!verify_) {
         if (!pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), -1,
-                         r.BlockExtraDigest(i))) {
+                         r.BlockExtraDigest(i), r.BlockPriorityOf(i))) {
           pool.AddDuplicate(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i),
                             r.BlockExtraDigest(i));
         }
@@ -312,7 +353,7 @@ class RefManager {
       }
       if (canon == b) {
         pool.Insert(b, r.block_hashes()[i], r.ParentHashOf(i), r.BlockTokens(i), prev,
-                    r.BlockExtraDigest(i));
+                    r.BlockExtraDigest(i), r.BlockPriorityOf(i));
       }
       q.canon = canon;
       q.canon_gen = pool.at(canon).gen;
@@ -342,12 +383,14 @@ class RefManager {
 struct Config {
   std::string policy;
   bool verify;
-  int hash_bits;  // 0: XXH3-128, else a colliding hasher with that many bits
+  int hash_bits;            // 0: XXH3-128, else a colliding hasher with that many bits
+  bool priorities = false;  // random request priorities and system-prompt spans
 };
 
 std::string ConfigName(const Config& c) {
   return absl::StrCat(c.policy, c.verify ? "_verify" : "_noverify",
-                      c.hash_bits == 0 ? "_xxh3" : absl::StrCat("_bits", c.hash_bits));
+                      c.hash_bits == 0 ? "_xxh3" : absl::StrCat("_bits", c.hash_bits),
+                      c.priorities ? "_priorities" : "");
 }
 
 class Driver {
@@ -357,13 +400,14 @@ class Driver {
   static constexpr int kVocab = 5;
 
   Driver(const Config& c, uint32_t seed)
-      : config_(c), rng_(seed), ref_(kBlocks, kBs, c.verify, c.policy) {
+      : config_(c), rng_(seed), ref_(kBlocks, kBs, c.verify, c.policy, c.priorities) {
     KvCacheManagerOptions o{.num_blocks = kBlocks,
                             .block_size = kBs,
                             .verify_tokens = c.verify,
                             .eviction_policy = c.policy,
                             .vocab_size = kVocab,
-                            .model_fingerprint = "test-model"};
+                            .model_fingerprint = "test-model",
+                            .enable_priorities = c.priorities};
     if (c.hash_bits > 0) o.hasher = std::make_shared<testing::CollidingHasher>(c.hash_bits);
     manager_ = *KvCacheManager::Create(std::move(o));
     for (int d = 0; d < 4; ++d) {
@@ -444,6 +488,14 @@ class Driver {
     RequestCacheKeys keys;
     if (Uniform(0, 4) == 0) keys.cache_salt = "tenant-b";
     if (Uniform(0, 4) == 0) keys.adapter_id = 5;
+    if (config_.priorities) {
+      constexpr int kLevels[] = {10, kDefaultCachePriority, 60, 90};
+      keys.priority.priority = kLevels[Uniform(0, 3)];
+      if (Uniform(0, 2) == 0) {  // a "system prompt" span
+        keys.priority_spans.push_back(
+            {.begin_token = 0, .end_token = Uniform(1, 20), .priority = {.priority = 90}});
+      }
+    }
     if (Uniform(0, 9) == 0) {
       keys.multimodal.push_back({.offset = Uniform(0, 20),
                                  .length = Uniform(1, 8),
@@ -620,6 +672,11 @@ class Driver {
     std::sort(real_hashes.begin(), real_hashes.end());
     std::sort(ref_hashes.begin(), ref_hashes.end());
     ASSERT_EQ(real_hashes, ref_hashes);
+    for (BlockId b = 0; b < kBlocks; ++b) {  // the same priority for each cached hash
+      if (!pool.IsCached(b)) continue;
+      const int ref_block = ref_.pool.Find(*pool.CachedHash(b));
+      ASSERT_EQ(pool.Priority(b), ref_.pool.at(ref_block).level) << "block " << b;
+    }
     int evictable = 0;
     for (BlockId b = 0; b < kBlocks; ++b) evictable += pool.IsCached(b) && pool.RefCount(b) == 0;
     ASSERT_EQ(evictable, pool.NumEvictableBlocks());
@@ -678,6 +735,7 @@ std::vector<Config> AllConfigs() {
   for (const char* policy : {"lru", "lfu", "fifo"}) {
     for (bool verify : {true, false}) {
       for (int bits : {0, 2}) out.push_back({policy, verify, bits});
+      out.push_back({policy, verify, 0, /*priorities=*/true});
     }
   }
   return out;
