@@ -56,6 +56,12 @@ void AddWorkloadFlags(CLI::App* sub, ReplayConfig* config) {
                   "Approximate number of requests of the built-in workload (0 = its default)")
       ->check(NonNegativeNumber());
   sub->add_option("--seed", config->seed, "Seed of the built-in workload")->capture_default_str();
+  sub->add_flag("--pin-system-prompts", config->pin_system_prompts,
+                "Cache mode, built-in workloads: cache system prompts at eviction priority 90 "
+                "(the rest at the default 35)");
+  sub->add_option("--max-pinned-fraction", config->max_pinned_fraction,
+                  "With --pin-system-prompts: the share of the pool pinned blocks may hold")
+      ->capture_default_str();
   sub->add_option("--mode", config->mode,
                   "cache: hit rates, no timing, file order; serve: arrivals, scheduler, "
                   "simulated GPU, TTFT and throughput")

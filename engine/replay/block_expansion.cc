@@ -94,6 +94,21 @@ void ExpandKeys(const Workload& workload, int32_t block_size, ExpandedWorkload& 
 }
 
 // The marked chunks of every request (nothing when no request marks one).
+void ExpandPriorities(const Workload& workload, ExpandedWorkload& e) {
+  const bool any = std::any_of(workload.requests.begin(), workload.requests.end(),
+                               [](const ReplayRequest& r) { return !r.priority_spans.empty(); });
+  if (!any) return;
+  e.priorities.reserve(e.keys.size());
+  for (size_t r = 0; r < workload.requests.size(); ++r) {
+    const std::vector<PrioritySpan>& spans = workload.requests[r].priority_spans;
+    for (int64_t i = e.request_begin[r]; i < e.request_begin[r + 1]; ++i) {
+      const int64_t first = (i - e.request_begin[r]) * e.block_size;
+      e.priorities.push_back(
+          static_cast<int8_t>(BlockPriority({}, spans, first, e.block_size).priority));
+    }
+  }
+}
+
 void ExpandChunks(const Workload& workload, ExpandedWorkload& e) {
   const bool any_chunks = std::any_of(workload.requests.begin(), workload.requests.end(),
                                       [](const ReplayRequest& r) { return !r.chunks.empty(); });
@@ -194,6 +209,7 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
   e.one_block_per_hash_id =
       workload.trace_block_size > 0 && workload.trace_block_size == options.block_size;
   ExpandKeys(workload, options.block_size, e);
+  ExpandPriorities(workload, e);
   ExpandChunks(workload, e);
   if (e.has_chunks() && options.compute_next_use) ComputeChunkNextUses(e);
   if (e.keys.size() >= static_cast<size_t>(kNeverUsed)) {

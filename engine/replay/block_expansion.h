@@ -64,9 +64,12 @@ struct PAGEDKV_EXPORT ExpandedWorkload {
   // same key, or kNeverUsed (otherwise kChunkNeverUsed).
   std::vector<TrackedChunk> chunks;
   std::vector<int64_t> chunk_begin;  // [num_requests + 1] or empty
-  int64_t distinct_blocks = 0;       // distinct keys
-  int64_t total_tokens = 0;          // sum of input_length
-  int64_t partial_tokens = 0;        // prompt tokens in no full block (never cacheable)
+  // [num_blocks] each block's eviction priority (ReplayRequest::priority_spans), or empty when no
+  // request has a priority span.
+  std::vector<int8_t> priorities;
+  int64_t distinct_blocks = 0;  // distinct keys
+  int64_t total_tokens = 0;     // sum of input_length
+  int64_t partial_tokens = 0;   // prompt tokens in no full block (never cacheable)
 
   size_t num_requests() const { return input_tokens.size(); }
   int64_t num_blocks() const { return static_cast<int64_t>(keys.size()); }

@@ -201,6 +201,9 @@ class CacheReplayer {
     BlockId block = w_.seen_before[i] ? pool_.FindCached(key) : kNullBlock;
     if (block != kNullBlock) {
       PAGEDKV_RETURN_IF_ERROR(pool_.Pin(block));
+      if (!w_.priorities.empty()) {
+        PAGEDKV_RETURN_IF_ERROR(pool_.RaisePriority(block, {.priority = w_.priorities[i]}));
+      }
       if (walk.prefix) {
         ++walk.hits;
         walk.prefix_tokens += tokens;
@@ -255,9 +258,14 @@ class CacheReplayer {
       ++result_.over_capacity_blocks;
       return kNullBlock;
     }
-    PAGEDKV_RETURN_IF_ERROR(
-        pool_.Insert({.block = *allocated, .hash = w_.keys[i], .parent_hash = walk.parent})
-            .status());
+    const CachePriority priority{.priority = w_.priorities.empty() ? kDefaultCachePriority
+                                                                   : w_.priorities[i]};
+    PAGEDKV_RETURN_IF_ERROR(pool_
+                                .Insert({.block = *allocated,
+                                         .hash = w_.keys[i],
+                                         .parent_hash = walk.parent,
+                                         .priority = priority})
+                                .status());
     return *allocated;
   }
 
@@ -322,12 +330,20 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   }
   PAGEDKV_ASSIGN_OR_RETURN(ReplayPolicy policy, MakeReplayPolicy(w, options.policy));
   BeladyPolicy* const belady = policy.belady;
+  // Priority spans need the pool's per-level policies; Belady (the clairvoyant bound, a policy
+  // object) ignores them.
+  const bool priorities = !w.priorities.empty() && belady == nullptr;
+  std::unique_ptr<EvictionPolicy> plugged;
+  if (!priorities) plugged = std::move(policy.policy);
   PAGEDKV_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockPool> pool,
       BlockPool::Create({.num_blocks = static_cast<int32_t>(options.capacity_blocks),
                          .block_size = w.block_size,
-                         .store_tokens = false},
-                        std::move(policy.policy)));
+                         .store_tokens = false,
+                         .eviction_policy = options.policy,
+                         .enable_priorities = priorities,
+                         .max_high_priority_fraction = options.max_pinned_fraction},
+                        std::move(plugged)));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReuseTracker> tracker,
                            MakeChunkTracker(w, options, pool.get(), belady));
   ReplayTiers tiers{.host_store = options.host_store};

@@ -64,6 +64,9 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   int64_t remote_capacity_blocks = 0;  // > 0: a simulated shared tier below the host tier
   std::string tier_policy = "lru";     // the tiers' eviction policy: "lru" or "arc"
   TierStoreRule host_store = TierStoreRule::kWriteThrough;  // when blocks go to the host tier
+  // Workloads with priority spans (e.g. --pin-system-prompts): the share of the pool blocks above
+  // the default priority may hold (BlockPoolOptions::max_high_priority_fraction).
+  double max_pinned_fraction = 0.5;
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
 };

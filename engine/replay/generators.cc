@@ -81,6 +81,13 @@ void SortByArrival(std::vector<ReplayRequest>& requests) {
       [](const ReplayRequest& a, const ReplayRequest& b) { return a.arrival_ms < b.arrival_ms; });
 }
 
+// Marks the request's prompt so far (its system prompt) as pinned.
+void PinPrefix(ReplayRequest& r) {
+  r.priority_spans.push_back({.begin_token = 0,
+                              .end_token = r.input_length,
+                              .priority = {.priority = kPinnedSystemPromptPriority}});
+}
+
 }  // namespace
 
 Workload GenerateSystemPromptWorkload(const SystemPromptOptions& o) {
@@ -97,6 +104,7 @@ Workload GenerateSystemPromptWorkload(const SystemPromptOptions& o) {
     r.arrival_ms = t;
     const int32_t p = zipf.Sample(s);
     Append(r, ContentId(kSystemPrompt, static_cast<uint64_t>(p)), prompt_len[p]);
+    if (o.pin_system_prompts) PinPrefix(r);
     Append(r, ContentId(kUserMessage, static_cast<uint64_t>(i)), s.Uniform(o.user_tokens));
     r.output_length = s.Uniform(o.output_tokens);
     w.requests.push_back(std::move(r));
@@ -120,6 +128,7 @@ Workload GenerateConversationWorkload(const ConversationOptions& o) {
     const auto sys =
         static_cast<uint64_t>(s.Uniform(0, static_cast<int64_t>(prompt_len.size()) - 1));
     Append(turn, ContentId(kConvSystemPrompt, sys), prompt_len[sys]);
+    if (o.pin_system_prompts) PinPrefix(turn);
     for (int32_t k = 0; k < turns; ++k) {
       Append(turn, ContentId(kConvUserMessage, next_message++), s.Uniform(o.user_tokens));
       turn.output_length = s.Uniform(o.output_tokens);
@@ -191,8 +200,8 @@ absl::StatusOr<Workload> MakeBuiltinWorkload(std::string_view name,
         absl::StrFormat("--requests must be >= 0 (got %d)", options.num_requests));
   }
   const uint64_t seed = options.seed;
-  SystemPromptOptions sp{.seed = seed * 3 + 1};
-  ConversationOptions conv{.seed = seed * 3 + 2};
+  SystemPromptOptions sp{.seed = seed * 3 + 1, .pin_system_prompts = options.pin_system_prompts};
+  ConversationOptions conv{.seed = seed * 3 + 2, .pin_system_prompts = options.pin_system_prompts};
   RagOptions rag{.seed = seed * 3 + 3};
   // Mean turns per conversation: the midpoint of the range.
   const double turns = (conv.turns.min + conv.turns.max) / 2.0;

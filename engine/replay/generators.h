@@ -44,6 +44,7 @@ struct PAGEDKV_EXPORT SystemPromptOptions {
   TokenRange output_tokens = {16, 256};    // tokens generated per request
   double requests_per_s = 20;              // Poisson arrival rate
   uint64_t seed = 1;                       // random seed
+  bool pin_system_prompts = false;         // system prompts at kPinnedSystemPromptPriority
 };
 
 struct PAGEDKV_EXPORT ConversationOptions {
@@ -56,6 +57,7 @@ struct PAGEDKV_EXPORT ConversationOptions {
   double conversations_per_s = 4;          // Poisson rate of new conversations
   double mean_think_ms = 8000;             // mean gap between turns (exponential)
   uint64_t seed = 2;                       // random seed
+  bool pin_system_prompts = false;         // system prompts at kPinnedSystemPromptPriority
 };
 
 struct PAGEDKV_EXPORT RagOptions {
@@ -73,9 +75,13 @@ struct PAGEDKV_EXPORT RagOptions {
 
 // Size and seed of a built-in workload chosen by name.
 struct PAGEDKV_EXPORT BuiltinWorkloadOptions {
-  int32_t num_requests = 0;  // approximate number of requests; 0 = the generator's default
-  uint64_t seed = 1;         // random seed (each generator derives its own from it)
+  int32_t num_requests = 0;         // approximate number of requests; 0 = the generator's default
+  uint64_t seed = 1;                // random seed (each generator derives its own from it)
+  bool pin_system_prompts = false;  // system-prompt and conversation: pin the system prompts
 };
+
+// The eviction priority of a pinned system prompt (ReplayRequest::priority_spans).
+inline constexpr int32_t kPinnedSystemPromptPriority = 90;
 
 PAGEDKV_EXPORT Workload GenerateSystemPromptWorkload(const SystemPromptOptions& options);
 PAGEDKV_EXPORT Workload GenerateConversationWorkload(const ConversationOptions& options);

@@ -26,7 +26,9 @@ absl::StatusOr<Workload> GenerateWorkload(const ReplayConfig& c, const MemoryBud
   if (c.requests > kSample) {
     PAGEDKV_ASSIGN_OR_RETURN(
         Workload sample,
-        MakeBuiltinWorkload(c.workload, {.num_requests = kSample, .seed = c.seed}));
+        MakeBuiltinWorkload(
+            c.workload,
+            {.num_requests = kSample, .seed = c.seed, .pin_system_prompts = c.pin_system_prompts}));
     const double per_request =
         static_cast<double>(WorkloadBytes(sample)) / std::max<size_t>(1, sample.requests.size());
     const double total = per_request * c.requests * 2;  // and the vector's growth
@@ -35,7 +37,9 @@ absl::StatusOr<Workload> GenerateWorkload(const ReplayConfig& c, const MemoryBud
                      absl::StrFormat("--requests %d of the %s workload", c.requests, c.workload),
                      "give fewer requests or raise the limit"));
   }
-  return MakeBuiltinWorkload(c.workload, {.num_requests = c.requests, .seed = c.seed});
+  return MakeBuiltinWorkload(
+      c.workload,
+      {.num_requests = c.requests, .seed = c.seed, .pin_system_prompts = c.pin_system_prompts});
 }
 
 absl::StatusOr<Workload> LoadWorkload(const ReplayConfig& c, const MemoryBudget& budget) {
@@ -153,6 +157,15 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
   if (c.instances > 1 && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
     return absl::UnimplementedError(
         "--host-capacity-blocks / --remote-capacity-blocks are not simulated with --instances > 1");
+  }
+  if (c.pin_system_prompts && (!c.trace.empty() || c.mode != "cache" || c.instances > 1)) {
+    return absl::UnimplementedError(
+        "--pin-system-prompts applies to cache mode on a built-in workload with one instance "
+        "(serve mode, traces and --instances do not carry priorities yet)");
+  }
+  if (!(c.max_pinned_fraction > 0 && c.max_pinned_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max-pinned-fraction must be in (0, 1] (got %g)", c.max_pinned_fraction));
   }
   if (!(c.max_memory_gib >= 0) || !std::isfinite(c.max_memory_gib)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -23,10 +23,14 @@
 namespace pagedkv::replay {
 
 struct PAGEDKV_EXPORT ReplayConfig {
-  std::string trace;                  // Mooncake JSONL(.gz) file; empty = built-in workload
-  std::string workload = "mixed";     // built-in workload when no trace is given
-  int32_t requests = 0;               // built-in workload size (0 = its default)
-  uint64_t seed = 1;                  // built-in workload seed
+  std::string trace;               // Mooncake JSONL(.gz) file; empty = built-in workload
+  std::string workload = "mixed";  // built-in workload when no trace is given
+  int32_t requests = 0;            // built-in workload size (0 = its default)
+  uint64_t seed = 1;               // built-in workload seed
+  // Built-in system-prompt / conversation / mixed workloads: cache system prompts at priority
+  // kPinnedSystemPromptPriority (cache mode), holding at most max_pinned_fraction of the pool.
+  bool pin_system_prompts = false;
+  double max_pinned_fraction = 0.5;
   std::string mode = "cache";         // "cache" or "serve"
   int32_t block_size = 16;            // cache block size in tokens
   int32_t trace_block_size = 512;     // tokens per Mooncake hash id

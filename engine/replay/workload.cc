@@ -56,6 +56,9 @@ absl::Status ValidateWorkload(const Workload& workload) {
                           r.arrival_ms, last_arrival));
     }
     last_arrival = r.arrival_ms;
+    if (absl::Status spans = ValidatePrioritySpans(r.priority_spans); !spans.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat("request %d: %s", i, spans.message()));
+    }
     int64_t sum = 0;
     for (size_t s = 0; s < r.segments.size(); ++s) {
       const int32_t len = r.segments[s].length;

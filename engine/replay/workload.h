@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -50,6 +51,9 @@ struct PAGEDKV_EXPORT ReplayRequest {
   std::vector<Segment> segments;  // the prompt, in order
   std::vector<ChunkSpan> chunks;  // reusable spans (documents); empty for most workloads
   int64_t source_line = 0;        // 1-based line of the trace file it came from; 0: generated
+  // Eviction priorities of prompt spans (e.g. a pinned system prompt); blocks outside them have
+  // the default priority. Cache-mode replay honours them (BlockPool priorities).
+  std::vector<PrioritySpan> priority_spans;
 };
 
 // A named list of requests in arrival order.

@@ -262,6 +262,48 @@ TEST(CacheReplayTest, SmallTiersAddHitsBelowTheInfiniteCache) {
   EXPECT_THAT(bad.status().message(), HasSubstr("\"lru\" or \"arc\""));
 }
 
+// --pin-system-prompts: system prompts cached at priority 90 outlive user messages, which the
+// system-prompt workload rarely reuses, so a mid-sized pool hits more; Belady ignores priorities.
+TEST(CacheReplayTest, PinnedSystemPromptsRaiseTheHitRate) {
+  auto plain = MakeBuiltinWorkload("system-prompt", {.num_requests = 600, .seed = 1});
+  auto pinned = MakeBuiltinWorkload("system-prompt",
+                                    {.num_requests = 600, .seed = 1, .pin_system_prompts = true});
+  ASSERT_TRUE(plain.ok() && pinned.ok());
+  ASSERT_FALSE(pinned->requests[0].priority_spans.empty());
+  auto e_plain = ExpandWorkload(*plain, {.block_size = 16});
+  auto e_pinned = ExpandWorkload(*pinned, {.block_size = 16});
+  ASSERT_TRUE(e_plain.ok() && e_pinned.ok());
+  EXPECT_TRUE(e_plain->priorities.empty());
+  ASSERT_EQ(e_pinned->priorities.size(), e_pinned->keys.size());
+  for (const char* policy : {"lru", "belady"}) {
+    auto a = RunCacheReplay(*e_plain, {.capacity_blocks = 2048, .policy = policy});
+    auto b = RunCacheReplay(*e_pinned, {.capacity_blocks = 2048, .policy = policy});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    SCOPED_TRACE(policy);
+    if (std::string(policy) == "belady") {
+      EXPECT_EQ(b->hit_blocks, a->hit_blocks);
+    } else {
+      EXPECT_GT(b->hit_blocks, a->hit_blocks);
+    }
+  }
+}
+
+TEST(CacheReplayTest, PrioritySpansCoverWholeBlocksOnly) {
+  Workload w;
+  w.requests.push_back(
+      {.input_length = 40,
+       .output_length = 1,
+       .segments = {{.content_id = 1, .length = 40}},
+       .priority_spans = {{.begin_token = 0, .end_token = 20, .priority = {.priority = 90}}}});
+  auto e = ExpandWorkload(w, {.block_size = 16});
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ(e->keys.size(), 2u);  // [0, 16) inside the span, [16, 32) not
+  EXPECT_EQ(e->priorities, (std::vector<int8_t>{90, 35}));
+  w.requests[0].priority_spans[0].end_token = 0;  // empty span
+  EXPECT_THAT(ExpandWorkload(w, {.block_size = 16}).status().message(),
+              HasSubstr("priority span 0"));
+}
+
 TEST(CacheReplayTest, BadCapacityAndUnknownPolicyAreClearErrors) {
   Workload w = RandomTraceWorkload(1, 10);
   auto e = ExpandWorkload(w, {.block_size = 4, .compute_next_use = false});
