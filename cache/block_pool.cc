@@ -341,7 +341,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
     std::copy(tokens.begin(), tokens.end(), tokens_ + static_cast<ptrdiff_t>(block) * block_size_);
   }
   ++stats_.stored_blocks;
-  policy_->OnInsert(block, hash);
+  policy_->OnInsertInChain(block, hash, parent_hash, parent_block);
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockStored,
                  .hash = hash,
