@@ -11,7 +11,7 @@
 namespace pagedkv {
 
 std::vector<std::string_view> EvictionPolicyNames() {
-  return {"lru", "lfu", "fifo", "arc", "s3fifo", "wtinylfu"};
+  return {"lru", "lfu", "fifo", "arc", "s3fifo", "wtinylfu", "chain"};
 }
 
 absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name) {
@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_v
   if (name == "arc") return MakeArcPolicy();
   if (name == "s3fifo") return MakeS3FifoPolicy();
   if (name == "wtinylfu") return MakeWTinyLfuPolicy();
+  if (name == "chain") return MakeChainPolicy();
   std::string choices;
   for (const std::string_view choice : EvictionPolicyNames()) {
     if (!choices.empty()) choices += ", ";

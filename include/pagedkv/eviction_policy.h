@@ -22,7 +22,9 @@
 // first; O(log n)), "arc" (Adaptive Replacement Cache, ghost lists adapt recency vs frequency;
 // O(1)), "s3fifo" (S3-FIFO: a small queue filters blocks used once, a ghost queue remembers
 // them; amortised O(1)), "wtinylfu" (W-TinyLFU: a window LRU and a main SLRU, admission by a
-// count-min frequency sketch; O(1)). How each departs from its paper: see its cache/*_policy.cc.
+// count-min frequency sketch; O(1)), "chain" (pagedkv's own: chain ends that were never hit nor
+// extended go first, then S3-FIFO; uses OnInsertInChain). How each departs from its paper, and why
+// "chain" works: see its cache/*_policy.cc.
 //
 // Example (plugging a custom policy):
 //   class MyPolicy : public pagedkv::EvictionPolicy { ... };
@@ -114,6 +116,8 @@ PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeArcPolicy();
 PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeS3FifoPolicy();
 // W-TinyLFU (Einziger et al., ACM TOS 2017): window LRU, main SLRU, sketch admission; O(1).
 PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeWTinyLfuPolicy();
+// pagedkv's own: dead ends of chains (never hit, never a parent) first, then S3-FIFO; O(1).
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeChainPolicy();
 
 // A name of EvictionPolicyNames() (case-sensitive); InvalidArgument naming the choices otherwise.
 PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(

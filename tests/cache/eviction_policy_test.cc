@@ -28,7 +28,8 @@ TEST(EvictionPolicyTest, FactoryByName) {
   }
   auto bad = MakeEvictionPolicy("mru");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("lru, lfu, fifo, arc, s3fifo, wtinylfu"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("lru, lfu, fifo, arc, s3fifo, wtinylfu, chain"),
+            std::string::npos)
       << bad.status();
 }
 
@@ -159,7 +160,8 @@ TEST(EvictionPolicyTest, ClearForgetsEveryCandidate) {
 }
 
 // The contract every policy keeps, against a brute-force model of the pool's calls: a random mix
-// of inserts (new and returning hashes, so ghosts and sketches get hits), pins, releases, removals,
+// of inserts (new and returning hashes, so ghosts and sketches get hits; under random parents),
+// pins, releases, removals,
 // picks and clears; every pick is a current candidate and is then forgotten.
 TEST(EvictionPolicyTest, RandomCallsOnlyEverPickCandidates) {
   constexpr int kBlocks = 64;
@@ -176,7 +178,14 @@ TEST(EvictionPolicyTest, RandomCallsOnlyEverPickCandidates) {
       const int op = static_cast<int>(rng() % 100);
       if (refs[b] < 0 && op < 40) {
         hash_of[b] = static_cast<int>(rng() % 200);  // hashes come back
-        p->OnInsert(b, H(hash_of[b]));
+        // Under a cached parent (linked or by hash only) or a root, as the pool passes it.
+        const BlockId up = static_cast<BlockId>(rng() % kBlocks);
+        const bool linked = rng() % 2 == 0;
+        if (up != b && refs[up] >= 0) {
+          p->OnInsertInChain(b, H(hash_of[b]), H(hash_of[up]), linked ? up : kNullBlock);
+        } else {
+          p->OnInsertInChain(b, H(hash_of[b]), BlockHash{}, kNullBlock);
+        }
         refs[b] = 1;
       } else if (refs[b] >= 0 && op < 55) {
         if (refs[b]++ == 0) candidates.erase(b);
