@@ -23,8 +23,8 @@
 // O(1)), "s3fifo" (S3-FIFO: a small queue filters blocks used once, a ghost queue remembers
 // them; amortised O(1)), "wtinylfu" (W-TinyLFU: a window LRU and a main SLRU, admission by a
 // count-min frequency sketch; O(1)), "chain" (pagedkv's own: chain ends that were never hit nor
-// extended go first, then S3-FIFO; uses OnInsertInChain). How each departs from its paper, and why
-// "chain" works: see its cache/*_policy.cc.
+// extended go first, then S3-FIFO; uses OnInsertInChain). How each departs from its paper, and
+// where "chain" helps and where it loses: see its cache/*_policy.cc and docs/replay.md.
 //
 // Example (plugging a custom policy):
 //   class MyPolicy : public pagedkv::EvictionPolicy { ... };
