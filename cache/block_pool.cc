@@ -384,7 +384,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
   }
   ++stats_.stored_blocks;
   if (priorities_ != nullptr) priorities_->SetNext(block, insert.priority);
-  policy_->OnInsert(block, hash);
+  policy_->OnInsertInChain(block, hash, parent_hash, parent_block);
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockStored,
                  .hash = hash,

@@ -84,7 +84,7 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
   if (m.has_tokens) std::copy_n(tokens_ + holder * bs, bs, tokens_ + x * bs);
   ++stats_.promoted_duplicates;
   if (priorities_ != nullptr) priorities_->InheritNext(x, holder);
-  policy_->OnInsert(x, m.hash);
+  policy_->OnInsertInChain(x, m.hash, parent_hash_[x], kNullBlock);
   if (dups.size() > 1) {
     for (size_t i = 1; i < dups.size(); ++i) duplicate_holder_[dups[i]] = x;
     dups.erase(dups.begin());

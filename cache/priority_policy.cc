@@ -70,6 +70,11 @@ void PriorityPolicy::Leave(BlockId block) {
 }
 
 void PriorityPolicy::OnInsert(BlockId block, const BlockHash& hash) {
+  OnInsertInChain(block, hash, BlockHash{}, kNullBlock);
+}
+
+void PriorityPolicy::OnInsertInChain(BlockId block, const BlockHash& hash,
+                                     const BlockHash& parent_hash, BlockId parent_block) {
   const CachePriority& p = next_[block];
   const double expires =
       std::isnan(next_expires_[block]) ? clock_() + p.retention_seconds : next_expires_[block];
@@ -78,7 +83,7 @@ void PriorityPolicy::OnInsert(BlockId block, const BlockHash& hash) {
   next_expires_[block] = std::nan("");
   cached_[block] = 1;
   hash_[block] = hash;
-  Level(level_[block]).OnInsert(block, hash);
+  Level(level_[block]).OnInsertInChain(block, hash, parent_hash, parent_block);
 }
 
 void PriorityPolicy::OnAccess(BlockId block, const BlockHash& hash) {

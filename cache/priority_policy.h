@@ -35,6 +35,8 @@ class PriorityPolicy final : public EvictionPolicy {
   std::string_view Name() const override { return name_; }
   void Init(int32_t num_blocks) override;
   void OnInsert(BlockId block, const BlockHash& hash) override;
+  void OnInsertInChain(BlockId block, const BlockHash& hash, const BlockHash& parent_hash,
+                       BlockId parent_block) override;
   void OnAccess(BlockId block, const BlockHash& hash) override;
   void OnRelease(BlockId block, const BlockHash& hash) override;
   void OnRemove(BlockId block, const BlockHash& hash) override;

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cache/arc_target.h"
 #include "cache/tier_policies.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/tier_policy.h"
@@ -33,7 +34,7 @@ enum ListId : uint8_t { kT1 = 0, kT2 = 1, kB1 = 2, kB2 = 3 };
 
 class TierArcPolicy final : public TierPolicy {
  public:
-  explicit TierArcPolicy(int64_t capacity) : c_(capacity) {}
+  explicit TierArcPolicy(int64_t capacity) : c_(capacity), target_(capacity) {}
   std::string_view name() const override { return "arc"; }
   int64_t capacity() const override { return c_; }
   int64_t size() const override { return Size(kT1) + Size(kT2); }
@@ -93,8 +94,7 @@ class TierArcPolicy final : public TierPolicy {
   // The paper's REPLACE: makes room for one resident entry when T1 + T2 is full.
   void Replace(bool in_b2, std::vector<BlockHash>* dropped) {
     if (Size(kT1) + Size(kT2) < c_) return;
-    const int64_t t1 = Size(kT1);
-    if (t1 > 0 && (t1 > p_ || (in_b2 && t1 == p_) || Size(kT2) == 0)) {
+    if (target_.ReplaceFromT1(Size(kT1), Size(kT2), in_b2)) {
       Demote(kT1, kB1, dropped);
     } else {
       Demote(kT2, kB2, dropped);
@@ -104,7 +104,7 @@ class TierArcPolicy final : public TierPolicy {
   void InsertNew(const BlockHash& hash, std::vector<BlockHash>* dropped);
 
   int64_t c_;
-  int64_t p_ = 0;
+  internal::ArcTarget target_;  // p, the target size of T1 (shared with the pool's "arc")
   std::array<std::list<BlockHash>, 4> lists_;
   absl::flat_hash_map<BlockHash, Where> where_;
 };
@@ -122,13 +122,13 @@ std::vector<BlockHash> TierArcPolicy::Insert(const BlockHash& hash) {
       Move(hash, kT2);
       break;
     case kB1:
-      p_ = std::min(c_, p_ + std::max<int64_t>(1, Size(kB2) / Size(kB1)));
+      target_.OnGhostHitB1(Size(kB1), Size(kB2));
       Remove(hash);
       Replace(/*in_b2=*/false, &dropped);
       Push(hash, kT2);
       break;
     case kB2:
-      p_ = std::max<int64_t>(0, p_ - std::max<int64_t>(1, Size(kB1) / Size(kB2)));
+      target_.OnGhostHitB2(Size(kB1), Size(kB2));
       Remove(hash);
       Replace(/*in_b2=*/true, &dropped);
       Push(hash, kT2);

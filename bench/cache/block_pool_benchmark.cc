@@ -92,6 +92,10 @@ BENCHMARK(BM_ReplayCacheMode)
     ->Arg(0)
     ->Arg(1)
     ->Arg(2)
+    ->Arg(3)  // arc
+    ->Arg(4)  // s3fifo
+    ->Arg(5)  // wtinylfu
+    ->Arg(6)  // chain
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -89,8 +89,9 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
       "--sweep", [config](const std::string& text) { config->sweep = ParseSweep(text); },
       "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV and a plot");
   sub->add_option("--policies,--policy", config->policies,
-                  "Eviction policies, e.g. lru,lfu,fifo,belady (belady: cache mode only). "
-                  "Default: lru for one capacity, all four for a sweep")
+                  "Eviction policies: " + absl::StrJoin(replay::CacheReplayPolicyNames(), ",") +
+                      " (belady: cache mode only). Default: lru for one capacity, all of them "
+                      "for a sweep")
       ->delimiter(',');
   sub->add_option("--host-capacity-blocks", config->host_capacity_blocks,
                   "Cache mode: a simulated host-memory KV tier of this many blocks below the pool "

@@ -4,7 +4,8 @@
 // blocks.
 //
 // A BlockPool owns one policy and tells it about every cached block's life:
-//   OnInsert  - the block entered the hash index (it is in use: not a candidate);
+//   OnInsert  - the block entered the hash index (it is in use: not a candidate); the pool calls
+//               it through OnInsertInChain, which also passes the chain link (parent);
 //   OnAccess  - a cached block was pinned (a prefix hit or a share); if it was a candidate it no
 //               longer is one;
 //   OnRelease - a cached block's reference count dropped to zero: it is now a candidate. Called in
@@ -18,7 +19,12 @@
 //
 // Built in: "lru" (default; O(1), intrusive list over flat arrays), "lfu" (fewest accesses since
 // insertion first, ties least recently released first; O(log n)), "fifo" (earliest inserted
-// first; O(log n)).
+// first; O(log n)), "arc" (Adaptive Replacement Cache, ghost lists adapt recency vs frequency;
+// O(1)), "s3fifo" (S3-FIFO: a small queue filters blocks used once, a ghost queue remembers
+// them; amortised O(1)), "wtinylfu" (W-TinyLFU: a window LRU and a main SLRU, admission by a
+// count-min frequency sketch; O(1)), "chain" (pagedkv's own: chain ends that were never hit nor
+// extended go first, then S3-FIFO; uses OnInsertInChain). How each departs from its paper, and
+// where "chain" helps and where it loses: see its cache/*_policy.cc and docs/replay.md.
 //
 // Example (plugging a custom policy):
 //   class MyPolicy : public pagedkv::EvictionPolicy { ... };
@@ -61,6 +67,18 @@ class PAGEDKV_EXPORT EvictionPolicy {
   // `block` entered the hash index under `hash`; it is referenced (not a candidate).
   virtual void OnInsert(BlockId block, const BlockHash& hash) = 0;
 
+  // What the pool calls when a block enters the index: OnInsert plus the chain link.
+  // `parent_hash` is the hash of the block before it in its chain (a chain's first block: the
+  // root hash, derived from the cache salt, so it names the tenant); `parent_block` is the cached
+  // parent when the caller linked it, kNullBlock otherwise (hash-only callers never link, so a
+  // policy that needs the parent should find it by `parent_hash`). The default forwards to
+  // OnInsert: policies that ignore chains implement only that.
+  virtual void OnInsertInChain(BlockId block, const BlockHash& hash,
+                               [[maybe_unused]] const BlockHash& parent_hash,
+                               [[maybe_unused]] BlockId parent_block) {
+    OnInsert(block, hash);
+  }
+
   // Cached `block` was pinned; if it was a candidate it is not one any more.
   virtual void OnAccess(BlockId block, const BlockHash& hash) = 0;
 
@@ -92,7 +110,16 @@ PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeLfuPolicy();
 // Earliest inserted first, regardless of accesses.
 PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeFifoPolicy();
 
-// "lru", "lfu" or "fifo" (case-sensitive); InvalidArgument naming the choices otherwise.
+// Adaptive Replacement Cache (Megiddo and Modha, FAST 2003) over candidates; O(1).
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeArcPolicy();
+// S3-FIFO (Yang et al., SOSP 2023): small, main and ghost FIFO queues; amortised O(1).
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeS3FifoPolicy();
+// W-TinyLFU (Einziger et al., ACM TOS 2017): window LRU, main SLRU, sketch admission; O(1).
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeWTinyLfuPolicy();
+// pagedkv's own: dead ends of chains (never hit, never a parent) first, then S3-FIFO; O(1).
+PAGEDKV_EXPORT std::unique_ptr<EvictionPolicy> MakeChainPolicy();
+
+// A name of EvictionPolicyNames() (case-sensitive); InvalidArgument naming the choices otherwise.
 PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(
     std::string_view name);
 

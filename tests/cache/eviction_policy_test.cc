@@ -2,9 +2,11 @@
 #include "pagedkv/eviction_policy.h"
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
 
 namespace pagedkv {
@@ -26,7 +28,9 @@ TEST(EvictionPolicyTest, FactoryByName) {
   }
   auto bad = MakeEvictionPolicy("mru");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("lru, lfu, fifo"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("lru, lfu, fifo, arc, s3fifo, wtinylfu, chain"),
+            std::string::npos)
+      << bad.status();
 }
 
 TEST(EvictionPolicyTest, LruEvictsLeastRecentlyReleased) {
@@ -152,6 +156,60 @@ TEST(EvictionPolicyTest, ClearForgetsEveryCandidate) {
     p->OnInsert(3, H(3));
     p->OnRelease(3, H(3));
     EXPECT_EQ(p->PickVictim(), 3) << name;
+  }
+}
+
+// The contract every policy keeps, against a brute-force model of the pool's calls: a random mix
+// of inserts (new and returning hashes, so ghosts and sketches get hits; under random parents),
+// pins, releases, removals,
+// picks and clears; every pick is a current candidate and is then forgotten.
+TEST(EvictionPolicyTest, RandomCallsOnlyEverPickCandidates) {
+  constexpr int kBlocks = 64;
+  for (std::string_view name : EvictionPolicyNames()) {
+    SCOPED_TRACE(std::string(name));
+    auto p = *MakeEvictionPolicy(name);
+    p->Init(kBlocks);
+    std::mt19937 rng(17);
+    std::vector<int> refs(kBlocks, -1);  // -1: not cached; else the reference count
+    std::vector<int> hash_of(kBlocks, 0);
+    absl::flat_hash_set<BlockId> candidates;
+    for (int step = 0; step < 20000; ++step) {
+      const BlockId b = static_cast<BlockId>(rng() % kBlocks);
+      const int op = static_cast<int>(rng() % 100);
+      if (refs[b] < 0 && op < 40) {
+        hash_of[b] = static_cast<int>(rng() % 200);  // hashes come back
+        // Under a cached parent (linked or by hash only) or a root, as the pool passes it.
+        const BlockId up = static_cast<BlockId>(rng() % kBlocks);
+        const bool linked = rng() % 2 == 0;
+        if (up != b && refs[up] >= 0) {
+          p->OnInsertInChain(b, H(hash_of[b]), H(hash_of[up]), linked ? up : kNullBlock);
+        } else {
+          p->OnInsertInChain(b, H(hash_of[b]), BlockHash{}, kNullBlock);
+        }
+        refs[b] = 1;
+      } else if (refs[b] >= 0 && op < 55) {
+        if (refs[b]++ == 0) candidates.erase(b);
+        p->OnAccess(b, H(hash_of[b]));
+      } else if (refs[b] > 0 && op < 85) {
+        if (--refs[b] == 0) {
+          candidates.insert(b);
+          p->OnRelease(b, H(hash_of[b]));
+        }
+      } else if (refs[b] >= 0 && op < 88) {
+        candidates.erase(b);
+        refs[b] = -1;
+        p->OnRemove(b, H(hash_of[b]));
+      } else if (!candidates.empty() && op < 99) {
+        const BlockId victim = p->PickVictim();
+        ASSERT_TRUE(candidates.erase(victim)) << "step " << step << " picked " << victim;
+        refs[victim] = -1;
+      } else if (op == 99 && step % 7 == 0) {
+        p->Clear();
+        candidates.clear();
+        std::fill(refs.begin(), refs.end(), -1);
+      }
+    }
+    while (!candidates.empty()) ASSERT_TRUE(candidates.erase(p->PickVictim()));
   }
 }
 

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "pagedkv/block_pool.h"
+#include "pagedkv/eviction_policy.h"
 
 namespace {
 
@@ -76,12 +79,13 @@ void Step(FuzzedDataProvider& in, pagedkv::BlockPool& pool, std::vector<pagedkv:
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  const char* policies[] = {"lru", "lfu", "fifo"};
+  const std::vector<std::string_view> policies = pagedkv::EvictionPolicyNames();
   pagedkv::BlockPoolOptions options;
   options.num_blocks = in.ConsumeIntegralInRange(1, 16);
   options.block_size = in.ConsumeIntegralInRange(1, 4);
   options.store_tokens = in.ConsumeBool();
-  options.eviction_policy = policies[in.ConsumeIntegralInRange(0, 2)];
+  options.eviction_policy =
+      std::string(policies[in.ConsumeIntegralInRange<size_t>(0, policies.size() - 1)]);
   auto pool = pagedkv::BlockPool::Create(options);
   if (!pool.ok()) std::abort();
   std::vector<pagedkv::BlockId> held;

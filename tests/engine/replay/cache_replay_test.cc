@@ -314,7 +314,8 @@ TEST(CacheReplayTest, BadCapacityAndUnknownPolicyAreClearErrors) {
   auto bad = RunCacheReplay(*e, {.capacity_blocks = 10, .policy = "mru"});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("lru, lfu, fifo, belady"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("lru, lfu, fifo, arc, s3fifo, wtinylfu, chain, belady"));
   auto no_future = RunCacheReplay(*e, {.capacity_blocks = 10, .policy = "belady"});
   ASSERT_FALSE(no_future.ok());
   EXPECT_THAT(no_future.status().message(), HasSubstr("compute_next_use"));
