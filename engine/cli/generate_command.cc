@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -58,6 +59,7 @@ struct GenerateFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
+  std::string speculative;  // "ngram:K" (prompt lookup, K drafts per step); empty: off
   KvEventsFlags events;
   TierFlags tiers;
 };
@@ -124,6 +126,20 @@ std::string StepSizes(const EngineStats& s) {
   return absl::StrJoin(parts, ", ");
 }
 
+// --speculative: "ngram:K" with K in [1, 64] (empty: off).
+absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
+  SpeculativeOptions spec;
+  if (flag.empty()) return spec;
+  int32_t k = 0;
+  if (!absl::StartsWith(flag, "ngram:") || !absl::SimpleAtoi(flag.substr(6), &k) || k < 1 ||
+      k > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative '", flag, "': expected ngram:K with K in [1, 64] draft tokens per step"));
+  }
+  spec.num_speculative_tokens = k;
+  return spec;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
@@ -133,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   options.enable_prefix_caching = !flags.no_prefix_caching;
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
+  PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
   PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Load(flags.model, flags.tokenizer, options));
@@ -231,6 +248,14 @@ void PrintStats(const Engine& engine) {
   std::cout << absl::StrFormat(
       "generated tokens: %d in %.3f s: %.1f tokens/s generated, %.1f tokens/s computed\n",
       s.num_generated_tokens, s.busy_seconds, tps, cps);
+  if (engine.options().speculative.num_speculative_tokens > 0) {
+    const double rate =
+        s.num_draft_tokens > 0 ? 100.0 * s.num_accepted_draft_tokens / s.num_draft_tokens : 0.0;
+    std::cout << absl::StrFormat(
+        "speculative (ngram:%d): %d draft tokens, %d accepted (acceptance rate %.1f%%)\n",
+        engine.options().speculative.num_speculative_tokens, s.num_draft_tokens,
+        s.num_accepted_draft_tokens, rate);
+  }
   std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
 }
 
@@ -313,6 +338,9 @@ void AddEngineFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)")
       ->check(PositiveNumber());
+  cmd->add_option("--speculative", flags->speculative,
+                  "speculative decoding: ngram:K proposes K draft tokens per step by prompt "
+                  "lookup (greedy requests; same ids as without it)");
 }
 
 }  // namespace
