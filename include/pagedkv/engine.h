@@ -210,7 +210,10 @@ struct PAGEDKV_EXPORT GenerationResult {
   std::vector<TokenId> output_tokens;
   FinishReason finish_reason = FinishReason::kNone;
   std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
-  int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  // Prompt tokens served from the prefix cache at the first admission (OpenAI's cached_tokens),
+  // split by tier: device + host + remote = num_prefix_hit_tokens.
+  int32_t num_prefix_hit_tokens = 0;
+  int32_t num_device_hit_tokens = 0;   // of those, already in the device pool
   int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
   int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
