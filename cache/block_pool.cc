@@ -118,7 +118,10 @@ absl::Status BlockPool::Pin(BlockId block) {
     --num_evictable_;
   }
   ++m.ref_count;
-  if (m.cached) policy_->OnAccess(block, m.hash);
+  if (m.cached) {
+    policy_->OnAccess(block, m.hash);
+    if (lifecycle_ != nullptr) lifecycle_->OnHit(block);
+  }
   return absl::OkStatus();
 }
 
@@ -128,6 +131,7 @@ void BlockPool::Release(BlockId block) {
     m.state = State::kEvictable;
     ++num_evictable_;
     policy_->OnRelease(block, m.hash);
+    if (lifecycle_ != nullptr) lifecycle_->OnReleased(block);
   } else {
     m.state = State::kFree;
     free_stack_.push_back(block);
@@ -180,6 +184,7 @@ absl::StatusOr<BlockId> BlockPool::EvictOne() {
   }
   --num_evictable_;
   meta_[victim].state = State::kFree;
+  if (lifecycle_ != nullptr) lifecycle_->OnEvicted(victim);
   RemoveFromIndex(victim);
   ++stats_.evictions;
   if (prefetch_victims_) PrefetchNextVictims();
@@ -264,6 +269,7 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
   }
   for (const BlockId victim : victims_) {
     --num_evictable_;
+    if (lifecycle_ != nullptr) lifecycle_->OnEvicted(victim);
     RemoveFromIndex(victim);
     ++stats_.evictions;
     out->push_back(victim);
@@ -342,6 +348,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
   }
   ++stats_.stored_blocks;
   policy_->OnInsert(block, hash);
+  if (lifecycle_ != nullptr) lifecycle_->OnStored(block);
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockStored,
                  .hash = hash,

@@ -48,6 +48,11 @@ KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<Bl
         KvEventBatcherOptions{.data_parallel_rank = options_.data_parallel_rank});
     pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
   }
+  if (options_.collect_block_metrics) {
+    block_metrics_ =
+        std::make_unique<BlockLifecycleMetrics>(pool_->num_blocks(), options_.metrics_clock);
+    pool_->SetLifecycleObserver(block_metrics_.get());
+  }
 }
 
 KvEventBatch KvCacheManager::TakeEventBatch(double timestamp) {
@@ -476,6 +481,7 @@ CacheStats KvCacheManager::stats() const {
 void KvCacheManager::ResetStats() {
   stats_ = CacheStats{};
   pool_->ResetStats();
+  if (block_metrics_ != nullptr) block_metrics_->Clear();
 }
 
 absl::Status KvCacheManager::ValidateInvariants() const {

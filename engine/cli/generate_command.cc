@@ -59,7 +59,8 @@ struct GenerateFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
-  std::string speculative;  // "ngram:K" (prompt lookup, K drafts per step); empty: off
+  std::string speculative;   // "ngram:K" (prompt lookup, K drafts per step); empty: off
+  std::string metrics_file;  // Prometheus text of the cache's metrics after the run; empty: none
   KvEventsFlags events;
   TierFlags tiers;
 };
@@ -150,6 +151,7 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
   PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
+  options.collect_block_metrics = !flags.metrics_file.empty();
   PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Load(flags.model, flags.tokenizer, options));
@@ -259,6 +261,17 @@ void PrintStats(const Engine& engine) {
   std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
 }
 
+// --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).
+absl::Status WriteMetricsFile(const std::string& path, Engine& engine) {
+  std::string text;
+  PAGEDKV_RETURN_IF_ERROR(engine.kv_cache_manager().WritePrometheus(&text));
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) return absl::UnavailableError(absl::StrCat("cannot write --metrics-file ", path));
+  return absl::OkStatus();
+}
+
 absl::Status RunGenerate(const GenerateFlags& flags) {
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, LoadEngine(flags));
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationRequest> requests, BuildRequests(flags, *engine));
@@ -266,6 +279,9 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
                            MakeKvEventPublisher(flags.events));
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> results,
                            RunRequests(flags, *engine, std::move(requests), publisher.get()));
+  if (!flags.metrics_file.empty()) {
+    PAGEDKV_RETURN_IF_ERROR(WriteMetricsFile(flags.metrics_file, *engine));
+  }
   if (flags.json) {
     std::cout << GenerateJson(*engine, results).dump() << "\n";
   } else {
@@ -316,6 +332,10 @@ void AddOutputFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--print-ids", flags->print_ids, "also print prompt and output token ids");
   cmd->add_flag("--stats", flags->stats,
                 "print prefix-cache hits, tokens/s and per-step batch sizes");
+  cmd->add_option("--metrics-file", flags->metrics_file,
+                  "after the run, write the KV cache's metrics in the Prometheus text format "
+                  "(pagedkv_ prefix: query/hit/store/evict counters, usage, block lifetime, "
+                  "idle-before-evict and reuse-gap histograms)");
   cmd->add_flag("--json", flags->json,
                 "print one JSON object: the outputs and the statistics (prompt_tokens, "
                 "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");

@@ -184,6 +184,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   cache_options.block_size = options_.block_size;
   cache_options.enable_prefix_caching = options_.enable_prefix_caching;
   cache_options.eviction_policy = options_.eviction_policy;
+  cache_options.collect_block_metrics = options_.collect_block_metrics;
   cache_options.vocab_size = c.vocab_size;
   cache_options.model_fingerprint =
       absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),

@@ -168,6 +168,9 @@ struct PAGEDKV_EXPORT EngineOptions {
   RemoteCacheOptions remote_tier = {};
   // Speculative decoding by prompt lookup (off by default).
   SpeculativeOptions speculative = {};
+  // Block lifetime / idle-before-evict / reuse-gap histograms in the cache manager
+  // (KvCacheManager::WritePrometheus); costs a clock read per store, hit, release and eviction.
+  bool collect_block_metrics = false;
 };
 
 // How to pick each next token.
@@ -209,7 +212,7 @@ struct PAGEDKV_EXPORT GenerationResult {
   std::vector<TokenId> prompt_tokens;
   std::vector<TokenId> output_tokens;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
+  std::string text;  // output_tokens decoded (when the engine has a tokenizer)
   // Prompt tokens served from the prefix cache at the first admission (OpenAI's cached_tokens),
   // split by tier: device + host + remote = num_prefix_hit_tokens.
   int32_t num_prefix_hit_tokens = 0;

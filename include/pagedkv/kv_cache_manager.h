@@ -51,6 +51,7 @@
 #define PAGEDKV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
+#include "pagedkv/cache_metrics.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
@@ -85,6 +87,10 @@ struct PAGEDKV_EXPORT KvCacheManagerOptions {
   // Collect the pool's events into per-step batches for TakeEventBatch (kv_event_batch.h).
   bool collect_event_batches = false;
   std::optional<int32_t> data_parallel_rank;  // stamped on every event batch; nullopt = none
+  // Record block lifetime, idle-before-eviction and reuse-gap histograms (WritePrometheus).
+  // Costs a clock read per store, hit, release and eviction.
+  bool collect_block_metrics = false;
+  std::function<double()> metrics_clock;  // monotonic seconds for them; null = steady clock
 };
 
 // Per-request cache keys beyond the tokens.
@@ -196,7 +202,19 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   // Lookup counters (this manager) merged with the pool's (stores, evictions, resets).
   CacheStats stats() const;
+  // Zeroes the counters and the block histograms.
   void ResetStats();
+
+  // Appends the cache's metrics in the Prometheus text format (0.0.4) to `*out`: counters
+  // pagedkv_prefix_cache_{lookups,queries,hits}_total (queries and hits in tokens, as vLLM's
+  // prefix_cache_queries / prefix_cache_hits), pagedkv_prefix_cache_{stored,evicted}_blocks_total,
+  // gauges pagedkv_kv_cache_usage_ratio (blocks referenced by requests / all) and
+  // pagedkv_kv_cache_{blocks,cached_blocks}, and with options.collect_block_metrics the histograms
+  // pagedkv_kv_block_{lifetime,idle_before_evict,reuse_gap}_seconds (pagedkv/cache_metrics.h).
+  // InvalidArgument for a bad label name; nothing is appended then.
+  absl::Status WritePrometheus(std::string* out, const PrometheusOptions& options = {}) const;
+  // The block histograms; null unless options.collect_block_metrics.
+  const BlockLifecycleMetrics* block_metrics() const { return block_metrics_.get(); }
 
   int AddEventListener(KvEventListener listener) {
     return pool_->AddEventListener(std::move(listener));
@@ -272,6 +290,9 @@ class PAGEDKV_EXPORT KvCacheManager {
   absl::flat_hash_map<RequestId, RequestState> requests_;
   CacheStats stats_;                         // lookup counters only
   std::unique_ptr<KvEventBatcher> batcher_;  // set when options_.collect_event_batches
+  // Set when options_.collect_block_metrics; observes pool_ (destroyed first; the pool calls no
+  // hook while it is destroyed).
+  std::unique_ptr<BlockLifecycleMetrics> block_metrics_;
 };
 
 }  // namespace pagedkv
