@@ -129,7 +129,7 @@ TEST_F(EngineTiersTest, AStoreThresholdWaitsForReuse) {
   auto engine = MakeEngine(o);
   const std::vector<TokenId> prompt = Prompt(9, 22);  // 5 reusable blocks
   const GenerationResult first = Run(*engine, prompt);
-  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);             // computed once: not reused yet
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);  // computed once: not reused yet
   const GenerationResult second = Run(*engine, prompt);
   EXPECT_EQ(second.num_prefix_hit_tokens, 20);  // device hit: reused once
   EXPECT_EQ(second.num_device_hit_tokens, 20);
