@@ -304,6 +304,10 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
         break;
       }
       if (!absl::IsResourceExhausted(status)) return status;
+      if (d.num_drafts > 0) {
+        d.num_drafts = 0;  // speculation never preempts anyone: retry without the drafts
+        continue;
+      }
       // running_ is sorted by rank, so the victim (the largest rank) is at the back, never before
       // `request`: requests already scheduled this step are never preempted (their newly full
       // blocks are already in the prefix index and must be computed).

@@ -384,7 +384,8 @@ class PAGEDKV_EXPORT Scheduler {
 
   // Proposes draft tokens (speculative decoding, e.g. n-gram prompt lookup) for a running request
   // in decode: its next step schedules its last token plus the drafts, 1 + k tokens, with k
-  // capped by the step's token budget, max_new_tokens and max_model_len. The drafts get
+  // capped by the step's token budget, max_new_tokens and max_model_len, and dropped for the step
+  // when the pool is short of blocks for them (drafts never cause a preemption). The drafts get
   // lookahead slots (never cached); UpdateFromOutput appends the accepted ones and releases the
   // rest. Replaces earlier drafts; an empty span clears them. Errors, with nothing changed:
   // NotFound for an unknown id; FailedPrecondition when the request is waiting, awaits its sample,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bench/engine/model/bench_models.h"
+#include "bench/engine/model/plain_decode_benchmark.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/engine.h"
 

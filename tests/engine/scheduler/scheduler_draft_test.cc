@@ -165,5 +165,24 @@ TEST_F(DraftTest, AcceptedDraftBlocksServeLaterRequests) {
   EXPECT_EQ(batch_.sequences[1].num_prefix_hit_tokens, 8);
 }
 
+TEST(DraftPoolTest, DraftsAreDroppedRatherThanPreemptingAnyone) {
+  auto manager = MakeManager(/*num_blocks=*/3, 4, /*vocab_size=*/1000);
+  auto scheduler = Scheduler::Create({}, *manager).value();
+  ASSERT_TRUE(scheduler->AddRequest({.id = 1, .prompt = Iota(3, 0), .max_new_tokens = 8}).ok());
+  ASSERT_TRUE(scheduler->AddRequest({.id = 2, .prompt = Iota(3, 10), .max_new_tokens = 2}).ok());
+  ScheduledBatch batch;
+  ASSERT_TRUE(scheduler->Schedule(&batch).ok());
+  ASSERT_TRUE(scheduler->UpdateFromOutput(std::vector<SampledToken>{{1, 42}, {2, 43}}).ok());
+  // Six drafts need two more blocks; one is free.
+  ASSERT_TRUE(scheduler->SetDraftTokens(1, Iota(6, 100)).ok());
+  ASSERT_TRUE(scheduler->Schedule(&batch).ok());
+  ExpectBatchConsistent(batch);
+  EXPECT_TRUE(batch.preempted_request_ids.empty());
+  ASSERT_EQ(batch.sequences.size(), 2u);
+  EXPECT_EQ(batch.sequences[0].num_draft_tokens, 0);
+  EXPECT_EQ(batch.sequences[0].num_scheduled_tokens, 1);
+  EXPECT_EQ(batch.stats.num_draft_tokens, 0);
+}
+
 }  // namespace
 }  // namespace pagedkv
