@@ -16,13 +16,18 @@ std::vector<TokenId> ProposeNgramDrafts(std::span<const TokenId> context,
     const size_t un = static_cast<size_t>(n);
     if (len < un + 1) continue;
     const std::span<const TokenId> suffix = context.subspan(len - un);
-    // Matches start at `start` < len - n (strictly earlier than the suffix itself), latest first.
+    // Matches start at `start` < len - n (strictly earlier than the suffix itself), latest first;
+    // the first with k tokens after it wins, else the earliest (the longest continuation).
+    size_t best = len;
     for (size_t start = len - un; start-- > 0;) {
       if (!std::equal(suffix.begin(), suffix.end(), context.begin() + start)) continue;
-      const size_t from = start + un;  // first token after the match, < len
-      const size_t count = std::min(k, len - from);
-      return std::vector<TokenId>(context.begin() + from, context.begin() + from + count);
+      best = start;
+      if (len - (start + un) >= k) break;
     }
+    if (best == len) continue;
+    const size_t from = best + un;  // first token after the match, < len
+    const size_t count = std::min(k, len - from);
+    return std::vector<TokenId>(context.begin() + from, context.begin() + from + count);
   }
   return {};
 }

@@ -31,9 +31,10 @@ struct PAGEDKV_EXPORT NgramProposerOptions {
 };
 
 // Up to options.num_draft_tokens drafts for `context` (prompt + generated tokens): for n from
-// max_ngram down to min_ngram, the last n tokens are searched at earlier positions, the most
-// recent match first; the tokens after the first match found are returned (fewer than k when
-// the match is near the end). Empty when no suffix of those lengths occurs earlier.
+// max_ngram down to min_ngram, the last n tokens are searched at earlier positions: the most
+// recent match followed by at least k tokens gives the k tokens after it; when every match is
+// closer to the end than that, the earliest match (the longest continuation) gives what follows
+// it. Empty when no suffix of those lengths occurs earlier.
 // Cost: O(max_ngram * context.size()) per call.
 PAGEDKV_EXPORT std::vector<TokenId> ProposeNgramDrafts(std::span<const TokenId> context,
                                                        const NgramProposerOptions& options);

@@ -15,10 +15,18 @@ TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
   const std::vector<TokenId> context = {1, 2, 3, 7, 8, 5, 1, 2, 3, 9, 9, 9, 4, 1, 2, 3};
   EXPECT_EQ(ProposeNgramDrafts(context, {.num_draft_tokens = 2, .min_ngram = 1, .max_ngram = 3}),
             (std::vector<TokenId>{9, 9}));
-  // Fewer than k when the match is near the end; the proposal may run into the suffix itself.
+  // Fewer than k when every match is near the end; the proposal may run into the suffix itself.
   const std::vector<TokenId> loop = {5, 6, 5, 6};
   EXPECT_EQ(ProposeNgramDrafts(loop, {.num_draft_tokens = 8, .min_ngram = 1, .max_ngram = 2}),
             (std::vector<TokenId>{5, 6}));
+  // In a run, the latest match with k tokens after it, not the one just before the suffix.
+  const std::vector<TokenId> run = {3, 7, 7, 7, 7, 7, 7};
+  EXPECT_EQ(ProposeNgramDrafts(run, {.num_draft_tokens = 3, .min_ngram = 2, .max_ngram = 2}),
+            (std::vector<TokenId>{7, 7, 7}));
+  // No match has k tokens after it: the earliest one, whose continuation is longest.
+  const std::vector<TokenId> near_end = {1, 2, 8, 9, 1, 2, 4, 1, 2};
+  EXPECT_EQ(ProposeNgramDrafts(near_end, {.num_draft_tokens = 6, .min_ngram = 2, .max_ngram = 2}),
+            (std::vector<TokenId>{8, 9, 1, 2, 4, 1}));
   // The longest n-gram wins over a later shorter match.
   const std::vector<TokenId> longest = {4, 5, 6, 1, 9, 5, 6, 2, 4, 5, 6};
   EXPECT_EQ(ProposeNgramDrafts(longest, {.num_draft_tokens = 1, .min_ngram = 1, .max_ngram = 3}),
@@ -35,14 +43,23 @@ TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
 std::vector<TokenId> Reference(const std::vector<TokenId>& c, int k, int min_n, int max_n) {
   const int len = static_cast<int>(c.size());
   for (int n = max_n; n >= min_n; --n) {
+    std::vector<int> starts;  // every match, latest first
     for (int start = len - n - 1; start >= 0; --start) {
       bool same = true;
       for (int j = 0; j < n; ++j) same = same && c[start + j] == c[len - n + j];
-      if (!same) continue;
-      std::vector<TokenId> out;
-      for (int j = start + n; j < len && static_cast<int>(out.size()) < k; ++j) out.push_back(c[j]);
-      return out;
+      if (same) starts.push_back(start);
     }
+    if (starts.empty()) continue;
+    int pick = starts.back();  // the earliest
+    for (int start : starts) {
+      if (len - (start + n) >= k) {
+        pick = start;
+        break;
+      }
+    }
+    std::vector<TokenId> out;
+    for (int j = pick + n; j < len && static_cast<int>(out.size()) < k; ++j) out.push_back(c[j]);
+    return out;
   }
   return {};
 }
