@@ -154,7 +154,10 @@ absl::Status BlockPool::Pin(BlockId block) {
     --num_evictable_;
   }
   ++m.ref_count;
-  if (m.cached) policy_->OnAccess(block, m.hash);
+  if (m.cached) {
+    policy_->OnAccess(block, m.hash);
+    if (lifecycle_ != nullptr) lifecycle_->OnHit(block);
+  }
   return absl::OkStatus();
 }
 
@@ -164,6 +167,7 @@ void BlockPool::Release(BlockId block) {
     m.state = State::kEvictable;
     ++num_evictable_;
     policy_->OnRelease(block, m.hash);
+    if (lifecycle_ != nullptr) lifecycle_->OnReleased(block);
   } else {
     m.state = State::kFree;
     free_stack_.push_back(block);
@@ -217,6 +221,7 @@ absl::StatusOr<BlockId> BlockPool::EvictOne() {
   }
   --num_evictable_;
   meta_[victim].state = State::kFree;
+  if (lifecycle_ != nullptr) lifecycle_->OnEvicted(victim);
   EvictFromIndex(victim);
   if (prefetch_victims_) PrefetchNextVictims();
   return victim;
@@ -300,6 +305,7 @@ absl::Status BlockPool::Allocate(int32_t count, std::vector<BlockId>* out) {
   }
   for (const BlockId victim : victims_) {
     --num_evictable_;
+    if (lifecycle_ != nullptr) lifecycle_->OnEvicted(victim);
     EvictFromIndex(victim);
     out->push_back(victim);
   }
@@ -385,6 +391,7 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
   ++stats_.stored_blocks;
   if (priorities_ != nullptr) priorities_->SetNext(block, insert.priority);
   policy_->OnInsertInChain(block, hash, parent_hash, parent_block);
+  if (lifecycle_ != nullptr) lifecycle_->OnStored(block);
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockStored,
                  .hash = hash,

@@ -3,6 +3,7 @@
 // CacheRequest: incremental chained hashing of a request's full blocks.
 #include "pagedkv/cache_request.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -89,6 +90,22 @@ absl::Status CacheRequest::AppendTokens(std::span<const TokenId> tokens) {
   if (!vocab.ok()) return vocab;
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   HashNewBlocks();
+  return absl::OkStatus();
+}
+
+absl::Status CacheRequest::Truncate(int64_t num_tokens) {
+  if (num_tokens < 0 || num_tokens > this->num_tokens()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", id(), " has ", this->num_tokens(),
+                                                   " tokens; cannot truncate it to ", num_tokens));
+  }
+  tokens_.resize(static_cast<size_t>(num_tokens));
+  const size_t blocks = static_cast<size_t>(num_tokens / options_.block_size);
+  if (block_hashes_.size() > blocks) {
+    block_hashes_.resize(blocks);
+    block_extra_digests_.resize(blocks);
+    mm_cursor_ = 0;  // HashNewBlocks skips inputs that end before the next block again
+  }
+  num_prompt_tokens_ = std::min(num_prompt_tokens_, num_tokens);
   return absl::OkStatus();
 }
 

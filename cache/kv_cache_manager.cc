@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
 #include "pagedkv/checked_math.h"
+#include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -49,6 +50,11 @@ KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<Bl
     batcher_ = std::make_unique<KvEventBatcher>(
         KvEventBatcherOptions{.data_parallel_rank = options_.data_parallel_rank});
     pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
+  }
+  if (options_.collect_block_metrics) {
+    block_metrics_ =
+        std::make_unique<BlockLifecycleMetrics>(pool_->num_blocks(), options_.metrics_clock);
+    pool_->SetLifecycleObserver(block_metrics_.get());
   }
 }
 
@@ -137,19 +143,9 @@ absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequ
   return result;
 }
 
-absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
-    const CacheRequest& request, int64_t num_new_tokens,
-    const ComputedBlocks& new_computed_blocks) const {
-  absl::Status ok = CheckRequest(request);
-  if (!ok.ok()) return ok;
-  if (num_new_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_new_tokens must be >= 0, got ", num_new_tokens));
-  }
-  const auto it = requests_.find(request.id());
-  Plan plan;
-  plan.is_new = it == requests_.end();
-  const int64_t num_computed = static_cast<int64_t>(new_computed_blocks.blocks.size());
+absl::Status KvCacheManager::CheckComputed(const CacheRequest& request,
+                                           const ComputedBlocks& computed, Plan& plan) const {
+  const int64_t num_computed = static_cast<int64_t>(computed.blocks.size());
   if (num_computed > 0) {
     if (!plan.is_new) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -160,10 +156,10 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
       return absl::InvalidArgumentError("prefix caching is off; there are no computed blocks");
     }
   }
-  if (new_computed_blocks.num_computed_tokens != num_computed * options_.block_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "computed blocks hold ", num_computed, " blocks of ", options_.block_size,
-        " tokens but num_computed_tokens is ", new_computed_blocks.num_computed_tokens));
+  if (computed.num_computed_tokens != num_computed * options_.block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("computed blocks hold ", num_computed, " blocks of ", options_.block_size,
+                     " tokens but num_computed_tokens is ", computed.num_computed_tokens));
   }
   if (num_computed > request.num_full_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", request.id(), " has ",
@@ -172,7 +168,7 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
   }
   BlockId prev = kNullBlock;
   for (int64_t i = 0; i < num_computed; ++i) {
-    const BlockId block = new_computed_blocks.blocks[i];
+    const BlockId block = computed.blocks[i];
     const std::optional<BlockHash> hash = pool_->CachedHash(block);
     if (!hash.has_value() || *hash != request.block_hashes()[i] ||
         (options_.verify_tokens && !Verify(block, request, i, prev))) {
@@ -183,6 +179,27 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
     if (pool_->RefCount(block) == 0) ++plan.evictable_hits;
     prev = block;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
+    const CacheRequest& request, int64_t num_new_tokens, const ComputedBlocks& new_computed_blocks,
+    int64_t num_lookahead) const {
+  absl::Status ok = CheckRequest(request);
+  if (!ok.ok()) return ok;
+  if (num_new_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_new_tokens must be >= 0, got ", num_new_tokens));
+  }
+  if (num_lookahead < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateOptions.num_lookahead_tokens must be >= 0, got ", num_lookahead));
+  }
+  const auto it = requests_.find(request.id());
+  Plan plan;
+  plan.is_new = it == requests_.end();
+  plan.lookahead = num_lookahead;
+  PAGEDKV_RETURN_IF_ERROR(CheckComputed(request, new_computed_blocks, plan));
   const int64_t have_tokens =
       plan.is_new ? new_computed_blocks.num_computed_tokens : it->second.num_tokens;
   if (!CheckedAdd(have_tokens, num_new_tokens, &plan.total_tokens) ||
@@ -193,17 +210,26 @@ absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
                      "; append tokens to the CacheRequest first"));
   }
   const int64_t bs = options_.block_size;
-  const int64_t blocks_needed = NumBlocksFor(plan.total_tokens, bs);
-  const int64_t blocks_held =
-      plan.is_new ? num_computed : static_cast<int64_t>(it->second.table.size());
-  plan.new_blocks = static_cast<int32_t>(std::max<int64_t>(0, blocks_needed - blocks_held));
+  int64_t slots = 0;
+  if (!CheckedAdd(plan.total_tokens, num_lookahead, &slots)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request.id(), " cannot reserve ", num_lookahead, " lookahead tokens past ",
+        plan.total_tokens, " tokens (overflow); propose fewer draft tokens"));
+  }
+  const int64_t blocks_needed = NumBlocksFor(slots, bs);
+  const int64_t blocks_held = plan.is_new ? static_cast<int64_t>(new_computed_blocks.blocks.size())
+                                          : static_cast<int64_t>(it->second.table.size());
+  // Saturated: more than the pool holds is ResourceExhausted in AllocateSlots.
+  plan.new_blocks = static_cast<int32_t>(
+      std::clamp<int64_t>(blocks_needed - blocks_held, 0, options_.num_blocks + int64_t{1}));
+  plan.release_blocks = static_cast<int32_t>(std::max<int64_t>(0, blocks_held - blocks_needed));
   return plan;
 }
 
 absl::StatusOr<int32_t> KvCacheManager::NumBlocksToAllocate(
-    const CacheRequest& request, int64_t num_new_tokens,
-    const ComputedBlocks& new_computed_blocks) const {
-  auto plan = MakePlan(request, num_new_tokens, new_computed_blocks);
+    const CacheRequest& request, int64_t num_new_tokens, const ComputedBlocks& new_computed_blocks,
+    const AllocateOptions& options) const {
+  auto plan = MakePlan(request, num_new_tokens, new_computed_blocks, options.num_lookahead_tokens);
   if (!plan.ok()) return plan.status();
   return plan->new_blocks + plan->evictable_hits;
 }
@@ -211,7 +237,8 @@ absl::StatusOr<int32_t> KvCacheManager::NumBlocksToAllocate(
 absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
                                            const ComputedBlocks& new_computed_blocks,
                                            const AllocateOptions& options) {
-  auto plan_or = MakePlan(request, num_new_tokens, new_computed_blocks);
+  auto plan_or =
+      MakePlan(request, num_new_tokens, new_computed_blocks, options.num_lookahead_tokens);
   if (!plan_or.ok()) return plan_or.status();
   const Plan& plan = *plan_or;
   if (plan.new_blocks + plan.evictable_hits > pool_->NumAvailableBlocks()) {
@@ -253,13 +280,77 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
       plan.is_new ? requests_[request.id()] : requests_.find(request.id())->second;
   state.table = std::move(table);
   if (plan.is_new) StartState(new_computed_blocks, state);
+  // Blocks past the new coverage held only old lookahead slots: never cached, released here.
+  if (plan.release_blocks > 0) ReleaseTail(state, state.table.size() - plan.release_blocks);
   state.num_tokens = plan.total_tokens;
+  state.num_lookahead = plan.lookahead;
   if (options.no_cache_from_token >= 0) {
     state.max_cached_blocks =
         std::min(state.max_cached_blocks, options.no_cache_from_token / options_.block_size);
   }
   if (options_.enable_prefix_caching) CacheFullBlocks(request, state);
   return absl::OkStatus();
+}
+
+void KvCacheManager::ReleaseTail(RequestState& state, size_t keep) {
+  for (size_t i = state.table.size(); i > keep; --i) {
+    DebugCheckOk(pool_->Unpin(state.table[i - 1]), "the table holds one reference per entry");
+  }
+  state.table.resize(keep);
+}
+
+absl::Status KvCacheManager::TruncateRequest(CacheRequest& request, int64_t num_tokens) {
+  PAGEDKV_RETURN_IF_ERROR(CheckRequest(request));
+  const auto it = requests_.find(request.id());
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", request.id(), " holds no KV blocks"));
+  }
+  if (num_tokens < 0 || num_tokens > request.num_tokens()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", request.id(), " has ",
+                                                   request.num_tokens(),
+                                                   " tokens; cannot truncate it to ", num_tokens));
+  }
+  RequestState& state = it->second;
+  const int64_t bs = options_.block_size;
+  const int64_t kept_slots = std::min(state.num_tokens, num_tokens);
+  const size_t keep = static_cast<size_t>(NumBlocksFor(kept_slots, bs));
+  const size_t first_dirty = static_cast<size_t>(num_tokens / bs);  // holds token num_tokens
+  if (first_dirty < keep && pool_->RefCount(state.table[first_dirty]) > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "block ", first_dirty, " of request ", request.id(), " holds kept and rejected tokens and ",
+        "is shared with another request; truncate at a multiple of ", bs,
+        " tokens or past the shared prefix"));
+  }
+  DebugCheckOk(request.Truncate(num_tokens), "the length was checked above");
+  // Blocks other requests also hold keep their index entry: those tokens are theirs too.
+  for (size_t i = first_dirty; i < state.table.size(); ++i) {
+    if (pool_->IsCached(state.table[i]) && pool_->RefCount(state.table[i]) == 1) {
+      DebugCheckOk(pool_->Uncache(state.table[i]), "IsCached just said so");
+    }
+  }
+  ReleaseTail(state, keep);
+  state.num_tokens = kept_slots;
+  state.num_lookahead = 0;
+  if (state.num_cached_blocks > static_cast<int64_t>(first_dirty)) {
+    state.num_cached_blocks = static_cast<int64_t>(first_dirty);
+    ResetCanonical(request, state);
+  }
+  return absl::OkStatus();
+}
+
+void KvCacheManager::ResetCanonical(const CacheRequest& request, RequestState& state) {
+  state.last_canonical = kNullBlock;
+  if (state.num_cached_blocks == 0 || !options_.verify_tokens) return;
+  const int64_t i = state.num_cached_blocks - 1;
+  const BlockId holder = pool_->FindCached(request.block_hashes()[i]);
+  const BlockId prev = i > 0 ? pool_->FindCached(request.block_hashes()[i - 1]) : kNullBlock;
+  if (holder == kNullBlock || !Verify(holder, request, i, prev)) {
+    // The chain cannot be followed from here: later blocks of this request are not cached.
+    state.chain_broken = true;
+    return;
+  }
+  state.last_canonical = holder;
+  state.last_canonical_generation = pool_->Generation(holder);
 }
 
 void KvCacheManager::StartState(const ComputedBlocks& computed, RequestState& state) const {
@@ -396,6 +487,14 @@ absl::StatusOr<std::span<const BlockId>> KvCacheManager::GetBlockTable(RequestId
   return std::span<const BlockId>(it->second.table);
 }
 
+absl::StatusOr<int64_t> KvCacheManager::NumLookaheadTokens(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
+  }
+  return it->second.num_lookahead;
+}
+
 absl::StatusOr<int64_t> KvCacheManager::NumAllocatedTokens(RequestId id) const {
   const auto it = requests_.find(id);
   if (it == requests_.end()) {
@@ -423,6 +522,7 @@ CacheStats KvCacheManager::stats() const {
 void KvCacheManager::ResetStats() {
   stats_ = CacheStats{};
   pool_->ResetStats();
+  if (block_metrics_ != nullptr) block_metrics_->Clear();
 }
 
 absl::Status KvCacheManager::ValidateInvariants() const {
@@ -431,10 +531,11 @@ absl::Status KvCacheManager::ValidateInvariants() const {
   std::vector<int32_t> refs(pool_->num_blocks(), 0);
   const int64_t bs = options_.block_size;
   for (const auto& [id, state] : requests_) {
-    const int64_t expected_blocks = NumBlocksFor(state.num_tokens, bs);
+    const int64_t expected_blocks = NumBlocksFor(state.num_tokens + state.num_lookahead, bs);
     if (static_cast<int64_t>(state.table.size()) != expected_blocks) {
-      return absl::InternalError(absl::StrCat("request ", id, " covers ", state.num_tokens,
-                                              " tokens with ", state.table.size(), " blocks"));
+      return absl::InternalError(absl::StrCat(
+          "request ", id, " covers ", state.num_tokens, " tokens + ", state.num_lookahead,
+          " lookahead slots with ", state.table.size(), " blocks"));
     }
     for (const BlockId b : state.table) {
       if (b < 0 || b >= pool_->num_blocks()) {

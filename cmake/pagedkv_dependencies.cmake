@@ -36,6 +36,16 @@ if(PAGEDKV_BUILD_TESTS OR PAGEDKV_BUILD_BENCH)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 endif()
+if(PAGEDKV_BUILD_TESTS AND PAGEDKV_BUILD_PYTHON)
+  # The pytest suite parses the Prometheus text of `generate --metrics-file` with Debian's
+  # prometheus_client (python3-prometheus-client), a test-only dependency.
+  execute_process(COMMAND ${PAGEDKV_PYTHON_EXECUTABLE} -c "import prometheus_client"
+                  RESULT_VARIABLE pagedkv_no_prometheus_client OUTPUT_QUIET ERROR_QUIET)
+  if(pagedkv_no_prometheus_client)
+    message(WARNING "python3-prometheus-client is missing: its pytest fails until "
+                    "scripts/install_deps.sh installs it")
+  endif()
+endif()
 if(PAGEDKV_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

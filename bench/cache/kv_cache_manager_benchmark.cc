@@ -11,6 +11,8 @@
 //   Free
 //                                   (C = prefix caching on: every block is indexed and, in steady
 //                                   state, each allocation evicts an older request's block).
+//   BM_ManagerAllocateFreeMetrics_2k/metrics:M  the same with caching on, M = block residency
+//                                   histograms (collect_block_metrics) off / on.
 // All ns counters are thread CPU time.
 #include <memory>
 #include <random>
@@ -101,29 +103,44 @@ void BM_PoolAllocateFree_2k(benchmark::State& state) {
 }
 BENCHMARK(BM_PoolAllocateFree_2k);
 
-void BM_ManagerAllocateFree_2k(benchmark::State& state) {
-  const bool cache = state.range(0) != 0;
-  auto manager = *KvCacheManager::Create(
-      {.num_blocks = 2 * kRequestBlocks, .block_size = kBlockSize, .enable_prefix_caching = cache});
+// AllocateSlots + Free of 2k-block requests with distinct salts (no hits), on `manager`.
+void RunAllocateFree(benchmark::State& state, KvCacheManager& manager) {
   // Distinct salts: no request hits another's blocks, so every block is allocated and indexed.
   std::vector<CacheRequest> reqs;
   const std::vector<TokenId> tokens = RandomTokens(kRequestBlocks * kBlockSize, 2);
   for (int i = 0; i < 8; ++i) {
-    reqs.push_back(*manager->NewRequest(i, tokens, {.cache_salt = std::to_string(i)}));
+    reqs.push_back(*manager.NewRequest(i, tokens, {.cache_salt = std::to_string(i)}));
   }
   size_t next = 0;
   bool ok = true;
   const double ns = bench::MeasureCpuNs(state, [&] {
     const CacheRequest& r = reqs[next++ % reqs.size()];
-    ok &= manager->AllocateSlots(r, r.num_tokens()).ok();
-    ok &= manager->Free(r.id()).ok();
+    ok &= manager.AllocateSlots(r, r.num_tokens()).ok();
+    ok &= manager.Free(r.id()).ok();
   });
   if (!ok) state.SkipWithError("allocation failed");
   state.counters["ns_per_block"] = ns / kRequestBlocks;
   state.counters["evictions_per_iter"] =
-      static_cast<double>(manager->stats().evictions) / static_cast<double>(state.iterations());
+      static_cast<double>(manager.stats().evictions) / static_cast<double>(state.iterations());
+}
+
+void BM_ManagerAllocateFree_2k(benchmark::State& state) {
+  const bool cache = state.range(0) != 0;
+  auto manager = *KvCacheManager::Create(
+      {.num_blocks = 2 * kRequestBlocks, .block_size = kBlockSize, .enable_prefix_caching = cache});
+  RunAllocateFree(state, *manager);
 }
 BENCHMARK(BM_ManagerAllocateFree_2k)->ArgName("cache")->Arg(0)->Arg(1);
+
+// The same with prefix caching on, without and with the block residency histograms
+// (collect_block_metrics: a steady-clock read per store, release and eviction).
+void BM_ManagerAllocateFreeMetrics_2k(benchmark::State& state) {
+  auto manager = *KvCacheManager::Create({.num_blocks = 2 * kRequestBlocks,
+                                          .block_size = kBlockSize,
+                                          .collect_block_metrics = state.range(0) != 0});
+  RunAllocateFree(state, *manager);
+}
+BENCHMARK(BM_ManagerAllocateFreeMetrics_2k)->ArgName("metrics")->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace pagedkv

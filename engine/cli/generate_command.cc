@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -58,6 +59,8 @@ struct GenerateFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int32_t max_batched_tokens = 2048;
+  std::string speculative;   // "ngram:K" (prompt lookup, K drafts per step); empty: off
+  std::string metrics_file;  // Prometheus text of the cache's metrics after the run; empty: none
   KvEventsFlags events;
   TierFlags tiers;
 };
@@ -124,6 +127,20 @@ std::string StepSizes(const EngineStats& s) {
   return absl::StrJoin(parts, ", ");
 }
 
+// --speculative: "ngram:K" with K in [1, 64] (empty: off).
+absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
+  SpeculativeOptions spec;
+  if (flag.empty()) return spec;
+  int32_t k = 0;
+  if (!absl::StartsWith(flag, "ngram:") || !absl::SimpleAtoi(flag.substr(6), &k) || k < 1 ||
+      k > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative '", flag, "': expected ngram:K with K in [1, 64] draft tokens per step"));
+  }
+  spec.num_speculative_tokens = k;
+  return spec;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
@@ -133,6 +150,8 @@ absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   options.enable_prefix_caching = !flags.no_prefix_caching;
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
+  PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
+  options.collect_block_metrics = !flags.metrics_file.empty();
   PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Load(flags.model, flags.tokenizer, options));
@@ -231,7 +250,26 @@ void PrintStats(const Engine& engine) {
   std::cout << absl::StrFormat(
       "generated tokens: %d in %.3f s: %.1f tokens/s generated, %.1f tokens/s computed\n",
       s.num_generated_tokens, s.busy_seconds, tps, cps);
+  if (engine.options().speculative.num_speculative_tokens > 0) {
+    const double rate =
+        s.num_draft_tokens > 0 ? 100.0 * s.num_accepted_draft_tokens / s.num_draft_tokens : 0.0;
+    std::cout << absl::StrFormat(
+        "speculative (ngram:%d): %d draft tokens, %d accepted (acceptance rate %.1f%%)\n",
+        engine.options().speculative.num_speculative_tokens, s.num_draft_tokens,
+        s.num_accepted_draft_tokens, rate);
+  }
   std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
+}
+
+// --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).
+absl::Status WriteMetricsFile(const std::string& path, Engine& engine) {
+  std::string text;
+  PAGEDKV_RETURN_IF_ERROR(engine.kv_cache_manager().WritePrometheus(&text));
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) return absl::UnavailableError(absl::StrCat("cannot write --metrics-file ", path));
+  return absl::OkStatus();
 }
 
 absl::Status RunGenerate(const GenerateFlags& flags) {
@@ -241,6 +279,9 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
                            MakeKvEventPublisher(flags.events));
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<GenerationResult> results,
                            RunRequests(flags, *engine, std::move(requests), publisher.get()));
+  if (!flags.metrics_file.empty()) {
+    PAGEDKV_RETURN_IF_ERROR(WriteMetricsFile(flags.metrics_file, *engine));
+  }
   if (flags.json) {
     std::cout << GenerateJson(*engine, results).dump() << "\n";
   } else {
@@ -291,6 +332,10 @@ void AddOutputFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--print-ids", flags->print_ids, "also print prompt and output token ids");
   cmd->add_flag("--stats", flags->stats,
                 "print prefix-cache hits, tokens/s and per-step batch sizes");
+  cmd->add_option("--metrics-file", flags->metrics_file,
+                  "after the run, write the KV cache's metrics in the Prometheus text format "
+                  "(pagedkv_ prefix: query/hit/store/evict counters, usage, block lifetime, "
+                  "idle-before-evict and reuse-gap histograms)");
   cmd->add_flag("--json", flags->json,
                 "print one JSON object: the outputs and the statistics (prompt_tokens, "
                 "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
@@ -313,6 +358,9 @@ void AddEngineFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)")
       ->check(PositiveNumber());
+  cmd->add_option("--speculative", flags->speculative,
+                  "speculative decoding: ngram:K proposes K draft tokens per step by prompt "
+                  "lookup (greedy requests; same ids as without it)");
 }
 
 }  // namespace

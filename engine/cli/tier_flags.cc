@@ -84,7 +84,12 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
          {"prompt_tokens", r.prompt_tokens.size()},
          {"prefix_cache_hit_tokens", r.num_prefix_hit_tokens},
          {"tier_hit_tokens",
-          TierHitJson(r.num_prefix_hit_tokens, r.num_host_hit_tokens, r.num_remote_hit_tokens)}});
+          TierHitJson(r.num_prefix_hit_tokens, r.num_host_hit_tokens, r.num_remote_hit_tokens)},
+         // OpenAI's usage block: prompt tokens served from any cache tier.
+         {"usage",
+          {{"prompt_tokens", r.prompt_tokens.size()},
+           {"completion_tokens", r.output_tokens.size()},
+           {"prompt_tokens_details", {{"cached_tokens", r.num_prefix_hit_tokens}}}}}});
   }
   const EngineStats& s = engine.stats();
   nlohmann::json tiers = nlohmann::json::object();
@@ -98,6 +103,8 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
           {"generated_tokens", s.num_generated_tokens},
           {"steps", s.num_steps},
           {"preemptions", s.num_preemptions},
+          {"draft_tokens", s.num_draft_tokens},
+          {"accepted_draft_tokens", s.num_accepted_draft_tokens},
           {"busy_seconds", s.busy_seconds},
           {"backend", engine.backend_name()},
           {"tiers", tiers}};

@@ -19,8 +19,10 @@
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/engine_internal.h"
+#include "engine/runtime/ngram_proposer.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
+#include "kernels/sample_math.h"
 #include "pagedkv/host_tier.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -69,6 +71,16 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
     return absl::InvalidArgumentError(
         "EngineOptions.chunk_reuse.recompute_fraction > 0 (CacheBlend) needs mode kReRotate");
   }
+  const SpeculativeOptions& spec = options.speculative;
+  if (spec.num_speculative_tokens < 0 || spec.num_speculative_tokens > 64 ||
+      spec.prompt_lookup_min < 1 || spec.prompt_lookup_max < spec.prompt_lookup_min ||
+      spec.prompt_lookup_max > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EngineOptions.speculative needs num_speculative_tokens in [0, 64] (got ",
+                     spec.num_speculative_tokens,
+                     ") and 1 <= prompt_lookup_min <= prompt_lookup_max <= 64 (got ",
+                     spec.prompt_lookup_min, ", ", spec.prompt_lookup_max, ")"));
+  }
   if (reuse.deviation_layer < 0 ||
       (reuse.recompute_fraction > 0.0 && reuse.deviation_layer >= c.n_layers)) {
     return absl::InvalidArgumentError(
@@ -94,6 +106,7 @@ struct Engine::RequestRecord {
   }
 
   std::vector<TokenId> prompt;
+  std::vector<TokenId> context;  // prompt + generated tokens (drafting looks them up)
   SamplingOptions sampling;
   int32_t num_generated = 0;
   int32_t num_prefix_hit_tokens = 0;
@@ -171,6 +184,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   cache_options.block_size = options_.block_size;
   cache_options.enable_prefix_caching = options_.enable_prefix_caching;
   cache_options.eviction_policy = options_.eviction_policy;
+  cache_options.collect_block_metrics = options_.collect_block_metrics;
   cache_options.vocab_size = c.vocab_size;
   cache_options.model_fingerprint =
       absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
@@ -406,6 +420,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   }
   PAGEDKV_RETURN_IF_ERROR(scheduler_->AddRequest(std::move(sr)));
   auto record = std::make_unique<RequestRecord>();
+  record->context = prompt;
   record->prompt = std::move(prompt);
   record->sampling = request.sampling;
   record->cache_salt = std::move(request.cache_salt);
@@ -429,6 +444,8 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
   result.num_host_hit_tokens = record.num_host_hit_tokens;
   result.num_remote_hit_tokens = record.num_remote_hit_tokens;
+  result.num_device_hit_tokens =
+      record.num_prefix_hit_tokens - record.num_host_hit_tokens - record.num_remote_hit_tokens;
   result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;
@@ -451,8 +468,12 @@ struct Engine::StepBatch {
   std::vector<BlockId> tables;  // [num_sequences, max_blocks]
   std::vector<int32_t> kv_lens;
   std::vector<int32_t> logits_indices;
-  std::vector<SamplingParams> sampling;
-  std::vector<RequestId> sampled_ids;  // per logits row
+  std::vector<SamplingParams> sampling;  // per logits row
+  // Per sequence that samples: its id, its sequence index in the batch, and its first logits row;
+  // rows [row_start[i], row_start[i + 1]) are 1 + its draft tokens.
+  std::vector<RequestId> sampled_ids;
+  std::vector<int32_t> sampled_seqs;
+  std::vector<int32_t> row_start = {0};
 };
 
 absl::StatusOr<StepOutput> Engine::Step() {
@@ -533,12 +554,19 @@ Engine::StepBatch Engine::BuildStepBatch() {
     RequestRecord& record = *requests_.at(s.request_id);
     RecordAdmission(s, record);
     if (!s.samples) continue;
-    step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - 1);
-    step.sampling.push_back(SamplingParams{.temperature = record.sampling.temperature,
-                                           .top_p = record.sampling.top_p,
-                                           .seed = record.sampling.seed,
-                                           .counter = static_cast<uint64_t>(record.num_generated)});
+    // One row per draft token too: row j predicts the token after the j-th scheduled draft.
+    const int32_t rows = 1 + s.num_draft_tokens;
+    for (int32_t j = 0; j < rows; ++j) {
+      step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - rows + j);
+      step.sampling.push_back(
+          SamplingParams{.temperature = record.sampling.temperature,
+                         .top_p = record.sampling.top_p,
+                         .seed = record.sampling.seed,
+                         .counter = static_cast<uint64_t>(record.num_generated + j)});
+    }
     step.sampled_ids.push_back(s.request_id);
+    step.sampled_seqs.push_back(i);
+    step.row_start.push_back(step.row_start.back() + rows);
   }
   return step;
 }
@@ -573,32 +601,76 @@ absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
   return absl::OkStatus();
 }
 
+SampledToken Engine::VerifySampled(const StepBatch& step, size_t i,
+                                   const std::vector<TokenId>& sampled) const {
+  const int32_t first = step.row_start[i];
+  const int32_t rows = step.row_start[i + 1] - first;
+  const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(step.sampled_seqs[i])];
+  const std::span<const TokenId> argmax =
+      std::span<const TokenId>(sampled).subspan(static_cast<size_t>(first), rows);
+  const std::span<const TokenId> drafts =
+      std::span<const TokenId>(batch_.token_ids)
+          .subspan(static_cast<size_t>(s.query_start) + s.num_scheduled_tokens - (rows - 1),
+                   rows - 1);
+  const int32_t accepted = internal::NumAcceptedDrafts(drafts, argmax);
+  return SampledToken{.request_id = step.sampled_ids[i],
+                      .token = argmax[static_cast<size_t>(accepted)],
+                      .num_accepted_draft_tokens = accepted};
+}
+
 absl::Status Engine::CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
                                     StepOutput* out) {
   std::vector<SampledToken> tokens(step.sampled_ids.size());
-  for (size_t i = 0; i < step.sampled_ids.size(); ++i) {
-    tokens[i] = SampledToken{.request_id = step.sampled_ids[i], .token = sampled[i]};
-  }
+  for (size_t i = 0; i < step.sampled_ids.size(); ++i) tokens[i] = VerifySampled(step, i, sampled);
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
                            scheduler_->UpdateFromOutput(tokens));
+  // With drafts the model returned more rows than tokens; keep the rows of appended tokens.
+  const bool remap_logits = options_.return_logits && batch_.stats.num_draft_tokens > 0;
+  std::vector<float> logits;
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
   const Clock::time_point now = Clock::now();
-  for (RequestOutput& o : outputs) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    RequestOutput& o = outputs[k];
     auto it = requests_.find(o.request_id);
     RequestRecord& record = *it->second;
     if (record.num_generated == 0) {
       record.time_to_first_token_s = std::chrono::duration<double>(now - record.added).count();
     }
-    out->tokens.push_back(
-        TokenOutput{.request_id = o.request_id, .token = o.token, .index = record.num_generated});
-    ++record.num_generated;
+    if (remap_logits) {
+      const auto row = out->logits.begin() + static_cast<ptrdiff_t>(step.row_start[k] * vocab);
+      logits.insert(logits.end(), row, row + static_cast<ptrdiff_t>(o.new_tokens.size() * vocab));
+    }
+    for (const TokenId token : o.new_tokens) {
+      out->tokens.push_back(
+          TokenOutput{.request_id = o.request_id, .token = token, .index = record.num_generated});
+      ++record.num_generated;
+      record.context.push_back(token);
+    }
     if (o.finished()) {
       out->finished.push_back(
           MakeResult(o.request_id, record, std::move(o.output_tokens), o.finish_reason));
       requests_.erase(it);
       ++stats_.num_finished;
+    } else {
+      PAGEDKV_RETURN_IF_ERROR(ProposeDrafts(o.request_id, record));
     }
   }
+  if (remap_logits) out->logits = std::move(logits);
   return absl::OkStatus();
+}
+
+absl::Status Engine::ProposeDrafts(RequestId id, const RequestRecord& record) {
+  const SpeculativeOptions& spec = options_.speculative;
+  if (spec.num_speculative_tokens == 0 || !IsGreedyTemperature(record.sampling.temperature)) {
+    return absl::OkStatus();
+  }
+  const std::vector<TokenId> drafts =
+      internal::ProposeNgramDrafts(record.context, {.num_draft_tokens = spec.num_speculative_tokens,
+                                                    .min_ngram = spec.prompt_lookup_min,
+                                                    .max_ngram = spec.prompt_lookup_max});
+  if (drafts.empty()) return absl::OkStatus();
+  // Cannot fail: the request just sampled, so it is running in decode, and drafts are its tokens.
+  return scheduler_->SetDraftTokens(id, drafts);
 }
 
 void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
@@ -607,6 +679,8 @@ void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
   stats_.num_computed_tokens += num_tokens;
   stats_.num_generated_tokens += static_cast<int64_t>(out->tokens.size());
   stats_.num_preemptions += batch_.stats.num_preempted;
+  stats_.num_draft_tokens = scheduler_->stats().num_draft_tokens;
+  stats_.num_accepted_draft_tokens = scheduler_->stats().num_accepted_draft_tokens;
   if (stats_.step_num_tokens.size() < EngineStats::kMaxRecordedSteps) {
     stats_.step_num_tokens.push_back(num_tokens);
     stats_.step_num_seqs.push_back(num_seqs);

@@ -72,6 +72,10 @@ struct PAGEDKV_EXPORT RequestState {
   WaitingKey rank;
   // Sampled in the last batch and waiting for its token in UpdateFromOutput.
   bool awaiting_sample = false;
+  // Proposed by SetDraftTokens for the next step (speculative decoding).
+  std::vector<TokenId> draft_tokens;
+  // Drafts scheduled in the last batch, awaiting verification in UpdateFromOutput.
+  std::vector<TokenId> scheduled_drafts;
   // UpdateFromOutput call that last saw this request (duplicate detection).
   uint64_t seen_in_update = 0;
 };

@@ -45,7 +45,19 @@ struct Decision {
   bool blend = false;      // the reused tokens are scheduled too (CacheBlend), before the new ones
   AcquiredChunk chunk = {};
   int32_t chunk_first = 0;  // chunk token moved to the request's token num_computed_tokens
+  int32_t num_drafts = 0;   // draft tokens scheduled after the new ones (lookahead slots)
 };
+
+// Draft tokens of `r` that fit its next step: within the budget left after its one decode token,
+// and short enough that accepting all of them plus the bonus token stays within max_new_tokens
+// and max_model_len.
+int32_t DraftsThatFit(const RequestState& r, int32_t budget, int32_t max_model_len) {
+  int64_t k = static_cast<int64_t>(r.draft_tokens.size());
+  k = std::min<int64_t>(k, budget - 1);
+  k = std::min<int64_t>(k, r.max_new_tokens - r.num_output_tokens() - 1);
+  if (max_model_len > 0) k = std::min<int64_t>(k, max_model_len - r.num_tokens() - 1);
+  return static_cast<int32_t>(std::max<int64_t>(k, 0));
+}
 
 // A chunk span's part that may be reused: prompt tokens [begin, end).
 struct ReusableRange {
@@ -66,6 +78,7 @@ class Scheduler::Impl {
   absl::StatusOr<std::vector<RequestOutput>> UpdateFromOutput(
       std::span<const SampledToken> sampled);
   absl::Status AbortRequest(RequestId id);
+  absl::Status SetDraftTokens(RequestId id, std::span<const TokenId> draft_tokens);
   absl::StatusOr<RequestInfo> GetRequestInfo(RequestId id) const;
 
   bool HasUnfinishedRequests() const { return !requests_.empty(); }
@@ -102,12 +115,15 @@ class Scheduler::Impl {
   void EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
                      ScheduledBatch* batch) const;
   void EmitTokens(const RequestState& r, std::span<const BlockId> table, int32_t start, int32_t end,
-                  ScheduledBatch* batch) const;
+                  std::span<const TokenId> drafts, ScheduledBatch* batch) const;
   void CountSequence(const Decision& d, const ScheduledSequence& seq, SchedulerStepStats& st);
   // UpdateFromOutput's parts: every sampled token is checked (and its request collected in
   // update_targets_) before any is appended; then each is appended and its output reported.
   absl::Status CheckSampled(std::span<const SampledToken> sampled, uint64_t call);
-  absl::StatusOr<RequestOutput> AppendSampled(RequestState& r, TokenId token);
+  absl::StatusOr<RequestOutput> AppendSampled(RequestState& r, const SampledToken& sampled);
+  // After AppendSampled appended `num_accepted` drafts of `r`: their KV is in the lookahead
+  // slots, which become the request's own; the rejected drafts' slots are released.
+  absl::Status KeepAcceptedDrafts(RequestState& r, int32_t num_accepted);
   void FinishStepStats(ScheduledBatch* batch);
   // Ends a request: frees its blocks, forgets it, reports it in the next batch.
   absl::Status Finish(RequestState* request, FinishReason reason);
@@ -274,16 +290,24 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
     }
     Decision d{request, 0, /*newly_admitted=*/false};
     PlanReuse(*request, request->num_computed_tokens, &num_new, &d);
+    if (num_new == 1 && d.num_reused == 0 && !request->draft_tokens.empty()) {
+      d.num_drafts = DraftsThatFit(*request, budget, options_.max_model_len);
+    }
     bool scheduled = false;
     while (true) {
       const absl::Status status = cache_.AllocateSlots(
           request->cache, d.num_reused + num_new, {},
-          {.no_cache_from_token = d.num_reused > 0 ? request->num_computed_tokens : -1});
+          {.no_cache_from_token = d.num_reused > 0 ? request->num_computed_tokens : -1,
+           .num_lookahead_tokens = d.num_drafts});
       if (status.ok()) {
         scheduled = true;
         break;
       }
       if (!absl::IsResourceExhausted(status)) return status;
+      if (d.num_drafts > 0) {
+        d.num_drafts = 0;  // speculation never preempts anyone: retry without the drafts
+        continue;
+      }
       // running_ is sorted by rank, so the victim (the largest rank) is at the back, never before
       // `request`: requests already scheduled this step are never preempted (their newly full
       // blocks are already in the prefix index and must be computed).
@@ -293,7 +317,7 @@ absl::StatusOr<int32_t> Scheduler::Impl::ScheduleRunning(int32_t budget, Schedul
     }
     if (scheduled) {
       d.num_new_tokens = num_new;
-      budget -= num_new + (d.blend ? d.num_reused : 0);
+      budget -= num_new + d.num_drafts + (d.blend ? d.num_reused : 0);
       decisions_.push_back(std::move(d));
       ++i;
     } else {
@@ -309,6 +333,7 @@ absl::Status Scheduler::Impl::Preempt(RequestState* victim, ScheduledBatch* batc
   RemoveFromRunning(victim);
   victim->status = RequestStatus::kWaiting;
   victim->num_computed_tokens = 0;
+  victim->draft_tokens.clear();  // proposed for the context it had; drafted again after resuming
   ++victim->num_preemptions;
   waiting_.PushPreempted(victim, victim->priority, victim->arrival_time, victim->rank.order);
   batch->preempted_request_ids.push_back(victim->id);
@@ -476,7 +501,7 @@ absl::Status Scheduler::Impl::EmitBatch(ScheduledBatch* batch) {
 void Scheduler::Impl::ReserveBatch(ScheduledBatch* batch) const {
   int64_t total_tokens = 0;
   for (const Decision& d : decisions_) {
-    total_tokens += d.num_new_tokens + (d.blend ? d.num_reused : 0);
+    total_tokens += d.num_new_tokens + d.num_drafts + (d.blend ? d.num_reused : 0);
   }
   batch->token_ids.reserve(static_cast<size_t>(total_tokens));
   batch->positions.reserve(static_cast<size_t>(total_tokens));
@@ -504,11 +529,14 @@ void Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> 
 }
 
 void Scheduler::Impl::EmitTokens(const RequestState& r, std::span<const BlockId> table,
-                                 int32_t start, int32_t end, ScheduledBatch* batch) const {
+                                 int32_t start, int32_t end, std::span<const TokenId> drafts,
+                                 ScheduledBatch* batch) const {
   const int32_t bs = cache_.block_size();
   const std::span<const TokenId> tokens = r.cache.tokens();
   batch->token_ids.insert(batch->token_ids.end(), tokens.begin() + start, tokens.begin() + end);
-  for (int32_t pos = start; pos < end; ++pos) {
+  batch->token_ids.insert(batch->token_ids.end(), drafts.begin(), drafts.end());
+  const int32_t last = end + static_cast<int32_t>(drafts.size());
+  for (int32_t pos = start; pos < last; ++pos) {
     batch->positions.push_back(pos);
     batch->slot_mapping.push_back(static_cast<int64_t>(table[pos / bs]) * bs + pos % bs);
   }
@@ -525,7 +553,9 @@ void Scheduler::Impl::CountSequence(const Decision& d, const ScheduledSequence& 
   st.num_shifted_hit_tokens += d.num_reused;
   st.num_blend_tokens += seq.num_blend_tokens;
   stats_.num_shifted_hit_tokens += d.num_reused;
-  const bool decode = !d.newly_admitted && seq.num_scheduled_tokens == 1 &&
+  st.num_draft_tokens += d.num_drafts;
+  stats_.num_draft_tokens += d.num_drafts;
+  const bool decode = !d.newly_admitted && seq.num_scheduled_tokens == 1 + d.num_drafts &&
                       seq.num_computed_tokens >= r.num_prompt_tokens;
   (decode ? st.num_decode_tokens : st.num_prefill_tokens) += seq.num_scheduled_tokens;
   if (d.newly_admitted) {
@@ -543,14 +573,17 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   // The first scheduled token: the first reused one when blending, else the first new one.
   const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
   const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
-  if (static_cast<int64_t>(table.size()) != NumBlocksFor(end, bs)) {
+  if (static_cast<int64_t>(table.size()) != NumBlocksFor(end + d.num_drafts, bs)) {
     return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
-                                            " blocks for ", end, " tokens of block size ", bs));
+                                            " blocks for ", end, " tokens + ", d.num_drafts,
+                                            " drafts of block size ", bs));
   }
+  r.scheduled_drafts.assign(r.draft_tokens.begin(), r.draft_tokens.begin() + d.num_drafts);
+  r.draft_tokens.clear();
   ScheduledSequence seq;
   seq.request_id = r.id;
   seq.query_start = static_cast<int32_t>(batch->token_ids.size());
-  seq.num_scheduled_tokens = end - start;
+  seq.num_scheduled_tokens = end - start + d.num_drafts;
   seq.num_computed_tokens = start;
   seq.block_table_start = static_cast<int32_t>(batch->block_table_ids.size());
   seq.num_blocks = static_cast<int32_t>(table.size());
@@ -559,7 +592,8 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
   seq.num_shifted_hit_tokens = d.num_reused;
   seq.num_blend_tokens = d.blend ? d.num_reused : 0;
-  EmitTokens(r, table, start, end, batch);
+  seq.num_draft_tokens = d.num_drafts;
+  EmitTokens(r, table, start, end, r.scheduled_drafts, batch);
   CountSequence(d, seq, batch->stats);
   if (seq.samples) {
     r.awaiting_sample = true;
@@ -610,6 +644,12 @@ absl::Status Scheduler::Impl::CheckSampled(std::span<const SampledToken> sampled
     }
     r.seen_in_update = call;
     update_targets_.push_back(&r);
+    if (s.num_accepted_draft_tokens < 0 ||
+        s.num_accepted_draft_tokens > static_cast<int32_t>(r.scheduled_drafts.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "UpdateFromOutput: request ", s.request_id, " accepted ", s.num_accepted_draft_tokens,
+          " draft tokens but ", r.scheduled_drafts.size(), " were scheduled"));
+    }
     const int32_t vocab = r.cache.vocab_size();
     if (s.token < 0 || (vocab > 0 && s.token >= vocab)) {
       return absl::InvalidArgumentError(
@@ -630,27 +670,52 @@ absl::Status Scheduler::Impl::CheckSampled(std::span<const SampledToken> sampled
       " sequences sampled in the last batch; e.g. request ", missing, " has no token"));
 }
 
-absl::StatusOr<RequestOutput> Scheduler::Impl::AppendSampled(RequestState& r, TokenId token) {
-  // Cannot fail: the token was checked against the vocabulary in CheckSampled.
-  PAGEDKV_RETURN_IF_ERROR(r.cache.AppendToken(token));
+absl::StatusOr<RequestOutput> Scheduler::Impl::AppendSampled(RequestState& r,
+                                                             const SampledToken& sampled) {
   r.awaiting_sample = false;
   --num_awaiting_samples_;
   RequestOutput out;
   out.request_id = r.id;
-  out.token = token;
-  out.num_output_tokens = r.num_output_tokens();
-  if (r.IsStopToken(token)) {
-    out.finish_reason = FinishReason::kStop;
-  } else if (out.num_output_tokens >= r.max_new_tokens ||
-             (options_.max_model_len > 0 && r.num_tokens() >= options_.max_model_len)) {
-    out.finish_reason = FinishReason::kLength;
+  const int32_t accepted = sampled.num_accepted_draft_tokens;
+  out.new_tokens.assign(r.scheduled_drafts.begin(), r.scheduled_drafts.begin() + accepted);
+  out.new_tokens.push_back(sampled.token);
+  size_t appended = 0;
+  for (const TokenId token : out.new_tokens) {
+    // Cannot fail: tokens were checked against the vocabulary (CheckSampled, SetDraftTokens).
+    PAGEDKV_RETURN_IF_ERROR(r.cache.AppendToken(token));
+    ++appended;
+    out.token = token;
+    if (r.IsStopToken(token)) {
+      out.finish_reason = FinishReason::kStop;
+    } else if (r.num_output_tokens() >= r.max_new_tokens ||
+               (options_.max_model_len > 0 && r.num_tokens() >= options_.max_model_len)) {
+      out.finish_reason = FinishReason::kLength;
+    }
+    if (out.finished()) break;
   }
+  out.new_tokens.resize(appended);  // tokens after a stop are dropped
+  const int32_t appended_drafts = std::min(static_cast<int32_t>(appended), accepted);
+  out.num_output_tokens = r.num_output_tokens();
+  stats_.num_accepted_draft_tokens += appended_drafts;
   if (out.finished()) {
     const auto tokens = r.cache.tokens();
     out.output_tokens.assign(tokens.begin() + r.num_prompt_tokens, tokens.end());
+    r.scheduled_drafts.clear();
     PAGEDKV_RETURN_IF_ERROR(Finish(&r, out.finish_reason));
+    return out;
   }
+  PAGEDKV_RETURN_IF_ERROR(KeepAcceptedDrafts(r, appended_drafts));
   return out;
+}
+
+absl::Status Scheduler::Impl::KeepAcceptedDrafts(RequestState& r, int32_t num_accepted) {
+  if (r.scheduled_drafts.empty()) return absl::OkStatus();
+  r.scheduled_drafts.clear();
+  // Cannot fail: the slots exist (lookahead), so no block is allocated, and the count is within
+  // the request's tokens. Full blocks of accepted drafts are cached now: their KV was computed.
+  PAGEDKV_RETURN_IF_ERROR(cache_.AllocateSlots(r.cache, num_accepted));
+  r.num_computed_tokens += num_accepted;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
@@ -660,8 +725,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Impl::UpdateFromOutput(
   std::vector<RequestOutput> outputs;
   outputs.reserve(sampled.size());
   for (size_t k = 0; k < sampled.size(); ++k) {
-    PAGEDKV_ASSIGN_OR_RETURN(RequestOutput out,
-                             AppendSampled(*update_targets_[k], sampled[k].token));
+    PAGEDKV_ASSIGN_OR_RETURN(RequestOutput out, AppendSampled(*update_targets_[k], sampled[k]));
     outputs.push_back(std::move(out));
   }
   return outputs;
@@ -692,6 +756,32 @@ absl::Status Scheduler::Impl::AbortRequest(RequestId id) {
         absl::StrCat("AbortRequest: unknown request ", id, " (never added, finished or aborted)"));
   }
   return Finish(it->second.get(), FinishReason::kAborted);
+}
+
+absl::Status Scheduler::Impl::SetDraftTokens(RequestId id, std::span<const TokenId> draft_tokens) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("SetDraftTokens: unknown request ", id,
+                                            " (never added, finished or aborted)"));
+  }
+  RequestState& r = *it->second;
+  if (r.status != RequestStatus::kRunning || r.awaiting_sample ||
+      r.num_computed_tokens != r.num_tokens() - 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SetDraftTokens: request ", id,
+        " is not decoding (waiting, still in prefill, or its sampled token is not fed back yet); "
+        "propose drafts after UpdateFromOutput for a running request"));
+  }
+  const int32_t vocab = r.cache.vocab_size();
+  for (size_t i = 0; i < draft_tokens.size(); ++i) {
+    if (draft_tokens[i] < 0 || (vocab > 0 && draft_tokens[i] >= vocab)) {
+      return absl::InvalidArgumentError(absl::StrCat("SetDraftTokens: draft token ", i, " (",
+                                                     draft_tokens[i], ") of request ", id,
+                                                     " is outside the vocabulary"));
+    }
+  }
+  r.draft_tokens.assign(draft_tokens.begin(), draft_tokens.end());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RequestInfo> Scheduler::Impl::GetRequestInfo(RequestId id) const {
@@ -743,6 +833,10 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::UpdateFromOutput(
 }
 
 absl::Status Scheduler::AbortRequest(RequestId id) { return impl_->AbortRequest(id); }
+
+absl::Status Scheduler::SetDraftTokens(RequestId id, std::span<const TokenId> draft_tokens) {
+  return impl_->SetDraftTokens(id, draft_tokens);
+}
 
 bool Scheduler::HasUnfinishedRequests() const { return impl_->HasUnfinishedRequests(); }
 int32_t Scheduler::num_waiting() const { return impl_->num_waiting(); }

@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_index.h"
+#include "pagedkv/block_lifecycle_observer.h"
 #include "pagedkv/cache_priority.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
@@ -280,6 +281,11 @@ class PAGEDKV_EXPORT BlockPool {
   // index <-> block states, evictable count); Internal with a description when broken.
   absl::Status ValidateInvariants() const;
 
+  // ---- Lifecycle hooks (metrics) ----------------------------------------------------------------
+
+  // Calls `observer` (not owned; null = none) at store, hit, release and eviction from now on.
+  void SetLifecycleObserver(BlockLifecycleObserver* observer) { lifecycle_ = observer; }
+
  private:
   // ValidateInvariants' steps: one block's state, reference count and index entry; the counts
   // against the free stack, the evictable count and the index; the free stack's entries; the
@@ -345,6 +351,7 @@ class PAGEDKV_EXPORT BlockPool {
   void PrefetchNextVictims() const;
   void Emit(const KvEvent& event);
 
+  BlockLifecycleObserver* lifecycle_ = nullptr;  // SetLifecycleObserver; not owned
   int32_t num_blocks_;
   int32_t block_size_;
   bool store_tokens_;

@@ -62,6 +62,11 @@ class PAGEDKV_EXPORT CacheRequest {
     return AppendTokens(std::span<const TokenId>(&token, 1));
   }
 
+  // Keeps the first `num_tokens` tokens and the hashes of the blocks they fill; drops the rest
+  // (e.g. rejected speculative tokens). A prompt cut short counts only what is kept as prompt.
+  // InvalidArgument, with nothing changed, unless 0 <= num_tokens <= this->num_tokens().
+  absl::Status Truncate(int64_t num_tokens);
+
   RequestId id() const { return options_.id; }
   int32_t block_size() const { return options_.block_size; }
   const std::string& cache_salt() const { return options_.cache_salt; }

@@ -118,6 +118,19 @@ struct PAGEDKV_EXPORT RemoteCacheOptions {
   std::function<int64_t()> now_ms = nullptr;
 };
 
+// Speculative decoding by prompt lookup (vLLM's n-gram speculator, no draft model): after each
+// sampled token of a greedy request, the last n tokens of its context (n from
+// prompt_lookup_max down to prompt_lookup_min) are searched earlier in the context and the tokens
+// that followed are proposed as drafts. The next step runs the last token and the drafts
+// together; drafts that match the model's argmax are accepted, plus the model's next token, and
+// the rest are rolled back (their KV slots released, never cached). Greedy output ids are the same
+// as without it. Requests that sample (temperature > 0) are never drafted for.
+struct PAGEDKV_EXPORT SpeculativeOptions {
+  int32_t num_speculative_tokens = 0;  // k: most drafts per step; 0 = off. In [0, 64].
+  int32_t prompt_lookup_min = 1;       // shortest n-gram searched, >= 1
+  int32_t prompt_lookup_max = 3;       // longest n-gram searched, >= prompt_lookup_min, <= 64
+};
+
 struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
   // CPU backend threads (the engine's thread included); 0: every hardware thread. Greedy ids and
@@ -153,6 +166,11 @@ struct PAGEDKV_EXPORT EngineOptions {
   std::string remote_cache_url = {};
   // Its settings (key prefix, TTL, timeouts, store rule).
   RemoteCacheOptions remote_tier = {};
+  // Speculative decoding by prompt lookup (off by default).
+  SpeculativeOptions speculative = {};
+  // Block lifetime / idle-before-evict / reuse-gap histograms in the cache manager
+  // (KvCacheManager::WritePrometheus); costs a clock read per store, hit, release and eviction.
+  bool collect_block_metrics = false;
 };
 
 // How to pick each next token.
@@ -194,8 +212,11 @@ struct PAGEDKV_EXPORT GenerationResult {
   std::vector<TokenId> prompt_tokens;
   std::vector<TokenId> output_tokens;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string text;                    // output_tokens decoded (when the engine has a tokenizer)
-  int32_t num_prefix_hit_tokens = 0;   // prompt tokens served from the prefix cache (1st admission)
+  std::string text;  // output_tokens decoded (when the engine has a tokenizer)
+  // Prompt tokens served from the prefix cache at the first admission (OpenAI's cached_tokens),
+  // split by tier: device + host + remote = num_prefix_hit_tokens.
+  int32_t num_prefix_hit_tokens = 0;
+  int32_t num_device_hit_tokens = 0;   // of those, already in the device pool
   int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
   int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
@@ -230,6 +251,10 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled
   int64_t num_preemptions = 0;
+  // Speculative decoding: draft tokens run through the model (in num_computed_tokens), and of
+  // those, accepted. Acceptance rate = accepted / draft.
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_draft_tokens = 0;
   double busy_seconds = 0.0;  // wall time inside Step()
   // Batch sizes, bounded however long the engine runs: the first kMaxRecordedSteps steps one by
   // one, and every step in the maxima and the histogram.
@@ -339,6 +364,11 @@ class PAGEDKV_EXPORT Engine {
                         std::vector<TokenId>* sampled);
   absl::Status CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
                               StepOutput* out);
+  // What sequence `i` of the step sampled, drafts verified (engine/runtime/ngram_proposer.h).
+  SampledToken VerifySampled(const StepBatch& step, size_t i,
+                             const std::vector<TokenId>& sampled) const;
+  // With speculative decoding: proposes drafts for a greedy request that just sampled.
+  absl::Status ProposeDrafts(RequestId id, const RequestRecord& record);
   void RecordStepStats(int32_t num_seqs, StepOutput* out);
 
   EngineOptions options_;

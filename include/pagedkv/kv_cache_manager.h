@@ -14,6 +14,18 @@
 //      evictable and a chain's tail is evicted before its parents.
 // Decode: append the sampled token to the CacheRequest, then AllocateSlots(request, 1).
 //
+// Speculative decoding (vLLM's num_lookahead_tokens): with k draft tokens proposed for a request
+// of n tokens (the last one sampled, its KV not computed yet),
+//   AllocateSlots(request, 1, {}, {.num_lookahead_tokens = k})
+// reserves slots for positions n .. n+k-1 beyond the request's tokens. Lookahead slots are never
+// hashed or cached. After verification accepts a drafts plus the bonus token, append those a + 1
+// tokens and call AllocateSlots(request, a + 1, ...) next step: the accepted drafts' KV already
+// sits in their slots, the rejected ones' slots are reused or released. TruncateRequest rolls
+// back tokens that were appended (and possibly cached) before they were rejected.
+//
+//   tokens:  | computed ............ | new (this call) | lookahead (k) |
+//   slots:   | allocated, full blocks cached          | allocated, never cached |
+//
 // Verification (options.verify_tokens, on by default): a hash hit is accepted only when the
 // cached block's tokens, extra keys (adapter, multimodal) and parent hash equal the request's and
 // the block is linked to the very
@@ -52,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
+#include "pagedkv/cache_metrics.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/cache_stats.h"
 #include "pagedkv/eviction_policy.h"
@@ -78,6 +91,10 @@ struct PAGEDKV_EXPORT KvCacheManagerOptions {
   bool enable_priorities = false;
   double max_high_priority_fraction = 0.5;  // (0, 1] of the pool above the default priority
   std::function<double()> clock;            // seconds; null: steady clock
+  // Record block lifetime, idle-before-eviction and reuse-gap histograms (WritePrometheus).
+  // Costs a clock read per store, hit, release and eviction.
+  bool collect_block_metrics = false;
+  std::function<double()> metrics_clock;  // monotonic seconds for them; null = steady clock
 };
 
 // Per-request cache keys beyond the tokens.
@@ -95,6 +112,10 @@ struct PAGEDKV_EXPORT AllocateOptions {
   // (e.g. blocks with re-rotated, approximate KV from shifted reuse). Sticky for the request: the
   // smallest value given so far wins. -1: no limit.
   int64_t no_cache_from_token = -1;
+  // Slots to reserve past the request's tokens for draft tokens (speculative decoding), >= 0.
+  // Never hashed or cached; each call replaces the previous reservation (blocks that only the
+  // old reservation needed are released).
+  int64_t num_lookahead_tokens = 0;
 };
 
 // The longest cached prefix of a request, as found by GetComputedBlocks.
@@ -129,8 +150,8 @@ class PAGEDKV_EXPORT KvCacheManager {
   // are pinned and become the head of its block table; later calls must pass none. Blocks that
   // become full are cached (hashes from `request`). Errors, with nothing changed:
   //   ResourceExhausted  - not enough free + evictable blocks;
-  //   InvalidArgument    - negative count, more tokens than the request has, wrong block size,
-  //                        computed blocks on a later call or not matching the request;
+  //   InvalidArgument    - negative count or lookahead, more tokens than the request has, wrong
+  //                        block size, computed blocks on a later call or not matching it;
   //   FailedPrecondition - computed blocks no longer cached (stale; call GetComputedBlocks again);
   //   Internal           - the eviction policy picked a block that is not evictable (fix the
   //                        policy; the pool and this manager are unchanged).
@@ -139,10 +160,24 @@ class PAGEDKV_EXPORT KvCacheManager {
                              const ComputedBlocks& new_computed_blocks = {},
                              const AllocateOptions& options = {});
 
-  // How many new blocks AllocateSlots(request, num_new_tokens, new_computed_blocks) would take
-  // from the pool (including computed blocks that are now evictable). Changes nothing.
+  // How many new blocks AllocateSlots(request, num_new_tokens, new_computed_blocks, options)
+  // would take from the pool (including computed blocks that are now evictable). Changes nothing.
   absl::StatusOr<int32_t> NumBlocksToAllocate(const CacheRequest& request, int64_t num_new_tokens,
-                                              const ComputedBlocks& new_computed_blocks = {}) const;
+                                              const ComputedBlocks& new_computed_blocks = {},
+                                              const AllocateOptions& options = {}) const;
+
+  // Rolls `request` back to its first `num_tokens` tokens (rejected draft tokens): truncates the
+  // CacheRequest, drops the lookahead reservation, releases (tail first) the blocks that hold no
+  // kept token and drops from the prefix index every block that only this request holds and that
+  // holds a token at or after `num_tokens` (blocks never indexed are not touched), so no block
+  // with a rejected token stays indexed for it. Slots of kept tokens are unchanged. Errors, with
+  // nothing changed:
+  //   NotFound           - the request holds no blocks here;
+  //   InvalidArgument    - num_tokens outside [0, request.num_tokens()], wrong block size;
+  //   FailedPrecondition - the block holding token num_tokens - 1 also holds rejected tokens and
+  //                        is shared with another request (its slots cannot be rewritten);
+  //                        truncate at a block boundary or after the shared prefix.
+  absl::Status TruncateRequest(CacheRequest& request, int64_t num_tokens);
 
   // Releases the request's blocks (tail first) and forgets it. NotFound when the request has no
   // blocks here (never allocated, or already freed: a double free).
@@ -154,6 +189,8 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   // Tokens of the request that have KV slots (computed prefix + every allocated new token).
   absl::StatusOr<int64_t> NumAllocatedTokens(RequestId id) const;
+  // Lookahead slots reserved past those by the latest AllocateSlots. NotFound for an unknown id.
+  absl::StatusOr<int64_t> NumLookaheadTokens(RequestId id) const;
 
   bool HasRequest(RequestId id) const { return requests_.contains(id); }
   int32_t NumRequests() const { return static_cast<int32_t>(requests_.size()); }
@@ -171,7 +208,19 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   // Lookup counters (this manager) merged with the pool's (stores, evictions, resets).
   CacheStats stats() const;
+  // Zeroes the counters and the block histograms.
   void ResetStats();
+
+  // Appends the cache's metrics in the Prometheus text format (0.0.4) to `*out`: counters
+  // pagedkv_prefix_cache_{lookups,queries,hits}_total (queries and hits in tokens, as vLLM's
+  // prefix_cache_queries / prefix_cache_hits), pagedkv_prefix_cache_{stored,evicted}_blocks_total,
+  // gauges pagedkv_kv_cache_usage_ratio (blocks referenced by requests / all) and
+  // pagedkv_kv_cache_{blocks,cached_blocks}, and with options.collect_block_metrics the histograms
+  // pagedkv_kv_block_{lifetime,idle_before_evict,reuse_gap}_seconds (pagedkv/cache_metrics.h).
+  // InvalidArgument for a bad label name; nothing is appended then.
+  absl::Status WritePrometheus(std::string* out, const PrometheusOptions& options = {}) const;
+  // The block histograms; null unless options.collect_block_metrics.
+  const BlockLifecycleMetrics* block_metrics() const { return block_metrics_.get(); }
 
   int AddEventListener(KvEventListener listener) {
     return pool_->AddEventListener(std::move(listener));
@@ -198,6 +247,7 @@ class PAGEDKV_EXPORT KvCacheManager {
   struct RequestState {
     std::vector<BlockId> table;           // block table
     int64_t num_tokens = 0;               // tokens with slots
+    int64_t num_lookahead = 0;            // slots reserved past num_tokens (never cached)
     int64_t num_cached_blocks = 0;        // leading full blocks already offered to the index
     BlockId last_canonical = kNullBlock;  // verified cached block for block num_cached_blocks-1
     uint32_t last_canonical_generation = 0;
@@ -209,7 +259,9 @@ class PAGEDKV_EXPORT KvCacheManager {
   struct Plan {
     bool is_new = false;         // the request has no state yet
     int64_t total_tokens = 0;    // tokens with slots after the call
+    int64_t lookahead = 0;       // lookahead slots after the call
     int32_t new_blocks = 0;      // blocks to allocate from the pool
+    int32_t release_blocks = 0;  // tail blocks only the old lookahead needed
     int32_t evictable_hits = 0;  // computed blocks that are evictable now (pinning takes them)
   };
 
@@ -217,7 +269,15 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   // Validates the arguments of AllocateSlots / NumBlocksToAllocate and plans the allocation.
   absl::StatusOr<Plan> MakePlan(const CacheRequest& request, int64_t num_new_tokens,
-                                const ComputedBlocks& new_computed_blocks) const;
+                                const ComputedBlocks& new_computed_blocks,
+                                int64_t num_lookahead) const;
+  // Checks of MakePlan on the computed blocks; counts the evictable ones into `plan`.
+  absl::Status CheckComputed(const CacheRequest& request, const ComputedBlocks& computed,
+                             Plan& plan) const;
+  // Unpins table entries [keep, end), tail first, and shrinks the table.
+  void ReleaseTail(RequestState& state, size_t keep);
+  // After truncation to `num_cached` cached blocks: the verified canonical block of the last one.
+  void ResetCanonical(const CacheRequest& request, RequestState& state);
 
   // Whether cached `block` may serve block `i` of `request` whose previous block is `prev`.
   bool Verify(BlockId block, const CacheRequest& request, int64_t i, BlockId prev) const;
@@ -239,6 +299,9 @@ class PAGEDKV_EXPORT KvCacheManager {
   absl::flat_hash_map<RequestId, RequestState> requests_;
   CacheStats stats_;                         // lookup counters only
   std::unique_ptr<KvEventBatcher> batcher_;  // set when options_.collect_event_batches
+  // Set when options_.collect_block_metrics; observes pool_ (destroyed first; the pool calls no
+  // hook while it is destroyed).
+  std::unique_ptr<BlockLifecycleMetrics> block_metrics_;
 };
 
 }  // namespace pagedkv

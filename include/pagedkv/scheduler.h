@@ -204,6 +204,11 @@ struct PAGEDKV_EXPORT ScheduledSequence {
   // tokens are reused chunk tokens (== num_shifted_hit_tokens), moved before the forward pass and
   // then run through the first layers for CacheBlend; their logits are never wanted. 0 otherwise.
   int32_t num_blend_tokens = 0;
+  // Speculative decoding (Scheduler::SetDraftTokens): the last num_draft_tokens tokens of the
+  // sequence are draft tokens at positions past the request's tokens, in lookahead slots. The
+  // caller verifies them from the logits of all 1 + num_draft_tokens positions and reports the
+  // accepted ones in SampledToken::num_accepted_draft_tokens. 0 otherwise.
+  int32_t num_draft_tokens = 0;
 
   // KV length after this step: num_computed_tokens + num_scheduled_tokens.
   int32_t seq_len() const { return num_computed_tokens + num_scheduled_tokens; }
@@ -226,6 +231,7 @@ struct PAGEDKV_EXPORT SchedulerStepStats {
   int64_t num_admitted_prompt_tokens = 0;  // all tokens of the requests admitted this step
   int64_t num_shifted_hit_tokens = 0;      // tokens reused from chunks at another position
   int32_t num_blend_tokens = 0;            // of those, scheduled for CacheBlend (in the batch)
+  int32_t num_draft_tokens = 0;            // draft tokens scheduled for verification
   int32_t num_used_blocks = 0;             // KV blocks held by running requests after scheduling
   int32_t num_total_blocks = 0;            // KV pool size
 };
@@ -237,10 +243,12 @@ struct PAGEDKV_EXPORT SchedulerStats {
   int64_t num_preemptions = 0;
   int64_t num_finished = 0;  // finished by EOS/stop/length (aborts not counted)
   int64_t num_aborted = 0;
-  int64_t num_admissions = 0;          // admissions, re-admissions after preemption included
-  int64_t num_admitted_tokens = 0;     // tokens of those admissions
-  int64_t num_prefix_hit_tokens = 0;   // of those, found in the prefix cache
-  int64_t num_shifted_hit_tokens = 0;  // tokens reused from chunks at another position
+  int64_t num_admissions = 0;             // admissions, re-admissions after preemption included
+  int64_t num_admitted_tokens = 0;        // tokens of those admissions
+  int64_t num_prefix_hit_tokens = 0;      // of those, found in the prefix cache
+  int64_t num_shifted_hit_tokens = 0;     // tokens reused from chunks at another position
+  int64_t num_draft_tokens = 0;           // draft tokens scheduled (speculative decoding)
+  int64_t num_accepted_draft_tokens = 0;  // of those, accepted by UpdateFromOutput
 };
 
 // One step's work, flat (the layout the model runner and kernels use). n = sequences.size().
@@ -287,7 +295,12 @@ struct PAGEDKV_EXPORT ScheduledBatch {
 // The token sampled for one sequence of the last batch.
 struct PAGEDKV_EXPORT SampledToken {
   RequestId request_id = 0;
+  // The sampled token; after draft tokens, the one sampled after the last accepted draft (the
+  // bonus token, or the correction of the first rejected draft).
   TokenId token = 0;
+  // For a sequence with draft tokens: how many of its drafts, from the first, were accepted
+  // (0 .. ScheduledSequence::num_draft_tokens). They are appended before `token`.
+  int32_t num_accepted_draft_tokens = 0;
 };
 
 enum class FinishReason {
@@ -309,6 +322,10 @@ struct PAGEDKV_EXPORT RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   // When finished: every generated token, in order (empty otherwise).
   std::vector<TokenId> output_tokens;
+  // Every token this update appended, in order: the accepted draft tokens, then `token` (which
+  // is then new_tokens.back()). Generation stops at the first stop token or at the length limit,
+  // so tokens past it are dropped.
+  std::vector<TokenId> new_tokens;
 
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
@@ -354,14 +371,26 @@ class PAGEDKV_EXPORT Scheduler {
   absl::StatusOr<ScheduledBatch> Schedule();
 
   // Feeds back the tokens sampled for the last batch: exactly one for each sequence with
-  // samples == true (requests aborted since then excepted), in any order. Appends each token to its
+  // samples == true (requests aborted since then excepted), in any order, with its count of
+  // accepted draft tokens. Appends each token to its
   // request (its filled blocks become cacheable), finishes requests at EOS / stop token / length
   // and frees their blocks. Returns one RequestOutput per token, in the given order.
   // Errors, with nothing changed: NotFound for an unknown (or finished) id; InvalidArgument for a
   // sequence that did not sample in the last batch, a duplicate, a token that is negative or
-  // outside the vocabulary, or a missing token. An empty span is fine when nothing sampled.
+  // outside the vocabulary, a missing token, or more accepted drafts than were scheduled. An empty
+  // span is fine when nothing sampled.
   absl::StatusOr<std::vector<RequestOutput>> UpdateFromOutput(
       std::span<const SampledToken> sampled);
+
+  // Proposes draft tokens (speculative decoding, e.g. n-gram prompt lookup) for a running request
+  // in decode: its next step schedules its last token plus the drafts, 1 + k tokens, with k
+  // capped by the step's token budget, max_new_tokens and max_model_len, and dropped for the step
+  // when the pool is short of blocks for them (drafts never cause a preemption). The drafts get
+  // lookahead slots (never cached); UpdateFromOutput appends the accepted ones and releases the
+  // rest. Replaces earlier drafts; an empty span clears them. Errors, with nothing changed:
+  // NotFound for an unknown id; FailedPrecondition when the request is waiting, awaits its sample,
+  // or is still in prefill; InvalidArgument for a token outside the vocabulary or negative.
+  absl::Status SetDraftTokens(RequestId id, std::span<const TokenId> draft_tokens);
 
   // Finishes a waiting or running request and frees its blocks; it is reported in the next
   // batch's finished_request_ids. NotFound for an unknown (or already finished) id. Blocks are

@@ -2,6 +2,7 @@
 //
 // Bindings of the request-level prefix cache: KvCacheManager, CacheRequest, ComputedBlocks,
 // MultimodalInput and CacheStats.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,13 +32,15 @@ std::vector<MultimodalInput> MultimodalArgument(const std::optional<py::list>& i
 std::unique_ptr<PyKvCacheManager> MakeManager(int32_t num_blocks, int32_t block_size,
                                               bool enable_prefix_caching, bool verify_tokens,
                                               py::object eviction_policy, int32_t vocab_size,
-                                              std::string model_fingerprint, bool record_events) {
+                                              std::string model_fingerprint, bool record_events,
+                                              bool collect_block_metrics) {
   KvCacheManagerOptions options{.num_blocks = num_blocks,
                                 .block_size = block_size,
                                 .enable_prefix_caching = enable_prefix_caching,
                                 .verify_tokens = verify_tokens,
                                 .vocab_size = vocab_size,
-                                .model_fingerprint = std::move(model_fingerprint)};
+                                .model_fingerprint = std::move(model_fingerprint),
+                                .collect_block_metrics = collect_block_metrics};
   std::unique_ptr<EvictionPolicy> policy =
       PolicyArgument(eviction_policy, &options.eviction_policy);
   auto out = std::make_unique<PyKvCacheManager>();
@@ -84,6 +87,9 @@ void BindCacheRequest(py::module_& m) {
       .def(
           "append_token", [](CacheRequest& r, TokenId t) { CheckStatus(r.AppendToken(t)); },
           arg("token"))
+      .def(
+          "truncate", [](CacheRequest& r, int64_t n) { CheckStatus(r.Truncate(n)); },
+          arg("num_tokens"), "Keeps the first num_tokens tokens and their block hashes.")
       .def_property_readonly("id", &CacheRequest::id)
       .def_property_readonly("block_size", &CacheRequest::block_size)
       .def_property_readonly("cache_salt", &CacheRequest::cache_salt)
@@ -170,6 +176,24 @@ void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
             return Unwrap(self.get().NumAllocatedTokens(id));
           },
           arg("request_id"))
+      .def(
+          "num_lookahead_tokens",
+          [](PyKvCacheManager& self, RequestId id) {
+            return Unwrap(self.get().NumLookaheadTokens(id));
+          },
+          arg("request_id"))
+      .def(
+          "write_prometheus",
+          [](PyKvCacheManager& self, std::map<std::string, std::string> labels) {
+            PrometheusOptions options;
+            for (auto& [k, v] : labels) options.labels.emplace_back(k, v);
+            std::string text;
+            CheckStatus(self.get().WritePrometheus(&text, options));
+            return text;
+          },
+          py::kw_only(), arg("labels") = std::map<std::string, std::string>{},
+          "The cache's metrics in the Prometheus text format (counters, usage, and with "
+          "collect_block_metrics=True the block lifetime / idle / reuse-gap histograms).")
       .def("__contains__",
            [](PyKvCacheManager& self, RequestId id) { return self.get().HasRequest(id); })
       .def_property_readonly("num_requests",
@@ -217,7 +241,7 @@ void BindManager(py::module_& m) {
   c.def(py::init(&MakeManager), py::kw_only(), arg("num_blocks"), arg("block_size") = 16,
         arg("enable_prefix_caching") = true, arg("verify_tokens") = true,
         arg("eviction_policy") = "lru", arg("vocab_size") = 0, arg("model_fingerprint") = "",
-        arg("record_events") = true)
+        arg("record_events") = true, arg("collect_block_metrics") = false)
       .def(
           "new_request",
           [](PyKvCacheManager& self, RequestId id, std::vector<TokenId> prompt,
@@ -238,20 +262,33 @@ void BindManager(py::module_& m) {
       .def(
           "allocate_slots",
           [](PyKvCacheManager& self, const CacheRequest& r, int64_t n,
-             std::optional<ComputedBlocks> computed, int64_t no_cache_from_token) {
+             std::optional<ComputedBlocks> computed, int64_t no_cache_from_token,
+             int64_t num_lookahead_tokens) {
             CheckStatus(self.get().AllocateSlots(r, n, computed.value_or(ComputedBlocks{}),
-                                                 {.no_cache_from_token = no_cache_from_token}));
+                                                 {.no_cache_from_token = no_cache_from_token,
+                                                  .num_lookahead_tokens = num_lookahead_tokens}));
           },
           arg("request"), arg("num_new_tokens"), arg("computed") = py::none(), py::kw_only(),
-          arg("no_cache_from_token") = -1)
+          arg("no_cache_from_token") = -1, arg("num_lookahead_tokens") = 0,
+          "Reserves slots for num_new_tokens more tokens (plus num_lookahead_tokens draft slots, "
+          "never cached).")
+      .def(
+          "truncate_request",
+          [](PyKvCacheManager& self, CacheRequest& r, int64_t n) {
+            CheckStatus(self.get().TruncateRequest(r, n));
+          },
+          arg("request"), arg("num_tokens"),
+          "Rolls the request (and its CacheRequest) back to its first num_tokens tokens.")
       .def(
           "num_blocks_to_allocate",
           [](PyKvCacheManager& self, const CacheRequest& r, int64_t n,
-             std::optional<ComputedBlocks> computed) {
+             std::optional<ComputedBlocks> computed, int64_t num_lookahead_tokens) {
             return Unwrap(
-                self.get().NumBlocksToAllocate(r, n, computed.value_or(ComputedBlocks{})));
+                self.get().NumBlocksToAllocate(r, n, computed.value_or(ComputedBlocks{}),
+                                               {.num_lookahead_tokens = num_lookahead_tokens}));
           },
-          arg("request"), arg("num_new_tokens"), arg("computed") = py::none())
+          arg("request"), arg("num_new_tokens"), arg("computed") = py::none(), py::kw_only(),
+          arg("num_lookahead_tokens") = 0)
       .def(
           "free", [](PyKvCacheManager& self, RequestId id) { CheckStatus(self.get().Free(id)); },
           arg("request_id"))

@@ -2,6 +2,7 @@
 //
 // Bindings of the llama2.c Engine and its Tokenizer. step() and generate() release the GIL while
 // the model runs; Engine.stream() (pagedkv/__init__.py) iterates over tokens as they come.
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/engine.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/tokenizer.h"
 
 namespace pagedkv::python {
@@ -104,13 +106,18 @@ void BindEngineTypes(py::module_& m) {
           "finish_reason",
           [](const GenerationResult& r) { return FinishReasonName(r.finish_reason); })
       .def_readonly("text", &GenerationResult::text)
-      .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens)
+      .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens,
+                    "Prompt tokens served from the cache (OpenAI's cached_tokens).")
+      .def_readonly("num_device_hit_tokens", &GenerationResult::num_device_hit_tokens)
+      .def_readonly("num_host_hit_tokens", &GenerationResult::num_host_hit_tokens)
+      .def_readonly("num_remote_hit_tokens", &GenerationResult::num_remote_hit_tokens)
       .def_readonly("num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens)
       .def_readonly("num_preemptions", &GenerationResult::num_preemptions)
       .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s)
       .def_readonly("latency_s", &GenerationResult::latency_s);
   AddDataclassMethods(res, {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
-                            "num_prefix_hit_tokens", "num_preemptions"});
+                            "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
+                            "num_remote_hit_tokens", "num_preemptions"});
 
   py::class_<StepOutput, std::shared_ptr<StepOutput>> step(m, "StepOutput", "One engine step.");
   step.def_readonly("tokens", &StepOutput::tokens)
@@ -137,6 +144,8 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("num_computed_tokens", &EngineStats::num_computed_tokens)
       .def_readonly("num_generated_tokens", &EngineStats::num_generated_tokens)
       .def_readonly("num_preemptions", &EngineStats::num_preemptions)
+      .def_readonly("num_draft_tokens", &EngineStats::num_draft_tokens)
+      .def_readonly("num_accepted_draft_tokens", &EngineStats::num_accepted_draft_tokens)
       .def_readonly("busy_seconds", &EngineStats::busy_seconds)
       .def_readonly("step_num_tokens", &EngineStats::step_num_tokens)
       .def_readonly("step_num_seqs", &EngineStats::step_num_seqs)
@@ -148,7 +157,7 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram);
   AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
                            "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
-                           "num_preemptions"});
+                           "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens"});
 }
 
 // An Engine and whether a call that released the GIL is running on it. `running` is read and
@@ -188,7 +197,8 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
                                      std::string eviction_policy, int32_t max_num_batched_tokens,
                                      int32_t max_num_seqs, bool enable_chunked_prefill,
                                      bool allow_context_overrun, bool return_logits,
-                                     std::string model_id) {
+                                     std::string model_id, int32_t num_speculative_tokens,
+                                     bool collect_block_metrics) {
   EngineOptions o;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.num_threads = num_threads;
@@ -203,6 +213,8 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
   o.allow_context_overrun = allow_context_overrun;
   o.return_logits = return_logits;
   o.model_id = std::move(model_id);
+  o.speculative.num_speculative_tokens = num_speculative_tokens;
+  o.collect_block_metrics = collect_block_metrics;
   absl::StatusOr<std::unique_ptr<Engine>> engine;
   {
     py::gil_scoped_release release;
@@ -244,6 +256,17 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
       .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
+      .def(
+          "write_prometheus",
+          [](PyEngine& self, std::map<std::string, std::string> labels) {
+            PrometheusOptions options;
+            for (auto& [k, v] : labels) options.labels.emplace_back(k, v);
+            std::string text;
+            CheckStatus(self.get().kv_cache_manager().WritePrometheus(&text, options));
+            return text;
+          },
+          py::kw_only(), arg("labels") = std::map<std::string, std::string>{},
+          "The KV cache's metrics in the Prometheus text format (see KvCacheManager).")
       .def_property_readonly("vocab_size",
                              [](PyEngine& self) { return self.get().config().vocab_size; })
       .def_property_readonly("model_config",
@@ -269,7 +292,8 @@ void BindEngineClass(py::module_& m) {
                arg("enable_prefix_caching") = true, arg("eviction_policy") = "lru",
                arg("max_num_batched_tokens") = 2048, arg("max_num_seqs") = 256,
                arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
-               arg("return_logits") = false, arg("model_id") = "llama2c");
+               arg("return_logits") = false, arg("model_id") = "llama2c",
+               arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false);
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -48,14 +48,17 @@ std::vector<SampledToken> SampledArgument(py::handle sampled) {
       }
       return out;
     }
-    for (py::handle pair : sampled) {
-      auto [id, token] = pair.cast<std::pair<RequestId, TokenId>>();
-      out.push_back({.request_id = id, .token = token});
+    for (py::handle item : sampled) {
+      const py::tuple t = item.cast<py::tuple>();
+      if (t.size() != 2 && t.size() != 3) throw py::cast_error("need 2 or 3 items");
+      out.push_back({.request_id = t[0].cast<RequestId>(),
+                     .token = t[1].cast<TokenId>(),
+                     .num_accepted_draft_tokens = t.size() == 3 ? t[2].cast<int32_t>() : 0});
     }
   } catch (const py::cast_error&) {
     ThrowInvalidArgument(
-        "update_from_output: pass a dict {request_id: token} or (request_id, token) pairs of "
-        "non-negative ints");
+        "update_from_output: pass a dict {request_id: token}, or (request_id, token) pairs or "
+        "(request_id, token, num_accepted_draft_tokens) triples of non-negative ints");
   }
   return out;
 }
@@ -73,11 +76,12 @@ void BindBatchParts(py::module_& m) {
       .def_readonly("num_prefix_hit_tokens", &ScheduledSequence::num_prefix_hit_tokens)
       .def_readonly("num_shifted_hit_tokens", &ScheduledSequence::num_shifted_hit_tokens)
       .def_readonly("num_blend_tokens", &ScheduledSequence::num_blend_tokens)
+      .def_readonly("num_draft_tokens", &ScheduledSequence::num_draft_tokens)
       .def_property_readonly("seq_len", &ScheduledSequence::seq_len);
   AddDataclassMethods(
       s, {"request_id", "query_start", "num_scheduled_tokens", "num_computed_tokens",
           "block_table_start", "num_blocks", "samples", "newly_admitted", "num_prefix_hit_tokens",
-          "num_shifted_hit_tokens", "num_blend_tokens"});
+          "num_shifted_hit_tokens", "num_blend_tokens", "num_draft_tokens"});
 
   py::class_<KvSlotMove> mv(m, "KvSlotMove", "KV to move (re-rotate) before the forward pass.");
   mv.def_readonly("src_slot", &KvSlotMove::src_slot)
@@ -105,6 +109,7 @@ void BindBatchParts(py::module_& m) {
   PAGEDKV_FIELD(num_admitted_prompt_tokens);
   PAGEDKV_FIELD(num_shifted_hit_tokens);
   PAGEDKV_FIELD(num_blend_tokens);
+  PAGEDKV_FIELD(num_draft_tokens);
   PAGEDKV_FIELD(num_used_blocks);
   PAGEDKV_FIELD(num_total_blocks);
 #undef PAGEDKV_FIELD
@@ -170,9 +175,11 @@ void BindResults(py::module_& m) {
           "finish_reason", [](const RequestOutput& o) { return FinishReasonName(o.finish_reason); },
           "\"none\" (running), \"stop\", \"length\" or \"aborted\".")
       .def_readonly("output_tokens", &RequestOutput::output_tokens)
+      .def_readonly("new_tokens", &RequestOutput::new_tokens,
+                    "Tokens this update appended: accepted drafts, then `token`.")
       .def_property_readonly("finished", &RequestOutput::finished);
-  AddDataclassMethods(
-      out, {"request_id", "token", "num_output_tokens", "finish_reason", "output_tokens"});
+  AddDataclassMethods(out, {"request_id", "token", "num_output_tokens", "finish_reason",
+                            "output_tokens", "new_tokens"});
 
   py::class_<RequestInfo> info(m, "RequestInfo", "A snapshot of one unfinished request.");
   info.def_readonly("id", &RequestInfo::id)
@@ -197,10 +204,13 @@ void BindResults(py::module_& m) {
       .def_readonly("num_admissions", &SchedulerStats::num_admissions)
       .def_readonly("num_admitted_tokens", &SchedulerStats::num_admitted_tokens)
       .def_readonly("num_prefix_hit_tokens", &SchedulerStats::num_prefix_hit_tokens)
-      .def_readonly("num_shifted_hit_tokens", &SchedulerStats::num_shifted_hit_tokens);
-  AddDataclassMethods(st, {"num_steps", "num_scheduled_tokens", "num_preemptions", "num_finished",
-                           "num_aborted", "num_admissions", "num_admitted_tokens",
-                           "num_prefix_hit_tokens", "num_shifted_hit_tokens"});
+      .def_readonly("num_shifted_hit_tokens", &SchedulerStats::num_shifted_hit_tokens)
+      .def_readonly("num_draft_tokens", &SchedulerStats::num_draft_tokens)
+      .def_readonly("num_accepted_draft_tokens", &SchedulerStats::num_accepted_draft_tokens);
+  AddDataclassMethods(
+      st, {"num_steps", "num_scheduled_tokens", "num_preemptions", "num_finished", "num_aborted",
+           "num_admissions", "num_admitted_tokens", "num_prefix_hit_tokens",
+           "num_shifted_hit_tokens", "num_draft_tokens", "num_accepted_draft_tokens"});
 }
 
 std::unique_ptr<PyScheduler> MakeScheduler(py::object cache, int32_t max_num_batched_tokens,
@@ -278,8 +288,17 @@ void BindSchedulerClass(py::module_& m) {
             return Unwrap(self.get().UpdateFromOutput(tokens));
           },
           arg("sampled"),
-          "Feeds back one token per sampling sequence: a dict {request_id: token} or "
-          "(request_id, token) pairs. Returns a RequestOutput per token.")
+          "Feeds back one token per sampling sequence: a dict {request_id: token}, or "
+          "(request_id, token) pairs or (request_id, token, num_accepted_draft_tokens) triples. "
+          "Returns a RequestOutput per token.")
+      .def(
+          "set_draft_tokens",
+          [](PyScheduler& self, RequestId id, std::vector<TokenId> drafts) {
+            CheckStatus(self.get().SetDraftTokens(id, drafts));
+          },
+          arg("request_id"), arg("draft_tokens"),
+          "Proposes draft tokens for a running request in decode: its next step schedules 1 + k "
+          "tokens (speculative decoding).")
       .def(
           "abort_request",
           [](PyScheduler& self, RequestId id) { CheckStatus(self.get().AbortRequest(id)); },

@@ -4,7 +4,8 @@
 // it) against a brute-force reference model: linear scans instead of hash maps, timestamps
 // instead of lists, and the same documented rules. Thousands of random operations (admit with
 // prefix hits, chunked growth, decode, free, double free, reset, invalid calls, salts, adapters,
-// multimodal keys) run for every policy, with and without token verification, with XXH3 and with a
+// multimodal keys, lookahead slots for draft tokens, truncation of rejected tokens) run for every
+// policy, with and without token verification, with XXH3 and with a
 // 2-bit hasher that forces collisions. After every step an invariant checker compares the two
 // models and checks the real one on its own: reference counts equal block-table entries,
 // free + evictable + used = total, every indexed hash maps to a block holding exactly the tokens
@@ -240,6 +241,7 @@ class RefManager {
   struct Req {
     std::vector<int> table;
     int64_t num_tokens = 0;
+    int64_t lookahead = 0;  // slots reserved past num_tokens, never cached
     int64_t num_cached = 0;
     int canon = -1;
     uint32_t canon_gen = 0;
@@ -275,13 +277,17 @@ class RefManager {
   }
 
   // Returns the status code AllocateSlots must produce.
-  absl::StatusCode Allocate(const CacheRequest& r, int64_t n, const std::vector<int>& hit) {
+  absl::StatusCode Allocate(const CacheRequest& r, int64_t n, const std::vector<int>& hit,
+                            int64_t lookahead = 0) {
     const bool is_new = !reqs.contains(r.id());
-    if (n < 0 || (!is_new && !hit.empty())) return absl::StatusCode::kInvalidArgument;
+    if (n < 0 || lookahead < 0 || (!is_new && !hit.empty())) {
+      return absl::StatusCode::kInvalidArgument;
+    }
     const int64_t have = is_new ? static_cast<int64_t>(hit.size()) * bs_ : reqs[r.id()].num_tokens;
     if (have + n > r.num_tokens()) return absl::StatusCode::kInvalidArgument;
+    const int64_t blocks = (have + n + lookahead + bs_ - 1) / bs_;
     const int64_t held = is_new ? static_cast<int64_t>(hit.size()) : reqs[r.id()].table.size();
-    const int64_t need = std::max<int64_t>(0, (have + n + bs_ - 1) / bs_ - held);
+    const int64_t need = std::max<int64_t>(0, blocks - held);
     int64_t evictable_hits = 0;
     for (int b : hit) evictable_hits += pool.at(b).ref == 0;
     if (need + evictable_hits > pool.Available()) {
@@ -303,8 +309,52 @@ class RefManager {
     }
     for (int64_t i = 0; i < need; ++i) q.table.push_back(pool.Allocate());
     pool.FinishAllocation();
+    while (static_cast<int64_t>(q.table.size()) > blocks) {
+      pool.Unpin(q.table.back());
+      q.table.pop_back();
+    }
     q.num_tokens = have + n;
+    q.lookahead = lookahead;
     CacheFull(r, q);
+    return absl::StatusCode::kOk;
+  }
+
+  // The status TruncateRequest(r, n) must produce; applies it to the model (not to r).
+  absl::StatusCode Truncate(const CacheRequest& r, int64_t n) {
+    auto it = reqs.find(r.id());
+    if (it == reqs.end()) return absl::StatusCode::kNotFound;
+    if (n < 0 || n > r.num_tokens()) return absl::StatusCode::kInvalidArgument;
+    Req& q = it->second;
+    const int64_t kept = std::min(q.num_tokens, n);
+    const size_t keep = static_cast<size_t>((kept + bs_ - 1) / bs_);
+    const size_t dirty = static_cast<size_t>(n / bs_);
+    if (dirty < keep && pool.at(q.table[dirty]).ref > 1) {
+      return absl::StatusCode::kFailedPrecondition;
+    }
+    for (size_t i = dirty; i < q.table.size(); ++i) {
+      if (pool.at(q.table[i]).cached && pool.at(q.table[i]).ref == 1) pool.Uncache(q.table[i]);
+    }
+    while (q.table.size() > keep) {
+      pool.Unpin(q.table.back());
+      q.table.pop_back();
+    }
+    q.num_tokens = kept;
+    q.lookahead = 0;
+    if (q.num_cached > static_cast<int64_t>(dirty)) {
+      q.num_cached = static_cast<int64_t>(dirty);
+      q.canon = -1;
+      if (q.num_cached > 0 && verify_) {
+        const int64_t i = q.num_cached - 1;
+        const int holder = pool.Find(r.block_hashes()[i]);
+        const int prev = i > 0 ? pool.Find(r.block_hashes()[i - 1]) : -1;
+        if (holder < 0 || !Verify(holder, r, i, prev)) {
+          q.broken = true;
+        } else {
+          q.canon = holder;
+          q.canon_gen = pool.at(holder).gen;
+        }
+      }
+    }
     return absl::StatusCode::kOk;
   }
 
@@ -428,8 +478,12 @@ class Driver {
         RetryWaiting();
       } else if (op < 45) {
         Grow();
-      } else if (op < 70) {
+      } else if (op < 62) {
         Decode();
+      } else if (op < 70) {
+        Speculate();
+      } else if (op < 76) {
+        Truncate();
       } else if (op < 90) {
         Free();
       } else if (op < 94) {
@@ -450,6 +504,8 @@ class Driver {
     if (!config_.verify || config_.hash_bits == 0) {  // 2-bit collisions break verified chains
       EXPECT_GT(manager_->stats().promoted_duplicates, 0) << "no duplicate was ever promoted";
     }
+    EXPECT_GT(num_truncated_, 0);
+    EXPECT_GT(num_shared_truncations_refused_, 0);
   }
 
  private:
@@ -527,9 +583,11 @@ class Driver {
     Allocate(l, n, *hit, ref_hit);
   }
 
-  void Allocate(Live& l, int64_t n, const ComputedBlocks& hit, const std::vector<int>& ref_hit) {
-    const absl::Status st = manager_->AllocateSlots(l.req, n, hit);
-    const absl::StatusCode want = ref_.Allocate(l.req, n, ref_hit);
+  void Allocate(Live& l, int64_t n, const ComputedBlocks& hit, const std::vector<int>& ref_hit,
+                int64_t lookahead = 0) {
+    const absl::Status st =
+        manager_->AllocateSlots(l.req, n, hit, {.num_lookahead_tokens = lookahead});
+    const absl::StatusCode want = ref_.Allocate(l.req, n, ref_hit, lookahead);
     ASSERT_EQ(st.code(), want) << st;
     if (st.ok()) {
       l.admitted = true;
@@ -589,6 +647,41 @@ class Driver {
     if (l == nullptr) return;
     ASSERT_TRUE(l->req.AppendToken(Uniform(0, kVocab - 1)).ok());
     Allocate(*l, 1, {}, {});
+  }
+
+  // A speculative step: the accepted drafts plus the bonus token are appended and given slots
+  // (reusing the previous step's lookahead slots), and slots for the next drafts are reserved.
+  void Speculate() {
+    Live* l = PickAdmitted(/*want_room=*/false);
+    if (l == nullptr) return;
+    const int accepted = Uniform(1, 4);
+    for (int i = 0; i < accepted; ++i) ASSERT_TRUE(l->req.AppendToken(Uniform(0, 1)).ok());
+    Allocate(*l, accepted, {}, {}, Uniform(0, 1) == 0 ? Uniform(0, 6) : Uniform(0, 200));
+  }
+
+  // Rolls a request back to a random length near its end (rejected tokens that were appended).
+  void Truncate() {
+    Live* l = PickAdmitted(Uniform(0, 1) == 0);
+    if (l == nullptr) return;
+    const int64_t tokens = l->req.num_tokens();
+    const int64_t n = Uniform(0, 9) == 0
+                          ? tokens + 1
+                          : tokens - Uniform(0, static_cast<int>(std::min<int64_t>(tokens, 9)));
+    const absl::StatusCode want = ref_.Truncate(l->req, n);
+    const absl::Status st = manager_->TruncateRequest(l->req, n);
+    ASSERT_EQ(st.code(), want) << st;
+    num_shared_truncations_refused_ += st.code() == absl::StatusCode::kFailedPrecondition;
+    num_truncated_ += st.ok() && n < tokens;
+    if (!st.ok()) {
+      ASSERT_EQ(l->req.num_tokens(), tokens) << "a failed truncation changed the request";
+      return;
+    }
+    ASSERT_EQ(l->req.num_tokens(), n);
+    ASSERT_EQ(l->req.num_full_blocks(), n / kBs);
+    Track& track = tracks_[l->req.id()];
+    track.filled = std::min<int64_t>(track.filled, n / kBs);  // rewritten blocks are recorded again
+    track.first_owned = std::min<int64_t>(track.first_owned, n / kBs);
+    TrackOwnership(l->req, 0);
   }
 
   void Free() {
@@ -687,6 +780,7 @@ class Driver {
       ASSERT_TRUE(t.ok());
       ASSERT_EQ(t->size(), q.table.size());
       ASSERT_EQ(*manager_->NumAllocatedTokens(id), q.num_tokens);
+      ASSERT_EQ(*manager_->NumLookaheadTokens(id), q.lookahead);
     }
     const CacheStats s = manager_->stats();
     ASSERT_EQ(s.hit_tokens, ref_.hit_tokens);
@@ -712,6 +806,8 @@ class Driver {
   std::map<RequestId, Track> tracks_;
   RequestId next_id_ = 1;
   RequestId freed_probe_ = 1;
+  int num_truncated_ = 0;                   // truncations that dropped tokens
+  int num_shared_truncations_refused_ = 0;  // FailedPrecondition: a shared block would be cut
 };
 
 class KvCacheManagerRandomTest : public ::testing::TestWithParam<Config> {};

@@ -1,12 +1,13 @@
 """`pagedkv generate` on hostile flags and long prompts (the real CLI binary, aidreams260K)."""
+import json
 import subprocess
 
 import pytest
 
 
-def _generate(cli, aidreams, *flags):
+def _generate(cli, aidreams, *flags, n="12"):
     args = [str(cli), "generate", "--model", str(aidreams / "aidreams260K.bin"),
-            "--tokenizer", str(aidreams / "tok512.bin"), "-n", "12", *flags]
+            "--tokenizer", str(aidreams / "tok512.bin"), "-n", n, *flags]
     return subprocess.run(args, capture_output=True, text=True)
 
 
@@ -41,3 +42,37 @@ def test_prompt_file_matches_the_prompt_flag(cli, aidreams, tmp_path):
     by_file = _generate(cli, aidreams, "--prompt-file", str(prompt), "--print-ids")
     assert by_file.returncode == 0, by_file.stderr
     assert by_file.stdout == by_flag.stdout
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_speculative_ngram_gives_the_same_greedy_ids(cli, aidreams, k):
+    flags = ["--prompt", "Once upon a time", "--prompt", "Echoes of", "--print-ids"]
+    plain = _generate(cli, aidreams, *flags, n="100")
+    spec = _generate(cli, aidreams, *flags, "--speculative", f"ngram:{k}", "--stats", n="100")
+    assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
+    ids = [line for line in plain.stdout.splitlines() if line.startswith("output ids")]
+    assert len(ids) == 2
+    assert [line for line in spec.stdout.splitlines() if line.startswith("output ids")] == ids
+    line = next(line for line in spec.stdout.splitlines() if line.startswith("speculative"))
+    assert f"speculative (ngram:{k}):" in line and "acceptance rate" in line, line
+
+
+def test_speculative_json_reports_drafts_and_cached_tokens(cli, aidreams):
+    result = _generate(cli, aidreams, "--prompt", "Once upon a time", "--prompt",
+                       "Once upon a time", "--sequential", "--json", "--block-size", "4",
+                       "--speculative", "ngram:4", n="60")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["draft_tokens"] > 0
+    assert 0 < out["accepted_draft_tokens"] <= out["draft_tokens"]
+    second = out["outputs"][1]
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached == second["prefix_cache_hit_tokens"] > 0
+    assert second["tier_hit_tokens"] == {"device": cached, "host": 0, "remote": 0}
+
+
+@pytest.mark.parametrize("value", ["ngram", "ngram:0", "ngram:65", "eagle:3", "ngram:x"])
+def test_bad_speculative_values_are_refused(cli, aidreams, value):
+    result = _generate(cli, aidreams, "--speculative", value)
+    assert result.returncode != 0
+    assert "expected ngram:K with K in [1, 64]" in result.stderr, result.stderr

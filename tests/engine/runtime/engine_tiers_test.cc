@@ -129,12 +129,17 @@ TEST_F(EngineTiersTest, AStoreThresholdWaitsForReuse) {
   auto engine = MakeEngine(o);
   const std::vector<TokenId> prompt = Prompt(9, 22);  // 5 reusable blocks
   const GenerationResult first = Run(*engine, prompt);
-  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);             // computed once: not reused yet
-  EXPECT_EQ(Run(*engine, prompt).num_prefix_hit_tokens, 20);  // device hit: reused once
+  EXPECT_EQ(HostStats(*engine).stored_blocks, 0);  // computed once: not reused yet
+  const GenerationResult second = Run(*engine, prompt);
+  EXPECT_EQ(second.num_prefix_hit_tokens, 20);  // device hit: reused once
+  EXPECT_EQ(second.num_device_hit_tokens, 20);
+  EXPECT_EQ(second.num_host_hit_tokens, 0);
   EXPECT_EQ(HostStats(*engine).stored_blocks, 5);
   engine->kv_cache_manager().ResetPrefixCache();
   const GenerationResult third = Run(*engine, prompt);
   EXPECT_EQ(third.num_host_hit_tokens, 20);
+  EXPECT_EQ(third.num_device_hit_tokens, 0);
+  EXPECT_EQ(third.num_prefix_hit_tokens, 20);
   EXPECT_EQ(third.output_tokens, first.output_tokens);
 }
 

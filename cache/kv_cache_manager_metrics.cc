@@ -1,0 +1,48 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// KvCacheManager::WritePrometheus: the manager's counters, gauges and block histograms in the
+// Prometheus text format (see include/pagedkv/kv_cache_manager.h for the metric names).
+#include <string>
+
+#include "pagedkv/cache_metrics.h"
+#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+
+absl::Status KvCacheManager::WritePrometheus(std::string* out,
+                                             const PrometheusOptions& options) const {
+  PAGEDKV_RETURN_IF_ERROR(PrometheusWriter::CheckLabels(options));
+  PrometheusWriter w(out, options);
+  const CacheStats s = stats();
+  w.Counter("pagedkv_prefix_cache_lookups_total", "Prefix-cache lookups (one per admission).",
+            s.lookups);
+  w.Counter("pagedkv_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
+            s.queried_tokens);
+  w.Counter("pagedkv_prefix_cache_hits_total",
+            "Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits).", s.hit_tokens);
+  w.Counter("pagedkv_prefix_cache_stored_blocks_total", "Blocks inserted into the prefix index.",
+            s.stored_blocks);
+  w.Counter("pagedkv_prefix_cache_evicted_blocks_total",
+            "Cached blocks evicted to make room for an allocation.", s.evictions);
+  w.Gauge("pagedkv_kv_cache_usage_ratio",
+          "Fraction of KV blocks referenced by requests, in [0, 1].", Usage());
+  w.Gauge("pagedkv_kv_cache_blocks", "KV blocks in the pool.", num_blocks());
+  w.Gauge("pagedkv_kv_cache_cached_blocks", "KV blocks in the prefix index.",
+          pool_->NumCachedBlocks());
+  if (block_metrics_ != nullptr) {
+    w.Histogram("pagedkv_kv_block_lifetime_seconds",
+                "Seconds from a block's store into the prefix index to its eviction.",
+                block_metrics_->lifetime());
+    w.Histogram("pagedkv_kv_block_idle_before_evict_seconds",
+                "Seconds from a block's last release to its eviction.",
+                block_metrics_->idle_before_evict());
+    w.Histogram("pagedkv_kv_block_reuse_gap_seconds",
+                "Seconds between consecutive accesses of a cached block (store, then hits).",
+                block_metrics_->reuse_gap());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv
