@@ -101,6 +101,15 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
   }
 }
 
+absl::Status BlockPool::DropDuplicate(BlockId block) {
+  if (!InRange(block)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block id ", block, " is out of range [0, ", num_blocks_, ")"));
+  }
+  if (meta_[block].is_duplicate) ForgetDuplicate(block);
+  return absl::OkStatus();
+}
+
 void BlockPool::ForgetDuplicate(BlockId block) {
   const auto holder_it = duplicate_holder_.find(block);
   meta_[block].is_duplicate = false;

@@ -322,11 +322,13 @@ absl::Status KvCacheManager::TruncateRequest(CacheRequest& request, int64_t num_
         " tokens or past the shared prefix"));
   }
   DebugCheckOk(request.Truncate(num_tokens), "the length was checked above");
-  // Blocks other requests also hold keep their index entry: those tokens are theirs too.
+  // Blocks other requests also hold keep their index entry: those tokens are theirs too. A
+  // duplicate cut into no longer holds its holder's content.
   for (size_t i = first_dirty; i < state.table.size(); ++i) {
     if (pool_->IsCached(state.table[i]) && pool_->RefCount(state.table[i]) == 1) {
       DebugCheckOk(pool_->Uncache(state.table[i]), "IsCached just said so");
     }
+    DebugCheckOk(pool_->DropDuplicate(state.table[i]), "the block is in the table");
   }
   ReleaseTail(state, keep);
   state.num_tokens = kept_slots;

@@ -217,6 +217,12 @@ class PAGEDKV_EXPORT BlockPool {
   // retention that ran out is applied when the next victim is picked.
   int32_t Priority(BlockId block) const;
 
+  // Whether `block` is recorded as a duplicate.
+  bool IsDuplicate(BlockId block) const { return InRange(block) && meta_[block].is_duplicate; }
+  // Forgets `block` as a duplicate (its content is about to change, e.g. a rollback cut into it);
+  // nothing happens when it is not one. InvalidArgument for a block out of range.
+  absl::Status DropDuplicate(BlockId block);
+
   // Used, uncached blocks recorded as duplicates (see AddDuplicate).
   int32_t NumDuplicateBlocks() const { return static_cast<int32_t>(duplicate_holder_.size()); }
 
