@@ -14,6 +14,7 @@
 #include "engine/model/gguf_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pagedkv/chat_template.h"
 #include "tests/engine/model/gguf_test_writer.h"
 
 namespace pagedkv::model_internal {
@@ -150,3 +151,38 @@ TEST(ByteLevelSplitTest, Gpt2DigitsIsolatesEveryDigit) {
 
 }  // namespace
 }  // namespace pagedkv::model_internal
+
+namespace pagedkv {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The ChatML loop as Hugging Face templates write it (real newlines inside the Jinja strings).
+constexpr char kChatMl[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+
+TEST(ChatTemplateTest, ChatMlWithAndWithoutADefaultSystemPrompt) {
+  EXPECT_EQ(*FormatChatPrompt(kChatMl, "Hi"),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  const std::string with_system =
+      std::string(kChatMl).insert(std::string("{% for message in messages %}").size(),
+                                  "{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+                                  "'<|im_start|>system\nBe brief.<|im_end|>\n' }}{% endif %}");
+  EXPECT_EQ(*FormatChatPrompt(with_system, "Hi"),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, RefusesOtherTemplatesByFamily) {
+  EXPECT_THAT(FormatChatPrompt("{{ '<start_of_turn>user' }}", "Hi").status().message(),
+              HasSubstr("Gemma"));
+  EXPECT_THAT(FormatChatPrompt("[INST] {{ m }} [/INST]", "Hi").status().message(),
+              HasSubstr("[INST]"));
+  EXPECT_THAT(FormatChatPrompt("", "Hi").status().message(), HasSubstr("no chat template"));
+  EXPECT_EQ(ReadChatTemplate("/nonexistent.gguf").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pagedkv
