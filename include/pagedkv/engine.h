@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Engine: a Llama-family model (a llama2.c checkpoint, a Hugging Face directory or a GGUF file,
-// see pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous batching.
+// see pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous
+// batching.
 //
 // Requests go in (prompt tokens or text, how many tokens to generate, sampling settings, cache
 // salt, priority); each Step() asks the scheduler for one flat batch (prefill chunks and decode
