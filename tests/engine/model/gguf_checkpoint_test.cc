@@ -16,6 +16,7 @@
 #include "engine/model/model_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pagedkv/engine.h"
 #include "pagedkv/model_source.h"
 #include "tests/engine/model/gguf_test_model.h"
 #include "tests/engine/model/hf_test_model.h"
@@ -38,7 +39,43 @@ struct GgufCase {
   std::string name;
   HfTestSpec spec;
   uint32_t type;
+  std::string tokenizer = "";  // "", "gpt2" or "llama": tokenizer metadata of the file
 };
+
+// A 64-token tokenizer of `kind` (the test model's vocabulary size): 3 control tokens, a-z,
+// the space marker, the marker + each letter (merged first), and 0-7.
+GgufWriter TokenizerMetadata(const std::string& kind) {
+  const std::string mark = kind == "gpt2" ? "\xC4\xA0" : "\xE2\x96\x81";  // "Ġ" / "▁"
+  std::vector<std::string> tokens =
+      kind == "gpt2" ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+                     : std::vector<std::string>{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {3, 3, 3};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<std::string> merges;
+  tokens.push_back(mark);
+  for (char ch = 'a'; ch <= 'z'; ++ch) tokens.push_back(std::string(1, ch));
+  for (char ch = 'a'; ch <= 'z'; ++ch) {
+    tokens.push_back(mark + ch);
+    merges.push_back(mark + " " + ch);
+  }
+  for (char ch = '0'; ch <= '7'; ++ch) tokens.push_back(std::string(1, ch));
+  for (size_t i = 3; i < tokens.size(); ++i) {
+    types.push_back(1);
+    scores.push_back(tokens[i].size() > 1 && tokens[i] != mark ? -1.0f : -10.0f);
+  }
+  GgufWriter w;
+  w.Str("tokenizer.ggml.model", kind);
+  w.StrArray("tokenizer.ggml.tokens", tokens);
+  w.NumArray<int32_t>("tokenizer.ggml.token_type", 5, types);
+  if (kind == "gpt2") {
+    w.StrArray("tokenizer.ggml.merges", merges);
+  } else {
+    w.NumArray<float>("tokenizer.ggml.scores", 6, scores);
+  }
+  w.U32("tokenizer.ggml.bos_token_id", 1);
+  w.U32("tokenizer.ggml.eos_token_id", 2);
+  return w;
+}
 
 std::vector<GgufCase> Cases() {
   HfTestSpec base;
@@ -54,8 +91,8 @@ std::vector<GgufCase> Cases() {
           {"F16", base, kGgufF16},
           {"Q8_0", base, kGgufQ8_0},
           {"Q4_1", base, kGgufQ4_1},
-          {"Q4_1Tied", tied, kGgufQ4_1},
-          {"Q8_0MhaTheta", mha, kGgufQ8_0},
+          {"Q4_1TiedGpt2Tokenizer", tied, kGgufQ4_1, "gpt2"},
+          {"Q8_0MhaLlamaTokenizer", mha, kGgufQ8_0, "llama"},
           {"F16RopeLinear", linear, kGgufF16}};
 }
 
@@ -97,7 +134,8 @@ class GgufCheckpointTest : public ::testing::TestWithParam<GgufCase> {};
 TEST_P(GgufCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   const GgufCase& c = GetParam();
   HfTestModel model = MakeHfTestModel(c.spec, 23);
-  const std::filesystem::path path = WriteGgufModel(&model, c.type, c.name);
+  const std::filesystem::path path = WriteGgufModel(
+      &model, c.type, c.name, c.tokenizer.empty() ? GgufWriter() : TokenizerMetadata(c.tokenizer));
   absl::StatusOr<LoadedModel> loaded = LoadModel(path.string());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->format, "gguf");
@@ -122,6 +160,29 @@ TEST_P(GgufCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
     for (size_t i = 0; i < V; ++i) worst = std::max(worst, std::abs(got[t * V + i] - want[t][i]));
     EXPECT_LE(worst, 2e-4 * scale) << c.name << " position " << t;
   }
+  if (c.tokenizer.empty()) {
+    EXPECT_EQ(loaded->tokenizer, nullptr);
+    return;
+  }
+  ASSERT_NE(loaded->tokenizer, nullptr);
+  absl::StatusOr<std::vector<TokenId>> text_ids =
+      loaded->tokenizer->Encode("ab cd e", {.add_bos = false});
+  ASSERT_TRUE(text_ids.ok()) << text_ids.status();
+  // "ab cd e": (marker+)a b, marker+c d, marker+e (ids 4 + letter, 30 + letter); SentencePiece
+  // ("llama") adds the dummy-prefix space, so its first token is marker+a.
+  const TokenId first = c.tokenizer == "llama" ? 30 : 4;
+  EXPECT_EQ(*text_ids, std::vector<TokenId>({first, 5, 32, 7, 34})) << c.tokenizer;
+  EXPECT_EQ(*loaded->tokenizer->Decode(*text_ids), "ab cd e");
+  EngineOptions options;
+  options.backend = BackendKind::kCpu;
+  options.num_kv_blocks = 16;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(loaded->weights, options, loaded->tokenizer);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::vector<GenerationResult>> out =
+      (*engine)->Generate({{.prompt_text = "ab cd", .max_new_tokens = 4}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE((*out)[0].output_tokens.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GgufCheckpointTest, ::testing::ValuesIn(Cases()),
