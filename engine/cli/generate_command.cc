@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// `pagedkv generate`: text generation with a llama2.c model or a Hugging Face model directory on
-// the paged engine.
+// `pagedkv generate`: text generation with a llama2.c model, a Hugging Face model directory or a
+// GGUF file on the paged engine; --chat wraps each prompt in the model's chat template.
 //
 //   pagedkv generate --model M.bin --tokenizer T.bin --prompt "Once" --prompt "Twice" -n 64
 //   pagedkv generate --model ../shared/data/tinystories656K -n 64
+//   pagedkv generate --model smollm2.gguf --chat --prompt "What is a KV cache?" -n 64
 //
 // Several --prompt flags are one batch (continuous batching); --sequential runs them one after
 // another instead, so later prompts can hit the prefix cache filled by earlier ones.
@@ -31,6 +32,7 @@
 #include "engine/cli/flag_checks.h"
 #include "engine/cli/kv_events_flags.h"
 #include "engine/cli/tier_flags.h"
+#include "pagedkv/chat_template.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_event_batch.h"
@@ -49,6 +51,7 @@ struct GenerateFlags {
   uint64_t seed = 1;
   int32_t max_new_tokens = 0;  // 0: up to the context
   bool print_ids = false;
+  bool chat = false;  // wrap each prompt in the model's chat template (pagedkv/chat_template.h)
   bool stats = false;
   bool json = false;
   bool sequential = false;
@@ -174,6 +177,12 @@ absl::StatusOr<std::vector<std::string>> PromptTexts(const GenerateFlags& flags)
     prompts.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   }
   if (prompts.empty()) prompts.push_back("");
+  if (flags.chat) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::string chat_template, ReadChatTemplate(flags.model));
+    for (std::string& p : prompts) {
+      PAGEDKV_ASSIGN_OR_RETURN(p, FormatChatPrompt(chat_template, p));
+    }
+  }
   return prompts;
 }
 
@@ -304,8 +313,8 @@ namespace {
 
 void AddModelAndPromptFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--model", flags->model,
-                  "llama2.c checkpoint (legacy v0 .bin), or a Hugging Face model directory "
-                  "(config.json, *.safetensors, tokenizer.json)")
+                  "llama2.c checkpoint (legacy v0 .bin), a Hugging Face model directory "
+                  "(config.json, *.safetensors, tokenizer.json), or a GGUF file (llama)")
       ->required();
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "llama2.c tokenizer .bin for a .bin model (a Hugging Face directory uses its "
@@ -330,6 +339,9 @@ void AddSamplingFlags(CLI::App* cmd, GenerateFlags* flags) {
 
 void AddOutputFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--print-ids", flags->print_ids, "also print prompt and output token ids");
+  cmd->add_flag("--chat", flags->chat,
+                "wrap each prompt in the model's chat template as one user turn (GGUF models "
+                "with a ChatML template, e.g. SmolLM2-Instruct; others are refused)");
   cmd->add_flag("--stats", flags->stats,
                 "print prefix-cache hits, tokens/s and per-step batch sizes");
   cmd->add_option("--metrics-file", flags->metrics_file,
@@ -367,10 +379,10 @@ void AddEngineFlags(CLI::App* cmd, GenerateFlags* flags) {
 
 void AddGenerateCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("generate",
-                         "Generate text with a llama2.c or Hugging Face model on the paged engine "
-                         "(prefix caching on)");
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text with a llama2.c, Hugging Face or GGUF model on the paged engine "
+      "(prefix caching on)");
   AddModelAndPromptFlags(cmd, flags.get());
   AddSamplingFlags(cmd, flags.get());
   AddOutputFlags(cmd, flags.get());

@@ -330,8 +330,9 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
       "table, CSVs and a plot; PASS/FAIL only for the layer-0 re-rotation check.");
   sub->add_option("--model", flags->model,
                   "llama2.c checkpoint (e.g. ../shared/data/aidreams260K/aidreams260K.bin) or a "
-                  "Hugging Face model directory (e.g. ../shared/data/tinystories656K); default: a "
-                  "built-in random-weights model");
+                  "Hugging Face model directory (e.g. ../shared/data/tinystories656K) or a GGUF "
+                  "file (e.g. SmolLM2, scripts/fetch_models.sh); default: a built-in "
+                  "random-weights model");
   sub->add_option("--backend", flags->backend, "cpu, cuda or auto")->capture_default_str();
   sub->add_option("--chunk-len", o.chunk_length, "Tokens of the reused chunk")
       ->capture_default_str();

@@ -104,6 +104,26 @@ size_t MatchLlama3(const std::vector<char32_t>& c, size_t i, size_t max_digits) 
 
 }  // namespace
 
+namespace {
+
+// Appends the pieces of code points [begin, end) of cps (offsets as in SplitByteLevel).
+void SplitRange(const std::vector<char32_t>& all, const std::vector<size_t>& offsets, size_t begin,
+                size_t end, ByteLevelSplit split, std::string_view text,
+                std::vector<std::string_view>* pieces) {
+  const std::vector<char32_t> cps(all.begin() + static_cast<long>(begin),
+                                  all.begin() + static_cast<long>(end));
+  for (size_t i = 0; i < cps.size();) {
+    size_t e = split == ByteLevelSplit::kLlama3  ? MatchLlama3(cps, i, 3)
+               : split == ByteLevelSplit::kQwen2 ? MatchLlama3(cps, i, 1)
+                                                 : MatchGpt2(cps, i);
+    if (e <= i) e = i + 1;  // every character is matched by some alternative
+    pieces->push_back(text.substr(offsets[begin + i], offsets[begin + e] - offsets[begin + i]));
+    i = e;
+  }
+}
+
+}  // namespace
+
 std::vector<std::string_view> SplitByteLevel(std::string_view text, ByteLevelSplit split) {
   std::vector<char32_t> cps;
   std::vector<size_t> offsets;  // byte offset of each code point, then text.size()
@@ -113,14 +133,18 @@ std::vector<std::string_view> SplitByteLevel(std::string_view text, ByteLevelSpl
   }
   offsets.push_back(text.size());
   std::vector<std::string_view> pieces;
-  for (size_t i = 0; i < cps.size();) {
-    size_t end = split == ByteLevelSplit::kGpt2     ? MatchGpt2(cps, i)
-                 : split == ByteLevelSplit::kLlama3 ? MatchLlama3(cps, i, 3)
-                                                    : MatchLlama3(cps, i, 1);
-    if (end <= i) end = i + 1;  // every character is matched by some alternative
-    pieces.push_back(text.substr(offsets[i], offsets[end] - offsets[i]));
-    i = end;
+  if (split != ByteLevelSplit::kGpt2Digits) {
+    SplitRange(cps, offsets, 0, cps.size(), split, text, &pieces);
+    return pieces;
   }
+  size_t start = 0;  // start of the text since the last digit
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (!IsNumber(cps[i])) continue;
+    SplitRange(cps, offsets, start, i, ByteLevelSplit::kGpt2, text, &pieces);
+    pieces.push_back(text.substr(offsets[i], offsets[i + 1] - offsets[i]));
+    start = i + 1;
+  }
+  SplitRange(cps, offsets, start, cps.size(), ByteLevelSplit::kGpt2, text, &pieces);
   return pieces;
 }
 

@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The built-in model sources (llama2.c files, Hugging Face directories) and LoadModel.
+// The built-in model sources (GGUF files, llama2.c files, Hugging Face directories) and
+// LoadModel.
 #include "pagedkv/model_source.h"
 
 #include <filesystem>
@@ -13,6 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/gguf_checkpoint.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_tokenizer.h"
 #include "engine/model/hf_checkpoint.h"
 #include "pagedkv/status_macros.h"
 
@@ -34,6 +38,37 @@ class Llama2cSource final : public ModelSource {
       PAGEDKV_ASSIGN_OR_RETURN(
           Tokenizer tok, Tokenizer::Load(options.tokenizer_path, weights.config().vocab_size));
       model.tokenizer = std::make_shared<const Tokenizer>(std::move(tok));
+    }
+    model.weights = std::make_shared<const ModelWeights>(std::move(weights));
+    return model;
+  }
+};
+
+class GgufSource final : public ModelSource {
+ public:
+  const char* name() const override { return "gguf"; }
+  bool Recognizes(const std::string& path) const override {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && model_internal::GgufFile::HasMagic(path);
+  }
+  absl::StatusOr<LoadedModel> Load(const std::string& path,
+                                   const ModelLoadOptions& options) const override {
+    if (!options.tokenizer_path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model '", path,
+                       "' is a GGUF file, which carries its own tokenizer: drop the "
+                       "tokenizer path '",
+                       options.tokenizer_path, "'"));
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(model_internal::GgufFile file, model_internal::GgufFile::Open(path));
+    PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights, model_internal::LoadGgufWeights(file));
+    LoadedModel model{.format = name()};
+    if (model_internal::HasGgufTokenizer(file)) {
+      PAGEDKV_ASSIGN_OR_RETURN(Tokenizer tok, model_internal::LoadGgufTokenizer(file));
+      model.tokenizer = std::make_shared<const Tokenizer>(std::move(tok));
+    }
+    if (file.Find("tokenizer.chat_template") != nullptr) {
+      PAGEDKV_ASSIGN_OR_RETURN(model.chat_template, file.GetString("tokenizer.chat_template"));
     }
     model.weights = std::make_shared<const ModelWeights>(std::move(weights));
     return model;
@@ -74,6 +109,7 @@ class HuggingFaceSource final : public ModelSource {
 std::vector<std::unique_ptr<ModelSource>> MakeModelSources() {
   std::vector<std::unique_ptr<ModelSource>> sources;
   sources.push_back(std::make_unique<HuggingFaceSource>());
+  sources.push_back(std::make_unique<GgufSource>());
   sources.push_back(std::make_unique<Llama2cSource>());
   return sources;
 }
@@ -88,9 +124,10 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const ModelLoadOp
     if (source->Recognizes(path)) return source->Load(path, options);
     names.push_back(source->name());
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "model '", path, "' is not a known format (", absl::StrJoin(names, ", "),
-      "): expected a llama2.c .bin file or a Hugging Face directory with config.json"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("model '", path, "' is not a known format (", absl::StrJoin(names, ", "),
+                   "): expected a GGUF file, a llama2.c .bin file or a Hugging Face directory with "
+                   "config.json"));
 }
 
 }  // namespace pagedkv

@@ -60,6 +60,9 @@ enum class ByteLevelSplit {
   kGpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   kLlama3,  // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|...
   kQwen2,   // as kLlama3 with \p{N} (one digit per piece)
+  // Each \p{N} alone, then kGpt2 on the text between digits (tokenizers' Digits(individual)
+  // + ByteLevel(use_regex); llama.cpp's "smollm" / "starcoder" pre-tokenizers).
+  kGpt2Digits,
 };
 
 // The Metaspace pre-tokenizer of newer SentencePiece-style tokenizer.json files (its

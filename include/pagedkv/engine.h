@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Engine: a Llama-family model (a llama2.c checkpoint or a Hugging Face directory, see
-// pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous batching.
+// Engine: a Llama-family model (a llama2.c checkpoint, a Hugging Face directory or a GGUF file,
+// see pagedkv/model_source.h) served on paged KV memory with prefix caching and continuous
+// batching.
 //
 // Requests go in (prompt tokens or text, how many tokens to generate, sampling settings, cache
 // salt, priority); each Step() asks the scheduler for one flat batch (prefill chunks and decode
@@ -279,8 +280,9 @@ class PAGEDKV_EXPORT Engine {
       std::shared_ptr<const Tokenizer> tokenizer = nullptr);
 
   // Loads a model with LoadModel (pagedkv/model_source.h): a llama2.c checkpoint and (when
-  // tokenizer_path is not empty) its tokenizer, or a Hugging Face directory (config.json,
-  // safetensors, its tokenizer.json unless tokenizer_path names another).
+  // tokenizer_path is not empty) its tokenizer, a Hugging Face directory (config.json,
+  // safetensors, its tokenizer.json unless tokenizer_path names another), or a GGUF file (its
+  // own tokenizer; tokenizer_path must be empty).
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_path,
                                                       const std::string& tokenizer_path,
                                                       const EngineOptions& options);

@@ -4,8 +4,11 @@
 // in turn whether it recognises `path` and loads with the first that does:
 //   "huggingface"  a directory with config.json, model.safetensors (or a sharded
 //                  model.safetensors.index.json) and tokenizer.json (optional)
+//   "gguf"         a GGUF file (llama.cpp's format; `llama` architecture, see
+//                  engine/model/gguf_checkpoint.h) with its own tokenizer and chat template;
+//                  recognised by its "GGUF" magic; weights are dequantized to fp32 at load
 //   "llama2c"      a llama2.c legacy .bin file; its tokenizer .bin is options.tokenizer_path
-// A new format (e.g. GGUF) adds a source to MakeModelSources().
+// A new format adds a source to MakeModelSources().
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::LoadedModel model,
@@ -38,6 +41,9 @@ struct PAGEDKV_EXPORT LoadedModel {
   std::shared_ptr<const ModelWeights> weights;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the model has none
   std::string format;                          // the source's name, e.g. "huggingface"
+  // The model's chat template (GGUF tokenizer.chat_template; see pagedkv/chat_template.h);
+  // empty when the checkpoint has none.
+  std::string chat_template = {};
 };
 
 class PAGEDKV_EXPORT ModelSource {

@@ -104,6 +104,7 @@ void BindPool(py::module_& m);
 void BindScheduler(py::module_& m);
 void BindReplay(py::module_& m);
 void BindEngine(py::module_& m);
+void BindGguf(py::module_& m);
 
 }  // namespace pagedkv::python
 

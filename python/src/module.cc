@@ -16,4 +16,5 @@ PYBIND11_MODULE(_pagedkv, m) {
   python::BindScheduler(m);
   python::BindReplay(m);
   python::BindEngine(m);
+  python::BindGguf(m);
 }

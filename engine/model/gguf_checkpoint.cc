@@ -1,0 +1,258 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// GGUF `llama` metadata and tensors -> ModelConfig and ModelWeights (see gguf_checkpoint.h).
+#include "engine/model/gguf_checkpoint.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/model/gguf_tokenizer.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::model_internal {
+namespace {
+
+absl::Status Bad(const GgufFile& f, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("GGUF file '", f.path(), "': ", what));
+}
+
+// An int32 field from `key`, `fallback` when absent (fallback < 0: required).
+absl::Status ReadInt32(const GgufFile& f, const std::string& key, int64_t fallback, int32_t* out) {
+  int64_t v = fallback;
+  if (f.Find(key) != nullptr || fallback < 0) {
+    PAGEDKV_ASSIGN_OR_RETURN(v, f.GetInt(key));
+  }
+  if (v <= 0 || v > INT32_MAX) {
+    return Bad(f, absl::StrCat("key '", key, "' = ", v, " must be in [1, 2^31)"));
+  }
+  *out = static_cast<int32_t>(v);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> OptionalFloat(const GgufFile& f, const std::string& key, double fallback) {
+  if (f.Find(key) == nullptr) return fallback;
+  return f.GetFloat(key);
+}
+
+absl::Status ReadRopeScaling(const GgufFile& f, RopeConfig* rope) {
+  const std::string type_key = "llama.rope.scaling.type";
+  std::string type = "none";
+  if (f.Find(type_key) != nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(type, f.GetString(type_key));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(rope->factor, OptionalFloat(f, "llama.rope.scaling.factor", 1.0));
+  if (type == "none" || (type == "linear" && rope->factor == 1.0)) {
+    rope->factor = 1.0;
+    return absl::OkStatus();
+  }
+  if (type == "linear") {
+    rope->scaling = RopeScaling::kLinear;
+    return absl::OkStatus();
+  }
+  if (type != "yarn") {
+    return Bad(f, absl::StrCat("key '", type_key, "' = '", type,
+                               "' is not supported (none, linear and yarn are)"));
+  }
+  rope->scaling = RopeScaling::kYarn;
+  PAGEDKV_ASSIGN_OR_RETURN(double orig,
+                           OptionalFloat(f, "llama.rope.scaling.original_context_length", 0.0));
+  rope->original_max_position_embeddings = static_cast<int64_t>(orig);
+  PAGEDKV_ASSIGN_OR_RETURN(double attn, OptionalFloat(f, "llama.rope.scaling.attn_factor", 1.0));
+  if (attn != 1.0) {
+    return Bad(f, "key 'llama.rope.scaling.attn_factor' != 1 is not supported");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> stops, GgufStopTokens(f));
+  if (!stops.empty()) c->stop_token_ids.assign(stops.begin(), stops.end());
+  if (f.Find("tokenizer.ggml.bos_token_id") != nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(int64_t bos, f.GetInt("tokenizer.ggml.bos_token_id"));
+    if (bos < 0 || bos >= c->vocab_size) {
+      return Bad(f, absl::StrCat("key 'tokenizer.ggml.bos_token_id' = ", bos,
+                                 " is outside the vocabulary"));
+    }
+    c->bos_token_id = static_cast<int32_t>(bos);
+  }
+  for (TokenId id : c->stop_token_ids) {
+    if (id >= c->vocab_size) {
+      return Bad(
+          f, absl::StrCat("stop token ", id, " is outside the model's ", c->vocab_size, " tokens"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadShape(const GgufFile& f, ModelConfig* c) {
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.context_length", -1, &c->seq_len));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.embedding_length", -1, &c->dim));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.block_count", -1, &c->n_layers));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.feed_forward_length", -1, &c->hidden_dim));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.head_count", -1, &c->n_heads));
+  PAGEDKV_RETURN_IF_ERROR(
+      ReadInt32(f, "llama.attention.head_count_kv", c->n_heads, &c->n_kv_heads));
+  const GgufTensorInfo* emb = f.FindTensor("token_embd.weight");
+  if (emb == nullptr || emb->ne.size() != 2) {
+    return Bad(f, "tensor 'token_embd.weight' is missing or not 2-D");
+  }
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.vocab_size", emb->ne[1], &c->vocab_size));
+  if (c->vocab_size != emb->ne[1]) {
+    return Bad(f, absl::StrCat("key 'llama.vocab_size' = ", c->vocab_size,
+                               " but tensor 'token_embd.weight' has ", emb->ne[1], " rows"));
+  }
+  if (c->n_heads <= 0 || c->dim % c->n_heads != 0) {
+    return Bad(f, "key 'llama.attention.head_count' must divide 'llama.embedding_length'");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "llama") {
+    return Bad(f, absl::StrCat("key 'general.architecture' = '", arch,
+                               "' is not supported (only 'llama' is)"));
+  }
+  ModelConfig c;
+  PAGEDKV_RETURN_IF_ERROR(ReadShape(f, &c));
+  const int32_t hd = c.dim / c.n_heads;
+  int32_t rot = 0, key_len = 0, value_len = 0;
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.rope.dimension_count", hd, &rot));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.key_length", hd, &key_len));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.value_length", hd, &value_len));
+  if (rot != hd || key_len != hd || value_len != hd) {
+    return Bad(f, absl::StrCat("rope.dimension_count / attention.key_length / value_length (", rot,
+                               ", ", key_len, ", ", value_len, ") must equal the head size ", hd,
+                               " (partial rotary and other head sizes are not supported)"));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(double eps,
+                           OptionalFloat(f, "llama.attention.layer_norm_rms_epsilon", 1e-5));
+  c.rms_norm_eps = static_cast<float>(eps);
+  RopeConfig rope;
+  rope.head_dim = hd;
+  rope.layout = RopeLayout::kHalfSplit;  // after UnpermuteQk
+  PAGEDKV_ASSIGN_OR_RETURN(rope.base, OptionalFloat(f, "llama.rope.freq_base", 10000.0));
+  rope.max_position_embeddings = c.seq_len;
+  PAGEDKV_RETURN_IF_ERROR(ReadRopeScaling(f, &rope));
+  c.rope_base = static_cast<float>(rope.base);
+  c.rope = rope;
+  c.shared_classifier = f.FindTensor("output.weight") == nullptr;
+  PAGEDKV_RETURN_IF_ERROR(ReadTokenIds(f, &c));
+  absl::Status valid = c.Validate();
+  if (!valid.ok()) return Bad(f, std::string(valid.message()));
+  return c;
+}
+
+void UnpermuteQk(int64_t rows, int64_t cols, int32_t head_dim, float* w) {
+  std::vector<float> head(static_cast<size_t>(head_dim * cols));
+  const int32_t half = head_dim / 2;
+  for (int64_t h = 0; h < rows / head_dim; ++h) {
+    float* base = w + h * head_dim * cols;
+    for (int32_t i = 0; i < half; ++i) {
+      for (int32_t s = 0; s < 2; ++s) {
+        const float* src = base + (2 * i + s) * cols;
+        std::copy(src, src + cols, head.data() + (s * half + i) * cols);
+      }
+    }
+    std::copy(head.begin(), head.end(), base);
+  }
+}
+
+namespace {
+
+// Dequantizes tensors into a growing fp32 buffer in llama2.c payload order, recording names.
+class GgufPacker {
+ public:
+  GgufPacker(const GgufFile& f, std::vector<float>* out) : f_(f), out_(out) {}
+
+  // Appends tensor `name` of row-major shape [rows, cols] (GGUF ne = {cols, rows}); with
+  // qk_head_dim > 0 its rows are un-permuted (UnpermuteQk).
+  absl::Status Append(const std::string& name, int64_t rows, int64_t cols, int32_t qk_head_dim) {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return Bad(f_, absl::StrCat("tensor '", name, "' is missing"));
+    const bool vec = rows == 1;
+    if ((vec && (t->ne.size() != 1 || t->ne[0] != cols)) ||
+        (!vec && (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows))) {
+      return Bad(f_, absl::StrFormat("tensor '%s' has ne = {%s}, expected {%d%s}", name,
+                                     absl::StrJoin(t->ne, ", "), cols,
+                                     vec ? "" : absl::StrCat(", ", rows)));
+    }
+    const size_t at = out_->size();
+    out_->resize(at + static_cast<size_t>(t->num_elements));
+    float* dst = out_->data() + at;
+    PAGEDKV_RETURN_IF_ERROR(f_.ReadF32(*t, dst));
+    for (int64_t i = 0; i < t->num_elements; ++i) {
+      if (!std::isfinite(dst[i])) {
+        return Bad(f_, absl::StrCat("tensor '", name, "' holds a non-finite value at element ", i));
+      }
+    }
+    if (qk_head_dim > 0) UnpermuteQk(rows, cols, qk_head_dim, dst);
+    used_.insert(name);
+    return absl::OkStatus();
+  }
+  void Pad(int64_t n) { out_->resize(out_->size() + static_cast<size_t>(n), 0.0f); }
+  bool Used(const std::string& name) const { return used_.contains(name); }
+
+ private:
+  const GgufFile& f_;
+  std::vector<float>* out_;
+  absl::flat_hash_set<std::string> used_;
+};
+
+struct LayerKind {
+  const char* name;
+  int64_t rows, cols;
+  bool qk;  // un-permute its rows
+};
+
+absl::Status PackPayload(const ModelConfig& c, GgufPacker& p) {
+  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
+  PAGEDKV_RETURN_IF_ERROR(p.Append("token_embd.weight", v, d, 0));
+  const LayerKind kinds[] = {
+      {"attn_norm", 1, d, false}, {"attn_q", d, d, true},       {"attn_k", kv, d, true},
+      {"attn_v", kv, d, false},   {"attn_output", d, d, false}, {"ffn_norm", 1, d, false},
+      {"ffn_gate", h, d, false},  {"ffn_down", d, h, false},    {"ffn_up", h, d, false}};
+  for (const LayerKind& k : kinds) {
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      PAGEDKV_RETURN_IF_ERROR(p.Append(absl::StrCat("blk.", l, ".", k.name, ".weight"), k.rows,
+                                       k.cols, k.qk ? c.head_dim() : 0));
+    }
+  }
+  PAGEDKV_RETURN_IF_ERROR(p.Append("output_norm.weight", 1, d, 0));
+  p.Pad(int64_t{c.seq_len} * c.head_dim());  // llama2.c's freq_cis tables (unused)
+  if (!c.shared_classifier) PAGEDKV_RETURN_IF_ERROR(p.Append("output.weight", v, d, 0));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelConfig c, ReadGgufLlamaConfig(f));
+  if (f.FindTensor("rope_freqs.weight") != nullptr) {
+    return Bad(f, "tensor 'rope_freqs.weight' (Llama-3 RoPE frequency factors) is not supported");
+  }
+  std::vector<float> payload;
+  payload.reserve(static_cast<size_t>(ModelWeights::PayloadSize(c)));
+  GgufPacker packer(f, &payload);
+  PAGEDKV_RETURN_IF_ERROR(PackPayload(c, packer));
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (!packer.Used(t.name)) {
+      return Bad(f, absl::StrCat("tensor '", t.name,
+                                 "' is not part of a llama model (unsupported "
+                                 "weights)"));
+    }
+  }
+  return ModelWeights::FromParts(c, std::move(payload), {});
+}
+
+}  // namespace pagedkv::model_internal
