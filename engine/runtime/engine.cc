@@ -185,6 +185,8 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   cache_options.enable_prefix_caching = options_.enable_prefix_caching;
   cache_options.eviction_policy = options_.eviction_policy;
   cache_options.collect_block_metrics = options_.collect_block_metrics;
+  cache_options.enable_priorities = options_.enable_cache_priorities;
+  cache_options.max_high_priority_fraction = options_.max_high_priority_fraction;
   cache_options.vocab_size = c.vocab_size;
   cache_options.model_fingerprint =
       absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
@@ -413,6 +415,8 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   sr.max_new_tokens = request.max_new_tokens;
   sr.priority = request.priority;
   sr.cache_salt = request.cache_salt;
+  sr.cache_priority = request.cache_priority;
+  sr.cache_priority_spans = request.cache_priority_spans;
   sr.stop_tokens = std::move(request.stop_tokens);
   sr.chunks = request.chunks;
   if (request.stop_at_eos) {

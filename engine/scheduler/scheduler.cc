@@ -241,6 +241,8 @@ absl::Status Scheduler::Impl::AddRequest(SchedulerRequest request) {
   keys.cache_salt = request.cache_salt;
   keys.adapter_id = request.adapter_id;
   keys.multimodal = request.multimodal;
+  keys.priority = request.cache_priority;
+  keys.priority_spans = request.cache_priority_spans;
   PAGEDKV_ASSIGN_OR_RETURN(CacheRequest cache_request,
                            cache_.NewRequest(request.id, request.prompt, keys));
 

@@ -59,6 +59,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 #include "pagedkv/host_tier.h"
@@ -172,6 +173,11 @@ struct PAGEDKV_EXPORT EngineOptions {
   // Block lifetime / idle-before-evict / reuse-gap histograms in the cache manager
   // (KvCacheManager::WritePrometheus); costs a clock read per store, hit, release and eviction.
   bool collect_block_metrics = false;
+  // Eviction priorities of cached blocks (GenerationRequest::cache_priority and its spans):
+  // lowest first, the eviction policy's order among equals; blocks above the default may hold at
+  // most max_high_priority_fraction of the pool.
+  bool enable_cache_priorities = false;
+  double max_high_priority_fraction = 0.5;
 };
 
 // How to pick each next token.
@@ -189,6 +195,10 @@ struct PAGEDKV_EXPORT GenerationRequest {
   SamplingOptions sampling = {};
   std::string cache_salt = {};  // requests share cached blocks only with the same salt
   int32_t priority = 0;         // smaller = more important (with SchedulingPolicy::kPriority)
+  // Eviction priority of the request's cached blocks and prompt spans with their own (a system
+  // prompt), with EngineOptions::enable_cache_priorities (cache_priority.h).
+  CachePriority cache_priority = {};
+  std::vector<PrioritySpan> cache_priority_spans = {};
   // Stop at the model's stop tokens (ModelConfig::stop_token_ids): llama2.c's BOS (1) and EOS
   // (2), as run.c stops at BOS; a Hugging Face model's eos_token_id.
   bool stop_at_eos = true;

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -154,6 +155,10 @@ struct PAGEDKV_EXPORT SchedulerRequest {
   uint64_t adapter_id = 0;
   // Multimodal inputs (sorted by offset), hashed into the blocks they overlap.
   std::vector<MultimodalInput> multimodal;
+  // Eviction priority of the request's cached blocks, and prompt spans with their own (a system
+  // prompt); used when the KvCacheManager enables priorities (cache_priority.h).
+  CachePriority cache_priority;
+  std::vector<PrioritySpan> cache_priority_spans;
   // Sampling this token finishes the request (the token is kept as its last output).
   std::optional<TokenId> eos_token;
   // More tokens that finish the request when sampled (kept as the last output).

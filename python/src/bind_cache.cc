@@ -2,6 +2,7 @@
 //
 // Bindings of the request-level prefix cache: KvCacheManager, CacheRequest, ComputedBlocks,
 // MultimodalInput and CacheStats.
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,13 +34,16 @@ std::unique_ptr<PyKvCacheManager> MakeManager(int32_t num_blocks, int32_t block_
                                               bool enable_prefix_caching, bool verify_tokens,
                                               py::object eviction_policy, int32_t vocab_size,
                                               std::string model_fingerprint, bool record_events,
-                                              bool collect_block_metrics) {
+                                              bool collect_block_metrics, bool enable_priorities,
+                                              double max_high_priority_fraction) {
   KvCacheManagerOptions options{.num_blocks = num_blocks,
                                 .block_size = block_size,
                                 .enable_prefix_caching = enable_prefix_caching,
                                 .verify_tokens = verify_tokens,
                                 .vocab_size = vocab_size,
                                 .model_fingerprint = std::move(model_fingerprint),
+                                .enable_priorities = enable_priorities,
+                                .max_high_priority_fraction = max_high_priority_fraction,
                                 .collect_block_metrics = collect_block_metrics};
   std::unique_ptr<EvictionPolicy> policy =
       PolicyArgument(eviction_policy, &options.eviction_policy);
@@ -241,18 +245,26 @@ void BindManager(py::module_& m) {
   c.def(py::init(&MakeManager), py::kw_only(), arg("num_blocks"), arg("block_size") = 16,
         arg("enable_prefix_caching") = true, arg("verify_tokens") = true,
         arg("eviction_policy") = "lru", arg("vocab_size") = 0, arg("model_fingerprint") = "",
-        arg("record_events") = true, arg("collect_block_metrics") = false)
+        arg("record_events") = true, arg("collect_block_metrics") = false,
+        arg("enable_priorities") = false, arg("max_high_priority_fraction") = 0.5)
       .def(
           "new_request",
           [](PyKvCacheManager& self, RequestId id, std::vector<TokenId> prompt,
-             std::string cache_salt, uint64_t adapter_id, std::optional<py::list> multimodal) {
-            RequestCacheKeys keys{.cache_salt = std::move(cache_salt),
-                                  .adapter_id = adapter_id,
-                                  .multimodal = MultimodalArgument(multimodal)};
+             std::string cache_salt, uint64_t adapter_id, std::optional<py::list> multimodal,
+             int32_t priority, double retention_seconds,
+             const std::vector<PrioritySpanTuple>& priority_spans) {
+            RequestCacheKeys keys{
+                .cache_salt = std::move(cache_salt),
+                .adapter_id = adapter_id,
+                .multimodal = MultimodalArgument(multimodal),
+                .priority = {.priority = priority, .retention_seconds = retention_seconds},
+                .priority_spans = PrioritySpansArgument(priority_spans)};
             return Unwrap(self.get().NewRequest(id, prompt, keys));
           },
           arg("id"), arg("prompt"), py::kw_only(), arg("cache_salt") = "", arg("adapter_id") = 0,
-          arg("multimodal") = py::none())
+          arg("multimodal") = py::none(), arg("priority") = kDefaultCachePriority,
+          arg("retention_seconds") = std::numeric_limits<double>::infinity(),
+          arg("priority_spans") = std::vector<PrioritySpanTuple>{})
       .def(
           "get_computed_blocks",
           [](PyKvCacheManager& self, const CacheRequest& r) {

@@ -26,13 +26,17 @@ GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string pr
                               int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
                               std::string cache_salt, int32_t priority, bool stop_at_eos,
                               std::vector<TokenId> stop_tokens,
-                              std::vector<std::pair<int32_t, int32_t>> chunks) {
+                              std::vector<std::pair<int32_t, int32_t>> chunks,
+                              int32_t cache_priority,
+                              const std::vector<PrioritySpanTuple>& cache_priority_spans) {
   GenerationRequest r{.prompt_tokens = std::move(prompt_tokens),
                       .prompt_text = std::move(prompt_text),
                       .max_new_tokens = max_new_tokens,
                       .sampling = {.temperature = temperature, .top_p = top_p, .seed = seed},
                       .cache_salt = std::move(cache_salt),
                       .priority = priority,
+                      .cache_priority = {.priority = cache_priority},
+                      .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
                       .stop_at_eos = stop_at_eos,
                       .stop_tokens = std::move(stop_tokens)};
   for (auto [offset, length] : chunks) r.chunks.push_back({.offset = offset, .length = length});
@@ -46,7 +50,9 @@ void RequestArgs(Def&& def) {
       arg("max_new_tokens") = 16, arg("temperature") = 0.0f, arg("top_p") = 1.0f, arg("seed") = 0,
       arg("cache_salt") = "", arg("priority") = 0, arg("stop_at_eos") = true,
       arg("stop_tokens") = std::vector<TokenId>{},
-      arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{});
+      arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{},
+      arg("cache_priority") = kDefaultCachePriority,
+      arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{});
 }
 
 void BindTokenizer(py::module_& m) {
@@ -198,7 +204,7 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
                                      int32_t max_num_seqs, bool enable_chunked_prefill,
                                      bool allow_context_overrun, bool return_logits,
                                      std::string model_id, int32_t num_speculative_tokens,
-                                     bool collect_block_metrics) {
+                                     bool collect_block_metrics, bool enable_cache_priorities) {
   EngineOptions o;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.num_threads = num_threads;
@@ -215,6 +221,7 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
   o.model_id = std::move(model_id);
   o.speculative.num_speculative_tokens = num_speculative_tokens;
   o.collect_block_metrics = collect_block_metrics;
+  o.enable_cache_priorities = enable_cache_priorities;
   absl::StatusOr<std::unique_ptr<Engine>> engine;
   {
     py::gil_scoped_release release;
@@ -293,7 +300,8 @@ void BindEngineClass(py::module_& m) {
                arg("max_num_batched_tokens") = 2048, arg("max_num_seqs") = 256,
                arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
                arg("return_logits") = false, arg("model_id") = "llama2c",
-               arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false);
+               arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
+               arg("enable_cache_priorities") = false);
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {
@@ -306,11 +314,12 @@ void BindEngineClass(py::module_& m) {
         [](PyEngine& self, std::vector<TokenId> prompt_tokens, std::string prompt_text,
            int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
            std::string cache_salt, int32_t priority, bool stop_at_eos,
-           std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks) {
-          return Unwrap(self.get().AddRequest(
-              MakeRequest(std::move(prompt_tokens), std::move(prompt_text), max_new_tokens,
-                          temperature, top_p, seed, std::move(cache_salt), priority, stop_at_eos,
-                          std::move(stop_tokens), std::move(chunks))));
+           std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks,
+           int32_t cache_priority, const std::vector<PrioritySpanTuple>& cache_priority_spans) {
+          return Unwrap(self.get().AddRequest(MakeRequest(
+              std::move(prompt_tokens), std::move(prompt_text), max_new_tokens, temperature, top_p,
+              seed, std::move(cache_salt), priority, stop_at_eos, std::move(stop_tokens),
+              std::move(chunks), cache_priority, cache_priority_spans)));
         },
         a..., "Queues a request given by keywords; returns its id.");
   });

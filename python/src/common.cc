@@ -129,4 +129,13 @@ void AddDataclassMethods(py::handle cls, std::vector<std::string> fields) {
   type.attr("__hash__") = py::none();
 }
 
+std::vector<PrioritySpan> PrioritySpansArgument(const std::vector<PrioritySpanTuple>& spans) {
+  std::vector<PrioritySpan> out;
+  out.reserve(spans.size());
+  for (const auto& [begin, end, priority] : spans) {
+    out.push_back({.begin_token = begin, .end_token = end, .priority = {.priority = priority}});
+  }
+  return out;
+}
+
 }  // namespace pagedkv::python

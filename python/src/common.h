@@ -19,12 +19,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/cache_priority.h"
 #include "pagedkv/eviction_policy.h"
 
 namespace pagedkv::python {
@@ -97,6 +99,10 @@ void AddDataclassMethods(py::handle cls, std::vector<std::string> fields);
 // pagedkv.EvictionPolicy (returns an adapter that calls it; the adapter keeps it alive).
 // InvalidArgument for anything else.
 std::unique_ptr<EvictionPolicy> PolicyArgument(py::handle policy, std::string* name);
+
+// (begin_token, end_token, priority) tuples as priority spans (no retention limit).
+using PrioritySpanTuple = std::tuple<int64_t, int64_t, int32_t>;
+std::vector<PrioritySpan> PrioritySpansArgument(const std::vector<PrioritySpanTuple>& spans);
 
 // Bind each area into the extension module (one source file each).
 void BindCache(py::module_& m);

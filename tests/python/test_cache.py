@@ -172,3 +172,42 @@ def test_cache_request_standalone():
     mm = pagedkv.MultimodalInput(offset=0, length=2, content_hash=b"\x01" * 16)
     r2 = pagedkv.CacheRequest(4, [5, 6, 7, 8, 9], block_size=2, cache_salt="s", multimodal=[mm])
     assert r2.block_hashes[0] != r.block_hashes[0] and r2.block_hashes[1] != r.block_hashes[1]
+
+
+@pytest.mark.parametrize("enable", [True, False])
+def test_pinned_system_prompt_survives_other_traffic(enable):
+    m = pagedkv.KvCacheManager(num_blocks=8, block_size=4, enable_priorities=enable)
+    prompt = list(range(1, 13))
+    first = m.new_request(1, prompt, priority_spans=[(0, 8, 90)])
+    m.allocate_slots(first, 12)
+    m.free(1)
+    for rid in range(2, 6):  # each fills the pool and is freed
+        r = m.new_request(rid, [100 + rid] * 32)
+        m.allocate_slots(r, 24)
+        m.free(rid)
+    again = m.new_request(9, prompt)
+    assert m.get_computed_blocks(again).num_computed_tokens == (8 if enable else 0)
+    m.validate_invariants()
+
+
+def test_bad_priorities_raise_value_error():
+    m = pagedkv.KvCacheManager(num_blocks=4, block_size=4, enable_priorities=True)
+    with pytest.raises(ValueError, match="priority"):
+        m.new_request(1, [1, 2, 3], priority=200)
+    with pytest.raises(ValueError, match="priority span"):
+        m.new_request(1, [1, 2, 3], priority_spans=[(4, 4, 90)])
+
+
+def test_duplicates_keep_the_prefix_reachable():
+    m = pagedkv.KvCacheManager(num_blocks=8, block_size=16)
+    prompt = list(range(100, 149))  # 49 tokens: 3 full blocks
+    a, b = m.new_request(1, prompt), m.new_request(2, prompt)
+    miss_a, miss_b = m.get_computed_blocks(a), m.get_computed_blocks(b)
+    m.allocate_slots(a, 49, miss_a)
+    m.allocate_slots(b, 49, miss_b)
+    m.free(1)
+    filler = m.new_request(3, [7] * (16 * m.num_available_blocks))
+    m.allocate_slots(filler, filler.num_tokens)
+    m.free(3)
+    assert m.stats.promoted_duplicates == 3
+    assert m.get_computed_blocks(m.new_request(4, prompt)).num_computed_tokens == 48

@@ -206,6 +206,46 @@ TEST_F(EngineTest, SameStepPrefixHitsReadKvWrittenEarlierInTheBatch) {
   EXPECT_GT(engine->stats().num_prefix_hit_tokens, 0) << "no same-step hit: the test is moot";
 }
 
+// EngineOptions::enable_cache_priorities: a system prompt cached at priority 90 survives
+// unrelated traffic that evicts it at the default priority.
+TEST_F(EngineTest, PinnedSystemPromptSurvivesOtherTraffic) {
+  std::mt19937 rng(5);
+  auto random = [&](int n) {
+    std::vector<TokenId> t(static_cast<size_t>(n));
+    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
+    return t;
+  };
+  const std::vector<TokenId> system = random(20);  // 5 blocks of 4 tokens
+  std::vector<TokenId> first = system, second = system;
+  for (TokenId t : random(8)) first.push_back(t);
+  for (TokenId t : random(8)) second.push_back(t);
+  const std::vector<std::vector<TokenId>> churn = {random(60), random(60), random(60)};
+  for (bool pin : {true, false}) {
+    SCOPED_TRACE(pin ? "pinned" : "not pinned");
+    EngineOptions options = Options();
+    options.num_kv_blocks = 24;
+    options.enable_cache_priorities = pin;
+    auto engine = MakeEngine(options);
+    GenerationRequest a = Requests({first}, 4)[0];
+    a.cache_priority_spans = {{.begin_token = 0, .end_token = 20, .priority = {.priority = 90}}};
+    ASSERT_TRUE(engine->Generate({a}).ok());
+    for (const auto& prompt : churn) ASSERT_TRUE(engine->Generate(Requests({prompt}, 4)).ok());
+    absl::StatusOr<std::vector<GenerationResult>> b = engine->Generate(Requests({second}, 4));
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->at(0).num_prefix_hit_tokens, pin ? 20 : 0);
+  }
+}
+
+TEST_F(EngineTest, BadCachePriorityIsRefusedByAddRequest) {
+  EngineOptions options = Options();
+  options.enable_cache_priorities = true;
+  auto engine = MakeEngine(options);
+  GenerationRequest r = Requests({{5, 6, 7}}, 2)[0];
+  r.cache_priority.priority = 101;
+  EXPECT_EQ(engine->AddRequest(r).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(engine->HasUnfinishedRequests());
+}
+
 TEST_F(EngineTest, GenerateLeavesOtherCallersResultsForTheNextStep) {
   const auto prompts = SharedPrefixPrompts();
   auto engine = MakeEngine(Options());
