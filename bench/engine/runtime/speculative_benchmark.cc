@@ -48,22 +48,13 @@ void BM_SpeculativeDecode(benchmark::State& state, const std::string& model) {
                                      : 0.0;
 }
 
-BENCHMARK_CAPTURE(BM_SpeculativeDecode, aidreams260K, "aidreams260K")
-    ->ArgName("k")
-    ->Arg(0)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_SpeculativeDecode, tinystories656K, "tinystories656K")
-    ->ArgName("k")
-    ->Arg(0)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+// K = 0 (plain decoding), 2, 4 and 8 draft tokens.
+void DraftSweep(benchmark::internal::Benchmark* b) {
+  b->ArgName("k")->Arg(0)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(BM_SpeculativeDecode, aidreams260K, "aidreams260K")->Apply(DraftSweep);
+BENCHMARK_CAPTURE(BM_SpeculativeDecode, tinystories656K, "tinystories656K")->Apply(DraftSweep);
 BENCHMARK_CAPTURE(BM_SpeculativeDecode, random15M, "random15M")
     ->ArgName("k")
     ->Arg(0)
