@@ -81,6 +81,10 @@ struct PAGEDKV_EXPORT RotationCoefficients {
 // angles as RopeRotateHead.
 PAGEDKV_EXPORT void RopeCoefficients(const RopeTableView& rope, int64_t position,
                                      RotationCoefficients* r);
+// Re-rotation from old_position to new_position (ReRotateCosSin's angles, no attention factor).
+PAGEDKV_EXPORT void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode,
+                                         int64_t old_position, int64_t new_position,
+                                         RotationCoefficients* r);
 // Rotates heads x + h * head_stride, h < num_heads, in place; bit-identical to RotatePair.
 PAGEDKV_EXPORT void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads,
                                 int64_t head_stride);
