@@ -77,8 +77,17 @@ absl::Status PackedWeightCache::DeclareConstant(const void* data, size_t bytes) 
                      " bytes passes the address space"));
   }
   if (bytes == 0) return absl::OkStatus();
-  uintptr_t& end = ranges_[begin];
-  end = std::max(end, begin + bytes);
+  // Merge with every range it overlaps or touches, so ranges_ stays disjoint and a weight inside
+  // the union of declared ranges is found whichever declaration covered it.
+  uintptr_t lo = begin, hi = begin + bytes;
+  auto it = ranges_.upper_bound(lo);
+  if (it != ranges_.begin() && std::prev(it)->second >= lo) --it;
+  while (it != ranges_.end() && it->first <= hi) {
+    lo = std::min(lo, it->first);
+    hi = std::max(hi, it->second);
+    it = ranges_.erase(it);
+  }
+  ranges_.emplace(lo, hi);
   return absl::OkStatus();
 }
 

@@ -66,7 +66,7 @@ class PAGEDKV_EXPORT PackedWeightCache {
   // change while the cache exists. InvalidArgument for a null data or a range past the address
   // space; an empty range is ignored.
   absl::Status DeclareConstant(const void* data, size_t bytes);
-  // W [n, k]'s packed copy when all of it lies in one declared range (packed on the first call),
+  // W [n, k]'s packed copy when all of it lies in declared memory (packed on the first call),
   // null when it does not. ResourceExhausted when packing cannot allocate (nothing kept).
   absl::StatusOr<const PackedWeights*> Find(const float* w, int64_t n, int64_t k);
   int64_t num_packed() const { return static_cast<int64_t>(packed_.size()); }
@@ -74,7 +74,7 @@ class PAGEDKV_EXPORT PackedWeightCache {
  private:
   bool InConstantRange(const float* w, int64_t n, int64_t k) const;
 
-  std::map<uintptr_t, uintptr_t> ranges_;  // begin -> end of each declared range
+  std::map<uintptr_t, uintptr_t> ranges_;  // begin -> end; disjoint (overlapping ones merged)
   std::map<std::tuple<const float*, int64_t, int64_t>, std::unique_ptr<PackedWeights>> packed_;
 };
 

@@ -156,6 +156,18 @@ TEST(PackedWeightCacheTest, PacksOnlyInsideDeclaredRangesAndOnce) {
   ASSERT_TRUE(past.ok());
   EXPECT_EQ(*past, nullptr);
   EXPECT_EQ(cache.num_packed(), 2);
+  // The third matrix declared in two overlapping pieces: found as one range.
+  ASSERT_TRUE(
+      cache.DeclareConstant(storage.data() + 2 * n * k + 3, (n * k - 3) * sizeof(float)).ok());
+  ASSERT_TRUE(cache.DeclareConstant(storage.data() + 2 * n * k, 5 * sizeof(float)).ok());
+  auto third = cache.Find(storage.data() + 2 * n * k, n, k);
+  ASSERT_TRUE(third.ok());
+  EXPECT_NE(*third, nullptr);
+  // And the first two with it: one merged range, so a matrix straddling the old ends is found.
+  auto straddle_now = cache.Find(storage.data() + n * k + 1, n, k);
+  ASSERT_TRUE(straddle_now.ok());
+  EXPECT_NE(*straddle_now, nullptr);
+  EXPECT_EQ(cache.num_packed(), 4);
   EXPECT_EQ(cache.DeclareConstant(nullptr, 4).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(cache.DeclareConstant(storage.data(), 0).ok());
 }
