@@ -33,9 +33,10 @@ absl::StatusOr<PackedWeights> PackedWeights::Pack(const float* w, int64_t n, int
   PAGEDKV_ASSIGN_OR_RETURN(
       const int64_t bytes,
       CheckedProduct({panels, width, k, int64_t{sizeof(float)}}, "PackedWeights::Pack: W"));
-  // bytes is a multiple of 64 (width * 4 is) as aligned_alloc wants.
-  std::unique_ptr<float, Free> data(
-      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+  // Rounded up to a multiple of the alignment, as aligned_alloc wants (bytes <= INT64_MAX, so the
+  // rounded size fits size_t).
+  const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  std::unique_ptr<float, Free> data(static_cast<float*>(std::aligned_alloc(64, rounded)));
   if (data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("PackedWeights::Pack: cannot allocate ", bytes,
                                                      " bytes for a ", n, " x ", k, " weight"));

@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Linear over packed weights (kernels/cpu/packed_linear.h): matches a float64 reference for shapes
-// around the panel width and the row tile; every row of a batched product equals the one-row
-// product bit for bit, for any thread count; bad input is rejected with y untouched; the cache
-// packs only weights inside a declared constant range, once.
+// around the panel width and the row tile, on every SIMD target this CPU runs (AVX-512, AVX2,
+// SSE4, the scalar baseline; each with its own panel width); every row of a batched product equals
+// the one-row product bit for bit, for any thread count; bad input is rejected with y untouched;
+// the cache packs only weights inside a declared constant range, once.
 #include "kernels/cpu/packed_linear.h"
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -29,7 +31,8 @@ cpu::PackedWeights MustPack(const std::vector<float>& w, int64_t n, int64_t k) {
   return std::move(packed).value();
 }
 
-TEST(PackedLinearTest, MatchesFloat64ReferenceAroundPanelAndTileEdges) {
+// The float64 check of y = x W^T (+ y0) for the shapes around the current target's panel width.
+void CheckAgainstFloat64() {
   const int64_t width = cpu::simd::PackedPanelWidth();
   for (int64_t n : {int64_t{1}, width - 1, width, width + 3, 3 * width + 5}) {
     for (int64_t k : {1, 7, 64, 173}) {
@@ -69,6 +72,19 @@ TEST(PackedLinearTest, MatchesFloat64ReferenceAroundPanelAndTileEdges) {
       }
     }
   }
+}
+
+TEST(PackedLinearTest, MatchesFloat64ReferenceAroundPanelAndTileEdges) { CheckAgainstFloat64(); }
+
+TEST(PackedLinearTest, MatchesFloat64ReferenceOnEverySimdTarget) {
+  for (int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_SCALAR}) {
+    if ((hwy::SupportedTargets() & target) == 0 && target != HWY_SCALAR) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    EXPECT_STREQ(cpu::simd::TargetName(), hwy::TargetName(target));
+    CheckAgainstFloat64();
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to what the CPU supports
 }
 
 TEST(PackedLinearTest, EveryRowEqualsItsOneRowProductForAnyThreadCount) {
