@@ -6,9 +6,11 @@
 #      one thread) in the same process;
 #   2. 32 concurrent sequences, aggregate generated tokens/s, 1 thread and all cores;
 #   3. per-op GB/s and GFLOP/s (kernels_benchmark, one thread) against memcpy in the same run;
-#   4. the GEMM comparison: pre-#16 kernel, pagedkv's Highway kernel, OpenBLAS, on the model shapes.
-# TinyStories-656K itself is not measured yet: it needs the Hugging Face loader (another branch);
-# random656K (random weights in its shape) stands in for its speed.
+#   4. the GEMM comparison: pre-#16 kernel, pagedkv's Highway kernel, pagedkv's packed kernel,
+#      OpenBLAS as shipped and with its AVX-512 kernels forced (OPENBLAS_CORETYPE=SkylakeX).
+# Models: aidreams260K and TinyStories-656K (../shared/data; skipped when absent), random656K
+# (TinyStories-656K's shape, random weights) and random15M. After step 2 the target ratios
+# (bench/engine/cpu_speed_ratios.py: engine / plain, wall clock and, for 1 thread, CPU time).
 # Usage: bench/engine/cpu_speed.sh [build-dir]   (default: build; Release, benchmarks built)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,9 +22,18 @@ run() {
   "$@" --benchmark_counters_tabular=true 2>&1 | grep -v '^\*\*\*'
 }
 echo "## $(date -u +%FT%TZ) on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+json="$(mktemp --suffix=.json)"
+trap 'rm -f "$json"' EXIT
 run "$build/bench/engine/runtime/engine_benchmark" \
-  --benchmark_filter='Decode/aidreams260K|Concurrent/aidreams260K|random656K|Decode/random15M' \
-  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+  --benchmark_filter='Decode/(aidreams260K|tinystories656K|random656K|random15M)|Concurrent/(aidreams260K|tinystories656K|random656K)' \
+  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$json" --benchmark_out_format=json
+echo "## target ratios (medians of 3)"
+python3 bench/engine/cpu_speed_ratios.py "$json"
 run "$build/bench/kernels/kernels_benchmark" --benchmark_min_time=0.2
 run "$build/bench/kernels/gemm_benchmark" --benchmark_min_time=0.1
+load
+echo "## OPENBLAS_CORETYPE=SkylakeX (OpenBLAS's AVX-512 kernels; as shipped it runs SSE3 ones here)"
+OPENBLAS_CORETYPE=SkylakeX run "$build/bench/kernels/gemm_benchmark" --benchmark_min_time=0.1 \
+  --benchmark_filter='OpenBlas|Pagedkv|Packed'
 load

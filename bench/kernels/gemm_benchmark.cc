@@ -5,6 +5,9 @@
 //                    partial sums), one thread; the "before" of RESULTS.md.
 //   BM_GemmPagedkv:  pagedkv's Highway kernel (kernels/cpu/simd/linear_simd.cc), one thread, and
 //                    threads:0 over every core (the CPU backend's split by columns).
+//   BM_GemmPacked:   pagedkv's packed kernel (kernels/cpu/packed_linear.h: W packed k-major once,
+//                    outside the timing, as the CPU backend does at a model's first step; outer-
+//                    product tiles, no lane sums), one thread and threads:0.
 //   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
 //                    thread, and threads:0 with OpenBLAS's own pool over every core.
 // Shapes: m = 1, 8, 32, 128 rows against (n, k) of aidreams260K (dim 64, hidden 172, vocab 512),
@@ -19,6 +22,7 @@
 
 #include "bench/engine/model/plain_ops.h"
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
@@ -63,19 +67,36 @@ void BM_GemmPlain(benchmark::State& state) {
   SetCounters(state, m, n, k);
 }
 
+// threads: 1 (null pool), 0 (every core) or a count.
+std::unique_ptr<cpu::ThreadPool> PoolFor(int32_t threads) {
+  if (threads == 1) return nullptr;
+  auto p = cpu::ThreadPool::Create(threads == 0 ? cpu::HardwareThreads() : threads);
+  return p.ok() ? std::move(p).value() : nullptr;
+}
+
 void BM_GemmPagedkv(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  const auto threads = static_cast<int32_t>(state.range(3));
-  std::unique_ptr<cpu::ThreadPool> pool;
-  if (threads != 1) {
-    auto p = cpu::ThreadPool::Create(threads == 0 ? cpu::HardwareThreads() : threads);
-    if (!p.ok()) return state.SkipWithError("thread pool");
-    pool = std::move(p).value();
-  }
+  std::unique_ptr<cpu::ThreadPool> pool = PoolFor(static_cast<int32_t>(state.range(3)));
   Operands o(m, n, k);
   const LinearArgs args{.x = o.x.data(), .w = o.w.data(), .y = o.y.data(), .m = m, .n = n, .k = k};
   for (auto _ : state) {
     if (!cpu::Linear(args, pool.get()).ok()) return state.SkipWithError("Linear failed");
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+
+void BM_GemmPacked(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  std::unique_ptr<cpu::ThreadPool> pool = PoolFor(static_cast<int32_t>(state.range(3)));
+  Operands o(m, n, k);
+  absl::StatusOr<cpu::PackedWeights> packed = cpu::PackedWeights::Pack(o.w.data(), n, k);
+  if (!packed.ok()) return state.SkipWithError("Pack failed");
+  const LinearArgs args{.x = o.x.data(), .w = o.w.data(), .y = o.y.data(), .m = m, .n = n, .k = k};
+  for (auto _ : state) {
+    if (!cpu::PackedLinear(args, *packed, pool.get()).ok()) {
+      return state.SkipWithError("PackedLinear failed");
+    }
     benchmark::DoNotOptimize(o.y.data());
   }
   SetCounters(state, m, n, k);
@@ -116,6 +137,7 @@ void ModelShapes(benchmark::internal::Benchmark* b, bool with_threads) {
 
 BENCHMARK(BM_GemmPlain)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, false); });
 BENCHMARK(BM_GemmPagedkv)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
+BENCHMARK(BM_GemmPacked)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
 #if PAGEDKV_HAVE_OPENBLAS
 BENCHMARK(BM_GemmOpenBlas)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
 #endif

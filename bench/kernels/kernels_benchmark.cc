@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/plain_rerotate.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
@@ -156,11 +157,13 @@ void BM_ReshapeAndCache(benchmark::State& state) {
 }
 BENCHMARK(BM_ReshapeAndCache)->Arg(0)->Arg(1)->Arg(2);
 
-// Args: dtype, mode. Re-rotates 1024 cached tokens out of place (K rotated, V copied).
+// Args: dtype, mode, impl (0: the pre-tile scalar floor of plain_rerotate.h, 1: cpu::ReRotate),
+// tokens. Re-rotates `tokens` cached tokens out of place (K rotated, V copied): 1024 tokens (16 MiB
+// of K and V traffic) are memory-bound, 32 (512 KiB) stay in L2 and show the compute.
 void BM_ReRotate(benchmark::State& state) {
   const DType dtype = static_cast<DType>(state.range(0));
   const auto mode = static_cast<ReRotateMode>(state.range(1));
-  const int64_t tokens = 1024;
+  const int64_t tokens = state.range(3);
   KvFixture fx(dtype, 128);
   const RopeTable table = MakeTable();
   std::vector<int64_t> src(tokens), dst(tokens);
@@ -179,13 +182,29 @@ void BM_ReRotate(benchmark::State& state) {
                           .mode = mode,
                           .rope = table.View(),
                           .cache = fx.layout};
-  for (auto _ : state) benchmark::DoNotOptimize(cpu::ReRotate(args));
+  const bool plain = state.range(2) == 0;
+  for (auto _ : state) {
+    if (plain) {
+      bench::PlainReRotate(args);
+    } else {
+      benchmark::DoNotOptimize(cpu::ReRotate(args));
+    }
+    benchmark::ClobberMemory();
+  }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * kKvHeads * kHeadDim *
                           DTypeSize(dtype) * 4);  // read + write of K and V
   state.SetLabel(std::string(DTypeName(dtype)) +
-                 (mode == ReRotateMode::kDelta ? "/delta" : "/compose"));
+                 (mode == ReRotateMode::kDelta ? "/delta" : "/compose") +
+                 (plain ? "/plain" : "/pagedkv"));
 }
-BENCHMARK(BM_ReRotate)->Args({0, 0})->Args({2, 0})->Args({2, 1});
+BENCHMARK(BM_ReRotate)->ArgNames({"dtype", "mode", "impl", "tokens"})->Apply([](auto* b) {
+  for (int64_t tokens : {32, 1024}) {
+    for (auto [dtype, mode] : {std::pair{0, 0}, std::pair{2, 0}, std::pair{2, 1}}) {
+      b->Args({dtype, mode, 0, tokens});
+      b->Args({dtype, mode, 1, tokens});
+    }
+  }
+});
 
 // Args: dtype, kv_len. Decode attention: 4 sequences, 32 query heads (GQA 4), one token each.
 void BM_PagedAttentionDecode(benchmark::State& state) {

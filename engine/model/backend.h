@@ -49,6 +49,13 @@ class PAGEDKV_EXPORT Backend {
   virtual absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes) = 0;
   // Waits for every queued op.
   virtual absl::Status Synchronize() = 0;
+  // Declares [data, data + bytes) of this backend's memory constant for the backend's lifetime
+  // (model weights): ops may then keep a faster copy of what they read there. The CPU backend
+  // packs Linear / LM head weights found there on first use (results: see cpu/packed_linear.h).
+  // Default: nothing. REQUIRES: the memory stays unchanged and alive while the backend exists.
+  virtual absl::Status DeclareConstant(const void* /*data*/, size_t /*bytes*/) {
+    return absl::OkStatus();
+  }
 
   // Compute (see pagedkv/kernels/op_args.h for each op's contract).
   virtual absl::Status Linear(const LinearArgs& args) = 0;

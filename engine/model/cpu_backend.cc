@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The CPU backend: host memory and the pagedkv::cpu ops, the heavy ones (Linear, LM head, RMSNorm,
-// SwiGLU, paged attention) split over the backend's thread pool.
+// SwiGLU, paged attention) split over the backend's thread pool. Linear and LM head weights in
+// memory declared constant (a model's) are packed on first use and run the packed kernel.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,9 +13,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
+#include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
+#include "kernels/op_validate.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/status_macros.h"
 
@@ -60,15 +63,32 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status DeclareConstant(const void* data, size_t bytes) override {
+    return weights_.DeclareConstant(data, bytes);
+  }
 
-  absl::Status Linear(const LinearArgs& args) override { return cpu::Linear(args, pool_.get()); }
+  absl::Status Linear(const LinearArgs& args) override {
+    PAGEDKV_RETURN_IF_ERROR(ValidateLinear(args));
+    PAGEDKV_ASSIGN_OR_RETURN(const cpu::PackedWeights* packed,
+                             weights_.Find(args.w, args.n, args.k));
+    if (packed == nullptr) return cpu::Linear(args, pool_.get());
+    return cpu::PackedLinear(args, *packed, pool_.get());
+  }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);
   }
   absl::Status GatherRows(const GatherRowsArgs& args) override { return cpu::GatherRows(args); }
   absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args, pool_.get()); }
   absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args, pool_.get()); }
-  absl::Status LmHead(const LmHeadArgs& args) override { return cpu::LmHead(args, pool_.get()); }
+  absl::Status LmHead(const LmHeadArgs& args) override {
+    PAGEDKV_RETURN_IF_ERROR(ValidateLmHead(args));
+    return Linear({.x = args.hidden,
+                   .w = args.weight,
+                   .y = args.logits,
+                   .m = args.num_rows,
+                   .n = args.vocab_size,
+                   .k = args.d_model});
+  }
   absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) override {
     return cpu::ReshapeAndCache(args);
   }
@@ -80,6 +100,7 @@ class CpuBackend final : public Backend {
 
  private:
   std::unique_ptr<cpu::ThreadPool> pool_;
+  cpu::PackedWeightCache weights_;
 };
 
 }  // namespace

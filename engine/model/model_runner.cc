@@ -127,7 +127,11 @@ absl::Status ModelRunner::BuildRopeTable() {
 }
 
 absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t count) {
-  if (backend_->host_memory()) return host;
+  if (backend_->host_memory()) {  // weights are constant while the runner (and backend) lives
+    PAGEDKV_RETURN_IF_ERROR(
+        backend_->DeclareConstant(host, static_cast<size_t>(count) * sizeof(float)));
+    return host;
+  }
   PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer buffer,
                            Upload(*backend_, host, static_cast<size_t>(count) * sizeof(float)));
   const float* ptr = buffer.as<const float>();

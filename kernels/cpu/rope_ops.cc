@@ -2,9 +2,12 @@
 //
 // CPU RoPE, KV write (reshape_and_cache) and re-rotation of cached keys. RoPE and the KV write
 // compute each token's rotation coefficients once and rotate every head with the vector kernel
-// of simd/rope_simd.cc (bit-identical to the scalar RotatePair). Re-rotation keeps the scalar
-// pair loop: with its per-token cos/sin already hoisted it measured faster than the vector kernel,
-// whose first loads of the freshly written coefficient arrays stall on store forwarding.
+// of simd/rope_simd.cc (bit-identical to the scalar RotatePair). Re-rotation does the same over
+// tiles of tokens: the coefficients of a whole tile first, then the vector rotation (an earlier
+// version that rotated each token right after writing its coefficients stalled on store
+// forwarding and lost to the scalar pair loop; bench/kernels/plain_rerotate.h keeps that loop as
+// the benchmark's floor).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -67,43 +70,67 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Tokens whose rotation coefficients are all computed before the first is used: by the time a
+// token's vector loads read its coefficients, the scalar stores that wrote them have left the
+// store buffer (loading them right after writing them stalled on store forwarding).
+constexpr int64_t kReRotateTile = 16;
+
+// Token t's K heads rotated by r from src_slots[t] to dst_slots[t], its V heads copied.
+void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t t,
+                   const simd::RotationCoefficients& r) {
+  const int32_t hd = cache.head_dim;
+  const int64_t esize = DTypeSize(cache.dtype);
+  const int64_t src = args.src_slots[t];
+  const int64_t dst = args.dst_slots[t];
+  const int64_t src_slot_base = cache.SlotOffset(src);
+  const int64_t dst_slot_base = cache.SlotOffset(dst);
+  if (cache.dtype == DType::kF32) {  // copy K and V to dst, then rotate dst's K heads in place
+    auto* k = static_cast<float*>(cache.k);
+    auto* v = static_cast<float*>(cache.v);
+    if (src != dst) {
+      for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+        const int64_t from = src_slot_base + h * cache.head_stride;
+        const int64_t to = dst_slot_base + h * cache.head_stride;
+        std::memcpy(k + to, k + from, sizeof(float) * static_cast<size_t>(hd));
+        std::memcpy(v + to, v + from, sizeof(float) * static_cast<size_t>(hd));
+      }
+    }
+    simd::RotateHeads(r, k + dst_slot_base, cache.num_kv_heads, cache.head_stride);
+    return;
+  }
+  float head[kMaxHeadDim];
+  for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+    const int64_t src_base = src_slot_base + h * cache.head_stride;
+    const int64_t dst_base = dst_slot_base + h * cache.head_stride;
+    LoadRow(cache.k, cache.dtype, src_base, hd, head);
+    simd::RotateHeads(r, head, 1, hd);
+    if (src == dst) {  // pass-through dims are already in place
+      StoreRow(cache.k, cache.dtype, dst_base, r.rotary_dim, head);
+      continue;
+    }
+    StoreRow(cache.k, cache.dtype, dst_base, hd, head);
+    std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
+                static_cast<const char*>(cache.v) + src_base * esize,
+                static_cast<size_t>(hd * esize));
+  }
+}
+
+}  // namespace
+
 absl::Status ReRotate(const ReRotateArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
   const PagedKvLayout cache = args.cache.Resolved();
   PAGEDKV_RETURN_IF_ERROR(CheckReRotateContents(args));
-  const RopeTableView& rope = args.rope;
-  const int32_t hd = cache.head_dim;
-  const size_t head_bytes = static_cast<size_t>(hd) * DTypeSize(cache.dtype);
-  float c[kMaxHeadDim / 2];
-  float s[kMaxHeadDim / 2];
-  float head[kMaxHeadDim];
-  for (int64_t t = 0; t < args.num_tokens; ++t) {
-    const int64_t src = args.src_slots[t];
-    const int64_t dst = args.dst_slots[t];
-    for (int32_t i = 0; i < rope.NumPairs(); ++i) {
-      ReRotateCosSin(rope, args.mode, args.old_positions[t], args.new_positions[t], i, &c[i],
-                     &s[i]);
+  simd::RotationCoefficients tile[kReRotateTile];
+  for (int64_t t0 = 0; t0 < args.num_tokens; t0 += kReRotateTile) {
+    const int64_t nt = std::min(kReRotateTile, args.num_tokens - t0);
+    for (int64_t i = 0; i < nt; ++i) {
+      simd::ReRotateCoefficients(args.rope, args.mode, args.old_positions[t0 + i],
+                                 args.new_positions[t0 + i], &tile[i]);
     }
-    const int64_t src_slot_base = cache.SlotOffset(src);
-    const int64_t dst_slot_base = cache.SlotOffset(dst);
-    for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
-      const int64_t src_base = src_slot_base + h * cache.head_stride;
-      const int64_t dst_base = dst_slot_base + h * cache.head_stride;
-      LoadRow(cache.k, cache.dtype, src_base, hd, head);
-      for (int32_t i = 0; i < rope.NumPairs(); ++i) {
-        int32_t a, b;
-        RopePairDims(rope.layout, rope.rotary_dim, i, &a, &b);
-        RotatePair(&head[a], &head[b], c[i], s[i]);
-      }
-      if (src == dst) {  // pass-through dims are already in place
-        StoreRow(cache.k, cache.dtype, dst_base, rope.rotary_dim, head);
-        continue;
-      }
-      StoreRow(cache.k, cache.dtype, dst_base, hd, head);
-      const int64_t esize = DTypeSize(cache.dtype);
-      std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
-                  static_cast<const char*>(cache.v) + src_base * esize, head_bytes);
-    }
+    for (int64_t i = 0; i < nt; ++i) ReRotateToken(args, cache, t0 + i, tile[i]);
   }
   return absl::OkStatus();
 }

@@ -115,5 +115,16 @@ void RopeCoefficients(const RopeTableView& rope, int64_t position, RotationCoeff
   }
 }
 
+void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode, int64_t old_position,
+                          int64_t new_position, RotationCoefficients* r) {
+  r->layout = rope.layout;
+  r->rotary_dim = rope.rotary_dim;
+  for (int32_t i = 0; i < rope.NumPairs(); ++i) {
+    float c, s;
+    ReRotateCosSin(rope, mode, old_position, new_position, i, &c, &s);
+    SetPair(rope.layout, i, c, s, r);
+  }
+}
+
 }  // namespace pagedkv::cpu::simd
 #endif  // HWY_ONCE

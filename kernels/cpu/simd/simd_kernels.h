@@ -34,6 +34,21 @@ PAGEDKV_EXPORT const char* TargetName();
 // too unless it is n (the column groups of the lane sums start at multiples of 4).
 PAGEDKV_EXPORT void LinearColumns(const LinearArgs& args, int64_t n_begin, int64_t n_end);
 
+// Packed weights: W [n, k] stored k-major in panels of PackedPanelWidth() columns,
+// packed[panel][kk][c] = W[panel * width + c][kk] (zero past n), so ceil(n / width) * width * k
+// floats. The width is the dispatched target's (fixed for the process).
+PAGEDKV_EXPORT int64_t PackedPanelWidth();
+// REQUIRES: out holds the packed size above and is aligned to 64 bytes.
+PAGEDKV_EXPORT void PackWeights(const float* w, int64_t n, int64_t k, float* out);
+// Rows of x per work item of PackedLinearTiles.
+inline constexpr int64_t kPackedTileRows = 4;
+// Work items [item_begin, item_end) of y = x W^T (+ y) with args.w ignored and `packed` its packed
+// W: item = panel * row_blocks + row_block (row blocks of kPackedTileRows rows of x). Each y[i][j]
+// is one FMA chain over k in order, then added to y when accumulating; the same for any m or
+// item range. REQUIRES: args validated; packed from PackWeights(args.w, args.n, args.k).
+PAGEDKV_EXPORT void PackedLinearTiles(const LinearArgs& args, const float* packed,
+                                      int64_t item_begin, int64_t item_end);
+
 // Rows [row_begin, row_end) of RMSNorm / SwiGLU. REQUIRES: args validated.
 PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
 PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
@@ -66,6 +81,10 @@ struct PAGEDKV_EXPORT RotationCoefficients {
 // angles as RopeRotateHead.
 PAGEDKV_EXPORT void RopeCoefficients(const RopeTableView& rope, int64_t position,
                                      RotationCoefficients* r);
+// Re-rotation from old_position to new_position (ReRotateCosSin's angles, no attention factor).
+PAGEDKV_EXPORT void ReRotateCoefficients(const RopeTableView& rope, ReRotateMode mode,
+                                         int64_t old_position, int64_t new_position,
+                                         RotationCoefficients* r);
 // Rotates heads x + h * head_stride, h < num_heads, in place; bit-identical to RotatePair.
 PAGEDKV_EXPORT void RotateHeads(const RotationCoefficients& r, float* x, int32_t num_heads,
                                 int64_t head_stride);
