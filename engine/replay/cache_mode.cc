@@ -95,6 +95,7 @@ absl::StatusOr<std::vector<CacheReplayResult>> RunCachePlan(const ReplayConfig& 
                           .remote_capacity_blocks = c.remote_capacity_blocks,
                           .tier_policy = c.tier_policy,
                           .host_store = host_store,
+                          .host_store_threshold = c.host_store_threshold,
                           .max_pinned_fraction = c.max_pinned_fraction,
                           .progress = [&](int64_t done) { bar.Update(blocks_before + done); }}));
       blocks_before += expanded.num_blocks();

@@ -49,6 +49,7 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
   o.tiers.remote_capacity_blocks = c.remote_capacity_blocks;
   o.tiers.policy = c.tier_policy;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_store, ParseTierStoreRule(c.host_store));
+  o.tiers.host_store_threshold = c.host_store_threshold;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_link, FindLinkPreset(c.host_link));
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.remote_link, FindLinkPreset(c.remote_link));
   int64_t capacity = o.capacity_blocks;

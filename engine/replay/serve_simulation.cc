@@ -142,6 +142,8 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   sim->result_.tiers_enabled = sim->tiers_ != nullptr;
   sim->result_.host_capacity_blocks = options.tiers.host_capacity_blocks;
   sim->result_.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
+  sim->result_.host_store = {.rule = options.tiers.host_store,
+                             .threshold = options.tiers.host_store_threshold};
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
   sim->result_.requests = static_cast<int64_t>(workload.requests.size());
   sim->result_.capacity_blocks = capacity_blocks;

@@ -39,6 +39,10 @@ absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOp
   if (options.host_capacity_blocks < 0 || options.remote_capacity_blocks < 0) {
     return absl::InvalidArgumentError("tier capacities must be >= 0 blocks");
   }
+  if (options.host_store_threshold < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--host-store-threshold must be >= 0 prefix hits (got %d)", options.host_store_threshold));
+  }
   if (!(options.host_link.bytes_per_second > 0) || !(options.remote_link.bytes_per_second > 0)) {
     return absl::InvalidArgumentError("tier links need a bandwidth > 0");
   }
@@ -49,7 +53,9 @@ absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOp
   for (const auto& [capacity, name] : wanted) {
     if (capacity == 0) continue;
     HostTierOptions o{.capacity_blocks = capacity, .policy = options.policy, .name = name};
-    if (std::string(name) == "host") o.store.rule = options.host_store;
+    if (std::string(name) == "host") {
+      o.store = {.rule = options.host_store, .threshold = options.host_store_threshold};
+    }
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(o)));
     chain.push_back(std::move(tier));
   }

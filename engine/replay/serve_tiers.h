@@ -51,6 +51,7 @@ struct PAGEDKV_EXPORT ServeTierOptions {
   int64_t remote_capacity_blocks = 0;  // > 0: a remote tier of this many blocks
   std::string policy = "lru";          // the tiers' eviction policy: lru or arc
   TierStoreRule host_store = TierStoreRule::kWriteThrough;
+  int32_t host_store_threshold = 0;  // host tier: store only blocks with this many prefix hits
   LinkPreset host_link = {"pcie5", 50e9, 2e-6};
   LinkPreset remote_link = {"100gbe", 12.5e9, 50e-6};
 
@@ -59,7 +60,8 @@ struct PAGEDKV_EXPORT ServeTierOptions {
 
 class PAGEDKV_EXPORT ServeTiers {
  public:
-  // InvalidArgument for negative capacities, an unknown policy or a link without bandwidth.
+  // InvalidArgument for negative capacities or threshold, an unknown policy or a link without
+  // bandwidth.
   static absl::StatusOr<std::unique_ptr<ServeTiers>> Create(const ServeTierOptions& options,
                                                             BlockPool* pool, double block_bytes);
 

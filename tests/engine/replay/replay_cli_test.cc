@@ -217,6 +217,28 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrorCase{{"--capacity-blocks", "10", "--capacity-gib", "1"}, "excludes"},
                       ErrorCase{{"--model", "gpt-9", "--capacity-gib", "1"}, "unknown model"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    HostStore, ReplayCliErrorTest,
+    ::testing::Values(ErrorCase{{"--host-capacity-blocks", "10", "--host-store-policy", "lazy"},
+                                "write-through"},
+                      ErrorCase{{"--host-store-threshold", "-1"}, "-1 is not a number >= 0"}));
+
+// The store flags reach the simulated host tier, in the words of `pagedkv generate`
+// (--host-cache-store / --host-cache-threshold are accepted as well).
+TEST(ReplayCliTest, HostStoreFlagsReachTheJson) {
+  for (const auto& [policy_flag, threshold_flag] :
+       {std::pair{"--host-store-policy", "--host-store-threshold"},
+        std::pair{"--host-cache-store", "--host-cache-threshold"}}) {
+    CliResult r = RunCli({"replay", "--workload", "conversation", "--requests", "60",
+                          "--capacity-blocks", "200", "--host-capacity-blocks", "400", policy_flag,
+                          "write-back", threshold_flag, "2", "--json", "--no-progress"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tiers"]["host_store_policy"], "write-back");
+    EXPECT_EQ(j["tiers"]["host_store_threshold"], 2);
+  }
+}
+
 TEST(ReplayCliTest, MalformedTraceLineStopsOrIsSkipped) {
   const std::string dir = TempDir("replay_bad_trace");
   const std::string path = dir + "/bad.jsonl";
