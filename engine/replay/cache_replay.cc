@@ -261,7 +261,11 @@ class CacheReplayer {
     if (walk.tier == 0 && TierHas(tiers_->host.get(), key)) {
       ++result_.host_hit_blocks;
       result_.host_hit_tokens += tokens;
-    } else if (walk.tier = 1; TierHas(tiers_->remote.get(), key)) {
+      walk.prefix_tokens += tokens;
+      return true;
+    }
+    walk.tier = std::max(walk.tier, 1);  // past the host tier's run
+    if (walk.tier == 1 && TierHas(tiers_->remote.get(), key)) {
       ++result_.remote_hit_blocks;
       result_.remote_hit_tokens += tokens;
       if (deferred_.ok()) deferred_ = StoreKey(tiers_->host.get(), key);

@@ -166,7 +166,12 @@ absl::Status ServeSimulation::Step() {
   if (!scheduler_->HasUnfinishedRequests()) return absl::OkStatus();
   if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
-  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->ReleasePins());
+  if (tiers_ != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(tiers_->ReleasePins());
+    // The tier walk pins what it loaded for several waiting requests; in a small pool that can
+    // leave the first of them no room. Its blocks stay cached: schedule again with them unpinned.
+    if (batch_.empty()) PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  }
   if (!batch_.empty()) return RunBatch();
   if (next_ < workload_.requests.size()) {
     now_s_ = std::max(now_s_, ArrivalSeconds(next_));

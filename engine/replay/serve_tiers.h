@@ -32,6 +32,7 @@
 #include "cache/tier_chain.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/export.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/kv_tier.h"
 
 namespace pagedkv::replay {
@@ -61,9 +62,12 @@ struct PAGEDKV_EXPORT ServeTierOptions {
 class PAGEDKV_EXPORT ServeTiers {
  public:
   // InvalidArgument for negative capacities or threshold, an unknown policy or a link without
-  // bandwidth.
+  // bandwidth. With `shared_remote` (several instances, one remote tier: not owned, must outlive
+  // the result) the remote tier is a SharedTierView of it (shared_tier.h) and
+  // options.remote_capacity_blocks only has to be > 0.
   static absl::StatusOr<std::unique_ptr<ServeTiers>> Create(const ServeTierOptions& options,
-                                                            BlockPool* pool, double block_bytes);
+                                                            BlockPool* pool, double block_bytes,
+                                                            HostTier* shared_remote = nullptr);
 
   absl::StatusOr<TierHits> Onboard(const CacheRequest& request) { return chain_->Onboard(request); }
   absl::Status ReleasePins() { return chain_->ReleasePins(); }

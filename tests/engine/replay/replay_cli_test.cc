@@ -239,6 +239,41 @@ TEST(ReplayCliTest, HostStoreFlagsReachTheJson) {
   }
 }
 
+// Tiers with several instances: a host tier each, one shared remote tier, per-instance and
+// aggregate tier hits in the JSON.
+TEST(ReplayCliTest, ServeModeSimulatesTiersWithSeveralInstances) {
+  CliResult r = RunCli({"replay", "--mode", "serve", "--workload", "conversation", "--requests",
+                        "80", "--instances", "2", "--capacity-blocks", "300",
+                        "--host-capacity-blocks", "200", "--remote-capacity-blocks", "4000",
+                        "--host-store-threshold", "1", "--json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tiers"]["remote_shared"], true);
+  EXPECT_EQ(j["tiers"]["host_store_threshold"], 1);
+  ASSERT_EQ(j["per_instance"].size(), 2u);
+  int64_t remote = 0;
+  for (const auto& instance : j["per_instance"]) {
+    remote += instance["tiers"]["remote_hit_tokens"].get<int64_t>();
+  }
+  EXPECT_EQ(remote, j["tiers"]["remote_hit_tokens"].get<int64_t>());
+  EXPECT_TRUE(j["oracle"].contains("tiers"));
+}
+
+// The memory budget names the tier flag that is too large, not the pool's capacity flag.
+TEST(ReplayCliTest, MemoryBudgetNamesTheTierFlag) {
+  CliResult r = RunCli({"replay", "--requests", "30", "--host-capacity-blocks", "100000000000",
+                        "--max-memory-gib", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("a host tier of 100000000000 blocks (--host-capacity-blocks "
+                               "100000000000)"));
+  CliResult serve = RunCli({"replay", "--mode", "serve", "--requests", "30", "--instances", "4",
+                            "--capacity-blocks", "1000", "--remote-capacity-blocks", "100000000000",
+                            "--max-memory-gib", "1"});
+  EXPECT_NE(serve.exit_code, 0);
+  EXPECT_THAT(serve.err, HasSubstr("per instance, 4 instances, and a remote tier of "
+                                   "100000000000 blocks (--remote-capacity-blocks"));
+}
+
 TEST(ReplayCliTest, MalformedTraceLineStopsOrIsSkipped) {
   const std::string dir = TempDir("replay_bad_trace");
   const std::string path = dir + "/bad.jsonl";
