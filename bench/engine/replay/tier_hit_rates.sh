@@ -49,7 +49,7 @@ serve() {  # router remote -> one table row
 j=json.load(sys.stdin); t=j["tiers"]
 per=" / ".join("%.1f"%(100*(p["tiers"]["host_hit_rate"]+p["tiers"]["remote_hit_rate"]))
                for p in j["per_instance"])
-print("| %s | %s | %.2f%% | %.2f%% / %.2f%% | %s | %.0f s | %.0f / %.0f / %.0f s | %.1f M |"%(
+print("| %s | %s | %.2f%% | %.2f%% / %.2f%% | %s | %.0f s | %.2f / %.2f / %.2f s | %.1f M |"%(
   sys.argv[1], sys.argv[2], 100*j["prefix_hit_rate"], 100*t["host_hit_rate"],
   100*t["remote_hit_rate"], per, t["load_seconds"], j["ttft_mean_s"], j["ttft_p50_s"],
   j["ttft_p99_s"], j["computed_tokens"]/1e6))' "$1" "$2"
