@@ -9,8 +9,9 @@
 //   AfterBatch     - the seconds the step's loads take on the links (charged before the step),
 //                    the split of first admissions' prefix hits into the tiers they came from,
 //                    and the write-through stores of the step's blocks.
-// Multi-instance replay gives every instance its own InstanceTiers (its own host tier) and one
-// shared remote tier (SharedTierView, shared_tier.h).
+// Single-instance serve replay (serve_simulation.cc) has one; multi-instance replay gives every
+// instance its own (its own host tier) over one shared remote tier (SharedTierView,
+// shared_tier.h).
 //
 // Not thread-safe. The manager (and a shared remote tier) must outlive it.
 //
