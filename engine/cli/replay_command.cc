@@ -94,12 +94,12 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                       "for a sweep")
       ->delimiter(',');
   sub->add_option("--host-capacity-blocks", config->host_capacity_blocks,
-                  "Cache mode: a simulated host-memory KV tier of this many blocks below the pool "
-                  "(0 = none)")
+                  "A simulated host-memory KV tier of this many blocks below the pool (0 = none); "
+                  "with --instances, one per instance")
       ->check(NonNegativeNumber());
   sub->add_option("--remote-capacity-blocks", config->remote_capacity_blocks,
-                  "Cache mode: a simulated shared (remote) KV tier of this many blocks below the "
-                  "host tier (0 = none)")
+                  "A simulated shared (remote) KV tier of this many blocks below the host tier "
+                  "(0 = none); with --instances, one shared by all of them")
       ->check(NonNegativeNumber());
   sub->add_option("--tier-policy", config->tier_policy, "Eviction policy of the tiers: lru or arc")
       ->capture_default_str();
