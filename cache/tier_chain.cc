@@ -39,11 +39,6 @@ KvTier* TierChain::Host() const {
   return nullptr;
 }
 
-int32_t TierChain::NoteHit(const BlockHash& hash) {
-  if (hits_.size() >= kMaxTrackedHashes) hits_.clear();
-  return ++hits_[hash];
-}
-
 void TierChain::OnPoolEvent(const KvEvent& event) {
   if (event.block == kNullBlock) return;  // kAllBlocksCleared
   if (event.type == KvEventType::kBlockStored) {
@@ -64,12 +59,9 @@ void TierChain::OnPoolEvent(const KvEvent& event) {
 void TierChain::WriteBack(const KvEvent& event) {
   // Not computed yet (cached in this step) or already failing: nothing to save.
   if (pending_ids_.contains(event.block) || !deferred_.ok()) return;
-  const auto it = hits_.find(event.hash);
-  const int32_t hits = it == hits_.end() ? 0 : it->second;
+  const int32_t hits = gate_.Hits(event.hash);
   bool wanted = false;
-  for (const auto& t : tiers_) {
-    wanted |= !WritesThrough(*t) && hits >= t->store_options().threshold;
-  }
+  for (const auto& t : tiers_) wanted |= TierStoreGate::StoresWhenEvicted(t->store_options(), hits);
   if (!wanted) return;
   DeferredStore store{.hash = event.hash, .hits = hits};
   const size_t bs = static_cast<size_t>(pool_->block_size());
@@ -93,7 +85,7 @@ absl::Status TierChain::FlushDeferred() {
     if (WritesThrough(*t)) continue;
     std::vector<TierStoreItem> items;
     for (const DeferredStore& s : stores) {
-      if (s.hits < t->store_options().threshold) continue;
+      if (!TierStoreGate::StoresWhenEvicted(t->store_options(), s.hits)) continue;
       items.push_back({.block = {.hash = s.hash, .tokens = s.tokens}, .value = s.value});
     }
     if (!items.empty()) PAGEDKV_RETURN_IF_ERROR(t->Store(items));
@@ -118,10 +110,9 @@ absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int64
                                                 request.BlockExtraDigest(i), prev)) {
       break;
     }
-    const int32_t hits = NoteHit(hashes[i]);
+    const int32_t hits = gate_.NoteHit(hashes[i]);
     for (const auto& t : tiers_) {
-      if (WritesThrough(*t) && t->store_options().threshold > 0 &&
-          hits == t->store_options().threshold) {
+      if (TierStoreGate::StoresAtHit(t->store_options(), hits)) {
         PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hashes[i], request.BlockTokens(i)));
       }
     }
@@ -227,7 +218,7 @@ absl::Status TierChain::FlushWriteThrough() {
   pending_ids_.clear();
   std::vector<KvTier*> targets;
   for (const auto& t : tiers_) {
-    if (WritesThrough(*t) && t->store_options().threshold == 0) targets.push_back(t.get());
+    if (TierStoreGate::StoresWhenCached(t->store_options())) targets.push_back(t.get());
   }
   if (targets.empty() || pending.empty()) return FlushDeferred();
   const size_t bs = static_cast<size_t>(pool_->block_size());

@@ -19,9 +19,10 @@
 //                        current step are never written back before they are computed.
 //   FlushWriteThrough  - after the model ran: copies the queued blocks out to write-through tiers.
 // Store threshold k > 0: a block goes to a tier only once it was a device prefix hit k times
-// (counted in Onboard); write-through then stores it at that hit. The counts are kept for at most
-// max_tracked_hashes hashes (cleared when full, so a count can restart: a block then waits for k
-// more hits).
+// (counted in Onboard); write-through then stores it at that hit. The rule and the counts are a
+// TierStoreGate (cache/tier_store_gate.h, shared with cache-mode replay's simulated tiers): counts
+// are kept for at most kMaxTrackedHashes hashes (cleared when full, so a count can restart: a
+// block then waits for k more hits).
 //
 // Not thread-safe. The io, the pool and the tiers must outlive it.
 //
@@ -47,6 +48,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/tier_store_gate.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/export.h"
@@ -92,7 +94,7 @@ class PAGEDKV_EXPORT TierChain {
   const std::vector<std::unique_ptr<KvTier>>& tiers() const { return tiers_; }
   int64_t value_bytes() const { return io_->value_bytes(); }
 
-  static constexpr size_t kMaxTrackedHashes = size_t{1} << 20;
+  static constexpr size_t kMaxTrackedHashes = TierStoreGate::kDefaultMaxTracked;
 
  private:
   // A write-back store read in a pool event, written to the tiers by FlushDeferred (outside
@@ -118,7 +120,6 @@ class PAGEDKV_EXPORT TierChain {
   // Stores `block`'s KV in `tier` now (reading it from the device).
   absl::Status StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
                                std::span<const TokenId> tokens);
-  int32_t NoteHit(const BlockHash& hash);
   KvTier* Host() const;
 
   std::vector<std::unique_ptr<KvTier>> tiers_;
@@ -134,9 +135,9 @@ class PAGEDKV_EXPORT TierChain {
   std::vector<std::pair<BlockId, BlockHash>> pending_;  // cached this step, not computed yet
   absl::flat_hash_set<BlockId> pending_ids_;
   std::vector<TokenId> block_tokens_;  // [num_blocks, block_size]: tokens of cached blocks
-  absl::flat_hash_map<BlockHash, int32_t> hits_;  // device prefix hits per hash (threshold)
-  std::vector<std::byte> scratch_;                // one value
-  absl::Status deferred_;                         // first error met in a pool event
+  TierStoreGate gate_;                 // device prefix hits per hash (threshold)
+  std::vector<std::byte> scratch_;     // one value
+  absl::Status deferred_;              // first error met in a pool event
 };
 
 }  // namespace pagedkv

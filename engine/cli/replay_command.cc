@@ -94,18 +94,26 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                       "for a sweep")
       ->delimiter(',');
   sub->add_option("--host-capacity-blocks", config->host_capacity_blocks,
-                  "Cache mode: a simulated host-memory KV tier of this many blocks below the pool "
-                  "(0 = none)")
+                  "A simulated host-memory KV tier of this many blocks below the pool (0 = none); "
+                  "with --instances, one per instance")
       ->check(NonNegativeNumber());
   sub->add_option("--remote-capacity-blocks", config->remote_capacity_blocks,
-                  "Cache mode: a simulated shared (remote) KV tier of this many blocks below the "
-                  "host tier (0 = none)")
+                  "A simulated shared (remote) KV tier of this many blocks below the host tier "
+                  "(0 = none); with --instances, one shared by all of them")
       ->check(NonNegativeNumber());
   sub->add_option("--tier-policy", config->tier_policy, "Eviction policy of the tiers: lru or arc")
       ->capture_default_str();
-  sub->add_option("--host-store", config->host_store,
-                  "When blocks go to the host tier: write-through or write-back")
+  // The words of `pagedkv generate`'s --host-cache-store / --host-cache-threshold (tier_flags.cc),
+  // parsed by the same ParseTierStoreRule; those names are accepted too.
+  sub->add_option("--host-store-policy,--host-store,--host-cache-store", config->host_store,
+                  "When blocks go to the host tier: write-through (when computed) or write-back "
+                  "(when the device pool evicts them)")
       ->capture_default_str();
+  sub->add_option("--host-store-threshold,--host-cache-threshold", config->host_store_threshold,
+                  "Store only blocks reused (device prefix hits) at least this many times in the "
+                  "host tier (0 = all), as vLLM's CPU offloading")
+      ->capture_default_str()
+      ->check(NonNegativeNumber());
   sub->add_option("--host-link", config->host_link,
                   "Serve mode: link host-tier loads are charged on: pcie4, pcie5, 25gbe, 100gbe, "
                   "rdma")

@@ -14,7 +14,6 @@
 #include "engine/replay/progress_bar.h"
 #include "engine/replay/replay_modes.h"
 #include "engine/replay/report.h"
-#include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
@@ -95,6 +94,7 @@ absl::StatusOr<std::vector<CacheReplayResult>> RunCachePlan(const ReplayConfig& 
                           .remote_capacity_blocks = c.remote_capacity_blocks,
                           .tier_policy = c.tier_policy,
                           .host_store = host_store,
+                          .host_store_threshold = c.host_store_threshold,
                           .max_pinned_fraction = c.max_pinned_fraction,
                           .progress = [&](int64_t done) { bar.Update(blocks_before + done); }}));
       blocks_before += expanded.num_blocks();
@@ -214,14 +214,13 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
                                 : std::string(),
         expansion.largest_blocks);
   }
-  // The simulated tiers keep per-block state like a pool's.
-  int64_t blocks = 0;
-  if (!CheckedAdd(largest_capacity, c.host_capacity_blocks, &blocks) ||
-      !CheckedAdd(blocks, c.remote_capacity_blocks, &blocks)) {
-    blocks = INT64_MAX;
-  }
-  PAGEDKV_RETURN_IF_ERROR(
-      CheckPoolsFit(budget, blocks, c.block_size, /*instances=*/1, expansion.bytes, flag));
+  PAGEDKV_RETURN_IF_ERROR(CheckPoolsFit(budget,
+                                        {.capacity_blocks = largest_capacity,
+                                         .block_size = c.block_size,
+                                         .host_blocks = c.host_capacity_blocks,
+                                         .remote_blocks = c.remote_capacity_blocks,
+                                         .held_bytes = expansion.bytes},
+                                        flag));
   const auto expand_start = std::chrono::steady_clock::now();
   PAGEDKV_ASSIGN_OR_RETURN(
       ExpandedWorkload expanded,

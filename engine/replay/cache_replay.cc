@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cache/tier_store_gate.h"
 #include "engine/replay/belady_policy.h"
 #include "engine/shift/chunk_reuse_tracker.h"
 #include "pagedkv/block_pool.h"
@@ -116,7 +117,8 @@ absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> MakeChunkTracker(
 struct ReplayTiers {
   std::unique_ptr<HostTier> host;
   std::unique_ptr<HostTier> remote;
-  TierStoreRule host_store = TierStoreRule::kWriteThrough;
+  TierStoreOptions host_store;  // the host tier's rule and threshold
+  TierStoreGate gate;           // pool prefix hits per block, for the threshold
 };
 
 absl::StatusOr<std::unique_ptr<HostTier>> MakeSimulatedTier(int64_t capacity,
@@ -149,6 +151,7 @@ struct RequestWalk {
   bool prefix = true;           // no miss yet
   bool infinite_prefix = true;  // no never-seen block yet
   bool pool_full = false;       // every block is pinned by this request
+  int tier = 0;                 // the tier the prefix walk reads: 0 host, 1 remote, 2 none
   BlockHash parent{};           // the previous block's hash
 };
 
@@ -158,10 +161,13 @@ class CacheReplayer {
   CacheReplayer(const ExpandedWorkload& w, BlockPool& pool, BeladyPolicy* belady,
                 ChunkReuseTracker* tracker, ReplayTiers* tiers, CacheReplayResult& result)
       : w_(w), pool_(pool), belady_(belady), tracker_(tracker), tiers_(tiers), result_(result) {
-    if (tiers_->host != nullptr && tiers_->host_store == TierStoreRule::kWriteBack) {
+    if (tiers_->host != nullptr && tiers_->host_store.rule == TierStoreRule::kWriteBack) {
+      // As the engine's TierChain: evicted blocks are written back after the tier walk (or the
+      // request), never in the middle of a tier lookup.
       pool_.AddEventListener([this](const KvEvent& e) {
-        if (e.type == KvEventType::kBlockRemoved && deferred_.ok()) {
-          deferred_ = StoreKey(tiers_->host.get(), e.hash);
+        if (e.type == KvEventType::kBlockRemoved &&
+            TierStoreGate::StoresWhenEvicted(tiers_->host_store, tiers_->gate.Hits(e.hash))) {
+          written_back_.push_back(e.hash);
         }
       });
     }
@@ -177,6 +183,7 @@ class CacheReplayer {
       const int64_t tokens = i + 1 == end ? w_.last_block_tokens[r] : w_.block_size;
       PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, tokens, walk));
     }
+    PAGEDKV_RETURN_IF_ERROR(FlushWriteBack());
     PAGEDKV_RETURN_IF_ERROR(deferred_);
     result_.hit_blocks += walk.hits;
     const int64_t hit_tokens = walk.prefix_tokens;
@@ -208,6 +215,7 @@ class CacheReplayer {
         ++walk.hits;
         walk.prefix_tokens += tokens;
         result_.hit_tokens += tokens;
+        PAGEDKV_RETURN_IF_ERROR(NoteReuse(key));
       } else {
         ++result_.miss_after_miss;
       }
@@ -217,7 +225,7 @@ class CacheReplayer {
       PAGEDKV_ASSIGN_OR_RETURN(block, InsertMissed(i, walk));
       // Computed: write-through tiers get it even when the pool could not keep it.
       PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->remote.get(), key));
-      if (tiers_->host_store == TierStoreRule::kWriteThrough) {
+      if (TierStoreGate::StoresWhenCached(tiers_->host_store)) {
         PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->host.get(), key));
       }
     }
@@ -229,17 +237,40 @@ class CacheReplayer {
     return absl::OkStatus();
   }
 
-  // A pool miss inside the prefix: true (counted) when the host tier, else the remote tier, has
-  // the block. A remote hit is also stored in the host tier.
+  // A pool prefix hit of `key`: counted for the host tier's threshold (a write-through tier with
+  // threshold k stores the block at its k-th hit, as the engine does).
+  absl::Status NoteReuse(const BlockHash& key) {
+    if (tiers_->host == nullptr || tiers_->host_store.threshold <= 0) return absl::OkStatus();
+    const int32_t hits = tiers_->gate.NoteHit(key);
+    if (!TierStoreGate::StoresAtHit(tiers_->host_store, hits)) return absl::OkStatus();
+    return StoreKey(tiers_->host.get(), key);
+  }
+
+  // Stores the blocks the pool evicted since the last call in the host tier (write-back).
+  absl::Status FlushWriteBack() {
+    std::vector<BlockHash> hashes = std::move(written_back_);
+    written_back_.clear();
+    for (const BlockHash& h : hashes) PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->host.get(), h));
+    return absl::OkStatus();
+  }
+
+  // A pool miss inside the prefix: true (counted) when the tier the walk is in has the block.
+  // As in the engine's TierChain, the walk reads a run of blocks from the host tier, then a run
+  // from the remote tier, and never goes back up. A remote hit is also stored in the host tier.
   bool LoadFromTiers(const BlockHash& key, int64_t tokens, RequestWalk& walk) {
-    if (TierHas(tiers_->host.get(), key)) {
+    if (walk.tier == 0 && TierHas(tiers_->host.get(), key)) {
       ++result_.host_hit_blocks;
       result_.host_hit_tokens += tokens;
-    } else if (TierHas(tiers_->remote.get(), key)) {
+      walk.prefix_tokens += tokens;
+      return true;
+    }
+    walk.tier = std::max(walk.tier, 1);  // past the host tier's run
+    if (walk.tier == 1 && TierHas(tiers_->remote.get(), key)) {
       ++result_.remote_hit_blocks;
       result_.remote_hit_tokens += tokens;
       if (deferred_.ok()) deferred_ = StoreKey(tiers_->host.get(), key);
     } else {
+      walk.tier = 2;
       return false;
     }
     walk.prefix_tokens += tokens;
@@ -272,6 +303,8 @@ class CacheReplayer {
   // Counts a miss and caches the block in a free (or evicted) one; kNullBlock when every block
   // is pinned by this request.
   absl::StatusOr<BlockId> InsertMissed(int64_t i, RequestWalk& walk) {
+    // The tier walk ends here: what it evicted is written back before the rest is computed.
+    if (walk.prefix) PAGEDKV_RETURN_IF_ERROR(FlushWriteBack());
     walk.prefix = false;
     ++(w_.seen_before[i] ? result_.miss_evicted : result_.miss_never_seen);
     return Place(i, walk);
@@ -283,8 +316,9 @@ class CacheReplayer {
   ChunkReuseTracker* const tracker_;
   ReplayTiers* const tiers_;
   CacheReplayResult& result_;
-  absl::Status deferred_;       // the first error of a store made from a pool event
-  std::vector<BlockId> table_;  // the current request's blocks
+  absl::Status deferred_;                // the first error of a store made from a pool event
+  std::vector<BlockId> table_;           // the current request's blocks
+  std::vector<BlockHash> written_back_;  // evicted by the pool, to store in the host tier
 };
 
 }  // namespace
@@ -346,7 +380,12 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
                         std::move(plugged)));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReuseTracker> tracker,
                            MakeChunkTracker(w, options, pool.get(), belady));
-  ReplayTiers tiers{.host_store = options.host_store};
+  if (options.host_store_threshold < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--host-store-threshold must be >= 0 prefix hits (got %d)", options.host_store_threshold));
+  }
+  ReplayTiers tiers{
+      .host_store = {.rule = options.host_store, .threshold = options.host_store_threshold}};
   PAGEDKV_ASSIGN_OR_RETURN(
       tiers.host, MakeSimulatedTier(options.host_capacity_blocks, options.tier_policy, "host"));
   PAGEDKV_ASSIGN_OR_RETURN(tiers.remote, MakeSimulatedTier(options.remote_capacity_blocks,
@@ -354,6 +393,7 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   CacheReplayResult res;
   res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
   res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
+  res.host_store = tiers.host_store;
   res.shifted_counted = tracker != nullptr;
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;

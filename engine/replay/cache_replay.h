@@ -30,10 +30,13 @@
 // a block the pool misses while the request's prefix is still unbroken is looked up in the host
 // tier, then the remote tier; a tier hit is loaded into a pool block and keeps the prefix going
 // (counted as a host or remote hit, not a miss); a block loaded from the remote tier is also
-// stored in the host tier. Every block computed after a miss is stored in the remote tier and,
-// with the write-through rule, in the host tier (even a block past the pool's size); with
-// write-back the host tier gets blocks when the pool evicts them. (Store thresholds are not
-// simulated.)
+// stored in the host tier. Every block computed after a miss is stored in the remote tier. The
+// host tier takes blocks by the engine's store rule and threshold, decided by the same
+// TierStoreGate as the engine's TierChain (cache/tier_store_gate.h), with a pool prefix hit as
+// the reuse it counts: write-through with threshold 0 stores every computed block (even one
+// past the pool's size); write-through with threshold k stores a block at its k-th pool prefix
+// hit; write-back stores a block when the pool evicts it, once it had at least k pool prefix
+// hits (k = 0: every evicted block).
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
@@ -64,6 +67,7 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   int64_t remote_capacity_blocks = 0;  // > 0: a simulated shared tier below the host tier
   std::string tier_policy = "lru";     // the tiers' eviction policy: "lru" or "arc"
   TierStoreRule host_store = TierStoreRule::kWriteThrough;  // when blocks go to the host tier
+  int32_t host_store_threshold = 0;  // host tier: store only blocks with this many prefix hits
   // Workloads with priority spans (e.g. --pin-system-prompts): the share of the pool blocks above
   // the default priority may hold (BlockPoolOptions::max_high_priority_fraction).
   double max_pinned_fraction = 0.5;
@@ -81,6 +85,7 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   int64_t hit_tokens = 0;            // tokens of the pool's hit blocks
   int64_t host_capacity_blocks = 0;  // the options' tier sizes (0: no such tier)
   int64_t remote_capacity_blocks = 0;
+  TierStoreOptions host_store;  // the host tier's store rule and threshold
   int64_t host_hit_blocks = 0;  // prefix blocks loaded from the host tier
   int64_t host_hit_tokens = 0;
   int64_t remote_hit_blocks = 0;  // prefix blocks loaded from the remote tier
@@ -130,8 +135,9 @@ struct PAGEDKV_EXPORT CacheReplayResult {
 // Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".
 PAGEDKV_EXPORT std::vector<std::string> CacheReplayPolicyNames();
 
-// Replays `workload` through a fresh BlockPool. InvalidArgument for a capacity out of range or an
-// unknown policy; "belady" needs workload.next_use (ExpansionOptions::compute_next_use).
+// Replays `workload` through a fresh BlockPool. InvalidArgument for a capacity out of range, an
+// unknown policy or a negative host_store_threshold; "belady" needs workload.next_use
+// (ExpansionOptions::compute_next_use).
 PAGEDKV_EXPORT absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& workload,
                                                                 const CacheReplayOptions& options);
 

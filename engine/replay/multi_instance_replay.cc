@@ -18,6 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/replay/cost_model.h"
+#include "engine/replay/instance_tiers.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_event_publisher.h"
 #include "pagedkv/kv_event_subscriber.h"
@@ -47,8 +49,10 @@ double Percentile(const std::vector<double>& sorted, double p) {
 
 class SimInstance {
  public:
+  // `shared_remote`: the remote tier every instance shares (null: none).
   static absl::StatusOr<std::unique_ptr<SimInstance>> Create(const ServeReplayOptions& o,
-                                                             int64_t capacity, bool events) {
+                                                             int64_t capacity, bool events,
+                                                             HostTier* shared_remote) {
     KvCacheManagerOptions mo;
     mo.num_blocks = static_cast<int32_t>(capacity);
     mo.block_size = o.block_size;
@@ -59,6 +63,14 @@ class SimInstance {
     auto inst = std::unique_ptr<SimInstance>(new SimInstance(o));
     PAGEDKV_ASSIGN_OR_RETURN(inst->manager_, KvCacheManager::Create(std::move(mo)));
     PAGEDKV_ASSIGN_OR_RETURN(inst->scheduler_, Scheduler::Create(o.scheduler, *inst->manager_));
+    if (o.tiers.enabled()) {
+      PAGEDKV_ASSIGN_OR_RETURN(
+          inst->tiers_,
+          InstanceTiers::Create(
+              o.tiers, inst->manager_.get(),
+              static_cast<double>(o.block_size) * static_cast<double>(o.model.KvBytesPerToken()),
+              2 * int64_t{std::max(1, o.scheduler.max_num_batched_tokens)}, shared_remote));
+    }
     return inst;
   }
 
@@ -67,6 +79,7 @@ class SimInstance {
                            double arrival_s) {
     SchedulerRequest sr;
     sr.id = id;
+    std::vector<TokenId> tier_prompt = tiers_ != nullptr ? prompt : std::vector<TokenId>{};
     sr.prompt = std::move(prompt);
     sr.max_new_tokens = static_cast<int32_t>(std::clamp<int64_t>(r.output_length, 1, 1 << 30));
     sr.arrival_time = arrival_s;
@@ -76,6 +89,7 @@ class SimInstance {
       if (s.code() != absl::StatusCode::kInvalidArgument) return s;
       return false;  // e.g. a prompt longer than the whole KV pool
     }
+    if (tiers_ != nullptr) tiers_->AddWaiting(id, std::move(tier_prompt));
     now_ = std::max(now_, arrival_s);  // a busy instance was already stepped up to the arrival
     live_[id] = Tracked{.arrival_s = arrival_s, .prompt_tokens = r.input_length};
     load_tokens_ += r.input_length;
@@ -109,6 +123,7 @@ class SimInstance {
   const ServeReplayOptions& options_;
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<InstanceTiers> tiers_;  // null without tiers
   absl::flat_hash_map<RequestId, Tracked> live_;
   ScheduledBatch batch_;
   std::vector<SampledToken> sampled_;
@@ -121,7 +136,14 @@ class SimInstance {
 
 absl::Status SimInstance::Step(const RooflineCostModel& cost, Latencies& lat,
                                ServeReplayResult& agg) {
+  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->BeforeSchedule());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  if (tiers_ != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(tiers_->AfterSchedule());
+    // The tier walk pins what it loaded for several waiting requests; in a small pool that can
+    // leave the first of them no room. Its blocks stay cached: schedule again with them unpinned.
+    if (batch_.empty()) PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  }
   if (batch_.empty()) {
     return absl::InternalError(absl::StrFormat(
         "an instance made no progress with %d requests waiting and %d running at t=%.3f s",
@@ -138,7 +160,11 @@ absl::Status SimInstance::Step(const RooflineCostModel& cost, Latencies& lat,
            .token = static_cast<TokenId>((seq.request_id * 7919 + seq.seq_len()) % vocab)});
     }
   }
-  const double dt = cost.StepSeconds(work);
+  double dt = cost.StepSeconds(work);
+  if (tiers_ != nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(const double load_s, tiers_->AfterBatch(batch_));
+    dt += load_s;
+  }
   now_ += dt;
   summary_.busy_seconds += dt;
   agg.computed_tokens += work.num_tokens;
@@ -180,6 +206,7 @@ absl::Status SimInstance::Finish(InstanceSummary* out) {
   summary_.evictions = manager_->stats().evictions;
   summary_.mean_load_blocks =
       load_samples_ > 0 ? load_sum_ / static_cast<double>(load_samples_) : 0;
+  if (tiers_ != nullptr) summary_.tiers = tiers_->counts();
   *out = summary_;
   return absl::OkStatus();
 }
@@ -234,6 +261,7 @@ class Driver {
   const RooflineCostModel cost_;
   std::vector<std::unique_ptr<SimInstance>> instances_;
   std::unique_ptr<PrefixRouterIndex> index_;
+  std::unique_ptr<HostTier> shared_remote_;  // the remote tier every instance shares (or null)
   int64_t routed_ = 0;
   Latencies lat_;
   ServeReplayResult agg_;
@@ -299,9 +327,15 @@ absl::Status Driver::Init(int64_t capacity) {
   if (events) {
     PAGEDKV_ASSIGN_OR_RETURN(index_, PrefixRouterIndex::Create(options_.index));
   }
+  if (serve_.tiers.enabled() && serve_.tiers.remote_capacity_blocks > 0) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        shared_remote_, HostTier::Create({.capacity_blocks = serve_.tiers.remote_capacity_blocks,
+                                          .policy = serve_.tiers.policy,
+                                          .name = "remote"}));
+  }
   for (int32_t i = 0; i < options_.num_instances; ++i) {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<SimInstance> inst,
-                             SimInstance::Create(serve_, capacity, events));
+                             SimInstance::Create(serve_, capacity, events, shared_remote_.get()));
     instances_.push_back(std::move(inst));
     if (events) index_->AddInstance(i);
   }
@@ -390,6 +424,11 @@ absl::StatusOr<MultiInstanceResult> Driver::Finish(double t0) {
     a.preemptions += s.preemptions;
     a.evictions += s.evictions;
     a.stored_blocks += inst->manager().stats().stored_blocks;
+    a.host_hit_tokens += s.tiers.host_hit_tokens;
+    a.remote_hit_tokens += s.tiers.remote_hit_tokens;
+    a.host_loaded_blocks += s.tiers.host_loaded_blocks;
+    a.remote_loaded_blocks += s.tiers.remote_loaded_blocks;
+    a.tier_load_seconds += s.tiers.load_seconds;
     end = std::max(end, inst->now());
     res.per_instance.push_back(s);
   }
@@ -402,6 +441,11 @@ absl::StatusOr<MultiInstanceResult> Driver::Finish(double t0) {
   a.tpot_mean_s = Mean(lat_.tpot);
   a.e2e_mean_s = Mean(lat_.e2e);
   a.e2e_p99_s = Percentile(lat_.e2e, 99);
+  a.tiers_enabled = serve_.tiers.enabled();
+  a.host_capacity_blocks = serve_.tiers.host_capacity_blocks;
+  a.remote_capacity_blocks = serve_.tiers.remote_capacity_blocks;
+  a.host_store = {.rule = serve_.tiers.host_store, .threshold = serve_.tiers.host_store_threshold};
+  if (shared_remote_ != nullptr) res.shared_remote = shared_remote_->stats();
   res.event_batches = event_batches_;
   res.event_bytes = event_bytes_;
   return res;
@@ -412,6 +456,18 @@ absl::StatusOr<MultiInstanceResult> Driver::Finish(double t0) {
 double InstanceSummary::prefix_hit_rate() const {
   return admitted_tokens > 0
              ? static_cast<double>(prefix_hit_tokens) / static_cast<double>(admitted_tokens)
+             : 0.0;
+}
+
+double InstanceSummary::host_hit_rate() const {
+  return admitted_tokens > 0
+             ? static_cast<double>(tiers.host_hit_tokens) / static_cast<double>(admitted_tokens)
+             : 0.0;
+}
+
+double InstanceSummary::remote_hit_rate() const {
+  return admitted_tokens > 0
+             ? static_cast<double>(tiers.remote_hit_tokens) / static_cast<double>(admitted_tokens)
              : 0.0;
 }
 
@@ -467,14 +523,29 @@ std::string FormatMultiInstanceTable(const MultiInstanceResult& r) {
   std::string out = absl::StrFormat("router %s, %d instances (KV capacity is per instance)\n",
                                     r.router, r.num_instances);
   out += FormatServeTable(r.aggregate);
+  const bool tiers = r.aggregate.tiers_enabled;
   out +=
       "  instance  requests  prompt tokens  hit rate   mean load (blocks)  busy (s)  "
-      "preempt  evictions\n";
+      "preempt  evictions";
+  out += tiers ? "  host hit  remote hit\n" : "\n";
   for (size_t i = 0; i < r.per_instance.size(); ++i) {
     const InstanceSummary& s = r.per_instance[i];
-    absl::StrAppendFormat(&out, "  %8d  %8d  %13d  %7.2f%%  %18.0f  %8.1f  %7d  %9d\n", i,
-                          s.requests, s.routed_prompt_tokens, 100 * s.prefix_hit_rate(),
-                          s.mean_load_blocks, s.busy_seconds, s.preemptions, s.evictions);
+    absl::StrAppendFormat(&out, "  %8d  %8d  %13d  %7.2f%%  %18.0f  %8.1f  %7d  %9d", i, s.requests,
+                          s.routed_prompt_tokens, 100 * s.prefix_hit_rate(), s.mean_load_blocks,
+                          s.busy_seconds, s.preemptions, s.evictions);
+    if (tiers) {
+      absl::StrAppendFormat(&out, "  %7.2f%%  %9.2f%%", 100 * s.host_hit_rate(),
+                            100 * s.remote_hit_rate());
+    }
+    out += "\n";
+  }
+  if (tiers && r.aggregate.remote_capacity_blocks > 0) {
+    absl::StrAppendFormat(&out,
+                          "  shared remote tier (%d blocks, one for all instances): %d resident, "
+                          "%d stored, %d loaded, %d evicted\n",
+                          r.aggregate.remote_capacity_blocks, r.shared_remote.resident_blocks,
+                          r.shared_remote.stored_blocks, r.shared_remote.hit_blocks,
+                          r.shared_remote.evictions);
   }
   if (r.event_batches > 0) {
     absl::StrAppendFormat(&out, "  KV events to the router index: %d batches, %.1f MB msgpack\n",
@@ -501,6 +572,23 @@ nlohmann::json MultiInstanceJson(const MultiInstanceResult& r) {
                                  {"steps", s.steps},
                                  {"preemptions", s.preemptions},
                                  {"evictions", s.evictions}});
+    if (r.aggregate.tiers_enabled) {
+      j["per_instance"].back()["tiers"] = {{"host_hit_tokens", s.tiers.host_hit_tokens},
+                                           {"remote_hit_tokens", s.tiers.remote_hit_tokens},
+                                           {"host_hit_rate", s.host_hit_rate()},
+                                           {"remote_hit_rate", s.remote_hit_rate()},
+                                           {"host_loaded_blocks", s.tiers.host_loaded_blocks},
+                                           {"remote_loaded_blocks", s.tiers.remote_loaded_blocks},
+                                           {"load_seconds", s.tiers.load_seconds}};
+    }
+  }
+  if (r.aggregate.tiers_enabled && r.aggregate.remote_capacity_blocks > 0) {
+    j["tiers"]["remote_shared"] = true;
+    j["tiers"]["shared_remote"] = {{"resident_blocks", r.shared_remote.resident_blocks},
+                                   {"stored_blocks", r.shared_remote.stored_blocks},
+                                   {"store_skipped", r.shared_remote.store_skipped},
+                                   {"hit_blocks", r.shared_remote.hit_blocks},
+                                   {"evictions", r.shared_remote.evictions}};
   }
   j["kv_events"] = {{"batches", r.event_batches}, {"bytes", r.event_bytes}};
   return j;

@@ -16,6 +16,15 @@
 //                   KvCacheManager directly (the upper reference for an event-fed router).
 // Shifted reuse of marked chunks is not simulated here (chunks are ignored).
 //
+// KV tiers (serve.tiers): every instance has its own host tier of host_capacity_blocks blocks,
+// and all instances share one remote tier of remote_capacity_blocks blocks (one simulated store,
+// as one Redis server is for every engine pointed at it): a block one instance computed is a
+// remote hit for the others. Each instance walks its tiers as the engine does (instance_tiers.h)
+// and is charged its loads on the links. Routers see the device pools only: a block in the
+// shared tier is reachable by every instance at the same cost, so it cannot make one instance a
+// better pick than another for that block (routing for it is moot); host tiers are not published
+// to the router either (their blocks are one PCIe copy away, a second-order term).
+//
 // Example:
 //   MultiInstanceOptions m{.num_instances = 8, .router = "prefix-aware"};
 //   PAGEDKV_ASSIGN_OR_RETURN(MultiInstanceResult r, RunMultiInstanceReplay(workload, serve, m));
@@ -28,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/replay/instance_tiers.h"
 #include "engine/replay/serve_replay.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
@@ -58,8 +68,12 @@ struct PAGEDKV_EXPORT InstanceSummary {
   int64_t preemptions = 0;
   int64_t evictions = 0;
   double mean_load_blocks = 0;  // mean of this instance's load seen at routing decisions
-  double busy_seconds = 0;      // simulated time spent in steps
+  double busy_seconds = 0;      // simulated time spent in steps (tier loads included)
+  InstanceTierCounts tiers;     // with tiers: hits per tier at first admissions, loads
   double prefix_hit_rate() const;
+  // Shares of admitted_tokens served by the host and the (shared) remote tier.
+  double host_hit_rate() const;
+  double remote_hit_rate() const;
 };
 
 struct PAGEDKV_EXPORT MultiInstanceResult {
@@ -67,6 +81,7 @@ struct PAGEDKV_EXPORT MultiInstanceResult {
   int32_t num_instances = 0;
   ServeReplayResult aggregate;  // counters summed, latencies over all requests
   std::vector<InstanceSummary> per_instance;
+  TierStats shared_remote;    // the shared remote tier, all instances together (with one)
   int64_t event_batches = 0;  // prefix-aware: batches carried from instances to the index
   int64_t event_bytes = 0;    // their msgpack bytes
 };

@@ -45,10 +45,24 @@ std::string Describe(const Workload& workload);
 // The budget of `config.max_memory_gib` (half the machine's memory when 0).
 MemoryBudget BudgetOf(const ReplayConfig& config);
 
-// Checks that one pool of `capacity_blocks` blocks (per instance, `instances` of them) fits
-// `budget` next to `held_bytes` already held; the message names `flag`.
-absl::Status CheckPoolsFit(const MemoryBudget& budget, int64_t capacity_blocks, int32_t block_size,
-                           int64_t instances, int64_t held_bytes, absl::string_view flag);
+// What a replay holds per block of pool and of simulated tier, for CheckPoolsFit.
+struct PoolPlan {
+  int64_t capacity_blocks = 0;  // device pool blocks, per instance
+  int32_t block_size = 16;
+  int64_t instances = 1;      // instances, each with a pool and a host tier
+  int64_t host_blocks = 0;    // simulated host tier blocks, per instance
+  int64_t remote_blocks = 0;  // simulated remote tier blocks, one tier shared by every instance
+  int64_t held_bytes = 0;     // already held (the workload, its expansion)
+};
+
+// Bytes a simulated tier (a HostTier without values, its policy and ARC's ghost lists) holds
+// when full of `blocks` blocks.
+int64_t SimulatedTierBytes(int64_t blocks);
+
+// Checks that the pools and tiers of `plan` fit `budget`; the message names `capacity_flag` for
+// the pool and --host-capacity-blocks / --remote-capacity-blocks for the tiers.
+absl::Status CheckPoolsFit(const MemoryBudget& budget, const PoolPlan& plan,
+                           absl::string_view capacity_flag);
 
 }  // namespace pagedkv::replay
 

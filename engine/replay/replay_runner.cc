@@ -83,17 +83,38 @@ MemoryBudget BudgetOf(const ReplayConfig& config) {
                   : DefaultMemoryLimitBytes()};
 }
 
-absl::Status CheckPoolsFit(const MemoryBudget& budget, int64_t capacity_blocks, int32_t block_size,
-                           int64_t instances, int64_t held_bytes, absl::string_view flag) {
+int64_t SimulatedTierBytes(int64_t blocks) {
+  // Hash-map entry, policy node and index (about 128 bytes), twice for ARC's ghost lists.
+  constexpr int64_t kBytesPerTierBlock = 256;
+  int64_t bytes = 0;
+  return CheckedMul(std::max<int64_t>(blocks, 0), kBytesPerTierBlock, &bytes) ? bytes : INT64_MAX;
+}
+
+absl::Status CheckPoolsFit(const MemoryBudget& budget, const PoolPlan& plan,
+                           absl::string_view capacity_flag) {
   const int64_t pool = BlockPool::EstimateBytes(
-      {.num_blocks = static_cast<int32_t>(std::min<int64_t>(capacity_blocks, INT32_MAX)),
-       .block_size = block_size});
-  int64_t total = 0;
-  if (!CheckedMul(pool, instances, &total) || !CheckedAdd(total, held_bytes, &total)) {
+      {.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.capacity_blocks, INT32_MAX)),
+       .block_size = plan.block_size});
+  int64_t per_instance = 0, total = 0;
+  if (!CheckedAdd(pool, SimulatedTierBytes(plan.host_blocks), &per_instance) ||
+      !CheckedMul(per_instance, plan.instances, &total) ||
+      !CheckedAdd(total, SimulatedTierBytes(plan.remote_blocks), &total) ||
+      !CheckedAdd(total, plan.held_bytes, &total)) {
     total = INT64_MAX;
   }
-  return budget.Check(total, absl::StrFormat("a pool of %d blocks (%s)", capacity_blocks, flag),
-                      "give a smaller capacity or raise the limit");
+  std::string what =
+      absl::StrFormat("a pool of %d blocks (%s)", plan.capacity_blocks, capacity_flag);
+  if (plan.host_blocks > 0) {
+    absl::StrAppendFormat(&what, " and a host tier of %d blocks (--host-capacity-blocks %d)",
+                          plan.host_blocks, plan.host_blocks);
+  }
+  if (plan.instances > 1)
+    absl::StrAppendFormat(&what, " per instance, %d instances", plan.instances);
+  if (plan.remote_blocks > 0) {
+    absl::StrAppendFormat(&what, ", and a remote tier of %d blocks (--remote-capacity-blocks %d)",
+                          plan.remote_blocks, plan.remote_blocks);
+  }
+  return budget.Check(total, what, "give smaller capacities or raise the limit");
 }
 
 absl::Status CheckPolicies(const std::vector<std::string>& policies, bool cache_mode) {
@@ -153,10 +174,6 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
         absl::StrFormat("--host-capacity-blocks and --remote-capacity-blocks must be >= 0 (got "
                         "%d and %d)",
                         c.host_capacity_blocks, c.remote_capacity_blocks));
-  }
-  if (c.instances > 1 && (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0)) {
-    return absl::UnimplementedError(
-        "--host-capacity-blocks / --remote-capacity-blocks are not simulated with --instances > 1");
   }
   if (c.pin_system_prompts && (!c.trace.empty() || c.mode != "cache" || c.instances > 1)) {
     return absl::UnimplementedError(

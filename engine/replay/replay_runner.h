@@ -44,7 +44,8 @@ struct PAGEDKV_EXPORT ReplayConfig {
   int64_t host_capacity_blocks = 0;          // host tier blocks
   int64_t remote_capacity_blocks = 0;        // shared (remote) tier blocks
   std::string tier_policy = "lru";           // the tiers' eviction policy: lru or arc
-  std::string host_store = "write-through";  // write-through or write-back
+  std::string host_store = "write-through";  // write-through or write-back (ParseTierStoreRule)
+  int32_t host_store_threshold = 0;          // host tier: store blocks with this many prefix hits
   std::string host_link = "pcie5";           // serve mode: link of host-tier loads (serve_tiers.h)
   std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)

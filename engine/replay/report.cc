@@ -144,6 +144,8 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
   if (r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0) {
     j["tiers"] = {{"host_capacity_blocks", r.host_capacity_blocks},
                   {"remote_capacity_blocks", r.remote_capacity_blocks},
+                  {"host_store_policy", TierStoreRuleName(r.host_store.rule)},
+                  {"host_store_threshold", r.host_store.threshold},
                   {"host_hit_blocks", r.host_hit_blocks},
                   {"host_hit_tokens", r.host_hit_tokens},
                   {"remote_hit_blocks", r.remote_hit_blocks},

@@ -49,6 +49,7 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
   o.tiers.remote_capacity_blocks = c.remote_capacity_blocks;
   o.tiers.policy = c.tier_policy;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_store, ParseTierStoreRule(c.host_store));
+  o.tiers.host_store_threshold = c.host_store_threshold;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_link, FindLinkPreset(c.host_link));
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.remote_link, FindLinkPreset(c.remote_link));
   int64_t capacity = o.capacity_blocks;
@@ -57,7 +58,13 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
         capacity, KvCapacityBlocks(o.gpu, o.model, o.gpu_memory_utilization, o.block_size));
   }
   PAGEDKV_RETURN_IF_ERROR(CheckPoolsFit(
-      BudgetOf(c), capacity, c.block_size, std::max(1, c.instances), WorkloadBytes(workload),
+      BudgetOf(c),
+      {.capacity_blocks = capacity,
+       .block_size = c.block_size,
+       .instances = std::max(1, c.instances),
+       .host_blocks = c.host_capacity_blocks,
+       .remote_blocks = c.remote_capacity_blocks,
+       .held_bytes = WorkloadBytes(workload)},
       c.capacity_blocks > 0 ? absl::StrFormat("--capacity-blocks %d", c.capacity_blocks)
       : c.capacity_gib > 0  ? absl::StrFormat("--capacity-gib %g", c.capacity_gib)
                             : absl::StrFormat("the KV capacity of a %s", o.gpu.name)));

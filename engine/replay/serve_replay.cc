@@ -196,6 +196,8 @@ nlohmann::json ServeResultJson(const ServeReplayResult& r) {
     j["tiers"] = {
         {"host_capacity_blocks", r.host_capacity_blocks},
         {"remote_capacity_blocks", r.remote_capacity_blocks},
+        {"host_store_policy", TierStoreRuleName(r.host_store.rule)},
+        {"host_store_threshold", r.host_store.threshold},
         {"host_hit_tokens", r.host_hit_tokens},
         {"remote_hit_tokens", r.remote_hit_tokens},
         {"device_hit_tokens", r.prefix_hit_tokens - r.host_hit_tokens - r.remote_hit_tokens},

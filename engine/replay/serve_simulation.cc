@@ -135,13 +135,16 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   if (options.tiers.enabled()) {
     PAGEDKV_ASSIGN_OR_RETURN(
         sim->tiers_,
-        ServeTiers::Create(options.tiers, &KvCacheManagerInternal::MutablePool(*sim->manager_),
-                           static_cast<double>(options.block_size) *
-                               static_cast<double>(options.model.KvBytesPerToken())));
+        InstanceTiers::Create(options.tiers, sim->manager_.get(),
+                              static_cast<double>(options.block_size) *
+                                  static_cast<double>(options.model.KvBytesPerToken()),
+                              2 * int64_t{std::max(1, options.scheduler.max_num_batched_tokens)}));
   }
   sim->result_.tiers_enabled = sim->tiers_ != nullptr;
   sim->result_.host_capacity_blocks = options.tiers.host_capacity_blocks;
   sim->result_.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
+  sim->result_.host_store = {.rule = options.tiers.host_store,
+                             .threshold = options.tiers.host_store_threshold};
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
   sim->result_.requests = static_cast<int64_t>(workload.requests.size());
   sim->result_.capacity_blocks = capacity_blocks;
@@ -162,9 +165,14 @@ absl::Status ServeSimulation::Step() {
   PAGEDKV_RETURN_IF_ERROR(AdmitArrivals());
   // Every arrival may have been rejected: nothing to schedule until the next one.
   if (!scheduler_->HasUnfinishedRequests()) return absl::OkStatus();
-  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
+  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->BeforeSchedule());
   PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
-  if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->ReleasePins());
+  if (tiers_ != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(tiers_->AfterSchedule());
+    // The tier walk pins what it loaded for several waiting requests; in a small pool that can
+    // leave the first of them no room. Its blocks stay cached: schedule again with them unpinned.
+    if (batch_.empty()) PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  }
   if (!batch_.empty()) return RunBatch();
   if (next_ < workload_.requests.size()) {
     now_s_ = std::max(now_s_, ArrivalSeconds(next_));
@@ -211,10 +219,7 @@ absl::Status ServeSimulation::AdmitRequest(size_t index) {
     CountDone();
     return absl::OkStatus();
   }
-  if (tiers_ != nullptr) {
-    tracked.tier_prompt = std::move(prompt);
-    waiting_for_tiers_.push_back(index);
-  }
+  if (tiers_ != nullptr) tiers_->AddWaiting(index, std::move(prompt));
   live_[index] = std::move(tracked);
   return absl::OkStatus();
 }
@@ -232,11 +237,9 @@ absl::Status ServeSimulation::RunBatch() {
   result_.computed_tokens += work.num_tokens;
   if (tiers_ != nullptr) {
     // The step's tier loads run before it (not overlapped), then its blocks are written through.
-    const double load_s = tiers_->TakeLoadSeconds();
+    PAGEDKV_ASSIGN_OR_RETURN(const double load_s, tiers_->AfterBatch(batch_));
     result_.tier_load_seconds += load_s;
     now_s_ += load_s;
-    CountTierHits();
-    PAGEDKV_RETURN_IF_ERROR(tiers_->FlushWriteThrough());
   }
   now_s_ += cost_.StepSeconds(work);
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
@@ -297,43 +300,6 @@ void ServeSimulation::RecordOutputs(const std::vector<RequestOutput>& outputs) {
   }
 }
 
-absl::Status ServeSimulation::OnboardWaiting() {
-  std::erase_if(waiting_for_tiers_, [this](RequestId id) {
-    auto it = live_.find(id);
-    return it == live_.end() || it->second.tier_hits_counted;
-  });
-  const int64_t budget = 2 * int64_t{std::max(1, options_.scheduler.max_num_batched_tokens)};
-  int64_t planned = 0;
-  for (RequestId id : waiting_for_tiers_) {
-    TrackedRequest& tracked = live_.at(id);
-    if (planned > 0 && planned + tracked.prompt_tokens > budget) break;
-    planned += tracked.prompt_tokens;
-    PAGEDKV_ASSIGN_OR_RETURN(CacheRequest request, manager_->NewRequest(id, tracked.tier_prompt));
-    PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers_->Onboard(request));
-    if (!tracked.onboarded) tracked.tier_hits.device_blocks = hits.device_blocks;
-    tracked.tier_hits.host_blocks += hits.host_blocks;
-    tracked.tier_hits.remote_blocks += hits.remote_blocks;
-    tracked.onboarded = true;
-  }
-  return absl::OkStatus();
-}
-
-void ServeSimulation::CountTierHits() {
-  const int64_t bs = options_.block_size;
-  for (const ScheduledSequence& seq : batch_.sequences) {
-    auto it = live_.find(seq.request_id);
-    if (!seq.newly_admitted || it == live_.end() || it->second.tier_hits_counted) continue;
-    it->second.tier_hits_counted = true;
-    it->second.tier_prompt = {};
-    const TierHits& h = it->second.tier_hits;
-    const auto clamp_tokens = [&](int64_t from_block, int64_t blocks) {
-      return std::clamp<int64_t>(seq.num_prefix_hit_tokens - from_block * bs, 0, blocks * bs);
-    };
-    result_.host_hit_tokens += clamp_tokens(h.device_blocks, h.host_blocks);
-    result_.remote_hit_tokens += clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
-  }
-}
-
 void ServeSimulation::CountDone() {
   if ((++done_ & 255) == 0 && options_.progress) options_.progress(done_);
 }
@@ -347,8 +313,11 @@ absl::StatusOr<ServeReplayResult> ServeSimulation::Finish() {
   result_.evictions = manager_->stats().evictions;
   result_.stored_blocks = manager_->stats().stored_blocks;
   if (tiers_ != nullptr) {
-    result_.host_loaded_blocks = tiers_->host_stats().hit_blocks;
-    result_.remote_loaded_blocks = tiers_->remote_stats().hit_blocks;
+    const InstanceTierCounts counts = tiers_->counts();
+    result_.host_hit_tokens = counts.host_hit_tokens;
+    result_.remote_hit_tokens = counts.remote_hit_tokens;
+    result_.host_loaded_blocks = counts.host_loaded_blocks;
+    result_.remote_loaded_blocks = counts.remote_loaded_blocks;
   }
   if (result_.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
     return absl::InternalError(absl::StrFormat(

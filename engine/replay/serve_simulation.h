@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/replay/cost_model.h"
+#include "engine/replay/instance_tiers.h"
 #include "engine/replay/serve_replay.h"
-#include "engine/replay/serve_tiers.h"
 #include "engine/replay/simulated_chunk_reuse.h"
 #include "engine/replay/workload.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -33,12 +33,8 @@ struct TrackedRequest {
   double arrival_s = 0;
   double first_token_s = -1;  // -1 until its first token
   int64_t prompt_tokens = 0;
-  std::vector<PromptChunk> chunks;   // marked chunks (only with shifted reuse on)
-  std::vector<TokenId> prompt;       // the prompt, kept only when chunks is not empty
-  TierHits tier_hits;                // what the tiers loaded for it while it waited (with tiers)
-  bool onboarded = false;            // tier_hits.device_blocks is set
-  bool tier_hits_counted = false;    // its first admission was attributed to the tiers
-  std::vector<TokenId> tier_prompt;  // the prompt while it waits (with tiers)
+  std::vector<PromptChunk> chunks;  // marked chunks (only with shifted reuse on)
+  std::vector<TokenId> prompt;      // the prompt, kept only when chunks is not empty
 };
 
 class ServeSimulation {
@@ -71,10 +67,6 @@ class ServeSimulation {
   void SampleTokens(StepWork& work);
   absl::Status RegisterFinishedChunks(StepWork& work);
   void RecordOutputs(const std::vector<RequestOutput>& outputs);
-  // Splits the prefix hits of first admissions in batch_ into the tiers they came from.
-  void CountTierHits();
-  // Before a step: the tier walk of the waiting requests the step may admit (as the engine).
-  absl::Status OnboardWaiting();
   void CountDone();
 
   const Workload& workload_;
@@ -83,8 +75,7 @@ class ServeSimulation {
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SimulatedChunkReuse> reuse_;  // null without shifted reuse
-  std::unique_ptr<ServeTiers> tiers_;           // null without tiers
-  std::vector<RequestId> waiting_for_tiers_;    // arrived, not yet admitted (with tiers)
+  std::unique_ptr<InstanceTiers> tiers_;        // null without tiers
   ServeReplayResult result_;
   absl::flat_hash_map<RequestId, TrackedRequest> live_;
   std::vector<double> ttft_, e2e_, tpot_;  // seconds, per finished request

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/replay/shared_tier.h"
 #include "pagedkv/host_tier.h"
 #include "pagedkv/status_macros.h"
 
@@ -34,10 +35,14 @@ absl::StatusOr<LinkPreset> FindLinkPreset(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOptions& options,
-                                                               BlockPool* pool,
-                                                               double block_bytes) {
+                                                               BlockPool* pool, double block_bytes,
+                                                               HostTier* shared_remote) {
   if (options.host_capacity_blocks < 0 || options.remote_capacity_blocks < 0) {
     return absl::InvalidArgumentError("tier capacities must be >= 0 blocks");
+  }
+  if (options.host_store_threshold < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--host-store-threshold must be >= 0 prefix hits (got %d)", options.host_store_threshold));
   }
   if (!(options.host_link.bytes_per_second > 0) || !(options.remote_link.bytes_per_second > 0)) {
     return absl::InvalidArgumentError("tier links need a bandwidth > 0");
@@ -48,8 +53,14 @@ absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOp
                                                     {options.remote_capacity_blocks, "remote"}};
   for (const auto& [capacity, name] : wanted) {
     if (capacity == 0) continue;
+    if (shared_remote != nullptr && std::string(name) == "remote") {
+      chain.push_back(std::make_unique<SharedTierView>(shared_remote));
+      continue;
+    }
     HostTierOptions o{.capacity_blocks = capacity, .policy = options.policy, .name = name};
-    if (std::string(name) == "host") o.store.rule = options.host_store;
+    if (std::string(name) == "host") {
+      o.store = {.rule = options.host_store, .threshold = options.host_store_threshold};
+    }
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(o)));
     chain.push_back(std::move(tier));
   }

@@ -32,6 +32,7 @@
 #include "cache/tier_chain.h"
 #include "pagedkv/block_pool.h"
 #include "pagedkv/export.h"
+#include "pagedkv/host_tier.h"
 #include "pagedkv/kv_tier.h"
 
 namespace pagedkv::replay {
@@ -51,6 +52,7 @@ struct PAGEDKV_EXPORT ServeTierOptions {
   int64_t remote_capacity_blocks = 0;  // > 0: a remote tier of this many blocks
   std::string policy = "lru";          // the tiers' eviction policy: lru or arc
   TierStoreRule host_store = TierStoreRule::kWriteThrough;
+  int32_t host_store_threshold = 0;  // host tier: store only blocks with this many prefix hits
   LinkPreset host_link = {"pcie5", 50e9, 2e-6};
   LinkPreset remote_link = {"100gbe", 12.5e9, 50e-6};
 
@@ -59,9 +61,13 @@ struct PAGEDKV_EXPORT ServeTierOptions {
 
 class PAGEDKV_EXPORT ServeTiers {
  public:
-  // InvalidArgument for negative capacities, an unknown policy or a link without bandwidth.
+  // InvalidArgument for negative capacities or threshold, an unknown policy or a link without
+  // bandwidth. With `shared_remote` (several instances, one remote tier: not owned, must outlive
+  // the result) the remote tier is a SharedTierView of it (shared_tier.h) and
+  // options.remote_capacity_blocks only has to be > 0.
   static absl::StatusOr<std::unique_ptr<ServeTiers>> Create(const ServeTierOptions& options,
-                                                            BlockPool* pool, double block_bytes);
+                                                            BlockPool* pool, double block_bytes,
+                                                            HostTier* shared_remote = nullptr);
 
   absl::StatusOr<TierHits> Onboard(const CacheRequest& request) { return chain_->Onboard(request); }
   absl::Status ReleasePins() { return chain_->ReleasePins(); }

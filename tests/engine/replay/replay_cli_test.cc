@@ -217,6 +217,63 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrorCase{{"--capacity-blocks", "10", "--capacity-gib", "1"}, "excludes"},
                       ErrorCase{{"--model", "gpt-9", "--capacity-gib", "1"}, "unknown model"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    HostStore, ReplayCliErrorTest,
+    ::testing::Values(ErrorCase{{"--host-capacity-blocks", "10", "--host-store-policy", "lazy"},
+                                "write-through"},
+                      ErrorCase{{"--host-store-threshold", "-1"}, "-1 is not a number >= 0"}));
+
+// The store flags reach the simulated host tier, in the words of `pagedkv generate`
+// (--host-cache-store / --host-cache-threshold are accepted as well).
+TEST(ReplayCliTest, HostStoreFlagsReachTheJson) {
+  for (const auto& [policy_flag, threshold_flag] :
+       {std::pair{"--host-store-policy", "--host-store-threshold"},
+        std::pair{"--host-cache-store", "--host-cache-threshold"}}) {
+    CliResult r = RunCli({"replay", "--workload", "conversation", "--requests", "60",
+                          "--capacity-blocks", "200", "--host-capacity-blocks", "400", policy_flag,
+                          "write-back", threshold_flag, "2", "--json", "--no-progress"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tiers"]["host_store_policy"], "write-back");
+    EXPECT_EQ(j["tiers"]["host_store_threshold"], 2);
+  }
+}
+
+// Tiers with several instances: a host tier each, one shared remote tier, per-instance and
+// aggregate tier hits in the JSON.
+TEST(ReplayCliTest, ServeModeSimulatesTiersWithSeveralInstances) {
+  CliResult r = RunCli({"replay", "--mode", "serve", "--workload", "conversation", "--requests",
+                        "80", "--instances", "2", "--capacity-blocks", "300",
+                        "--host-capacity-blocks", "200", "--remote-capacity-blocks", "4000",
+                        "--host-store-threshold", "1", "--json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tiers"]["remote_shared"], true);
+  EXPECT_EQ(j["tiers"]["host_store_threshold"], 1);
+  ASSERT_EQ(j["per_instance"].size(), 2u);
+  int64_t remote = 0;
+  for (const auto& instance : j["per_instance"]) {
+    remote += instance["tiers"]["remote_hit_tokens"].get<int64_t>();
+  }
+  EXPECT_EQ(remote, j["tiers"]["remote_hit_tokens"].get<int64_t>());
+  EXPECT_TRUE(j["oracle"].contains("tiers"));
+}
+
+// The memory budget names the tier flag that is too large, not the pool's capacity flag.
+TEST(ReplayCliTest, MemoryBudgetNamesTheTierFlag) {
+  CliResult r = RunCli({"replay", "--requests", "30", "--host-capacity-blocks", "100000000000",
+                        "--max-memory-gib", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("a host tier of 100000000000 blocks (--host-capacity-blocks "
+                               "100000000000)"));
+  CliResult serve = RunCli({"replay", "--mode", "serve", "--requests", "30", "--instances", "4",
+                            "--capacity-blocks", "1000", "--remote-capacity-blocks", "100000000000",
+                            "--max-memory-gib", "1"});
+  EXPECT_NE(serve.exit_code, 0);
+  EXPECT_THAT(serve.err, HasSubstr("per instance, 4 instances, and a remote tier of "
+                                   "100000000000 blocks (--remote-capacity-blocks"));
+}
+
 TEST(ReplayCliTest, MalformedTraceLineStopsOrIsSkipped) {
   const std::string dir = TempDir("replay_bad_trace");
   const std::string path = dir + "/bad.jsonl";

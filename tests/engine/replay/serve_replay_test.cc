@@ -133,6 +133,37 @@ TEST(ServeReplayTest, TiersAddPrefixHitsAndChargeTheirLoads) {
   EXPECT_FALSE(FindLinkPreset("carrier-pigeon").ok());
 }
 
+// The host tier's store threshold in serve mode (the engine's TierChain decides): a threshold no
+// block reaches leaves the host tier empty (no host hits; with a remote tier, its hits would
+// still be copied into the host tier, as the engine does), and a threshold of 1 is reported.
+TEST(ServeReplayTest, HostStoreThresholdLimitsWhatTheHostTierHolds) {
+  auto w = MakeBuiltinWorkload("conversation", {.num_requests = 80, .seed = 5});
+  ASSERT_TRUE(w.ok());
+  ServeReplayOptions o = SmallServeOptions();
+  o.capacity_blocks = 600;
+  o.tiers = {.host_capacity_blocks = 2000};
+  for (TierStoreRule rule : {TierStoreRule::kWriteThrough, TierStoreRule::kWriteBack}) {
+    SCOPED_TRACE(TierStoreRuleName(rule));
+    o.tiers.host_store = rule;
+    o.tiers.host_store_threshold = 0;
+    auto all = RunServeReplay(*w, o);
+    o.tiers.host_store_threshold = 1;
+    auto reused = RunServeReplay(*w, o);
+    o.tiers.host_store_threshold = 1000000;
+    auto none = RunServeReplay(*w, o);
+    ASSERT_TRUE(all.ok() && reused.ok() && none.ok());
+    EXPECT_GT(all->host_hit_tokens, 0);
+    EXPECT_EQ(none->host_hit_tokens, 0);
+    EXPECT_LT(none->prefix_hit_tokens, all->prefix_hit_tokens);
+    EXPECT_EQ(reused->host_store.threshold, 1);
+    EXPECT_EQ(ServeResultJson(*reused)["tiers"]["host_store_threshold"], 1);
+  }
+  o.tiers.host_store_threshold = -1;
+  auto bad = RunServeReplay(*w, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--host-store-threshold must be >= 0"));
+}
+
 // A request that can never fit, arriving after the others have finished, is rejected; the replay
 // goes on to the next arrival and ends normally.
 TEST(ServeReplayTest, RequestThatCannotFitIsRejectedWheneverItArrives) {
