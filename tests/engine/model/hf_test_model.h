@@ -42,6 +42,7 @@ struct HfTestSpec {
   double eps = 1e-5;
   nlohmann::json rope_scaling = nullptr;  // as in config.json
   bool write_head_dim = false;            // also write "head_dim"
+  int head_dim = 0;  // > 0: this head width (written as "head_dim"); 0: dim / heads
 };
 
 struct HfTestTensor {
@@ -101,7 +102,7 @@ struct HfTestModel {
   HfTestSpec spec;
   std::map<std::string, HfTestTensor> tensors;  // what the files store
 
-  int head_dim() const { return spec.dim / spec.heads; }
+  int head_dim() const { return spec.head_dim > 0 ? spec.head_dim : spec.dim / spec.heads; }
   const std::vector<double>& T(const std::string& name) const { return tensors.at(name).values; }
   std::string L(int l, const char* rest) const {
     return "model.layers." + std::to_string(l) + "." + rest;
@@ -127,7 +128,7 @@ struct HfTestModel {
     if (spec.arch == "MistralForCausalLM") c["sliding_window"] = nullptr;
     if (spec.arch == "Qwen2ForCausalLM") c["use_sliding_window"] = false;
     if (spec.arch == "LlamaForCausalLM") c["attention_bias"] = false;
-    if (spec.write_head_dim) c["head_dim"] = head_dim();
+    if (spec.write_head_dim || spec.head_dim > 0) c["head_dim"] = head_dim();
     return c;
   }
 
@@ -269,6 +270,7 @@ struct HfTestModel {
 inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<int>& tokens) const {
   const size_t D = static_cast<size_t>(spec.dim), hd = static_cast<size_t>(head_dim());
   const size_t kv = static_cast<size_t>(spec.kv_heads) * hd, n = tokens.size();
+  const size_t Q = static_cast<size_t>(spec.heads) * hd;
   const std::vector<double> emb = Embedding();
   std::vector<std::vector<double>> x(n);
   for (size_t t = 0; t < n; ++t) {
@@ -280,7 +282,7 @@ inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<in
     std::vector<std::vector<double>> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const std::vector<double> h = RmsNorm(x[t], T(L(l, "input_layernorm.weight")));
-      q[t] = MatVec(T(L(l, "self_attn.q_proj.weight")), h, D,
+      q[t] = MatVec(T(L(l, "self_attn.q_proj.weight")), h, Q,
                     bias ? &T(L(l, "self_attn.q_proj.bias")) : nullptr);
       k[t] = MatVec(T(L(l, "self_attn.k_proj.weight")), h, kv,
                     bias ? &T(L(l, "self_attn.k_proj.bias")) : nullptr);
@@ -290,7 +292,7 @@ inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<in
       Rope(&k[t], static_cast<int>(t));
     }
     for (size_t t = 0; t < n; ++t) {
-      std::vector<double> att(D, 0.0);
+      std::vector<double> att(Q, 0.0);
       for (size_t h = 0; h < static_cast<size_t>(spec.heads); ++h) {
         const size_t g = h / static_cast<size_t>(spec.heads / spec.kv_heads);
         std::vector<double> score(t + 1);
@@ -339,8 +341,8 @@ inline HfTestModel MakeHfTestModel(const HfTestSpec& spec, uint32_t seed) {
     }
     m.tensors[name] = std::move(t);
   };
-  const int64_t D = spec.dim, H = spec.hidden,
-                KV = int64_t{spec.kv_heads} * (spec.dim / spec.heads);
+  const int64_t D = spec.dim, H = spec.hidden, Q = int64_t{spec.heads} * m.head_dim(),
+                KV = int64_t{spec.kv_heads} * m.head_dim();
   const int64_t V = spec.vocab;
   if (!spec.tie || spec.stored_tied == "model.embed_tokens.weight")
     add("model.embed_tokens.weight", {V, D}, 1.0 / 64, 0);
@@ -349,15 +351,15 @@ inline HfTestModel MakeHfTestModel(const HfTestSpec& spec, uint32_t seed) {
   for (int l = 0; l < spec.layers; ++l) {
     add(m.L(l, "input_layernorm.weight"), {D}, 1.0 / 128, 1.0);
     add(m.L(l, "post_attention_layernorm.weight"), {D}, 1.0 / 128, 1.0);
-    add(m.L(l, "self_attn.q_proj.weight"), {D, D}, 1.0 / 512, 0);
+    add(m.L(l, "self_attn.q_proj.weight"), {Q, D}, 1.0 / 512, 0);
     add(m.L(l, "self_attn.k_proj.weight"), {KV, D}, 1.0 / 512, 0);
     add(m.L(l, "self_attn.v_proj.weight"), {KV, D}, 1.0 / 512, 0);
-    add(m.L(l, "self_attn.o_proj.weight"), {D, D}, 1.0 / 512, 0);
+    add(m.L(l, "self_attn.o_proj.weight"), {D, Q}, 1.0 / 512, 0);
     add(m.L(l, "mlp.gate_proj.weight"), {H, D}, 1.0 / 512, 0);
     add(m.L(l, "mlp.up_proj.weight"), {H, D}, 1.0 / 512, 0);
     add(m.L(l, "mlp.down_proj.weight"), {D, H}, 1.0 / 512, 0);
     if (spec.arch == "Qwen2ForCausalLM") {
-      add(m.L(l, "self_attn.q_proj.bias"), {D}, 1.0 / 128, 0);
+      add(m.L(l, "self_attn.q_proj.bias"), {Q}, 1.0 / 128, 0);
       add(m.L(l, "self_attn.k_proj.bias"), {KV}, 1.0 / 128, 0);
       add(m.L(l, "self_attn.v_proj.bias"), {KV}, 1.0 / 128, 0);
     }
