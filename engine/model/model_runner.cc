@@ -58,7 +58,10 @@ int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope) {
     case RopeScaling::kLinear:
     case RopeScaling::kNtk:
       return static_cast<int64_t>(std::floor(model.seq_len * rope.factor));
-    case RopeScaling::kDynamicNtk:
+    case RopeScaling::kDynamicNtk:  // per step: the lengths the scaling is for
+      if (rope.dynamic_seq_len == 0) {
+        return static_cast<int64_t>(std::floor(model.seq_len * rope.factor));
+      }
       return std::max<int64_t>(model.seq_len, rope.dynamic_seq_len);
     case RopeScaling::kYarn:
     case RopeScaling::kLlama3:
@@ -463,13 +466,38 @@ absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook
   write.rotate = true;
   write.rope = rope_view_;
   write.cache = cache;
-  PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));
+  PAGEDKV_RETURN_IF_ERROR(step_rope_.Uniform() ? backend_->ReshapeAndCache(write)
+                                               : WriteKvPerSequence(write, *active));
   if (hook == nullptr) return absl::OkStatus();
   std::optional<std::vector<int32_t>> keep;
   PAGEDKV_RETURN_IF_ERROR(hook->AfterKvWrite(view(), &keep));
   if (!keep.has_value() || keep->size() == active->rows.size()) return absl::OkStatus();
   PAGEDKV_RETURN_IF_ERROR(CompactRows(*keep, active));
   *num_rows = static_cast<int64_t>(active->rows.size());
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::WriteKvPerSequence(const ReshapeAndCacheArgs& all,
+                                             const ActiveRows& active) {
+  const ModelConfig& c = config();
+  const size_t num_seqs = active.query_start_loc.size() - 1;
+  ReshapeAndCacheArgs write = all;
+  for (size_t s = 0; s < num_seqs;) {  // one call per run of sequences sharing a view
+    const RopeTableView* view = &step_rope_.ForSequence(static_cast<int64_t>(s));
+    size_t e = s + 1;
+    while (e < num_seqs && &step_rope_.ForSequence(static_cast<int64_t>(e)) == view) ++e;
+    const int64_t begin = active.query_start_loc[s], end = active.query_start_loc[e];
+    s = e;
+    if (end == begin) continue;
+    write.q = all.q + begin * c.q_dim();
+    write.k = all.k + begin * c.kv_dim();
+    write.v = all.v + begin * c.kv_dim();
+    write.positions = all.positions + begin;
+    write.slot_mapping = all.slot_mapping + begin;
+    write.num_tokens = end - begin;
+    write.rope = *view;
+    PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));
+  }
   return absl::OkStatus();
 }
 
@@ -609,6 +637,7 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, query_start_loc_, in.query_start_loc));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
+  PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
   ActiveRows active = AllRows(in);
   PAGEDKV_RETURN_IF_ERROR(RunLayers(in, options.hook, &active));
   if (num_logits == 0) return b.Synchronize();

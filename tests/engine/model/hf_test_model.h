@@ -192,7 +192,26 @@ struct HfTestModel {
     } else if (type == "yarn") {
       YarnInvFreq(&inv);
     }
-    return inv;  // "dynamic" inside max_position_embeddings: unchanged
+    return inv;  // "dynamic": InvFreqForLength
+  }
+
+  // The frequencies a forward call over a sequence of `length` tokens uses: InvFreq(), except
+  // that "dynamic" recomputes the base when length passes max_position_embeddings
+  // (transformers' _compute_dynamic_ntk_parameters with seq_len = max(position_ids) + 1).
+  std::vector<double> InvFreqForLength(int64_t length) const {
+    if (spec.rope_scaling.is_null() ||
+        spec.rope_scaling.value("rope_type", spec.rope_scaling.value("type", "")) != "dynamic" ||
+        length <= spec.max_pos) {
+      return InvFreq();
+    }
+    const double factor = spec.rope_scaling.value("factor", 1.0);
+    const int d = head_dim();
+    const double base =
+        spec.theta * std::pow(factor * static_cast<double>(length) / spec.max_pos - (factor - 1),
+                              static_cast<double>(d) / (d - 2));
+    std::vector<double> inv(static_cast<size_t>(d / 2));
+    for (int i = 0; i < d / 2; ++i) inv[static_cast<size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / d);
+    return inv;
   }
 
   void YarnInvFreq(std::vector<double>* inv) const {
@@ -241,10 +260,11 @@ struct HfTestModel {
     return y;
   }
 
-  // rotate_half RoPE of every head of v ([n_heads * head_dim]) at `pos`.
-  void Rope(std::vector<double>* v, int pos) const {
+  // rotate_half RoPE of every head of v ([n_heads * head_dim]) at `pos`, in a forward call over
+  // `length` tokens.
+  void Rope(std::vector<double>* v, int pos, int64_t length) const {
     const int d = head_dim();
-    const std::vector<double> inv = InvFreq();
+    const std::vector<double> inv = InvFreqForLength(length);
     const double s = AttentionScaling();
     for (size_t h = 0; h < v->size() / static_cast<size_t>(d); ++h) {
       for (int i = 0; i < d / 2; ++i) {
@@ -263,14 +283,25 @@ struct HfTestModel {
     return spec.tie ? T(spec.stored_tied) : T("model.embed_tokens.weight");
   }
 
-  // Logits at every position of `tokens`: [position][vocab].
-  std::vector<std::vector<double>> Logits(const std::vector<int>& tokens) const;
+  // Logits at every position of `tokens`: [position][vocab]. The tokens run in forward calls that
+  // end (exclusive) at `step_ends` (ascending, the last = tokens.size()); empty: one call. Each
+  // call rotates its queries and keys for its own end (only "dynamic" scaling cares), and keys
+  // keep the rotation of the call that computed them, as with transformers' KV cache.
+  std::vector<std::vector<double>> Logits(const std::vector<int>& tokens,
+                                          std::vector<size_t> step_ends = {}) const;
 };
 
-inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<int>& tokens) const {
+inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<int>& tokens,
+                                                            std::vector<size_t> step_ends) const {
   const size_t D = static_cast<size_t>(spec.dim), hd = static_cast<size_t>(head_dim());
   const size_t kv = static_cast<size_t>(spec.kv_heads) * hd, n = tokens.size();
   const size_t Q = static_cast<size_t>(spec.heads) * hd;
+  if (step_ends.empty()) step_ends.push_back(n);
+  std::vector<int64_t> length(n);  // the end of each token's forward call
+  for (size_t t = 0, s = 0; t < n; ++t) {
+    while (step_ends[s] <= t) ++s;
+    length[t] = static_cast<int64_t>(step_ends[s]);
+  }
   const std::vector<double> emb = Embedding();
   std::vector<std::vector<double>> x(n);
   for (size_t t = 0; t < n; ++t) {
@@ -288,8 +319,8 @@ inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<in
                     bias ? &T(L(l, "self_attn.k_proj.bias")) : nullptr);
       v[t] = MatVec(T(L(l, "self_attn.v_proj.weight")), h, kv,
                     bias ? &T(L(l, "self_attn.v_proj.bias")) : nullptr);
-      Rope(&q[t], static_cast<int>(t));
-      Rope(&k[t], static_cast<int>(t));
+      Rope(&q[t], static_cast<int>(t), length[t]);
+      Rope(&k[t], static_cast<int>(t), length[t]);
     }
     for (size_t t = 0; t < n; ++t) {
       std::vector<double> att(Q, 0.0);
