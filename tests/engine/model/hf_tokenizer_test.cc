@@ -151,7 +151,7 @@ TEST(HfTokenizerSentencePieceTest, DecodersDropLeadingSpacesByTheirOwnRule) {
   EXPECT_EQ(llama2.Decode({1, 3, 7}).value(), " a");  // "  a" less one space
   EXPECT_EQ(llama2.Decode({1, 3, 3, 3, 7}).value(), "   a");
   EXPECT_EQ(llama2.Decode({1, 12, 3, 7}).value(), "<x>  a");  // the added token starts the text
-  EXPECT_EQ(llama2.Decode({3, 10, 11}).value(), "\xC3\xA9");        // " é" less one space
+  EXPECT_EQ(llama2.Decode({3, 10, 11}).value(), "\xC3\xA9");  // " é" less one space
   for (const char* scheme : {"first", "always"}) {
     j["decoder"] = {
         {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", false}};
