@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/model/backend.h"
 #include "engine/model/model_runner.h"
 #include "engine/model/step_rope.h"
 #include "gtest/gtest.h"
@@ -90,14 +91,19 @@ void ExpectRowNear(const std::vector<float>& got, size_t row, const std::vector<
   EXPECT_LE(worst, 2e-4 * scale) << what;
 }
 
-class DynamicRopeTest : public ::testing::Test {
+// Each case on the CPU backend and, where a device is visible, the CUDA one (the per-step
+// frequencies are uploaded there).
+class DynamicRopeTest : public ::testing::TestWithParam<BackendKind> {
  protected:
   void SetUp() override {
+    if (GetParam() == BackendKind::kCuda && !CudaBackendAvailable()) {
+      GTEST_SKIP() << "no CUDA backend (not built with CUDA or no device)";
+    }
     model_ = std::make_unique<HfTestModel>(MakeHfTestModel(DynamicSpec(), 23));
     absl::StatusOr<LoadedModel> loaded = LoadModel(model_->Write("dynamic_rope").string());
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
-        loaded->weights, {.backend = BackendKind::kCpu, .num_blocks = 32, .block_size = kBlock});
+        loaded->weights, {.backend = GetParam(), .num_blocks = 32, .block_size = kBlock});
     ASSERT_TRUE(runner.ok()) << runner.status();
     runner_ = std::move(*runner);
   }
@@ -113,7 +119,7 @@ class DynamicRopeTest : public ::testing::Test {
   std::unique_ptr<ModelRunner> runner_;
 };
 
-TEST_F(DynamicRopeTest, TheScaledContextIsMaxPositionTimesFactor) {
+TEST_P(DynamicRopeTest, TheScaledContextIsMaxPositionTimesFactor) {
   EXPECT_TRUE(RopeDependsOnStepLength(runner_->rope_config()));
   EXPECT_EQ(runner_->context_length(), 40);  // floor(16 * 2.5)
   EXPECT_NE(runner_->rope_config().Fingerprint().find("seq_len=per_step"), std::string::npos);
@@ -121,7 +127,7 @@ TEST_F(DynamicRopeTest, TheScaledContextIsMaxPositionTimesFactor) {
 
 // A 24-token prompt (past the 16 of max_position_embeddings) in one step, then 16 decode steps
 // to the scaled context's end: every token's frequencies are those of its step's length.
-TEST_F(DynamicRopeTest, LongPromptThenDecodeMatchesTheReference) {
+TEST_P(DynamicRopeTest, LongPromptThenDecodeMatchesTheReference) {
   Seq s{.tokens = Tokens(40, 5), .first_block = 0};
   std::vector<size_t> ends = {24};
   for (size_t e = 25; e <= 40; ++e) ends.push_back(e);
@@ -135,7 +141,7 @@ TEST_F(DynamicRopeTest, LongPromptThenDecodeMatchesTheReference) {
 
 // The reference is sensitive to the rule: one forward call over all 40 tokens, or the static
 // base of max_position_embeddings, give other logits at the decode steps.
-TEST_F(DynamicRopeTest, TheReferenceTellsTheRulesApart) {
+TEST_P(DynamicRopeTest, TheReferenceTellsTheRulesApart) {
   const std::vector<TokenId> tokens = Tokens(40, 5);
   const std::vector<int> ids(tokens.begin(), tokens.end());
   std::vector<size_t> ends = {24};
@@ -153,7 +159,7 @@ TEST_F(DynamicRopeTest, TheReferenceTellsTheRulesApart) {
 }
 
 // The prompt in chunks of 12 (lengths 12, then 24: only the second chunk is past the limit).
-TEST_F(DynamicRopeTest, ChunkedPrefillUsesEachChunksLength) {
+TEST_P(DynamicRopeTest, ChunkedPrefillUsesEachChunksLength) {
   Seq s{.tokens = Tokens(30, 9), .first_block = 0};
   const std::vector<size_t> ends = {12, 24, 25, 26, 27, 28, 29, 30};
   const auto want = Want(s, ends);
@@ -166,7 +172,7 @@ TEST_F(DynamicRopeTest, ChunkedPrefillUsesEachChunksLength) {
 
 // Three sequences in one batch: a long one, a short one (default base throughout) and another
 // long one of another length; each gets its own frequencies.
-TEST_F(DynamicRopeTest, BatchedSequencesEachUseTheirOwnLength) {
+TEST_P(DynamicRopeTest, BatchedSequencesEachUseTheirOwnLength) {
   Seq a{.tokens = Tokens(26, 5), .first_block = 0};
   Seq b{.tokens = Tokens(12, 11), .first_block = 10};
   Seq c{.tokens = Tokens(24, 3), .first_block = 20};
@@ -183,6 +189,12 @@ TEST_F(DynamicRopeTest, BatchedSequencesEachUseTheirOwnLength) {
     ExpectRowNear(*got, 2, want_c[static_cast<size_t>(ends[2] - 1)], "c" + at);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, DynamicRopeTest,
+                         ::testing::Values(BackendKind::kCpu, BackendKind::kCuda),
+                         [](const ::testing::TestParamInfo<BackendKind>& info) {
+                           return std::string(info.param == BackendKind::kCpu ? "Cpu" : "Cuda");
+                         });
 
 // A fixed dynamic_seq_len keeps the old static rule: one base for every step.
 TEST(DynamicRopeStaticTest, AFixedLengthIsStatic) {
