@@ -187,9 +187,14 @@ std::string RopeConfig::Fingerprint() const {
       absl::StrAppend(&out, "/factor=", Num(factor));
       break;
     case RopeScaling::kDynamicNtk:
-      absl::StrAppend(
-          &out, "/factor=", Num(factor), "/max_pos=", max_position_embeddings, "/seq_len=",
-          dynamic_seq_len > max_position_embeddings ? dynamic_seq_len : max_position_embeddings);
+      absl::StrAppend(&out, "/factor=", Num(factor), "/max_pos=", max_position_embeddings);
+      if (dynamic_seq_len == 0) {
+        absl::StrAppend(&out, "/seq_len=per_step");  // keys depend on the step that wrote them
+      } else {
+        absl::StrAppend(
+            &out, "/seq_len=",
+            dynamic_seq_len > max_position_embeddings ? dynamic_seq_len : max_position_embeddings);
+      }
       break;
     case RopeScaling::kYarn:
       absl::StrAppend(&out, "/factor=", Num(factor), "/orig_max_pos=",

@@ -231,7 +231,8 @@ void BpeTokenizer::Impl::AppendDecoded(std::string_view token, bool replace_inva
     bytes->append(model_internal::FromByteLevelAlphabet(token));
     return;
   }
-  if (const int b = spec.byte_fallback ? FallbackByte(token) : -1; b >= 0) {
+  if (const int b = spec.byte_fallback && spec.decode_byte_fallback ? FallbackByte(token) : -1;
+      b >= 0) {
     bytes->push_back(static_cast<char>(b));
     return;
   }
@@ -251,13 +252,21 @@ absl::StatusOr<std::string> BpeTokenizer::Decode(absl::Span<const TokenId> token
                                                  bool replace_invalid_utf8) const {
   const Impl& m = *impl_;
   std::string out, bytes;
+  // tokenizers' Metaspace decoder: the first token decoded (special ones are skipped first).
+  bool first = at_start && m.spec.metaspace_drops_first_token_markers;
   for (TokenId id : tokens) {
     if (id < 0 || id >= vocab_size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "Decode: token id %d is outside the vocabulary [0, %d)", id, vocab_size()));
     }
     if (m.special[static_cast<size_t>(id)]) continue;
-    m.AppendDecoded(m.tokens[static_cast<size_t>(id)], replace_invalid_utf8, &bytes, &out);
+    const std::string& token = m.tokens[static_cast<size_t>(id)];
+    if (first) {
+      m.AppendDecoded(ReplaceAll(token, kSpaceMarker, ""), replace_invalid_utf8, &bytes, &out);
+      first = false;
+    } else {
+      m.AppendDecoded(token, replace_invalid_utf8, &bytes, &out);
+    }
   }
   if (m.spec.family == BpeFamily::kByteLevel) {
     out = replace_invalid_utf8 ? model_internal::Utf8Lossy(bytes) : bytes;

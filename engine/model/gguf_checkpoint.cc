@@ -92,6 +92,36 @@ absl::Status ReadTokenIds(const GgufFile& f, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// attention.key_length (= value_length = rope.dimension_count) sets the head width; without it
+// the head is embedding_length / head_count wide.
+absl::Status ReadHeadDim(const GgufFile& f, ModelConfig* c) {
+  const bool explicit_width = f.Find("llama.attention.key_length") != nullptr;
+  if (!explicit_width && c->dim % c->n_heads != 0) {
+    return Bad(f,
+               "key 'llama.attention.head_count' must divide 'llama.embedding_length' (or give "
+               "'llama.attention.key_length')");
+  }
+  const int32_t split = c->dim / c->n_heads;
+  int32_t key_len = 0, value_len = 0, rot = 0;
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.key_length", split, &key_len));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.value_length", key_len, &value_len));
+  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.rope.dimension_count", key_len, &rot));
+  if (value_len != key_len || rot != key_len) {
+    return Bad(f, absl::StrCat("rope.dimension_count / attention.key_length / value_length (", rot,
+                               ", ", key_len, ", ", value_len,
+                               ") must be equal (partial rotary and value heads of another width "
+                               "are not supported)"));
+  }
+  if (key_len <= 0 || key_len % 2 != 0) {
+    return Bad(f, absl::StrCat("key 'llama.attention.key_length' = ", key_len,
+                               " must be positive and even"));
+  }
+  if (explicit_width && (c->dim % c->n_heads != 0 || key_len != split)) {
+    c->explicit_head_dim = key_len;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadShape(const GgufFile& f, ModelConfig* c) {
   PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.context_length", -1, &c->seq_len));
   PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.embedding_length", -1, &c->dim));
@@ -109,10 +139,7 @@ absl::Status ReadShape(const GgufFile& f, ModelConfig* c) {
     return Bad(f, absl::StrCat("key 'llama.vocab_size' = ", c->vocab_size,
                                " but tensor 'token_embd.weight' has ", emb->ne[1], " rows"));
   }
-  if (c->n_heads <= 0 || c->dim % c->n_heads != 0) {
-    return Bad(f, "key 'llama.attention.head_count' must divide 'llama.embedding_length'");
-  }
-  return absl::OkStatus();
+  return ReadHeadDim(f, c);
 }
 
 }  // namespace
@@ -125,16 +152,7 @@ absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f) {
   }
   ModelConfig c;
   PAGEDKV_RETURN_IF_ERROR(ReadShape(f, &c));
-  const int32_t hd = c.dim / c.n_heads;
-  int32_t rot = 0, key_len = 0, value_len = 0;
-  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.rope.dimension_count", hd, &rot));
-  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.key_length", hd, &key_len));
-  PAGEDKV_RETURN_IF_ERROR(ReadInt32(f, "llama.attention.value_length", hd, &value_len));
-  if (rot != hd || key_len != hd || value_len != hd) {
-    return Bad(f, absl::StrCat("rope.dimension_count / attention.key_length / value_length (", rot,
-                               ", ", key_len, ", ", value_len, ") must equal the head size ", hd,
-                               " (partial rotary and other head sizes are not supported)"));
-  }
+  const int32_t hd = c.head_dim();
   PAGEDKV_ASSIGN_OR_RETURN(double eps,
                            OptionalFloat(f, "llama.attention.layer_norm_rms_epsilon", 1e-5));
   c.rms_norm_eps = static_cast<float>(eps);
@@ -216,11 +234,11 @@ struct LayerKind {
 };
 
 absl::Status PackPayload(const ModelConfig& c, GgufPacker& p) {
-  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), v = c.vocab_size;
   PAGEDKV_RETURN_IF_ERROR(p.Append("token_embd.weight", v, d, 0));
   const LayerKind kinds[] = {
-      {"attn_norm", 1, d, false}, {"attn_q", d, d, true},       {"attn_k", kv, d, true},
-      {"attn_v", kv, d, false},   {"attn_output", d, d, false}, {"ffn_norm", 1, d, false},
+      {"attn_norm", 1, d, false}, {"attn_q", q, d, true},       {"attn_k", kv, d, true},
+      {"attn_v", kv, d, false},   {"attn_output", d, q, false}, {"ffn_norm", 1, d, false},
       {"ffn_gate", h, d, false},  {"ffn_down", d, h, false},    {"ffn_up", h, d, false}};
   for (const LayerKind& k : kinds) {
     for (int32_t l = 0; l < c.n_layers; ++l) {

@@ -71,13 +71,13 @@ absl::StatusOr<std::string> EmbeddingName(const SafetensorsCheckpoint& ckpt, con
 
 // Appends the tensors in llama2.c's payload order: each kind for every layer, kind after kind.
 absl::Status PackPayload(const SafetensorsCheckpoint& ckpt, const ModelConfig& c, TensorPacker& p) {
-  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim(), v = c.vocab_size;
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), v = c.vocab_size;
   PAGEDKV_ASSIGN_OR_RETURN(std::string embed, EmbeddingName(ckpt, c));
   PAGEDKV_RETURN_IF_ERROR(p.Append(embed, {v, d}));
   const std::pair<const char*, std::vector<int64_t>> kinds[] = {
-      {"input_layernorm.weight", {d}},      {"self_attn.q_proj.weight", {d, d}},
+      {"input_layernorm.weight", {d}},      {"self_attn.q_proj.weight", {q, d}},
       {"self_attn.k_proj.weight", {kv, d}}, {"self_attn.v_proj.weight", {kv, d}},
-      {"self_attn.o_proj.weight", {d, d}},  {"post_attention_layernorm.weight", {d}},
+      {"self_attn.o_proj.weight", {d, q}},  {"post_attention_layernorm.weight", {d}},
       {"mlp.gate_proj.weight", {h, d}},     {"mlp.down_proj.weight", {d, h}},
       {"mlp.up_proj.weight", {h, d}}};
   for (const auto& [kind, shape] : kinds) {
@@ -96,9 +96,9 @@ absl::Status PackPayload(const SafetensorsCheckpoint& ckpt, const ModelConfig& c
 }
 
 absl::Status PackBiases(const ModelConfig& c, TensorPacker& p) {
-  const int64_t d = c.dim, kv = c.kv_dim();
+  const int64_t q = c.q_dim(), kv = c.kv_dim();
   for (int32_t l = 0; l < c.n_layers && c.qkv_bias; ++l) {
-    PAGEDKV_RETURN_IF_ERROR(p.Append(LayerName(l, "self_attn.q_proj.bias"), {d}));
+    PAGEDKV_RETURN_IF_ERROR(p.Append(LayerName(l, "self_attn.q_proj.bias"), {q}));
     PAGEDKV_RETURN_IF_ERROR(p.Append(LayerName(l, "self_attn.k_proj.bias"), {kv}));
     PAGEDKV_RETURN_IF_ERROR(p.Append(LayerName(l, "self_attn.v_proj.bias"), {kv}));
   }

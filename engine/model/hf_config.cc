@@ -88,11 +88,14 @@ absl::Status ReadShape(const json& j, const std::string& where, ModelConfig* c) 
   PAGEDKV_ASSIGN_OR_RETURN(c->n_kv_heads, Int32Field(j, "num_key_value_heads", where, c->n_heads));
   PAGEDKV_ASSIGN_OR_RETURN(c->vocab_size, Int32Field(j, "vocab_size", where));
   PAGEDKV_ASSIGN_OR_RETURN(c->seq_len, Int32Field(j, "max_position_embeddings", where));
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, OptionalInt(j, "head_dim", where));
-  if (head_dim.has_value() && c->dim % c->n_heads == 0 && *head_dim != c->dim / c->n_heads) {
-    return Unsupported(where, absl::StrFormat("head_dim = %d (only hidden_size / "
-                                              "num_attention_heads = %d)",
-                                              *head_dim, c->dim / c->n_heads));
+  // head_dim (Gemma, Qwen3, many fine-tunes) may differ from hidden_size / num_attention_heads;
+  // it is kept explicit only then, so the config's text (and cache fingerprint) of a model that
+  // writes the default is unchanged. A null head_dim means the default, as in transformers.
+  if (const json* hd = FindField(j, "head_dim"); hd != nullptr && !hd->is_null()) {
+    PAGEDKV_ASSIGN_OR_RETURN(int32_t head_dim, Int32Field(j, "head_dim", where));
+    if (c->dim % c->n_heads != 0 || head_dim != c->dim / c->n_heads) {
+      c->explicit_head_dim = head_dim;
+    }
   }
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> eps, OptionalNumber(j, "rms_norm_eps", where));
   c->rms_norm_eps = static_cast<float>(eps.value_or(1e-6));
@@ -231,7 +234,9 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& config_json,
   rope.base = theta.value_or(10000.0);
   rope.layout = RopeLayout::kHalfSplit;
   rope.max_position_embeddings = c.seq_len;
-  rope.head_dim = c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0;
+  rope.head_dim = c.explicit_head_dim > 0                   ? c.explicit_head_dim
+                  : c.n_heads > 0 && c.dim % c.n_heads == 0 ? c.dim / c.n_heads
+                                                            : 0;
   PAGEDKV_RETURN_IF_ERROR(ReadRopeScaling(j, cw, &rope));
   c.rope_base = static_cast<float>(rope.base);
   c.rope = rope;

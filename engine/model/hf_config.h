@@ -5,14 +5,14 @@
 // Supported: LlamaForCausalLM, MistralForCausalLM without a sliding window, Qwen2ForCausalLM
 // (q/k/v biases, no sliding window). Fields read: hidden_size, intermediate_size,
 // num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
-// max_position_embeddings (the context limit), rms_norm_eps, rope_theta, head_dim (must equal
-// hidden_size / num_attention_heads), tie_word_embeddings, rope_scaling (default, linear, dynamic,
-// yarn, llama3), bos_token_id, eos_token_id (an int or a list; generation_config.json's wins).
-// RoPE is half-split (Hugging Face's rotate_half). Anything that changes the math and is not
-// supported is refused with InvalidArgument naming the field and value: another architecture,
-// hidden_act other than silu, attention_bias / mlp_bias true, sliding_window (Mistral),
-// use_sliding_window (Qwen2), partial_rotary_factor != 1, quantization_config, an unknown
-// rope_scaling type or key. Other fields are ignored.
+// max_position_embeddings (the context limit), rms_norm_eps, rope_theta, head_dim (any even
+// width; q_proj is then [heads * head_dim, hidden_size]), tie_word_embeddings, rope_scaling
+// (default, linear, dynamic, yarn, llama3), bos_token_id, eos_token_id (an int or a list;
+// generation_config.json's wins). RoPE is half-split (Hugging Face's rotate_half). Anything that
+// changes the math and is not supported is refused with InvalidArgument naming the field and value:
+// another architecture, hidden_act other than silu, attention_bias / mlp_bias true, sliding_window
+// (Mistral), use_sliding_window (Qwen2), partial_rotary_factor != 1, quantization_config, an
+// unknown rope_scaling type or key. Other fields are ignored.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(HfConfig hf, ParseHfConfig(config_text, generation_text, "dir"));

@@ -325,24 +325,40 @@ absl::Status ParsePostProcessor(const json& root, const std::string& where,
   return absl::OkStatus();
 }
 
+// A SentencePiece-style decoder step other than Replace and Strip: ByteFallback, Fuse, Metaspace.
+absl::Status ParseSentencePieceStep(const json& m, const std::string& type, const std::string& at,
+                                    bool* fused, BpeTokenizerSpec* spec) {
+  if (type == "ByteFallback") {
+    spec->decode_byte_fallback = true;
+  } else if (type == "Fuse") {
+    *fused = true;
+  } else {  // Metaspace: "▁" -> " ", and with always / first every "▁" of the first token dropped
+    PAGEDKV_ASSIGN_OR_RETURN(MetaspaceMode mode, MetaspaceScheme(m, at));
+    spec->metaspace_drops_first_token_markers = mode != MetaspaceMode::kNever;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseDecoder(const json& root, const std::string& where, BpeTokenizerSpec* spec) {
   spec->strip_leading_spaces = 0;
+  spec->metaspace_drops_first_token_markers = false;
   const json* d = FindField(root, "decoder");
   if (d == nullptr) return absl::OkStatus();
   const std::string at = absl::StrCat(where, ": decoder");
   const bool byte_level = spec->family == BpeFamily::kByteLevel;
+  if (!byte_level) spec->decode_byte_fallback = false;  // only with a ByteFallback step
+  bool fused = false;  // a Fuse step came before: Strip then works on the whole text
   for (const json* m : Members(*d, "decoders")) {
     PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
-    if (byte_level ? type == "ByteLevel" : (type == "ByteFallback" || type == "Fuse")) continue;
+    if (byte_level && type == "ByteLevel") continue;
+    if (!byte_level && (type == "ByteFallback" || type == "Fuse" || type == "Metaspace")) {
+      PAGEDKV_RETURN_IF_ERROR(ParseSentencePieceStep(*m, type, at, &fused, spec));
+      continue;
+    }
     if (!byte_level && type == "Replace") {
       PAGEDKV_ASSIGN_OR_RETURN(auto pair, ReplacePair(*m, at));
       if (pair.first != kSpaceMarker || pair.second != " ")
         return Refuse(at, "Replace (only \"▁\" -> \" \")");
-      continue;
-    }
-    if (!byte_level && type == "Metaspace") {  // "▁" -> " ", and the first space dropped
-      PAGEDKV_ASSIGN_OR_RETURN(MetaspaceMode mode, MetaspaceScheme(*m, at));
-      spec->strip_leading_spaces = mode == MetaspaceMode::kNever ? 0 : 1;
       continue;
     }
     if (!byte_level && type == "Strip") {
@@ -353,6 +369,7 @@ absl::Status ParseDecoder(const json& root, const std::string& where, BpeTokeniz
           start.value_or(0) > 64) {
         return Refuse(at, "Strip (only leading spaces)");
       }
+      if (!fused) return Refuse(at, "Strip before Fuse (tokenizers strips each token then)");
       spec->strip_leading_spaces = static_cast<int32_t>(start.value_or(0));
       continue;
     }

@@ -57,7 +57,7 @@ struct PAGEDKV_EXPORT LayerView {
   absl::Span<const int32_t> rows = {};
   const PagedKvLayout* kv = nullptr;  // the layer's pages
   const float* hidden = nullptr;      // [rows.size(), dim]: the residual stream entering the layer
-  const float* q = nullptr;           // [rows.size(), dim]: queries (rotated in AfterKvWrite)
+  const float* q = nullptr;           // [rows.size(), q_dim]: queries (rotated in AfterKvWrite)
   ModelRunner* runner = nullptr;      // the runner (ReadKv); do not call Forward from a hook
 };
 

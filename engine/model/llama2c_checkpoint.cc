@@ -40,14 +40,15 @@ struct PayloadLayout {
 };
 
 PayloadLayout LayoutOf(const ModelConfig& c) {
-  const int64_t d = c.dim, h = c.hidden_dim, l = c.n_layers, kv = c.kv_dim(), v = c.vocab_size;
+  const int64_t d = c.dim, h = c.hidden_dim, l = c.n_layers, v = c.vocab_size;
+  const int64_t q = c.q_dim(), kv = c.kv_dim();
   const int64_t freq = int64_t{c.seq_len} * c.head_dim() / 2;
   return PayloadLayout{.token_embedding = v * d,
                        .rms_att = l * d,
-                       .wq = l * d * d,
+                       .wq = l * q * d,
                        .wk = l * kv * d,
                        .wv = l * kv * d,
-                       .wo = l * d * d,
+                       .wo = l * d * q,
                        .rms_ffn = l * d,
                        .w1 = l * h * d,
                        .w2 = l * d * h,
@@ -82,7 +83,7 @@ int64_t ModelWeights::PayloadSize(const ModelConfig& config) { return LayoutOf(c
 void ModelWeights::BindPointers() {
   const ModelConfig& c = config_;
   const PayloadLayout s = LayoutOf(c);
-  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim();
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   const float* p = payload_.data();
   token_embedding_ = p;
   const float* rms_att = token_embedding_ + s.token_embedding;
@@ -101,25 +102,25 @@ void ModelWeights::BindPointers() {
   for (int64_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& lw = layers_[static_cast<size_t>(i)];
     lw.rms_att = rms_att + i * d;
-    lw.wq = wq + i * d * d;
+    lw.wq = wq + i * q * d;
     lw.wk = wk + i * kv * d;
     lw.wv = wv + i * kv * d;
-    lw.wo = wo + i * d * d;
+    lw.wo = wo + i * d * q;
     lw.rms_ffn = rms_ffn + i * d;
     lw.w1 = w1 + i * h * d;
     lw.w2 = w2 + i * d * h;
     lw.w3 = w3 + i * h * d;
     if (c.qkv_bias) {
-      const float* b = qkv_bias_.data() + i * (d + 2 * kv);
+      const float* b = qkv_bias_.data() + i * (q + 2 * kv);
       lw.bq = b;
-      lw.bk = b + d;
-      lw.bv = b + d + kv;
+      lw.bk = b + q;
+      lw.bv = b + q + kv;
     }
   }
 }
 
 int64_t ModelWeights::QkvBiasSize(const ModelConfig& config) {
-  return config.qkv_bias ? int64_t{config.n_layers} * (config.dim + 2 * config.kv_dim()) : 0;
+  return config.qkv_bias ? int64_t{config.n_layers} * (config.q_dim() + 2 * config.kv_dim()) : 0;
 }
 
 absl::StatusOr<ModelWeights> ModelWeights::FromParts(const ModelConfig& config,
@@ -245,7 +246,7 @@ absl::StatusOr<ModelWeights> ModelWeights::Random(const ModelConfig& config,
   fill(s.wq, in_dim, 0.0f);
   fill(s.wk, in_dim, 0.0f);
   fill(s.wv, in_dim, 0.0f);
-  fill(s.wo, in_dim, 0.0f);
+  fill(s.wo, options.projection_gain / std::sqrt(static_cast<float>(config.q_dim())), 0.0f);
   fill(s.rms_ffn, 0.1f, 1.0f);
   fill(s.w1, in_dim, 0.0f);
   fill(s.w2, in_hidden, 0.0f);

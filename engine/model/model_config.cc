@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pagedkv/checked_math.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -25,9 +26,10 @@ constexpr int64_t kMaxPayloadElements = int64_t{1} << 40;
 int64_t ModelConfig::NumParameters() const {
   const int64_t d = dim;
   const int64_t h = hidden_dim;
+  const int64_t q = q_dim();
   const int64_t kv = kv_dim();
-  int64_t per_layer = 2 * d + d * d * 2 + 2 * kv * d + 3 * d * h;
-  if (qkv_bias) per_layer += d + 2 * kv;
+  int64_t per_layer = 2 * d + q * d * 2 + 2 * kv * d + 3 * d * h;
+  if (qkv_bias) per_layer += q + 2 * kv;
   int64_t total = int64_t{vocab_size} * d + n_layers * per_layer + d;
   if (!shared_classifier) total += int64_t{vocab_size} * d;
   return total;
@@ -50,21 +52,11 @@ absl::Status ModelConfig::Validate() const {
                                     {"seq_len", seq_len}}) {
     if (absl::Status s = positive(name, value); !s.ok()) return s;
   }
-  if (dim % n_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("model config: n_heads (%d) must divide dim (%d)", n_heads, dim));
-  }
-  if (n_heads % n_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model config: n_kv_heads (%d) must divide n_heads (%d)", n_kv_heads, n_heads));
-  }
-  if (head_dim() % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model config: head_dim = dim / n_heads = %d must be even (RoPE rotates pairs)",
-        head_dim()));
-  }
-  const int64_t biggest = std::max({int64_t{vocab_size} * dim, int64_t{dim} * dim,
-                                    int64_t{dim} * hidden_dim, int64_t{seq_len} * head_dim()});
+  PAGEDKV_RETURN_IF_ERROR(ValidateHeads());
+  // Every product below is of values below 2^31 (checked above), so it fits int64.
+  const int64_t q = int64_t{n_heads} * head_dim(), kv = int64_t{n_kv_heads} * head_dim();
+  const int64_t biggest = std::max({int64_t{vocab_size} * dim, q * dim, kv * dim,
+                                    int64_t{dim} * hidden_dim, int64_t{seq_len} * head_dim(), q});
   if (biggest >= kMaxTensorElements) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model config: a tensor would hold %d elements, more than the supported 2^31", biggest));
@@ -72,8 +64,8 @@ absl::Status ModelConfig::Validate() const {
   // The whole payload stays below 2^40 floats, so the size arithmetic of every loader (and a
   // file size check against it) cannot overflow: each tensor is capped above, the per-layer sum
   // times n_layers is checked here.
-  const int64_t per_layer = 2 * int64_t{dim} + 2 * int64_t{dim} * dim +
-                            2 * int64_t{kv_dim()} * dim + 3 * int64_t{dim} * hidden_dim;
+  const int64_t per_layer =
+      2 * int64_t{dim} + 2 * q * dim + 2 * kv * dim + 3 * int64_t{dim} * hidden_dim + q + 2 * kv;
   int64_t all_layers = 0;
   if (!CheckedMul(per_layer, int64_t{n_layers}, &all_layers) || all_layers > kMaxPayloadElements) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -89,6 +81,33 @@ absl::Status ModelConfig::Validate() const {
         absl::StrFormat("model config: rope_base must be > 1, got %g", rope_base));
   }
   return ValidateRopeAndTokens();
+}
+
+absl::Status ModelConfig::ValidateHeads() const {
+  if (explicit_head_dim < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: explicit_head_dim must be >= 0 (0: dim / n_heads), got %d",
+                        explicit_head_dim));
+  }
+  if (explicit_head_dim == 0 && dim % n_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: n_heads (%d) must divide dim (%d), or set explicit_head_dim", n_heads, dim));
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: n_kv_heads (%d) must divide n_heads (%d)", n_kv_heads, n_heads));
+  }
+  if (head_dim() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: head_dim = %d must be even (RoPE rotates pairs)", head_dim()));
+  }
+  // q_dim() and kv_dim() are int32: n_heads * head_dim must fit (kv heads are fewer).
+  if (int64_t{n_heads} * head_dim() >= kMaxTensorElements) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: n_heads * head_dim = %d * %d passes the supported 2^31",
+                        n_heads, head_dim()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ModelConfig::ValidateRopeAndTokens() const {
@@ -122,7 +141,10 @@ std::string ModelConfig::ToString() const {
       "shared_classifier=%d rms_norm_eps=%g rope_base=%g",
       dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len,
       shared_classifier ? 1 : 0, rms_norm_eps, rope_base);
-  return absl::StrCat(base, rope.has_value() ? " " : "",
+  // Only an explicit head width is listed, so the text of older configs is unchanged.
+  const std::string head =
+      explicit_head_dim > 0 ? absl::StrFormat(" head_dim=%d", explicit_head_dim) : "";
+  return absl::StrCat(base, head, rope.has_value() ? " " : "",
                       rope.has_value() ? rope->Fingerprint() : "", qkv_bias ? " qkv_bias=1" : "");
 }
 

@@ -58,7 +58,10 @@ int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope) {
     case RopeScaling::kLinear:
     case RopeScaling::kNtk:
       return static_cast<int64_t>(std::floor(model.seq_len * rope.factor));
-    case RopeScaling::kDynamicNtk:
+    case RopeScaling::kDynamicNtk:  // per step: the lengths the scaling is for
+      if (rope.dynamic_seq_len == 0) {
+        return static_cast<int64_t>(std::floor(model.seq_len * rope.factor));
+      }
       return std::max<int64_t>(model.seq_len, rope.dynamic_seq_len);
     case RopeScaling::kYarn:
     case RopeScaling::kLlama3:
@@ -141,7 +144,7 @@ absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t
 
 absl::Status ModelRunner::PlaceWeights() {
   const ModelConfig& c = weights_->config();
-  const int64_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim();
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   PAGEDKV_ASSIGN_OR_RETURN(token_embedding_,
                            PlaceTensor(weights_->token_embedding(), int64_t{c.vocab_size} * d));
   PAGEDKV_ASSIGN_OR_RETURN(rms_final_, PlaceTensor(weights_->rms_final(), d));
@@ -156,16 +159,16 @@ absl::Status ModelRunner::PlaceWeights() {
     const LayerWeights& src = weights_->layer(l);
     LayerWeights& dst = layers_[static_cast<size_t>(l)];
     PAGEDKV_ASSIGN_OR_RETURN(dst.rms_att, PlaceTensor(src.rms_att, d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wq, PlaceTensor(src.wq, d * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wq, PlaceTensor(src.wq, q * d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.wk, PlaceTensor(src.wk, kv * d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.wv, PlaceTensor(src.wv, kv * d));
-    PAGEDKV_ASSIGN_OR_RETURN(dst.wo, PlaceTensor(src.wo, d * d));
+    PAGEDKV_ASSIGN_OR_RETURN(dst.wo, PlaceTensor(src.wo, d * q));
     PAGEDKV_ASSIGN_OR_RETURN(dst.rms_ffn, PlaceTensor(src.rms_ffn, d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.w1, PlaceTensor(src.w1, h * d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.w2, PlaceTensor(src.w2, d * h));
     PAGEDKV_ASSIGN_OR_RETURN(dst.w3, PlaceTensor(src.w3, h * d));
     if (c.qkv_bias) {
-      PAGEDKV_ASSIGN_OR_RETURN(dst.bq, PlaceTensor(src.bq, d));
+      PAGEDKV_ASSIGN_OR_RETURN(dst.bq, PlaceTensor(src.bq, q));
       PAGEDKV_ASSIGN_OR_RETURN(dst.bk, PlaceTensor(src.bk, kv));
       PAGEDKV_ASSIGN_OR_RETURN(dst.bv, PlaceTensor(src.bv, kv));
     }
@@ -336,19 +339,21 @@ absl::Status ModelRunner::EnsureCapacity(int64_t num_tokens, int64_t num_seqs,
   };
   if (num_tokens > token_capacity_) {
     const int64_t n = Grow(token_capacity_, num_tokens);
-    PAGEDKV_RETURN_IF_ERROR(alloc(x_, n * c.dim, sizeof(float)));
+    // x_, q_ and gather_scratch_ trade places in UploadCompacted: one row width for all three.
+    const int64_t wide = std::max(c.dim, c.q_dim());
+    PAGEDKV_RETURN_IF_ERROR(alloc(x_, n * wide, sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(xb_, n * c.dim, sizeof(float)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(q_, n * c.dim, sizeof(float)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(q_, n * wide, sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(k_, n * c.kv_dim(), sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(v_, n * c.kv_dim(), sizeof(float)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(att_, n * c.dim, sizeof(float)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(att_, n * c.q_dim(), sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(hb_, n * c.hidden_dim, sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(hb2_, n * c.hidden_dim, sizeof(float)));
     PAGEDKV_RETURN_IF_ERROR(alloc(token_ids_, n, sizeof(TokenId)));
     PAGEDKV_RETURN_IF_ERROR(alloc(positions_, n, sizeof(int32_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(slots_, n, sizeof(int64_t)));
     PAGEDKV_RETURN_IF_ERROR(alloc(gather_rows_, n, sizeof(int64_t)));
-    PAGEDKV_RETURN_IF_ERROR(alloc(gather_scratch_, n * c.dim, sizeof(float)));
+    PAGEDKV_RETURN_IF_ERROR(alloc(gather_scratch_, n * wide, sizeof(float)));
     if (c.qkv_bias) {
       PAGEDKV_RETURN_IF_ERROR(alloc(zero_ids_, n, sizeof(TokenId)));
       const std::vector<TokenId> zeros(static_cast<size_t>(n), 0);
@@ -420,7 +425,7 @@ absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, int64_t num_rows) {
                                      .num_rows = num_rows,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
-  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wq, w.bq, q_.as<float>(), num_rows, c.dim));
+  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wq, w.bq, q_.as<float>(), num_rows, c.q_dim()));
   PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wk, w.bk, k_.as<float>(), num_rows, c.kv_dim()));
   return Project(xb, w.wv, w.bv, v_.as<float>(), num_rows, c.kv_dim());
 }
@@ -465,13 +470,38 @@ absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook
   write.rotate = true;
   write.rope = rope_view_;
   write.cache = cache;
-  PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));
+  PAGEDKV_RETURN_IF_ERROR(step_rope_.Uniform() ? backend_->ReshapeAndCache(write)
+                                               : WriteKvPerSequence(write, *active));
   if (hook == nullptr) return absl::OkStatus();
   std::optional<std::vector<int32_t>> keep;
   PAGEDKV_RETURN_IF_ERROR(hook->AfterKvWrite(view(), &keep));
   if (!keep.has_value() || keep->size() == active->rows.size()) return absl::OkStatus();
   PAGEDKV_RETURN_IF_ERROR(CompactRows(*keep, active));
   *num_rows = static_cast<int64_t>(active->rows.size());
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::WriteKvPerSequence(const ReshapeAndCacheArgs& all,
+                                             const ActiveRows& active) {
+  const ModelConfig& c = config();
+  const size_t num_seqs = active.query_start_loc.size() - 1;
+  ReshapeAndCacheArgs write = all;
+  for (size_t s = 0; s < num_seqs;) {  // one call per run of sequences sharing a view
+    const RopeTableView* view = &step_rope_.ForSequence(static_cast<int64_t>(s));
+    size_t e = s + 1;
+    while (e < num_seqs && &step_rope_.ForSequence(static_cast<int64_t>(e)) == view) ++e;
+    const int64_t begin = active.query_start_loc[s], end = active.query_start_loc[e];
+    s = e;
+    if (end == begin) continue;
+    write.q = all.q + begin * c.q_dim();
+    write.k = all.k + begin * c.kv_dim();
+    write.v = all.v + begin * c.kv_dim();
+    write.positions = all.positions + begin;
+    write.slot_mapping = all.slot_mapping + begin;
+    write.num_tokens = end - begin;
+    write.rope = *view;
+    PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));
+  }
   return absl::OkStatus();
 }
 
@@ -521,13 +551,15 @@ absl::Status ModelRunner::UploadCompacted(const std::vector<int32_t>& keep,
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, gather_rows_, absl::MakeConstSpan(rows)));
   // The residual stream entering this layer and the rotated queries of the kept rows: gathered
   // into the scratch buffer, which then takes the place of the source.
-  for (DeviceBuffer* buffer : {&x_, &q_}) {
+  const std::pair<DeviceBuffer*, int64_t> sources[] = {{&x_, config().dim},
+                                                       {&q_, config().q_dim()}};
+  for (const auto& [buffer, width] : sources) {
     PAGEDKV_RETURN_IF_ERROR(b.GatherRows({.src = buffer->data(),
                                           .rows = gather_rows_.as<const int64_t>(),
                                           .out = gather_scratch_.as<float>(),
                                           .num_rows = num_rows,
                                           .num_src_rows = static_cast<int64_t>(token_capacity_),
-                                          .width = config().dim,
+                                          .width = width,
                                           .src_dtype = DType::kF32}));
     std::swap(*buffer, gather_scratch_);
   }
@@ -559,8 +591,13 @@ absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer,
   attn.max_blocks_per_seq = max_blocks_per_seq;
   attn.cache = kv_layouts_[static_cast<size_t>(layer)];
   PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
-  PAGEDKV_RETURN_IF_ERROR(b.Linear(
-      {.x = att, .w = w.wo, .y = x, .m = num_rows, .n = c.dim, .k = c.dim, .accumulate = true}));
+  PAGEDKV_RETURN_IF_ERROR(b.Linear({.x = att,
+                                    .w = w.wo,
+                                    .y = x,
+                                    .m = num_rows,
+                                    .n = c.dim,
+                                    .k = c.q_dim(),
+                                    .accumulate = true}));
   PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x,
                                      .weight = w.rms_ffn,
                                      .out = xb,
@@ -604,6 +641,7 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, query_start_loc_, in.query_start_loc));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
+  PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
   ActiveRows active = AllRows(in);
   PAGEDKV_RETURN_IF_ERROR(RunLayers(in, options.hook, &active));
   if (num_logits == 0) return b.Synchronize();

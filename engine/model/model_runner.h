@@ -49,6 +49,7 @@
 #include "absl/types/span.h"
 #include "engine/model/backend.h"
 #include "engine/model/layer_hook.h"
+#include "engine/model/step_rope.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
@@ -80,8 +81,9 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
 };
 
 // The model's trained context under `rope`: seq_len without scaling; seq_len * factor for linear
-// and static NTK scaling; max(seq_len, dynamic_seq_len) for dynamic NTK; and the config's
-// max_position_embeddings (the extended context) for YaRN and Llama-3.
+// and static NTK scaling, and for dynamic NTK in its per-step mode (dynamic_seq_len 0, Hugging
+// Face's: see step_rope.h); max(seq_len, dynamic_seq_len) for dynamic NTK at a fixed length; the
+// config's max_position_embeddings (the extended context) for YaRN and Llama-3.
 PAGEDKV_EXPORT int64_t ContextLengthFor(const ModelConfig& model, const RopeConfig& rope);
 
 // The checkpoint's RoPE (model.rope, e.g. a Hugging Face model's) when set, else llama2.c's for
@@ -197,6 +199,9 @@ class PAGEDKV_EXPORT ModelRunner {
   // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
   absl::Status WriteKv(const ModelInput& input, int32_t layer, LayerHook* hook, ActiveRows* active,
                        int64_t* num_rows);
+  // The K/V write of `all` split into runs of sequences that StepRope rotates alike (dynamic NTK
+  // scaling past max_position_embeddings).
+  absl::Status WriteKvPerSequence(const ReshapeAndCacheArgs& all, const ActiveRows& active);
   // Keeps the current rows `keep` (ascending): host metadata, then x, q and the device metadata.
   absl::Status CompactRows(const std::vector<int32_t>& keep, ActiveRows* active);
   absl::Status UploadCompacted(const std::vector<int32_t>& keep, const ActiveRows& active);
@@ -216,6 +221,7 @@ class PAGEDKV_EXPORT ModelRunner {
   std::unique_ptr<Backend> backend_;
   std::optional<RopeTable> rope_table_;
   RopeTableView rope_view_;
+  StepRope step_rope_;  // this step's RoPE per sequence (differs only under dynamic NTK)
   DeviceBuffer rope_cos_sin_, rope_inv_freq_;   // device copies (non-host backends)
   std::vector<DeviceBuffer> uploaded_weights_;  // device copies (non-host backends)
   std::vector<LayerWeights> layers_;            // pointers usable by the backend

@@ -19,7 +19,7 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
   }
   ModelConfig config = full;
   config.n_layers = num_layers;
-  const int64_t d = config.dim, h = config.hidden_dim, kv = config.kv_dim();
+  const int64_t d = config.dim, h = config.hidden_dim, q = config.q_dim(), kv = config.kv_dim();
   std::vector<float> payload;
   payload.reserve(static_cast<size_t>(ModelWeights::PayloadSize(config)));
   auto append_to = [](std::vector<float>& out, const float* src, int64_t count) {
@@ -29,10 +29,10 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
   append(weights.token_embedding(), int64_t{config.vocab_size} * d);
   // llama2.c's file order: each tensor kind for every layer, kind after kind.
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).rms_att, d);
-  for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wq, d * d);
+  for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wq, q * d);
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wk, kv * d);
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wv, kv * d);
-  for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wo, d * d);
+  for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).wo, d * q);
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).rms_ffn, d);
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).w1, h * d);
   for (int32_t l = 0; l < num_layers; ++l) append(weights.layer(l).w2, d * h);
@@ -43,7 +43,7 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
   if (!config.shared_classifier) append(weights.classifier(), int64_t{config.vocab_size} * d);
   std::vector<float> bias;  // q/k/v biases (Qwen2), layer after layer
   for (int32_t l = 0; l < num_layers && config.qkv_bias; ++l) {
-    append_to(bias, weights.layer(l).bq, d);
+    append_to(bias, weights.layer(l).bq, q);
     append_to(bias, weights.layer(l).bk, kv);
     append_to(bias, weights.layer(l).bv, kv);
   }

@@ -97,6 +97,11 @@ struct PAGEDKV_EXPORT BpeTokenizerSpec {
   bool prepend_space_marker = true;
   bool replace_spaces = true;
   int32_t strip_leading_spaces = 1;  // decoder Strip: spaces dropped at the start of a text
+  // Decoder Metaspace with prepend_scheme "always" or "first" (tokenizers' rule): every "▁" of
+  // the text's first token is dropped, not only a leading one (e.g. "▁▁hi" decodes to "hi").
+  bool metaspace_drops_first_token_markers = false;
+  // Decoder ByteFallback: "<0xNN>" tokens decode to their bytes (without it, to their text).
+  bool decode_byte_fallback = true;
   // kSentencePiece Metaspace pre-tokenizer: " " -> "▁", the prepend per the mode, and with
   // metaspace_split each "▁"-led word is its own BPE word.
   MetaspaceMode metaspace = MetaspaceMode::kOff;

@@ -10,6 +10,11 @@
 // set `rope` (half-split pairs, their rope_scaling), optionally q/k/v biases (Qwen2), and their
 // BOS and EOS ids.
 //
+// The attention heads are head_dim wide. llama2.c (and most Llama checkpoints) have head_dim =
+// dim / n_heads; Hugging Face's `head_dim` (and GGUF's attention.key_length) may set another
+// width, and then q_proj is [n_heads * head_dim, dim], k_proj and v_proj [n_kv_heads * head_dim,
+// dim] and o_proj [dim, n_heads * head_dim] (q_dim() and kv_dim() give those widths).
+//
 // Example:
 //   pagedkv::ModelConfig config{.dim = 64, .hidden_dim = 172, .n_layers = 4, .n_heads = 4,
 //                               .n_kv_heads = 4, .vocab_size = 512, .seq_len = 128};
@@ -30,11 +35,12 @@
 namespace pagedkv {
 
 struct PAGEDKV_EXPORT ModelConfig {
-  int32_t dim = 0;                // width of the residual stream (= n_heads * head_dim)
+  int32_t dim = 0;                // width of the residual stream
   int32_t hidden_dim = 0;         // inner width of the SwiGLU MLP
   int32_t n_layers = 0;           // number of transformer layers
   int32_t n_heads = 0;            // query heads per layer
   int32_t n_kv_heads = 0;         // key/value heads per layer (divides n_heads; GQA when fewer)
+  int32_t explicit_head_dim = 0;  // width of one head; 0: dim / n_heads (llama2.c)
   int32_t vocab_size = 0;         // number of tokens (rows of the embedding and the classifier)
   int32_t seq_len = 0;            // trained context length: positions 0 .. seq_len-1
   bool shared_classifier = true;  // classifier is the embedding matrix (llama2.c: vocab > 0)
@@ -49,19 +55,26 @@ struct PAGEDKV_EXPORT ModelConfig {
   // generation_config.json's eos_token_id).
   std::vector<int32_t> stop_token_ids = {1, 2};
 
-  // Per-head width: dim / n_heads. REQUIRES: Validate().ok().
-  int32_t head_dim() const { return dim / n_heads; }
+  // Per-head width: explicit_head_dim when set, else dim / n_heads. REQUIRES: Validate().ok().
+  int32_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
+  // Width of the Q projection (and of o_proj's input): n_heads * head_dim.
+  // REQUIRES: Validate().ok().
+  int32_t q_dim() const { return n_heads * head_dim(); }
   // Width of the K and V projections: n_kv_heads * head_dim. REQUIRES: Validate().ok().
   int32_t kv_dim() const { return n_kv_heads * head_dim(); }
   // Number of fp32 parameters (including the classifier when it is not shared).
   // REQUIRES: Validate().ok().
   int64_t NumParameters() const;
 
-  // OK when every field is positive and consistent: n_heads divides dim, n_kv_heads divides
-  // n_heads, head_dim is even (RoPE rotates pairs), the tensors fit in memory sizes (each below
-  // 2^31 elements), `rope` (when set) is valid for head_dim, and the BOS and stop ids are inside
-  // the vocabulary. Otherwise InvalidArgument naming the field.
+  // OK when every field is positive and consistent: n_heads divides dim (unless
+  // explicit_head_dim is set; it must not be negative), n_kv_heads divides n_heads, head_dim is
+  // even (RoPE rotates pairs), the tensors fit in memory sizes (each below 2^31 elements), `rope`
+  // (when set) is valid for head_dim, and the BOS and stop ids are inside the vocabulary. Otherwise
+  // InvalidArgument naming the field.
   absl::Status Validate() const;
+
+  // The part of Validate() for the head counts and head_dim (after the sizes are positive).
+  absl::Status ValidateHeads() const;
 
   // The part of Validate() for rope, bos_token_id and stop_token_ids.
   absl::Status ValidateRopeAndTokens() const;

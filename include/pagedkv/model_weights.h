@@ -7,8 +7,8 @@
 // The file format is llama2.c's legacy "v0": a header of 7 int32 (dim, hidden_dim, n_layers,
 // n_heads, n_kv_heads, vocab_size, seq_len; a negative vocab_size means the classifier is a
 // separate matrix), then fp32 tensors in this order: token_embedding [vocab, dim], rms_att
-// [layers, dim], wq [layers, dim, dim], wk [layers, kv_dim, dim], wv [layers, kv_dim, dim], wo
-// [layers, dim, dim], rms_ffn [layers, dim], w1 [layers, hidden, dim], w2 [layers, dim, hidden],
+// [layers, dim], wq [layers, q_dim, dim], wk [layers, kv_dim, dim], wv [layers, kv_dim, dim], wo
+// [layers, dim, q_dim], rms_ffn [layers, dim], w1 [layers, hidden, dim], w2 [layers, dim, hidden],
 // w3 [layers, hidden, dim], rms_final [dim], freq_cis_real and freq_cis_imag [seq_len,
 // head_dim/2] each (kept in the file for compatibility; RoPE is computed, as run.c does today),
 // then wcls [vocab, dim] when not shared. Little-endian, as written by llama2.c's export.
@@ -40,16 +40,16 @@ namespace pagedkv {
 // projection is y = x W^T (llama2.c's matmul).
 struct PAGEDKV_EXPORT LayerWeights {
   const float* rms_att = nullptr;  // [dim]
-  const float* wq = nullptr;       // [dim, dim]
+  const float* wq = nullptr;       // [q_dim, dim] (q_dim = n_heads * head_dim; dim in llama2.c)
   const float* wk = nullptr;       // [kv_dim, dim]
   const float* wv = nullptr;       // [kv_dim, dim]
-  const float* wo = nullptr;       // [dim, dim]
+  const float* wo = nullptr;       // [dim, q_dim]
   const float* rms_ffn = nullptr;  // [dim]
   const float* w1 = nullptr;       // [hidden_dim, dim] (gate)
   const float* w2 = nullptr;       // [dim, hidden_dim] (down)
   const float* w3 = nullptr;       // [hidden_dim, dim] (up)
   // With ModelConfig::qkv_bias (Qwen2), else null: added after the projections.
-  const float* bq = nullptr;  // [dim]
+  const float* bq = nullptr;  // [q_dim]
   const float* bk = nullptr;  // [kv_dim]
   const float* bv = nullptr;  // [kv_dim]
 };
@@ -77,7 +77,7 @@ class PAGEDKV_EXPORT ModelWeights {
                                                          std::vector<float> payload);
 
   // Weights from a llama2.c-order payload (as FromLlama2cPayload) plus, when config.qkv_bias,
-  // the q/k/v biases: per layer bq [dim], bk [kv_dim], bv [kv_dim], layer after layer
+  // the q/k/v biases: per layer bq [q_dim], bk [kv_dim], bv [kv_dim], layer after layer
   // (QkvBiasSize(config) floats; empty otherwise). InvalidArgument for wrong lengths.
   static absl::StatusOr<ModelWeights> FromParts(const ModelConfig& config,
                                                 std::vector<float> payload,
@@ -113,7 +113,7 @@ class PAGEDKV_EXPORT ModelWeights {
 
   ModelConfig config_;
   std::vector<float> payload_;   // the file's fp32 payload, in file order
-  std::vector<float> qkv_bias_;  // [n_layers, dim + 2 kv_dim] with config_.qkv_bias, else empty
+  std::vector<float> qkv_bias_;  // [n_layers, q_dim + 2 kv_dim] with config_.qkv_bias, else empty
   std::vector<LayerWeights> layers_;
   const float* token_embedding_ = nullptr;
   const float* rms_final_ = nullptr;

@@ -11,14 +11,16 @@
 //
 // Scaling variants follow Hugging Face transformers' modeling_rope_utils.py:
 //   kNone        inv_freq_i = base^(-2i/d)                               (d = rotary dim)
-//   kLinear      inv_freq_i / factor (_compute_linear_scaling_...) kNtk         static NTK-aware:
-//   base' = base * factor^(d/(d-2))       (the dynamic formula at a
-//                                                                         fixed alpha = factor)
-//   kDynamicNtk  base' = base * (factor*L/max_pos - (factor-1))^(d/(d-2)), L = dynamic_seq_len if
-//   it
-//                exceeds max_position_embeddings, else unchanged (_compute_dynamic_ntk_parameters).
-//                Cached keys are only valid for one L, so L is fixed per config (it is in the
-//                fingerprint).
+//   kLinear      inv_freq_i / factor (_compute_linear_scaling_rope_parameters)
+//   kNtk         static NTK-aware: base' = base * factor^(d/(d-2)) (the dynamic formula at a
+//                fixed alpha = factor)
+//   kDynamicNtk  base' = base * (factor*L/max_pos - (factor-1))^(d/(d-2)) when L exceeds
+//                max_position_embeddings, else unchanged (_compute_dynamic_ntk_parameters).
+//                dynamic_seq_len = 0 (the default, and what config.json's "dynamic" maps to):
+//                L is each sequence's length after the step, as transformers' dynamic_rope_update
+//                takes it from each forward call, and a cached key keeps the L of the step that
+//                wrote it. dynamic_seq_len > 0: L is that fixed length (vLLM's static choice is
+//                max_position_embeddings * factor).
 //   kYarn        ramp between interpolated (/factor) and extrapolated frequencies over the
 //                correction range [beta_fast, beta_slow] at original_max_position_embeddings, and
 //                an attention factor (mscale) multiplying cos and sin (_compute_yarn_parameters).
@@ -92,7 +94,7 @@ struct PAGEDKV_EXPORT RopeConfig {
   double yarn_mscale = 0.0;          // YaRN "mscale" (0: unset)
   double yarn_mscale_all_dim = 0.0;  // YaRN "mscale_all_dim" (0: unset)
   double attention_factor = 0.0;     // YaRN explicit "attention_factor" (0: derive from factor)
-  int64_t dynamic_seq_len = 0;       // dynamic NTK: sequence length L the frequencies are for
+  int64_t dynamic_seq_len = 0;       // dynamic NTK: fixed length L; 0: each step's (see above)
 
   // rotary_dim, resolved (head_dim when 0).
   int32_t RotaryDim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }

@@ -41,6 +41,12 @@ TEXTS = [
 ]
 
 
+# Texts that begin with zero to three spaces, alone, after a special token and after a
+# non-special added token: the decoders' leading-space rules differ exactly there.
+SPACE_TEXTS = [lead + body for lead in ["", " ", "  ", "   "]
+               for body in ["hi there", "<s>hi", "<s> hi", "<x>  hi", ""]]
+
+
 @pytest.fixture
 def tk():
     return pytest.importorskip("tokenizers")
@@ -61,7 +67,15 @@ def test_tinystories_tokenizer_matches(tk):
     path = shared_data_dir() / "tinystories656K" / "tokenizer.json"
     if not path.exists():
         pytest.skip("../shared/data/tinystories656K not found")
-    check_same(tk.Tokenizer.from_file(str(path)), pagedkv.Tokenizer.load_huggingface(str(path)))
+    hf = tk.Tokenizer.from_file(str(path))
+    ours = pagedkv.Tokenizer.load_huggingface(str(path))
+    check_same(hf, ours)
+    texts = [t.replace("<s>", "<|start_story|>") for t in SPACE_TEXTS]
+    check_same(hf, ours, texts)
+    # Llama-2's decoder (Strip(start=1) after Fuse): the prepended space goes, the text's stay.
+    ids = hf.encode("   hi").ids  # <|start_story|> "▁▁▁▁hi"
+    assert hf.decode(ids[1:]) == "   hi"
+    assert ours.decode(ids, prev=ours.bos_id) == "   hi"
 
 
 def train_sentencepiece_style(tk, tmp_path):
@@ -99,6 +113,30 @@ def test_metaspace_style_matches(tk, tmp_path, scheme, split):
     ours = pagedkv.Tokenizer.load_huggingface(str(path))
     for text in texts:
         assert ours.encode(text) == tok.encode(text).ids, text
+
+
+@pytest.mark.parametrize("scheme", ["first", "always", "never"])
+@pytest.mark.parametrize("decoder", ["metaspace", "llama2"])
+def test_leading_spaces_decode_as_tokenizers_does(tk, tmp_path, scheme, decoder):
+    """The Metaspace pre-tokenizer with each prepend_scheme, and the Metaspace decoder of the same
+    scheme or Llama-2's Sequence[Replace, ByteFallback, Fuse, Strip(start=1)], on texts that start
+    with zero to three spaces, with special and non-special added tokens first."""
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+    tok = tk.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme, split=False)
+    if decoder == "metaspace":
+        tok.decoder = decoders.Metaspace(prepend_scheme=scheme, split=False)
+    else:
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                         decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    special = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(0x20, 0x100)]
+    tok.train_from_iterator(CORPUS + ["  two  spaces   three"] * 5,
+                            trainers.BpeTrainer(vocab_size=420, special_tokens=special))
+    tok.add_tokens(["<x>"])  # an added token that is not special: decode keeps it
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    path = tmp_path / f"{decoder}_{scheme}.json"
+    tok.save(str(path))
+    check_same(tok, pagedkv.Tokenizer.load_huggingface(str(path)), SPACE_TEXTS + TEXTS)
 
 
 NFC_TEXTS = [

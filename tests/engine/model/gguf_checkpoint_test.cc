@@ -87,7 +87,13 @@ std::vector<GgufCase> Cases() {
   mha.kv_heads = 4;
   HfTestSpec linear = base;
   linear.rope_scaling = {{"type", "linear"}, {"factor", 2.0}};
-  return {{"F32", base, kGgufF32},
+  HfTestSpec wide_heads = base;  // attention.key_length 16 != 32 / 4
+  wide_heads.head_dim = 16;
+  HfTestSpec narrow_heads = base;
+  narrow_heads.head_dim = 4;
+  return {{"F32KeyLength16", wide_heads, kGgufF32},
+          {"F16KeyLength4", narrow_heads, kGgufF16},
+          {"F32", base, kGgufF32},
           {"F16", base, kGgufF16},
           {"Q8_0", base, kGgufQ8_0},
           {"Q4_1", base, kGgufQ4_1},
@@ -230,9 +236,13 @@ TEST(GgufCheckpointTest, RefusesWhatItCannotRunNamingTheKeyOrTensor) {
   GgufWriter yarn_attn;
   yarn_attn.Str("llama.rope.scaling.type", "longrope");
   EXPECT_THAT(LoadError(&model, "longrope", yarn_attn), HasSubstr("'longrope'"));
-  GgufWriter partial;
+  GgufWriter partial;  // rope.dimension_count stays 8: partial rotary
   partial.U32("llama.attention.key_length", 4);
-  EXPECT_THAT(LoadError(&model, "key_length", partial), HasSubstr("head size 8"));
+  EXPECT_THAT(LoadError(&model, "key_length", partial), HasSubstr("(8, 4, 4) must be equal"));
+  GgufWriter value_width;
+  value_width.U32("llama.attention.value_length", 16);
+  EXPECT_THAT(LoadError(&model, "value_length", value_width),
+              HasSubstr("(8, 8, 16) must be equal"));
   HfTestSpec tied = spec;  // writes no output.weight of its own
   tied.tie = true;
   tied.stored_tied = "model.embed_tokens.weight";

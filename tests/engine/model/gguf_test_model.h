@@ -33,6 +33,10 @@ inline void AddLlamaMetadata(const HfTestModel& m, GgufWriter* w) {
   w->F32("llama.rope.freq_base", static_cast<float>(s.theta));
   w->F32("llama.attention.layer_norm_rms_epsilon", static_cast<float>(s.eps));
   w->U32("llama.rope.dimension_count", static_cast<uint32_t>(m.head_dim()));
+  if (s.head_dim > 0) {  // a head width of its own, as llama.cpp writes for such models
+    w->U32("llama.attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w->U32("llama.attention.value_length", static_cast<uint32_t>(s.head_dim));
+  }
   w->U32("llama.vocab_size", static_cast<uint32_t>(s.vocab));
   if (!s.rope_scaling.is_null()) {
     w->Str("llama.rope.scaling.type", s.rope_scaling.value("type", std::string("linear")));

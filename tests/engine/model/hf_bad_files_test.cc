@@ -169,7 +169,9 @@ TEST_F(HfBadFilesTest, UnsupportedConfigFieldsAreNamed) {
       {"mlp_bias", {{"mlp_bias", true}}},
       {"hidden_act \"gelu\"", {{"hidden_act", "gelu"}}},
       {"partial_rotary_factor", {{"partial_rotary_factor", 0.5}}},
-      {"head_dim = 16", {{"head_dim", 16}}},
+      {"head_dim = 7 must be even", {{"head_dim", 7}}},
+      {"\"head_dim\" must be in [1, 2^31)", {{"head_dim", 0}}},
+      {"or set explicit_head_dim", {{"num_attention_heads", 3}, {"num_key_value_heads", 3}}},
       {"type \"longrope\"", {{"rope_scaling", {{"type", "longrope"}, {"factor", 2.0}}}}},
       {"key \"finetuned\"",
        {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}, {"finetuned", true}}}}},
@@ -195,6 +197,29 @@ TEST_F(HfBadFilesTest, UnsupportedConfigFieldsAreNamed) {
   config["use_sliding_window"] = true;
   WriteFile(dir / "config.json", config.dump());
   ExpectInvalid(Load(dir), "config.json", "use_sliding_window");
+}
+
+// A config.json head_dim that the stored q_proj does not have: the error names the tensor and
+// both shapes (q_proj is [heads * head_dim, hidden] = [64, 32], the file holds [32, 32]).
+TEST_F(HfBadFilesTest, HeadDimThatDisagreesWithQProjNamesTheTensor) {
+  for (const int head_dim : {16, 4}) {
+    const auto dir = Dir("head_dim" + std::to_string(head_dim));
+    json config = model_.ConfigJson();
+    config["head_dim"] = head_dim;
+    WriteFile(dir / "config.json", config.dump());
+    const absl::Status s = Load(dir);
+    ExpectInvalid(s, "model.safetensors", "model.layers.0.self_attn.q_proj.weight");
+    EXPECT_THAT(s.message(), HasSubstr(std::to_string(4 * head_dim))) << s;
+  }
+  // The reverse: a model made with head_dim 16 whose config.json leaves head_dim out.
+  HfTestSpec spec{.layers = 1};
+  spec.head_dim = 16;
+  const HfTestModel wide = MakeHfTestModel(spec, 5);
+  const auto dir = wide.Write("head_dim_missing");
+  json config = wide.ConfigJson();
+  config.erase("head_dim");
+  WriteFile(dir / "config.json", config.dump());
+  ExpectInvalid(Load(dir), "model.safetensors", "self_attn.q_proj.weight");
 }
 
 // Every truncation of the file, and headers with random bytes changed: an error or a load, never

@@ -7,14 +7,17 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/model/layer_hook.h"
 #include "engine/model/model_runner.h"
 #include "gtest/gtest.h"
 #include "pagedkv/model_source.h"
+#include "pagedkv/status_macros.h"
 #include "tests/engine/model/hf_test_model.h"
 
 namespace pagedkv {
@@ -36,6 +39,22 @@ std::vector<HfCase> Cases() {
   mha.kv_heads = 4;
   mha.write_head_dim = true;
   cases.push_back({"LlamaMhaHeadDimGiven", mha});
+  // head_dim != hidden_size / heads (= 8): q_proj [heads * head_dim, hidden], GQA 4:2.
+  HfTestSpec wide_heads;
+  wide_heads.head_dim = 16;
+  cases.push_back({"HeadDimLargerGqa", wide_heads});
+  HfTestSpec narrow_heads;
+  narrow_heads.head_dim = 4;
+  narrow_heads.dtype = "BF16";
+  cases.push_back({"HeadDimSmallerGqaBf16", narrow_heads});
+  HfTestSpec odd_split;  // hidden 36 is no multiple of 8 heads: only head_dim says the width
+  odd_split.dim = 36;
+  odd_split.heads = 8;
+  odd_split.kv_heads = 2;
+  odd_split.head_dim = 12;
+  odd_split.arch = "Qwen2ForCausalLM";
+  odd_split.rope_scaling = {{"rope_type", "linear"}, {"factor", 2.0}};
+  cases.push_back({"HeadDimQwen2BiasesHiddenNotDivisible", odd_split});
   HfTestSpec tied_head;
   tied_head.tie = true;
   tied_head.dtype = "BF16";
@@ -82,6 +101,53 @@ void PrintTo(const HfCase& c, std::ostream* os) { *os << c.name; }
 
 class HfCheckpointTest : public ::testing::TestWithParam<HfCase> {};
 
+constexpr int kBlock = 4, kTokens = 40;
+
+std::vector<TokenId> TestIds(int vocab) {
+  std::vector<TokenId> ids(kTokens);
+  for (int t = 0; t < kTokens; ++t) ids[static_cast<size_t>(t)] = (t * 37 + 5) % vocab;
+  return ids;
+}
+
+// One prefill of `ids` at positions 0.. in blocks 0.. (slots 0..); logits of `logits_rows`.
+absl::StatusOr<std::vector<float>> Prefill(ModelRunner& runner, const std::vector<TokenId>& ids,
+                                           const std::vector<int32_t>& logits_rows,
+                                           LayerHook* hook = nullptr) {
+  const auto n = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> positions(ids.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<int64_t> slots(ids.size());
+  std::iota(slots.begin(), slots.end(), int64_t{0});
+  std::vector<BlockId> table((ids.size() + kBlock - 1) / kBlock);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<int32_t> qsl = {0, n}, kv_lens = {n};
+  ModelOutput out;
+  PAGEDKV_RETURN_IF_ERROR(runner.Forward({.token_ids = ids,
+                                          .positions = positions,
+                                          .slot_mapping = slots,
+                                          .query_start_loc = qsl,
+                                          .kv_lens = kv_lens,
+                                          .block_tables = table,
+                                          .max_blocks_per_seq = static_cast<int32_t>(table.size()),
+                                          .logits_indices = logits_rows},
+                                         {.return_logits = true, .hook = hook}, &out));
+  return out.logits;
+}
+
+// `got` holds the rows `positions` of `want` ([position][vocab]), each within 2e-4 of its scale.
+void ExpectNear(const std::vector<float>& got, const std::vector<std::vector<double>>& want,
+                const std::vector<int32_t>& positions, const std::string& name) {
+  const size_t V = want[0].size();
+  ASSERT_EQ(got.size(), positions.size() * V);
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const std::vector<double>& w = want[static_cast<size_t>(positions[r])];
+    double scale = 1.0, worst = 0.0;
+    for (double x : w) scale = std::max(scale, std::abs(x));
+    for (size_t i = 0; i < V; ++i) worst = std::max(worst, std::abs(got[r * V + i] - w[i]));
+    EXPECT_LE(worst, 2e-4 * scale) << name << " position " << positions[r];
+  }
+}
+
 TEST_P(HfCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   const HfCase& c = GetParam();
   const HfTestModel model = MakeHfTestModel(c.spec, 17);
@@ -89,42 +155,50 @@ TEST_P(HfCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->format, "huggingface");
   EXPECT_EQ(loaded->weights->config().stop_token_ids, std::vector<int32_t>({2, 3}));
-  constexpr int kBlock = 4, kTokens = 40;
+  EXPECT_EQ(loaded->weights->config().head_dim(), model.head_dim());
   absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
       loaded->weights, {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
   ASSERT_TRUE(runner.ok()) << runner.status();
-  std::vector<TokenId> ids(kTokens);
-  for (int t = 0; t < kTokens; ++t) ids[static_cast<size_t>(t)] = (t * 37 + 5) % c.spec.vocab;
-  std::vector<int32_t> positions(kTokens), logits_rows(kTokens);
-  std::iota(positions.begin(), positions.end(), 0);
-  std::iota(logits_rows.begin(), logits_rows.end(), 0);
-  std::vector<int64_t> slots(kTokens);
-  std::iota(slots.begin(), slots.end(), int64_t{0});
-  std::vector<BlockId> table(kTokens / kBlock);
-  std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> qsl = {0, kTokens}, kv_lens = {kTokens};
-  ModelOutput out;
-  absl::Status st = (*runner)->Forward({.token_ids = ids,
-                                        .positions = positions,
-                                        .slot_mapping = slots,
-                                        .query_start_loc = qsl,
-                                        .kv_lens = kv_lens,
-                                        .block_tables = table,
-                                        .max_blocks_per_seq = static_cast<int32_t>(table.size()),
-                                        .logits_indices = logits_rows},
-                                       {.return_logits = true}, &out);
-  ASSERT_TRUE(st.ok()) << st;
-  const std::vector<std::vector<double>> want =
-      model.Logits(std::vector<int>(ids.begin(), ids.end()));
-  const size_t V = static_cast<size_t>(c.spec.vocab);
-  ASSERT_EQ(out.logits.size(), want.size() * V);
-  for (size_t t = 0; t < want.size(); ++t) {
-    double scale = 1.0, worst = 0.0;
-    for (double w : want[t]) scale = std::max(scale, std::abs(w));
-    for (size_t i = 0; i < V; ++i)
-      worst = std::max(worst, std::abs(out.logits[t * V + i] - want[t][i]));
-    EXPECT_LE(worst, 2e-4 * scale) << c.name << " position " << t;
+  const std::vector<TokenId> ids = TestIds(c.spec.vocab);
+  std::vector<int32_t> all(kTokens);
+  std::iota(all.begin(), all.end(), 0);
+  absl::StatusOr<std::vector<float>> logits = Prefill(**runner, ids, all);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ExpectNear(*logits, model.Logits(std::vector<int>(ids.begin(), ids.end())), all, c.name);
+}
+
+// Keeps every third row after layer 0's K/V write, so the runner compacts the residual stream
+// (dim wide) and the rotated queries (heads * head_dim wide) to those rows.
+class KeepEveryThirdRow final : public LayerHook {
+ public:
+  absl::Status AfterKvWrite(const LayerView& view,
+                            std::optional<std::vector<int32_t>>* keep) override {
+    if (view.layer != 0) return absl::OkStatus();
+    keep->emplace();
+    for (int32_t r = 0; r < static_cast<int32_t>(view.rows.size()); r += 3)
+      keep->value().push_back(r);
+    return absl::OkStatus();
   }
+};
+
+// A second pass over the same tokens that drops rows: the kept rows attend in later layers to the
+// K/V the first pass left, so their logits are the reference's.
+TEST_P(HfCheckpointTest, RowsKeptByALayerHookMatchTheReference) {
+  const HfCase& c = GetParam();
+  const HfTestModel model = MakeHfTestModel(c.spec, 17);
+  absl::StatusOr<LoadedModel> loaded = LoadModel(model.Write(c.name + "_hook").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
+      loaded->weights, {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const std::vector<TokenId> ids = TestIds(c.spec.vocab);
+  ASSERT_TRUE(Prefill(**runner, ids, {}).ok());
+  std::vector<int32_t> kept;
+  for (int32_t t = 0; t < kTokens; t += 3) kept.push_back(t);
+  KeepEveryThirdRow hook;
+  absl::StatusOr<std::vector<float>> logits = Prefill(**runner, ids, kept, &hook);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ExpectNear(*logits, model.Logits(std::vector<int>(ids.begin(), ids.end())), kept, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfCheckpointTest, ::testing::ValuesIn(Cases()),

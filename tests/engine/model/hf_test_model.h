@@ -42,6 +42,7 @@ struct HfTestSpec {
   double eps = 1e-5;
   nlohmann::json rope_scaling = nullptr;  // as in config.json
   bool write_head_dim = false;            // also write "head_dim"
+  int head_dim = 0;  // > 0: this head width (written as "head_dim"); 0: dim / heads
 };
 
 struct HfTestTensor {
@@ -101,7 +102,7 @@ struct HfTestModel {
   HfTestSpec spec;
   std::map<std::string, HfTestTensor> tensors;  // what the files store
 
-  int head_dim() const { return spec.dim / spec.heads; }
+  int head_dim() const { return spec.head_dim > 0 ? spec.head_dim : spec.dim / spec.heads; }
   const std::vector<double>& T(const std::string& name) const { return tensors.at(name).values; }
   std::string L(int l, const char* rest) const {
     return "model.layers." + std::to_string(l) + "." + rest;
@@ -127,7 +128,7 @@ struct HfTestModel {
     if (spec.arch == "MistralForCausalLM") c["sliding_window"] = nullptr;
     if (spec.arch == "Qwen2ForCausalLM") c["use_sliding_window"] = false;
     if (spec.arch == "LlamaForCausalLM") c["attention_bias"] = false;
-    if (spec.write_head_dim) c["head_dim"] = head_dim();
+    if (spec.write_head_dim || spec.head_dim > 0) c["head_dim"] = head_dim();
     return c;
   }
 
@@ -191,7 +192,26 @@ struct HfTestModel {
     } else if (type == "yarn") {
       YarnInvFreq(&inv);
     }
-    return inv;  // "dynamic" inside max_position_embeddings: unchanged
+    return inv;  // "dynamic": InvFreqForLength
+  }
+
+  // The frequencies a forward call over a sequence of `length` tokens uses: InvFreq(), except
+  // that "dynamic" recomputes the base when length passes max_position_embeddings
+  // (transformers' _compute_dynamic_ntk_parameters with seq_len = max(position_ids) + 1).
+  std::vector<double> InvFreqForLength(int64_t length) const {
+    if (spec.rope_scaling.is_null() ||
+        spec.rope_scaling.value("rope_type", spec.rope_scaling.value("type", "")) != "dynamic" ||
+        length <= spec.max_pos) {
+      return InvFreq();
+    }
+    const double factor = spec.rope_scaling.value("factor", 1.0);
+    const int d = head_dim();
+    const double base =
+        spec.theta * std::pow(factor * static_cast<double>(length) / spec.max_pos - (factor - 1),
+                              static_cast<double>(d) / (d - 2));
+    std::vector<double> inv(static_cast<size_t>(d / 2));
+    for (int i = 0; i < d / 2; ++i) inv[static_cast<size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / d);
+    return inv;
   }
 
   void YarnInvFreq(std::vector<double>* inv) const {
@@ -240,10 +260,11 @@ struct HfTestModel {
     return y;
   }
 
-  // rotate_half RoPE of every head of v ([n_heads * head_dim]) at `pos`.
-  void Rope(std::vector<double>* v, int pos) const {
+  // rotate_half RoPE of every head of v ([n_heads * head_dim]) at `pos`, in a forward call over
+  // `length` tokens.
+  void Rope(std::vector<double>* v, int pos, int64_t length) const {
     const int d = head_dim();
-    const std::vector<double> inv = InvFreq();
+    const std::vector<double> inv = InvFreqForLength(length);
     const double s = AttentionScaling();
     for (size_t h = 0; h < v->size() / static_cast<size_t>(d); ++h) {
       for (int i = 0; i < d / 2; ++i) {
@@ -262,13 +283,25 @@ struct HfTestModel {
     return spec.tie ? T(spec.stored_tied) : T("model.embed_tokens.weight");
   }
 
-  // Logits at every position of `tokens`: [position][vocab].
-  std::vector<std::vector<double>> Logits(const std::vector<int>& tokens) const;
+  // Logits at every position of `tokens`: [position][vocab]. The tokens run in forward calls that
+  // end (exclusive) at `step_ends` (ascending, the last = tokens.size()); empty: one call. Each
+  // call rotates its queries and keys for its own end (only "dynamic" scaling cares), and keys
+  // keep the rotation of the call that computed them, as with transformers' KV cache.
+  std::vector<std::vector<double>> Logits(const std::vector<int>& tokens,
+                                          std::vector<size_t> step_ends = {}) const;
 };
 
-inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<int>& tokens) const {
+inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<int>& tokens,
+                                                            std::vector<size_t> step_ends) const {
   const size_t D = static_cast<size_t>(spec.dim), hd = static_cast<size_t>(head_dim());
   const size_t kv = static_cast<size_t>(spec.kv_heads) * hd, n = tokens.size();
+  const size_t Q = static_cast<size_t>(spec.heads) * hd;
+  if (step_ends.empty()) step_ends.push_back(n);
+  std::vector<int64_t> length(n);  // the end of each token's forward call
+  for (size_t t = 0, s = 0; t < n; ++t) {
+    while (step_ends[s] <= t) ++s;
+    length[t] = static_cast<int64_t>(step_ends[s]);
+  }
   const std::vector<double> emb = Embedding();
   std::vector<std::vector<double>> x(n);
   for (size_t t = 0; t < n; ++t) {
@@ -280,17 +313,17 @@ inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<in
     std::vector<std::vector<double>> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const std::vector<double> h = RmsNorm(x[t], T(L(l, "input_layernorm.weight")));
-      q[t] = MatVec(T(L(l, "self_attn.q_proj.weight")), h, D,
+      q[t] = MatVec(T(L(l, "self_attn.q_proj.weight")), h, Q,
                     bias ? &T(L(l, "self_attn.q_proj.bias")) : nullptr);
       k[t] = MatVec(T(L(l, "self_attn.k_proj.weight")), h, kv,
                     bias ? &T(L(l, "self_attn.k_proj.bias")) : nullptr);
       v[t] = MatVec(T(L(l, "self_attn.v_proj.weight")), h, kv,
                     bias ? &T(L(l, "self_attn.v_proj.bias")) : nullptr);
-      Rope(&q[t], static_cast<int>(t));
-      Rope(&k[t], static_cast<int>(t));
+      Rope(&q[t], static_cast<int>(t), length[t]);
+      Rope(&k[t], static_cast<int>(t), length[t]);
     }
     for (size_t t = 0; t < n; ++t) {
-      std::vector<double> att(D, 0.0);
+      std::vector<double> att(Q, 0.0);
       for (size_t h = 0; h < static_cast<size_t>(spec.heads); ++h) {
         const size_t g = h / static_cast<size_t>(spec.heads / spec.kv_heads);
         std::vector<double> score(t + 1);
@@ -339,8 +372,8 @@ inline HfTestModel MakeHfTestModel(const HfTestSpec& spec, uint32_t seed) {
     }
     m.tensors[name] = std::move(t);
   };
-  const int64_t D = spec.dim, H = spec.hidden,
-                KV = int64_t{spec.kv_heads} * (spec.dim / spec.heads);
+  const int64_t D = spec.dim, H = spec.hidden, Q = int64_t{spec.heads} * m.head_dim(),
+                KV = int64_t{spec.kv_heads} * m.head_dim();
   const int64_t V = spec.vocab;
   if (!spec.tie || spec.stored_tied == "model.embed_tokens.weight")
     add("model.embed_tokens.weight", {V, D}, 1.0 / 64, 0);
@@ -349,15 +382,15 @@ inline HfTestModel MakeHfTestModel(const HfTestSpec& spec, uint32_t seed) {
   for (int l = 0; l < spec.layers; ++l) {
     add(m.L(l, "input_layernorm.weight"), {D}, 1.0 / 128, 1.0);
     add(m.L(l, "post_attention_layernorm.weight"), {D}, 1.0 / 128, 1.0);
-    add(m.L(l, "self_attn.q_proj.weight"), {D, D}, 1.0 / 512, 0);
+    add(m.L(l, "self_attn.q_proj.weight"), {Q, D}, 1.0 / 512, 0);
     add(m.L(l, "self_attn.k_proj.weight"), {KV, D}, 1.0 / 512, 0);
     add(m.L(l, "self_attn.v_proj.weight"), {KV, D}, 1.0 / 512, 0);
-    add(m.L(l, "self_attn.o_proj.weight"), {D, D}, 1.0 / 512, 0);
+    add(m.L(l, "self_attn.o_proj.weight"), {D, Q}, 1.0 / 512, 0);
     add(m.L(l, "mlp.gate_proj.weight"), {H, D}, 1.0 / 512, 0);
     add(m.L(l, "mlp.up_proj.weight"), {H, D}, 1.0 / 512, 0);
     add(m.L(l, "mlp.down_proj.weight"), {D, H}, 1.0 / 512, 0);
     if (spec.arch == "Qwen2ForCausalLM") {
-      add(m.L(l, "self_attn.q_proj.bias"), {D}, 1.0 / 128, 0);
+      add(m.L(l, "self_attn.q_proj.bias"), {Q}, 1.0 / 128, 0);
       add(m.L(l, "self_attn.k_proj.bias"), {KV}, 1.0 / 128, 0);
       add(m.L(l, "self_attn.v_proj.bias"), {KV}, 1.0 / 128, 0);
     }

@@ -133,6 +133,52 @@ TEST(HfTokenizerSentencePieceTest, MetaspacePreTokenizerPrependsOnlyAtTheStart) 
   EXPECT_THAT(Ids(Make(j), "ab", false), ElementsAre(9));
 }
 
+// The decoders' leading-space rules, as tokenizers 0.23 applies them (checked there on this
+// file): the Metaspace decoder (prepend_scheme first or always) drops every "▁" of the first
+// token decoded, special tokens skipped first, and turns the other "▁" into spaces; "never"
+// keeps them all; it has no byte fallback, so "<0xNN>" stays text. Llama-2's Sequence[Replace,
+// ByteFallback, Fuse, Strip(start=1)] drops exactly one space of the fused text.
+TEST(HfTokenizerSentencePieceTest, DecodersDropLeadingSpacesByTheirOwnRule) {
+  json j = SentencePieceJson();  // ▁ 3, a 4, ▁a 7, ▁ab 9, <0xC3> 10, <0xA9> 11
+  j["added_tokens"].push_back({{"id", 12},
+                               {"content", "<x>"},
+                               {"special", false},
+                               {"normalized", false},
+                               {"lstrip", false},
+                               {"rstrip", false},
+                               {"single_word", false}});
+  const Tokenizer llama2 = Make(j);
+  EXPECT_EQ(llama2.Decode({1, 3, 7}).value(), " a");  // "  a" less one space
+  EXPECT_EQ(llama2.Decode({1, 3, 3, 3, 7}).value(), "   a");
+  EXPECT_EQ(llama2.Decode({1, 12, 3, 7}).value(), "<x>  a");  // the added token starts the text
+  EXPECT_EQ(llama2.Decode({3, 10, 11}).value(), "\xC3\xA9");  // " é" less one space
+  for (const char* scheme : {"first", "always"}) {
+    j["decoder"] = {
+        {"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", scheme}, {"split", false}};
+    const Tokenizer t = Make(j);
+    EXPECT_EQ(t.Decode({1, 3, 7}).value(), " a") << scheme;  // "▁" dropped, then " a"
+    EXPECT_EQ(t.Decode({1, 3, 3, 7}).value(), "  a") << scheme;
+    EXPECT_EQ(t.Decode({1, 9, 3, 7}).value(), "ab  a") << scheme;
+    EXPECT_EQ(t.Decode({1, 12, 3, 7}).value(), "<x>  a") << scheme;
+    EXPECT_EQ(t.Decode({3, 10, 11}).value(), "<0xC3><0xA9>") << scheme;
+    EXPECT_EQ(t.Decode({9}, /*prev=*/5).value(), " ab") << scheme;  // a continuation
+  }
+  j["decoder"]["prepend_scheme"] = "never";
+  const Tokenizer never = Make(j);
+  EXPECT_EQ(never.Decode({1, 3, 7}).value(), "  a");
+  EXPECT_EQ(never.Decode({1, 9, 3, 7}).value(), " ab  a");
+  EXPECT_EQ(never.Decode({3, 10, 11}).value(), " <0xC3><0xA9>");
+  // Strip before Fuse strips every token in tokenizers: refused rather than run otherwise.
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders",
+                   {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                    {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}},
+                    {{"type", "Fuse"}}}}};
+  absl::StatusOr<BpeTokenizerSpec> spec = ParseHfTokenizerJson(j.dump(), "test.json");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), HasSubstr("Strip before Fuse"));
+}
+
 // Byte-level (GPT-2 style): alphabet characters as tokens; Ġ is the space byte, Ċ the newline.
 json ByteLevelJson(bool ignore_merges) {
   json vocab = json::object();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -21,6 +22,7 @@ using ::pagedkv::testing::TinyLlama2c;
 using ::pagedkv::testing::TinyShape;
 using ::pagedkv::testing::WriteTempFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 void SetHeaderInt(std::string& bytes, int index, int32_t value) {
   std::memcpy(bytes.data() + 4 * index, &value, sizeof(value));
@@ -171,6 +173,63 @@ TEST(Llama2cCheckpointTest, PayloadSizeMustMatch) {
   // 80 emb + 8 + 64 + 2*32 + 64 + 8 + 3*128 + 8 + 2*(4*2) freq.
   EXPECT_EQ(n, 80 + 8 + 64 + 64 + 64 + 8 + 384 + 8 + 16);
   EXPECT_TRUE(ModelWeights::FromLlama2cPayload(config, std::vector<float>(n)).ok());
+}
+
+// An explicit head width: wq is [n_heads * head_dim, dim], wo [dim, n_heads * head_dim], wk/wv
+// [n_kv_heads * head_dim, dim]; the payload and the bias sizes follow.
+TEST(Llama2cCheckpointTest, ExplicitHeadDimSizesTheAttentionTensors) {
+  ModelConfig config{.dim = 8,
+                     .hidden_dim = 16,
+                     .n_layers = 1,
+                     .n_heads = 2,
+                     .n_kv_heads = 1,
+                     .explicit_head_dim = 6,
+                     .vocab_size = 10,
+                     .seq_len = 4};
+  ASSERT_TRUE(config.Validate().ok()) << config.Validate();
+  EXPECT_EQ(config.head_dim(), 6);
+  EXPECT_EQ(config.q_dim(), 12);
+  EXPECT_EQ(config.kv_dim(), 6);
+  // 80 emb + 8 + wq 96 + wk, wv 2*48 + wo 96 + 8 + 3*128 + 8 + freq 2*(4*3).
+  EXPECT_EQ(ModelWeights::PayloadSize(config), 80 + 8 + 96 + 96 + 96 + 8 + 384 + 8 + 24);
+  config.qkv_bias = true;
+  EXPECT_EQ(ModelWeights::QkvBiasSize(config), 12 + 2 * 6);
+  absl::StatusOr<ModelWeights> w = ModelWeights::Random(config);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->layer(0).wk - w->layer(0).wq, 96);
+  EXPECT_EQ(w->layer(0).bk - w->layer(0).bq, 12);
+  EXPECT_EQ(config.NumParameters(), 80 + 2 * 8 + 2 * 96 + 2 * 48 + 3 * 128 + 8 + 12 + 12);
+  EXPECT_THAT(config.ToString(), HasSubstr("head_dim=6"));
+  config.explicit_head_dim = 0;
+  EXPECT_THAT(config.ToString(), Not(HasSubstr("head_dim")));
+}
+
+TEST(Llama2cCheckpointTest, BadExplicitHeadDimsNameTheField) {
+  const ModelConfig good{.dim = 8,
+                         .hidden_dim = 16,
+                         .n_layers = 1,
+                         .n_heads = 2,
+                         .n_kv_heads = 1,
+                         .vocab_size = 10,
+                         .seq_len = 4};
+  const std::pair<int32_t, const char*> cases[] = {
+      {-2, "explicit_head_dim must be >= 0"},
+      {5, "head_dim = 5 must be even"},
+      {1 << 30, "n_heads * head_dim = 2 * 1073741824 passes the supported 2^31"},
+      {1 << 29, "more than the supported 2^31"},  // wq [2^30, 8] elements
+  };
+  for (const auto& [head_dim, want] : cases) {
+    ModelConfig c = good;
+    c.explicit_head_dim = head_dim;
+    EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument) << head_dim;
+    EXPECT_THAT(c.Validate().message(), HasSubstr(want)) << head_dim;
+  }
+  ModelConfig odd = good;  // 3 heads do not divide 8, but an explicit width makes that fine
+  odd.n_heads = 3;
+  odd.n_kv_heads = 3;
+  EXPECT_THAT(odd.Validate().message(), HasSubstr("or set explicit_head_dim"));
+  odd.explicit_head_dim = 4;
+  EXPECT_TRUE(odd.Validate().ok()) << odd.Validate();
 }
 
 TEST(Llama2cCheckpointTest, RandomWeightsAreDeterministic) {

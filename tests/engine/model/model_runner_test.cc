@@ -463,6 +463,8 @@ TEST(ModelRunnerOptionsTest, ContextLengthFollowsTheRopeScaling) {
   rope.scaling = RopeScaling::kDynamicNtk;
   rope.dynamic_seq_len = 250;
   EXPECT_EQ(ContextLengthFor(c, rope), 250);
+  rope.dynamic_seq_len = 0;  // per step (Hugging Face's dynamic): seq_len * factor
+  EXPECT_EQ(ContextLengthFor(c, rope), 400);
 }
 
 }  // namespace
