@@ -18,6 +18,7 @@
 #include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
+#include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/ngram_proposer.h"
 #include "engine/shift/cache_blend_hook.h"
@@ -178,6 +179,9 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   PAGEDKV_ASSIGN_OR_RETURN(internals_->runner,
                            ModelRunner::Create(std::move(weights), runner_options));
   ModelRunner* runner = internals_->runner.get();
+  PAGEDKV_ASSIGN_OR_RETURN(
+      internals_->context,
+      EngineContextLimit(c, runner->rope_config(), runner->context_length(), options_));
 
   KvCacheManagerOptions cache_options;
   cache_options.num_blocks = static_cast<int32_t>(num_blocks);
@@ -195,7 +199,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
 
   SchedulerOptions scheduler_options = options_.scheduler;
   scheduler_options.max_model_len =
-      options_.allow_context_overrun ? 0 : static_cast<int32_t>(context + 1);
+      options_.allow_context_overrun ? 0 : static_cast<int32_t>(internals_->context.positions + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   return CreateChunkReuse();
@@ -339,7 +343,7 @@ absl::Status Engine::CreateChunkReuse() {
   return absl::InvalidArgumentError("EngineOptions.chunk_reuse.mode must be kOff or kReRotate");
 }
 
-int64_t Engine::context_length() const { return internals_->runner->context_length(); }
+int64_t Engine::context_length() const { return internals_->context.positions; }
 const ModelConfig& Engine::config() const { return internals_->runner->config(); }
 std::string Engine::backend_name() const { return internals_->runner->backend().name(); }
 
@@ -384,21 +388,6 @@ absl::Status CheckGenerationRequest(const GenerationRequest& request,
   return absl::OkStatus();
 }
 
-// The last sampled token is never run through the model: positions go up to
-// prompt + max_new_tokens - 2, which must stay inside the context unless overrun is allowed.
-absl::Status CheckContext(size_t prompt_tokens, int32_t max_new_tokens, int64_t context_length,
-                          bool allow_context_overrun) {
-  const int64_t last_position = static_cast<int64_t>(prompt_tokens) + max_new_tokens - 2;
-  if (allow_context_overrun || last_position < context_length) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "AddRequest: prompt (", prompt_tokens, " tokens) + max_new_tokens (", max_new_tokens,
-      ") would run the model at position ", last_position, ", past its trained context of ",
-      context_length,
-      " positions; shorten the prompt or max_new_tokens, configure RoPE scaling for a longer "
-      "context, or set EngineOptions.allow_context_overrun to run it anyway (the output is "
-      "then extrapolation)"));
-}
-
 }  // namespace
 
 absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
@@ -406,7 +395,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<TokenId> prompt,
                            PromptOf(request, tokenizer_.get(), c.bos_token_id));
   PAGEDKV_RETURN_IF_ERROR(CheckGenerationRequest(request, prompt, c.vocab_size));
-  PAGEDKV_RETURN_IF_ERROR(CheckContext(prompt.size(), request.max_new_tokens, context_length(),
+  PAGEDKV_RETURN_IF_ERROR(CheckContext(prompt.size(), request.max_new_tokens, internals_->context,
                                        options_.allow_context_overrun));
   const RequestId id = next_id_;
   SchedulerRequest sr;

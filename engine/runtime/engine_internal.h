@@ -18,6 +18,7 @@
 #include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
+#include "engine/runtime/context_limit.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/export.h"
@@ -26,6 +27,7 @@ namespace pagedkv {
 
 struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
+  ContextLimit context;  // what AddRequest enforces (engine/runtime/context_limit.h)
   std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
   std::unique_ptr<BlockKvCopier> copier;    // the tiers' io (over the runner); null without tiers
   std::unique_ptr<TierChain> tiers;         // after copier: destroyed first; null without tiers

@@ -323,7 +323,9 @@ class PAGEDKV_EXPORT Engine {
 
   bool HasUnfinishedRequests() const;
 
-  // Positions [0, context_length()) are within the trained context.
+  // Positions [0, context_length()) are within the trained context (or a RoPE scaling's longer
+  // one; under per-step dynamic RoPE with key reuse on, max_position_embeddings: keys written past
+  // it depend on the step and are never reused, engine/runtime/context_limit.h).
   int64_t context_length() const;
   const ModelConfig& config() const;
   // The compute backend, e.g. "cpu" or "cuda:0 (NVIDIA H100)".
