@@ -1,14 +1,18 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// ThreadPool. Invariants: state_ = (generation << 32) | next_chunk. A job's fields (fn_,
-// num_items_, num_chunks_) are written, chunks_done_ reset, and then its generation published with
-// next_chunk 0; they are not written again until chunks_done_ == num_chunks_, which needs every
-// chunk claimed. A claim is a CAS on state_ from (gen, c) to (gen, c + 1) with c < num_chunks_, so
-// a claim that succeeds read the fields of generation gen (they cannot have changed before all of
-// its chunks were claimed), and a worker that wakes late fails its CAS and touches nothing.
+// ThreadPool. Invariants: state_ = (generation << 32) | next_chunk. A job is published in two
+// stores: first a new generation with next_chunk = kClosed, which no claim can pass, then, after
+// the job's fields (fn_, num_items_, num_chunks_) are written and chunks_done_ reset, the next
+// generation with next_chunk 0. A claim is a CAS on state_ from (gen, c) to (gen, c + 1) with
+// c < num_chunks_, where the fields were read (acquire) before the CAS. Fields are written only
+// after the closing store, so a claimant that read a newer job's field has the closing store
+// happen before its CAS, which then fails: a claim that succeeds read the fields of generation
+// gen. A worker that wakes late fails its CAS and touches nothing, and chunks_done_ counts only
+// chunks of the current job (the previous job's chunks were all done before it was closed).
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <system_error>
@@ -25,6 +29,8 @@ namespace {
 constexpr int kSpinIterations = 2000;
 // Chunks per thread: enough that threads which start late still find work.
 constexpr int64_t kChunksPerThread = 4;
+// next_chunk of a job being written: no chunk is claimable (every chunk index is below it).
+constexpr uint32_t kClosed = UINT32_MAX;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,9 +85,9 @@ void ThreadPool::RunChunks(uint32_t gen) {
   for (;;) {
     if (Generation(state) != gen) return;
     const uint32_t chunk = NextChunk(state);
-    const uint32_t num_chunks = num_chunks_.load(std::memory_order_relaxed);
-    const int64_t num_items = num_items_.load(std::memory_order_relaxed);
-    const auto* fn = fn_.load(std::memory_order_relaxed);
+    const uint32_t num_chunks = num_chunks_.load(std::memory_order_acquire);
+    const int64_t num_items = num_items_.load(std::memory_order_acquire);
+    const auto* fn = fn_.load(std::memory_order_acquire);
     if (chunk >= num_chunks) return;
     if (!state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) continue;
     const int64_t base = num_items / num_chunks, extra = num_items % num_chunks;
@@ -122,11 +128,13 @@ void ThreadPool::ParallelFor(int64_t num_items, int64_t min_items_per_range,
   uint32_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_.store(&fn, std::memory_order_relaxed);
-    num_items_.store(num_items, std::memory_order_relaxed);
-    num_chunks_.store(chunks, std::memory_order_relaxed);
-    chunks_done_.store(0, std::memory_order_relaxed);
-    gen = Generation(state_.load(std::memory_order_relaxed)) + 1;
+    const uint32_t closed = Generation(state_.load(std::memory_order_relaxed)) + 1;
+    state_.store((uint64_t{closed} << 32) | kClosed, std::memory_order_seq_cst);
+    fn_.store(&fn, std::memory_order_release);
+    num_items_.store(num_items, std::memory_order_release);
+    num_chunks_.store(chunks, std::memory_order_release);
+    chunks_done_.store(0, std::memory_order_release);
+    gen = closed + 1;
     state_.store(uint64_t{gen} << 32, std::memory_order_release);
   }
   job_cv_.notify_all();

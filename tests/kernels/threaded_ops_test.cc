@@ -83,6 +83,27 @@ TEST(ThreadPoolTest, ManyBackToBackJobsEachRunEveryItemOnce) {
   }
 }
 
+// Consecutive jobs with growing chunk counts: a worker that read the previous job's state and
+// then this job's chunk count must not claim a chunk (it once did, ran a stale range and counted
+// it, and the caller waited forever for an exact count it had passed).
+TEST(ThreadPoolTest, JobsOfChangingSizeRunEveryItemOnceAndReturn) {
+  for (int32_t threads : {2, 4}) {
+    auto pool = cpu::ThreadPool::Create(threads);
+    ASSERT_TRUE(pool.ok());
+    std::vector<int> hits(64, 0);
+    for (int job = 0; job < 20000; ++job) {
+      const int64_t items = job % 2 == 0 ? 1 + job % 3 : 64;
+      (*pool)->ParallelFor(items, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+      });
+      for (int64_t i = 0; i < items; ++i) {
+        ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "job " << job << " item " << i;
+        hits[static_cast<size_t>(i)] = 0;
+      }
+    }
+  }
+}
+
 TEST(ThreadedLinearTest, BitIdenticalForAnyThreadCountAndAnyBatch) {
   struct Shape {
     int64_t m, n, k;
