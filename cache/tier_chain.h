@@ -5,14 +5,18 @@
 // that hold no bytes). Block bytes move through a BlockValueIo (the engine's BlockKvCopier copies
 // a block's K/V pages through the backend; a simulation moves nothing), so this file holds no
 // device pointer. Three jobs, each called at a fixed point of a step:
-//   Onboard(request)   - before scheduling, for a request not yet admitted: walks its chain past
-//                        the device prefix hit through each tier in order, block by block; every
-//                        tier hit is copied into a newly allocated device block that is indexed
-//                        in the pool like a computed block (so the scheduler's GetComputedBlocks
-//                        counts it as a prefix hit). The device hit and the loaded blocks stay
-//                        pinned until ReleasePins() (called right after scheduling), so the
-//                        scheduler's own allocations cannot evict them first. A block loaded from
-//                        the remote tier is also stored in the host tier.
+//   Onboard(request)   - before scheduling, for a request waiting for admission (never admitted,
+//                        or preempted: then its CacheRequest holds its generated tokens too):
+//                        walks its chain past the device prefix hit through each tier in order,
+//                        block by block; every tier hit is copied into a newly allocated device
+//                        block that is indexed in the pool like a computed block (so the
+//                        scheduler's GetComputedBlocks counts it as a prefix hit). The device hit
+//                        and the loaded blocks stay pinned until ReleasePins(), so later Onboard
+//                        calls cannot evict them. The engine releases them right before
+//                        scheduling (then they are the most recently used cached blocks; pins the
+//                        scheduler cannot see could starve its running requests); serve-mode
+//                        replay right after. A block loaded from the remote tier is also stored
+//                        in the host tier.
 //   (pool events)      - write-through tiers queue every block the pool caches; write-back tiers
 //                        copy a block out when the pool evicts it (its KV is intact then: the
 //                        step that reuses the block has not run yet). Blocks cached in the
