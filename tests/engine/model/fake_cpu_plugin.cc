@@ -8,6 +8,10 @@
 //   2: an entry point that offers no table for this ABI,
 //   3: no entry point at all,
 //   4: a working table that reports no device.
+// Variant 0 also offers the copy-stream extension (kernels/backend_plugin_abi.h), implemented
+// synchronously as a host-memory backend must, and records every extension call in order
+// (fake_plugin_copy_log, "load,fence,store,sync,..."), so a loader's ordering can be checked;
+// the others lack it, as every plugin built before it does.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -73,6 +77,45 @@ FAKE_PLUGIN_OP(OpPagedAttention, PagedAttentionArgs, PagedAttention)
 FAKE_PLUGIN_OP(OpSample, SampleArgs, Sample)
 #undef FAKE_PLUGIN_OP
 
+#if FAKE_PLUGIN_VARIANT == 0
+// The copy-stream extension: every call done at once, in order, and logged.
+std::string& CopyLog() {
+  static std::string* log = new std::string();
+  return *log;
+}
+int32_t Logged(const char* call, PagedkvPluginError* error) {
+  if (!CopyLog().empty()) CopyLog() += ",";
+  CopyLog() += call;
+  return Report(absl::OkStatus(), error);
+}
+int32_t StageAlloc(PagedkvPluginBackend b, size_t bytes, void** host, PagedkvPluginError* e) {
+  return Allocate(b, bytes, host, e);
+}
+int32_t LoadAsync(PagedkvPluginBackend b, void* dst, const void* src, size_t bytes,
+                  PagedkvPluginError* e) {
+  if (const int32_t code = Copy(b, dst, src, bytes, e); code != 0) return code;
+  return Logged("load", e);
+}
+int32_t FenceLoads(PagedkvPluginBackend, PagedkvPluginError* e) { return Logged("fence", e); }
+int32_t StoreAsync(PagedkvPluginBackend b, void* dst, const void* src, size_t bytes,
+                   PagedkvPluginError* e) {
+  if (const int32_t code = Copy(b, dst, src, bytes, e); code != 0) return code;
+  return Logged("store", e);
+}
+int32_t CopySynchronize(PagedkvPluginBackend, PagedkvPluginError* e) { return Logged("sync", e); }
+
+constexpr PagedkvCopyStreamPlugin kCopyStreamTable = {
+    .abi_version = kPagedkvCopyStreamAbiVersion,
+    .table_size = sizeof(PagedkvCopyStreamPlugin),
+    .stage_alloc = StageAlloc,
+    .stage_free = Free,
+    .load_async = LoadAsync,
+    .fence_loads = FenceLoads,
+    .store_async = StoreAsync,
+    .copy_synchronize = CopySynchronize,
+};
+#endif
+
 constexpr PagedkvBackendPlugin kTable = {
     .abi_version =
         FAKE_PLUGIN_VARIANT == 1 ? kPagedkvPluginAbiVersion + 41 : kPagedkvPluginAbiVersion,
@@ -109,5 +152,19 @@ extern "C" __attribute__((visibility("default"))) const PagedkvBackendPlugin*
 pagedkv_backend_plugin(uint32_t abi_version) {
   if (FAKE_PLUGIN_VARIANT == 2 || abi_version != kPagedkvPluginAbiVersion) return nullptr;
   return &kTable;
+}
+#endif
+
+#if FAKE_PLUGIN_VARIANT == 0
+extern "C" __attribute__((visibility("default"))) const PagedkvCopyStreamPlugin*
+pagedkv_backend_copy_stream(uint32_t abi_version) {
+  return abi_version == kPagedkvCopyStreamAbiVersion ? &kCopyStreamTable : nullptr;
+}
+// The extension calls so far, comma-separated; cleared by each call of this function.
+extern "C" __attribute__((visibility("default"))) const char* fake_plugin_copy_log() {
+  static std::string last;
+  last = CopyLog();
+  CopyLog().clear();
+  return last.c_str();
 }
 #endif
