@@ -7,11 +7,13 @@
 //   1: a table that claims another ABI version,
 //   2: an entry point that offers no table for this ABI,
 //   3: no entry point at all,
-//   4: a working table that reports no device.
+//   4: a working table that reports no device,
+//   5: a working plugin with one device and no copy-stream extension (engine fallback tests).
 // Variant 0 also offers the copy-stream extension (kernels/backend_plugin_abi.h), implemented
-// synchronously as a host-memory backend must, and records every extension call in order
-// (fake_plugin_copy_log, "load,fence,store,sync,..."), so a loader's ordering can be checked;
-// the others lack it, as every plugin built before it does.
+// synchronously as a host-memory backend must, and records every extension call in order, with
+// "op" for a run of compute ops in between (fake_plugin_copy_log, "op,store,sync,load,fence,op"),
+// so a loader's ordering against the forward pass can be checked; the others lack it, as every
+// plugin built before it does.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -60,9 +62,27 @@ int32_t Synchronize(PagedkvPluginBackend, PagedkvPluginError* error) {
   return Report(absl::OkStatus(), error);
 }
 
+// The call log of variant 0 (see the banner).
+std::string& CopyLog() {
+  static std::string* log = new std::string();
+  return *log;
+}
+void LogCall(const char* call) {
+  if (!CopyLog().empty()) CopyLog() += ",";
+  CopyLog() += call;
+}
+// A compute op: logged as "op", once per run of ops.
+void LogOp() {
+  if (FAKE_PLUGIN_VARIANT != 0) return;
+  const std::string& log = CopyLog();
+  if (log == "op" || (log.size() > 3 && log.compare(log.size() - 3, 3, ",op") == 0)) return;
+  LogCall("op");
+}
+
 // One table entry per CPU op.
 #define FAKE_PLUGIN_OP(name, Args, op)                                                \
   int32_t name(PagedkvPluginBackend, const pagedkv::Args* a, PagedkvPluginError* e) { \
+    LogOp();                                                                          \
     return Report(pagedkv::cpu::op(*a), e);                                           \
   }
 FAKE_PLUGIN_OP(OpLinear, LinearArgs, Linear)
@@ -79,13 +99,8 @@ FAKE_PLUGIN_OP(OpSample, SampleArgs, Sample)
 
 #if FAKE_PLUGIN_VARIANT == 0
 // The copy-stream extension: every call done at once, in order, and logged.
-std::string& CopyLog() {
-  static std::string* log = new std::string();
-  return *log;
-}
 int32_t Logged(const char* call, PagedkvPluginError* error) {
-  if (!CopyLog().empty()) CopyLog() += ",";
-  CopyLog() += call;
+  LogCall(call);
   return Report(absl::OkStatus(), error);
 }
 int32_t StageAlloc(PagedkvPluginBackend b, size_t bytes, void** host, PagedkvPluginError* e) {
