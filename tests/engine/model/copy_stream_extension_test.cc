@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/model/backend.h"
 #include "engine/model/plugin_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/backend_plugin_abi.h"
@@ -90,6 +92,53 @@ TEST_F(CopyStreamExtensionTest, HostMemoryDoesEveryCallAtOnceInOrder) {
   copy_->stage_free(backend_, staged_in);
   copy_->stage_free(backend_, staged_out);
   main_->free(backend_, device);
+}
+
+// Through the Backend interface: tier copies round-trip the same bytes on the CPU backend (the
+// synchronous defaults), on the plugin with the extension (its calls, in order) and on one
+// without it (the main table's copies).
+std::vector<unsigned char> RoundTrip(Backend& backend) {
+  constexpr size_t kBytes = 1000;
+  void* in = backend.AllocateStaging(kBytes).value_or(nullptr);
+  void* out = backend.AllocateStaging(kBytes).value_or(nullptr);
+  void* device = backend.Allocate(kBytes).value_or(nullptr);
+  std::vector<unsigned char> got(kBytes);
+  if (in == nullptr || out == nullptr || device == nullptr) return {};
+  for (size_t i = 0; i < kBytes; ++i) static_cast<unsigned char*>(in)[i] = (i * 13 + 5) & 0xff;
+  EXPECT_TRUE(backend.LoadAsync(device, in, kBytes).ok());
+  EXPECT_TRUE(backend.FenceLoads().ok());
+  EXPECT_TRUE(backend.StoreAsync(out, device, kBytes).ok());
+  EXPECT_TRUE(backend.SynchronizeCopies().ok());
+  std::memcpy(got.data(), out, kBytes);
+  backend.FreeStaging(in);
+  backend.FreeStaging(out);
+  backend.Free(device);
+  return got;
+}
+
+TEST_F(CopyStreamExtensionTest, TheBackendUsesTheExtensionWhenPresentAndFallsBackWithout) {
+  std::unique_ptr<Backend> cpu = CreateCpuBackend();
+  EXPECT_FALSE(cpu->async_copies());
+  const std::vector<unsigned char> want = RoundTrip(*cpu);
+  ASSERT_EQ(want.size(), 1000u);
+  EXPECT_EQ(want[7], (7 * 13 + 5) & 0xff);
+
+  auto with = BackendPlugin::Load(FAKE_PLUGIN_OK, BackendKind::kCuda);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_NE((*with)->copy_stream(), nullptr);
+  std::unique_ptr<Backend> async = (*with)->CreateBackend(0).value();
+  EXPECT_TRUE(async->async_copies());
+  log_();
+  EXPECT_EQ(RoundTrip(*async), want);
+  EXPECT_EQ(std::string(log_()), "load,fence,store,sync");
+
+  auto without = BackendPlugin::Load(FAKE_PLUGIN_NO_DEVICE, BackendKind::kCuda);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ((*without)->copy_stream(), nullptr);  // no symbol: the synchronous table's copies
+  std::unique_ptr<Backend> sync = (*without)->CreateBackend(0).value();
+  EXPECT_FALSE(sync->async_copies());
+  EXPECT_EQ(RoundTrip(*sync), want);
+  EXPECT_EQ(std::string(log_()), "");
 }
 
 }  // namespace
