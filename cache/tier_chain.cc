@@ -136,6 +136,11 @@ absl::StatusOr<TierHits> TierChain::Onboard(const CacheRequest& request) {
     if (t->name() == "host") hits.host_blocks += n;
     if (t->name() == "remote") hits.remote_blocks += n;
   }
+  // One fence for the request's loads: compute queued from now on (the next forward) reads them.
+  if (unfenced_writes_) {
+    unfenced_writes_ = false;
+    PAGEDKV_RETURN_IF_ERROR(io_->FenceWrites());
+  }
   PAGEDKV_RETURN_IF_ERROR(FlushDeferred());
   return hits;
 }
@@ -182,7 +187,8 @@ absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int64_t i,
     return false;
   }
   PAGEDKV_ASSIGN_OR_RETURN(const BlockId b, pool_->Allocate());
-  if (absl::Status w = io_->Write(b, value); !w.ok()) {
+  unfenced_writes_ = true;  // even when it fails part-way: a copy may be queued
+  if (absl::Status w = io_->WriteAsync(b, value); !w.ok()) {
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));
     return w;
   }
@@ -220,7 +226,11 @@ absl::Status TierChain::FlushWriteThrough() {
   for (const auto& t : tiers_) {
     if (TierStoreGate::StoresWhenCached(t->store_options())) targets.push_back(t.get());
   }
-  if (targets.empty() || pending.empty()) return FlushDeferred();
+  if (targets.empty() || pending.empty()) {
+    // The step's loads are done (the forward waited for them): their staging may be reused.
+    PAGEDKV_RETURN_IF_ERROR(io_->SynchronizeCopies());
+    return FlushDeferred();
+  }
   const size_t bs = static_cast<size_t>(pool_->block_size());
   const size_t value_bytes = static_cast<size_t>(io_->value_bytes());
   std::vector<std::byte> values(pending.size() * value_bytes);
@@ -230,12 +240,17 @@ absl::Status TierChain::FlushWriteThrough() {
     if (pool_->FindCached(hash) != block) continue;  // removed again before it was computed
     const auto value =
         std::span<std::byte>(values).subspan(items.size() * value_bytes, value_bytes);
-    PAGEDKV_RETURN_IF_ERROR(io_->Read(block, value));
+    if (absl::Status read = io_->ReadAsync(block, value); !read.ok()) {  // after the compute
+      read.Update(io_->SynchronizeCopies());  // nothing may land in `values` after it is gone
+      return read;
+    }
     items.push_back({.block = {.hash = hash,
                                .tokens = std::span<const TokenId>(block_tokens_)
                                              .subspan(static_cast<size_t>(block) * bs, bs)},
                      .value = value});
   }
+  // The values are the tier's only once the copies completed.
+  PAGEDKV_RETURN_IF_ERROR(io_->SynchronizeCopies());
   for (KvTier* t : targets) PAGEDKV_RETURN_IF_ERROR(t->Store(items));
   return FlushDeferred();
 }

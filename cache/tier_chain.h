@@ -5,19 +5,29 @@
 // that hold no bytes). Block bytes move through a BlockValueIo (the engine's BlockKvCopier copies
 // a block's K/V pages through the backend; a simulation moves nothing), so this file holds no
 // device pointer. Three jobs, each called at a fixed point of a step:
-//   Onboard(request)   - before scheduling, for a request not yet admitted: walks its chain past
-//                        the device prefix hit through each tier in order, block by block; every
-//                        tier hit is copied into a newly allocated device block that is indexed
-//                        in the pool like a computed block (so the scheduler's GetComputedBlocks
-//                        counts it as a prefix hit). The device hit and the loaded blocks stay
-//                        pinned until ReleasePins() (called right after scheduling), so the
-//                        scheduler's own allocations cannot evict them first. A block loaded from
-//                        the remote tier is also stored in the host tier.
+//   Onboard(request)   - before scheduling, for a request waiting for admission (never admitted,
+//                        or preempted: then its CacheRequest holds its generated tokens too):
+//                        walks its chain past the device prefix hit through each tier in order,
+//                        block by block; every tier hit is copied into a newly allocated device
+//                        block that is indexed in the pool like a computed block (so the
+//                        scheduler's GetComputedBlocks counts it as a prefix hit). The device hit
+//                        and the loaded blocks stay pinned until ReleasePins(), so later Onboard
+//                        calls cannot evict them. The engine releases them right before
+//                        scheduling (then they are the most recently used cached blocks; pins the
+//                        scheduler cannot see could starve its running requests); serve-mode
+//                        replay right after. A block loaded from the remote tier is also stored
+//                        in the host tier.
 //   (pool events)      - write-through tiers queue every block the pool caches; write-back tiers
 //                        copy a block out when the pool evicts it (its KV is intact then: the
 //                        step that reuses the block has not run yet). Blocks cached in the
 //                        current step are never written back before they are computed.
 //   FlushWriteThrough  - after the model ran: copies the queued blocks out to write-through tiers.
+// Copies: a tier hit is loaded with the io's WriteAsync and every Onboard that loaded anything
+// ends with one FenceWrites, so the forward pass (queued later) reads the loaded blocks and the
+// blocks stay pinned (never read or reused) until then. FlushWriteThrough reads with ReadAsync
+// (after the step's compute) and calls SynchronizeCopies before it hands any value to a tier.
+// Stores read inside pool events (write-back, and threshold write-through in Onboard) use the
+// synchronous Read: the evicted block is reused right after the event.
 // Store threshold k > 0: a block goes to a tier only once it was a device prefix hit k times
 // (counted in Onboard); write-through then stores it at that hit. The rule and the counts are a
 // TierStoreGate (cache/tier_store_gate.h, shared with cache-mode replay's simulated tiers): counts
@@ -66,6 +76,23 @@ class PAGEDKV_EXPORT BlockValueIo {
   virtual absl::Status Read(BlockId block, std::span<std::byte> out) = 0;
   // REQUIRES: value.size() == value_bytes(). Copies `value` into block `block`.
   virtual absl::Status Write(BlockId block, std::span<const std::byte> value) = 0;
+
+  // Asynchronous forms (the engine's copier puts them on the backend's copy stream; the defaults
+  // are the synchronous calls above):
+  //   WriteAsync - like Write; `value` may be released when it returns (the io stages it), the
+  //                block holds it for compute queued after the next FenceWrites().
+  //   FenceWrites - compute queued from now on reads every block written so far.
+  //   ReadAsync  - like Read, after the compute queued so far; `out` is readable only after
+  //                SynchronizeCopies() and must stay alive until then.
+  //   SynchronizeCopies - waits for every queued copy (and lets the io reuse its staging).
+  virtual absl::Status WriteAsync(BlockId block, std::span<const std::byte> value) {
+    return Write(block, value);
+  }
+  virtual absl::Status FenceWrites() { return absl::OkStatus(); }
+  virtual absl::Status ReadAsync(BlockId block, std::span<std::byte> out) {
+    return Read(block, out);
+  }
+  virtual absl::Status SynchronizeCopies() { return absl::OkStatus(); }
 };
 
 // Blocks of one request loaded from each tier by Onboard.
@@ -127,6 +154,7 @@ class PAGEDKV_EXPORT TierChain {
   BlockPool* pool_;
   int listener_id_ = -1;
   bool placing_ = false;              // inside Place: the pool's stored events are ours
+  bool unfenced_writes_ = false;      // WriteAsync issued since the last FenceWrites
   std::vector<BlockId> pins_;         // pinned by Onboard, in pin order
   BlockId last_placed_ = kNullBlock;  // the chain's last block during Onboard
   std::vector<BlockId> device_run_;   // the device hit of the request being onboarded

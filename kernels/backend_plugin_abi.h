@@ -11,7 +11,9 @@
 // Versioning: the loader asks for kPagedkvPluginAbiVersion and refuses a table whose abi_version,
 // table_size or args_fingerprint differ (the fingerprint folds the size of every argument struct,
 // so a plugin built against other op_args.h is refused even when the version was not bumped). Bump
-// the version whenever a function is added, removed or changes meaning.
+// the version whenever a function is added, removed or changes meaning. Optional additions that
+// old plugins may lack go into extension tables with entry points and versions of their own (the
+// copy-stream extension at the end of this file), so they need no bump.
 //
 // Errors: every fallible function returns 0 (absl::StatusCode::kOk) or an absl::StatusCode value
 // and writes a NUL-terminated message into the caller's PagedkvPluginError.
@@ -107,6 +109,58 @@ struct PagedkvBackendPlugin {
 
 // The entry point: the table for `abi_version`, or null when the plugin does not speak it.
 typedef const PagedkvBackendPlugin* (*PagedkvBackendPluginEntry)(uint32_t abi_version);
+
+// ---- Optional extension: asynchronous KV-tier copies on a copy stream ---------------------------
+//
+// A plugin may export a second entry point, kPagedkvCopyStreamEntryName, returning the table
+// below for kPagedkvCopyStreamAbiVersion (null for a version it does not speak). It is versioned
+// on its own (abi_version, table_size) so that the main table's kPagedkvPluginAbiVersion stays
+// 1 and both directions stay compatible: a loader finds the extension with dlsym and, when the
+// symbol is missing (every plugin built before it) or refuses its version, keeps the synchronous
+// copy_to_device / copy_to_host of the main table; a loader that predates it never asks.
+//
+// The model: the backend's ops run on its compute stream; these copies run on a second, copy
+// stream, so tier loads for requests being onboarded overlap the step being computed.
+//   load_async  - host (staged) -> device on the copy stream; returns at once.
+//   fence_loads - an event on the copy stream after every load queued so far, and the compute
+//                 stream waits for it (cudaStreamWaitEvent): ops queued after the fence read the
+//                 loaded blocks; the host does not block.
+//   store_async - device -> host (staged) on the copy stream, after everything queued on the
+//                 compute stream before the call (an event recorded there, waited by the copy
+//                 stream), so it reads what the step wrote; returns at once.
+//   copy_synchronize - the host waits for every copy queued on the copy stream: staged stores are
+//                 readable, staged load sources may be reused.
+// Staging buffers come from stage_alloc (page-locked host memory, so the copies are truly
+// asynchronous). A backend whose memory is host memory (the CPU backend, the test plugin)
+// implements every call synchronously, in order, with the same results.
+//
+// Status: the CUDA plugin implements it (kernels/cuda/copy_stream.h); it is compiled, never run
+// here (no GPU), and the engine does not use it yet (its tier copies are the main table's).
+
+inline constexpr uint32_t kPagedkvCopyStreamAbiVersion = 1;
+inline constexpr const char kPagedkvCopyStreamEntryName[] = "pagedkv_backend_copy_stream";
+
+struct PagedkvCopyStreamPlugin {
+  uint32_t abi_version;  // kPagedkvCopyStreamAbiVersion the plugin was built with
+  uint32_t table_size;   // sizeof(PagedkvCopyStreamPlugin) in the plugin
+
+  // `bytes` of page-locked host memory for staging; free with stage_free (which first waits for
+  // the copy stream). stage_free(nullptr) is a no-op.
+  int32_t (*stage_alloc)(PagedkvPluginBackend backend, size_t bytes, void** host,
+                         PagedkvPluginError* error);
+  void (*stage_free)(PagedkvPluginBackend backend, void* host);
+  // REQUIRES: `src` stays unchanged until copy_synchronize.
+  int32_t (*load_async)(PagedkvPluginBackend backend, void* dst, const void* src, size_t bytes,
+                        PagedkvPluginError* error);
+  int32_t (*fence_loads)(PagedkvPluginBackend backend, PagedkvPluginError* error);
+  // REQUIRES: `dst` is read only after copy_synchronize.
+  int32_t (*store_async)(PagedkvPluginBackend backend, void* dst, const void* src, size_t bytes,
+                         PagedkvPluginError* error);
+  int32_t (*copy_synchronize)(PagedkvPluginBackend backend, PagedkvPluginError* error);
+};
+
+// The extension's entry point: its table for `abi_version`, or null.
+typedef const PagedkvCopyStreamPlugin* (*PagedkvCopyStreamEntry)(uint32_t abi_version);
 
 }  // extern "C"
 

@@ -2,8 +2,9 @@
 # GPU check of the CUDA backend, for a machine with a CUDA device (not part of CI):
 #   1. configures a minimal Release build with CUDA for the visible GPU's architecture only,
 #   2. builds only the CUDA plugin (libpagedkv_cuda.so) and the GPU test and benchmark targets (-j16),
-#   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest; engine:
-#      ModelRunnerCudaTest) and fails if any of them failed or was skipped,
+#   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest,
+#      CudaCopyStreamTest (the tier copy stream: fenced loads, stores after compute); engine: ModelRunnerCudaTest)
+#      and fails if any of them failed or was skipped,
 #   4. runs cuda_kernels_bench,
 #   5. when compute-sanitizer is installed, runs the kernel parity tests under memcheck.
 # Every step has a timeout; the whole script fits in 8 minutes on an H200 with 16 cores.
@@ -45,7 +46,7 @@ if ! timeout 300 cmake --build "$build" -j16 \
 fi
 
 log "GPU parity tests (ctest)"
-tests='^(CudaParityTest|CudaBadInputTest|CudaValidationTest|ModelRunnerCudaTest)\.'
+tests='^(CudaParityTest|CudaBadInputTest|CudaValidationTest|CudaCopyStreamTest|ModelRunnerCudaTest)\.'
 if ! (cd "$build" && timeout 240 ctest -R "$tests" -V --timeout 200) >"$out/ctest.log" 2>&1; then
   fail "GPU parity tests (see ctest.log)"
 fi

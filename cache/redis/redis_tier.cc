@@ -5,8 +5,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cache/redis/redis_connection.h"
+#include "cache/redis/remote_block_events.h"
 #include "cache/redis/tier_value_codec.h"
 #include "pagedkv/status_macros.h"
 #define XXH_INLINE_ALL
@@ -27,10 +30,17 @@
 namespace pagedkv {
 
 struct RedisTier::Impl {
-  explicit Impl(RedisTierOptions o) : options(std::move(o)), conn(options) {}
+  Impl(RedisTierOptions o, std::function<void(const KvEvent&)> emit)
+      : options(std::move(o)),
+        conn(options),
+        events({.medium = options.medium,
+                .ttl_ms = options.ttl_seconds * 1000,
+                .max_tracked_blocks = static_cast<size_t>(options.max_tracked_blocks)},
+               std::move(emit)) {}
   RedisTierOptions options;
   RedisConnection conn;
-  std::string key_head;  // "<prefix>:<model>:"
+  RemoteBlockEvents events;  // what this engine wrote and announced (see the header)
+  std::string key_head;      // "<prefix>:<model>:"
   TierStats stats;
 };
 
@@ -61,6 +71,15 @@ absl::Status ValidateOptions(const RedisTierOptions& o) {
   if (o.store.threshold < 0) {
     return absl::InvalidArgumentError("RedisTierOptions.store.threshold must be >= 0");
   }
+  if (o.ttl_seconds > INT64_MAX / 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("RedisTierOptions.ttl_seconds must be at most ",
+                                                   INT64_MAX / 1000, ", got ", o.ttl_seconds));
+  }
+  if (o.max_tracked_blocks <= 0 || o.medium.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisTierOptions needs max_tracked_blocks > 0 (got ", o.max_tracked_blocks,
+                     ") and a non-empty medium"));
+  }
   return absl::OkStatus();
 }
 
@@ -72,15 +91,30 @@ const redisReply* Element(const RedisConnection::Reply& array, size_t i) {
 
 absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions options) {
   PAGEDKV_RETURN_IF_ERROR(ValidateOptions(options));
-  auto impl = std::make_unique<Impl>(std::move(options));
+  // The tier does not exist yet: its events go through a slot the constructor fills.
+  auto emit_to = std::make_shared<RedisTier*>(nullptr);
+  auto impl = std::make_unique<Impl>(std::move(options), [emit_to](const KvEvent& e) {
+    if (*emit_to != nullptr) (*emit_to)->Emit(e);
+  });
   const uint64_t model =
       XXH3_64bits(impl->options.model_fingerprint.data(), impl->options.model_fingerprint.size());
   impl->key_head = absl::StrFormat("%s:%016x:", impl->options.key_prefix, model);
-  return std::unique_ptr<RedisTier>(new RedisTier(std::move(impl)));
+  auto tier = std::unique_ptr<RedisTier>(new RedisTier(std::move(impl)));
+  *emit_to = tier.get();
+  return tier;
 }
 
 RedisTier::RedisTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RedisTier::~RedisTier() = default;
+
+std::string_view RedisTier::medium() const { return impl_->options.medium; }
+
+int64_t RedisTier::NowMs() const {
+  if (impl_->options.now_ms) return impl_->options.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 const TierStoreOptions& RedisTier::store_options() const { return impl_->options.store; }
 bool RedisTier::connected() const { return impl_->conn.connected(); }
@@ -105,6 +139,7 @@ absl::StatusOr<int64_t> RedisTier::LoadPrefix(std::span<const TierBlock> blocks,
                                               TierValueSink sink) {
   TierStats& st = impl_->stats;
   ++st.lookups;
+  impl_->events.Expire(NowMs());
   if (blocks.empty()) return 0;
   std::vector<std::string> keys;
   keys.reserve(blocks.size());
@@ -119,6 +154,9 @@ absl::StatusOr<int64_t> RedisTier::LoadPrefix(std::span<const TierBlock> blocks,
     return 0;
   }
   const RedisConnection::Reply& array = (*replies)[0];
+  for (size_t i = 0; i < blocks.size(); ++i) {  // every key read empty is known to be gone
+    if (Element(array, i)->type == REDIS_REPLY_NIL) impl_->events.Gone(blocks[i].hash);
+  }
   int64_t taken = 0;
   std::vector<std::string_view> bad_keys;
   absl::Status sink_error;
@@ -137,6 +175,7 @@ absl::StatusOr<int64_t> RedisTier::LoadPrefix(std::span<const TierBlock> blocks,
                                       payload.status().message(),
                                       "); treated as a miss and deleted"));
       bad_keys.push_back(keys[i]);
+      impl_->events.Gone(blocks[i].hash);
       break;
     }
     absl::StatusOr<bool> took = sink(static_cast<int64_t>(i), *payload);
@@ -187,6 +226,8 @@ absl::Status RedisTier::Store(std::span<const TierStoreItem> items) {
     }
   }
   TierStats& st = impl_->stats;
+  const int64_t now = NowMs();
+  impl_->events.Expire(now);
   absl::StatusOr<std::vector<RedisConnection::Reply>> replies = impl_->conn.Pipeline(commands);
   if (!replies.ok()) {
     st.faults += static_cast<int64_t>(items.size());
@@ -194,10 +235,11 @@ absl::Status RedisTier::Store(std::span<const TierStoreItem> items) {
   }
   for (size_t i = 0; i < items.size(); ++i) {
     if ((*replies)[i]->type == REDIS_REPLY_NIL) {
-      ++st.store_skipped;
+      ++st.store_skipped;  // held already (another engine's, or ours): not announced again
     } else {
       ++st.stored_blocks;
       st.stored_bytes += static_cast<int64_t>(values[i].size());
+      if (HasListeners()) impl_->events.Written(items[i].block.hash, items[i].block.tokens, now);
     }
   }
   return absl::OkStatus();

@@ -48,10 +48,14 @@ EngineOptions DefaultEngineOptions();
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options);
 
 // {"outputs": [{"prompt_ids", "output_ids", "text", "finish_reason", "prompt_tokens",
-//   "prefix_cache_hit_tokens", "tier_hit_tokens": {"device", "host", "remote"}}, ...],
-//  "prompt_tokens", "prefix_cache_hit_tokens", "tier_hit_tokens": {...}, "computed_tokens",
+//   "prefix_cache_hit_tokens", "tier_hit_tokens": {"device", "host", "remote"}, "preemptions",
+//   "readmission_hit_tokens": {...}}, ...],
+//  "prompt_tokens", "prefix_cache_hit_tokens", "tier_hit_tokens": {...}, "readmissions",
+//  "readmission_tokens", "readmission_hit_tokens": {...}, "computed_tokens",
 //  "generated_tokens", "steps", "preemptions", "busy_seconds", "backend",
 //  "tiers": {"host": {"hit_blocks", ...}}} for the run's results (in prompt order).
+// prefix_cache_hit_tokens and tier_hit_tokens are first admissions' (prompt tokens);
+// readmission_* are re-admissions' after preemption (prompt + generated tokens looked up again).
 nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationResult>& results);
 
 }  // namespace pagedkv::cli

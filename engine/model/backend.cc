@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -87,6 +88,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind,
       return CreateCudaBackend();
   }
   return absl::InvalidArgumentError("invalid BackendKind");
+}
+
+absl::StatusOr<void*> Backend::AllocateStaging(size_t bytes) {
+  void* host = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64}, std::nothrow);
+  if (host == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", bytes,
+        "  bytes of host staging memory for tier copies; free host memory or shrink the tiers"));
+  }
+  return host;
+}
+
+void Backend::FreeStaging(void* host) {
+  if (host != nullptr) ::operator delete (host, std::align_val_t{64});
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(Backend& backend, size_t bytes) {

@@ -70,6 +70,33 @@ class PAGEDKV_EXPORT Backend {
   virtual absl::Status ReRotate(const ReRotateArgs& args) = 0;
   virtual absl::Status PagedAttention(const PagedAttentionArgs& args) = 0;
   virtual absl::Status Sample(const SampleArgs& args) = 0;
+
+  // ---- KV-tier copies (asynchronous on a copy stream where the backend has one) ----------------
+  // The defaults are synchronous (a host-memory backend needs nothing else): LoadAsync is
+  // CopyToDevice, StoreAsync is CopyToHost, the fence and SynchronizeCopies do nothing, staging
+  // is ordinary aligned host memory. A backend with a copy stream (the CUDA plugin's extension,
+  // kernels/backend_plugin_abi.h) overrides them all and answers async_copies() true.
+  // The contract, for both:
+  //   LoadAsync(dst, src)  - REQUIRES: src staging memory, unchanged until SynchronizeCopies().
+  //                          Ops queued after the next FenceLoads() read the loaded bytes; ops
+  //                          queued before it must not touch dst.
+  //   FenceLoads()         - the compute stream waits for every load queued so far.
+  //   StoreAsync(dst, src) - after every op queued before the call; REQUIRES: dst staging memory,
+  //                          read only after SynchronizeCopies().
+  //   SynchronizeCopies()  - the host waits for every queued load and store.
+  virtual bool async_copies() const { return false; }
+  // `bytes` of host memory for staging (page-locked on CUDA); ResourceExhausted when it cannot.
+  virtual absl::StatusOr<void*> AllocateStaging(size_t bytes);
+  // FreeStaging(nullptr) is a no-op; waits for the copies first where they are asynchronous.
+  virtual void FreeStaging(void* host);
+  virtual absl::Status LoadAsync(void* dst, const void* src, size_t bytes) {
+    return CopyToDevice(dst, src, bytes);
+  }
+  virtual absl::Status FenceLoads() { return absl::OkStatus(); }
+  virtual absl::Status StoreAsync(void* dst, const void* src, size_t bytes) {
+    return CopyToHost(dst, src, bytes);
+  }
+  virtual absl::Status SynchronizeCopies() { return absl::OkStatus(); }
 };
 
 // Settings of the CPU backend.

@@ -44,8 +44,10 @@ absl::Status Call(Fn fn, Args... args) {
 
 class PluginBackend final : public Backend {
  public:
-  PluginBackend(const PagedkvBackendPlugin* table, PagedkvPluginBackend handle, BackendKind kind)
-      : t_(table), h_(handle), kind_(kind) {}
+  // `copy`: the copy-stream extension's table, null when the plugin lacks it.
+  PluginBackend(const PagedkvBackendPlugin* table, const PagedkvCopyStreamPlugin* copy,
+                PagedkvPluginBackend handle, BackendKind kind)
+      : t_(table), c_(copy), h_(handle), kind_(kind) {}
   ~PluginBackend() override { t_->destroy(h_); }
   PluginBackend(const PluginBackend&) = delete;
   PluginBackend& operator=(const PluginBackend&) = delete;
@@ -90,9 +92,37 @@ class PluginBackend final : public Backend {
   }
   absl::Status Sample(const SampleArgs& a) override { return Call(t_->sample, h_, &a); }
 
+  // Tier copies: the extension's when the plugin has it, else Backend's synchronous defaults.
+  bool async_copies() const override { return c_ != nullptr; }
+  absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
+    if (c_ == nullptr) return Backend::AllocateStaging(bytes);
+    void* host = nullptr;
+    PAGEDKV_RETURN_IF_ERROR(Call(c_->stage_alloc, h_, bytes, &host));
+    return host;
+  }
+  void FreeStaging(void* host) override {
+    if (c_ == nullptr) return Backend::FreeStaging(host);
+    if (host != nullptr) c_->stage_free(h_, host);
+  }
+  absl::Status LoadAsync(void* dst, const void* src, size_t bytes) override {
+    if (c_ == nullptr) return Backend::LoadAsync(dst, src, bytes);
+    return Call(c_->load_async, h_, dst, src, bytes);
+  }
+  absl::Status FenceLoads() override {
+    return c_ == nullptr ? absl::OkStatus() : Call(c_->fence_loads, h_);
+  }
+  absl::Status StoreAsync(void* dst, const void* src, size_t bytes) override {
+    if (c_ == nullptr) return Backend::StoreAsync(dst, src, bytes);
+    return Call(c_->store_async, h_, dst, src, bytes);
+  }
+  absl::Status SynchronizeCopies() override {
+    return c_ == nullptr ? absl::OkStatus() : Call(c_->copy_synchronize, h_);
+  }
+
  private:
-  const PagedkvBackendPlugin* t_;  // the plugin's table (static in the plugin)
-  PagedkvPluginBackend h_;         // owned: destroyed with the backend
+  const PagedkvBackendPlugin* t_;     // the plugin's table (static in the plugin)
+  const PagedkvCopyStreamPlugin* c_;  // its copy-stream extension, or null
+  PagedkvPluginBackend h_;            // owned: destroyed with the backend
   BackendKind kind_;
 };
 
@@ -126,6 +156,21 @@ std::filesystem::path ProgramDirectory() {
   return exe.parent_path();
 }
 
+// The copy-stream extension of `library` when it has one this build speaks, else null (every
+// plugin built before the extension lacks the symbol; one with another version is used without
+// it: its synchronous copies of the main table still work).
+const PagedkvCopyStreamPlugin* FindCopyStream(void* library) {
+  auto entry =
+      reinterpret_cast<PagedkvCopyStreamEntry>(dlsym(library, kPagedkvCopyStreamEntryName));
+  if (entry == nullptr) return nullptr;
+  const PagedkvCopyStreamPlugin* table = entry(kPagedkvCopyStreamAbiVersion);
+  if (table == nullptr || table->abi_version != kPagedkvCopyStreamAbiVersion ||
+      table->table_size != sizeof(PagedkvCopyStreamPlugin)) {
+    return nullptr;
+  }
+  return table;
+}
+
 bool IsPath(const std::string& name) { return name.find('/') != std::string::npos; }
 
 }  // namespace
@@ -149,7 +194,8 @@ absl::StatusOr<std::unique_ptr<BackendPlugin>> BackendPlugin::Load(const std::st
     return status;
   }
   // The library stays loaded for the life of the process: backends hold pointers into it.
-  return std::unique_ptr<BackendPlugin>(new BackendPlugin(path, table, kind));
+  return std::unique_ptr<BackendPlugin>(
+      new BackendPlugin(path, table, FindCopyStream(library), kind));
 }
 
 absl::StatusOr<int> BackendPlugin::DeviceCount() const {
@@ -167,7 +213,7 @@ absl::StatusOr<int> BackendPlugin::DeviceCount() const {
 absl::StatusOr<std::unique_ptr<Backend>> BackendPlugin::CreateBackend(int device) const {
   PagedkvPluginBackend handle = nullptr;
   PAGEDKV_RETURN_IF_ERROR(Call(table_->create, device, &handle));
-  return std::unique_ptr<Backend>(new PluginBackend(table_, handle, kind_));
+  return std::unique_ptr<Backend>(new PluginBackend(table_, copy_stream_, handle, kind_));
 }
 
 std::vector<std::string> CudaPluginCandidates() {

@@ -53,13 +53,18 @@ class PAGEDKV_EXPORT BackendPlugin {
 
   const std::string& path() const { return path_; }
   const PagedkvBackendPlugin& table() const { return *table_; }
+  // The copy-stream extension (kernels/backend_plugin_abi.h) when the plugin offers a version
+  // this build speaks, else null: its backends then copy tier blocks synchronously.
+  const PagedkvCopyStreamPlugin* copy_stream() const { return copy_stream_; }
 
  private:
-  BackendPlugin(std::string path, const PagedkvBackendPlugin* table, BackendKind kind)
-      : path_(std::move(path)), table_(table), kind_(kind) {}
+  BackendPlugin(std::string path, const PagedkvBackendPlugin* table,
+                const PagedkvCopyStreamPlugin* copy_stream, BackendKind kind)
+      : path_(std::move(path)), table_(table), copy_stream_(copy_stream), kind_(kind) {}
 
   std::string path_;
   const PagedkvBackendPlugin* table_;
+  const PagedkvCopyStreamPlugin* copy_stream_;  // null without the extension
   BackendKind kind_;
 };
 

@@ -3,9 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/dtype.h"
@@ -74,6 +76,75 @@ absl::Status BlockKvCopier::Write(BlockId block, std::span<const std::byte> valu
       src += page_bytes_;
     }
   }
+  return absl::OkStatus();
+}
+
+BlockKvCopier::~BlockKvCopier() {
+  for (std::byte* slot : staging_) runner_->backend().FreeStaging(slot);  // waits for the copies
+}
+
+std::byte* BlockKvCopier::Page(BlockId block, int32_t layer, int kv) const {
+  const PagedKvLayout& l = runner_->kv_layout(layer);
+  const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
+  return static_cast<std::byte*>(kv == 0 ? l.k : l.v) + offset;
+}
+
+absl::StatusOr<std::byte*> BlockKvCopier::TakeStaging() {
+  if (staging_used_ == staging_.size() && staging_.size() >= kMaxStagingSlots) {
+    PAGEDKV_RETURN_IF_ERROR(SynchronizeCopies());
+  }
+  if (staging_used_ == staging_.size()) {
+    PAGEDKV_ASSIGN_OR_RETURN(void* slot,
+                             runner_->backend().AllocateStaging(static_cast<size_t>(value_bytes_)));
+    staging_.push_back(static_cast<std::byte*>(slot));
+  }
+  return staging_[staging_used_++];
+}
+
+absl::Status BlockKvCopier::WriteAsync(BlockId block, std::span<const std::byte> value) {
+  Backend& backend = runner_->backend();
+  if (!backend.async_copies()) return Write(block, value);
+  PAGEDKV_RETURN_IF_ERROR(Check(block, value.size()));
+  PAGEDKV_ASSIGN_OR_RETURN(std::byte * staged, TakeStaging());
+  std::memcpy(staged, value.data(), value.size());  // the tier's bytes may go when we return
+  const std::byte* src = staged;
+  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      PAGEDKV_RETURN_IF_ERROR(
+          backend.LoadAsync(Page(block, layer, kv), src, static_cast<size_t>(page_bytes_)));
+      src += page_bytes_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockKvCopier::FenceWrites() { return runner_->backend().FenceLoads(); }
+
+absl::Status BlockKvCopier::ReadAsync(BlockId block, std::span<std::byte> out) {
+  Backend& backend = runner_->backend();
+  if (!backend.async_copies()) return Read(block, out);
+  PAGEDKV_RETURN_IF_ERROR(Check(block, out.size()));
+  PAGEDKV_ASSIGN_OR_RETURN(std::byte * staged, TakeStaging());
+  reads_.push_back({.staged = staged, .out = out});
+  std::byte* dst = staged;
+  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      PAGEDKV_RETURN_IF_ERROR(
+          backend.StoreAsync(dst, Page(block, layer, kv), static_cast<size_t>(page_bytes_)));
+      dst += page_bytes_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockKvCopier::SynchronizeCopies() {
+  Backend& backend = runner_->backend();
+  if (!backend.async_copies()) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(backend.SynchronizeCopies());
+  // Completed: the staged reads are the callers', every slot is free again.
+  for (const PendingRead& r : reads_) std::memcpy(r.out.data(), r.staged, r.out.size());
+  reads_.clear();
+  staging_used_ = 0;
   return absl::OkStatus();
 }
 

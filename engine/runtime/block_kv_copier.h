@@ -4,8 +4,14 @@
 // KV tier (pagedkv/kv_tier.h) stores; the engine's BlockValueIo (cache/tier_chain.h). The value is,
 // for layer 0..n_layers-1, the block's K page then its V page, each PagedKvLayout::PageElements()
 // elements of the KV dtype, as they lie in the model runner's pages (so strides and padding inside
-// a page are kept). Copies go through the backend (a memcpy on the CPU backend; on CUDA a
-// synchronous copy).
+// a page are kept). Copies go through the backend: Read and Write synchronously (a memcpy on the
+// CPU backend); the asynchronous forms (BlockValueIo) on a backend with async_copies() (the CUDA
+// plugin's copy stream) stage each value in the backend's pinned staging memory and use
+// LoadAsync / FenceLoads / StoreAsync / SynchronizeCopies; on other backends they are Read and
+// Write, so the CPU backend copies exactly as before.
+// Staging contract: a slot is taken per WriteAsync / ReadAsync and handed back only by
+// SynchronizeCopies (after the backend's copies completed; a ReadAsync's bytes are copied into its
+// `out` then). At most kMaxStagingSlots are held: the next one synchronizes first.
 //
 // Example:
 //   BlockKvCopier copier(runner);
@@ -21,8 +27,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
 #include "pagedkv/export.h"
@@ -49,13 +57,36 @@ class PAGEDKV_EXPORT BlockKvCopier final : public BlockValueIo {
   // Copies `value` into block `block`'s pages (same checks as Read).
   absl::Status Write(BlockId block, std::span<const std::byte> value) override;
 
+  // The asynchronous forms (see the banner and BlockValueIo), same checks as Read and Write.
+  absl::Status WriteAsync(BlockId block, std::span<const std::byte> value) override;
+  absl::Status FenceWrites() override;
+  absl::Status ReadAsync(BlockId block, std::span<std::byte> out) override;
+  absl::Status SynchronizeCopies() override;
+
+  ~BlockKvCopier() override;
+  BlockKvCopier(const BlockKvCopier&) = delete;
+  BlockKvCopier& operator=(const BlockKvCopier&) = delete;
+
+  static constexpr size_t kMaxStagingSlots = 64;
+
  private:
+  struct PendingRead {
+    const std::byte* staged;
+    std::span<std::byte> out;
+  };
   absl::Status Check(BlockId block, size_t bytes) const;
+  // A free staging slot of value_bytes() (allocating or synchronizing when none is free).
+  absl::StatusOr<std::byte*> TakeStaging();
+  // The device address of `block`'s K (kv 0) or V (kv 1) page of `layer`.
+  std::byte* Page(BlockId block, int32_t layer, int kv) const;
 
   ModelRunner* runner_;
   int64_t page_bytes_ = 0;  // bytes of one K (or V) page
   int64_t value_bytes_ = 0;
   std::string format_;
+  std::vector<std::byte*> staging_;  // slots from Backend::AllocateStaging, value_bytes_ each
+  size_t staging_used_ = 0;          // slots [0, staging_used_) wait for SynchronizeCopies
+  std::vector<PendingRead> reads_;   // ReadAsync values to copy out after the copies completed
 };
 
 }  // namespace pagedkv

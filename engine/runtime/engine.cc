@@ -91,21 +91,43 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
   return absl::OkStatus();
 }
 
+// Where each block of a waiting request's chain came from, as its onboardings found it.
+enum class BlockSource : uint8_t { kDevice = 0, kHost, kRemote };
+
+// Records one onboarding's hits in `sources` (per chain block, grown as needed): the blocks it
+// loaded are marked with their tier; blocks it found on the device keep their mark (a block an
+// earlier onboarding of the same wait loaded is still the tier's).
+void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources) {
+  const int64_t end = hits.device_blocks + hits.host_blocks + hits.remote_blocks;
+  if (static_cast<int64_t>(sources->size()) < end) {
+    sources->resize(static_cast<size_t>(end), BlockSource::kDevice);
+  }
+  for (int64_t i = hits.device_blocks; i < end; ++i) {
+    (*sources)[static_cast<size_t>(i)] =
+        i < hits.device_blocks + hits.host_blocks ? BlockSource::kHost : BlockSource::kRemote;
+  }
+}
+
+// Tokens of an admission's prefix hit of `hit_tokens` (whole blocks along the chain) that the
+// host and the remote tier loaded; the rest was on the device.
+struct TierHitTokens {
+  int32_t host = 0;
+  int32_t remote = 0;
+};
+TierHitTokens AttributeTierHits(int32_t hit_tokens, int32_t block_size,
+                                const std::vector<BlockSource>& sources) {
+  TierHitTokens out;
+  const size_t hit_blocks = std::min(static_cast<size_t>(hit_tokens / block_size), sources.size());
+  for (size_t i = 0; i < hit_blocks; ++i) {
+    if (sources[i] == BlockSource::kHost) out.host += block_size;
+    if (sources[i] == BlockSource::kRemote) out.remote += block_size;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Engine::RequestRecord {
-  // Splits a first admission's prefix hit of `hit_tokens` into the tiers it came from: along the
-  // chain, the device's blocks first, then the host tier's, then the remote tier's.
-  friend void AttributeTierHits(int32_t hit_tokens, int32_t block_size, RequestRecord& r) {
-    const auto clamp_tokens = [&](int64_t from_block, int64_t blocks) {
-      const int64_t from = from_block * block_size;
-      return static_cast<int32_t>(std::clamp<int64_t>(hit_tokens - from, 0, blocks * block_size));
-    };
-    const TierHits& h = r.tier_hits;
-    r.num_host_hit_tokens = clamp_tokens(h.device_blocks, h.host_blocks);
-    r.num_remote_hit_tokens = clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
-  }
-
   std::vector<TokenId> prompt;
   std::vector<TokenId> context;  // prompt + generated tokens (drafting looks them up)
   SamplingOptions sampling;
@@ -115,8 +137,14 @@ struct Engine::RequestRecord {
   int32_t num_admissions = 0;
   int32_t num_host_hit_tokens = 0;
   int32_t num_remote_hit_tokens = 0;
-  TierHits tier_hits;      // what the tiers loaded for the first admission (TierChain::Onboard)
-  bool onboarded = false;  // tier_hits.device_blocks is set
+  // Over re-admissions after preemption (GenerationResult::num_readmission_*).
+  int32_t num_readmission_hit_tokens = 0;
+  int32_t num_readmission_host_hit_tokens = 0;
+  int32_t num_readmission_remote_hit_tokens = 0;
+  // Waiting for its next admission (added, or preempted): in Internals::onboard_queue.
+  bool awaiting_admission = true;
+  // Per chain block: the tier that loaded it while the request waited (TierChain::Onboard).
+  std::vector<BlockSource> block_sources;
   std::string cache_salt;
   std::vector<PromptChunk> chunks;
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
@@ -297,29 +325,67 @@ absl::Status Engine::OnboardWaiting() {
   if (tiers == nullptr) return absl::OkStatus();
   std::erase_if(queue, [this](RequestId id) {
     auto it = requests_.find(id);
-    return it == requests_.end() || it->second->num_admissions > 0;
+    return it == requests_.end() || !it->second->awaiting_admission;
   });
-  // Every step until admitted, the requests at the front whose prompts fit twice the step's
-  // token budget (those the scheduler may admit now): loaded earlier, a block may have been
-  // evicted again while its request waited. A request's first onboarding fixes its device hit;
-  // later ones add what the tiers loaded.
+  // Every step until admitted, the requests at the front whose tokens fit twice the step's token
+  // budget and whose blocks fit the pool (those the scheduler may admit now): loaded earlier, a
+  // block may have been evicted again while its request waited (NoteOnboarding keeps which tier
+  // loaded each block). A preempted request is looked up with its generated tokens too
+  // (record.context): it recomputes them all unless they are found.
   const int64_t budget = 2 * int64_t{std::max(1, options_.scheduler.max_num_batched_tokens)};
   int64_t planned = 0;
+  int64_t unmet_blocks = 0;     // blocks the requests onboarded so far still need
+  int64_t running_blocks = -1;  // BlocksForRunning(), once needed
   for (RequestId id : queue) {
     RequestRecord& record = *requests_.at(id);
-    const auto prompt = static_cast<int64_t>(record.prompt.size());
-    if (planned > 0 && planned + prompt > budget) break;
-    planned += prompt;
+    const auto tokens = static_cast<int64_t>(record.context.size());
+    if (planned > 0 && planned + tokens > budget) break;
+    // Loads for a request that cannot fit beside the running ones (the blocks their next tokens
+    // take) would only be evicted again before it is admitted: wait until the pool has room.
+    const int64_t need = NumBlocksFor(tokens, options_.block_size);
+    if (running_blocks < 0) running_blocks = BlocksForRunning();
+    if (need + unmet_blocks + running_blocks > cache_->NumAvailableBlocks()) break;
+    planned += tokens;
     PAGEDKV_ASSIGN_OR_RETURN(
         CacheRequest request,
-        cache_->NewRequest(id, record.prompt, {.cache_salt = record.cache_salt}));
+        cache_->NewRequest(id, record.context, {.cache_salt = record.cache_salt}));
     PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers->Onboard(request));
-    if (!record.onboarded) record.tier_hits.device_blocks = hits.device_blocks;
-    record.tier_hits.host_blocks += hits.host_blocks;
-    record.tier_hits.remote_blocks += hits.remote_blocks;
-    record.onboarded = true;
+    NoteOnboarding(hits, &record.block_sources);
+    unmet_blocks += need - hits.device_blocks - hits.host_blocks - hits.remote_blocks;
   }
   return absl::OkStatus();
+}
+
+int64_t Engine::BlocksForRunning() const {
+  const int64_t bs = options_.block_size;
+  const int64_t budget = std::max(1, options_.scheduler.max_num_batched_tokens);
+  int64_t blocks = 0;
+  for (const auto& [id, record] : requests_) {
+    if (record->awaiting_admission) continue;
+    const absl::StatusOr<RequestInfo> info = scheduler_->GetRequestInfo(id);
+    if (!info.ok()) continue;  // finished in the scheduler, not yet reported
+    const int64_t computed = info->num_computed_tokens;
+    const int64_t next = std::min<int64_t>(
+        info->num_prompt_tokens + int64_t{info->num_output_tokens}, computed + budget);
+    blocks += NumBlocksFor(next, bs) - NumBlocksFor(computed, bs);
+  }
+  return blocks;
+}
+
+void Engine::RequeuePreempted() {
+  if (internals_->tiers == nullptr) return;
+  // The scheduler puts preempted requests at the front of its waiting queue, in this order.
+  std::vector<RequestId>& queue = internals_->onboard_queue;
+  std::vector<RequestId> preempted;
+  for (RequestId id : batch_.preempted_request_ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->awaiting_admission) continue;
+    RequestRecord& record = *it->second;
+    record.awaiting_admission = true;
+    record.block_sources.clear();
+    preempted.push_back(id);
+  }
+  queue.insert(queue.begin(), preempted.rbegin(), preempted.rend());
 }
 
 absl::Status Engine::CreateChunkReuse() {
@@ -439,6 +505,12 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.num_remote_hit_tokens = record.num_remote_hit_tokens;
   result.num_device_hit_tokens =
       record.num_prefix_hit_tokens - record.num_host_hit_tokens - record.num_remote_hit_tokens;
+  result.num_readmission_hit_tokens = record.num_readmission_hit_tokens;
+  result.num_readmission_host_hit_tokens = record.num_readmission_host_hit_tokens;
+  result.num_readmission_remote_hit_tokens = record.num_readmission_remote_hit_tokens;
+  result.num_readmission_device_hit_tokens = record.num_readmission_hit_tokens -
+                                             record.num_readmission_host_hit_tokens -
+                                             record.num_readmission_remote_hit_tokens;
   result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;
@@ -476,8 +548,13 @@ absl::StatusOr<StepOutput> Engine::Step() {
   unclaimed_finished_.clear();
   TierChain* tiers = internals_->tiers.get();
   PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
-  PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  // Unpinned before scheduling: the scheduler cannot see pins, and blocks pinned for waiting
+  // requests could leave a running request no room (it preempts itself, nobody is admitted, and
+  // the next step pins them again). Released, the loaded blocks are the most recently used
+  // cached blocks, evicted last.
   if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
+  PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  RequeuePreempted();
   out.batch = batch_.stats;
   ReportAborted(&out);
   EngineChunkReuse* reuse = internals_->reuse.get();
@@ -512,15 +589,29 @@ void Engine::ReportAborted(StepOutput* out) {
 
 void Engine::RecordAdmission(const ScheduledSequence& s, RequestRecord& record) {
   if (s.newly_admitted) {
+    const TierHitTokens tier =
+        AttributeTierHits(s.num_prefix_hit_tokens, options_.block_size, record.block_sources);
     if (record.num_admissions == 0) {
       record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
+      record.num_host_hit_tokens = tier.host;
+      record.num_remote_hit_tokens = tier.remote;
       stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
       stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
-      AttributeTierHits(s.num_prefix_hit_tokens, options_.block_size, record);
-      stats_.num_host_hit_tokens += record.num_host_hit_tokens;
-      stats_.num_remote_hit_tokens += record.num_remote_hit_tokens;
+      stats_.num_host_hit_tokens += tier.host;
+      stats_.num_remote_hit_tokens += tier.remote;
+    } else {
+      record.num_readmission_hit_tokens += s.num_prefix_hit_tokens;
+      record.num_readmission_host_hit_tokens += tier.host;
+      record.num_readmission_remote_hit_tokens += tier.remote;
+      ++stats_.num_readmissions;
+      stats_.num_readmission_tokens += static_cast<int64_t>(record.context.size());
+      stats_.num_readmission_hit_tokens += s.num_prefix_hit_tokens;
+      stats_.num_readmission_host_hit_tokens += tier.host;
+      stats_.num_readmission_remote_hit_tokens += tier.remote;
     }
     ++record.num_admissions;
+    record.awaiting_admission = false;
+    record.block_sources.clear();
     std::fill(record.chunk_reused.begin(), record.chunk_reused.end(), 0);
   }
   if (s.num_shifted_hit_tokens > 0) MarkReusedChunk(s, record);

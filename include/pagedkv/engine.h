@@ -20,8 +20,10 @@
 // KV tiers (README "Tiers"): with EngineOptions.host_tier given a capacity, blocks also live in
 // a host-memory tier below the device pool. A request's lookup continues past its device prefix
 // hit into the tier, block by block along the chain; tier hits are copied into device blocks and
-// count as computed (GenerationResult::num_host_hit_tokens). Blocks go to the tier when the pool
-// caches them (write-through) or evicts them (write-back), per the tier's store options. With
+// count as computed (GenerationResult::num_host_hit_tokens). A request preempted by recompute is
+// looked up again before it is re-admitted (prompt + generated tokens), so it recomputes only what
+// no tier holds (GenerationResult::num_readmission_host_hit_tokens). Blocks go to the tier when the
+// pool caches them (write-through) or evicts them (write-back), per the tier's store options. With
 // EngineOptions.remote_cache_url the lookup goes on into a Redis server shared by every engine
 // pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
 //
@@ -232,6 +234,15 @@ struct PAGEDKV_EXPORT GenerationResult {
   int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
   int32_t num_preemptions = 0;         // times it was preempted and recomputed
+  // Over its re-admissions after preemption (each looks its prompt + generated tokens up again,
+  // device -> host -> remote): tokens served from the cache instead of being recomputed, split
+  // the same way (device + host + remote = num_readmission_hit_tokens). Never counted in
+  // num_prefix_hit_tokens above, which stays the first admission's (as vLLM keeps preempted
+  // requests' lookups apart: PrefixCacheStats.preempted_queries / preempted_hits).
+  int32_t num_readmission_hit_tokens = 0;
+  int32_t num_readmission_device_hit_tokens = 0;
+  int32_t num_readmission_host_hit_tokens = 0;
+  int32_t num_readmission_remote_hit_tokens = 0;
   double time_to_first_token_s = 0.0;  // from AddRequest to its first token
   double latency_s = 0.0;              // from AddRequest to finishing
 };
@@ -262,6 +273,14 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled
   int64_t num_preemptions = 0;
+  // Re-admissions after preemption (see GenerationResult): how many, the tokens they looked up
+  // (prompt + generated so far), and of those, served from the cache (any tier) and from the host
+  // and remote tiers. Apart from the first-admission counters above.
+  int64_t num_readmissions = 0;
+  int64_t num_readmission_tokens = 0;
+  int64_t num_readmission_hit_tokens = 0;
+  int64_t num_readmission_host_hit_tokens = 0;
+  int64_t num_readmission_remote_hit_tokens = 0;
   // Speculative decoding: draft tokens run through the model (in num_computed_tokens), and of
   // those, accepted. Acceptance rate = accepted / draft.
   int64_t num_draft_tokens = 0;
@@ -368,8 +387,13 @@ class PAGEDKV_EXPORT Engine {
   // Step's parts, in order.
   void ReportAborted(StepOutput* out);
   void RecordAdmission(const ScheduledSequence& s, RequestRecord& record);
-  // With tiers: loads tier hits of requests not yet admitted into device blocks (Onboard).
+  // With tiers: loads tier hits of waiting requests (never admitted, or preempted) into device
+  // blocks (Onboard).
   absl::Status OnboardWaiting();
+  // Blocks the running requests may take in the next step (their next tokens within the budget).
+  int64_t BlocksForRunning() const;
+  // With tiers: queues the requests the last Schedule preempted for onboarding again.
+  void RequeuePreempted();
   // The tiers named by options_ (none, host); empty when none is configured.
   absl::Status CreateTiers();
   absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;

@@ -16,7 +16,9 @@
 // when the device pool evicts it; either only once the block was reused `threshold` times.
 //
 // Events: a tier emits kBlockStored / kBlockRemoved with KvEvent::medium set to its medium
-// (kMediumCpu for the host tier) to its listeners, so a router can follow every tier.
+// (kMediumCpu for the host tier; "EXTERNAL" for the Redis tier, which reports only the blocks
+// this engine wrote and what it learnt of them: see redis_tier.h) to its listeners, so a router
+// can follow every tier.
 //
 // Not thread-safe (the engine thread owns its tiers); the Redis tier documents its own threads.
 //

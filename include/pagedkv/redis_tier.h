@@ -22,6 +22,15 @@
 // in between is a miss without a network round trip. An incident (the first fault after a
 // success) is reported once through options.report; the recovery too.
 //
+// Events (AddEventListener; medium options.medium, "EXTERNAL" by default, the name Dynamo's KV
+// router gives a shared tier; the host tier's is vLLM's "CPU"). The store is shared, so the tier
+// reports only what this engine did or saw: kBlockStored when its own SET NX wrote a block, and
+// kBlockRemoved for a block it announced once it learns the block is gone (its key read empty
+// or rejected, its TTL passed, or it was forgotten because max_tracked_blocks were tracked).
+// Invisible, so never reported: other engines' writes, Redis evictions and deletions until this
+// engine next reads the key, anything while the server is unreachable
+// (cache/redis/remote_block_events.h). Blocks are tracked only while listeners are registered.
+//
 // Not thread-safe (one connection, used by the engine thread).
 //
 // Example:
@@ -73,6 +82,8 @@ struct PAGEDKV_EXPORT RedisTierOptions {
   int32_t backoff_initial_ms = 100;    // > 0: wait before the first reconnect attempt
   int32_t backoff_max_ms = 5000;       // >= backoff_initial_ms
   TierStoreOptions store = {};         // read by the engine (see kv_tier.h)
+  std::string medium = "EXTERNAL";     // KvTier::medium(), the events' medium
+  int64_t max_tracked_blocks = int64_t{1} << 20;  // > 0: blocks remembered for removed events
   // One line per incident and per recovery; null: to stderr ("pagedkv: remote tier ...").
   std::function<void(std::string_view)> report = nullptr;
   // Monotonic milliseconds for the backoff; null: std::chrono::steady_clock. (Tests set it.)
@@ -88,7 +99,7 @@ class PAGEDKV_EXPORT RedisTier final : public KvTier {
   ~RedisTier() override;
 
   std::string_view name() const override { return "remote"; }
-  std::string_view medium() const override { return "REMOTE"; }
+  std::string_view medium() const override;
   const TierStoreOptions& store_options() const override;
   absl::StatusOr<int64_t> LoadPrefix(std::span<const TierBlock> blocks,
                                      TierValueSink sink) override;
@@ -105,6 +116,7 @@ class PAGEDKV_EXPORT RedisTier final : public KvTier {
  private:
   struct Impl;
   explicit RedisTier(std::unique_ptr<Impl> impl);
+  int64_t NowMs() const;
   std::unique_ptr<Impl> impl_;
 };
 

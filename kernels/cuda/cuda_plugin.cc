@@ -4,7 +4,9 @@
 // One backend instance is a device, a non-blocking stream, a cuBLAS handle bound to it and the
 // launchers' workspace. The per-layer ops skip the device content checks (ContentCheck::kTrusted:
 // the engine's ModelRunner validates every ModelInput on the host before any launch); ReRotate
-// and Sample, once per step and fed by other callers, keep them (kValidate).
+// and Sample, once per step and fed by other callers, keep them (kValidate). Each instance also
+// has a copy stream for asynchronous KV-tier copies (kernels/cuda/copy_stream.h), offered through
+// the copy-stream extension entry point.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/backend_plugin_abi.h"
+#include "kernels/cuda/copy_stream.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
 #include "pagedkv/kernels/cuda_ops.h"
@@ -33,10 +36,13 @@ struct PluginBackend {
   std::string name;
   cudaStream_t stream = nullptr;
   CublasHandle cublas;
-  Workspace workspace;  // split-K scratch and check words of the launchers on `stream`
+  Workspace workspace;               // split-K scratch and check words of the launchers on `stream`
+  std::unique_ptr<CopyStream> copy;  // tier loads and stores beside `stream`
 
-  // The cuBLAS handle goes before the stream it is bound to; the workspace frees its memory last.
+  // The copy stream (which waits on `stream`) and the cuBLAS handle go before the stream; the
+  // workspace frees its memory last.
   ~PluginBackend() {
+    copy.reset();
     if (stream != nullptr) cudaStreamSynchronize(stream);
     cublas = CublasHandle();
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -69,6 +75,7 @@ absl::StatusOr<std::unique_ptr<PluginBackend>> CreateBackend(int32_t device) {
   PAGEDKV_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
   PAGEDKV_ASSIGN_OR_RETURN(b->cublas, CublasHandle::Create());
   PAGEDKV_CUBLAS_RETURN_IF_ERROR(cublasSetStream(b->cublas.get(), b->stream));
+  PAGEDKV_ASSIGN_OR_RETURN(b->copy, CopyStream::Create(b->stream));
   return b;
 }
 
@@ -187,6 +194,39 @@ int32_t OpSample(PagedkvPluginBackend h, const SampleArgs* a, PagedkvPluginError
   return Report(Sample(*a, Self(h)->stream, Self(h)->Validated()), e);
 }
 
+// The copy-stream extension (kernels/backend_plugin_abi.h).
+int32_t StageAlloc(PagedkvPluginBackend h, size_t bytes, void** host, PagedkvPluginError* e) {
+  absl::StatusOr<void*> staged = Self(h)->copy->AllocateStaging(bytes);
+  if (staged.ok()) *host = *staged;
+  return Report(staged.status(), e);
+}
+void StageFree(PagedkvPluginBackend h, void* host) { Self(h)->copy->FreeStaging(host); }
+int32_t LoadAsync(PagedkvPluginBackend h, void* dst, const void* src, size_t bytes,
+                  PagedkvPluginError* e) {
+  return Report(Self(h)->copy->Load(dst, src, bytes), e);
+}
+int32_t FenceLoads(PagedkvPluginBackend h, PagedkvPluginError* e) {
+  return Report(Self(h)->copy->FenceLoads(), e);
+}
+int32_t StoreAsync(PagedkvPluginBackend h, void* dst, const void* src, size_t bytes,
+                   PagedkvPluginError* e) {
+  return Report(Self(h)->copy->Store(dst, src, bytes), e);
+}
+int32_t CopySynchronize(PagedkvPluginBackend h, PagedkvPluginError* e) {
+  return Report(Self(h)->copy->Synchronize(), e);
+}
+
+constexpr PagedkvCopyStreamPlugin kCopyStreamTable = {
+    .abi_version = kPagedkvCopyStreamAbiVersion,
+    .table_size = sizeof(PagedkvCopyStreamPlugin),
+    .stage_alloc = StageAlloc,
+    .stage_free = StageFree,
+    .load_async = LoadAsync,
+    .fence_loads = FenceLoads,
+    .store_async = StoreAsync,
+    .copy_synchronize = CopySynchronize,
+};
+
 constexpr PagedkvBackendPlugin kTable = {
     .abi_version = kPagedkvPluginAbiVersion,
     .table_size = sizeof(PagedkvBackendPlugin),
@@ -222,4 +262,10 @@ constexpr PagedkvBackendPlugin kTable = {
 extern "C" __attribute__((visibility("default"))) const PagedkvBackendPlugin*
 pagedkv_backend_plugin(uint32_t abi_version) {
   return abi_version == kPagedkvPluginAbiVersion ? &pagedkv::cuda::kTable : nullptr;
+}
+
+// The optional copy-stream extension's entry point (see kernels/backend_plugin_abi.h).
+extern "C" __attribute__((visibility("default"))) const PagedkvCopyStreamPlugin*
+pagedkv_backend_copy_stream(uint32_t abi_version) {
+  return abi_version == kPagedkvCopyStreamAbiVersion ? &pagedkv::cuda::kCopyStreamTable : nullptr;
 }

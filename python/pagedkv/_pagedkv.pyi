@@ -390,6 +390,10 @@ class GenerationResult:
     num_remote_hit_tokens: int
     num_shifted_hit_tokens: int
     num_preemptions: int
+    num_readmission_hit_tokens: int
+    num_readmission_device_hit_tokens: int
+    num_readmission_host_hit_tokens: int
+    num_readmission_remote_hit_tokens: int
     time_to_first_token_s: float
     latency_s: float
 
@@ -409,6 +413,13 @@ class EngineStats:
     num_computed_tokens: int
     num_generated_tokens: int
     num_preemptions: int
+    num_host_hit_tokens: int
+    num_remote_hit_tokens: int
+    num_readmissions: int
+    num_readmission_tokens: int
+    num_readmission_hit_tokens: int
+    num_readmission_host_hit_tokens: int
+    num_readmission_remote_hit_tokens: int
     num_draft_tokens: int
     num_accepted_draft_tokens: int
     busy_seconds: float

@@ -119,11 +119,22 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("num_remote_hit_tokens", &GenerationResult::num_remote_hit_tokens)
       .def_readonly("num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens)
       .def_readonly("num_preemptions", &GenerationResult::num_preemptions)
+      // Over re-admissions after preemption, apart from num_prefix_hit_tokens (first admission).
+      .def_readonly("num_readmission_hit_tokens", &GenerationResult::num_readmission_hit_tokens)
+      .def_readonly("num_readmission_device_hit_tokens",
+                    &GenerationResult::num_readmission_device_hit_tokens)
+      .def_readonly("num_readmission_host_hit_tokens",
+                    &GenerationResult::num_readmission_host_hit_tokens)
+      .def_readonly("num_readmission_remote_hit_tokens",
+                    &GenerationResult::num_readmission_remote_hit_tokens)
       .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s)
       .def_readonly("latency_s", &GenerationResult::latency_s);
-  AddDataclassMethods(res, {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
-                            "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
-                            "num_remote_hit_tokens", "num_preemptions"});
+  AddDataclassMethods(res,
+                      {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
+                       "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
+                       "num_remote_hit_tokens", "num_preemptions", "num_readmission_hit_tokens",
+                       "num_readmission_device_hit_tokens", "num_readmission_host_hit_tokens",
+                       "num_readmission_remote_hit_tokens"});
 
   py::class_<StepOutput, std::shared_ptr<StepOutput>> step(m, "StepOutput", "One engine step.");
   step.def_readonly("tokens", &StepOutput::tokens)
@@ -150,6 +161,15 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("num_computed_tokens", &EngineStats::num_computed_tokens)
       .def_readonly("num_generated_tokens", &EngineStats::num_generated_tokens)
       .def_readonly("num_preemptions", &EngineStats::num_preemptions)
+      .def_readonly("num_host_hit_tokens", &EngineStats::num_host_hit_tokens)
+      .def_readonly("num_remote_hit_tokens", &EngineStats::num_remote_hit_tokens)
+      .def_readonly("num_readmissions", &EngineStats::num_readmissions)
+      .def_readonly("num_readmission_tokens", &EngineStats::num_readmission_tokens)
+      .def_readonly("num_readmission_hit_tokens", &EngineStats::num_readmission_hit_tokens)
+      .def_readonly("num_readmission_host_hit_tokens",
+                    &EngineStats::num_readmission_host_hit_tokens)
+      .def_readonly("num_readmission_remote_hit_tokens",
+                    &EngineStats::num_readmission_remote_hit_tokens)
       .def_readonly("num_draft_tokens", &EngineStats::num_draft_tokens)
       .def_readonly("num_accepted_draft_tokens", &EngineStats::num_accepted_draft_tokens)
       .def_readonly("busy_seconds", &EngineStats::busy_seconds)
@@ -163,7 +183,10 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram);
   AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
                            "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
-                           "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens"});
+                           "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens",
+                           "num_host_hit_tokens", "num_remote_hit_tokens", "num_readmissions",
+                           "num_readmission_tokens", "num_readmission_hit_tokens",
+                           "num_readmission_host_hit_tokens", "num_readmission_remote_hit_tokens"});
 }
 
 // An Engine and whether a call that released the GIL is running on it. `running` is read and

@@ -124,3 +124,33 @@ def test_generate_releases_the_gil_and_refuses_a_second_thread(engine):
     assert refused > 0
     assert [len(r.output_tokens) for r in results[0]] == [100] * 4
     assert not engine.has_unfinished_requests()  # usable again afterwards
+
+
+def test_readmission_counters_after_preemption(aidreams):
+    # Eight prompts on a 36-block pool preempt requests; each re-admission looks its prompt and
+    # generated tokens up again, counted apart from the first admission's prefix hits.
+    def run(**kwargs):
+        e = pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
+                                backend="cpu", block_size=4, **kwargs)
+        prompts = ["Once upon a time", "The little dog", "A girl named Lily", "In a small town",
+                   "One day, a boy", "The sun was", "Tom and Sue", "There was a big tree"]
+        results = e.generate([pagedkv.GenerationRequest(prompt_text=p, max_new_tokens=100)
+                              for p in prompts])
+        return results, e.stats
+
+    results, stats = run(num_kv_blocks=36)
+    plain, _ = run(enable_prefix_caching=False)
+    assert [r.output_tokens for r in results] == [r.output_tokens for r in plain]
+    assert stats.num_preemptions > 0 and stats.num_readmissions == stats.num_preemptions
+    assert stats.num_readmission_hit_tokens == sum(r.num_readmission_hit_tokens for r in results)
+    assert stats.num_readmission_hit_tokens <= stats.num_readmission_tokens
+    for r in results:
+        assert r.num_readmission_hit_tokens == (r.num_readmission_device_hit_tokens
+                                                + r.num_readmission_host_hit_tokens
+                                                + r.num_readmission_remote_hit_tokens)
+        assert r.num_readmission_host_hit_tokens == r.num_readmission_remote_hit_tokens == 0
+        assert r.as_dict()["num_readmission_hit_tokens"] == r.num_readmission_hit_tokens
+    # No tiers here: nothing is loaded from the host or the remote tier.
+    assert stats.num_host_hit_tokens == stats.num_readmission_host_hit_tokens == 0
+    assert stats.num_remote_hit_tokens == stats.num_readmission_remote_hit_tokens == 0
+    assert stats.as_dict()["num_readmissions"] == stats.num_readmissions

@@ -76,3 +76,27 @@ def test_bad_speculative_values_are_refused(cli, aidreams, value):
     result = _generate(cli, aidreams, "--speculative", value)
     assert result.returncode != 0
     assert "expected ngram:K with K in [1, 64]" in result.stderr, result.stderr
+
+
+def test_json_counts_host_tier_loads_after_preemption_apart(cli, aidreams):
+    # Eight prompts on a 36-block pool: requests are preempted; re-admitted, they load what the
+    # host tier holds (prompt and generated blocks) instead of recomputing it.
+    prompts = ["Once upon a time", "The little dog", "A girl named Lily", "In a small town",
+               "One day, a boy", "The sun was", "Tom and Sue", "There was a big tree"]
+    flags = [f for p in prompts for f in ("--prompt", p)] + ["--json", "--block-size", "4"]
+    tiered = _generate(cli, aidreams, *flags, "--num-kv-blocks", "36", "--host-cache-blocks",
+                       "4096", n="100")
+    device = _generate(cli, aidreams, *flags, "--num-kv-blocks", "36", n="100")
+    plain = _generate(cli, aidreams, *flags, "--no-prefix-caching", n="100")
+    assert tiered.returncode == 0 and device.returncode == 0 and plain.returncode == 0
+    t, d, p = (json.loads(r.stdout) for r in (tiered, device, plain))
+    assert [o["output_ids"] for o in t["outputs"]] == [o["output_ids"] for o in p["outputs"]]
+    assert t["preemptions"] > 0 and t["readmissions"] == t["preemptions"]
+    hits = t["readmission_hit_tokens"]
+    assert hits["host"] > 0 and hits["remote"] == 0
+    assert hits["host"] == sum(o["readmission_hit_tokens"]["host"] for o in t["outputs"])
+    assert sum(hits.values()) <= t["readmission_tokens"]
+    # First admissions: only what the device pool already held (prompts sharing a first block).
+    assert t["tier_hit_tokens"]["host"] == 0 and t["tier_hit_tokens"]["remote"] == 0
+    assert d["readmission_hit_tokens"]["host"] == 0
+    assert t["computed_tokens"] < d["computed_tokens"]

@@ -229,10 +229,116 @@ TEST_F(RedisTierTest, BadOptionsAndBadItemsAreInvalidArgument) {
   o = Options(redis_->Url());
   o.ttl_seconds = -1;
   EXPECT_FALSE(RedisTier::Create(o).ok());
+  o = Options(redis_->Url());
+  o.max_tracked_blocks = 0;
+  EXPECT_THAT(RedisTier::Create(o).status().message(), HasSubstr("max_tracked_blocks"));
+  o = Options(redis_->Url());
+  o.ttl_seconds = INT64_MAX / 10;
+  EXPECT_THAT(RedisTier::Create(o).status().message(), HasSubstr("ttl_seconds"));
   auto tier = MakeTier(Options(redis_->Url()));
   Block b = MakeBlock(1);
   b.value.pop_back();
   EXPECT_THAT(StoreAll(*tier, {b}).message(), HasSubstr("24-byte values"));
+}
+
+// Events: "stored" for this tier's own writes, "removed" once it learns an announced block is
+// gone; what other engines and Redis itself do stays invisible.
+class RedisTierEventsTest : public RedisTierTest {
+ protected:
+  void Listen(RedisTier& tier) {
+    tier.AddEventListener([this](const KvEvent& e) {
+      EXPECT_EQ(e.medium, "EXTERNAL");
+      if (e.type == KvEventType::kBlockStored) {
+        EXPECT_EQ(e.token_count, 2);
+        stored_.push_back(e.hash);
+        stored_tokens_.emplace_back(e.token_ids.begin(), e.token_ids.end());
+      }
+      if (e.type == KvEventType::kBlockRemoved) removed_.push_back(e.hash);
+    });
+  }
+  std::vector<BlockHash> stored_, removed_;
+  std::vector<std::vector<TokenId>> stored_tokens_;
+};
+
+TEST_F(RedisTierEventsTest, StoredForOwnWritesOnlyNeverForAnotherEnginesOrASkippedWrite) {
+  auto mine = MakeTier(Options(redis_->Url()));
+  auto other = MakeTier(Options(redis_->Url()));  // another engine on the same server
+  Listen(*mine);
+  EXPECT_EQ(mine->medium(), "EXTERNAL");
+  const std::vector<Block> chain = {MakeBlock(1), MakeBlock(2), MakeBlock(3)};
+  ASSERT_TRUE(StoreAll(*other, {chain[0]}).ok());
+  ASSERT_TRUE(StoreAll(*mine, chain).ok());  // chain[0] exists: SET NX skips it
+  EXPECT_EQ(stored_, (std::vector<BlockHash>{chain[1].hash, chain[2].hash}));
+  EXPECT_EQ(stored_tokens_[0], chain[1].tokens);
+  ASSERT_TRUE(StoreAll(*mine, chain).ok());  // all held now: nothing new
+  EXPECT_EQ(LoadCount(*mine, chain), 3);     // loading another's block announces nothing
+  EXPECT_EQ(stored_.size(), 2u);
+  EXPECT_TRUE(removed_.empty());
+}
+
+TEST_F(RedisTierEventsTest, RemovedWhenALookupFindsAnAnnouncedKeyGone) {
+  auto tier = MakeTier(Options(redis_->Url()));
+  Listen(*tier);
+  const std::vector<Block> chain = {MakeBlock(1), MakeBlock(2), MakeBlock(3), MakeBlock(4)};
+  ASSERT_TRUE(StoreAll(*tier, {chain[0], chain[1], chain[3]}).ok());
+  RawClient raw(redis_->port());
+  ASSERT_EQ(raw.Run({"DEL", tier->KeyOf(chain[1].hash), tier->KeyOf(chain[3].hash)}), "2");
+  EXPECT_TRUE(removed_.empty());  // a deletion by someone else is invisible until a read
+  // The walk stops at chain[1], but the MGET read every key: chain[3] is known gone too, and
+  // chain[2] (never announced) is no news.
+  EXPECT_EQ(LoadCount(*tier, chain), 1);
+  EXPECT_EQ(removed_, (std::vector<BlockHash>{chain[1].hash, chain[3].hash}));
+  EXPECT_EQ(LoadCount(*tier, chain), 1);  // reported once
+  EXPECT_EQ(removed_.size(), 2u);
+  ASSERT_TRUE(StoreAll(*tier, {chain[1]}).ok());  // written again: announced again
+  EXPECT_EQ(stored_.size(), 4u);
+}
+
+TEST_F(RedisTierEventsTest, RemovedForACorruptedValueAndAfterTheTtl) {
+  RedisTierOptions o = Options(redis_->Url());
+  o.ttl_seconds = 10;
+  auto tier = MakeTier(o);
+  Listen(*tier);
+  const std::vector<Block> chain = {MakeBlock(1), MakeBlock(2)};
+  ASSERT_TRUE(StoreAll(*tier, chain).ok());
+  RawClient raw(redis_->port());
+  const std::string key = tier->KeyOf(chain[0].hash);
+  std::string value = raw.Run({"GET", key});
+  value[value.size() - 1] = static_cast<char>(value[value.size() - 1] ^ 1);
+  ASSERT_EQ(raw.Run({"SET", key, value, "KEEPTTL"}), "OK");
+  EXPECT_EQ(LoadCount(*tier, chain), 0);  // rejected and deleted
+  EXPECT_EQ(removed_, (std::vector<BlockHash>{chain[0].hash}));
+  now_ms_ += 9999;  // chain[1] expires at 1000 + 10000 ms on this clock
+  EXPECT_EQ(LoadCount(*tier, {}), 0);
+  EXPECT_EQ(removed_.size(), 1u);
+  now_ms_ += 1;
+  EXPECT_EQ(LoadCount(*tier, {}), 0);  // any call notices the TTL has passed
+  EXPECT_EQ(removed_, (std::vector<BlockHash>{chain[0].hash, chain[1].hash}));
+}
+
+TEST_F(RedisTierEventsTest, AFullTrackingTableForgetsTheOldestAsRemoved) {
+  RedisTierOptions o = Options(redis_->Url());
+  o.max_tracked_blocks = 2;
+  auto tier = MakeTier(o);
+  Listen(*tier);
+  const std::vector<Block> chain = {MakeBlock(1), MakeBlock(2), MakeBlock(3)};
+  ASSERT_TRUE(StoreAll(*tier, chain).ok());
+  EXPECT_EQ(stored_.size(), 3u);
+  EXPECT_EQ(removed_, (std::vector<BlockHash>{chain[0].hash}));
+  EXPECT_EQ(LoadCount(*tier, chain), 3);  // still in Redis: forgetting is the safe side
+}
+
+TEST_F(RedisTierEventsTest, AnUnreachableServerTellsNothing) {
+  auto tier = MakeTier(Options(redis_->Url()));
+  Listen(*tier);
+  const std::vector<Block> chain = {MakeBlock(1)};
+  ASSERT_TRUE(StoreAll(*tier, chain).ok());
+  ASSERT_TRUE(redis_->Restart());  // empty now, but the tier is not connected to it yet
+  redis_->Stop();
+  EXPECT_EQ(LoadCount(*tier, chain), 0);  // a fault, not a miss: nothing is learnt
+  ASSERT_TRUE(StoreAll(*tier, {MakeBlock(2)}).ok());
+  EXPECT_EQ(stored_.size(), 1u);
+  EXPECT_TRUE(removed_.empty());
 }
 
 }  // namespace

@@ -7,7 +7,13 @@
 //   1: a table that claims another ABI version,
 //   2: an entry point that offers no table for this ABI,
 //   3: no entry point at all,
-//   4: a working table that reports no device.
+//   4: a working table that reports no device,
+//   5: a working plugin with one device and no copy-stream extension (engine fallback tests).
+// Variant 0 also offers the copy-stream extension (kernels/backend_plugin_abi.h), implemented
+// synchronously as a host-memory backend must, and records every extension call in order, with
+// "op" for a run of compute ops in between (fake_plugin_copy_log, "op,store,sync,load,fence,op"),
+// so a loader's ordering against the forward pass can be checked; the others lack it, as every
+// plugin built before it does.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -56,9 +62,27 @@ int32_t Synchronize(PagedkvPluginBackend, PagedkvPluginError* error) {
   return Report(absl::OkStatus(), error);
 }
 
+// The call log of variant 0 (see the banner).
+std::string& CopyLog() {
+  static std::string* log = new std::string();
+  return *log;
+}
+void LogCall(const char* call) {
+  if (!CopyLog().empty()) CopyLog() += ",";
+  CopyLog() += call;
+}
+// A compute op: logged as "op", once per run of ops.
+void LogOp() {
+  if (FAKE_PLUGIN_VARIANT != 0) return;
+  const std::string& log = CopyLog();
+  if (log == "op" || (log.size() > 3 && log.compare(log.size() - 3, 3, ",op") == 0)) return;
+  LogCall("op");
+}
+
 // One table entry per CPU op.
 #define FAKE_PLUGIN_OP(name, Args, op)                                                \
   int32_t name(PagedkvPluginBackend, const pagedkv::Args* a, PagedkvPluginError* e) { \
+    LogOp();                                                                          \
     return Report(pagedkv::cpu::op(*a), e);                                           \
   }
 FAKE_PLUGIN_OP(OpLinear, LinearArgs, Linear)
@@ -72,6 +96,40 @@ FAKE_PLUGIN_OP(OpReRotate, ReRotateArgs, ReRotate)
 FAKE_PLUGIN_OP(OpPagedAttention, PagedAttentionArgs, PagedAttention)
 FAKE_PLUGIN_OP(OpSample, SampleArgs, Sample)
 #undef FAKE_PLUGIN_OP
+
+#if FAKE_PLUGIN_VARIANT == 0
+// The copy-stream extension: every call done at once, in order, and logged.
+int32_t Logged(const char* call, PagedkvPluginError* error) {
+  LogCall(call);
+  return Report(absl::OkStatus(), error);
+}
+int32_t StageAlloc(PagedkvPluginBackend b, size_t bytes, void** host, PagedkvPluginError* e) {
+  return Allocate(b, bytes, host, e);
+}
+int32_t LoadAsync(PagedkvPluginBackend b, void* dst, const void* src, size_t bytes,
+                  PagedkvPluginError* e) {
+  if (const int32_t code = Copy(b, dst, src, bytes, e); code != 0) return code;
+  return Logged("load", e);
+}
+int32_t FenceLoads(PagedkvPluginBackend, PagedkvPluginError* e) { return Logged("fence", e); }
+int32_t StoreAsync(PagedkvPluginBackend b, void* dst, const void* src, size_t bytes,
+                   PagedkvPluginError* e) {
+  if (const int32_t code = Copy(b, dst, src, bytes, e); code != 0) return code;
+  return Logged("store", e);
+}
+int32_t CopySynchronize(PagedkvPluginBackend, PagedkvPluginError* e) { return Logged("sync", e); }
+
+constexpr PagedkvCopyStreamPlugin kCopyStreamTable = {
+    .abi_version = kPagedkvCopyStreamAbiVersion,
+    .table_size = sizeof(PagedkvCopyStreamPlugin),
+    .stage_alloc = StageAlloc,
+    .stage_free = Free,
+    .load_async = LoadAsync,
+    .fence_loads = FenceLoads,
+    .store_async = StoreAsync,
+    .copy_synchronize = CopySynchronize,
+};
+#endif
 
 constexpr PagedkvBackendPlugin kTable = {
     .abi_version =
@@ -109,5 +167,19 @@ extern "C" __attribute__((visibility("default"))) const PagedkvBackendPlugin*
 pagedkv_backend_plugin(uint32_t abi_version) {
   if (FAKE_PLUGIN_VARIANT == 2 || abi_version != kPagedkvPluginAbiVersion) return nullptr;
   return &kTable;
+}
+#endif
+
+#if FAKE_PLUGIN_VARIANT == 0
+extern "C" __attribute__((visibility("default"))) const PagedkvCopyStreamPlugin*
+pagedkv_backend_copy_stream(uint32_t abi_version) {
+  return abi_version == kPagedkvCopyStreamAbiVersion ? &kCopyStreamTable : nullptr;
+}
+// The extension calls so far, comma-separated; cleared by each call of this function.
+extern "C" __attribute__((visibility("default"))) const char* fake_plugin_copy_log() {
+  static std::string last;
+  last = CopyLog();
+  CopyLog().clear();
+  return last.c_str();
 }
 #endif

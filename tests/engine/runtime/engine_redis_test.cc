@@ -178,6 +178,64 @@ TEST_F(EngineRedisTest, SaltsIsolateAcrossEngines) {
   EXPECT_EQ(Run(*MakeEngine(Options()), Request(prompt, "tenant-a")).num_remote_hit_tokens, 28);
 }
 
+TEST_F(EngineRedisTest, TheEngineListenerGetsTheRemoteTiersStoredAndRemovedEvents) {
+  const std::vector<TokenId> prompt = Prompt(7, 30);  // 7 reusable blocks
+  auto engine = MakeEngine(Options());
+  std::vector<BlockHash> stored, removed;
+  engine->AddEventListener([&](const KvEvent& e) {
+    if (e.medium != "EXTERNAL") return;
+    if (e.type == KvEventType::kBlockStored) stored.push_back(e.hash);
+    if (e.type == KvEventType::kBlockRemoved) removed.push_back(e.hash);
+  });
+  Run(*engine, Request(prompt));
+  const size_t written = stored.size();
+  EXPECT_EQ(static_cast<int64_t>(written), Stats(*engine, "remote").stored_blocks);
+  EXPECT_GE(written, 7u);  // the prompt's blocks, then the generated ones
+  EXPECT_TRUE(removed.empty());
+  // The server loses everything; the engine learns it at its next lookup of those keys.
+  redisContext* raw = redisConnect("127.0.0.1", redis_->port());
+  ASSERT_NE(raw, nullptr);
+  freeReplyObject(redisCommand(raw, "FLUSHALL"));
+  redisFree(raw);
+  engine->kv_cache_manager().ResetPrefixCache();
+  const GenerationResult again = Run(*engine, Request(prompt));
+  EXPECT_EQ(again.num_remote_hit_tokens, 0);
+  EXPECT_EQ(again.output_tokens, Uncached(prompt));
+  EXPECT_EQ(removed, std::vector<BlockHash>(stored.begin(), stored.begin() + 7));
+  // Written again: the prompt's blocks are announced again (the generated ones never left).
+  EXPECT_EQ(stored.size(), written + 7);
+}
+
+TEST_F(EngineRedisTest, ARequestReadmittedAfterPreemptionLoadsFromRedis) {
+  // Four 30-token prompts with 24 new tokens each on a 16-block pool: preempted again and again.
+  std::vector<GenerationRequest> requests;
+  for (uint32_t seed : {31u, 32u, 33u, 34u}) {
+    GenerationRequest r = Request(Prompt(seed, 30));
+    r.max_new_tokens = 24;
+    requests.push_back(r);
+  }
+  EngineOptions o = Options();
+  o.num_kv_blocks = 16;
+  auto engine = MakeEngine(o);
+  absl::StatusOr<std::vector<GenerationResult>> got = engine->Generate(requests);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EngineOptions plain = Options(/*remote=*/false);
+  plain.enable_prefix_caching = false;
+  absl::StatusOr<std::vector<GenerationResult>> want = MakeEngine(plain)->Generate(requests);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const EngineStats& s = engine->stats();
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_GT(s.num_readmission_remote_hit_tokens, 0);
+  EXPECT_EQ(s.num_remote_hit_tokens, 0);  // distinct prompts: nothing at first admissions
+  int64_t remote = 0;
+  for (size_t i = 0; i < got->size(); ++i) {
+    EXPECT_EQ((*got)[i].output_tokens, (*want)[i].output_tokens) << i;
+    remote += (*got)[i].num_readmission_remote_hit_tokens;
+  }
+  EXPECT_EQ(remote, s.num_readmission_remote_hit_tokens);
+  EXPECT_LE(remote, Stats(*engine, "remote").hit_blocks * 4);
+}
+
 TEST_F(EngineRedisTest, ABadUrlIsInvalidArgument) {
   EngineOptions o = Options();
   o.remote_cache_url = "redis://host:notaport";

@@ -195,6 +195,65 @@ TEST_F(EngineTiersTest, EventsCarryTheMediumOfTheirTier) {
   EXPECT_FALSE(engine->RemoveEventListener(id));
 }
 
+// Four distinct 30-token prompts with 24 new tokens each on a 16-block (64-slot) pool: at most
+// one request of up to 54 tokens fits, so the others are preempted again and again, and their
+// blocks are evicted by the one that runs. Re-admitted, each looks its prompt and generated tokens
+// up again: what the device lost comes back from the host tier instead of being recomputed.
+TEST_F(EngineTiersTest, ARequestReadmittedAfterPreemptionLoadsFromTheHostTier) {
+  std::vector<GenerationRequest> requests;
+  for (uint32_t seed : {21u, 22u, 23u, 24u}) {
+    requests.push_back(
+        {.prompt_tokens = Prompt(seed, 30), .max_new_tokens = 24, .stop_at_eos = false});
+  }
+  const auto run = [&](const EngineOptions& o, EngineStats* stats) {
+    auto engine = MakeEngine(o);
+    absl::StatusOr<std::vector<GenerationResult>> out = engine->Generate(requests);
+    EXPECT_TRUE(out.ok()) << out.status();
+    *stats = engine->stats();
+    std::vector<TierStats> tiers;
+    for (const auto& [name, s] : engine->tier_stats()) tiers.push_back(s);
+    return std::make_pair(out.ok() ? *out : std::vector<GenerationResult>{}, tiers);
+  };
+  EngineOptions uncached = Options();
+  uncached.enable_prefix_caching = false;
+  EngineStats uncached_stats;
+  const auto [want, no_tiers] = run(uncached, &uncached_stats);
+  EngineOptions device_only = Options();
+  device_only.num_kv_blocks = 16;
+  EngineStats device_stats;
+  const auto [device_out, none] = run(device_only, &device_stats);
+  EngineOptions tiered = device_only;
+  tiered.host_tier = {.capacity_blocks = 256};
+  EngineStats tiered_stats;
+  const auto [got, host] = run(tiered, &tiered_stats);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(host.size(), 1u);
+  EXPECT_GT(tiered_stats.num_preemptions, 0);
+  int64_t host_tokens = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].output_tokens, want[i].output_tokens);
+    EXPECT_EQ(device_out[i].output_tokens, want[i].output_tokens);
+    EXPECT_EQ(got[i].num_prefix_hit_tokens, 0);  // distinct prompts: no first-admission hit
+    EXPECT_EQ(got[i].num_readmission_device_hit_tokens + got[i].num_readmission_host_hit_tokens +
+                  got[i].num_readmission_remote_hit_tokens,
+              got[i].num_readmission_hit_tokens);
+    EXPECT_EQ(got[i].num_readmission_remote_hit_tokens, 0);
+    EXPECT_EQ(device_out[i].num_readmission_host_hit_tokens, 0);
+    host_tokens += got[i].num_readmission_host_hit_tokens;
+  }
+  // Loaded from the host tier after preemption (no first admission hit anything), so fewer tokens
+  // were recomputed than with the device pool alone.
+  EXPECT_GT(host[0].hit_blocks, 0);
+  EXPECT_GT(tiered_stats.num_readmission_host_hit_tokens, 0);
+  EXPECT_EQ(tiered_stats.num_readmission_host_hit_tokens, host_tokens);
+  EXPECT_EQ(tiered_stats.num_host_hit_tokens, 0);
+  EXPECT_LE(tiered_stats.num_readmission_host_hit_tokens, host[0].hit_blocks * kBlockSize);
+  EXPECT_GT(tiered_stats.num_readmissions, 0);
+  EXPECT_LE(tiered_stats.num_readmission_hit_tokens, tiered_stats.num_readmission_tokens);
+  EXPECT_LT(tiered_stats.num_computed_tokens, device_stats.num_computed_tokens);
+}
+
 TEST_F(EngineTiersTest, BadTierOptionsAreInvalidArgument) {
   EngineOptions o = Options();
   o.host_tier = {.capacity_blocks = 8, .policy = "clock"};
