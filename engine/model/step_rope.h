@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/model/backend.h"
+#include "pagedkv/export.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 
@@ -30,7 +31,7 @@ namespace pagedkv {
 
 // True when `config` rotates a step with the frequencies of its sequence's length (dynamic NTK
 // in the per-step mode), so a cached key depends on the step that wrote it.
-bool RopeDependsOnStepLength(const RopeConfig& config);
+PAGEDKV_EXPORT bool RopeDependsOnStepLength(const RopeConfig& config);
 
 // `config` with the frequencies of a sequence of `length` tokens (the per-step mode's
 // dynamic_seq_len set to it). REQUIRES: RopeDependsOnStepLength(config).
