@@ -242,6 +242,55 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_PagedAttentionDecode)->Args({0, 1024})->Args({2, 1024})->Args({2, 4096});
 
+// A decode step of the small models: one query token for each of 32 sequences of kv_len cached
+// keys, fp32 pages in shuffled blocks of 16. Args: head_dim, KV heads, query heads, kv_len
+// (aidreams260K: 16, 4, 4; TinyStories-656K: 16, 4, 8). Reports keys x heads per second.
+void BM_PagedAttentionSmallHeads(benchmark::State& state) {
+  const auto hd = static_cast<int32_t>(state.range(0));
+  const auto kv_heads = static_cast<int32_t>(state.range(1));
+  const auto nq = static_cast<int32_t>(state.range(2));
+  const auto kv_len = static_cast<int32_t>(state.range(3));
+  const int32_t seqs = 32, blocks_per_seq = (kv_len + kBlockSize - 1) / kBlockSize;
+  const int32_t num_blocks = seqs * blocks_per_seq;
+  auto k = Random(static_cast<size_t>(num_blocks) * kBlockSize * kv_heads * hd, 16);
+  auto v = Random(k.size(), 17);
+  const PagedKvLayout layout{.k = k.data(),
+                             .v = v.data(),
+                             .dtype = DType::kF32,
+                             .num_blocks = num_blocks,
+                             .block_size = kBlockSize,
+                             .num_kv_heads = kv_heads,
+                             .head_dim = hd};
+  std::vector<int32_t> tables(num_blocks);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), std::mt19937(18));
+  std::vector<int32_t> qsl(seqs + 1), lens(seqs, kv_len), pos(seqs, kv_len - 1);
+  std::iota(qsl.begin(), qsl.end(), 0);
+  const auto q = Random(static_cast<size_t>(seqs) * nq * hd, 19);
+  std::vector<float> out(q.size());
+  const PagedAttentionArgs args{.q = q.data(),
+                                .out = out.data(),
+                                .positions = pos.data(),
+                                .query_start_loc = qsl.data(),
+                                .kv_lens = lens.data(),
+                                .block_tables = tables.data(),
+                                .num_tokens = seqs,
+                                .num_seqs = seqs,
+                                .num_q_heads = nq,
+                                .max_blocks_per_seq = blocks_per_seq,
+                                .cache = layout};
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
+  state.counters["key_heads/s"] = benchmark::Counter(
+      static_cast<double>(seqs) * kv_len * nq, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * seqs * kv_len * kv_heads * hd *
+                          2 * 4);
+}
+BENCHMARK(BM_PagedAttentionSmallHeads)
+    ->Args({16, 4, 4, 48})
+    ->Args({16, 4, 8, 48})
+    ->Args({16, 4, 8, 256})
+    ->Args({64, 8, 8, 256});
+
 // Arg: 0 greedy, 1 temperature + top-p on flat logits (nucleus ~90% of the vocabulary: the
 // worst case, a full sort), 2 top-p on peaked logits (x64: the nucleus is a few hundred tokens).
 // 8 rows of a 32000 vocabulary.

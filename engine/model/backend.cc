@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -102,6 +103,15 @@ absl::StatusOr<void*> Backend::AllocateStaging(size_t bytes) {
 
 void Backend::FreeStaging(void* host) {
   if (host != nullptr) ::operator delete (host, std::align_val_t{64});
+}
+
+absl::Status Backend::RunParts(int32_t num_parts, absl::FunctionRef<absl::Status(int32_t)> part) {
+  absl::Status first = absl::OkStatus();
+  for (int32_t p = 0; p < num_parts; ++p) {
+    absl::Status status = part(p);
+    if (first.ok()) first = std::move(status);
+  }
+  return first;
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(Backend& backend, size_t bytes) {

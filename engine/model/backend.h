@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
@@ -97,6 +98,17 @@ class PAGEDKV_EXPORT Backend {
     return CopyToHost(dst, src, bytes);
   }
   virtual absl::Status SynchronizeCopies() { return absl::OkStatus(); }
+
+  // ---- Parts of a batch run at once (the CPU backend's threads) --------------------------------
+  // How many parts RunParts runs at once: the CPU backend's thread count; 1 (the default) where
+  // ops are queued on one stream, and the model runner then never splits a step.
+  virtual int32_t max_concurrent_parts() const { return 1; }
+  // Runs part(0), ..., part(num_parts - 1), at once where the backend can; the ops a part calls
+  // run on the thread running that part (not split further). Returns when every part is done:
+  // the error of the lowest-numbered part that failed, else OK. Parts must touch disjoint memory
+  // (or only read what they share). Default: in order on the calling thread.
+  virtual absl::Status RunParts(int32_t num_parts,
+                                absl::FunctionRef<absl::Status(int32_t)> part);
 };
 
 // Settings of the CPU backend.

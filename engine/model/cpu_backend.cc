@@ -3,11 +3,16 @@
 // The CPU backend: host memory and the pagedkv::cpu ops, the heavy ones (Linear, LM head, RMSNorm,
 // SwiGLU, paged attention) split over the backend's thread pool. Linear and LM head weights in
 // memory declared constant (a model's) are packed on first use and run the packed kernel.
+// RunParts runs a step's parts on the pool's threads, one part per thread at a time; the ops a
+// part calls then run on that thread alone.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +30,10 @@ namespace pagedkv {
 namespace {
 
 constexpr size_t kAlignment = 64;
+
+class CpuBackend;
+// The backend whose RunParts part this thread is running (its ops then do not use the pool).
+thread_local const CpuBackend* running_part_of = nullptr;
 
 class CpuBackend final : public Backend {
  public:
@@ -64,22 +73,22 @@ class CpuBackend final : public Backend {
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::Status DeclareConstant(const void* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(weights_mu_);
     return weights_.DeclareConstant(data, bytes);
   }
 
   absl::Status Linear(const LinearArgs& args) override {
     PAGEDKV_RETURN_IF_ERROR(ValidateLinear(args));
-    PAGEDKV_ASSIGN_OR_RETURN(const cpu::PackedWeights* packed,
-                             weights_.Find(args.w, args.n, args.k));
-    if (packed == nullptr) return cpu::Linear(args, pool_.get());
-    return cpu::PackedLinear(args, *packed, pool_.get());
+    PAGEDKV_ASSIGN_OR_RETURN(const cpu::PackedWeights* packed, FindPacked(args));
+    if (packed == nullptr) return cpu::Linear(args, pool());
+    return cpu::PackedLinear(args, *packed, pool());
   }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);
   }
   absl::Status GatherRows(const GatherRowsArgs& args) override { return cpu::GatherRows(args); }
-  absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args, pool_.get()); }
-  absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args, pool_.get()); }
+  absl::Status RmsNorm(const RmsNormArgs& args) override { return cpu::RmsNorm(args, pool()); }
+  absl::Status SwiGlu(const SwiGluArgs& args) override { return cpu::SwiGlu(args, pool()); }
   absl::Status LmHead(const LmHeadArgs& args) override {
     PAGEDKV_RETURN_IF_ERROR(ValidateLmHead(args));
     return Linear({.x = args.hidden,
@@ -94,13 +103,43 @@ class CpuBackend final : public Backend {
   }
   absl::Status ReRotate(const ReRotateArgs& args) override { return cpu::ReRotate(args); }
   absl::Status PagedAttention(const PagedAttentionArgs& args) override {
-    return cpu::PagedAttention(args, pool_.get());
+    return cpu::PagedAttention(args, pool());
   }
   absl::Status Sample(const SampleArgs& args) override { return cpu::Sample(args); }
 
+  int32_t max_concurrent_parts() const override {
+    return pool_ == nullptr ? 1 : pool_->num_threads();
+  }
+  absl::Status RunParts(int32_t num_parts,
+                        absl::FunctionRef<absl::Status(int32_t)> part) override {
+    if (pool_ == nullptr || num_parts <= 1 || running_part_of == this) {
+      return Backend::RunParts(num_parts, part);
+    }
+    std::vector<absl::Status> results(static_cast<size_t>(std::max(num_parts, 0)));
+    pool_->ParallelFor(num_parts, 1, [&](int64_t begin, int64_t end) {
+      const CpuBackend* outer = std::exchange(running_part_of, this);
+      for (int64_t p = begin; p < end; ++p) {
+        results[static_cast<size_t>(p)] = part(static_cast<int32_t>(p));
+      }
+      running_part_of = outer;
+    });
+    for (absl::Status& status : results) {
+      if (!status.ok()) return std::move(status);
+    }
+    return absl::OkStatus();
+  }
+
  private:
+  // The pool for an op: none inside a part (the part already has its thread).
+  cpu::ThreadPool* pool() const { return running_part_of == this ? nullptr : pool_.get(); }
+  absl::StatusOr<const cpu::PackedWeights*> FindPacked(const LinearArgs& args) {
+    std::lock_guard<std::mutex> lock(weights_mu_);  // parts may pack a weight at once
+    return weights_.Find(args.w, args.n, args.k);
+  }
+
   std::unique_ptr<cpu::ThreadPool> pool_;
-  cpu::PackedWeightCache weights_;
+  std::mutex weights_mu_;
+  cpu::PackedWeightCache weights_;  // guarded by weights_mu_
 };
 
 }  // namespace

@@ -404,30 +404,47 @@ absl::Status ModelRunner::RunLayers(const ModelInput& in, LayerHook* hook, Activ
                                                      .num_tokens = num_rows,
                                                      .vocab_size = c.vocab_size,
                                                      .dim = c.dim}));
+  const auto num_seqs = static_cast<int32_t>(in.query_start_loc.size() - 1);
   for (int32_t l = 0; l < c.n_layers && num_rows > 0; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    PAGEDKV_RETURN_IF_ERROR(ProjectQkv(w, num_rows));
+    PAGEDKV_RETURN_IF_ERROR(ProjectQkv(w, WholeBatch(num_rows, num_seqs, in.max_blocks_per_seq)));
     PAGEDKV_RETURN_IF_ERROR(WriteKv(in, l, hook, active, &num_rows));
     if (num_rows == 0) break;  // a hook dropped every row (no logits are wanted then)
-    PAGEDKV_RETURN_IF_ERROR(AttendAndMlp(w, l, in.max_blocks_per_seq, num_rows,
-                                         static_cast<int32_t>(in.query_start_loc.size() - 1)));
+    PAGEDKV_RETURN_IF_ERROR(
+        AttendAndMlp(w, l, WholeBatch(num_rows, num_seqs, in.max_blocks_per_seq)));
   }
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, int64_t num_rows) {
+ModelRunner::StepRows ModelRunner::WholeBatch(int64_t num_rows, int32_t num_seqs,
+                                              int32_t max_blocks_per_seq) const {
+  return {.row0 = 0,
+          .num_rows = num_rows,
+          .num_seqs = num_seqs,
+          .max_blocks_per_seq = max_blocks_per_seq,
+          .positions = positions_.as<const int32_t>(),
+          .slots = slots_.as<const int64_t>(),
+          .query_start_loc = query_start_loc_.as<const int32_t>(),
+          .kv_lens = kv_lens_.as<const int32_t>(),
+          .block_tables = block_tables_.as<const BlockId>()};
+}
+
+absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, const StepRows& rows) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
-  float* xb = xb_.as<float>();
-  PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x_.as<float>(),
+  float* xb = xb_.as<float>() + rows.row0 * c.dim;
+  PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x_.as<float>() + rows.row0 * c.dim,
                                      .weight = w.rms_att,
                                      .out = xb,
-                                     .num_rows = num_rows,
+                                     .num_rows = rows.num_rows,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
-  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wq, w.bq, q_.as<float>(), num_rows, c.q_dim()));
-  PAGEDKV_RETURN_IF_ERROR(Project(xb, w.wk, w.bk, k_.as<float>(), num_rows, c.kv_dim()));
-  return Project(xb, w.wv, w.bv, v_.as<float>(), num_rows, c.kv_dim());
+  const int64_t n = rows.num_rows;
+  PAGEDKV_RETURN_IF_ERROR(
+      Project(xb, w.wq, w.bq, q_.as<float>() + rows.row0 * c.q_dim(), n, c.q_dim()));
+  PAGEDKV_RETURN_IF_ERROR(
+      Project(xb, w.wk, w.bk, k_.as<float>() + rows.row0 * c.kv_dim(), n, c.kv_dim()));
+  return Project(xb, w.wv, w.bv, v_.as<float>() + rows.row0 * c.kv_dim(), n, c.kv_dim());
 }
 
 absl::Status ModelRunner::Project(const float* x, const float* w, const float* bias, float* y,
@@ -459,17 +476,7 @@ absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook
                      .runner = this};
   };
   if (hook != nullptr) PAGEDKV_RETURN_IF_ERROR(hook->BeforeKvWrite(view()));
-  ReshapeAndCacheArgs write;
-  write.q = q_.as<float>();
-  write.k = k_.as<const float>();
-  write.v = v_.as<const float>();
-  write.positions = positions_.as<const int32_t>();
-  write.slot_mapping = slots_.as<const int64_t>();
-  write.num_tokens = *num_rows;
-  write.num_q_heads = config().n_heads;
-  write.rotate = true;
-  write.rope = rope_view_;
-  write.cache = cache;
+  const ReshapeAndCacheArgs write = KvWrite(layer, WholeBatch(*num_rows, 0, 0));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Uniform() ? backend_->ReshapeAndCache(write)
                                                : WriteKvPerSequence(write, *active));
   if (hook == nullptr) return absl::OkStatus();
@@ -479,6 +486,22 @@ absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook
   PAGEDKV_RETURN_IF_ERROR(CompactRows(*keep, active));
   *num_rows = static_cast<int64_t>(active->rows.size());
   return absl::OkStatus();
+}
+
+ReshapeAndCacheArgs ModelRunner::KvWrite(int32_t layer, const StepRows& rows) const {
+  const ModelConfig& c = config();
+  ReshapeAndCacheArgs write;
+  write.q = q_.as<float>() + rows.row0 * c.q_dim();
+  write.k = k_.as<const float>() + rows.row0 * c.kv_dim();
+  write.v = v_.as<const float>() + rows.row0 * c.kv_dim();
+  write.positions = rows.positions;
+  write.slot_mapping = rows.slots;
+  write.num_tokens = rows.num_rows;
+  write.num_q_heads = c.n_heads;
+  write.rotate = true;
+  write.rope = rope_view_;
+  write.cache = kv_layouts_[static_cast<size_t>(layer)];
+  return write;
 }
 
 absl::Status ModelRunner::WriteKvPerSequence(const ReshapeAndCacheArgs& all,
@@ -569,26 +592,26 @@ absl::Status ModelRunner::UploadCompacted(const std::vector<int32_t>& keep,
 }
 
 absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer,
-                                       int32_t max_blocks_per_seq, int64_t num_rows,
-                                       int32_t num_seqs) {
+                                       const StepRows& rows) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
-  float* x = x_.as<float>();
-  float* xb = xb_.as<float>();
-  float* att = att_.as<float>();
-  float* hb = hb_.as<float>();
-  float* hb2 = hb2_.as<float>();
+  const int64_t num_rows = rows.num_rows;
+  float* x = x_.as<float>() + rows.row0 * c.dim;
+  float* xb = xb_.as<float>() + rows.row0 * c.dim;
+  float* att = att_.as<float>() + rows.row0 * c.q_dim();
+  float* hb = hb_.as<float>() + rows.row0 * c.hidden_dim;
+  float* hb2 = hb2_.as<float>() + rows.row0 * c.hidden_dim;
   PagedAttentionArgs attn;
-  attn.q = q_.as<const float>();
+  attn.q = q_.as<const float>() + rows.row0 * c.q_dim();
   attn.out = att;
-  attn.positions = positions_.as<const int32_t>();
-  attn.query_start_loc = query_start_loc_.as<const int32_t>();
-  attn.kv_lens = kv_lens_.as<const int32_t>();
-  attn.block_tables = block_tables_.as<const int32_t>();
+  attn.positions = rows.positions;
+  attn.query_start_loc = rows.query_start_loc;
+  attn.kv_lens = rows.kv_lens;
+  attn.block_tables = rows.block_tables;
   attn.num_tokens = num_rows;
-  attn.num_seqs = num_seqs;
+  attn.num_seqs = rows.num_seqs;
   attn.num_q_heads = c.n_heads;
-  attn.max_blocks_per_seq = max_blocks_per_seq;
+  attn.max_blocks_per_seq = rows.max_blocks_per_seq;
   attn.cache = kv_layouts_[static_cast<size_t>(layer)];
   PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
   PAGEDKV_RETURN_IF_ERROR(b.Linear({.x = att,
@@ -643,7 +666,10 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
   ActiveRows active = AllRows(in);
-  PAGEDKV_RETURN_IF_ERROR(RunLayers(in, options.hook, &active));
+  const std::vector<BatchPart> parts = PlanParts(in, options);
+  PAGEDKV_RETURN_IF_ERROR(parts.size() > 1 ? RunLayersInParts(in, parts)
+                                           : RunLayers(in, options.hook, &active));
+  last_forward_parts_ = std::max<int32_t>(1, static_cast<int32_t>(parts.size()));
   if (num_logits == 0) return b.Synchronize();
   PAGEDKV_RETURN_IF_ERROR(RunHead(active.logits_rows));
   return CopyOutputs(options, num_logits, output);

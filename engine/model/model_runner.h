@@ -14,6 +14,14 @@
 // runs, so a sequence may attend to KV that another sequence of the same batch computes in this
 // step (a same-step prefix hit, see ScheduledBatch).
 //
+// On a backend that runs parts at once (the CPU backend with threads, Backend::RunParts) a step of
+// several sequences is split by sequences (engine/model/batch_parts.h): each part runs a layer's
+// ops on one thread over its own rows, so its activations stay in that core's cache and a layer
+// costs two hand-offs instead of one per op. Every part writes a layer's K/V before any part
+// attends in it, which keeps same-step prefix hits. Results are bit-identical to the whole-batch
+// pass (each op computes a row the same way whatever the rows beside it). A step with a hook, or
+// with per-sequence RoPE (dynamic NTK past max_position_embeddings), runs whole.
+//
 // A LayerHook (engine/model/layer_hook.h, ForwardOptions::hook) is called at fixed points of every
 // layer (before and after the layer's K/V write) and may drop rows from the rest of the pass; an
 // extension such as selective recompute (engine/shift/cache_blend_hook.h) plugs in there.
@@ -48,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_parts.h"
 #include "engine/model/layer_hook.h"
 #include "engine/model/step_rope.h"
 #include "pagedkv/backend_kind.h"
@@ -156,6 +165,9 @@ class PAGEDKV_EXPORT ModelRunner {
   // Trained context length under rope_config() (see ContextLengthFor).
   int64_t context_length() const { return context_length_; }
   Backend& backend() { return *backend_; }
+  // Parts the layers of the last Forward that reached them ran in: 1 when the step ran whole (see
+  // the split pass above), 0 before any did.
+  int32_t last_forward_parts() const { return last_forward_parts_; }
   // Bytes of KV pages over all layers.
   int64_t kv_cache_bytes() const;
 
@@ -188,14 +200,36 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status EnsureCapacity(int64_t num_tokens, int64_t num_seqs, int64_t num_blocks_entries,
                               int64_t num_logits);
 
+  // Rows [row0, row0 + num_rows) of the activations and what attention needs of their
+  // num_seqs sequences, in the backend's memory.
+  struct StepRows {
+    int64_t row0 = 0;
+    int64_t num_rows = 0;
+    int32_t num_seqs = 0;
+    int32_t max_blocks_per_seq = 0;
+    const int32_t* positions = nullptr;        // [num_rows]
+    const int64_t* slots = nullptr;            // [num_rows]
+    const int32_t* query_start_loc = nullptr;  // [num_seqs + 1], from 0
+    const int32_t* kv_lens = nullptr;          // [num_seqs]
+    const BlockId* block_tables = nullptr;     // [num_seqs, max_blocks_per_seq]
+  };
+  // The current rows of the whole batch (the metadata buffers as uploaded or compacted).
+  StepRows WholeBatch(int64_t num_rows, int32_t num_seqs, int32_t max_blocks_per_seq) const;
+
   // Forward steps: embedding and every layer (compacting *active when the hook drops rows), then
   // the final norm and LM head on active->logits_rows, then sampling and copies to the host.
   absl::Status RunLayers(const ModelInput& input, LayerHook* hook, ActiveRows* active);
-  // RMSNorm and the Q, K, V projections of the current rows.
-  absl::Status ProjectQkv(const LayerWeights& w, int64_t num_rows);
+  // The split pass (model_runner_parts.cc): the parts to run at once, none when the step runs
+  // whole; then embedding and every layer, part by part.
+  std::vector<BatchPart> PlanParts(const ModelInput& input, const ForwardOptions& options) const;
+  absl::Status RunLayersInParts(const ModelInput& input, const std::vector<BatchPart>& parts);
+  // RMSNorm and the Q, K, V projections of `rows`.
+  absl::Status ProjectQkv(const LayerWeights& w, const StepRows& rows);
   // y [num_rows, n] = x [num_rows, dim] w^T (+ bias [n] on every row when bias is not null).
   absl::Status Project(const float* x, const float* w, const float* bias, float* y,
                        int64_t num_rows, int64_t n);
+  // RoPE of q and k of `rows` at their positions with the runner's table, K/V to their slots.
+  ReshapeAndCacheArgs KvWrite(int32_t layer, const StepRows& rows) const;
   // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
   absl::Status WriteKv(const ModelInput& input, int32_t layer, LayerHook* hook, ActiveRows* active,
                        int64_t* num_rows);
@@ -205,9 +239,8 @@ class PAGEDKV_EXPORT ModelRunner {
   // Keeps the current rows `keep` (ascending): host metadata, then x, q and the device metadata.
   absl::Status CompactRows(const std::vector<int32_t>& keep, ActiveRows* active);
   absl::Status UploadCompacted(const std::vector<int32_t>& keep, const ActiveRows& active);
-  // Attention, output projection, RMSNorm and SwiGLU MLP of the current rows.
-  absl::Status AttendAndMlp(const LayerWeights& w, int32_t layer, int32_t max_blocks_per_seq,
-                            int64_t num_rows, int32_t num_seqs);
+  // Attention, output projection, RMSNorm and SwiGLU MLP of `rows`.
+  absl::Status AttendAndMlp(const LayerWeights& w, int32_t layer, const StepRows& rows);
   absl::Status RunHead(const std::vector<int32_t>& logits_rows);
   absl::Status CopyOutputs(const ForwardOptions& options, int64_t num_logits, ModelOutput* output);
   // ReadKv on a device backend: slots up, two gathers, one copy down.
@@ -222,6 +255,7 @@ class PAGEDKV_EXPORT ModelRunner {
   std::optional<RopeTable> rope_table_;
   RopeTableView rope_view_;
   StepRope step_rope_;  // this step's RoPE per sequence (differs only under dynamic NTK)
+  int32_t last_forward_parts_ = 0;
   DeviceBuffer rope_cos_sin_, rope_inv_freq_;   // device copies (non-host backends)
   std::vector<DeviceBuffer> uploaded_weights_;  // device copies (non-host backends)
   std::vector<LayerWeights> layers_;            // pointers usable by the backend

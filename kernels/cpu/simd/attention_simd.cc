@@ -67,21 +67,53 @@ HWY_INLINE void Dot4(const float* HWY_RESTRICT a, const float* const* b, int32_t
   }
 }
 
-// p[0, nk) = scale * q . k_rows[j]; returns their max.
+// s[i] = dot(a, b[i]) for i < 4 over a row of exactly NV full vectors (head_dim == NV * lanes):
+// Dot4's order with the row length known at compile time.
+template <int NV>
+HWY_INLINE void Dot4Fixed(const float* HWY_RESTRICT a, const float* const* b,
+                          float* HWY_RESTRICT s) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+  for (int v = 0; v < NV; ++v) {
+    const auto va = hn::LoadU(d, a + v * lanes);
+    acc0 = hn::MulAdd(va, hn::LoadU(d, b[0] + v * lanes), acc0);
+    acc1 = hn::MulAdd(va, hn::LoadU(d, b[1] + v * lanes), acc1);
+    acc2 = hn::MulAdd(va, hn::LoadU(d, b[2] + v * lanes), acc2);
+    acc3 = hn::MulAdd(va, hn::LoadU(d, b[3] + v * lanes), acc3);
+  }
+  SumOfLanes4(d, acc0, acc1, acc2, acc3, s);
+}
+
+// p[0, kChunk) = scale * q . k_rows[j] for j < nk and -inf beyond; returns their max. NV > 0:
+// head_dim is NV full vectors (Dot4Fixed); NV == 0: any head_dim (Dot4). A partial quad repeats
+// its last key, so every key's score takes the same path wherever it falls in the chunk.
+template <int NV>
 HWY_INLINE float Scores(const float* HWY_RESTRICT q, const float* const* k_rows, int nk, int32_t hd,
                         float scale, float* HWY_RESTRICT p) {
-  float chunk_max = -INFINITY;
   for (int j = 0; j < nk; j += 4) {
     const float* quad[4];
     for (int i = 0; i < 4; ++i) quad[i] = k_rows[std::min(j + i, nk - 1)];
-    float s[4];
-    Dot4(q, quad, hd, s);
-    for (int i = 0; i < 4 && j + i < nk; ++i) {
-      p[j + i] = s[i] * scale;
-      chunk_max = std::max(chunk_max, p[j + i]);
+    if constexpr (NV > 0) {
+      Dot4Fixed<NV>(q, quad, p + j);
+    } else {
+      Dot4(q, quad, hd, p + j);
     }
   }
-  return chunk_max;
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int>(hn::Lanes(d));
+  const auto vscale = hn::Set(d, scale);
+  const auto neg_inf = hn::Set(d, -INFINITY);
+  auto vmax = neg_inf;
+  for (int i = 0; i < kChunk; i += lanes) {
+    const auto scores =
+        i < nk ? hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(nk - i)),
+                                hn::Mul(hn::LoadU(d, p + i), vscale), neg_inf)
+               : neg_inf;
+    hn::StoreU(scores, d, p + i);
+    vmax = hn::Max(vmax, scores);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, vmax));
 }
 
 // p[0, kChunk) = exp(p - m) (entries padded with -inf give 0); returns their sum.
@@ -143,6 +175,19 @@ HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* 
   }
 }
 
+// acc[0, NV * lanes) = acc * rescale + sum_j p[j] * v[j] (WeightedSum's order, as Accumulate).
+template <int NV>
+HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const float* p,
+                                const float* const* v, int num_keys) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  for (int i = 0; i < NV * lanes; i += lanes) {
+    const auto a = WeightedSum(d, hn::LoadU(d, acc + i), rescale, p, num_keys,
+                               [&](int j) { return hn::LoadU(d, v[j] + i); });
+    hn::StoreU(a, d, acc + i);
+  }
+}
+
 // Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
 // are not fp32 are converted into the scratch rows. One division per chunk: offsets then step by
 // token_stride within a block. REQUIRES: cache resolved (explicit strides).
@@ -173,6 +218,8 @@ HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int3
   }
 }
 
+// One pass over the keys for query heads [g0, g0 + ng) of the job's group. NV as in Scores.
+template <int NV>
 void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32_t g0, int ng) {
   const int32_t hd = cache.head_dim;
   float acc[kMaxGroup][kMaxHeadDim];
@@ -188,13 +235,17 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
     ChunkRows(cache, job.table, job.kv_head, j0, nk, k_scratch, v_scratch, k_rows, v_rows);
     for (int g = 0; g < ng; ++g) {
       const float* q = job.q + int64_t{g0 + g} * hd;
-      const float chunk_max = Scores(q, k_rows, nk, hd, job.scale, p[g]);
-      std::fill(p[g] + nk, p[g] + kChunk, -INFINITY);
+      const float chunk_max = Scores<NV>(q, k_rows, nk, hd, job.scale, p[g]);
       const float new_m = std::max(state[g].m, chunk_max);
-      const float rescale = expf(state[g].m - new_m);  // exp(-inf) = 0 on the first chunk
+      // exp(m - new_m): 0 on the first chunk (exp(-inf)), exactly 1 when the max stays.
+      const float rescale = new_m == state[g].m ? 1.0f : expf(state[g].m - new_m);
       state[g].l = state[g].l * rescale + ExpShifted(p[g], new_m);
       state[g].m = new_m;
-      Accumulate(acc[g], rescale, p[g], v_rows, nk, hd);
+      if constexpr (NV > 0) {
+        AccumulateFixed<NV>(acc[g], rescale, p[g], v_rows, nk);
+      } else {
+        Accumulate(acc[g], rescale, p[g], v_rows, nk, hd);
+      }
     }
   }
   for (int g = 0; g < ng; ++g) {
@@ -204,9 +255,24 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
   }
 }
 
-void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
+template <int NV>
+void AttendAllSubgroups(const PagedKvLayout& cache, const AttentionGroup& job) {
   for (int32_t g0 = 0; g0 < job.group; g0 += kMaxGroup) {
-    AttendSubgroup(cache, job, g0, std::min(kMaxGroup, job.group - g0));
+    AttendSubgroup<NV>(cache, job, g0, std::min(kMaxGroup, job.group - g0));
+  }
+}
+
+// Head dims of whole vectors get the unrolled row loops; any other takes the general one.
+void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t hd = cache.head_dim;
+  switch (hd % lanes == 0 ? hd / lanes : 0) {
+    case 1: return AttendAllSubgroups<1>(cache, job);
+    case 2: return AttendAllSubgroups<2>(cache, job);
+    case 4: return AttendAllSubgroups<4>(cache, job);
+    case 8: return AttendAllSubgroups<8>(cache, job);
+    default: return AttendAllSubgroups<0>(cache, job);
   }
 }
 

@@ -404,6 +404,42 @@ TEST(ModelRunnerThreadsTest, ASequencesLogitsDoNotDependOnItsBatch) {
   }
 }
 
+// The split pass (several sequences on a CPU backend with threads): sequence 0 reads, in the same
+// step, the KV of blocks that sequence 1 writes (a same-step prefix hit across parts, the reader
+// in the part that starts first). Every part writes a layer's K/V before any attends in it.
+TEST(ModelRunnerThreadsTest, ASplitStepReadsKvThatAnotherPartWritesInTheSameStep) {
+  const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 31);
+  const auto weights = LoadThroughFile(m);
+  const int32_t vocab = m.shape.vocab_size;
+  const std::vector<int32_t> writer = RandomTokens(24, vocab, 32);
+  std::vector<int32_t> reader(writer.begin(), writer.begin() + 16);  // blocks 0-3 shared
+  const std::vector<int32_t> own = RandomTokens(14, vocab, 33);
+  reader.insert(reader.end(), own.begin(), own.end());
+  const std::vector<BlockId> writer_table = {3, 9, 4, 7, 12, 1};
+  const std::vector<BlockId> reader_table = {3, 9, 4, 7, 10, 15, 2, 6};
+  Batch batch({{&reader, 16, 30, reader_table}, {&writer, 0, 24, writer_table}}, 4);
+  std::vector<float> logits[2];
+  for (int32_t threads : {1, 2}) {
+    auto runner = ModelRunner::Create(weights, {.backend = BackendKind::kCpu,
+                                                .num_blocks = 16,
+                                                .block_size = 4,
+                                                .num_threads = threads});
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    ModelOutput out;
+    ASSERT_TRUE((*runner)->Forward(batch.Input(), {.return_logits = true}, &out).ok());
+    EXPECT_EQ((*runner)->last_forward_parts(), threads);
+    logits[threads - 1] = out.logits;
+  }
+  ASSERT_EQ(logits[1].size(), logits[0].size());
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)), 0);
+  const auto want_reader = ReferenceForward(m).Logits(reader);
+  const auto want_writer = ReferenceForward(m).Logits(writer);
+  for (size_t r = 0; r < 14; ++r) {
+    ExpectLogitsNear(logits[1], r, want_reader[16 + r], 1e-4, "reader");
+  }
+  for (size_t r = 0; r < 24; ++r) ExpectLogitsNear(logits[1], 14 + r, want_writer[r], 1e-4, "writer");
+}
+
 TEST(ModelRunnerThreadsTest, BadThreadCountsAreInvalidArgument) {
   const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 29);
   auto weights = LoadThroughFile(m);
