@@ -15,7 +15,8 @@
 // step (a same-step prefix hit, see ScheduledBatch).
 //
 // On a backend that runs parts at once (the CPU backend with threads, Backend::RunParts) a step of
-// several sequences is split by sequences (engine/model/batch_parts.h): each part runs a layer's
+// several sequences of a small model (a layer's weights within 2 MiB, so they stay in each core's
+// cache) is split by sequences (engine/model/batch_parts.h): each part runs a layer's
 // ops on one thread over its own rows, so its activations stay in that core's cache and a layer
 // costs two hand-offs instead of one per op. Every part writes a layer's K/V before any part
 // attends in it, which keeps same-step prefix hits. Results are bit-identical to the whole-batch

@@ -25,7 +25,7 @@ namespace pagedkv::cpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kChunk = 16;    // keys per online-softmax step; a multiple of every target's lanes
+constexpr int kChunk = 32;    // keys per online-softmax step; a multiple of every target's lanes
 constexpr int kMaxGroup = 8;  // query heads per pass over the keys (stack scratch)
 
 // Running state of one query head: max m, normaliser l, unnormalised output acc.

@@ -316,10 +316,12 @@ TEST(ModelRunnerCudaTest, CudaBackendMatchesTheReference) {
   }
 }
 
-// A model big enough that the CPU backend splits its Linear, attention and norms over threads.
-std::shared_ptr<const ModelWeights> ThreadedModel() {
-  ModelConfig c{.dim = 256,
-                .hidden_dim = 512,
+// A model big enough that the CPU backend splits its Linear, attention and norms over threads (a
+// layer's 2.25 MB of weights is past the split pass's limit); `small` halves it (0.56 MB a layer),
+// so steps of several sequences run in parts.
+std::shared_ptr<const ModelWeights> ThreadedModel(bool small = false) {
+  ModelConfig c{.dim = small ? 128 : 256,
+                .hidden_dim = small ? 256 : 512,
                 .n_layers = 2,
                 .n_heads = 8,
                 .n_kv_heads = 4,
@@ -333,6 +335,7 @@ std::shared_ptr<const ModelWeights> ThreadedModel() {
 struct ThreadedRun {
   std::vector<float> logits;    // every step's logits rows, concatenated
   std::vector<TokenId> greedy;  // every step's greedy ids
+  int32_t max_parts = 0;        // most parts a step ran in
 };
 
 // Prefills a (40 tokens), b (30) and c (20) in one batch, then decodes 4 greedy steps of all
@@ -365,6 +368,7 @@ ThreadedRun RunThreaded(std::shared_ptr<const ModelWeights> w, int32_t threads, 
     if (!status.ok()) return run;
     run.logits.insert(run.logits.end(), out.logits.begin(), out.logits.end());
     run.greedy.insert(run.greedy.end(), out.sampled.begin(), out.sampled.end());
+    run.max_parts = std::max(run.max_parts, (*runner)->last_forward_parts());
     for (size_t s = 0; s < num_seqs; ++s) {
       begin[s] = static_cast<int32_t>(tokens[s].size());
       tokens[s].push_back(out.sampled[s]);
@@ -385,6 +389,23 @@ TEST(ModelRunnerThreadsTest, LogitsAreBitIdenticalForAnyThreadCount) {
               0)
         << threads << " threads";
   }
+}
+
+TEST(ModelRunnerThreadsTest, SplitStepsAreBitIdenticalForAnyThreadCount) {
+  const auto w = ThreadedModel(/*small=*/true);
+  const ThreadedRun one = RunThreaded(w, 1, false);
+  ASSERT_EQ(one.greedy.size(), 15u);
+  EXPECT_EQ(one.max_parts, 1);
+  for (int32_t threads : {2, 3}) {
+    const ThreadedRun run = RunThreaded(w, threads, false);
+    EXPECT_EQ(run.max_parts, threads);
+    EXPECT_EQ(run.greedy, one.greedy) << threads << " threads";
+    ASSERT_EQ(run.logits.size(), one.logits.size());
+    EXPECT_EQ(std::memcmp(run.logits.data(), one.logits.data(), one.logits.size() * sizeof(float)),
+              0)
+        << threads << " threads";
+  }
+  EXPECT_EQ(RunThreaded(ThreadedModel(), 2, false).max_parts, 1) << "a big model splits its ops";
 }
 
 TEST(ModelRunnerThreadsTest, ASequencesLogitsDoNotDependOnItsBatch) {
