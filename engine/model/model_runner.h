@@ -191,8 +191,9 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status PlaceWeights();
   absl::Status AllocateKvPages();
 
-  // ValidateInput steps, in order: sizes of the spans; token ids and slot ranges; each sequence's
-  // query range, kv_len, block table, positions and slots; logits rows and sampling params.
+  // ValidateInput steps (model_runner_validate.cc), in order: sizes of the spans; token ids and
+  // slot ranges; each sequence's query range, kv_len, block table, positions and slots; logits
+  // rows and sampling params.
   absl::Status ValidateInput(const ModelInput& input, const ForwardOptions& options) const;
   absl::Status ValidateShapes(const ModelInput& input) const;
   absl::Status ValidateTokens(const ModelInput& input) const;
