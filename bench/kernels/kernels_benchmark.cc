@@ -206,35 +206,56 @@ BENCHMARK(BM_ReRotate)->ArgNames({"dtype", "mode", "impl", "tokens"})->Apply([](
   }
 });
 
+// One decode token for each of `seqs` sequences of kv_len cached keys, in shuffled blocks of
+// kBlockSize (seed), with random queries (seed + 1) of nq heads of head_dim hd.
+struct DecodeBatch {
+  DecodeBatch(int32_t seqs, int32_t kv_len, int32_t nq, int32_t hd, uint32_t seed)
+      : blocks_per_seq((kv_len + kBlockSize - 1) / kBlockSize),
+        num_q_heads(nq),
+        tables(static_cast<size_t>(seqs) * blocks_per_seq),
+        qsl(static_cast<size_t>(seqs) + 1),
+        lens(static_cast<size_t>(seqs), kv_len),
+        pos(static_cast<size_t>(seqs), kv_len - 1),
+        q(Random(static_cast<size_t>(seqs) * nq * hd, seed + 1)),
+        out(q.size()) {
+    std::iota(tables.begin(), tables.end(), 0);
+    std::shuffle(tables.begin(), tables.end(), std::mt19937(seed));
+    std::iota(qsl.begin(), qsl.end(), 0);
+  }
+  int32_t num_blocks() const { return static_cast<int32_t>(tables.size()); }
+  PagedAttentionArgs Args(const PagedKvLayout& layout) {
+    const auto seqs = static_cast<int64_t>(lens.size());
+    return {.q = q.data(),
+            .out = out.data(),
+            .positions = pos.data(),
+            .query_start_loc = qsl.data(),
+            .kv_lens = lens.data(),
+            .block_tables = tables.data(),
+            .num_tokens = seqs,
+            .num_seqs = static_cast<int32_t>(seqs),
+            .num_q_heads = num_q_heads,
+            .max_blocks_per_seq = blocks_per_seq,
+            .cache = layout};
+  }
+
+  int32_t blocks_per_seq, num_q_heads;
+  std::vector<int32_t> tables, qsl, lens, pos;
+  std::vector<float> q, out;
+};
+
 // Args: dtype, kv_len. Decode attention: 4 sequences, 32 query heads (GQA 4), one token each.
 void BM_PagedAttentionDecode(benchmark::State& state) {
   const DType dtype = static_cast<DType>(state.range(0));
   const int32_t kv_len = static_cast<int32_t>(state.range(1));
-  const int32_t seqs = 4, nq = 32;
-  const int32_t blocks_per_seq = (kv_len + kBlockSize - 1) / kBlockSize;
-  KvFixture fx(dtype, seqs * blocks_per_seq);
+  const int32_t seqs = 4;
+  DecodeBatch batch(seqs, kv_len, /*nq=*/32, kHeadDim, 13);
+  KvFixture fx(dtype, batch.num_blocks());
   const auto fill = Random(fx.layout.NumElements(), 12);
   for (int64_t i = 0; i < fx.layout.NumElements(); ++i) {
     StoreElement(fx.layout.k, dtype, i, fill[i]);
     StoreElement(fx.layout.v, dtype, i, fill[fx.layout.NumElements() - 1 - i]);
   }
-  std::vector<int32_t> tables(seqs * blocks_per_seq);
-  std::iota(tables.begin(), tables.end(), 0);
-  std::shuffle(tables.begin(), tables.end(), std::mt19937(13));
-  std::vector<int32_t> qsl = {0, 1, 2, 3, 4}, lens(seqs, kv_len), pos(seqs, kv_len - 1);
-  const auto q = Random(seqs * nq * kHeadDim, 14);
-  std::vector<float> out(q.size());
-  const PagedAttentionArgs args{.q = q.data(),
-                                .out = out.data(),
-                                .positions = pos.data(),
-                                .query_start_loc = qsl.data(),
-                                .kv_lens = lens.data(),
-                                .block_tables = tables.data(),
-                                .num_tokens = seqs,
-                                .num_seqs = seqs,
-                                .num_q_heads = nq,
-                                .max_blocks_per_seq = blocks_per_seq,
-                                .cache = fx.layout};
+  const PagedAttentionArgs args = batch.Args(fx.layout);
   for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * seqs * kv_len * kKvHeads *
                           kHeadDim * 2 * DTypeSize(dtype));  // K and V read once
@@ -250,38 +271,20 @@ void BM_PagedAttentionSmallHeads(benchmark::State& state) {
   const auto kv_heads = static_cast<int32_t>(state.range(1));
   const auto nq = static_cast<int32_t>(state.range(2));
   const auto kv_len = static_cast<int32_t>(state.range(3));
-  const int32_t seqs = 32, blocks_per_seq = (kv_len + kBlockSize - 1) / kBlockSize;
-  const int32_t num_blocks = seqs * blocks_per_seq;
-  auto k = Random(static_cast<size_t>(num_blocks) * kBlockSize * kv_heads * hd, 16);
+  const int32_t seqs = 32;
+  DecodeBatch batch(seqs, kv_len, nq, hd, 18);
+  auto k = Random(static_cast<size_t>(batch.num_blocks()) * kBlockSize * kv_heads * hd, 16);
   auto v = Random(k.size(), 17);
-  const PagedKvLayout layout{.k = k.data(),
-                             .v = v.data(),
-                             .dtype = DType::kF32,
-                             .num_blocks = num_blocks,
-                             .block_size = kBlockSize,
-                             .num_kv_heads = kv_heads,
-                             .head_dim = hd};
-  std::vector<int32_t> tables(num_blocks);
-  std::iota(tables.begin(), tables.end(), 0);
-  std::shuffle(tables.begin(), tables.end(), std::mt19937(18));
-  std::vector<int32_t> qsl(seqs + 1), lens(seqs, kv_len), pos(seqs, kv_len - 1);
-  std::iota(qsl.begin(), qsl.end(), 0);
-  const auto q = Random(static_cast<size_t>(seqs) * nq * hd, 19);
-  std::vector<float> out(q.size());
-  const PagedAttentionArgs args{.q = q.data(),
-                                .out = out.data(),
-                                .positions = pos.data(),
-                                .query_start_loc = qsl.data(),
-                                .kv_lens = lens.data(),
-                                .block_tables = tables.data(),
-                                .num_tokens = seqs,
-                                .num_seqs = seqs,
-                                .num_q_heads = nq,
-                                .max_blocks_per_seq = blocks_per_seq,
-                                .cache = layout};
+  const PagedAttentionArgs args = batch.Args({.k = k.data(),
+                                              .v = v.data(),
+                                              .dtype = DType::kF32,
+                                              .num_blocks = batch.num_blocks(),
+                                              .block_size = kBlockSize,
+                                              .num_kv_heads = kv_heads,
+                                              .head_dim = hd});
   for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
-  state.counters["key_heads/s"] = benchmark::Counter(
-      static_cast<double>(seqs) * kv_len * nq, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["key_heads/s"] = benchmark::Counter(static_cast<double>(seqs) * kv_len * nq,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * seqs * kv_len * kv_heads * hd *
                           2 * 4);
 }

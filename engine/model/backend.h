@@ -107,8 +107,7 @@ class PAGEDKV_EXPORT Backend {
   // run on the thread running that part (not split further). Returns when every part is done:
   // the error of the lowest-numbered part that failed, else OK. Parts must touch disjoint memory
   // (or only read what they share). Default: in order on the calling thread.
-  virtual absl::Status RunParts(int32_t num_parts,
-                                absl::FunctionRef<absl::Status(int32_t)> part);
+  virtual absl::Status RunParts(int32_t num_parts, absl::FunctionRef<absl::Status(int32_t)> part);
 };
 
 // Settings of the CPU backend.

@@ -110,8 +110,7 @@ class CpuBackend final : public Backend {
   int32_t max_concurrent_parts() const override {
     return pool_ == nullptr ? 1 : pool_->num_threads();
   }
-  absl::Status RunParts(int32_t num_parts,
-                        absl::FunctionRef<absl::Status(int32_t)> part) override {
+  absl::Status RunParts(int32_t num_parts, absl::FunctionRef<absl::Status(int32_t)> part) override {
     if (pool_ == nullptr || num_parts <= 1 || running_part_of == this) {
       return Backend::RunParts(num_parts, part);
     }

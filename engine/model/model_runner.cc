@@ -275,12 +275,6 @@ ModelRunner::ActiveRows ModelRunner::AllRows(const ModelInput& in) {
 absl::Status ModelRunner::RunLayers(const ModelInput& in, LayerHook* hook, ActiveRows* active) {
   const ModelConfig& c = config();
   int64_t num_rows = static_cast<int64_t>(in.token_ids.size());
-  PAGEDKV_RETURN_IF_ERROR(backend_->EmbeddingGather({.table = token_embedding_,
-                                                     .token_ids = token_ids_.as<const int32_t>(),
-                                                     .out = x_.as<float>(),
-                                                     .num_tokens = num_rows,
-                                                     .vocab_size = c.vocab_size,
-                                                     .dim = c.dim}));
   const auto num_seqs = static_cast<int32_t>(in.query_start_loc.size() - 1);
   for (int32_t l = 0; l < c.n_layers && num_rows > 0; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
@@ -468,8 +462,7 @@ absl::Status ModelRunner::UploadCompacted(const std::vector<int32_t>& keep,
   return CopySpan(b, query_start_loc_, absl::MakeConstSpan(active.query_start_loc));
 }
 
-absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer,
-                                       const StepRows& rows) {
+absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer, const StepRows& rows) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
   const int64_t num_rows = rows.num_rows;
@@ -542,6 +535,12 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
+  PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = token_embedding_,
+                                             .token_ids = token_ids_.as<const int32_t>(),
+                                             .out = x_.as<float>(),
+                                             .num_tokens = num_tokens,
+                                             .vocab_size = config().vocab_size,
+                                             .dim = config().dim}));
   ActiveRows active = AllRows(in);
   const std::vector<BatchPart> parts = PlanParts(in, options);
   PAGEDKV_RETURN_IF_ERROR(parts.size() > 1 ? RunLayersInParts(in, parts)

@@ -218,11 +218,12 @@ class PAGEDKV_EXPORT ModelRunner {
   // The current rows of the whole batch (the metadata buffers as uploaded or compacted).
   StepRows WholeBatch(int64_t num_rows, int32_t num_seqs, int32_t max_blocks_per_seq) const;
 
-  // Forward steps: embedding and every layer (compacting *active when the hook drops rows), then
-  // the final norm and LM head on active->logits_rows, then sampling and copies to the host.
+  // Forward steps, after the embedding gather into x_: every layer (compacting *active when the
+  // hook drops rows), then the final norm and LM head on active->logits_rows, then sampling and
+  // copies to the host.
   absl::Status RunLayers(const ModelInput& input, LayerHook* hook, ActiveRows* active);
   // The split pass (model_runner_parts.cc): the parts to run at once, none when the step runs
-  // whole; then embedding and every layer, part by part.
+  // whole; then every layer, part by part.
   std::vector<BatchPart> PlanParts(const ModelInput& input, const ForwardOptions& options) const;
   absl::Status RunLayersInParts(const ModelInput& input, const std::vector<BatchPart>& parts);
   // RMSNorm and the Q, K, V projections of `rows`.

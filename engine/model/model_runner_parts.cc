@@ -50,12 +50,6 @@ absl::Status ModelRunner::RunLayersInParts(const ModelInput& in,
                                            const std::vector<BatchPart>& parts) {
   const ModelConfig& c = config();
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
-  PAGEDKV_RETURN_IF_ERROR(backend_->EmbeddingGather({.table = token_embedding_,
-                                                     .token_ids = token_ids_.as<const int32_t>(),
-                                                     .out = x_.as<float>(),
-                                                     .num_tokens = num_tokens,
-                                                     .vocab_size = c.vocab_size,
-                                                     .dim = c.dim}));
   // Each part's rows; its query_start_loc counted from its first token (host memory: the
   // backend runs parts only there).
   std::vector<std::vector<int32_t>> part_qsl(parts.size());

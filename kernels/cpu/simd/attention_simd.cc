@@ -106,10 +106,9 @@ HWY_INLINE float Scores(const float* HWY_RESTRICT q, const float* const* k_rows,
   const auto neg_inf = hn::Set(d, -INFINITY);
   auto vmax = neg_inf;
   for (int i = 0; i < kChunk; i += lanes) {
-    const auto scores =
-        i < nk ? hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(nk - i)),
-                                hn::Mul(hn::LoadU(d, p + i), vscale), neg_inf)
-               : neg_inf;
+    const auto scores = i < nk ? hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(nk - i)),
+                                                hn::Mul(hn::LoadU(d, p + i), vscale), neg_inf)
+                               : neg_inf;
     hn::StoreU(scores, d, p + i);
     vmax = hn::Max(vmax, scores);
   }
@@ -268,11 +267,16 @@ void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
   const auto lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t hd = cache.head_dim;
   switch (hd % lanes == 0 ? hd / lanes : 0) {
-    case 1: return AttendAllSubgroups<1>(cache, job);
-    case 2: return AttendAllSubgroups<2>(cache, job);
-    case 4: return AttendAllSubgroups<4>(cache, job);
-    case 8: return AttendAllSubgroups<8>(cache, job);
-    default: return AttendAllSubgroups<0>(cache, job);
+    case 1:
+      return AttendAllSubgroups<1>(cache, job);
+    case 2:
+      return AttendAllSubgroups<2>(cache, job);
+    case 4:
+      return AttendAllSubgroups<4>(cache, job);
+    case 8:
+      return AttendAllSubgroups<8>(cache, job);
+    default:
+      return AttendAllSubgroups<0>(cache, job);
   }
 }
 

@@ -36,9 +36,10 @@ TEST(CpuBackendPartsTest, EveryPartRunsOnceWithItsOpsOnItsOwnThread) {
   const std::vector<float> w = RandomFloats(kN * kK, 2);
   ASSERT_TRUE(b.DeclareConstant(w.data(), w.size() * sizeof(float)).ok());
   std::vector<float> whole(kParts * kRows * kN), split(whole.size());
-  ASSERT_TRUE(b.Linear({.x = x.data(), .w = w.data(), .y = whole.data(), .m = kParts * kRows,
-                        .n = kN, .k = kK})
-                  .ok());
+  ASSERT_TRUE(
+      b.Linear(
+           {.x = x.data(), .w = w.data(), .y = whole.data(), .m = kParts * kRows, .n = kN, .k = kK})
+          .ok());
   std::mutex mu;
   std::vector<int> runs(kParts, 0);
   // A part's Linear that re-entered the pool from inside a part would hang here.
@@ -47,8 +48,12 @@ TEST(CpuBackendPartsTest, EveryPartRunsOnceWithItsOpsOnItsOwnThread) {
       std::lock_guard<std::mutex> lock(mu);
       ++runs[static_cast<size_t>(p)];
     }
-    return b.Linear({.x = x.data() + p * kRows * kK, .w = w.data(),
-                     .y = split.data() + p * kRows * kN, .m = kRows, .n = kN, .k = kK});
+    return b.Linear({.x = x.data() + p * kRows * kK,
+                     .w = w.data(),
+                     .y = split.data() + p * kRows * kN,
+                     .m = kRows,
+                     .n = kN,
+                     .k = kK});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(runs, std::vector<int>(kParts, 1));

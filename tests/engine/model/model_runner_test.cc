@@ -441,10 +441,9 @@ TEST(ModelRunnerThreadsTest, ASplitStepReadsKvThatAnotherPartWritesInTheSameStep
   Batch batch({{&reader, 16, 30, reader_table}, {&writer, 0, 24, writer_table}}, 4);
   std::vector<float> logits[2];
   for (int32_t threads : {1, 2}) {
-    auto runner = ModelRunner::Create(weights, {.backend = BackendKind::kCpu,
-                                                .num_blocks = 16,
-                                                .block_size = 4,
-                                                .num_threads = threads});
+    auto runner = ModelRunner::Create(
+        weights,
+        {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = 4, .num_threads = threads});
     ASSERT_TRUE(runner.ok()) << runner.status();
     ModelOutput out;
     ASSERT_TRUE((*runner)->Forward(batch.Input(), {.return_logits = true}, &out).ok());
@@ -458,7 +457,8 @@ TEST(ModelRunnerThreadsTest, ASplitStepReadsKvThatAnotherPartWritesInTheSameStep
   for (size_t r = 0; r < 14; ++r) {
     ExpectLogitsNear(logits[1], r, want_reader[16 + r], 1e-4, "reader");
   }
-  for (size_t r = 0; r < 24; ++r) ExpectLogitsNear(logits[1], 14 + r, want_writer[r], 1e-4, "writer");
+  for (size_t r = 0; r < 24; ++r)
+    ExpectLogitsNear(logits[1], 14 + r, want_writer[r], 1e-4, "writer");
 }
 
 TEST(ModelRunnerThreadsTest, BadThreadCountsAreInvalidArgument) {
