@@ -6,21 +6,12 @@
 
 #include "engine/replay/generators.h"
 #include "gtest/gtest.h"
+#include "tests/engine/replay/serve_test_options.h"
 
 namespace pagedkv::replay {
 namespace {
 
-ServeReplayOptions SmallServeOptions() {
-  ServeReplayOptions o;
-  o.gpu = *FindGpuPreset("H100");
-  o.model = *FindModelPreset("llama-3-8b");
-  o.scheduler.max_num_batched_tokens = 2048;
-  o.scheduler.max_num_seqs = 32;
-  o.vocab_size = 32000;
-  o.capacity_blocks = 1500;
-  o.count_shifted = false;
-  return o;
-}
+using ::pagedkv::testing::SmallPoolServeOptions;
 
 Workload Conversations(int requests) {
   return MakeBuiltinWorkload("conversation", {.num_requests = requests, .seed = 5}).value();
@@ -28,7 +19,7 @@ Workload Conversations(int requests) {
 
 TEST(MultiInstanceReplayTest, OneInstanceMatchesSingleInstanceServeMode) {
   const Workload w = Conversations(150);
-  const ServeReplayOptions o = SmallServeOptions();
+  const ServeReplayOptions o = SmallPoolServeOptions();
   const ServeReplayResult single = RunServeReplay(w, o).value();
   for (const std::string& router : RouterNames()) {
     auto multi = RunMultiInstanceReplay(w, o, {.num_instances = 1, .router = router});
@@ -45,7 +36,7 @@ TEST(MultiInstanceReplayTest, OneInstanceMatchesSingleInstanceServeMode) {
 
 TEST(MultiInstanceReplayTest, PrefixAwareRoutingKeepsConversationsTogether) {
   const Workload w = Conversations(400);
-  const ServeReplayOptions o = SmallServeOptions();
+  const ServeReplayOptions o = SmallPoolServeOptions();
   auto run = [&](const std::string& router) {
     auto r = RunMultiInstanceReplay(w, o, {.num_instances = 4, .router = router});
     EXPECT_TRUE(r.ok()) << r.status();
@@ -81,7 +72,7 @@ TEST(MultiInstanceReplayTest, PrefixAwareRoutingKeepsConversationsTogether) {
 
 TEST(MultiInstanceReplayTest, PrefixAwareIsTheSameForEveryEventEncoding) {
   const Workload w = Conversations(200);
-  const ServeReplayOptions o = SmallServeOptions();
+  const ServeReplayOptions o = SmallPoolServeOptions();
   MultiInstanceOptions m{.num_instances = 3, .router = "prefix-aware"};
   const MultiInstanceResult map_u64 = RunMultiInstanceReplay(w, o, m).value();
   m.codec = {.encoding = KvEventEncoding::kTaggedArray, .hash_format = KvBlockHashFormat::kBytes};
@@ -93,7 +84,7 @@ TEST(MultiInstanceReplayTest, PrefixAwareIsTheSameForEveryEventEncoding) {
 
 TEST(MultiInstanceReplayTest, EventsOverZeroMqRouteLikeInProcess) {
   const Workload w = Conversations(120);
-  const ServeReplayOptions o = SmallServeOptions();
+  const ServeReplayOptions o = SmallPoolServeOptions();
   MultiInstanceOptions m{.num_instances = 3, .router = "prefix-aware"};
   const MultiInstanceResult inproc = RunMultiInstanceReplay(w, o, m).value();
   m.transport = "zmq";
@@ -111,7 +102,7 @@ TEST(MultiInstanceReplayTest, EventsOverZeroMqRouteLikeInProcess) {
 
 TEST(MultiInstanceReplayTest, BadOptionsAreClearErrors) {
   const Workload w = Conversations(20);
-  const ServeReplayOptions o = SmallServeOptions();
+  const ServeReplayOptions o = SmallPoolServeOptions();
   EXPECT_EQ(RunMultiInstanceReplay(w, o, {.router = "random"}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RunMultiInstanceReplay(w, o, {.num_instances = 0}).status().code(),
@@ -125,7 +116,8 @@ TEST(MultiInstanceReplayTest, BadOptionsAreClearErrors) {
 TEST(MultiInstanceReplayTest, JsonHasTheAggregateAndPerInstanceFields) {
   const Workload w = Conversations(60);
   const MultiInstanceResult r =
-      RunMultiInstanceReplay(w, SmallServeOptions(), {.num_instances = 2, .router = "least-loaded"})
+      RunMultiInstanceReplay(w, SmallPoolServeOptions(),
+                             {.num_instances = 2, .router = "least-loaded"})
           .value();
   const nlohmann::json j = MultiInstanceJson(r);
   for (const char* key : {"prefix_hit_rate", "ttft_p50_s", "ttft_p99_s", "ttft_mean_s",

@@ -8,21 +8,12 @@
 #include "engine/replay/generators.h"
 #include "engine/replay/multi_instance_replay.h"
 #include "gtest/gtest.h"
+#include "tests/engine/replay/serve_test_options.h"
 
 namespace pagedkv::replay {
 namespace {
 
-ServeReplayOptions SmallServeOptions() {
-  ServeReplayOptions o;
-  o.gpu = *FindGpuPreset("H100");
-  o.model = *FindModelPreset("llama-3-8b");
-  o.scheduler.max_num_batched_tokens = 2048;
-  o.scheduler.max_num_seqs = 32;
-  o.vocab_size = 32000;
-  o.capacity_blocks = 1500;
-  o.count_shifted = false;
-  return o;
-}
+using ::pagedkv::testing::SmallPoolServeOptions;
 
 // Two requests with one prompt of 20 full blocks and a few tokens more, the second long after
 // the first finished: round-robin sends them to instances 0 and 1.
@@ -38,7 +29,7 @@ Workload SamePromptTwice() {
 }
 
 TEST(MultiInstanceTiersTest, PrefixComputedOnTheOtherInstanceHitsTheSharedRemoteTier) {
-  ServeReplayOptions o = SmallServeOptions();
+  ServeReplayOptions o = SmallPoolServeOptions();
   o.tiers = {.host_capacity_blocks = 100, .remote_capacity_blocks = 1000};
   auto shared = RunMultiInstanceReplay(SamePromptTwice(), o, {.num_instances = 2});
   ASSERT_TRUE(shared.ok()) << shared.status();
@@ -73,7 +64,7 @@ TEST(MultiInstanceTiersTest, PrefixComputedOnTheOtherInstanceHitsTheSharedRemote
 // (both walk the engine's TierChain; multi-instance mode through InstanceTiers).
 TEST(MultiInstanceTiersTest, OneInstanceWithTiersMatchesSingleInstanceServeMode) {
   const Workload w = MakeBuiltinWorkload("conversation", {.num_requests = 120, .seed = 5}).value();
-  ServeReplayOptions o = SmallServeOptions();
+  ServeReplayOptions o = SmallPoolServeOptions();
   o.capacity_blocks = 600;
   for (TierStoreRule rule : {TierStoreRule::kWriteThrough, TierStoreRule::kWriteBack}) {
     SCOPED_TRACE(TierStoreRuleName(rule));
@@ -100,7 +91,7 @@ TEST(MultiInstanceTiersTest, OneInstanceWithTiersMatchesSingleInstanceServeMode)
 // so the aggregate hit rate rises over host tiers alone; per-instance counts add up.
 TEST(MultiInstanceTiersTest, SharedRemoteTierRaisesTheAggregateHitRate) {
   const Workload w = MakeBuiltinWorkload("conversation", {.num_requests = 300, .seed = 7}).value();
-  ServeReplayOptions o = SmallServeOptions();
+  ServeReplayOptions o = SmallPoolServeOptions();
   o.capacity_blocks = 400;
   o.tiers = {.host_capacity_blocks = 400};
   const MultiInstanceResult host_only = RunMultiInstanceReplay(w, o, {.num_instances = 4}).value();

@@ -5,10 +5,12 @@
 #include "engine/replay/generators.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/engine/replay/serve_test_options.h"
 
 namespace pagedkv::replay {
 namespace {
 
+using ::pagedkv::testing::SmallServeOptions;
 using ::testing::HasSubstr;
 
 TEST(CostModelTest, PresetsAndKvBytesPerToken) {
@@ -46,16 +48,6 @@ TEST(CostModelTest, StepTimeIsTheRooflineMaximum) {
   EXPECT_DOUBLE_EQ(cost.StepBytes(work), bytes);
   EXPECT_DOUBLE_EQ(cost.StepSeconds(work), std::max(flops / 1e12, bytes / 1e9));
   EXPECT_EQ(cost.StepSeconds(StepWork{}), 0);
-}
-
-ServeReplayOptions SmallServeOptions() {
-  ServeReplayOptions o;
-  o.gpu = *FindGpuPreset("H100");
-  o.model = *FindModelPreset("llama-3-8b");
-  o.scheduler.max_num_batched_tokens = 2048;
-  o.scheduler.max_num_seqs = 32;
-  o.vocab_size = 32000;
-  return o;
 }
 
 TEST(ServeReplayTest, RunsEveryRequestAndCountsPrefixHits) {
