@@ -20,10 +20,12 @@
 #include "pagedkv/model_source.h"
 #include "tests/engine/model/gguf_test_model.h"
 #include "tests/engine/model/hf_test_model.h"
+#include "tests/engine/model/prefill_util.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::AllRows;
 using ::pagedkv::testing::GgufWriter;
 using ::pagedkv::testing::HfTestModel;
 using ::pagedkv::testing::HfTestSpec;
@@ -32,6 +34,7 @@ using ::pagedkv::testing::kGgufF32;
 using ::pagedkv::testing::kGgufQ4_1;
 using ::pagedkv::testing::kGgufQ8_0;
 using ::pagedkv::testing::MakeHfTestModel;
+using ::pagedkv::testing::PrefillLogits;
 using ::pagedkv::testing::WriteGgufModel;
 using ::testing::HasSubstr;
 
@@ -108,31 +111,13 @@ void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.name; }
 std::vector<float> RunLogits(std::shared_ptr<const ModelWeights> weights,
                              const std::vector<TokenId>& ids) {
   constexpr int kBlock = 4;
-  const auto n = static_cast<int32_t>(ids.size());
   absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
       std::move(weights), {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
   EXPECT_TRUE(runner.ok()) << runner.status();
   if (!runner.ok()) return {};
-  std::vector<int32_t> positions(ids.size()), rows(ids.size());
-  std::iota(positions.begin(), positions.end(), 0);
-  std::iota(rows.begin(), rows.end(), 0);
-  std::vector<int64_t> slots(ids.size());
-  std::iota(slots.begin(), slots.end(), int64_t{0});
-  std::vector<BlockId> table((ids.size() + kBlock - 1) / kBlock);
-  std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> qsl = {0, n}, kv_lens = {n};
-  ModelOutput out;
-  absl::Status st = (*runner)->Forward({.token_ids = ids,
-                                        .positions = positions,
-                                        .slot_mapping = slots,
-                                        .query_start_loc = qsl,
-                                        .kv_lens = kv_lens,
-                                        .block_tables = table,
-                                        .max_blocks_per_seq = static_cast<int32_t>(table.size()),
-                                        .logits_indices = rows},
-                                       {.return_logits = true}, &out);
-  EXPECT_TRUE(st.ok()) << st;
-  return out.logits;
+  absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, ids, AllRows(ids.size()));
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  return logits.ok() ? *std::move(logits) : std::vector<float>();
 }
 
 class GgufCheckpointTest : public ::testing::TestWithParam<GgufCase> {};

@@ -23,10 +23,13 @@
 #include "pagedkv/chat_template.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/model_source.h"
+#include "tests/engine/model/prefill_util.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::AllRows;
+using ::pagedkv::testing::PrefillLogits;
 using ::testing::HasSubstr;
 
 constexpr char kParagraph[] =
@@ -125,29 +128,13 @@ double MeanNll(std::shared_ptr<const ModelWeights> weights, const std::vector<To
       weights, {.backend = BackendKind::kCpu, .num_blocks = blocks, .rope = rope});
   EXPECT_TRUE(runner.ok()) << runner.status();
   if (!runner.ok()) return NAN;
-  std::vector<int32_t> pos(ids.size()), rows(ids.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  std::iota(rows.begin(), rows.end(), 0);
-  std::vector<int64_t> slots(ids.size());
-  std::iota(slots.begin(), slots.end(), int64_t{0});
-  std::vector<BlockId> table(static_cast<size_t>(blocks));
-  std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> qsl = {0, n}, kv_lens = {n};
-  ModelOutput out;
-  absl::Status st = (*runner)->Forward({.token_ids = ids,
-                                        .positions = pos,
-                                        .slot_mapping = slots,
-                                        .query_start_loc = qsl,
-                                        .kv_lens = kv_lens,
-                                        .block_tables = table,
-                                        .max_blocks_per_seq = blocks,
-                                        .logits_indices = rows},
-                                       {.return_logits = true}, &out);
-  EXPECT_TRUE(st.ok()) << st;
+  absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, ids, AllRows(ids.size()));
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  if (!logits.ok()) return NAN;
   const size_t V = static_cast<size_t>(weights->config().vocab_size);
   double nll = 0.0;
   for (size_t t = 0; t + 1 < ids.size(); ++t) {
-    const float* l = out.logits.data() + t * V;
+    const float* l = logits->data() + t * V;
     const double mx = *std::max_element(l, l + V);
     double sum = 0.0;
     for (size_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(l[i]) - mx);

@@ -19,6 +19,7 @@
 #include "pagedkv/model_source.h"
 #include "pagedkv/status_macros.h"
 #include "tests/engine/model/hf_test_model.h"
+#include "tests/engine/model/prefill_util.h"
 
 namespace pagedkv {
 namespace {
@@ -26,6 +27,7 @@ namespace {
 using ::pagedkv::testing::HfTestModel;
 using ::pagedkv::testing::HfTestSpec;
 using ::pagedkv::testing::MakeHfTestModel;
+using ::pagedkv::testing::PrefillLogits;
 
 struct HfCase {
   std::string name;
@@ -109,31 +111,6 @@ std::vector<TokenId> TestIds(int vocab) {
   return ids;
 }
 
-// One prefill of `ids` at positions 0.. in blocks 0.. (slots 0..); logits of `logits_rows`.
-absl::StatusOr<std::vector<float>> Prefill(ModelRunner& runner, const std::vector<TokenId>& ids,
-                                           const std::vector<int32_t>& logits_rows,
-                                           LayerHook* hook = nullptr) {
-  const auto n = static_cast<int32_t>(ids.size());
-  std::vector<int32_t> positions(ids.size());
-  std::iota(positions.begin(), positions.end(), 0);
-  std::vector<int64_t> slots(ids.size());
-  std::iota(slots.begin(), slots.end(), int64_t{0});
-  std::vector<BlockId> table((ids.size() + kBlock - 1) / kBlock);
-  std::iota(table.begin(), table.end(), 0);
-  const std::vector<int32_t> qsl = {0, n}, kv_lens = {n};
-  ModelOutput out;
-  PAGEDKV_RETURN_IF_ERROR(runner.Forward({.token_ids = ids,
-                                          .positions = positions,
-                                          .slot_mapping = slots,
-                                          .query_start_loc = qsl,
-                                          .kv_lens = kv_lens,
-                                          .block_tables = table,
-                                          .max_blocks_per_seq = static_cast<int32_t>(table.size()),
-                                          .logits_indices = logits_rows},
-                                         {.return_logits = true, .hook = hook}, &out));
-  return out.logits;
-}
-
 // `got` holds the rows `positions` of `want` ([position][vocab]), each within 2e-4 of its scale.
 void ExpectNear(const std::vector<float>& got, const std::vector<std::vector<double>>& want,
                 const std::vector<int32_t>& positions, const std::string& name) {
@@ -162,7 +139,7 @@ TEST_P(HfCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   const std::vector<TokenId> ids = TestIds(c.spec.vocab);
   std::vector<int32_t> all(kTokens);
   std::iota(all.begin(), all.end(), 0);
-  absl::StatusOr<std::vector<float>> logits = Prefill(**runner, ids, all);
+  absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, ids, all);
   ASSERT_TRUE(logits.ok()) << logits.status();
   ExpectNear(*logits, model.Logits(std::vector<int>(ids.begin(), ids.end())), all, c.name);
 }
@@ -192,11 +169,11 @@ TEST_P(HfCheckpointTest, RowsKeptByALayerHookMatchTheReference) {
       loaded->weights, {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
   ASSERT_TRUE(runner.ok()) << runner.status();
   const std::vector<TokenId> ids = TestIds(c.spec.vocab);
-  ASSERT_TRUE(Prefill(**runner, ids, {}).ok());
+  ASSERT_TRUE(PrefillLogits(**runner, ids, {}).ok());
   std::vector<int32_t> kept;
   for (int32_t t = 0; t < kTokens; t += 3) kept.push_back(t);
   KeepEveryThirdRow hook;
-  absl::StatusOr<std::vector<float>> logits = Prefill(**runner, ids, kept, &hook);
+  absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, ids, kept, &hook);
   ASSERT_TRUE(logits.ok()) << logits.status();
   ExpectNear(*logits, model.Logits(std::vector<int>(ids.begin(), ids.end())), kept, c.name);
 }
