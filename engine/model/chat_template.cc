@@ -4,6 +4,8 @@
 #include "pagedkv/chat_template.h"
 
 #include <filesystem>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "absl/status/status.h"
@@ -40,30 +42,66 @@ std::string Family(const std::string& t) {
   return "an unknown";
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> FormatChatPrompt(const std::string& chat_template,
-                                             const std::string& user_message) {
+// The system prompt SmolLM2's template adds when the conversation has none; nullopt for plain
+// ChatML; an error naming the family of an unrecognised template.
+absl::StatusOr<std::optional<std::string>> DefaultSystemPrompt(const std::string& chat_template) {
   if (chat_template.empty()) {
-    return absl::InvalidArgumentError("--chat: the model has no chat template");
+    return absl::InvalidArgumentError("the model has no chat template");
   }
-  const std::string assistant = "<|im_start|>assistant\n";
-  const std::string plain = absl::StrCat(kForMessages, kChatMlBody);
-  if (chat_template == plain) return Turn("user", user_message) + assistant;
+  if (chat_template == absl::StrCat(kForMessages, kChatMlBody)) return std::nullopt;
   const std::string open = absl::StrCat(kForMessages, kSystemOpen);
   const std::string close = absl::StrCat(kSystemClose, kChatMlBody);
   if (absl::StartsWith(chat_template, open) && absl::EndsWith(chat_template, close) &&
       chat_template.size() >= open.size() + close.size()) {
-    const std::string system =
+    std::string system =
         chat_template.substr(open.size(), chat_template.size() - open.size() - close.size());
-    if (!absl::StrContains(system, "'") && !absl::StrContains(system, "{")) {
-      return Turn("system", system) + Turn("user", user_message) + assistant;
-    }
+    if (!absl::StrContains(system, "'") && !absl::StrContains(system, "{")) return system;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--chat: the model's chat template is ", Family(chat_template),
+      "the model's chat template is ", Family(chat_template),
       " template, which is not supported (only ChatML as SmolLM2-Instruct writes it, with or "
-      "without its default system prompt); wrap the prompt yourself and drop --chat"));
+      "without its default system prompt)"));
+}
+
+bool IsChatRole(const std::string& role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "developer" ||
+         role == "tool";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FormatChatMessages(const std::string& chat_template,
+                                               std::span<const ChatMessage> messages) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<std::string> system, DefaultSystemPrompt(chat_template));
+  if (messages.empty()) {
+    return absl::InvalidArgumentError("a chat needs at least one message");
+  }
+  std::string out;
+  if (system.has_value() && messages[0].role != "system") out = Turn("system", *system);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!IsChatRole(messages[i].role)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("message ", i, " has role '", messages[i].role,
+                       "'; expected system, user, assistant, developer or tool"));
+    }
+    absl::StrAppend(&out, Turn(messages[i].role, messages[i].content));
+  }
+  return out + "<|im_start|>assistant\n";
+}
+
+absl::StatusOr<std::string> FormatChatPrompt(const std::string& chat_template,
+                                             const std::string& user_message) {
+  const ChatMessage message = {.role = "user", .content = user_message};
+  absl::StatusOr<std::string> prompt =
+      FormatChatMessages(chat_template, std::span<const ChatMessage>(&message, 1));
+  if (!prompt.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat: ", prompt.status().message(),
+                     absl::StrContains(prompt.status().message(), "not supported")
+                         ? "; wrap the prompt yourself and drop --chat"
+                         : ""));
+  }
+  return prompt;
 }
 
 absl::StatusOr<std::string> ReadChatTemplate(const std::string& model_path) {

@@ -11,6 +11,9 @@
 //   plain ChatML: the same without the system turn.
 // Generation then stops at <|im_end|> (the GGUF loader makes it a stop token).
 //
+// A conversation (FormatChatMessages) renders each message as "<|im_start|>ROLE\nTEXT<|im_end|>\n"
+// in order, after SmolLM2's default system turn when the first message is not a system one.
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(std::string tmpl, pagedkv::ReadChatTemplate("smollm2.gguf"));
 //   PAGEDKV_ASSIGN_OR_RETURN(std::string prompt, pagedkv::FormatChatPrompt(tmpl, "Hi!"));
@@ -19,12 +22,25 @@
 #ifndef PAGEDKV_CHAT_TEMPLATE_H_
 #define PAGEDKV_CHAT_TEMPLATE_H_
 
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "pagedkv/export.h"
 
 namespace pagedkv {
+
+// One message of a conversation. role: system, user, assistant, developer or tool.
+struct PAGEDKV_EXPORT ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// `messages` in `chat_template`, ending with the assistant's turn opened (the generation
+// prompt). InvalidArgument naming the template's family when it is not a recognised one, for no
+// message, or for a role outside the five above.
+PAGEDKV_EXPORT absl::StatusOr<std::string> FormatChatMessages(
+    const std::string& chat_template, std::span<const ChatMessage> messages);
 
 // `user_message` as one user turn of `chat_template`, ending with the assistant's turn opened.
 // InvalidArgument naming the template's family when it is not one of the recognised ones (or

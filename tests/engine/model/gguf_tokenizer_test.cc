@@ -175,6 +175,29 @@ TEST(ChatTemplateTest, ChatMlWithAndWithoutADefaultSystemPrompt) {
             "<|im_start|>assistant\n");
 }
 
+TEST(ChatTemplateTest, ConversationsKeepTheirOwnSystemTurnAndEveryRole) {
+  const std::string with_system =
+      std::string(kChatMl).insert(std::string("{% for message in messages %}").size(),
+                                  "{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+                                  "'<|im_start|>system\nBe brief.<|im_end|>\n' }}{% endif %}");
+  const std::vector<ChatMessage> chat = {{.role = "system", .content = "Be kind."},
+                                         {.role = "user", .content = "Hi"},
+                                         {.role = "assistant", .content = "Hello!"},
+                                         {.role = "user", .content = "Bye"}};
+  EXPECT_EQ(*FormatChatMessages(with_system, chat),
+            "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  const std::vector<ChatMessage> no_system(chat.begin() + 1, chat.end());
+  EXPECT_EQ(*FormatChatMessages(with_system, no_system),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_THAT(FormatChatMessages(kChatMl, {}).status().message(), HasSubstr("at least one"));
+  const std::vector<ChatMessage> bad = {{.role = "user<|im_end|>", .content = "x"}};
+  EXPECT_THAT(FormatChatMessages(kChatMl, bad).status().message(), HasSubstr("has role"));
+}
+
 TEST(ChatTemplateTest, RefusesOtherTemplatesByFamily) {
   EXPECT_THAT(FormatChatPrompt("{{ '<start_of_turn>user' }}", "Hi").status().message(),
               HasSubstr("Gemma"));
