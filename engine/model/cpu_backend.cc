@@ -5,6 +5,8 @@
 // memory declared constant (a model's) are packed on first use and run the packed kernel.
 // RunParts runs a step's parts on the pool's threads, one part per thread at a time; the ops a
 // part calls then run on that thread alone.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +33,8 @@ namespace pagedkv {
 namespace {
 
 constexpr size_t kAlignment = 64;
+// Allocations from this size up are mapped lazily (page-aligned, so also kAlignment-aligned).
+constexpr size_t kLazyBytes = size_t{1} << 21;
 
 class CpuBackend;
 // The backend whose RunParts part this thread is running (its ops then do not use the pool).
@@ -48,7 +53,10 @@ class CpuBackend final : public Backend {
   }
   bool host_memory() const override { return true; }
 
+  // Zeroed memory. Allocations of kLazyBytes or more (a KV pool) are anonymous mappings, whose
+  // pages the kernel zeroes on first touch: a pool costs resident memory only as blocks are used.
   absl::StatusOr<void*> Allocate(size_t bytes) override {
+    if (bytes >= kLazyBytes) return MapZeroed(bytes);
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
     if (ptr == nullptr) {
@@ -58,7 +66,18 @@ class CpuBackend final : public Backend {
     std::memset(ptr, 0, rounded == 0 ? kAlignment : rounded);
     return ptr;
   }
-  void Free(void* ptr) override { std::free(ptr); }
+  void Free(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mapped_mu_);
+      auto it = mapped_.find(ptr);
+      if (it != mapped_.end()) {
+        munmap(ptr, it->second);
+        mapped_.erase(it);
+        return;
+      }
+    }
+    std::free(ptr);
+  }
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     if (bytes != 0) std::memcpy(dst, src, bytes);
     return absl::OkStatus();
@@ -129,6 +148,20 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  absl::StatusOr<void*> MapZeroed(size_t bytes) {
+    void* ptr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ptr == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu backend: cannot map ", bytes, " bytes; lower --num-kv-blocks"));
+    }
+    std::lock_guard<std::mutex> lock(mapped_mu_);
+    mapped_.emplace(ptr, bytes);
+    return ptr;
+  }
+
+  std::mutex mapped_mu_;
+  absl::flat_hash_map<void*, size_t> mapped_;  // MapZeroed's mappings and their sizes
+
   // The pool for an op: none inside a part (the part already has its thread).
   cpu::ThreadPool* pool() const { return running_part_of == this ? nullptr : pool_.get(); }
   absl::StatusOr<const cpu::PackedWeights*> FindPacked(const LinearArgs& args) {
