@@ -30,6 +30,11 @@ if(PAGEDKV_BUILD_REDIS)
 endif()
 if(PAGEDKV_BUILD_TOOLS OR PAGEDKV_BUILD_TESTS)
   find_package(CLI11 REQUIRED)
+  # `pagedkv serve` (engine/server/): cpp-httplib, Debian's build (libcpp-httplib-dev). Its
+  # pkg-config Cflags carry the feature macros the library was built with (OpenSSL, zlib,
+  # brotli), which change its classes' layout, so every includer must use them.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
 endif()
 if(PAGEDKV_BUILD_TESTS OR PAGEDKV_BUILD_BENCH)
   # Tests and benchmarks compare against the xxHash library itself.

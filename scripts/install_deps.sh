@@ -11,6 +11,7 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-venv python3-pip python3-prometheus-client
   libhwy-dev libopenblas-dev
   libhiredis-dev redis-server redis-tools
+  libcpp-httplib-dev
 )
 
 missing=()

@@ -20,6 +20,9 @@ PAGEDKV_EXPORT void AddReplayCommand(CLI::App& app, int* exit_code);
 // `pagedkv generate`: text generation with a llama2.c model on the paged engine (engine/runtime).
 PAGEDKV_EXPORT void AddGenerateCommand(CLI::App& app, int* exit_code);
 
+// `pagedkv serve`: OpenAI's HTTP API on the engine (engine/server).
+PAGEDKV_EXPORT void AddServeCommand(CLI::App& app, int* exit_code);
+
 // `pagedkv study-shift`: shifted-position reuse study - re-rotation exactness, drift, quality
 // (engine/shift).
 PAGEDKV_EXPORT void AddStudyShiftCommand(CLI::App& app, int* exit_code);

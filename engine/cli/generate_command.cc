@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/engine_flags.h"
 #include "engine/cli/flag_checks.h"
 #include "engine/cli/kv_events_flags.h"
 #include "engine/cli/tier_flags.h"
@@ -42,8 +43,7 @@ namespace pagedkv::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model;
-  std::string tokenizer;
+  EngineFlags engine;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_files;  // each file's text is one prompt
   float temperature = 0.0f;
@@ -55,14 +55,6 @@ struct GenerateFlags {
   bool stats = false;
   bool json = false;
   bool sequential = false;
-  bool no_prefix_caching = false;
-  bool allow_context_overrun = false;
-  std::string backend = "auto";
-  int32_t threads = 0;  // 0: all hardware threads
-  int32_t block_size = 16;
-  int32_t num_kv_blocks = 0;
-  int32_t max_batched_tokens = 2048;
-  std::string speculative;   // "ngram:K" (prompt lookup, K drafts per step); empty: off
   std::string metrics_file;  // Prometheus text of the cache's metrics after the run; empty: none
   KvEventsFlags events;
   TierFlags tiers;
@@ -130,37 +122,15 @@ std::string StepSizes(const EngineStats& s) {
   return absl::StrJoin(parts, ", ");
 }
 
-// --speculative: "ngram:K" with K in [1, 64] (empty: off).
-absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
-  SpeculativeOptions spec;
-  if (flag.empty()) return spec;
-  int32_t k = 0;
-  if (!absl::StartsWith(flag, "ngram:") || !absl::SimpleAtoi(flag.substr(6), &k) || k < 1 ||
-      k > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--speculative '", flag, "': expected ngram:K with K in [1, 64] draft tokens per step"));
-  }
-  spec.num_speculative_tokens = k;
-  return spec;
-}
-
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
-  EngineOptions options = DefaultEngineOptions();
-  PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
-  options.num_threads = flags.threads;
-  options.block_size = flags.block_size;
-  options.num_kv_blocks = flags.num_kv_blocks;
-  options.enable_prefix_caching = !flags.no_prefix_caching;
-  options.allow_context_overrun = flags.allow_context_overrun;
-  options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
-  PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
+  PAGEDKV_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFrom(flags.engine));
   options.collect_block_metrics = !flags.metrics_file.empty();
   PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                           Engine::Load(flags.model, flags.tokenizer, options));
+                           Engine::Load(flags.engine.model, flags.engine.tokenizer, options));
   if (engine->tokenizer() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "generate: the model '", flags.model,
+        "generate: the model '", flags.engine.model,
         "' has no tokenizer: pass --tokenizer (llama2.c), or add tokenizer.json to the directory"));
   }
   return engine;
@@ -178,7 +148,7 @@ absl::StatusOr<std::vector<std::string>> PromptTexts(const GenerateFlags& flags)
   }
   if (prompts.empty()) prompts.push_back("");
   if (flags.chat) {
-    PAGEDKV_ASSIGN_OR_RETURN(std::string chat_template, ReadChatTemplate(flags.model));
+    PAGEDKV_ASSIGN_OR_RETURN(std::string chat_template, ReadChatTemplate(flags.engine.model));
     for (std::string& p : prompts) {
       PAGEDKV_ASSIGN_OR_RETURN(p, FormatChatPrompt(chat_template, p));
     }
@@ -311,14 +281,7 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
 
 namespace {
 
-void AddModelAndPromptFlags(CLI::App* cmd, GenerateFlags* flags) {
-  cmd->add_option("--model", flags->model,
-                  "llama2.c checkpoint (legacy v0 .bin), a Hugging Face model directory "
-                  "(config.json, *.safetensors, tokenizer.json), or a GGUF file (llama)")
-      ->required();
-  cmd->add_option("--tokenizer", flags->tokenizer,
-                  "llama2.c tokenizer .bin for a .bin model (a Hugging Face directory uses its "
-                  "tokenizer.json unless this names another)");
+void AddPromptFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--prompt", flags->prompts,
                   "prompt text; repeat for several prompts, run as one batch (none: BOS alone)");
   cmd->add_option("--prompt-file", flags->prompt_files,
@@ -353,26 +316,9 @@ void AddOutputFlags(CLI::App* cmd, GenerateFlags* flags) {
                 "prefix_cache_hit_tokens, tier_hit_tokens, per-tier counters)");
 }
 
-void AddEngineFlags(CLI::App* cmd, GenerateFlags* flags) {
+void AddRunFlags(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_flag("--sequential", flags->sequential,
                 "run the prompts one after another (later ones can hit the prefix cache)");
-  cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "disable prefix caching");
-  cmd->add_flag("--allow-context-overrun", flags->allow_context_overrun,
-                "allow positions past the model's trained context");
-  cmd->add_option("--backend", flags->backend, "auto, cpu or cuda");
-  cmd->add_option("--threads", flags->threads,
-                  "CPU backend threads, 0 = all hardware threads (default); same output for any")
-      ->check(NumberIn(0, 1024));
-  cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
-      ->check(PositiveNumber());
-  cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)")
-      ->check(NonNegativeNumber());
-  cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
-                  "token budget per step (smaller = chunked prefill)")
-      ->check(PositiveNumber());
-  cmd->add_option("--speculative", flags->speculative,
-                  "speculative decoding: ngram:K proposes K draft tokens per step by prompt "
-                  "lookup (greedy requests; same ids as without it)");
 }
 
 }  // namespace
@@ -383,10 +329,12 @@ void AddGenerateCommand(CLI::App& app, int* exit_code) {
       "generate",
       "Generate text with a llama2.c, Hugging Face or GGUF model on the paged engine "
       "(prefix caching on)");
-  AddModelAndPromptFlags(cmd, flags.get());
+  AddModelFlags(cmd, &flags->engine);
+  AddPromptFlags(cmd, flags.get());
   AddSamplingFlags(cmd, flags.get());
   AddOutputFlags(cmd, flags.get());
-  AddEngineFlags(cmd, flags.get());
+  AddRunFlags(cmd, flags.get());
+  AddEngineFlags(cmd, &flags->engine);
   AddKvEventsFlags(cmd, &flags->events);
   AddTierFlags(cmd, &flags->tiers);
   cmd->callback([flags, exit_code]() {

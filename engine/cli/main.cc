@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   // One line per subcommand (see commands.h).
   pagedkv::cli::AddReplayCommand(app, &exit_code);
   pagedkv::cli::AddGenerateCommand(app, &exit_code);
+  pagedkv::cli::AddServeCommand(app, &exit_code);
   pagedkv::cli::AddStudyShiftCommand(app, &exit_code);
   pagedkv::cli::AddKvEventsCommand(app, &exit_code);
   // The commands budget their memory and return errors; this is the last line of defence, so that

@@ -1,0 +1,81 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The model and engine flags of `generate` and `serve` (see engine_flags.h).
+#include "engine/cli/engine_flags.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cli/flag_checks.h"
+#include "engine/cli/tier_flags.h"
+#include "pagedkv/backend_kind.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::cli {
+namespace {
+
+// --speculative: "ngram:K" with K in [1, 64] (empty: off).
+absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
+  SpeculativeOptions spec;
+  if (flag.empty()) return spec;
+  int32_t k = 0;
+  if (!absl::StartsWith(flag, "ngram:") || !absl::SimpleAtoi(flag.substr(6), &k) || k < 1 ||
+      k > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative '", flag, "': expected ngram:K with K in [1, 64] draft tokens per step"));
+  }
+  spec.num_speculative_tokens = k;
+  return spec;
+}
+
+}  // namespace
+
+void AddModelFlags(CLI::App* cmd, EngineFlags* flags) {
+  cmd->add_option("--model", flags->model,
+                  "llama2.c checkpoint (legacy v0 .bin), a Hugging Face model directory "
+                  "(config.json, *.safetensors, tokenizer.json), or a GGUF file (llama)")
+      ->required();
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "llama2.c tokenizer .bin for a .bin model (a Hugging Face directory uses its "
+                  "tokenizer.json unless this names another)");
+}
+
+void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
+  cmd->add_flag("--no-prefix-caching", flags->no_prefix_caching, "disable prefix caching");
+  cmd->add_flag("--allow-context-overrun", flags->allow_context_overrun,
+                "allow positions past the model's trained context");
+  cmd->add_option("--backend", flags->backend, "auto, cpu or cuda");
+  cmd->add_option("--threads", flags->threads,
+                  "CPU backend threads, 0 = all hardware threads (default); same output for any")
+      ->check(NumberIn(0, 1024));
+  cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
+      ->check(PositiveNumber());
+  cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)")
+      ->check(NonNegativeNumber());
+  cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
+                  "token budget per step (smaller = chunked prefill)")
+      ->check(PositiveNumber());
+  cmd->add_option("--speculative", flags->speculative,
+                  "speculative decoding: ngram:K proposes K draft tokens per step by prompt "
+                  "lookup (greedy requests; same ids as without it)");
+}
+
+absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
+  EngineOptions options = DefaultEngineOptions();
+  PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
+  options.num_threads = flags.threads;
+  options.block_size = flags.block_size;
+  options.num_kv_blocks = flags.num_kv_blocks;
+  options.enable_prefix_caching = !flags.no_prefix_caching;
+  options.allow_context_overrun = flags.allow_context_overrun;
+  options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
+  PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
+  return options;
+}
+
+}  // namespace pagedkv::cli

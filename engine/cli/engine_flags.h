@@ -1,0 +1,50 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The model and engine flags that `pagedkv generate` and `pagedkv serve` share (same names, same
+// meaning): --model, --tokenizer, --backend, --threads, --block-size, --num-kv-blocks,
+// --max-batched-tokens, --speculative, --no-prefix-caching, --allow-context-overrun; and the
+// EngineOptions they set.
+//
+// Example:
+//   auto flags = std::make_shared<EngineFlags>();
+//   AddModelFlags(cmd, flags.get());
+//   AddEngineFlags(cmd, flags.get());
+//   ...  // in the callback:
+//   PAGEDKV_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFrom(*flags));
+#ifndef PAGEDKV_ENGINE_CLI_ENGINE_FLAGS_H_
+#define PAGEDKV_ENGINE_CLI_ENGINE_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "pagedkv/engine.h"
+
+namespace pagedkv::cli {
+
+struct EngineFlags {
+  std::string model;
+  std::string tokenizer;
+  bool no_prefix_caching = false;
+  bool allow_context_overrun = false;
+  std::string backend = "auto";
+  int32_t threads = 0;  // 0: all hardware threads
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;
+  int32_t max_batched_tokens = 2048;
+  std::string speculative;  // "ngram:K" (prompt lookup, K drafts per step); empty: off
+};
+
+// --model (required) and --tokenizer.
+void AddModelFlags(CLI::App* cmd, EngineFlags* flags);
+// The engine flags above.
+void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
+
+// The EngineOptions the flags set (on DefaultEngineOptions()). InvalidArgument for a bad
+// --backend or --speculative.
+absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags);
+
+}  // namespace pagedkv::cli
+
+#endif  // PAGEDKV_ENGINE_CLI_ENGINE_FLAGS_H_
