@@ -239,7 +239,10 @@ void EngineLoop::Admit(std::vector<std::shared_ptr<Pending>>& pending) {
     p->status = id.status();
     p->channel = std::move(channel);
     p->done = true;
-    if (id.ok()) ++num_live_;
+    if (id.ok()) {
+      ++num_live_;
+      ++waiting_;  // until the next step says otherwise, it waits
+    }
   }
 }
 
@@ -261,6 +264,7 @@ void EngineLoop::ApplyAborts(const std::vector<std::pair<RequestId, AbortReason>
 absl::Status EngineLoop::StepOnce() {
   absl::StatusOr<StepOutput> step = engine_->Step();
   if (!step.ok()) return step.status();
+  UpdateGauges();  // before the tokens go out: whoever sees them sees the new queue too
   Dispatch(*step);
   PublishEvents();
   if (!live_.empty() && !engine_->HasUnfinishedRequests() && step->finished.empty() &&
@@ -327,10 +331,13 @@ void EngineLoop::FailAll(const absl::Status& status) {
 void EngineLoop::UpdateGauges() {
   const int32_t waiting = engine_->scheduler().num_waiting();
   const int32_t running = engine_->scheduler().num_running();
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_ = waiting;
+    busy_ = !live_.empty() && healthy_.load();
+  }
+  // After waiting_: a reader of the gauges sees what Submit already counts.
   if (options_.metrics != nullptr) options_.metrics->SetQueue(running, waiting);
-  absl::MutexLock lock(&mu_);
-  waiting_ = waiting;
-  busy_ = !live_.empty() && healthy_.load();
 }
 
 void EngineLoop::PublishEvents() {
