@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the PyPI reference packages the pytest suite compares against (Hugging Face
-# `tokenizers` and `safetensors`, llama.cpp's `gguf` reader) into a virtual environment outside the
+# Installs the PyPI reference packages the pytest suite compares against and drives (Hugging
+# Face `tokenizers` and `safetensors`, llama.cpp's `gguf` reader, OpenAI's `openai` client, which
+# the `pagedkv serve` tests call the server with) into a virtual environment outside the
 # repository, built on Debian's /usr/bin/python3 with its packages visible (--system-site-packages:
 # numpy, pytest, zmq, msgpack, prometheus_client stay Debian's). CTest puts that environment's
 # site-packages on the pytest PYTHONPATH, so the interpreter is still /usr/bin/python3.
@@ -10,7 +11,7 @@
 # Environment: PAGEDKV_PYREF_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref).
 set -euo pipefail
 pyref="${PAGEDKV_PYREF_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref}"
-pins=(tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0)
+pins=(tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0 openai==3.51.0)
 site="$pyref/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
 
 have_pins() {

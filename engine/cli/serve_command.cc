@@ -166,7 +166,12 @@ absl::Status RunServe(const ServeFlags& flags) {
     PAGEDKV_RETURN_IF_ERROR(WriteMetricsFile(flags.metrics_file, *loop));
   }
   loop.reset();
-  if (publisher != nullptr) FinishKvEventPublisher(flags.events, publisher.get());
+  if (publisher != nullptr) {
+    FinishKvEventPublisher(flags.events, publisher.get());
+    const KvEventPublisherStats ps = publisher->stats();
+    std::cerr << absl::StrFormat("pagedkv serve: kv events: %d batches published, %d dropped\n",
+                                 ps.published, ps.dropped);
+  }
   std::cerr << "pagedkv serve: stopped\n";
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@ The seeds only give the fuzzer a start; what it grows stays in DIR, outside the 
 Usage: /usr/bin/python3 tests/fuzz/make_corpus.py DIR   (Debian's python3: msgpack)
 """
 import gzip
+import json
 import os
 import random
 import struct
@@ -177,6 +178,25 @@ def op_seeds(out):
             write(out + "/" + target, f"ops{i}", bytes(rng.randrange(256) for _ in range(size)))
 
 
+def openai_seeds(out):
+    # The first byte picks the parser: 0 completions, 1 chat, 2 tokenize, 3 detokenize.
+    bodies = [
+        (0, {"model": "m", "prompt": "Hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+             "seed": -3, "stop": ["\n", "END"], "stream": True,
+             "stream_options": {"include_usage": True}, "ignore_eos": True,
+             "stop_token_ids": [2], "return_token_ids": True, "cache_salt": "a", "n": 1}),
+        (0, {"prompt": [[1, 5, 9]], "logprobs": None, "extra": {"x": [1, 2]}}),
+        (1, {"messages": [{"role": "system", "content": "Be brief."},
+                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+             "max_completion_tokens": 4, "tools": [], "response_format": {"type": "text"}}),
+        (2, {"prompt": "Hi", "add_special_tokens": False}),
+        (3, {"tokens": [1, 2, 3]}),
+    ]
+    for i, (parser, body) in enumerate(bodies):
+        write(out + "/openai_request", f"seed{i}", bytes([parser]) + json.dumps(body).encode())
+    write(out + "/openai_request", "bad", b"\x00{\"prompt\": \"\xff\", \"n\": 2")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -187,6 +207,7 @@ def main():
     event_seeds(out)
     hf_seeds(out)
     op_seeds(out)
+    openai_seeds(out)
     print(f"make_corpus: seeds written to {out}")
 
 
