@@ -1,7 +1,12 @@
-"""`pagedkv serve` with the engine's other parts on: KV events on a real ZeroMQ socket and the
-host-memory tier below a pool too small for the working set."""
+"""`pagedkv serve` with the engine's other parts on: KV events on a real ZeroMQ socket, the
+host-memory tier below a pool too small for the working set, and a real Redis server shared by
+two server processes."""
 
 from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
 
 import msgpack
 import pytest
@@ -77,3 +82,41 @@ def test_the_host_tier_serves_what_the_device_pool_evicted(cli_module, aidreams_
     assert _cached_tokens_of_a_revisit(cli_module, aidreams_args, []) == 0
     assert _cached_tokens_of_a_revisit(cli_module, aidreams_args,
                                        ["--host-cache-blocks", "256"]) > 0
+
+
+@pytest.fixture
+def redis_url():
+    """A real redis-server on a free loopback port, persistence off; its URL."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if "Ready to accept connections" in line:
+            break
+    else:
+        pytest.fail("redis-server did not start")
+    yield f"redis://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait()
+
+
+def test_two_servers_share_blocks_through_redis(cli_module, aidreams_args, redis_url):
+    prompt = "Once upon a time, in a land far away, there lived a dreamer who sang to the stars"
+    body = {"prompt": prompt, "max_tokens": 8, "temperature": 0}
+    answers = []
+    for _ in range(2):  # the second server starts empty: its prefix comes from Redis
+        server = Server(cli_module, [*aidreams_args, "--remote-cache", redis_url])
+        try:
+            status, _, answer = server.request("POST", "/v1/completions", body)
+            assert status == 200, answer
+            answers.append(answer)
+        finally:
+            assert server.stop() == 0
+    assert answers[0]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert answers[1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    assert answers[1]["choices"][0]["text"] == answers[0]["choices"][0]["text"]
