@@ -204,6 +204,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--vocab", type=int, default=32000, help="token ids are below this")
     g.add_argument("--min-id", type=int, default=100, help="token ids are at least this")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--user-seed", type=int, help="shared-prefix: seed of the user parts only "
+                   "(default --seed); a new one per run keeps the system part and repeats no "
+                   "prompt of an earlier run")
     g = p.add_argument_group("mooncake trace")
     g.add_argument("--trace", type=pathlib.Path, help="Mooncake JSONL(.gz)")
     g.add_argument("--block-tokens", type=int, default=16, help="tokens per hash id")
@@ -242,7 +245,8 @@ def build(args: argparse.Namespace) -> tuple[list[workloads.Session], list[workl
     space = workloads.TokenSpace(args.vocab, args.min_id, args.seed)
     if args.workload == "shared-prefix":
         both = workloads.shared_prefix(args.num_requests + args.warmup, args.system_tokens,
-                                       args.user_tokens, args.output_tokens, space, args.text)
+                                       args.user_tokens, args.output_tokens, space, args.text,
+                                       args.user_seed)
         return both[:args.num_requests], both[args.num_requests:]
     if args.workload == "conversation":
         sessions = workloads.conversation(args.sessions, args.turns, args.system_tokens,

@@ -93,11 +93,15 @@ def _join(a: Prompt, b: Prompt) -> Prompt:
 
 
 def shared_prefix(num_requests: int, system_tokens: int, user_tokens: int, output_tokens: int,
-                  space: TokenSpace, text: bool = False) -> list[Session]:
-    """`num_requests` single-request sessions: one system part shared by all + a unique user part."""
+                  space: TokenSpace, text: bool = False,
+                  user_seed: int | None = None) -> list[Session]:
+    """`num_requests` single-request sessions: one system part shared by all + a unique user part.
+    The user parts are drawn with `user_seed` (default: space.seed), so runs with the same system
+    part and new user parts can follow one another on one server without repeating a prompt."""
     system = _part(space, text, "system", system_tokens)
+    users = space if user_seed is None else dataclasses.replace(space, seed=user_seed)
     return [
-        Session([Request(_join(system, _part(space, text, f"user:{i}", user_tokens)),
+        Session([Request(_join(system, _part(users, text, f"user:{i}", user_tokens)),
                          output_tokens, session=i)])
         for i in range(num_requests)
     ]

@@ -44,6 +44,13 @@ def test_shared_prefix_shares_exactly_the_system_part() -> None:
     assert all(s.requests[0].max_tokens == 64 for s in sessions)
 
 
+def test_shared_prefix_user_seed_keeps_the_system_part() -> None:
+    a = workloads.shared_prefix(4, 50, 5, 8, SPACE)
+    b = workloads.shared_prefix(4, 50, 5, 8, SPACE, user_seed=99)
+    assert all(x.requests[0].prompt[:50] == y.requests[0].prompt[:50] for x, y in zip(a, b))
+    assert not {tuple(x.requests[0].prompt) for x in a} & {tuple(y.requests[0].prompt) for y in b}
+
+
 def test_shared_prefix_text_mode() -> None:
     sessions = workloads.shared_prefix(3, 50, 5, 8, SPACE, text=True)
     prompts = [s.requests[0].prompt for s in sessions]
