@@ -31,14 +31,19 @@ class EngineLoopTest : public ::testing::Test {
     if (!dir) GTEST_SKIP() << pagedkv::testing::kNoSharedDataMessage;
     model_ = (*dir / "aidreams260K" / "aidreams260K.bin").string();
     tokenizer_ = (*dir / "aidreams260K" / "tok512.bin").string();
+    long_model_ = (*dir / "tinystories656K").string();
   }
-  std::unique_ptr<Engine> MakeEngine(int32_t max_num_seqs = 64) const {
+  // aidreams260K (fast, 128 positions); with `long_running`, TinyStories-656K, whose 500-token
+  // requests run long enough (hundreds of steps) for a test to act while they run.
+  std::unique_ptr<Engine> MakeEngine(int32_t max_num_seqs = 64, bool long_running = false) const {
     EngineOptions options;
     options.backend = BackendKind::kCpu;
     options.num_threads = 1;
     options.num_kv_blocks = 512;
     options.scheduler.max_num_seqs = max_num_seqs;
-    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Load(model_, tokenizer_, options);
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        long_running ? Engine::Load(long_model_, "", options)
+                     : Engine::Load(model_, tokenizer_, options);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -46,11 +51,20 @@ class EngineLoopTest : public ::testing::Test {
     GenerationRequest r;
     r.prompt_tokens = *engine.tokenizer()->Encode(text);
     r.max_new_tokens = n;
+    r.stop_at_eos = false;
     return r;
   }
-  // Every token of a request, until its end.
-  static std::pair<std::vector<TokenId>, GenerationResult> Drain(RequestChannel& channel) {
-    std::vector<TokenId> tokens;
+  // The first update with a token (or the end).
+  static RequestChannel::Update FirstUpdate(RequestChannel& channel) {
+    RequestChannel::Update u;
+    while (u.tokens.empty() && !u.result.has_value()) u = channel.Wait(absl::Seconds(30));
+    return u;
+  }
+  // Every token of a request until its end, after those of `seen` (an update already taken).
+  static std::pair<std::vector<TokenId>, GenerationResult> Drain(RequestChannel& channel,
+                                                                 RequestChannel::Update seen = {}) {
+    std::vector<TokenId> tokens = seen.tokens;
+    if (seen.result.has_value()) return {tokens, *seen.result};
     for (;;) {
       RequestChannel::Update u = channel.Wait(absl::Seconds(30));
       tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
@@ -66,7 +80,7 @@ class EngineLoopTest : public ::testing::Test {
                     .ok());
     return used;
   }
-  std::string model_, tokenizer_;
+  std::string model_, tokenizer_, long_model_;
 };
 
 TEST_F(EngineLoopTest, LiveArrivalsFromManyThreadsGiveTheLoneEnginesOutputs) {
@@ -104,29 +118,29 @@ TEST_F(EngineLoopTest, LiveArrivalsFromManyThreadsGiveTheLoneEnginesOutputs) {
 }
 
 TEST_F(EngineLoopTest, AbortEndsTheRequestAndFreesItsBlocks) {
-  auto loop = EngineLoop::Start(MakeEngine(), {});
+  auto loop = EngineLoop::Start(MakeEngine(64, /*long_running=*/true), {});
   ASSERT_TRUE(loop.ok());
-  auto channel = (*loop)->Submit(Request((*loop)->engine(), "Once upon a time", 100));
+  auto channel = (*loop)->Submit(Request((*loop)->engine(), "Once upon a time", 500));
   ASSERT_TRUE(channel.ok()) << channel.status();
-  RequestChannel::Update first;
-  while (first.tokens.empty()) first = (*channel)->Wait(absl::Seconds(30));
+  RequestChannel::Update first = FirstUpdate(**channel);
   (*loop)->Abort((*channel)->id(), EngineLoop::AbortReason::kClientGone);
-  auto [tokens, result] = Drain(**channel);
+  auto [tokens, result] = Drain(**channel, first);
   EXPECT_EQ(result.finish_reason, FinishReason::kAborted);
-  EXPECT_LT(tokens.size() + first.tokens.size(), 100u);
+  EXPECT_LT(tokens.size(), 500u);
   EXPECT_EQ(UsedBlocks(**loop), 0);
   (*loop)->Abort((*channel)->id(), EngineLoop::AbortReason::kClientGone);  // ended: a no-op
 }
 
 TEST_F(EngineLoopTest, RefusesPastTheQueueBoundAndWhatTheEngineRefuses) {
   // One sequence runs at a time, so a second request waits and a third overflows the queue.
-  auto loop = EngineLoop::Start(MakeEngine(/*max_num_seqs=*/1), {.max_queued_requests = 1});
+  auto loop = EngineLoop::Start(MakeEngine(/*max_num_seqs=*/1, /*long_running=*/true),
+                                {.max_queued_requests = 1});
   ASSERT_TRUE(loop.ok());
   const Engine& engine = (*loop)->engine();
-  auto running = (*loop)->Submit(Request(engine, "Once upon a time", 60));
+  auto running = (*loop)->Submit(Request(engine, "Once upon a time", 500));
   ASSERT_TRUE(running.ok());
-  RequestChannel::Update u;
-  while (u.tokens.empty()) u = (*running)->Wait(absl::Seconds(30));  // it is scheduled
+  const RequestChannel::Update first = FirstUpdate(**running);  // it is scheduled
+  ASSERT_FALSE(first.result.has_value());
   GenerationRequest too_long = Request(engine, "Once", 1000);
   EXPECT_EQ((*loop)->Submit(too_long).status().code(), absl::StatusCode::kInvalidArgument);
   auto waiting = (*loop)->Submit(Request(engine, "Echoes of", 8));
@@ -134,7 +148,8 @@ TEST_F(EngineLoopTest, RefusesPastTheQueueBoundAndWhatTheEngineRefuses) {
   auto refused = (*loop)->Submit(Request(engine, "The sky", 8));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-requests 1"));
-  Drain(**running);
+  (*loop)->Abort((*running)->id(), EngineLoop::AbortReason::kClientGone);
+  Drain(**running, first);
   Drain(**waiting);
   EXPECT_EQ(UsedBlocks(**loop), 0);
 }
