@@ -65,11 +65,10 @@ void KvEventBatcher::AddRemoved(const KvEvent& event) {
       return;
     }
   }
-  events_.push_back(KvBatchEvent{
-      .type = KvEventType::kBlockRemoved,
-      .block_hashes = {event.hash},
-      .medium = medium,
-      .group_idx = options_.group_idx});
+  events_.push_back(KvBatchEvent{.type = KvEventType::kBlockRemoved,
+                                 .block_hashes = {event.hash},
+                                 .medium = medium,
+                                 .group_idx = options_.group_idx});
 }
 
 KvEventBatch KvEventBatcher::Take(double timestamp) {

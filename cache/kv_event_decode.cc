@@ -24,12 +24,22 @@ using Fields = absl::flat_hash_map<std::string_view, const Object*>;
 
 // vLLM's field order (the array encoding's positions after the type name).
 const std::vector<std::string_view>& FieldOrder(KvEventType type) {
-  static const auto* const kStored = new std::vector<std::string_view>{
-      "block_hashes", "parent_block_hash",  "token_ids",
-      "block_size",   "lora_id",            "medium",
-      "lora_name",    "extra_keys",         "group_idx",
-      "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
-      "ownership",    "session_id",         "lookahead_token_ids"};
+  static const auto* const kStored =
+      new std::vector<std::string_view>{"block_hashes",
+                                        "parent_block_hash",
+                                        "token_ids",
+                                        "block_size",
+                                        "lora_id",
+                                        "medium",
+                                        "lora_name",
+                                        "extra_keys",
+                                        "group_idx",
+                                        "kv_cache_spec_kind",
+                                        "kv_cache_spec_sliding_window",
+                                        "locality",
+                                        "ownership",
+                                        "session_id",
+                                        "lookahead_token_ids"};
   static const auto* const kRemoved = new std::vector<std::string_view>{
       "block_hashes", "medium", "group_idx", "locality", "ownership"};
   static const auto* const kCleared = new std::vector<std::string_view>{};

@@ -385,12 +385,12 @@ class PAGEDKV_EXPORT BlockPool {
   std::vector<BlockId> first_child_;
   std::vector<BlockId> next_sibling_;
   std::vector<BlockId> prev_sibling_;
-  std::vector<TokenId> token_storage_;    // backing store of tokens_ (+ alignment slack)
-  TokenId* tokens_ = nullptr;             // [num_blocks * block_size] if stored, 64-byte aligned
-  std::vector<BlockId> free_stack_;       // free blocks, popped from the back
-  std::vector<BlockId> victims_;          // scratch of Allocate(count, out): picked victims
-  BlockIndex index_;                      // hash -> cached block; keys live in meta_[block].hash
-  bool prefetch_victims_;                 // num_blocks >= kVictimPrefetchMinBlocks
+  std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
+  TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
+  std::vector<BlockId> free_stack_;     // free blocks, popped from the back
+  std::vector<BlockId> victims_;        // scratch of Allocate(count, out): picked victims
+  BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
+  bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;
   uint64_t next_link_ = 1;  // link identities handed out (0 means "no parent block")
   // Duplicates: holder -> its duplicates in the order recorded; duplicate -> holder.

@@ -72,9 +72,9 @@ struct PAGEDKV_EXPORT KvEventPublisherStats {
   int64_t enqueued = 0;          // batches accepted by Publish
   int64_t published = 0;         // batches sent on the PUB socket
   int64_t dropped = 0;           // batches dropped because the queue was full (or after Shutdown)
-  int64_t replay_requests = 0;      // replay requests answered (end marker sent)
-  int64_t replayed_batches = 0;     // batches resent through the replay socket
-  int64_t bad_replay_requests = 0;  // malformed replay requests (ignored)
+  int64_t replay_requests = 0;   // replay requests answered (end marker sent)
+  int64_t replayed_batches = 0;  // batches resent through the replay socket
+  int64_t bad_replay_requests = 0;      // malformed replay requests (ignored)
   int64_t replay_requests_busy = 0;     // ignored: the client's previous answer was in flight
   int64_t replay_requests_limited = 0;  // ignored: past the client's rate or the concurrency cap
   int64_t replays_abandoned = 0;        // answers stopped because the client went away

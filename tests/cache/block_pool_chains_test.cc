@@ -98,8 +98,7 @@ TEST_P(ChainsTest, StoredMinusEvictionsIsThePoolAndNoBrokenChainIsKept) {
               static_cast<long long>(broken_seen));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryPolicy, ChainsTest,
-                         ::testing::ValuesIn([] {
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, ChainsTest, ::testing::ValuesIn([] {
                            std::vector<std::string> names;
                            for (std::string_view n : EvictionPolicyNames()) names.emplace_back(n);
                            return names;

@@ -201,8 +201,8 @@ TEST(KvEventCodecTest, RandomBatchesRoundTripInEveryEncoding) {
     const KvEventBatch batch = RandomBatch(rng);
     const KvEventBatch with_vllm_fields = RandomBatch(rng, /*vllm_fields=*/true);
     for (KvBlockHashFormat fmt : {KvBlockHashFormat::kUint64, KvBlockHashFormat::kBytes}) {
-      const std::string bytes =
-          EncodeKvEventBatch(with_vllm_fields, {.encoding = KvEventEncoding::kVllm, .hash_format = fmt});
+      const std::string bytes = EncodeKvEventBatch(
+          with_vllm_fields, {.encoding = KvEventEncoding::kVllm, .hash_format = fmt});
       absl::StatusOr<KvEventBatch> back = DecodeKvEventBatch(bytes);
       ASSERT_TRUE(back.ok()) << back.status();
       EXPECT_EQ(*back, Projected(with_vllm_fields, fmt)) << "round " << round;

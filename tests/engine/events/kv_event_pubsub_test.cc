@@ -181,10 +181,9 @@ TEST_F(KvEventPubSubTest, BadOptionsAndBusyEndpoints) {
   EXPECT_EQ(KvEventSubscriber::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSequenceNumber("abc").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSequenceNumber(EncodeSequenceNumber(-1)).value(), -1);
-  EXPECT_EQ(KvEventPublisher::Create({.endpoint = Ipc("z"), .replay_requests_per_s = 0})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      KvEventPublisher::Create({.endpoint = Ipc("z"), .replay_requests_per_s = 0}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 // Reads one replay answer on `dealer`: the batches' numbers until the end marker; an empty
