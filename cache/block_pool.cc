@@ -92,8 +92,9 @@ int64_t BlockPool::EstimateBytes(const BlockPoolOptions& options) {
   // table is the next power of two >= 2n) and the policy's links.
   constexpr int64_t kPolicyBytes = 32;
   constexpr int64_t kIndexSlotBytes = 8;
+  // The free-stack entry and the four chain links are BlockIds.
   int64_t per_block = static_cast<int64_t>(sizeof(BlockMeta) + sizeof(BlockChain) +
-                                           sizeof(BlockHash) + sizeof(BlockId)) +
+                                           sizeof(BlockHash) + 5 * sizeof(BlockId)) +
                       4 * kIndexSlotBytes + kPolicyBytes;
   if (options.store_tokens) {
     per_block += int64_t{options.block_size} * static_cast<int64_t>(sizeof(TokenId));
@@ -110,6 +111,10 @@ BlockPool::BlockPool(const BlockPoolOptions& options, std::unique_ptr<EvictionPo
       meta_(options.num_blocks),
       chain_(options.num_blocks),
       parent_hash_(options.num_blocks),
+      parent_of_(options.num_blocks, kNullBlock),
+      first_child_(options.num_blocks, kNullBlock),
+      next_sibling_(options.num_blocks, kNullBlock),
+      prev_sibling_(options.num_blocks, kNullBlock),
       index_(options.num_blocks),
       prefetch_victims_(options.num_blocks >= kVictimPrefetchMinBlocks) {
   if (store_tokens_) {
@@ -163,7 +168,9 @@ absl::Status BlockPool::Pin(BlockId block) {
 
 void BlockPool::Release(BlockId block) {
   BlockMeta& m = meta_[block];
-  if (m.cached) {
+  if (m.cached && m.unreachable) {
+    DropUnreachable(block, /*was_evictable=*/false);  // never kept: no lookup can reach it
+  } else if (m.cached) {
     m.state = State::kEvictable;
     ++num_evictable_;
     policy_->OnRelease(block, m.hash);
@@ -380,10 +387,13 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
   m.cached = true;
   parent_hash_[block] = parent_hash;
   m.has_extra = extra_digest != BlockHash{};
+  m.chunk_domain = insert.domain == BlockDomain::kChunk;
   if (m.has_extra) chain_[block].extra_digest = extra_digest;  // cold: read only when has_extra
   ++m.generation;
   m.link = next_link_++;
   m.parent_link = parent_block == kNullBlock ? 0 : meta_[parent_block].link;
+  m.unreachable = parent_block != kNullBlock && meta_[parent_block].unreachable;
+  if (parent_block != kNullBlock && !m.unreachable) LinkChild(parent_block, block);
   m.has_tokens = store_tokens_ && !tokens.empty();
   if (m.has_tokens) {
     std::copy(tokens.begin(), tokens.end(), tokens_ + static_cast<ptrdiff_t>(block) * block_size_);
@@ -398,16 +408,29 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
                  .parent_hash = parent_hash,
                  .token_count = block_size_,
                  .block = block,
-                 .token_ids = tokens});
+                 .token_ids = tokens,
+                 .domain = insert.domain});
   }
   return true;
 }
 
 void BlockPool::EvictFromIndex(BlockId block) {
   const bool had_tokens = meta_[block].has_tokens;
+  const BlockId parent = parent_of_[block];
+  UnlinkFromParent(block);
   RemoveFromIndex(block);
   ++stats_.evictions;
-  if (meta_[block].has_duplicates) PromoteDuplicate(block, had_tokens);
+  const BlockId heir =
+      meta_[block].has_duplicates ? PromoteDuplicate(block, had_tokens) : kNullBlock;
+  if (heir == kNullBlock) {
+    OrphanChildren(block);
+    return;
+  }
+  // Same content under the same link: the chain goes on through the heir.
+  if (parent != kNullBlock && meta_[parent].cached && !meta_[parent].unreachable) {
+    LinkChild(parent, heir);
+  }
+  MoveChildren(block, heir);
 }
 
 void BlockPool::RemoveFromIndex(BlockId block) {
@@ -415,13 +438,15 @@ void BlockPool::RemoveFromIndex(BlockId block) {
   index_.Erase(m.hash, block);
   m.cached = false;
   m.has_tokens = false;
+  m.unreachable = false;
   if (!listeners_.empty()) {
     Emit(KvEvent{.type = KvEventType::kBlockRemoved,
                  .hash = m.hash,
                  .parent_hash = parent_hash_[block],
                  .token_count = block_size_,
                  .block = block,
-                 .token_ids = {}});
+                 .token_ids = {},
+                 .domain = m.chunk_domain ? BlockDomain::kChunk : BlockDomain::kPrefix});
   }
 }
 
@@ -439,7 +464,10 @@ absl::Status BlockPool::Uncache(BlockId block) {
     m.state = State::kFree;
     free_stack_.push_back(block);
   }
+  UnlinkFromParent(block);
   RemoveFromIndex(block);
+  ++stats_.evictions;
+  OrphanChildren(block);
   return absl::OkStatus();
 }
 
@@ -448,9 +476,11 @@ void BlockPool::ResetPrefixCache() {
   ForgetAllDuplicates();
   for (BlockId b = 0; b < num_blocks_; ++b) {
     BlockMeta& m = meta_[b];
+    parent_of_[b] = first_child_[b] = next_sibling_[b] = prev_sibling_[b] = kNullBlock;
     if (!m.cached) continue;
     m.cached = false;
     m.has_tokens = false;
+    m.unreachable = false;
     if (m.state == State::kEvictable) {
       m.state = State::kFree;
       free_stack_.push_back(b);
@@ -621,6 +651,7 @@ absl::Status BlockPool::ValidateInvariants() const {
   PAGEDKV_RETURN_IF_ERROR(CheckCounts(num_free, num_evictable, num_cached));
   PAGEDKV_RETURN_IF_ERROR(CheckFreeStack());
   PAGEDKV_RETURN_IF_ERROR(CheckDuplicates());
+  PAGEDKV_RETURN_IF_ERROR(CheckChains());
   return CheckIndexEntries();
 }
 

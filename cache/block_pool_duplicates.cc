@@ -52,11 +52,11 @@ absl::StatusOr<bool> BlockPool::AddDuplicate(const BlockInsert& dup) {
   return true;
 }
 
-void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
+BlockId BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
   const auto it = duplicates_.find(holder);
   BlockMeta& h = meta_[holder];
   h.has_duplicates = false;
-  if (it == duplicates_.end()) return;
+  if (it == duplicates_.end()) return kNullBlock;
   std::vector<BlockId> dups = std::move(it->second);
   duplicates_.erase(it);
   const BlockId x = dups.front();
@@ -70,11 +70,12 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
       duplicate_holder_.erase(dups[i]);
       meta_[dups[i]].is_duplicate = false;
     }
-    return;
+    return kNullBlock;
   }
   m.cached = true;
   parent_hash_[x] = parent_hash_[holder];
   m.has_extra = h.has_extra;
+  m.chunk_domain = h.chunk_domain;
   if (m.has_extra) chain_[x] = chain_[holder];
   ++m.generation;
   m.link = h.link;  // same content: whatever was linked to the holder is linked to x
@@ -83,6 +84,8 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
   const ptrdiff_t bs = block_size_;
   if (m.has_tokens) std::copy_n(tokens_ + holder * bs, bs, tokens_ + x * bs);
   ++stats_.promoted_duplicates;
+  ++stats_.stored_blocks;  // it entered the index: stored_blocks - evictions stays the count
+  m.unreachable = false;
   if (priorities_ != nullptr) priorities_->InheritNext(x, holder);
   policy_->OnInsertInChain(x, m.hash, parent_hash_[x], kNullBlock);
   if (dups.size() > 1) {
@@ -97,8 +100,10 @@ void BlockPool::PromoteDuplicate(BlockId holder, bool holder_had_tokens) {
                  .parent_hash = parent_hash_[x],
                  .token_count = block_size_,
                  .block = x,
-                 .token_ids = CachedTokens(x)});
+                 .token_ids = CachedTokens(x),
+                 .domain = m.chunk_domain ? BlockDomain::kChunk : BlockDomain::kPrefix});
   }
+  return x;
 }
 
 absl::Status BlockPool::DropDuplicate(BlockId block) {

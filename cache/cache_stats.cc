@@ -16,11 +16,12 @@ double CacheStats::BlockHitRate() const {
 std::string CacheStats::Summary() const {
   return absl::StrFormat(
       "lookups=%d hit_rate=%.2f%% (hit_tokens=%d / queried_tokens=%d) block_hit_rate=%.2f%% "
-      "(hit_blocks=%d / queried_blocks=%d) stored=%d evictions=%d verification_failures=%d "
+      "(hit_blocks=%d / queried_blocks=%d) stored=%d evictions=%d (unreachable=%d) "
+      "verification_failures=%d "
       "replaced=%d resets=%d promoted_duplicates=%d",
       lookups, 100.0 * HitRate(), hit_tokens, queried_tokens, 100.0 * BlockHitRate(), hit_blocks,
-      queried_blocks, stored_blocks, evictions, verification_failures, replaced_blocks, resets,
-      promoted_duplicates);
+      queried_blocks, stored_blocks, evictions, unreachable_evictions, verification_failures,
+      replaced_blocks, resets, promoted_duplicates);
 }
 
 }  // namespace pagedkv

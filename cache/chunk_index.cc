@@ -191,8 +191,8 @@ absl::StatusOr<std::vector<uint8_t>> ChunkIndex::CacheChunkBlocks(const BlockHas
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (pool_->IsCached(blocks[i])) continue;
     const BlockHash hash = ChunkBlockHash(key, serial, i);
-    absl::StatusOr<bool> inserted =
-        pool_->Insert({.block = blocks[i], .hash = hash, .parent_hash = key});
+    absl::StatusOr<bool> inserted = pool_->Insert(
+        {.block = blocks[i], .hash = hash, .parent_hash = key, .domain = BlockDomain::kChunk});
     if (!inserted.ok() || !*inserted) {
       for (BlockId b : newly_cached) DebugCheckOk(pool_->Uncache(b), "cached just above");
       if (!inserted.ok()) return inserted.status();

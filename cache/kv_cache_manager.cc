@@ -516,6 +516,7 @@ CacheStats KvCacheManager::stats() const {
   const CacheStats& p = pool_->stats();
   s.stored_blocks = p.stored_blocks;
   s.evictions = p.evictions;
+  s.unreachable_evictions = p.unreachable_evictions;
   s.resets = p.resets;
   s.promoted_duplicates = p.promoted_duplicates;
   return s;

@@ -25,7 +25,9 @@ absl::Status KvCacheManager::WritePrometheus(std::string* out,
   w.Counter("pagedkv_prefix_cache_stored_blocks_total", "Blocks inserted into the prefix index.",
             s.stored_blocks);
   w.Counter("pagedkv_prefix_cache_evicted_blocks_total",
-            "Cached blocks evicted to make room for an allocation.", s.evictions);
+            "Cached blocks that left the index (evicted to make room, dropped as unreachable, or "
+            "uncached), every one announced by a BlockRemoved event.",
+            s.evictions);
   w.Gauge("pagedkv_kv_cache_usage_ratio",
           "Fraction of KV blocks referenced by requests, in [0, 1].", Usage());
   w.Gauge("pagedkv_kv_cache_blocks", "KV blocks in the pool.", num_blocks());

@@ -19,6 +19,8 @@ double WallClockSeconds() {
 KvEventBatcher::KvEventBatcher(KvEventBatcherOptions options) : options_(std::move(options)) {}
 
 void KvEventBatcher::Add(const KvEvent& event) {
+  // Chunk-domain blocks are no prefix of any request: a prefix router must not index them.
+  if (event.domain == BlockDomain::kChunk) return;
   switch (event.type) {
     case KvEventType::kBlockStored:
       AddStored(event);
@@ -48,7 +50,8 @@ void KvEventBatcher::AddStored(const KvEvent& event) {
                       .block_hashes = {event.hash},
                       .token_ids = {event.token_ids.begin(), event.token_ids.end()},
                       .block_size = event.token_count,
-                      .medium = medium};
+                      .medium = medium,
+                      .group_idx = options_.group_idx};
   if (!roots_.contains(event.parent_hash)) stored.parent_block_hash = event.parent_hash;
   events_.push_back(std::move(stored));
 }
@@ -62,8 +65,10 @@ void KvEventBatcher::AddRemoved(const KvEvent& event) {
       return;
     }
   }
-  events_.push_back(KvBatchEvent{
-      .type = KvEventType::kBlockRemoved, .block_hashes = {event.hash}, .medium = medium});
+  events_.push_back(KvBatchEvent{.type = KvEventType::kBlockRemoved,
+                                 .block_hashes = {event.hash},
+                                 .medium = medium,
+                                 .group_idx = options_.group_idx});
 }
 
 KvEventBatch KvEventBatcher::Take(double timestamp) {

@@ -71,72 +71,117 @@ void PackOptStr(Packer& p, const std::optional<std::string>& s) {
   }
 }
 
-// Packs `key` first when the event is a map (no key in the array encoding).
-void Key(Packer& p, bool map, std::string_view key) {
-  if (map) PackStr(p, key);
+void PackOptInt(Packer& p, const std::optional<int64_t>& v) {
+  if (v.has_value()) {
+    p.pack_int64(*v);
+  } else {
+    p.pack_nil();
+  }
+}
+
+// Writes an event's fields as a map (kVllm, kAllMap) or by position (kAllArray). Counts the
+// fields first, so the header is right: `Field` is called twice per field, once per pass.
+class EventWriter {
+ public:
+  EventWriter(Packer& p, bool map) : p_(p), map_(map) {}
+
+  // Packs the header for `count` fields plus the tag, then the tag.
+  void Begin(uint32_t count, std::string_view tag) {
+    if (map_) {
+      p_.pack_map(count + 1);
+      PackStr(p_, "type");
+    } else {
+      p_.pack_array(count + 1);
+    }
+    PackStr(p_, tag);
+  }
+  void Key(std::string_view key) {
+    if (map_) PackStr(p_, key);
+  }
+  Packer& p() { return p_; }
+
+ private:
+  Packer& p_;
+  bool map_;
+};
+
+// vLLM 0.33's defaulted fields of a stored (`stored`) or removed event that are set, in vLLM's
+// order; `emit(key, pack)` is called for each.
+template <typename Emit>
+void ForEachOptional(const KvBatchEvent& e, bool stored, Emit&& emit) {
+  const auto opt_int = [&](std::string_view key, const std::optional<int32_t>& v) {
+    if (v.has_value()) emit(key, [v](Packer& p) { p.pack_int64(*v); });
+  };
+  const auto opt_str = [&](std::string_view key, const std::optional<std::string>& v) {
+    if (v.has_value()) emit(key, [&v](Packer& p) { PackStr(p, *v); });
+  };
+  opt_int("group_idx", e.group_idx);
+  if (stored) {
+    opt_str("kv_cache_spec_kind", e.kv_cache_spec_kind);
+    opt_int("kv_cache_spec_sliding_window", e.kv_cache_spec_sliding_window);
+  }
+  opt_str("locality", e.locality);
+  opt_str("ownership", e.ownership);
+  if (stored) opt_str("session_id", e.session_id);
+}
+
+uint32_t NumOptional(const KvBatchEvent& e, bool stored, const KvEventCodecOptions& o) {
+  if (o.encoding != KvEventEncoding::kVllm) return 0;
+  uint32_t n = 0;
+  ForEachOptional(e, stored, [&n](std::string_view, auto&&) { ++n; });
+  return n;
+}
+
+void PackOptional(EventWriter& w, const KvBatchEvent& e, bool stored,
+                  const KvEventCodecOptions& o) {
+  if (o.encoding != KvEventEncoding::kVllm) return;
+  ForEachOptional(e, stored, [&w](std::string_view key, auto&& pack) {
+    w.Key(key);
+    pack(w.p());
+  });
 }
 
 void PackStored(Packer& p, const KvBatchEvent& e, const KvEventCodecOptions& o) {
-  const bool map = o.encoding == KvEventEncoding::kMap;
-  if (map) {
-    p.pack_map(8);
-    PackStr(p, "type");
-  } else {
-    p.pack_array(8);
-  }
-  PackStr(p, kStoredTag);
-  Key(p, map, "block_hashes");
+  EventWriter w(p, o.encoding != KvEventEncoding::kAllArray);
+  w.Begin(7 + NumOptional(e, /*stored=*/true, o), kStoredTag);
+  w.Key("block_hashes");
   PackHashes(p, e.block_hashes, o.hash_format);
-  Key(p, map, "parent_block_hash");
+  w.Key("parent_block_hash");
   if (e.parent_block_hash.has_value()) {
     PackHash(p, *e.parent_block_hash, o.hash_format);
   } else {
     p.pack_nil();
   }
-  Key(p, map, "token_ids");
+  w.Key("token_ids");
   p.pack_array(static_cast<uint32_t>(e.token_ids.size()));
   for (const TokenId t : e.token_ids) p.pack_int64(t);
-  Key(p, map, "block_size");
+  w.Key("block_size");
   p.pack_int64(e.block_size);
-  Key(p, map, "lora_id");
-  if (e.lora_id.has_value()) {
-    p.pack_int64(*e.lora_id);
-  } else {
-    p.pack_nil();
-  }
-  Key(p, map, "medium");
+  w.Key("lora_id");
+  PackOptInt(p, e.lora_id);
+  w.Key("medium");
   PackOptStr(p, e.medium);
-  Key(p, map, "lora_name");
+  w.Key("lora_name");
   PackOptStr(p, e.lora_name);
+  PackOptional(w, e, /*stored=*/true, o);
 }
 
 void PackEvent(Packer& p, const KvBatchEvent& e, const KvEventCodecOptions& o) {
-  const bool map = o.encoding == KvEventEncoding::kMap;
+  EventWriter w(p, o.encoding != KvEventEncoding::kAllArray);
   switch (e.type) {
     case KvEventType::kBlockStored:
       PackStored(p, e, o);
       return;
     case KvEventType::kBlockRemoved:
-      if (map) {
-        p.pack_map(3);
-        PackStr(p, "type");
-      } else {
-        p.pack_array(3);
-      }
-      PackStr(p, kRemovedTag);
-      Key(p, map, "block_hashes");
+      w.Begin(2 + NumOptional(e, /*stored=*/false, o), kRemovedTag);
+      w.Key("block_hashes");
       PackHashes(p, e.block_hashes, o.hash_format);
-      Key(p, map, "medium");
+      w.Key("medium");
       PackOptStr(p, e.medium);
+      PackOptional(w, e, /*stored=*/false, o);
       return;
     case KvEventType::kAllBlocksCleared:
-      if (map) {
-        p.pack_map(1);
-        PackStr(p, "type");
-      } else {
-        p.pack_array(1);
-      }
-      PackStr(p, kClearedTag);
+      w.Begin(0, kClearedTag);
       return;
   }
 }
@@ -144,14 +189,30 @@ void PackEvent(Packer& p, const KvBatchEvent& e, const KvEventCodecOptions& o) {
 }  // namespace
 
 std::string_view KvEventEncodingName(KvEventEncoding encoding) {
-  return encoding == KvEventEncoding::kMap ? "map" : "array";
+  switch (encoding) {
+    case KvEventEncoding::kVllm:
+      return "vllm";
+    case KvEventEncoding::kAllMap:
+      return "all-map";
+    case KvEventEncoding::kAllArray:
+      return "all-array";
+  }
+  return "vllm";
 }
 
 absl::StatusOr<KvEventEncoding> ParseKvEventEncoding(std::string_view name) {
-  if (name == "map") return KvEventEncoding::kMap;
-  if (name == "array") return KvEventEncoding::kTaggedArray;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown KV event encoding '", std::string(name), "'; use map or array"));
+  if (name == "vllm") return KvEventEncoding::kVllm;
+  if (name == "all-map") return KvEventEncoding::kAllMap;
+  if (name == "all-array") return KvEventEncoding::kAllArray;
+  if (name == "map" || name == "array") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV event encoding '", std::string(name),
+        "' was renamed: use vllm (the default, what vLLM 0.33 sends: the batch as an array, events "
+        "as maps), all-map (what 'map' sent: batch and events as maps) or all-array (what 'array' "
+        "sent)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown KV event encoding '", std::string(name),
+                                                 "'; use vllm, all-map or all-array"));
 }
 
 std::string_view KvBlockHashFormatName(KvBlockHashFormat format) {
@@ -169,20 +230,20 @@ std::string EncodeKvEventBatch(const KvEventBatch& batch, const KvEventCodecOpti
   std::string out;
   StringSink sink{&out};
   Packer p(sink);
-  const bool map = options.encoding == KvEventEncoding::kMap;
+  const bool map = options.encoding == KvEventEncoding::kAllMap;
   const uint32_t fields = batch.data_parallel_rank.has_value() ? 3 : 2;
   if (map) {
     p.pack_map(fields);
   } else {
     p.pack_array(fields);
   }
-  Key(p, map, "ts");
+  if (map) PackStr(p, "ts");
   PackFloat64(sink, batch.timestamp);
-  Key(p, map, "events");
+  if (map) PackStr(p, "events");
   p.pack_array(static_cast<uint32_t>(batch.events.size()));
   for (const KvBatchEvent& e : batch.events) PackEvent(p, e, options);
   if (batch.data_parallel_rank.has_value()) {
-    Key(p, map, "data_parallel_rank");
+    if (map) PackStr(p, "data_parallel_rank");
     p.pack_int64(*batch.data_parallel_rank);
   }
   return out;

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// DecodeKvEventBatch (include/pagedkv/kv_event_codec.h). Both encodings are first turned into a
+// DecodeKvEventBatch (include/pagedkv/kv_event_codec.h). All three layouts are first turned into a
 // name -> value table (array positions get vLLM's field names), then one decoder per event type
 // reads the table, so the two encodings cannot drift apart.
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "msgpack.hpp"
 #include "pagedkv/kv_event_codec.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -23,10 +24,24 @@ using Fields = absl::flat_hash_map<std::string_view, const Object*>;
 
 // vLLM's field order (the array encoding's positions after the type name).
 const std::vector<std::string_view>& FieldOrder(KvEventType type) {
-  static const auto* const kStored = new std::vector<std::string_view>{
-      "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id",
-      "medium",       "lora_name",         "extra_keys"};
-  static const auto* const kRemoved = new std::vector<std::string_view>{"block_hashes", "medium"};
+  static const auto* const kStored =
+      new std::vector<std::string_view>{"block_hashes",
+                                        "parent_block_hash",
+                                        "token_ids",
+                                        "block_size",
+                                        "lora_id",
+                                        "medium",
+                                        "lora_name",
+                                        "extra_keys",
+                                        "group_idx",
+                                        "kv_cache_spec_kind",
+                                        "kv_cache_spec_sliding_window",
+                                        "locality",
+                                        "ownership",
+                                        "session_id",
+                                        "lookahead_token_ids"};
+  static const auto* const kRemoved = new std::vector<std::string_view>{
+      "block_hashes", "medium", "group_idx", "locality", "ownership"};
   static const auto* const kCleared = new std::vector<std::string_view>{};
   switch (type) {
     case KvEventType::kBlockStored:
@@ -126,6 +141,29 @@ absl::Status DecodeStoredTail(const Fields& f, KvBatchEvent& e) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<int32_t>> ToOptInt32(const Object* o, std::string_view field) {
+  if (o == nullptr || o->type == msgpack::type::NIL) return std::optional<int32_t>();
+  absl::StatusOr<int64_t> v = ToInt(*o, field);
+  if (!v.ok()) return v.status();
+  if (*v < INT32_MIN || *v > INT32_MAX) return Bad(field, "is out of range");
+  return std::optional<int32_t>(static_cast<int32_t>(*v));
+}
+
+// vLLM 0.33's defaulted fields (extra_keys and lookahead_token_ids are skipped).
+absl::Status DecodeOptional(const Fields& f, KvBatchEvent& e) {
+  PAGEDKV_ASSIGN_OR_RETURN(e.group_idx, ToOptInt32(Find(f, "group_idx"), "group_idx"));
+  PAGEDKV_ASSIGN_OR_RETURN(e.locality, ToOptStr(Find(f, "locality"), "locality"));
+  PAGEDKV_ASSIGN_OR_RETURN(e.ownership, ToOptStr(Find(f, "ownership"), "ownership"));
+  if (e.type != KvEventType::kBlockStored) return absl::OkStatus();
+  PAGEDKV_ASSIGN_OR_RETURN(e.kv_cache_spec_kind,
+                           ToOptStr(Find(f, "kv_cache_spec_kind"), "kv_cache_spec_kind"));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      e.kv_cache_spec_sliding_window,
+      ToOptInt32(Find(f, "kv_cache_spec_sliding_window"), "kv_cache_spec_sliding_window"));
+  PAGEDKV_ASSIGN_OR_RETURN(e.session_id, ToOptStr(Find(f, "session_id"), "session_id"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KvBatchEvent> DecodeFields(KvEventType type, const Fields& f) {
   KvBatchEvent e{.type = type};
   if (type == KvEventType::kAllBlocksCleared) return e;
@@ -137,6 +175,7 @@ absl::StatusOr<KvBatchEvent> DecodeFields(KvEventType type, const Fields& f) {
   absl::StatusOr<std::optional<std::string>> medium = ToOptStr(Find(f, "medium"), "medium");
   if (!medium.ok()) return medium.status();
   e.medium = *std::move(medium);
+  PAGEDKV_RETURN_IF_ERROR(DecodeOptional(f, e));
   if (type == KvEventType::kBlockRemoved) return e;
   const Object* parent = Find(f, "parent_block_hash");
   if (parent != nullptr && parent->type != msgpack::type::NIL) {

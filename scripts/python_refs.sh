@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the PyPI reference packages the pytest suite compares against and drives (Hugging
-# Face `tokenizers` and `safetensors`, llama.cpp's `gguf` reader, OpenAI's `openai` client, which
-# the `pagedkv serve` tests call the server with) into a virtual environment outside the
+# Face `tokenizers` and `safetensors`, llama.cpp's `gguf` reader; OpenAI's `openai` client, which
+# the `pagedkv serve` tests call the server with; for the KV events, `msgspec` (what vLLM 0.33
+# decodes its KVEventBatch with), NVIDIA Dynamo's KV indexer `ai-dynamo-runtime` and
+# `vllm-router`) into a virtual environment outside the
 # repository, built on Debian's /usr/bin/python3 with its packages visible (--system-site-packages:
 # numpy, pytest, zmq, msgpack, prometheus_client stay Debian's). CTest puts that environment's
 # site-packages on the pytest PYTHONPATH, so the interpreter is still /usr/bin/python3.
@@ -11,7 +13,9 @@
 # Environment: PAGEDKV_PYREF_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref).
 set -euo pipefail
 pyref="${PAGEDKV_PYREF_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pagedkv/pyref}"
-pins=(tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0 openai==3.51.0)
+# Each group installs on its own, so a group that cannot install leaves the others in place.
+groups=("tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0 msgspec==0.23.0 openai==3.51.0"
+        "ai-dynamo-runtime==1.6.1 vllm-router==0.1.17")
 site="$pyref/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
 
 have_pins() {
@@ -29,12 +33,13 @@ for pin in sys.argv[1:]:
 PY
 }
 
-if ! have_pins; then
-  /usr/bin/python3 -m venv --system-site-packages "$pyref"
+for group in "${groups[@]}"; do
+  read -r -a pins <<<"$group"
+  have_pins && continue
+  [ -x "$pyref/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$pyref"
   if ! "$pyref/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"; then
     echo "python_refs: could not install ${pins[*]} from PyPI into $pyref;" \
          "the tests that compare against them will skip" >&2
-    exit 0
   fi
-fi
+done
 echo "$site"

@@ -35,6 +35,7 @@ nlohmann::json EventJson(const KvBatchEvent& e) {
   j["block_hashes"] = nlohmann::json::array();
   for (const BlockHash& h : e.block_hashes) j["block_hashes"].push_back(h.ToString());
   j["medium"] = e.medium.has_value() ? nlohmann::json(*e.medium) : nlohmann::json();
+  if (e.group_idx.has_value()) j["group_idx"] = *e.group_idx;
   if (e.type == KvEventType::kBlockStored) {
     j["parent_block_hash"] =
         e.parent_block_hash ? nlohmann::json(e.parent_block_hash->ToString()) : nlohmann::json();

@@ -24,20 +24,22 @@
 namespace pagedkv::cli {
 
 struct PAGEDKV_EXPORT KvEventsFlags {
-  std::string endpoint;          // --kv-events-endpoint: PUB address; empty = no events
-  std::string replay_endpoint;   // --kv-events-replay-endpoint: ROUTER address; empty = none
-  std::string topic;             // --kv-events-topic
-  std::string encoding = "map";  // --kv-events-encoding: map or array
-  std::string hash = "uint64";   // --kv-events-hash: uint64 or bytes
-  int32_t buffer_steps = 10000;  // --kv-events-buffer-steps: batches kept for replay
-  double hold_seconds = 0;       // --kv-events-hold-s: keep the sockets open after the run
+  std::string endpoint;                // --kv-events-endpoint: PUB address; empty = no events
+  std::string replay_endpoint;         // --kv-events-replay-endpoint: ROUTER address; empty = none
+  std::string topic;                   // --kv-events-topic
+  std::string encoding = "vllm";       // --kv-events-encoding: vllm, all-map or all-array
+  std::string hash = "uint64";         // --kv-events-hash: uint64 or bytes
+  int32_t buffer_steps = 10000;        // --kv-events-buffer-steps: batches kept for replay
+  double hold_seconds = 0;             // --kv-events-hold-s: keep the sockets open after the run
+  double wait_subscriber_seconds = 2;  // --kv-events-wait-subscriber-s: hold the first send
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.
 PAGEDKV_EXPORT void AddKvEventsFlags(CLI::App* cmd, KvEventsFlags* flags);
 
 // The publisher the flags ask for; null when no endpoint was given. InvalidArgument for a bad
-// encoding / hash name; Unavailable when an address cannot be bound.
+// encoding / hash name (the old names "map" / "array" are refused with the new ones); Unavailable
+// when an address cannot be bound.
 PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<KvEventPublisher>> MakeKvEventPublisher(
     const KvEventsFlags& flags);
 

@@ -136,6 +136,11 @@ nlohmann::json KvEventsJson(KvEventPublisher& publisher) {
           {"replay_endpoint", publisher.replay_endpoint()},
           {"published_batches", s.published},
           {"dropped_batches", s.dropped},
+          {"subscribed", s.subscribed},
+          {"replay_requests", s.replay_requests},
+          {"replayed_batches", s.replayed_batches},
+          {"replay_requests_busy", s.replay_requests_busy},
+          {"replay_requests_limited", s.replay_requests_limited},
           {"flushed", flushed}};
 }
 

@@ -94,6 +94,7 @@ struct PAGEDKV_EXPORT BlockInsert {
   BlockId parent_block = kNullBlock;     // when set, cached under parent_hash: the chain link
   BlockHash extra_digest;       // ExtraKeysDigest of the block's extra keys (for ExtraKeysMatch)
   CachePriority priority = {};  // with enable_priorities (validated then)
+  BlockDomain domain = BlockDomain::kPrefix;  // kChunk for the chunk index's blocks (not announced)
 };
 
 class PriorityPolicy;
@@ -318,6 +319,8 @@ class PAGEDKV_EXPORT BlockPool {
     bool has_extra = false;       // extra-keys digest is non-zero (see chain_)
     bool has_duplicates = false;  // cached, with duplicates recorded (see AddDuplicate)
     bool is_duplicate = false;    // used and uncached, recorded as a duplicate
+    bool chunk_domain = false;    // cached under BlockDomain::kChunk
+    bool unreachable = false;     // cached, but its parent left the index (block_pool_chains.cc)
   };
   // Cold per-block state of cached blocks, read only when extra keys are in play.
   struct BlockChain {
@@ -348,11 +351,21 @@ class PAGEDKV_EXPORT BlockPool {
   void EvictFromIndex(BlockId block);
   // Duplicates (block_pool_duplicates.cc): index `holder`'s earliest duplicate in its place and
   // hand it the others; forget one duplicate / all of one holder's / all.
-  void PromoteDuplicate(BlockId holder, bool holder_had_tokens);
+  // Returns the promoted block, or kNullBlock when none took the holder's place.
+  BlockId PromoteDuplicate(BlockId holder, bool holder_had_tokens);
   void ForgetDuplicate(BlockId block);
   void ForgetDuplicatesOf(BlockId holder);
   void ForgetAllDuplicates();
   absl::Status CheckDuplicates() const;
+  // Chain links (block_pool_chains.cc): link `child` under `parent`, unlink it, hand `from`'s
+  // children to `to` (a promoted duplicate); mark everything below `block` unreachable, dropping
+  // what is evictable; drop one unreachable block from the index to the free stack.
+  void LinkChild(BlockId parent, BlockId child);
+  void UnlinkFromParent(BlockId child);
+  void MoveChildren(BlockId from, BlockId to);
+  void OrphanChildren(BlockId block);
+  void DropUnreachable(BlockId block, bool was_evictable);
+  absl::Status CheckChains() const;
   // Prefetches what the next evictions will touch (see EvictionPolicy::PeekVictim).
   void PrefetchNextVictims() const;
   void Emit(const KvEvent& event);
@@ -366,12 +379,18 @@ class PAGEDKV_EXPORT BlockPool {
   std::vector<BlockMeta> meta_;           // [num_blocks]
   std::vector<BlockChain> chain_;         // [num_blocks]
   std::vector<BlockHash> parent_hash_;    // [num_blocks], valid when cached
-  std::vector<TokenId> token_storage_;    // backing store of tokens_ (+ alignment slack)
-  TokenId* tokens_ = nullptr;             // [num_blocks * block_size] if stored, 64-byte aligned
-  std::vector<BlockId> free_stack_;       // free blocks, popped from the back
-  std::vector<BlockId> victims_;          // scratch of Allocate(count, out): picked victims
-  BlockIndex index_;                      // hash -> cached block; keys live in meta_[block].hash
-  bool prefetch_victims_;                 // num_blocks >= kVictimPrefetchMinBlocks
+  // Chain links of cached blocks inserted with a parent block: [num_blocks] each, kNullBlock
+  // when none (see block_pool_chains.cc).
+  std::vector<BlockId> parent_of_;
+  std::vector<BlockId> first_child_;
+  std::vector<BlockId> next_sibling_;
+  std::vector<BlockId> prev_sibling_;
+  std::vector<TokenId> token_storage_;  // backing store of tokens_ (+ alignment slack)
+  TokenId* tokens_ = nullptr;           // [num_blocks * block_size] if stored, 64-byte aligned
+  std::vector<BlockId> free_stack_;     // free blocks, popped from the back
+  std::vector<BlockId> victims_;        // scratch of Allocate(count, out): picked victims
+  BlockIndex index_;                    // hash -> cached block; keys live in meta_[block].hash
+  bool prefetch_victims_;               // num_blocks >= kVictimPrefetchMinBlocks
   int32_t num_evictable_ = 0;
   uint64_t next_link_ = 1;  // link identities handed out (0 means "no parent block")
   // Duplicates: holder -> its duplicates in the order recorded; duplicate -> holder.

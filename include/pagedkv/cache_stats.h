@@ -17,13 +17,17 @@
 namespace pagedkv {
 
 struct PAGEDKV_EXPORT CacheStats {
-  int64_t lookups = 0;                // prefix lookups (KvCacheManager::GetComputedBlocks calls)
-  int64_t queried_tokens = 0;         // prompt tokens presented to those lookups
-  int64_t queried_blocks = 0;         // full blocks presented to those lookups
-  int64_t hit_tokens = 0;             // tokens served from the cache (num_computed_tokens)
-  int64_t hit_blocks = 0;             // blocks served from the cache
-  int64_t stored_blocks = 0;          // blocks inserted into the hash index
-  int64_t evictions = 0;              // cached blocks evicted to make room for an allocation
+  int64_t lookups = 0;         // prefix lookups (KvCacheManager::GetComputedBlocks calls)
+  int64_t queried_tokens = 0;  // prompt tokens presented to those lookups
+  int64_t queried_blocks = 0;  // full blocks presented to those lookups
+  int64_t hit_tokens = 0;      // tokens served from the cache (num_computed_tokens)
+  int64_t hit_blocks = 0;      // blocks served from the cache
+  int64_t stored_blocks = 0;   // blocks that entered the hash index (promotions included)
+  // Cached blocks that left the index other than by a reset: evicted to make room, dropped as
+  // unreachable, or uncached (replaced, truncated). stored_blocks - evictions = cached blocks
+  // (until a reset), and every BlockRemoved event is counted here.
+  int64_t evictions = 0;
+  int64_t unreachable_evictions = 0;  // of evictions: dropped because their parent left first
   int64_t verification_failures = 0;  // hash hits rejected because tokens/parent did not match
   int64_t replaced_blocks = 0;        // indexed blocks replaced after failing verification
   int64_t resets = 0;                 // ResetPrefixCache calls

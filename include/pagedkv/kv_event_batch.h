@@ -13,7 +13,9 @@
 // Consecutive removed events of one medium merge too (vLLM sends one per block; consumers read
 // the list either way). The parent of a chain's first block is the chain's root hash in pagedkv
 // (salt and model fingerprint); vLLM sends no parent there, so roots named with NoteRoot are sent
-// as "no parent".
+// as "no parent". Events of chunk-domain blocks (BlockDomain::kChunk: the chunk index's blocks
+// for shifted reuse, hashed from a chunk key rather than a prefix) are not batched at all: no
+// prefix router could reach them, and Dynamo's indexer logs every one as a missing parent.
 //
 // Differences from vLLM: pagedkv's hashes are 128-bit (the codec projects them, see
 // kv_event_codec.h); extra keys are folded into the hash and not sent; lora_id / lora_name are
@@ -59,6 +61,17 @@ struct PAGEDKV_EXPORT KvBatchEvent {
   std::optional<int64_t> lora_id;        // stored: LoRA adapter; nullopt = none / unknown
   std::optional<std::string> lora_name;  // stored: LoRA name; nullopt = none / unknown
   std::optional<std::string> medium;     // stored / removed: kMediumGpu, kMediumCpu, ...
+  // vLLM 0.33's fields with defaults (nullopt = None, omitted on the wire by the kVllm layout and
+  // not sent by the older ones). KvEventBatcher sets group_idx (0 for the one KV cache group, as
+  // vLLM sends for a plain model); pagedkv leaves the rest unset. extra_keys and
+  // lookahead_token_ids are not represented: pagedkv folds extra keys into the hash, and the
+  // decoder skips both.
+  std::optional<int32_t> group_idx;                     // stored / removed: KV cache group
+  std::optional<std::string> kv_cache_spec_kind;        // stored
+  std::optional<int32_t> kv_cache_spec_sliding_window;  // stored
+  std::optional<std::string> locality;                  // stored / removed: LOCAL or REMOTE
+  std::optional<std::string> ownership;                 // stored / removed: offloading tier
+  std::optional<std::string> session_id;                // stored
 
   friend bool operator==(const KvBatchEvent&, const KvBatchEvent&) = default;
 };
@@ -79,6 +92,7 @@ struct PAGEDKV_EXPORT KvEventBatcherOptions {
   std::optional<int32_t> data_parallel_rank;  // copied into every batch
   std::string medium = kMediumGpu;            // medium of the pool the events come from
   bool merge_removed = true;                  // merge consecutive removed events into one
+  std::optional<int32_t> group_idx = 0;       // KV cache group of every stored / removed event
 };
 
 class PAGEDKV_EXPORT KvEventBatcher {

@@ -1,19 +1,23 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // msgpack encoding of KV event batches in vLLM's KV-event schema, so consumers written for vLLM
-// (llm-d's KV-cache manager, Dynamo's KV router, vLLM's own subscriber example) follow pagedkv.
-// Matched field for field against vllm/distributed/kv_events.py at vllm-project/vllm commit
-// 0181ea3173e53eea8cf04a86891488e3dc89bb34; docs/kv_events.md shows the bytes.
+// (vLLM's own KVEventBatch decoder, Dynamo's KV indexer, vllm-router's kv_aware policy, llm-d)
+// follow pagedkv. Matched field for field against vllm/distributed/kv_events.py of vLLM 0.33.0;
+// docs/kv_events.md shows the bytes.
 //
-// Two encodings, as vLLM has used both (msgspec structs with and without array_like):
-//   kMap (current vLLM): the batch is {"ts", "events", "data_parallel_rank"?}; each event is a
-//     map whose first key is "type" ("BlockStored", "BlockRemoved", "AllBlocksCleared"), then the
-//     fields in vLLM's order: BlockStored {block_hashes, parent_block_hash, token_ids,
-//     block_size, lora_id, medium, lora_name}, BlockRemoved {block_hashes, medium}. Fields with
-//     defaults that pagedkv leaves at the default (extra_keys, group_idx, ...) are omitted, as
-//     msgspec's omit_defaults does; data_parallel_rank is omitted when absent.
-//   kTaggedArray (older vLLM, array_like): the batch is [ts, events, data_parallel_rank?]; each
-//     event is an array led by its type name, then the same fields by position.
+// Three layouts (msgspec structs: EventBatch, and events tagged with "type"):
+//   kVllm (the default; vLLM 0.33, array_like batches): the batch is [ts, events,
+//     data_parallel_rank] (the rank omitted only when absent; KvEventPublisher always fills it,
+//     as vLLM's publisher does); each event is a map whose first key is "type" ("BlockStored",
+//     "BlockRemoved", "AllBlocksCleared"), then the fields in vLLM's order: BlockStored
+//     {block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name} always,
+//     then those of {extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window,
+//     locality, ownership, session_id, lookahead_token_ids} that are set (msgspec's
+//     omit_defaults); BlockRemoved {block_hashes, medium} then {group_idx, locality, ownership}.
+//   kAllMap (vLLM before array_like batches): the batch is {"ts", "events",
+//     "data_parallel_rank"?}; events as maps with only the first seven / two fields.
+//   kAllArray (the older all-array layout): the batch is [ts, events, data_parallel_rank?]; each
+//     event is an array led by its type name, then the first seven / two fields by position.
 //
 // Block hashes (ExternalBlockHash in vLLM: int or bytes). pagedkv's hashes are 128 bits:
 //   kUint64: the low 64 bits as an unsigned integer. vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES
@@ -42,8 +46,9 @@
 namespace pagedkv {
 
 enum class KvEventEncoding {
-  kMap,          // events as maps with a "type" field (current vLLM)
-  kTaggedArray,  // events as arrays led by the type name (older vLLM)
+  kVllm,      // vLLM 0.33: batch as an array, events as maps with a "type" field
+  kAllMap,    // batch and events as maps (vLLM before array_like batches)
+  kAllArray,  // batch and events as arrays, events led by the type name (older layout)
 };
 
 enum class KvBlockHashFormat {
@@ -52,11 +57,13 @@ enum class KvBlockHashFormat {
 };
 
 struct PAGEDKV_EXPORT KvEventCodecOptions {
-  KvEventEncoding encoding = KvEventEncoding::kMap;            // layout of batches and events
+  KvEventEncoding encoding = KvEventEncoding::kVllm;           // layout of batches and events
   KvBlockHashFormat hash_format = KvBlockHashFormat::kUint64;  // how block hashes are sent
 };
 
-// "map" / "array"; "uint64" / "bytes". Parse* give InvalidArgument for other names.
+// "vllm" / "all-map" / "all-array"; "uint64" / "bytes". Parse* give InvalidArgument for other
+// names; the names of older pagedkv versions ("map", "array") are refused with a message naming
+// the new ones.
 PAGEDKV_EXPORT std::string_view KvEventEncodingName(KvEventEncoding encoding);
 PAGEDKV_EXPORT absl::StatusOr<KvEventEncoding> ParseKvEventEncoding(std::string_view name);
 PAGEDKV_EXPORT std::string_view KvBlockHashFormatName(KvBlockHashFormat format);
@@ -72,7 +79,7 @@ inline BlockHash WireBlockHash(const BlockHash& hash, KvBlockHashFormat format) 
 PAGEDKV_EXPORT std::string EncodeKvEventBatch(const KvEventBatch& batch,
                                               const KvEventCodecOptions& options);
 
-// Decodes a payload in either encoding (the layout tells them apart) with hashes in either
+// Decodes a payload in any of the three layouts (the layout tells them apart) with hashes in either
 // form. InvalidArgument, naming the offending field, for malformed msgpack, an unknown event type
 // or a field of the wrong type; unknown map keys are ignored (newer vLLM fields).
 PAGEDKV_EXPORT absl::StatusOr<KvEventBatch> DecodeKvEventBatch(std::string_view payload);

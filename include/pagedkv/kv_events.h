@@ -36,6 +36,13 @@ enum class KvEventType : uint8_t {
   kAllBlocksCleared,
 };
 
+// Which kind of hash chain a block's hash belongs to.
+enum class BlockDomain : uint8_t {
+  kPrefix,  // a prefix chain anchored at a root: what a prefix router indexes
+  kChunk,   // the chunk index's chunk-domain blocks (shifted reuse, chunk_index.h): hashed from
+            // the chunk's key, not a prefix of any request. KvEventBatcher does not announce them.
+};
+
 // "stored", "removed" or "cleared".
 PAGEDKV_EXPORT std::string_view KvEventTypeName(KvEventType type);
 
@@ -50,6 +57,7 @@ struct PAGEDKV_EXPORT KvEvent {
   // Where the block is: empty for the device pool (a KvEventBatcher uses its own medium), a
   // tier's medium (kv_tier.h, e.g. "CPU") for a tier's events. Valid only during the callback.
   std::string_view medium = {};
+  BlockDomain domain = BlockDomain::kPrefix;  // stored / removed: the block's kind of chain
 
   // One line, e.g. "stored hash=… parent=… tokens=16 block=3".
   std::string ToString() const;

@@ -417,6 +417,9 @@ class Driver {
     const CacheStats s = manager_->stats();
     ASSERT_EQ(s.hit_tokens, ref_.hit_tokens);
     ASSERT_EQ(s.evictions, ref_.pool.evictions);
+    if (s.resets == 0) {  // every block that entered the index and has not left it is cached
+      ASSERT_EQ(s.stored_blocks - s.evictions, manager_->pool().NumCachedBlocks());
+    }
     ASSERT_EQ(s.stored_blocks, ref_.pool.stored);
     ASSERT_EQ(s.verification_failures, ref_.verification_failures);
     ASSERT_EQ(s.replaced_blocks, ref_.replaced);

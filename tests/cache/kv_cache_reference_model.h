@@ -93,7 +93,12 @@ class RefPool {
   void Unpin(int b) {
     Block& x = blocks_[b];
     if (--x.ref > 0) return;
-    if (x.cached) {
+    if (x.cached && !Reachable(b)) {  // never kept: dropped as unreachable
+      x.cached = false;
+      x.state = State::kFree;
+      ++evictions;
+      ForgetDuplicatesOf(b);
+    } else if (x.cached) {
       x.state = State::kEvictable;
       x.release_seq = ++seq_;
     } else {
@@ -155,6 +160,41 @@ class RefPool {
   void FinishAllocation() {
     for (int old : evicted_) Promote(old);
     evicted_.clear();
+    DropUnreachable();
+  }
+  // The documented chain rule: a cached block is reachable when it has no parent block, or its
+  // parent block (by link) is cached and reachable. Unreachable evictable blocks are dropped.
+  bool Reachable(int b) const {
+    for (int depth = 0; depth <= Size(); ++depth) {
+      const Block& x = blocks_[b];
+      if (!x.cached) return false;
+      if (x.parent_link == 0) return true;
+      int p = -1;
+      for (int c = 0; c < Size() && p < 0; ++c) {
+        if (blocks_[c].cached && blocks_[c].link == x.parent_link) p = c;
+      }
+      if (p < 0) return false;
+      b = p;
+    }
+    return false;
+  }
+  void DropUnreachable() {
+    for (bool again = true; again;) {
+      again = false;
+      for (int b = 0; b < Size(); ++b) {
+        if (blocks_[b].state != State::kEvictable || !blocks_[b].cached || Reachable(b)) continue;
+        blocks_[b].cached = false;
+        blocks_[b].state = State::kFree;
+        ForgetDuplicatesOf(b);
+        ++evictions;
+        again = true;
+      }
+    }
+  }
+  void ForgetDuplicatesOf(int b) {
+    for (Block& other : blocks_) {
+      if (other.dup_of == b) other.dup_of = -1;
+    }
   }
   // Evicted `old`'s earliest duplicate takes its place, with its content identity.
   void Promote(int old) {
@@ -178,16 +218,20 @@ class RefPool {
     d.freq = 1;
     d.insert_seq = ++seq_;
     ++promoted;
+    ++stored;
     for (Block& other : blocks_) {
       if (other.dup_of == old) other.dup_of = x;
     }
   }
   void Uncache(int b) {
+    if (blocks_[b].cached) ++evictions;  // every block leaving the index, but for a reset
+    Forget(b);
+    DropUnreachable();
+  }
+  void Forget(int b) {
     blocks_[b].cached = false;
     if (blocks_[b].state == State::kEvictable) blocks_[b].state = State::kFree;
-    for (Block& other : blocks_) {
-      if (other.dup_of == b) other.dup_of = -1;
-    }
+    ForgetDuplicatesOf(b);
   }
   void DropDuplicate(int b) { blocks_[b].dup_of = -1; }
   int NumDuplicates() const {
@@ -195,7 +239,7 @@ class RefPool {
                                           [](const Block& b) { return b.dup_of >= 0; }));
   }
   void Reset() {
-    for (int b = 0; b < Size(); ++b) Uncache(b);
+    for (int b = 0; b < Size(); ++b) Forget(b);
   }
   bool Linked(int child, int parent) const {
     const Block& c = blocks_[child];

@@ -27,6 +27,8 @@ std::string Bytes(std::initializer_list<int> bytes) {
   return out;
 }
 
+KvEventBatch Projected(KvEventBatch b, KvBlockHashFormat format);
+
 TEST(KvEventCodecTest, MapEncodingMatchesHandWrittenBytes) {
   KvEventBatch batch{.timestamp = 1.5, .events = {{.type = KvEventType::kAllBlocksCleared}}};
   std::string want = Bytes({0x82});
@@ -36,7 +38,7 @@ TEST(KvEventCodecTest, MapEncodingMatchesHandWrittenBytes) {
   want += Bytes({0x91, 0x81});
   Str(want, "type");
   Str(want, "AllBlocksCleared");
-  EXPECT_EQ(EncodeKvEventBatch(batch, {.encoding = KvEventEncoding::kMap}), want);
+  EXPECT_EQ(EncodeKvEventBatch(batch, {.encoding = KvEventEncoding::kAllMap}), want);
 }
 
 TEST(KvEventCodecTest, StoredEventAsMapWithIntegerHashes) {
@@ -71,7 +73,60 @@ TEST(KvEventCodecTest, StoredEventAsMapWithIntegerHashes) {
   want += Bytes({0xc0});
   Str(want, "data_parallel_rank");
   want += Bytes({1});
-  EXPECT_EQ(EncodeKvEventBatch(batch, {}), want);
+  EXPECT_EQ(EncodeKvEventBatch(batch, {.encoding = KvEventEncoding::kAllMap}), want);
+}
+
+// vLLM 0.33: [ts, events, rank] with each event a map; group_idx (set) follows lora_name, the
+// other defaulted fields (unset) are omitted.
+TEST(KvEventCodecTest, VllmLayoutMatchesHandWrittenBytes) {
+  KvEventBatch batch{.timestamp = 2.0,
+                     .events = {{.type = KvEventType::kBlockStored,
+                                 .block_hashes = {BlockHash{5, 7}},
+                                 .token_ids = {1, 2},
+                                 .block_size = 2,
+                                 .medium = "GPU",
+                                 .group_idx = 0},
+                                {.type = KvEventType::kBlockRemoved,
+                                 .block_hashes = {BlockHash{6, 7}},
+                                 .medium = "GPU",
+                                 .group_idx = 0,
+                                 .locality = "LOCAL"}},
+                     .data_parallel_rank = 0};
+  std::string want = Bytes({0x93, 0xcb, 0x40, 0, 0, 0, 0, 0, 0, 0, 0x92, 0x89});
+  Str(want, "type");
+  Str(want, "BlockStored");
+  Str(want, "block_hashes");
+  want += Bytes({0x91, 5});
+  Str(want, "parent_block_hash");
+  want += Bytes({0xc0});
+  Str(want, "token_ids");
+  want += Bytes({0x92, 1, 2});
+  Str(want, "block_size");
+  want += Bytes({2});
+  Str(want, "lora_id");
+  want += Bytes({0xc0});
+  Str(want, "medium");
+  Str(want, "GPU");
+  Str(want, "lora_name");
+  want += Bytes({0xc0});
+  Str(want, "group_idx");
+  want += Bytes({0, 0x85});
+  Str(want, "type");
+  Str(want, "BlockRemoved");
+  Str(want, "block_hashes");
+  want += Bytes({0x91, 6});
+  Str(want, "medium");
+  Str(want, "GPU");
+  Str(want, "group_idx");
+  want += Bytes({0});
+  Str(want, "locality");
+  Str(want, "LOCAL");
+  want += Bytes({0});  // data_parallel_rank
+  const std::string got = EncodeKvEventBatch(batch, {});
+  EXPECT_EQ(got, want);
+  absl::StatusOr<KvEventBatch> back = DecodeKvEventBatch(got);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, Projected(batch, KvBlockHashFormat::kUint64));
 }
 
 TEST(KvEventCodecTest, RemovedEventAsTaggedArrayWithByteHashes) {
@@ -86,7 +141,7 @@ TEST(KvEventCodecTest, RemovedEventAsTaggedArrayWithByteHashes) {
       {0x91, 0xc4, 16, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 1, 2, 3, 4, 5, 6, 7, 8});
   Str(want, "CPU");
   const std::string got = EncodeKvEventBatch(
-      batch, {.encoding = KvEventEncoding::kTaggedArray, .hash_format = KvBlockHashFormat::kBytes});
+      batch, {.encoding = KvEventEncoding::kAllArray, .hash_format = KvBlockHashFormat::kBytes});
   EXPECT_EQ(got, want);
   absl::StatusOr<KvEventBatch> back = DecodeKvEventBatch(got);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -95,7 +150,7 @@ TEST(KvEventCodecTest, RemovedEventAsTaggedArrayWithByteHashes) {
 
 BlockHash RandomHash(std::mt19937_64& rng) { return BlockHash{rng(), rng()}; }
 
-KvEventBatch RandomBatch(std::mt19937_64& rng) {
+KvEventBatch RandomBatch(std::mt19937_64& rng, bool vllm_fields = false) {
   KvEventBatch b{.timestamp = static_cast<double>(rng() % 100000) / 7.0};
   if (rng() % 2) b.data_parallel_rank = static_cast<int32_t>(rng() % 8);
   const int n = static_cast<int>(rng() % 6);
@@ -115,6 +170,17 @@ KvEventBatch RandomBatch(std::mt19937_64& rng) {
       if (rng() % 3 == 0) e.lora_id = static_cast<int64_t>(rng() % 5);
       if (rng() % 3 == 0) e.lora_name = "adapter";
     }
+    // vLLM 0.33's defaulted fields only travel in the kVllm layout (RandomBatchesRoundTrip).
+    if (vllm_fields && e.type != KvEventType::kAllBlocksCleared) {
+      if (rng() % 2) e.group_idx = static_cast<int32_t>(rng() % 3);
+      if (rng() % 3 == 0) e.locality = "REMOTE";
+      if (rng() % 3 == 0) e.ownership = "lmcache";
+      if (e.type == KvEventType::kBlockStored && rng() % 3 == 0) {
+        e.kv_cache_spec_kind = "sliding_window";
+        e.kv_cache_spec_sliding_window = 4096;
+        e.session_id = "s1";
+      }
+    }
     b.events.push_back(std::move(e));
   }
   return b;
@@ -133,7 +199,16 @@ TEST(KvEventCodecTest, RandomBatchesRoundTripInEveryEncoding) {
   std::mt19937_64 rng(42);
   for (int round = 0; round < 300; ++round) {
     const KvEventBatch batch = RandomBatch(rng);
-    for (KvEventEncoding enc : {KvEventEncoding::kMap, KvEventEncoding::kTaggedArray}) {
+    const KvEventBatch with_vllm_fields = RandomBatch(rng, /*vllm_fields=*/true);
+    for (KvBlockHashFormat fmt : {KvBlockHashFormat::kUint64, KvBlockHashFormat::kBytes}) {
+      const std::string bytes = EncodeKvEventBatch(
+          with_vllm_fields, {.encoding = KvEventEncoding::kVllm, .hash_format = fmt});
+      absl::StatusOr<KvEventBatch> back = DecodeKvEventBatch(bytes);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(*back, Projected(with_vllm_fields, fmt)) << "round " << round;
+    }
+    for (KvEventEncoding enc :
+         {KvEventEncoding::kVllm, KvEventEncoding::kAllMap, KvEventEncoding::kAllArray}) {
       for (KvBlockHashFormat fmt : {KvBlockHashFormat::kUint64, KvBlockHashFormat::kBytes}) {
         const std::string bytes = EncodeKvEventBatch(batch, {.encoding = enc, .hash_format = fmt});
         absl::StatusOr<KvEventBatch> back = DecodeKvEventBatch(bytes);
@@ -182,7 +257,20 @@ TEST(KvEventCodecTest, DecodesVllmStyleDigestsAndOlderArrays) {
 }
 
 TEST(KvEventCodecTest, NamesParse) {
-  EXPECT_EQ(ParseKvEventEncoding("array").value(), KvEventEncoding::kTaggedArray);
+  EXPECT_EQ(ParseKvEventEncoding("vllm").value(), KvEventEncoding::kVllm);
+  EXPECT_EQ(ParseKvEventEncoding("all-map").value(), KvEventEncoding::kAllMap);
+  EXPECT_EQ(ParseKvEventEncoding("all-array").value(), KvEventEncoding::kAllArray);
+  for (KvEventEncoding e :
+       {KvEventEncoding::kVllm, KvEventEncoding::kAllMap, KvEventEncoding::kAllArray}) {
+    EXPECT_EQ(ParseKvEventEncoding(KvEventEncodingName(e)).value(), e);
+  }
+  // The old names are refused with a message that names the new ones.
+  for (const char* old : {"map", "array"}) {
+    const absl::Status s = ParseKvEventEncoding(old).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("all-map"), std::string_view::npos) << s;
+    EXPECT_NE(s.message().find("all-array"), std::string_view::npos) << s;
+  }
   EXPECT_EQ(ParseKvBlockHashFormat("bytes").value(), KvBlockHashFormat::kBytes);
   EXPECT_FALSE(ParseKvEventEncoding("json").ok());
   EXPECT_FALSE(ParseKvBlockHashFormat("hex").ok());

@@ -2,8 +2,10 @@
 //
 // Publisher and subscriber over ipc:// sockets in a temporary directory (and loopback TCP for
 // the bind error). Waits are bounded polls on socket readiness, never sleeps.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,7 +148,7 @@ TEST_F(KvEventPubSubTest, GapIsFilledFromTheReplaySocket) {
       router.send(zmq::buffer(EncodeSequenceNumber(seq)), zmq::send_flags::sndmore);
       router.send(zmq::buffer(
           seq < 0 ? std::string()
-                  : EncodeKvEventBatch(Batch(2), {.encoding = KvEventEncoding::kTaggedArray})));
+                  : EncodeKvEventBatch(Batch(2), {.encoding = KvEventEncoding::kAllArray})));
     }
   });
   send(1);
@@ -179,6 +181,127 @@ TEST_F(KvEventPubSubTest, BadOptionsAndBusyEndpoints) {
   EXPECT_EQ(KvEventSubscriber::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSequenceNumber("abc").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSequenceNumber(EncodeSequenceNumber(-1)).value(), -1);
+  EXPECT_EQ(
+      KvEventPublisher::Create({.endpoint = Ipc("z"), .replay_requests_per_s = 0}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// Reads one replay answer on `dealer`: the batches' numbers until the end marker; an empty
+// optional when nothing came within `timeout_ms`.
+std::optional<std::vector<int64_t>> ReadAnswer(zmq::socket_t& dealer, int timeout_ms) {
+  std::vector<int64_t> seqs;
+  while (true) {
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    std::vector<zmq::message_t> frames;
+    EXPECT_TRUE(zmq::recv_multipart(dealer, std::back_inserter(frames)));
+    EXPECT_EQ(frames.size(), 3u);
+    if (frames.size() != 3) return std::nullopt;
+    const int64_t seq = DecodeSequenceNumber(frames[1].to_string_view()).value();
+    if (seq == -1) return seqs;
+    seqs.push_back(seq);
+  }
+}
+
+void RequestReplay(zmq::socket_t& dealer, int64_t start) {
+  dealer.send(zmq::const_buffer(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(EncodeSequenceNumber(start)), zmq::send_flags::none);
+}
+
+// A client that asks for everything again and again (what a consumer that cannot decode does)
+// gets at most replay_burst answers, each bounded by what was buffered; the rest are counted.
+TEST_F(KvEventPubSubTest, ReplayRequestsInALoopAreBoundedAndCounted) {
+  auto pub = KvEventPublisher::Create({.endpoint = Ipc("pub"),
+                                       .replay_endpoint = Ipc("replay"),
+                                       .replay_burst = 2,
+                                       .replay_requests_per_s = 1e-6});
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  for (int i = 0; i < 50; ++i) (*pub)->Publish(Batch(i));
+  ASSERT_TRUE((*pub)->Flush(5000));
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvhwm, 0);
+  dealer.connect((*pub)->replay_endpoint());
+  constexpr int kRequests = 200;
+  for (int i = 0; i < kRequests; ++i) RequestReplay(dealer, 0);
+  int answers = 0;
+  int64_t batches = 0;
+  while (std::optional<std::vector<int64_t>> answer = ReadAnswer(dealer, 500)) {
+    ++answers;
+    batches += static_cast<int64_t>(answer->size());
+    for (size_t k = 0; k < answer->size(); ++k) EXPECT_EQ((*answer)[k], static_cast<int64_t>(k));
+  }
+  EXPECT_GE(answers, 1);
+  EXPECT_LE(answers, 2);
+  EXPECT_EQ(batches, 50 * answers);
+  const KvEventPublisherStats st = (*pub)->stats();
+  EXPECT_EQ(st.replay_requests, answers);
+  EXPECT_EQ(st.replayed_batches, batches);
+  EXPECT_EQ(st.replay_requests + st.replay_requests_busy + st.replay_requests_limited, kRequests);
+  // Another client still gets its (bounded) answer: the limits are per client.
+  zmq::socket_t other(ctx, zmq::socket_type::dealer);
+  other.connect((*pub)->replay_endpoint());
+  RequestReplay(other, 45);
+  std::optional<std::vector<int64_t>> tail = ReadAnswer(other, 5000);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(*tail, (std::vector<int64_t>{45, 46, 47, 48, 49}));
+}
+
+// With max_concurrent_replays = 1, a second client's request while an answer streams is
+// ignored and counted; a long answer is streamed in turns, interleaved with live batches.
+TEST_F(KvEventPubSubTest, ConcurrentReplaysAreCapped) {
+  auto pub = KvEventPublisher::Create({.endpoint = Ipc("pub"),
+                                       .replay_endpoint = Ipc("replay"),
+                                       .buffer_steps = 5000,
+                                       .max_concurrent_replays = 1,
+                                       .replay_batches_per_turn = 1});
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  for (int i = 0; i < 1000; ++i) (*pub)->Publish(Batch(i));
+  ASSERT_TRUE((*pub)->Flush(10000));
+  zmq::context_t ctx;
+  zmq::socket_t first(ctx, zmq::socket_type::dealer);
+  first.set(zmq::sockopt::rcvhwm, 0);
+  first.connect((*pub)->replay_endpoint());
+  zmq::socket_t second(ctx, zmq::socket_type::dealer);
+  second.connect((*pub)->replay_endpoint());
+  RequestReplay(first, 0);
+  // The first answer's opening batch shows it is in flight (1000 turns of one batch each).
+  zmq::pollitem_t item{first.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+  RequestReplay(second, 0);
+  std::optional<std::vector<int64_t>> answer = ReadAnswer(first, 5000);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->size(), 1000u);
+  EXPECT_FALSE(ReadAnswer(second, 300).has_value());
+  EXPECT_EQ((*pub)->stats().replay_requests_limited, 1);
+}
+
+// A subscriber connected before the publisher exists receives every batch from 0 when the
+// publisher waits for its subscription (XPUB); without the wait the first batches would be lost.
+TEST_F(KvEventPubSubTest, SubscriberThatConnectsFirstLosesNothing) {
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv");
+  sub.set(zmq::sockopt::rcvhwm, 0);
+  sub.connect(Ipc("pub"));  // nothing is bound yet: ZeroMQ retries until it is
+  auto pub = KvEventPublisher::Create(
+      {.endpoint = Ipc("pub"), .topic = "kv", .wait_for_subscriber_ms = 20000});
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  constexpr int kBatches = 100;
+  for (int i = 0; i < kBatches; ++i) (*pub)->Publish(Batch(i));  // never blocks
+  ASSERT_TRUE((*pub)->Flush(25000));
+  EXPECT_TRUE((*pub)->stats().subscribed);
+  for (int i = 0; i < kBatches; ++i) {
+    zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
+    ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1) << "batch " << i;
+    std::vector<zmq::message_t> frames;
+    ASSERT_TRUE(zmq::recv_multipart(sub, std::back_inserter(frames)));
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(DecodeSequenceNumber(frames[1].to_string_view()).value(), i);
+    absl::StatusOr<KvEventBatch> batch = DecodeKvEventBatch(frames[2].to_string_view());
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    EXPECT_EQ(*batch, Batch(i));
+  }
 }
 
 }  // namespace

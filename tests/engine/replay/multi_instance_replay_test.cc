@@ -75,7 +75,7 @@ TEST(MultiInstanceReplayTest, PrefixAwareIsTheSameForEveryEventEncoding) {
   const ServeReplayOptions o = SmallPoolServeOptions();
   MultiInstanceOptions m{.num_instances = 3, .router = "prefix-aware"};
   const MultiInstanceResult map_u64 = RunMultiInstanceReplay(w, o, m).value();
-  m.codec = {.encoding = KvEventEncoding::kTaggedArray, .hash_format = KvBlockHashFormat::kBytes};
+  m.codec = {.encoding = KvEventEncoding::kAllArray, .hash_format = KvBlockHashFormat::kBytes};
   const MultiInstanceResult array_bytes = RunMultiInstanceReplay(w, o, m).value();
   EXPECT_EQ(map_u64.aggregate.prefix_hit_tokens, array_bytes.aggregate.prefix_hit_tokens);
   EXPECT_EQ(map_u64.event_batches, array_bytes.event_batches);

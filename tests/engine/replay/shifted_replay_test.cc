@@ -51,6 +51,7 @@ ShiftedCounts Reference(const Workload& workload, const ExpandedWorkload& w, int
       if (k == evicted || ref == refs.end() || ref->second != 0) continue;
       released.remove(k);
       refs.erase(ref);
+      ++res.evictions;  // the pool counts every block that leaves its index
     }
   };
   auto evict_for = [&](int64_t n) {  // makes room for n new entries; false when impossible
