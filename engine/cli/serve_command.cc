@@ -87,7 +87,7 @@ absl::StatusOr<EngineOptions> ServeEngineOptions(const ServeFlags& flags) {
 }
 
 // What the HTTP server needs of the loaded engine.
-absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, const Engine& engine) {
+absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, Engine& engine) {
   if (engine.tokenizer() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "serve: the model '", flags.engine.model,
@@ -103,7 +103,7 @@ absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, const
   absl::StatusOr<std::string> chat_template = ReadChatTemplate(flags.engine.model);
   if (chat_template.ok()) model.chat_template = std::move(*chat_template);
   model.context_length = engine.context_length();
-  const KvCacheManager& cache = const_cast<Engine&>(engine).kv_cache_manager();
+  const KvCacheManager& cache = engine.kv_cache_manager();
   model.pool_tokens = static_cast<int64_t>(cache.num_blocks()) * cache.block_size();
   model.priority_scheduling = engine.options().scheduler.policy == SchedulingPolicy::kPriority;
   return model;
