@@ -22,6 +22,10 @@ namespace pagedkv::cpu {
 // multiple of 32, a w_type that is not block-quantized, y aliasing x or w. pool may be null.
 PAGEDKV_EXPORT absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool);
 
+// Decodes the tokens' rows (QuantValue, element by element). InvalidArgument (out untouched) for
+// null pointers, a bad type or dim, or a token id outside [0, vocab_size).
+PAGEDKV_EXPORT absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args);
+
 }  // namespace pagedkv::cpu
 
 #endif  // PAGEDKV_KERNELS_CPU_QUANT_LINEAR_H_

@@ -57,6 +57,17 @@ struct PAGEDKV_EXPORT EmbeddingGatherArgs {
   int64_t dim = 0;
 };
 
+// out[t] = fp32(table[token_ids[t]]) with the table in block format (QuantLinearArgs' rows).
+struct PAGEDKV_EXPORT QuantEmbeddingGatherArgs {
+  const void* table = nullptr;                // vocab_size rows of WeightRowBytes(type, dim)
+  WeightType table_type = WeightType::kQ8_0;  // kQ4_1 or kQ8_0 (dim a multiple of 32)
+  const int32_t* token_ids = nullptr;         // [num_tokens], each in [0, vocab_size)
+  float* out = nullptr;                       // [num_tokens, dim]
+  int64_t num_tokens = 0;
+  int64_t vocab_size = 0;
+  int64_t dim = 0;
+};
+
 // out[i] = fp32(src[rows[i]]): a batched row gather from a table of fp32, fp16 or bf16 rows, e.g.
 // the K or V of a list of slots of a layer's pages (row = slot, width = num_kv_heads * head_dim),
 // or the kept rows of the activations. One launch for the whole list.
