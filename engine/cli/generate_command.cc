@@ -125,15 +125,18 @@ std::string StepSizes(const EngineStats& s) {
 absl::StatusOr<std::vector<std::string>> PromptTexts(const GenerateFlags& flags);
 
 // An upper bound on the tokens the run's requests hold at once, for the automatic KV pool: a
-// token per prompt byte (BOS and EOS besides; --chat: 512 for the template), plus the new tokens.
-// 0 (unknown) without -n.
+// token per prompt byte (BOS and EOS besides; --chat: 512 for the template), plus the new tokens,
+// the speculative drafts and a partly filled block, per prompt. 0 (unknown) without -n.
 absl::StatusOr<int64_t> TokenBudget(const GenerateFlags& flags) {
   if (flags.max_new_tokens <= 0) return 0;
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<std::string> prompts, PromptTexts(flags));
   if (prompts.empty()) prompts.emplace_back();
+  PAGEDKV_ASSIGN_OR_RETURN(const EngineOptions options, EngineOptionsFrom(flags.engine));
+  const int64_t speculative = options.speculative.num_speculative_tokens;
   int64_t tokens = 0;
   for (const std::string& p : prompts) {
-    tokens += static_cast<int64_t>(p.size()) + 2 + (flags.chat ? 512 : 0) + flags.max_new_tokens;
+    tokens += static_cast<int64_t>(p.size()) + 2 + (flags.chat ? 512 : 0) + flags.max_new_tokens +
+              speculative + flags.engine.block_size;
   }
   return tokens;
 }
