@@ -7,8 +7,8 @@
 // Byte j of a Q4_1 block holds value j (low nibble) and value j + 16 (high nibble).
 //
 // A quantized matrix W [n, k] is n rows of k / 32 blocks each, row after row (GGUF's order).
-// q d is exact in fp32 (a 4- or 8-bit integer times an fp16), so kernels may compute
-// sum_j (q_j d) x_j + m sum_j x_j: the same value as dequantize-then-dot up to fp32 rounding.
+// Kernels compute sum_b (d_b sum_j q_j x_j + m_b sum_j x_j) in fp32: the same value as
+// dequantize-then-dot up to fp32 rounding (about one rounding per product and per block).
 //
 // Example:
 //   const auto* row = pagedkv::QuantRow(w, WeightType::kQ4_1, k, j);

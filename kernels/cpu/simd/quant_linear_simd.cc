@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Vector Linear over block-quantized weights (y = x W^T, W in Q4_1 / Q8_0 rows, see
-// pagedkv/kernels/quant_blocks.h). Each block's 32 integers are widened to fp32 in registers and
-// scaled by d (exact), then multiply-added with x into one accumulator vector per (x row, W row);
-// Q4_1's offsets add m * sum(x over the block) per block, in block order, after the lane sum:
-//   y[i][j] = ReduceSum(sum_b sum_c (q d)_c x_c) + sum_b m_b xsum_b.
+// pagedkv/kernels/quant_blocks.h). Each block's 32 integers are widened to fp32 in registers
+// (both nibbles of a byte from one load) and multiply-added with x into a block sum vector, which
+// is scaled by d into one accumulator vector per (x row, W row); Q4_1's offsets add
+// m * sum(x over the block) per block, in block order, after the lane sum:
+//   y[i][j] = LaneSum(sum_b d_b sum_c q_c x_c) + sum_b m_b xsum_b,   all in fp32.
 // A tile is RX rows of x times RW rows of W, every element its own chain, so a y[i][j] does not
 // depend on m, on the tile or on the thread split.
 #undef HWY_TARGET_INCLUDE
@@ -27,25 +28,29 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using V = hn::Vec<DF>;
 
-// Lanes [o, o + N) of a block's q, as fp32 (N divides 16 on every x86 target and the scalar one).
+// A block's q as fp32 lanes: lanes [o, o + N) into *lo and, for Q4_1, lanes [o + 16, o + 16 + N)
+// into *hi (the high nibbles of the same bytes). N divides 16 on every x86 target and the scalar
+// one.
 template <WeightType kType>
-HWY_INLINE V BlockQ(const unsigned char* HWY_RESTRICT block, int o) {
+HWY_INLINE void BlockQ(const unsigned char* HWY_RESTRICT block, int o, V* lo, V* hi) {
   const DF df;
   const hn::Rebind<int32_t, DF> di;
   if constexpr (kType == WeightType::kQ4_1) {
     const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint32_t, DF> du;
-    const auto bytes = hn::PromoteTo(du, hn::LoadU(du8, block + 4 + (o & 15)));
-    const auto q = o < 16 ? hn::And(bytes, hn::Set(du, 0x0Fu)) : hn::ShiftRight<4>(bytes);
-    return hn::ConvertTo(df, hn::BitCast(di, q));
+    const auto bytes = hn::PromoteTo(du, hn::LoadU(du8, block + 4 + o));
+    *lo = hn::ConvertTo(df, hn::BitCast(di, hn::And(bytes, hn::Set(du, 0x0Fu))));
+    *hi = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(bytes)));
   } else {
     const hn::Rebind<int8_t, DF> di8;
-    return hn::ConvertTo(
-        df, hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(block + 2 + o))));
+    const auto* q = reinterpret_cast<const int8_t*>(block + 2);
+    *lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + o)));
+    *hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + 16 + o)));
   }
 }
 
 // y[r][w] (+)= x[r] . W[w] for r < RX, w < RW; xsum[r][b]: x row r summed over block b (Q4_1).
+// Per block, sum_c q_c x_c in fp32 (blk), then acc += d * blk; Q4_1's m * xsum per block apart.
 template <WeightType kType, int RX, int RW>
 HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT xsum, int64_t k,
                      const unsigned char* HWY_RESTRICT w, int64_t row_bytes, float* HWY_RESTRICT y,
@@ -61,18 +66,27 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT xsum
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const unsigned char* blk[RW];
-    V scale[RW];
-    for (int c = 0; c < RW; ++c) {
-      blk[c] = w + c * row_bytes + b * bb;
-      scale[c] = hn::Set(df, QuantBlockScale(blk[c]));
+    for (int c = 0; c < RW; ++c) blk[c] = w + c * row_bytes + b * bb;
+    V sum[RX][RW];
+    for (int r = 0; r < RX; ++r) {
+      for (int c = 0; c < RW; ++c) sum[r][c] = hn::Zero(df);
     }
-    for (int o = 0; o < kQuantBlockValues; o += n_lanes) {
-      V wv[RW];
-      for (int c = 0; c < RW; ++c) wv[c] = hn::Mul(BlockQ<kType>(blk[c], o), scale[c]);
+    for (int o = 0; o < kQuantBlockValues / 2; o += n_lanes) {
+      V lo[RW], hi[RW];
+      for (int c = 0; c < RW; ++c) BlockQ<kType>(blk[c], o, &lo[c], &hi[c]);
       for (int r = 0; r < RX; ++r) {
-        const V xv = hn::LoadU(df, x + r * k + b * kQuantBlockValues + o);
-        for (int c = 0; c < RW; ++c) acc[r][c] = hn::MulAdd(wv[c], xv, acc[r][c]);
+        const float* xb = x + r * k + b * kQuantBlockValues;
+        const V xlo = hn::LoadU(df, xb + o);
+        const V xhi = hn::LoadU(df, xb + 16 + o);
+        for (int c = 0; c < RW; ++c) {
+          sum[r][c] = hn::MulAdd(lo[c], xlo, sum[r][c]);
+          sum[r][c] = hn::MulAdd(hi[c], xhi, sum[r][c]);
+        }
       }
+    }
+    for (int c = 0; c < RW; ++c) {
+      const V d = hn::Set(df, QuantBlockScale(blk[c]));
+      for (int r = 0; r < RX; ++r) acc[r][c] = hn::MulAdd(sum[r][c], d, acc[r][c]);
     }
     if constexpr (kType == WeightType::kQ4_1) {
       for (int c = 0; c < RW; ++c) {
