@@ -204,6 +204,27 @@ absl::Status ValidateLinear(const LinearArgs& args) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateQuantLinear(const QuantLinearArgs& args) {
+  const char* op = "QuantLinear";
+  PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, args.x, "x"));
+  PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, args.w, "w"));
+  PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, args.y, "y"));
+  PAGEDKV_RETURN_IF_ERROR(NeedNonNegative(op, args.m, "m"));
+  PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, args.n, "n"));
+  PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, args.k, "k"));
+  if (args.w_type != WeightType::kQ4_1 && args.w_type != WeightType::kQ8_0) {
+    return Invalid(op, "w_type must be kQ4_1 or kQ8_0 (use Linear for fp32 weights)");
+  }
+  if (args.k % kQuantBlockValues != 0) {
+    return Invalid(op, absl::StrCat("k = ", args.k, " must be a multiple of the block size ",
+                                    kQuantBlockValues));
+  }
+  if (static_cast<const void*>(args.y) == args.x || static_cast<const void*>(args.y) == args.w) {
+    return Invalid(op, "y must not alias x or w");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateEmbeddingGather(const EmbeddingGatherArgs& args) {
   const char* op = "EmbeddingGather";
   PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, args.table, "table"));

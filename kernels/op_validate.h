@@ -16,6 +16,7 @@ namespace pagedkv {
 PAGEDKV_EXPORT absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache);
 PAGEDKV_EXPORT absl::Status ValidateRopeView(const char* op, const RopeTableView& rope);
 PAGEDKV_EXPORT absl::Status ValidateLinear(const LinearArgs& args);
+PAGEDKV_EXPORT absl::Status ValidateQuantLinear(const QuantLinearArgs& args);
 PAGEDKV_EXPORT absl::Status ValidateEmbeddingGather(const EmbeddingGatherArgs& args);
 PAGEDKV_EXPORT absl::Status ValidateRmsNorm(const RmsNormArgs& args);
 PAGEDKV_EXPORT absl::Status ValidateSwiGlu(const SwiGluArgs& args);

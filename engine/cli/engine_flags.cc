@@ -33,6 +33,26 @@ absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
   return spec;
 }
 
+// "1073741824", "512M", "2G" (K, M, G: powers of 1024) -> bytes; InvalidArgument otherwise.
+absl::StatusOr<int64_t> ParseMemorySize(const std::string& flag) {
+  std::string digits = flag;
+  int shift = 0;
+  if (!digits.empty()) {
+    const char unit = digits.back();
+    shift = unit == 'K' || unit == 'k'   ? 10
+            : unit == 'M' || unit == 'm' ? 20
+            : unit == 'G' || unit == 'g' ? 30
+                                         : 0;
+    if (shift > 0) digits.pop_back();
+  }
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(digits, &n) || n <= 0 || n > (INT64_MAX >> shift)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-memory '", flag, "': expected a positive size in bytes, or with K, M or G"));
+  }
+  return n << shift;
+}
+
 }  // namespace
 
 void AddModelFlags(CLI::App* cmd, EngineFlags* flags) {
@@ -53,10 +73,18 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--threads", flags->threads,
                   "CPU backend threads, 0 = all hardware threads (default); same output for any")
       ->check(NumberIn(0, 1024));
+  cmd->add_option("--weights", flags->weights,
+                  "f32: convert every weight to fp32 at load (default); native: keep a GGUF "
+                  "file's Q4_1 / Q8_0 matrices in their blocks (CPU backend: a sixth of the "
+                  "memory, faster decode, slower prefill)")
+      ->check(CLI::IsMember({"native", "f32"}));
   cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
       ->check(PositiveNumber());
   cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)")
       ->check(NonNegativeNumber());
+  cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
+                  "bytes for the KV pool when --num-kv-blocks is 0, e.g. 512M or 2G (default: "
+                  "what this run's requests can use, at most half of the available memory)");
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)")
       ->check(PositiveNumber());
@@ -69,8 +97,16 @@ absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
   EngineOptions options = DefaultEngineOptions();
   PAGEDKV_ASSIGN_OR_RETURN(options.backend, ParseBackendKind(flags.backend));
   options.num_threads = flags.threads;
+  if (flags.weights != "native" && flags.weights != "f32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weights '", flags.weights, "': expected native or f32"));
+  }
+  options.weights = flags.weights == "f32" ? WeightStorage::kF32 : WeightStorage::kNative;
   options.block_size = flags.block_size;
   options.num_kv_blocks = flags.num_kv_blocks;
+  if (!flags.kv_cache_memory.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(options.kv_cache_memory, ParseMemorySize(flags.kv_cache_memory));
+  }
   options.enable_prefix_caching = !flags.no_prefix_caching;
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;

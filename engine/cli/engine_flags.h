@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The model and engine flags that `pagedkv generate` and `pagedkv serve` share (same names, same
-// meaning): --model, --tokenizer, --backend, --threads, --block-size, --num-kv-blocks,
+// meaning): --model, --tokenizer, --backend, --threads, --weights, --block-size, --num-kv-blocks,
+// --kv-cache-memory,
 // --max-batched-tokens, --speculative, --no-prefix-caching, --allow-context-overrun; and the
 // EngineOptions they set.
 //
@@ -29,9 +30,11 @@ struct EngineFlags {
   bool no_prefix_caching = false;
   bool allow_context_overrun = false;
   std::string backend = "auto";
-  int32_t threads = 0;  // 0: all hardware threads
+  int32_t threads = 0;             // 0: all hardware threads
+  std::string weights = "f32";  // "native" (GGUF blocks kept) or "f32"
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
+  std::string kv_cache_memory;  // "" (automatic) or a size: bytes, or with a K, M or G suffix
   int32_t max_batched_tokens = 2048;
   std::string speculative;  // "ngram:K" (prompt lookup, K drafts per step); empty: off
 };
@@ -42,7 +45,7 @@ void AddModelFlags(CLI::App* cmd, EngineFlags* flags);
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 
 // The EngineOptions the flags set (on DefaultEngineOptions()). InvalidArgument for a bad
-// --backend or --speculative.
+// --backend, --weights, --kv-cache-memory or --speculative.
 absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags);
 
 }  // namespace pagedkv::cli

@@ -122,8 +122,28 @@ std::string StepSizes(const EngineStats& s) {
   return absl::StrJoin(parts, ", ");
 }
 
+absl::StatusOr<std::vector<std::string>> PromptTexts(const GenerateFlags& flags);
+
+// An upper bound on the tokens the run's requests hold at once, for the automatic KV pool: a
+// token per prompt byte (BOS and EOS besides; --chat: 512 for the template), plus the new tokens,
+// the speculative drafts and a partly filled block, per prompt. 0 (unknown) without -n.
+absl::StatusOr<int64_t> TokenBudget(const GenerateFlags& flags) {
+  if (flags.max_new_tokens <= 0) return 0;
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<std::string> prompts, PromptTexts(flags));
+  if (prompts.empty()) prompts.emplace_back();
+  PAGEDKV_ASSIGN_OR_RETURN(const EngineOptions options, EngineOptionsFrom(flags.engine));
+  const int64_t speculative = options.speculative.num_speculative_tokens;
+  int64_t tokens = 0;
+  for (const std::string& p : prompts) {
+    tokens += static_cast<int64_t>(p.size()) + 2 + (flags.chat ? 512 : 0) + flags.max_new_tokens +
+              speculative + flags.engine.block_size;
+  }
+  return tokens;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const GenerateFlags& flags) {
   PAGEDKV_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFrom(flags.engine));
+  PAGEDKV_ASSIGN_OR_RETURN(options.kv_token_budget, TokenBudget(flags));
   options.collect_block_metrics = !flags.metrics_file.empty();
   PAGEDKV_RETURN_IF_ERROR(ApplyTierFlags(flags.tiers, &options));
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
@@ -238,6 +258,9 @@ void PrintStats(const Engine& engine) {
         s.num_accepted_draft_tokens, rate);
   }
   std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
+  const KvPoolSize& pool = engine.kv_pool();
+  std::cout << absl::StrFormat("kv pool: %d blocks, %.1f MiB (%s)\n", pool.num_blocks,
+                               static_cast<double>(pool.bytes) / (1 << 20), pool.reason);
 }
 
 // --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).

@@ -98,7 +98,10 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
   const EngineStats& s = engine.stats();
   nlohmann::json tiers = nlohmann::json::object();
   for (const auto& [name, stats] : engine.tier_stats()) tiers[name] = TierStatsJson(stats);
+  const KvPoolSize& pool = engine.kv_pool();
   return {{"outputs", outputs},
+          {"kv_pool",
+           {{"num_blocks", pool.num_blocks}, {"bytes", pool.bytes}, {"reason", pool.reason}}},
           {"prompt_tokens", s.num_prompt_tokens},
           {"prefix_cache_hit_tokens", s.num_prefix_hit_tokens},
           {"tier_hit_tokens",

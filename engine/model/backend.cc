@@ -91,6 +91,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(BackendKind kind,
   return absl::InvalidArgumentError("invalid BackendKind");
 }
 
+absl::Status Backend::QuantLinear(const QuantLinearArgs& /*args*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("backend ", name(),
+                   " cannot compute over block-format weights; load the model with fp32 "
+                   "weights (--weights f32, EngineOptions::weights = WeightStorage::kF32)"));
+}
+
+absl::Status Backend::QuantEmbeddingGather(const QuantEmbeddingGatherArgs& /*args*/) {
+  return QuantLinear({});
+}
+
 absl::StatusOr<void*> Backend::AllocateStaging(size_t bytes) {
   void* host = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64}, std::nothrow);
   if (host == nullptr) {

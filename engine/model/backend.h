@@ -67,6 +67,10 @@ class PAGEDKV_EXPORT Backend {
   virtual absl::Status RmsNorm(const RmsNormArgs& args) = 0;
   virtual absl::Status SwiGlu(const SwiGluArgs& args) = 0;
   virtual absl::Status LmHead(const LmHeadArgs& args) = 0;
+  // Linear / embedding rows over weights kept in block format (ModelWeights with native
+  // matrices). Default: Unimplemented, saying to load the model with fp32 weights.
+  virtual absl::Status QuantLinear(const QuantLinearArgs& args);
+  virtual absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args);
   virtual absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) = 0;
   virtual absl::Status ReRotate(const ReRotateArgs& args) = 0;
   virtual absl::Status PagedAttention(const PagedAttentionArgs& args) = 0;

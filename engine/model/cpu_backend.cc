@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
 #include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
@@ -101,6 +102,12 @@ class CpuBackend final : public Backend {
     PAGEDKV_ASSIGN_OR_RETURN(const cpu::PackedWeights* packed, FindPacked(args));
     if (packed == nullptr) return cpu::Linear(args, pool());
     return cpu::PackedLinear(args, *packed, pool());
+  }
+  absl::Status QuantLinear(const QuantLinearArgs& args) override {
+    return cpu::QuantLinear(args, pool());
+  }
+  absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args) override {
+    return cpu::QuantEmbeddingGather(args);
   }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/gguf_dequant.h"
 #include "engine/model/gguf_tokenizer.h"
 #include "pagedkv/status_macros.h"
 
@@ -171,31 +172,60 @@ absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f) {
   return c;
 }
 
-void UnpermuteQk(int64_t rows, int64_t cols, int32_t head_dim, float* w) {
-  std::vector<float> head(static_cast<size_t>(head_dim * cols));
+namespace {
+
+template <typename T>
+void UnpermuteRows(int64_t rows, int64_t width, int32_t head_dim, T* w) {
+  std::vector<T> head(static_cast<size_t>(head_dim * width));
   const int32_t half = head_dim / 2;
   for (int64_t h = 0; h < rows / head_dim; ++h) {
-    float* base = w + h * head_dim * cols;
+    T* base = w + h * head_dim * width;
     for (int32_t i = 0; i < half; ++i) {
       for (int32_t s = 0; s < 2; ++s) {
-        const float* src = base + (2 * i + s) * cols;
-        std::copy(src, src + cols, head.data() + (s * half + i) * cols);
+        const T* src = base + (2 * i + s) * width;
+        std::copy(src, src + width, head.data() + (s * half + i) * width);
       }
     }
     std::copy(head.begin(), head.end(), base);
   }
 }
 
+}  // namespace
+
+void UnpermuteQk(int64_t rows, int64_t cols, int32_t head_dim, float* w) {
+  UnpermuteRows(rows, cols, head_dim, w);
+}
+
+void UnpermuteQkRows(int64_t rows, int64_t row_bytes, int32_t head_dim, unsigned char* w) {
+  UnpermuteRows(rows, row_bytes, head_dim, w);
+}
+
 namespace {
 
-// Dequantizes tensors into a growing fp32 buffer in llama2.c payload order, recording names.
+// The block type a ggml type stays in with native storage; kF32 when it is converted.
+WeightType NativeTypeOf(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case 3:
+      return WeightType::kQ4_1;
+    case 8:
+      return WeightType::kQ8_0;
+    default:
+      return WeightType::kF32;
+  }
+}
+
+// Dequantizes tensors into a growing fp32 buffer in llama2.c payload order, recording names;
+// with native storage, matrices of a block type kernels take keep their bytes instead.
 class GgufPacker {
  public:
-  GgufPacker(const GgufFile& f, std::vector<float>* out) : f_(f), out_(out) {}
+  GgufPacker(const GgufFile& f, WeightStorage storage, NativeWeightParts* out)
+      : f_(f), storage_(storage), out_(out) {}
 
   // Appends tensor `name` of row-major shape [rows, cols] (GGUF ne = {cols, rows}); with
-  // qk_head_dim > 0 its rows are un-permuted (UnpermuteQk).
-  absl::Status Append(const std::string& name, int64_t rows, int64_t cols, int32_t qk_head_dim) {
+  // qk_head_dim > 0 its rows are un-permuted (UnpermuteQk). `matrix`: one of the payload's
+  // matrices (its type is recorded).
+  absl::Status Append(const std::string& name, int64_t rows, int64_t cols, int32_t qk_head_dim,
+                      bool matrix) {
     const GgufTensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) return Bad(f_, absl::StrCat("tensor '", name, "' is missing"));
     const bool vec = rows == 1;
@@ -205,25 +235,60 @@ class GgufPacker {
                                      absl::StrJoin(t->ne, ", "), cols,
                                      vec ? "" : absl::StrCat(", ", rows)));
     }
-    const size_t at = out_->size();
-    out_->resize(at + static_cast<size_t>(t->num_elements));
-    float* dst = out_->data() + at;
-    PAGEDKV_RETURN_IF_ERROR(f_.ReadF32(*t, dst));
-    for (int64_t i = 0; i < t->num_elements; ++i) {
-      if (!std::isfinite(dst[i])) {
-        return Bad(f_, absl::StrCat("tensor '", name, "' holds a non-finite value at element ", i));
-      }
-    }
-    if (qk_head_dim > 0) UnpermuteQk(rows, cols, qk_head_dim, dst);
     used_.insert(name);
+    const WeightType native =
+        storage_ == WeightStorage::kNative && matrix ? NativeTypeOf(t->type) : WeightType::kF32;
+    if (matrix) out_->matrix_types.push_back(native);
+    if (native != WeightType::kF32 && cols % kQuantBlockValues == 0) {
+      return AppendNative(*t, name, rows, cols, qk_head_dim);
+    }
+    if (matrix) out_->matrix_types.back() = WeightType::kF32;
+    std::vector<float>& payload = out_->payload;
+    const size_t at = payload.size();
+    payload.resize(at + static_cast<size_t>(t->num_elements));
+    float* dst = payload.data() + at;
+    PAGEDKV_RETURN_IF_ERROR(f_.ReadF32(*t, dst));
+    PAGEDKV_RETURN_IF_ERROR(CheckFinite(name, dst, t->num_elements, 0));
+    if (qk_head_dim > 0) UnpermuteQk(rows, cols, qk_head_dim, dst);
     return absl::OkStatus();
   }
-  void Pad(int64_t n) { out_->resize(out_->size() + static_cast<size_t>(n), 0.0f); }
+  void Pad(int64_t n) { out_->payload.resize(out_->payload.size() + static_cast<size_t>(n), 0.0f); }
   bool Used(const std::string& name) const { return used_.contains(name); }
 
  private:
+  absl::Status CheckFinite(const std::string& name, const float* v, int64_t n, int64_t first) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(v[i])) {
+        return Bad(f_, absl::StrCat("tensor '", name, "' holds a non-finite value at element ",
+                                    first + i));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies the tensor's blocks, checking each row's values are finite (decoded one row at a time).
+  absl::Status AppendNative(const GgufTensorInfo& t, const std::string& name, int64_t rows,
+                            int64_t cols, int32_t qk_head_dim) {
+    const std::string_view bytes = f_.TensorBytes(t);
+    const auto row_bytes = static_cast<size_t>(bytes.size() / static_cast<size_t>(rows));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      PAGEDKV_RETURN_IF_ERROR(DequantizeGguf(
+          t.type, bytes.substr(static_cast<size_t>(r) * row_bytes, row_bytes), cols, row.data()));
+      PAGEDKV_RETURN_IF_ERROR(CheckFinite(name, row.data(), cols, r * cols));
+    }
+    std::vector<unsigned char>& native = out_->native;
+    const size_t at = native.size();
+    native.insert(native.end(), bytes.begin(), bytes.end());
+    if (qk_head_dim > 0) {
+      UnpermuteQkRows(rows, static_cast<int64_t>(row_bytes), qk_head_dim, native.data() + at);
+    }
+    return absl::OkStatus();
+  }
+
   const GgufFile& f_;
-  std::vector<float>* out_;
+  WeightStorage storage_;
+  NativeWeightParts* out_;
   absl::flat_hash_set<std::string> used_;
 };
 
@@ -235,7 +300,7 @@ struct LayerKind {
 
 absl::Status PackPayload(const ModelConfig& c, GgufPacker& p) {
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), v = c.vocab_size;
-  PAGEDKV_RETURN_IF_ERROR(p.Append("token_embd.weight", v, d, 0));
+  PAGEDKV_RETURN_IF_ERROR(p.Append("token_embd.weight", v, d, 0, /*matrix=*/true));
   const LayerKind kinds[] = {
       {"attn_norm", 1, d, false}, {"attn_q", q, d, true},       {"attn_k", kv, d, true},
       {"attn_v", kv, d, false},   {"attn_output", d, q, false}, {"ffn_norm", 1, d, false},
@@ -243,25 +308,29 @@ absl::Status PackPayload(const ModelConfig& c, GgufPacker& p) {
   for (const LayerKind& k : kinds) {
     for (int32_t l = 0; l < c.n_layers; ++l) {
       PAGEDKV_RETURN_IF_ERROR(p.Append(absl::StrCat("blk.", l, ".", k.name, ".weight"), k.rows,
-                                       k.cols, k.qk ? c.head_dim() : 0));
+                                       k.cols, k.qk ? c.head_dim() : 0, k.rows > 1));
     }
   }
-  PAGEDKV_RETURN_IF_ERROR(p.Append("output_norm.weight", 1, d, 0));
+  PAGEDKV_RETURN_IF_ERROR(p.Append("output_norm.weight", 1, d, 0, /*matrix=*/false));
   p.Pad(int64_t{c.seq_len} * c.head_dim());  // llama2.c's freq_cis tables (unused)
-  if (!c.shared_classifier) PAGEDKV_RETURN_IF_ERROR(p.Append("output.weight", v, d, 0));
+  if (!c.shared_classifier) {
+    PAGEDKV_RETURN_IF_ERROR(p.Append("output.weight", v, d, 0, /*matrix=*/true));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f) {
+absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f, WeightStorage storage) {
   PAGEDKV_ASSIGN_OR_RETURN(ModelConfig c, ReadGgufLlamaConfig(f));
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
     return Bad(f, "tensor 'rope_freqs.weight' (Llama-3 RoPE frequency factors) is not supported");
   }
-  std::vector<float> payload;
-  payload.reserve(static_cast<size_t>(ModelWeights::PayloadSize(c)));
-  GgufPacker packer(f, &payload);
+  NativeWeightParts parts;
+  if (storage == WeightStorage::kF32) {
+    parts.payload.reserve(static_cast<size_t>(ModelWeights::PayloadSize(c)));
+  }
+  GgufPacker packer(f, storage, &parts);
   PAGEDKV_RETURN_IF_ERROR(PackPayload(c, packer));
   for (const GgufTensorInfo& t : f.tensors()) {
     if (!packer.Used(t.name)) {
@@ -270,7 +339,9 @@ absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f) {
                                  "weights)"));
     }
   }
-  return ModelWeights::FromParts(c, std::move(payload), {});
+  if (storage == WeightStorage::kF32)
+    return ModelWeights::FromParts(c, std::move(parts.payload), {});
+  return ModelWeights::FromNativeParts(c, std::move(parts));
 }
 
 }  // namespace pagedkv::model_internal

@@ -38,13 +38,18 @@ namespace pagedkv::model_internal {
 PAGEDKV_EXPORT absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& file);
 
 // Loads the weights (see the banner); InvalidArgument naming the tensor for a missing,
-// misshapen, unsupported-type, non-finite or unexpected tensor.
-PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& file);
+// misshapen, unsupported-type, non-finite or unexpected tensor. With kNative, Q4_1 and Q8_0
+// matrices keep their blocks (rows of Q/K still un-permuted, whole blocks at a time).
+PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadGgufWeights(
+    const GgufFile& file, WeightStorage storage = WeightStorage::kF32);
 
 // Undoes the converter's Q/K row order in place: `w` is [rows, cols] with rows = heads *
 // head_dim, stored row h*hd + 2i + s, returned as row h*hd + s*hd/2 + i.
 // REQUIRES: head_dim even and dividing rows; w holds rows * cols floats.
 PAGEDKV_EXPORT void UnpermuteQk(int64_t rows, int64_t cols, int32_t head_dim, float* w);
+// The same over rows of row_bytes bytes (block-format rows). REQUIRES: as above.
+PAGEDKV_EXPORT void UnpermuteQkRows(int64_t rows, int64_t row_bytes, int32_t head_dim,
+                                    unsigned char* w);
 
 }  // namespace pagedkv::model_internal
 

@@ -80,43 +80,134 @@ class SplitMix64 {
 
 int64_t ModelWeights::PayloadSize(const ModelConfig& config) { return LayoutOf(config).Total(); }
 
+namespace {
+
+// Hands out the payload's tensors in file order: fp32 pointers, or block rows for the matrices
+// whose type (types, in payload order; past its end kF32) is a block format.
+class TensorCursor {
+ public:
+  TensorCursor(const float* floats, const unsigned char* bytes,
+               const std::vector<WeightType>& types)
+      : floats_(floats), bytes_(bytes), types_(types) {}
+  const float* Floats(int64_t n) {
+    const float* p = floats_;
+    floats_ += n;
+    return p;
+  }
+  // A [rows, cols] matrix: its fp32 pointer, or null with *native set.
+  const float* Matrix(int64_t rows, int64_t cols, NativeMatrix* native) {
+    const WeightType t = next_ < types_.size() ? types_[next_] : WeightType::kF32;
+    ++next_;
+    if (t == WeightType::kF32) return Floats(rows * cols);
+    native->type = t;
+    native->data = bytes_;
+    bytes_ += rows * WeightRowBytes(t, cols);
+    return nullptr;
+  }
+
+ private:
+  const float* floats_;
+  const unsigned char* bytes_;
+  const std::vector<WeightType>& types_;
+  size_t next_ = 0;
+};
+
+struct MatrixShape {
+  int64_t rows, cols;
+};
+
+// The payload's matrices in file order (see NativeWeightParts::matrix_types).
+std::vector<MatrixShape> MatrixShapes(const ModelConfig& c) {
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
+  std::vector<MatrixShape> out = {{c.vocab_size, d}};
+  for (MatrixShape m :
+       {MatrixShape{q, d}, MatrixShape{kv, d}, MatrixShape{kv, d}, MatrixShape{d, q},
+        MatrixShape{h, d}, MatrixShape{d, h}, MatrixShape{h, d}}) {
+    out.insert(out.end(), static_cast<size_t>(c.n_layers), m);
+  }
+  if (!c.shared_classifier) out.push_back({c.vocab_size, d});
+  return out;
+}
+
+}  // namespace
+
 void ModelWeights::BindPointers() {
   const ModelConfig& c = config_;
   const PayloadLayout s = LayoutOf(c);
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
-  const float* p = payload_.data();
-  token_embedding_ = p;
-  const float* rms_att = token_embedding_ + s.token_embedding;
-  const float* wq = rms_att + s.rms_att;
-  const float* wk = wq + s.wq;
-  const float* wv = wk + s.wk;
-  const float* wo = wv + s.wv;
-  const float* rms_ffn = wo + s.wo;
-  const float* w1 = rms_ffn + s.rms_ffn;
-  const float* w2 = w1 + s.w1;
-  const float* w3 = w2 + s.w2;
-  rms_final_ = w3 + s.w3;
-  const float* freq_end = rms_final_ + s.rms_final + s.freq_cis_real + s.freq_cis_imag;
-  classifier_ = c.shared_classifier ? token_embedding_ : freq_end;
-  layers_.assign(static_cast<size_t>(c.n_layers), LayerWeights{});
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    LayerWeights& lw = layers_[static_cast<size_t>(i)];
-    lw.rms_att = rms_att + i * d;
-    lw.wq = wq + i * q * d;
-    lw.wk = wk + i * kv * d;
-    lw.wv = wv + i * kv * d;
-    lw.wo = wo + i * d * q;
-    lw.rms_ffn = rms_ffn + i * d;
-    lw.w1 = w1 + i * h * d;
-    lw.w2 = w2 + i * d * h;
-    lw.w3 = w3 + i * h * d;
-    if (c.qkv_bias) {
-      const float* b = qkv_bias_.data() + i * (q + 2 * kv);
-      lw.bq = b;
-      lw.bk = b + q;
-      lw.bv = b + q + kv;
-    }
+  const auto layers = static_cast<size_t>(c.n_layers);
+  TensorCursor cur(payload_.data(), native_.data(), matrix_types_);
+  native_token_embedding_ = {};
+  token_embedding_ = cur.Matrix(c.vocab_size, d, &native_token_embedding_);
+  layers_.assign(layers, LayerWeights{});
+  const float* rms_att = cur.Floats(s.rms_att);
+  for (size_t i = 0; i < layers; ++i) layers_[i].rms_att = rms_att + i * d;
+  for (LayerWeights& lw : layers_) lw.wq = cur.Matrix(q, d, &lw.native_wq);
+  for (LayerWeights& lw : layers_) lw.wk = cur.Matrix(kv, d, &lw.native_wk);
+  for (LayerWeights& lw : layers_) lw.wv = cur.Matrix(kv, d, &lw.native_wv);
+  for (LayerWeights& lw : layers_) lw.wo = cur.Matrix(d, q, &lw.native_wo);
+  const float* rms_ffn = cur.Floats(s.rms_ffn);
+  for (size_t i = 0; i < layers; ++i) layers_[i].rms_ffn = rms_ffn + i * d;
+  for (LayerWeights& lw : layers_) lw.w1 = cur.Matrix(h, d, &lw.native_w1);
+  for (LayerWeights& lw : layers_) lw.w2 = cur.Matrix(d, h, &lw.native_w2);
+  for (LayerWeights& lw : layers_) lw.w3 = cur.Matrix(h, d, &lw.native_w3);
+  rms_final_ = cur.Floats(s.rms_final);
+  cur.Floats(s.freq_cis_real + s.freq_cis_imag);
+  native_classifier_ = native_token_embedding_;
+  classifier_ =
+      c.shared_classifier ? token_embedding_ : cur.Matrix(c.vocab_size, d, &native_classifier_);
+  for (size_t i = 0; c.qkv_bias && i < layers; ++i) {
+    const float* b = qkv_bias_.data() + i * (q + 2 * kv);
+    layers_[i].bq = b;
+    layers_[i].bk = b + q;
+    layers_[i].bv = b + q + kv;
   }
+}
+
+absl::StatusOr<ModelWeights> ModelWeights::FromNativeParts(const ModelConfig& config,
+                                                           NativeWeightParts parts) {
+  PAGEDKV_RETURN_IF_ERROR(config.Validate());
+  const std::vector<MatrixShape> shapes = MatrixShapes(config);
+  if (parts.matrix_types.size() != shapes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("FromNativeParts: %s has %d matrices, got %d types", config.ToString(),
+                        shapes.size(), parts.matrix_types.size()));
+  }
+  int64_t floats = PayloadSize(config), bytes = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const WeightType t = parts.matrix_types[i];
+    if (t == WeightType::kF32) continue;
+    if ((t != WeightType::kQ4_1 && t != WeightType::kQ8_0) ||
+        shapes[i].cols % kQuantBlockValues != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("FromNativeParts: matrix %d (%d x %d) cannot be kept in block type %d", i,
+                          shapes[i].rows, shapes[i].cols, static_cast<int>(t)));
+    }
+    floats -= shapes[i].rows * shapes[i].cols;
+    bytes += shapes[i].rows * WeightRowBytes(t, shapes[i].cols);
+  }
+  if (static_cast<int64_t>(parts.payload.size()) != floats ||
+      static_cast<int64_t>(parts.native.size()) != bytes ||
+      static_cast<int64_t>(parts.qkv_bias.size()) != QkvBiasSize(config)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FromNativeParts: %s with these types needs %d payload floats, %d native bytes and %d "
+        "bias floats; got %d, %d and %d",
+        config.ToString(), floats, bytes, QkvBiasSize(config), parts.payload.size(),
+        parts.native.size(), parts.qkv_bias.size()));
+  }
+  ModelWeights weights;
+  weights.config_ = config;
+  weights.payload_ = std::move(parts.payload);
+  weights.qkv_bias_ = std::move(parts.qkv_bias);
+  weights.native_ = std::move(parts.native);
+  weights.matrix_types_ = std::move(parts.matrix_types);
+  weights.BindPointers();
+  return weights;
+}
+
+int64_t ModelWeights::weight_bytes() const {
+  return static_cast<int64_t>((payload_.size() + qkv_bias_.size()) * sizeof(float) +
+                              native_.size());
 }
 
 int64_t ModelWeights::QkvBiasSize(const ModelConfig& config) {

@@ -130,7 +130,8 @@ absl::Status ModelRunner::BuildRopeTable() {
 }
 
 absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t count) {
-  if (backend_->host_memory()) {  // weights are constant while the runner (and backend) lives
+  if (host == nullptr) return nullptr;  // a matrix kept in block format (NativeMatrix)
+  if (backend_->host_memory()) {        // weights are constant while the runner (and backend) lives
     PAGEDKV_RETURN_IF_ERROR(
         backend_->DeclareConstant(host, static_cast<size_t>(count) * sizeof(float)));
     return host;
@@ -145,6 +146,16 @@ absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t
 absl::Status ModelRunner::PlaceWeights() {
   const ModelConfig& c = weights_->config();
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
+  if (weights_->has_native()) {
+    if (!backend_->host_memory()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights kept in block format (native) run on the CPU backend only; load the model "
+          "with fp32 weights (--weights f32) for backend ",
+          backend_->name()));
+    }
+  }
+  native_token_embedding_ = weights_->native_token_embedding();
+  native_classifier_ = weights_->native_classifier();
   PAGEDKV_ASSIGN_OR_RETURN(token_embedding_,
                            PlaceTensor(weights_->token_embedding(), int64_t{c.vocab_size} * d));
   PAGEDKV_ASSIGN_OR_RETURN(rms_final_, PlaceTensor(weights_->rms_final(), d));
@@ -158,6 +169,7 @@ absl::Status ModelRunner::PlaceWeights() {
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& src = weights_->layer(l);
     LayerWeights& dst = layers_[static_cast<size_t>(l)];
+    dst = src;  // the native matrices (host memory); the pointers are placed below
     PAGEDKV_ASSIGN_OR_RETURN(dst.rms_att, PlaceTensor(src.rms_att, d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.wq, PlaceTensor(src.wq, q * d));
     PAGEDKV_ASSIGN_OR_RETURN(dst.wk, PlaceTensor(src.wk, kv * d));
@@ -312,14 +324,27 @@ absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, const StepRows& rows
                                      .eps = c.rms_norm_eps}));
   const int64_t n = rows.num_rows;
   PAGEDKV_RETURN_IF_ERROR(
-      Project(xb, w.wq, w.bq, q_.as<float>() + rows.row0 * c.q_dim(), n, c.q_dim()));
+      Project(xb, w.wq, w.native_wq, w.bq, q_.as<float>() + rows.row0 * c.q_dim(), n, c.q_dim()));
   PAGEDKV_RETURN_IF_ERROR(
-      Project(xb, w.wk, w.bk, k_.as<float>() + rows.row0 * c.kv_dim(), n, c.kv_dim()));
-  return Project(xb, w.wv, w.bv, v_.as<float>() + rows.row0 * c.kv_dim(), n, c.kv_dim());
+      Project(xb, w.wk, w.native_wk, w.bk, k_.as<float>() + rows.row0 * c.kv_dim(), n, c.kv_dim()));
+  return Project(xb, w.wv, w.native_wv, w.bv, v_.as<float>() + rows.row0 * c.kv_dim(), n,
+                 c.kv_dim());
 }
 
-absl::Status ModelRunner::Project(const float* x, const float* w, const float* bias, float* y,
-                                  int64_t num_rows, int64_t n) {
+absl::Status ModelRunner::MatMul(const LinearArgs& a, const NativeMatrix& native) {
+  if (native.data == nullptr) return backend_->Linear(a);
+  return backend_->QuantLinear({.x = a.x,
+                                .w = native.data,
+                                .w_type = native.type,
+                                .y = a.y,
+                                .m = a.m,
+                                .n = a.n,
+                                .k = a.k,
+                                .accumulate = a.accumulate});
+}
+
+absl::Status ModelRunner::Project(const float* x, const float* w, const NativeMatrix& native,
+                                  const float* bias, float* y, int64_t num_rows, int64_t n) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
   if (bias != nullptr) {  // y = bias broadcast to every row (a one-row table gathered at 0)
@@ -330,8 +355,9 @@ absl::Status ModelRunner::Project(const float* x, const float* w, const float* b
                                                .vocab_size = 1,
                                                .dim = n}));
   }
-  return b.Linear(
-      {.x = x, .w = w, .y = y, .m = num_rows, .n = n, .k = c.dim, .accumulate = bias != nullptr});
+  return MatMul(
+      {.x = x, .w = w, .y = y, .m = num_rows, .n = n, .k = c.dim, .accumulate = bias != nullptr},
+      native);
 }
 
 absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook* hook,
@@ -484,32 +510,29 @@ absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer, con
   attn.max_blocks_per_seq = rows.max_blocks_per_seq;
   attn.cache = kv_layouts_[static_cast<size_t>(layer)];
   PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
-  PAGEDKV_RETURN_IF_ERROR(b.Linear({.x = att,
-                                    .w = w.wo,
-                                    .y = x,
-                                    .m = num_rows,
-                                    .n = c.dim,
-                                    .k = c.q_dim(),
-                                    .accumulate = true}));
+  PAGEDKV_RETURN_IF_ERROR(MatMul(
+      {.x = att, .w = w.wo, .y = x, .m = num_rows, .n = c.dim, .k = c.q_dim(), .accumulate = true},
+      w.native_wo));
   PAGEDKV_RETURN_IF_ERROR(b.RmsNorm({.x = x,
                                      .weight = w.rms_ffn,
                                      .out = xb,
                                      .num_rows = num_rows,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
-  PAGEDKV_RETURN_IF_ERROR(
-      b.Linear({.x = xb, .w = w.w1, .y = hb, .m = num_rows, .n = c.hidden_dim, .k = c.dim}));
-  PAGEDKV_RETURN_IF_ERROR(
-      b.Linear({.x = xb, .w = w.w3, .y = hb2, .m = num_rows, .n = c.hidden_dim, .k = c.dim}));
+  PAGEDKV_RETURN_IF_ERROR(MatMul(
+      {.x = xb, .w = w.w1, .y = hb, .m = num_rows, .n = c.hidden_dim, .k = c.dim}, w.native_w1));
+  PAGEDKV_RETURN_IF_ERROR(MatMul(
+      {.x = xb, .w = w.w3, .y = hb2, .m = num_rows, .n = c.hidden_dim, .k = c.dim}, w.native_w3));
   PAGEDKV_RETURN_IF_ERROR(
       b.SwiGlu({.gate = hb, .up = hb2, .out = hb, .num_rows = num_rows, .dim = c.hidden_dim}));
-  return b.Linear({.x = hb,
-                   .w = w.w2,
-                   .y = x,
-                   .m = num_rows,
-                   .n = c.dim,
-                   .k = c.hidden_dim,
-                   .accumulate = true});
+  return MatMul({.x = hb,
+                 .w = w.w2,
+                 .y = x,
+                 .m = num_rows,
+                 .n = c.dim,
+                 .k = c.hidden_dim,
+                 .accumulate = true},
+                w.native_w2);
 }
 
 absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& options,
@@ -535,12 +558,22 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
-  PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = token_embedding_,
-                                             .token_ids = token_ids_.as<const int32_t>(),
-                                             .out = x_.as<float>(),
-                                             .num_tokens = num_tokens,
-                                             .vocab_size = config().vocab_size,
-                                             .dim = config().dim}));
+  if (native_token_embedding_.data != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(b.QuantEmbeddingGather({.table = native_token_embedding_.data,
+                                                    .table_type = native_token_embedding_.type,
+                                                    .token_ids = token_ids_.as<const int32_t>(),
+                                                    .out = x_.as<float>(),
+                                                    .num_tokens = num_tokens,
+                                                    .vocab_size = config().vocab_size,
+                                                    .dim = config().dim}));
+  } else {
+    PAGEDKV_RETURN_IF_ERROR(b.EmbeddingGather({.table = token_embedding_,
+                                               .token_ids = token_ids_.as<const int32_t>(),
+                                               .out = x_.as<float>(),
+                                               .num_tokens = num_tokens,
+                                               .vocab_size = config().vocab_size,
+                                               .dim = config().dim}));
+  }
   ActiveRows active = AllRows(in);
   const std::vector<BatchPart> parts = PlanParts(in, options);
   PAGEDKV_RETURN_IF_ERROR(parts.size() > 1 ? RunLayersInParts(in, parts)
@@ -572,6 +605,15 @@ absl::Status ModelRunner::RunHead(const std::vector<int32_t>& logits_rows) {
                                      .num_rows = num_logits,
                                      .dim = c.dim,
                                      .eps = c.rms_norm_eps}));
+  if (native_classifier_.data != nullptr) {  // logits = rows classifier^T
+    return MatMul({.x = rows,
+                   .w = nullptr,
+                   .y = logits_.as<float>(),
+                   .m = num_logits,
+                   .n = c.vocab_size,
+                   .k = c.dim},
+                  native_classifier_);
+  }
   return b.LmHead({.hidden = rows,
                    .weight = classifier_,
                    .logits = logits_.as<float>(),

@@ -229,8 +229,10 @@ class PAGEDKV_EXPORT ModelRunner {
   // RMSNorm and the Q, K, V projections of `rows`.
   absl::Status ProjectQkv(const LayerWeights& w, const StepRows& rows);
   // y [num_rows, n] = x [num_rows, dim] w^T (+ bias [n] on every row when bias is not null).
-  absl::Status Project(const float* x, const float* w, const float* bias, float* y,
-                       int64_t num_rows, int64_t n);
+  absl::Status Project(const float* x, const float* w, const NativeMatrix& native,
+                       const float* bias, float* y, int64_t num_rows, int64_t n);
+  // args.w's product, or QuantLinear over `native` when that holds the matrix.
+  absl::Status MatMul(const LinearArgs& args, const NativeMatrix& native);
   // RoPE of q and k of `rows` at their positions with the runner's table, K/V to their slots.
   ReshapeAndCacheArgs KvWrite(int32_t layer, const StepRows& rows) const;
   // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
@@ -265,6 +267,8 @@ class PAGEDKV_EXPORT ModelRunner {
   const float* token_embedding_ = nullptr;
   const float* rms_final_ = nullptr;
   const float* classifier_ = nullptr;
+  NativeMatrix native_token_embedding_;  // block-format embedding / classifier (CPU backend only)
+  NativeMatrix native_classifier_;
   std::vector<DeviceBuffer> kv_pages_;  // K then V per layer
   std::vector<PagedKvLayout> kv_layouts_;
 

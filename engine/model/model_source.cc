@@ -61,7 +61,8 @@ class GgufSource final : public ModelSource {
                        options.tokenizer_path, "'"));
     }
     PAGEDKV_ASSIGN_OR_RETURN(model_internal::GgufFile file, model_internal::GgufFile::Open(path));
-    PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights, model_internal::LoadGgufWeights(file));
+    PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights,
+                             model_internal::LoadGgufWeights(file, options.weights));
     LoadedModel model{.format = name()};
     if (model_internal::HasGgufTokenizer(file)) {
       PAGEDKV_ASSIGN_OR_RETURN(Tokenizer tok, model_internal::LoadGgufTokenizer(file));

@@ -16,10 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "cache/kv_cache_manager_internal.h"
 #include "cache/tier_chain.h"
+#include "engine/model/backend.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/kv_pool_size.h"
 #include "engine/runtime/ngram_proposer.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/engine_chunk_reuse.h"
@@ -59,6 +61,11 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
   if (options.num_kv_blocks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "EngineOptions.num_kv_blocks must be >= 0 (0: automatic), got ", options.num_kv_blocks));
+  }
+  if (options.kv_cache_memory < 0 || options.kv_token_budget < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EngineOptions.kv_cache_memory and kv_token_budget must be >= 0 (0: automatic), got ",
+        options.kv_cache_memory, " and ", options.kv_token_budget));
   }
   const ChunkReuseOptions& reuse = options.chunk_reuse;
   if (!(reuse.recompute_fraction >= 0.0 && reuse.recompute_fraction <= 1.0)) {
@@ -117,8 +124,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Mod
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
                                                      const std::string& tokenizer_path,
                                                      const EngineOptions& options) {
-  PAGEDKV_ASSIGN_OR_RETURN(LoadedModel model,
-                           LoadModel(model_path, {.tokenizer_path = tokenizer_path}));
+  // Block-format weights need the CPU backend; a run that gets CUDA loads fp32.
+  const bool cuda = options.backend == BackendKind::kCuda ||
+                    (options.backend == BackendKind::kAuto && CudaBackendAvailable());
+  const WeightStorage storage = cuda ? WeightStorage::kF32 : options.weights;
+  PAGEDKV_ASSIGN_OR_RETURN(
+      LoadedModel model,
+      LoadModel(model_path, {.tokenizer_path = tokenizer_path, .weights = storage}));
   return Create(std::move(model.weights), options, std::move(model.tokenizer));
 }
 
@@ -127,12 +139,8 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEngineOptions(options_, c));
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
-  int64_t num_blocks = options_.num_kv_blocks;
-  if (num_blocks == 0) num_blocks = 32 * NumBlocksFor(context + 1, options_.block_size);
-  if (num_blocks > INT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("EngineOptions: ", num_blocks, " KV blocks is too many; set num_kv_blocks"));
-  }
+  PAGEDKV_ASSIGN_OR_RETURN(kv_pool_, engine_internal::ChooseKvPoolSize(options_, c, context));
+  const int64_t num_blocks = kv_pool_.num_blocks;
   ModelRunnerOptions runner_options;
   runner_options.backend = options_.backend;
   runner_options.num_threads = options_.num_threads;

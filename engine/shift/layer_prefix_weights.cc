@@ -17,6 +17,11 @@ absl::StatusOr<ModelWeights> LayerPrefixWeights(const ModelWeights& weights, int
     return absl::InvalidArgumentError(absl::StrCat("LayerPrefixWeights: num_layers = ", num_layers,
                                                    " must lie in [1, ", full.n_layers, "]"));
   }
+  if (weights.has_native()) {
+    return absl::InvalidArgumentError(
+        "LayerPrefixWeights: the weights keep matrices in block format; load the model with fp32 "
+        "weights (WeightStorage::kF32, --weights f32)");
+  }
   ModelConfig config = full;
   config.n_layers = num_layers;
   const int64_t d = config.dim, h = config.hidden_dim, q = config.q_dim(), kv = config.kv_dim();

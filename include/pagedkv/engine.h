@@ -135,14 +135,32 @@ struct PAGEDKV_EXPORT SpeculativeOptions {
   int32_t prompt_lookup_max = 3;       // longest n-gram searched, >= prompt_lookup_min, <= 64
 };
 
+// The KV pool an engine allocated, and why that size (EngineOptions.num_kv_blocks).
+struct PAGEDKV_EXPORT KvPoolSize {
+  int64_t num_blocks = 0;
+  int64_t bytes = 0;   // K and V over every layer
+  std::string reason;  // e.g. "room for this run's 42 tokens"
+};
+
 struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
   // CPU backend threads (the engine's thread included); 0: every hardware thread. Greedy ids and
   // logits are bit-identical for any count. In [0, 1024].
   int32_t num_threads = 0;
   int32_t block_size = 16;  // tokens per KV block
-  // KV blocks in the pool (per layer). 0: enough for 32 sequences of the full context.
+  // How Engine::Load keeps a GGUF file's Q4_1 / Q8_0 matrices: kF32 converted at load (the
+  // default), kNative in their blocks (the CPU backend computes over them; a CUDA backend gets
+  // kF32). kNative decodes faster and holds a sixth of the memory, but its prefill is still 2-3x
+  // slower than fp32's packed kernels (bench/RESULTS.md, issue #28), so it is not the default yet.
+  WeightStorage weights = WeightStorage::kF32;
+  // KV blocks in the pool (per layer). 0: from kv_cache_memory, else automatic: room for
+  // kv_token_budget tokens (else 32 sequences of the full context), capped at half of the memory
+  // available at start. Engine::kv_pool() says which rule applied.
   int32_t num_kv_blocks = 0;
+  int64_t kv_cache_memory = 0;  // bytes of K and V for the pool when num_kv_blocks is 0; 0: auto
+  // Tokens this run's requests can hold at once (prompts + new tokens, an upper bound), for the
+  // automatic size; 0: unknown.
+  int64_t kv_token_budget = 0;
   DType kv_dtype = DType::kF32;         // storage type of cached K and V
   bool enable_prefix_caching = true;    // reuse cached prompt blocks across requests
   std::string eviction_policy = "lru";  // cached-block eviction: "lru", "lfu", "fifo"
@@ -350,6 +368,8 @@ class PAGEDKV_EXPORT Engine {
   // The compute backend, e.g. "cpu" or "cuda:0 (NVIDIA H100)".
   std::string backend_name() const;
   const EngineOptions& options() const { return options_; }
+  // The KV pool's size and the rule that chose it.
+  const KvPoolSize& kv_pool() const { return kv_pool_; }
   const EngineStats& stats() const { return stats_; }
   // Null when created without a tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
@@ -410,6 +430,7 @@ class PAGEDKV_EXPORT Engine {
   void RecordStepStats(int32_t num_seqs, StepOutput* out);
 
   EngineOptions options_;
+  KvPoolSize kv_pool_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -32,9 +32,18 @@
 
 #include "absl/status/statusor.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kernels/quant_blocks.h"
 #include "pagedkv/model_config.h"
 
 namespace pagedkv {
+
+// A matrix [rows, cols] kept in its file's block format (pagedkv/kernels/quant_blocks.h): `rows`
+// rows of WeightRowBytes(type, cols) bytes. data null (type kF32): the matrix is fp32, at its
+// float pointer.
+struct PAGEDKV_EXPORT NativeMatrix {
+  const void* data = nullptr;
+  WeightType type = WeightType::kF32;
+};
 
 // Pointers into one layer's weights. Projections are row-major [out_features, in_features], so a
 // projection is y = x W^T (llama2.c's matmul).
@@ -52,6 +61,28 @@ struct PAGEDKV_EXPORT LayerWeights {
   const float* bq = nullptr;  // [q_dim]
   const float* bk = nullptr;  // [kv_dim]
   const float* bv = nullptr;  // [kv_dim]
+  // The projections kept in block format (their float pointer is then null), else empty.
+  NativeMatrix native_wq, native_wk, native_wv, native_wo, native_w1, native_w2, native_w3;
+};
+
+// Weights whose matrices may stay in their file's block format (ModelWeights::FromNativeParts).
+struct PAGEDKV_EXPORT NativeWeightParts {
+  // The llama2.c-order payload (see FromLlama2cPayload) less the native matrices.
+  std::vector<float> payload;
+  // q/k/v biases as FromParts takes them (empty without ModelConfig::qkv_bias).
+  std::vector<float> qkv_bias;
+  // The native matrices' rows, matrix after matrix in payload order.
+  std::vector<unsigned char> native;
+  // One type per matrix in payload order: token_embedding, wq of every layer, then wk, wv, wo,
+  // w1, w2, w3 likewise, then wcls when not shared. kF32: in `payload`; else in `native`.
+  std::vector<WeightType> matrix_types;
+};
+
+// How a loader keeps the weights in memory.
+enum class WeightStorage : uint8_t {
+  kNative,  // block-quantized matrices stay in their file's format where kernels take it (GGUF
+            // Q4_1, Q8_0); everything else is converted to fp32
+  kF32,     // every tensor converted to fp32 at load
 };
 
 // Options for ModelWeights::Random.
@@ -83,6 +114,12 @@ class PAGEDKV_EXPORT ModelWeights {
                                                 std::vector<float> payload,
                                                 std::vector<float> qkv_bias);
 
+  // Weights with some matrices in block format (see NativeWeightParts). InvalidArgument for a
+  // wrong number of types, a block type whose block size does not divide the matrix's columns, or
+  // payload / native sizes that do not match the types.
+  static absl::StatusOr<ModelWeights> FromNativeParts(const ModelConfig& config,
+                                                      NativeWeightParts parts);
+
   // Number of floats FromParts expects in qkv_bias. REQUIRES: config.Validate().ok().
   static int64_t QkvBiasSize(const ModelConfig& config);
 
@@ -106,6 +143,13 @@ class PAGEDKV_EXPORT ModelWeights {
   const float* rms_final() const { return rms_final_; }              // [dim]
   // The classifier (LM head) [vocab_size, dim]: the embedding when shared.
   const float* classifier() const { return classifier_; }
+  // The embedding / classifier in block format (their float pointer is then null), else empty.
+  const NativeMatrix& native_token_embedding() const { return native_token_embedding_; }
+  const NativeMatrix& native_classifier() const { return native_classifier_; }
+  // True when any matrix is kept in block format.
+  bool has_native() const { return !native_.empty(); }
+  // Bytes of weights held in memory (fp32 payload, biases and native matrices).
+  int64_t weight_bytes() const;
 
  private:
   ModelWeights() = default;
@@ -114,6 +158,10 @@ class PAGEDKV_EXPORT ModelWeights {
   ModelConfig config_;
   std::vector<float> payload_;   // the file's fp32 payload, in file order
   std::vector<float> qkv_bias_;  // [n_layers, q_dim + 2 kv_dim] with config_.qkv_bias, else empty
+  std::vector<unsigned char> native_;     // block-format matrices (NativeWeightParts::native)
+  std::vector<WeightType> matrix_types_;  // empty: every matrix fp32
+  NativeMatrix native_token_embedding_;
+  NativeMatrix native_classifier_;
   std::vector<LayerWeights> layers_;
   const float* token_embedding_ = nullptr;
   const float* rms_final_ = nullptr;

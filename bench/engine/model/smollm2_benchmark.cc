@@ -1,11 +1,12 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// SmolLM2-135M-Instruct (GGUF Q4_1, dequantized to fp32 at load; scripts/fetch_models.sh) on the
+// SmolLM2-135M-Instruct (GGUF Q4_1, fp32 at load unless native; scripts/fetch_models.sh) on the
 // CPU engine; every benchmark skips when the file is not fetched. Wall-clock times (the engine's
 // worker threads are not on the calling thread's CPU clock):
 //   BM_SmolLm2Load: LoadModel (mmap, parse, dequantize every tensor, the tokenizer) and the
 //     process's peak resident memory afterwards.
-//   BM_SmolLm2Decode: one sequence, a 5-token prompt, 64 greedy tokens: decode tokens/s.
+//   BM_SmolLm2Decode: one sequence, a 5-token prompt, 64 greedy tokens: decode tokens/s, with
+//     fp32 weights (native:0) and with the file's Q4_1 / Q8_0 blocks kept (native:1).
 //   BM_SmolLm2Concurrent: 32 sequences (16-token prompts, 32 new tokens each) queued at once:
 //     aggregate generated tokens/s.
 //   BM_SmolLm2SharedPrefixTtft: a 2,000-token shared prefix; 3 requests, one after another,
@@ -30,24 +31,30 @@
 namespace pagedkv::bench {
 namespace {
 
-const LoadedModel* SmolLm2() {
-  static const LoadedModel* model = [] {
-    const std::optional<std::string> path = model_internal::FindSmolLm2Gguf();
-    if (!path.has_value()) return static_cast<LoadedModel*>(nullptr);
-    absl::StatusOr<LoadedModel> m = LoadModel(*path);
-    return m.ok() ? new LoadedModel(std::move(m).value()) : nullptr;
-  }();
-  return model;
+const LoadedModel* LoadSmolLm2(WeightStorage storage) {
+  const std::optional<std::string> path = model_internal::FindSmolLm2Gguf();
+  if (!path.has_value()) return nullptr;
+  absl::StatusOr<LoadedModel> m = LoadModel(*path, {.weights = storage});
+  return m.ok() ? new LoadedModel(std::move(m).value()) : nullptr;
 }
 
-std::unique_ptr<Engine> MakeEngine(int32_t threads, int32_t blocks, bool caching = true) {
+// The model with fp32 weights, or (native) with its Q4_1 / Q8_0 blocks kept; loaded once each.
+const LoadedModel* SmolLm2(bool native = false) {
+  static const LoadedModel* f32 = LoadSmolLm2(WeightStorage::kF32);
+  if (!native) return f32;
+  static const LoadedModel* blocks = LoadSmolLm2(WeightStorage::kNative);
+  return blocks;
+}
+
+std::unique_ptr<Engine> MakeEngine(int32_t threads, int32_t blocks, bool caching = true,
+                                   bool native = false) {
   EngineOptions o;
   o.backend = BackendKind::kCpu;
   o.num_threads = threads;
   o.num_kv_blocks = blocks;
   o.enable_prefix_caching = caching;
   absl::StatusOr<std::unique_ptr<Engine>> e =
-      Engine::Create(SmolLm2()->weights, o, SmolLm2()->tokenizer);
+      Engine::Create(SmolLm2(native)->weights, o, SmolLm2(native)->tokenizer);
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
@@ -73,7 +80,10 @@ void BM_SmolLm2Load(benchmark::State& state) {
 void BM_SmolLm2Decode(benchmark::State& state) {
   if (SmolLm2() == nullptr) return state.SkipWithError(model_internal::kSmolLm2Missing);
   constexpr int kNew = 64;
-  std::unique_ptr<Engine> engine = MakeEngine(static_cast<int32_t>(state.range(0)), 16);
+  const bool native = state.range(1) != 0;
+  if (SmolLm2(native) == nullptr) return state.SkipWithError(model_internal::kSmolLm2Missing);
+  std::unique_ptr<Engine> engine =
+      MakeEngine(static_cast<int32_t>(state.range(0)), 16, /*caching=*/true, native);
   if (engine == nullptr) return state.SkipWithError("engine");
   GenerationRequest r{.prompt_text = "The capital of France is", .max_new_tokens = kNew};
   r.stop_at_eos = false;
@@ -145,9 +155,11 @@ void BM_SmolLm2SharedPrefixTtft(benchmark::State& state) {
 
 BENCHMARK(BM_SmolLm2Load)->Iterations(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SmolLm2Decode)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgNames({"threads", "native"})
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({0, 1})
     ->Iterations(2)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -18,6 +18,7 @@
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
+#include "pagedkv/kernels/quant_blocks.h"
 #include "pagedkv/kernels/rope_table.h"
 
 namespace pagedkv {
@@ -33,11 +34,35 @@ struct PAGEDKV_EXPORT LinearArgs {
   bool accumulate = false;   // true: y += x W^T (fused residual add)
 };
 
+// y = x W^T (+ y when accumulate) with W [n, k] kept in its file's block format (w_type, see
+// pagedkv/kernels/quant_blocks.h): blocks are decoded in registers, products summed in fp32.
+struct PAGEDKV_EXPORT QuantLinearArgs {
+  const float* x = nullptr;               // [m, k]
+  const void* w = nullptr;                // n rows of WeightRowBytes(w_type, k) bytes
+  WeightType w_type = WeightType::kQ4_1;  // kQ4_1 or kQ8_0 (k a multiple of 32)
+  float* y = nullptr;                     // [m, n]; must not alias x or w
+  int64_t m = 0;                          // rows of x (tokens)
+  int64_t n = 0;                          // output features
+  int64_t k = 0;                          // input features
+  bool accumulate = false;                // true: y += x W^T (fused residual add)
+};
+
 // out[t] = table[token_ids[t]].
 struct PAGEDKV_EXPORT EmbeddingGatherArgs {
   const float* table = nullptr;        // [vocab_size, dim]
   const int32_t* token_ids = nullptr;  // [num_tokens], each in [0, vocab_size)
   float* out = nullptr;                // [num_tokens, dim]
+  int64_t num_tokens = 0;
+  int64_t vocab_size = 0;
+  int64_t dim = 0;
+};
+
+// out[t] = fp32(table[token_ids[t]]) with the table in block format (QuantLinearArgs' rows).
+struct PAGEDKV_EXPORT QuantEmbeddingGatherArgs {
+  const void* table = nullptr;                // vocab_size rows of WeightRowBytes(type, dim)
+  WeightType table_type = WeightType::kQ8_0;  // kQ4_1 or kQ8_0 (dim a multiple of 32)
+  const int32_t* token_ids = nullptr;         // [num_tokens], each in [0, vocab_size)
+  float* out = nullptr;                       // [num_tokens, dim]
   int64_t num_tokens = 0;
   int64_t vocab_size = 0;
   int64_t dim = 0;

@@ -49,6 +49,11 @@ inline constexpr int64_t kPackedTileRows = 4;
 PAGEDKV_EXPORT void PackedLinearTiles(const LinearArgs& args, const float* packed,
                                       int64_t item_begin, int64_t item_end);
 
+// Columns [n_begin, n_end) of y = x W^T (+ y) with W block-quantized (QuantLinearArgs): every
+// row of x against those rows of W, one fp32 chain per y[i][j] (see quant_linear_simd.cc), the
+// same for any column range or m. REQUIRES: args validated (ValidateQuantLinear).
+PAGEDKV_EXPORT void QuantLinearColumns(const QuantLinearArgs& args, int64_t n_begin, int64_t n_end);
+
 // Rows [row_begin, row_end) of RMSNorm / SwiGLU. REQUIRES: args validated.
 PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
 PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);

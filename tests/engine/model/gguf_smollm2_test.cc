@@ -118,6 +118,56 @@ TEST_F(SmolLm2Test, GreedyGenerationAndChatAnswerInEnglish) {
   EXPECT_EQ((*out)[1].output_tokens.back(), 2);
 }
 
+// The file's Q4_1 / Q8_0 blocks kept in memory (native): every matrix stays in blocks, in well
+// under a third of the fp32 bytes; the logits of a paragraph's prefill agree with the fp32
+// weights' (the same values, summed in another order in fp32), and so do 16 greedy ids.
+TEST_F(SmolLm2Test, NativeWeightsMatchTheF32Weights) {
+  absl::StatusOr<LoadedModel> native = LoadModel(*path_, {.weights = WeightStorage::kNative});
+  ASSERT_TRUE(native.ok()) << native.status();
+  const ModelWeights& w = *native->weights;
+  ASSERT_TRUE(w.has_native());
+  EXPECT_EQ(w.native_token_embedding().type, WeightType::kQ8_0);
+  EXPECT_EQ(w.layer(0).native_wq.type, WeightType::kQ4_1);
+  EXPECT_EQ(w.layer(29).native_w2.type, WeightType::kQ4_1);
+  EXPECT_EQ(w.layer(0).wq, nullptr);
+  EXPECT_LT(w.weight_bytes(), model_->weights->weight_bytes() / 4);
+  absl::StatusOr<std::vector<TokenId>> ids = model_->tokenizer->Encode(kParagraph);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ids->resize(std::min<size_t>(ids->size(), 48));
+  const auto n = static_cast<int32_t>(ids->size());
+  std::vector<std::vector<float>> logits;
+  for (const auto& weights : {model_->weights, native->weights}) {
+    absl::StatusOr<std::unique_ptr<ModelRunner>> runner =
+        ModelRunner::Create(weights, {.backend = BackendKind::kCpu, .num_blocks = (n + 15) / 16});
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    absl::StatusOr<std::vector<float>> l = PrefillLogits(**runner, *ids, AllRows(ids->size()));
+    ASSERT_TRUE(l.ok()) << l.status();
+    logits.push_back(*std::move(l));
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  double worst = 0.0, scale = 1.0;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(logits[0][i])));
+    worst = std::max(worst, std::abs(static_cast<double>(logits[0][i]) - logits[1][i]));
+  }
+  EXPECT_LE(worst, 1e-3 * scale);
+  std::vector<std::vector<TokenId>> greedy;
+  for (const LoadedModel* m : {model_, &*native}) {
+    EngineOptions options;
+    options.backend = BackendKind::kCpu;
+    options.num_kv_blocks = 8;
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(m->weights, options, m->tokenizer);
+    ASSERT_TRUE(e.ok()) << e.status();
+    GenerationRequest r{.prompt_text = "The capital of France is", .max_new_tokens = 16};
+    r.stop_at_eos = false;
+    absl::StatusOr<std::vector<GenerationResult>> out = (*e)->Generate({r});
+    ASSERT_TRUE(out.ok()) << out.status();
+    greedy.push_back((*out)[0].output_tokens);
+  }
+  EXPECT_EQ(greedy[0], greedy[1]);
+  EXPECT_EQ(greedy[0].size(), 16u);
+}
+
 // Mean negative log-likelihood (nats per token) of ids[1..] under `weights` with `rope`.
 double MeanNll(std::shared_ptr<const ModelWeights> weights, const std::vector<TokenId>& ids,
                std::optional<RopeConfig> rope = std::nullopt) {

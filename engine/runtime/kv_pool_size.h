@@ -1,0 +1,39 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The KV pool's size when EngineOptions.num_kv_blocks is 0: from a memory budget.
+//   kv_cache_memory > 0: that many bytes.
+//   else: room for kv_token_budget tokens (what this run's requests can hold; 0: unknown, then 32
+//   sequences of the full context), capped at half of the memory available now
+//   (/proc/meminfo MemAvailable; no cap where it cannot be read).
+// At least one block; the scheduler preempts or refuses what does not fit. The CPU backend maps
+// large allocations lazily, so a pool costs address space, not resident memory, until used.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(KvPoolSize size, ChooseKvPoolSize(options, config, context));
+#ifndef PAGEDKV_ENGINE_RUNTIME_KV_POOL_SIZE_H_
+#define PAGEDKV_ENGINE_RUNTIME_KV_POOL_SIZE_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/export.h"
+#include "pagedkv/model_config.h"
+
+namespace pagedkv::engine_internal {
+
+// Bytes of K and V of one block over every layer.
+PAGEDKV_EXPORT int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config);
+
+// Bytes the system could give now (MemAvailable), or -1 when unknown.
+PAGEDKV_EXPORT int64_t AvailableMemoryBytes();
+
+// The pool for `options` (see the banner); InvalidArgument when it needs more than INT32_MAX
+// blocks or kv_cache_memory is below one block.
+PAGEDKV_EXPORT absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options,
+                                                           const ModelConfig& config,
+                                                           int64_t context_length);
+
+}  // namespace pagedkv::engine_internal
+
+#endif  // PAGEDKV_ENGINE_RUNTIME_KV_POOL_SIZE_H_

@@ -1,0 +1,166 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Vector Linear over block-quantized weights (y = x W^T, W in Q4_1 / Q8_0 rows, see
+// pagedkv/kernels/quant_blocks.h). Each block's 32 integers are widened to fp32 in registers
+// (both nibbles of a byte from one load) and multiply-added with x into a block sum vector, which
+// is scaled by d into one accumulator vector per (x row, W row); Q4_1's offsets add
+// m * sum(x over the block) per block, in block order, after the lane sum:
+//   y[i][j] = LaneSum(sum_b d_b sum_c q_c x_c) + sum_b m_b xsum_b,   all in fp32.
+// A tile is RX rows of x times RW rows of W, every element its own chain, so a y[i][j] does not
+// depend on m, on the tile or on the thread split.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/simd/quant_linear_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Each target's pass re-includes this file after foreach_target.h.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "kernels/cpu/simd/simd_kernels.h"
+#include "pagedkv/kernels/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedkv::cpu::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using V = hn::Vec<DF>;
+
+// A block's q as fp32 lanes: lanes [o, o + N) into *lo and, for Q4_1, lanes [o + 16, o + 16 + N)
+// into *hi (the high nibbles of the same bytes). N divides 16 on every x86 target and the scalar
+// one.
+template <WeightType kType>
+HWY_INLINE void BlockQ(const unsigned char* HWY_RESTRICT block, int o, V* lo, V* hi) {
+  const DF df;
+  const hn::Rebind<int32_t, DF> di;
+  if constexpr (kType == WeightType::kQ4_1) {
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<uint32_t, DF> du;
+    const auto bytes = hn::PromoteTo(du, hn::LoadU(du8, block + 4 + o));
+    *lo = hn::ConvertTo(df, hn::BitCast(di, hn::And(bytes, hn::Set(du, 0x0Fu))));
+    *hi = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(bytes)));
+  } else {
+    const hn::Rebind<int8_t, DF> di8;
+    const auto* q = reinterpret_cast<const int8_t*>(block + 2);
+    *lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + o)));
+    *hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(di8, q + 16 + o)));
+  }
+}
+
+// y[r][w] (+)= x[r] . W[w] for r < RX, w < RW; xsum[r][b]: x row r summed over block b (Q4_1).
+// Per block, sum_c q_c x_c in fp32 (blk), then acc += d * blk; Q4_1's m * xsum per block apart.
+template <WeightType kType, int RX, int RW>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT xsum, int64_t k,
+                     const unsigned char* HWY_RESTRICT w, int64_t row_bytes, float* HWY_RESTRICT y,
+                     int64_t ldy, bool accumulate) {
+  const DF df;
+  const int n_lanes = static_cast<int>(hn::Lanes(df));
+  const int64_t blocks = k / kQuantBlockValues;
+  const int64_t bb = QuantBlockBytes(kType);
+  V acc[RX][RW];
+  float offs[RX][RW] = {};
+  for (int r = 0; r < RX; ++r) {
+    for (int c = 0; c < RW; ++c) acc[r][c] = hn::Zero(df);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const unsigned char* blk[RW];
+    for (int c = 0; c < RW; ++c) blk[c] = w + c * row_bytes + b * bb;
+    V sum[RX][RW];
+    for (int r = 0; r < RX; ++r) {
+      for (int c = 0; c < RW; ++c) sum[r][c] = hn::Zero(df);
+    }
+    for (int o = 0; o < kQuantBlockValues / 2; o += n_lanes) {
+      V lo[RW], hi[RW];
+      for (int c = 0; c < RW; ++c) BlockQ<kType>(blk[c], o, &lo[c], &hi[c]);
+      for (int r = 0; r < RX; ++r) {
+        const float* xb = x + r * k + b * kQuantBlockValues;
+        const V xlo = hn::LoadU(df, xb + o);
+        const V xhi = hn::LoadU(df, xb + 16 + o);
+        for (int c = 0; c < RW; ++c) {
+          sum[r][c] = hn::MulAdd(lo[c], xlo, sum[r][c]);
+          sum[r][c] = hn::MulAdd(hi[c], xhi, sum[r][c]);
+        }
+      }
+    }
+    for (int c = 0; c < RW; ++c) {
+      const V d = hn::Set(df, QuantBlockScale(blk[c]));
+      for (int r = 0; r < RX; ++r) acc[r][c] = hn::MulAdd(sum[r][c], d, acc[r][c]);
+    }
+    if constexpr (kType == WeightType::kQ4_1) {
+      for (int c = 0; c < RW; ++c) {
+        const float m = QuantBlockMin(kType, blk[c]);
+        for (int r = 0; r < RX; ++r) offs[r][c] += m * xsum[r * blocks + b];
+      }
+    }
+  }
+  for (int r = 0; r < RX; ++r) {
+    for (int c = 0; c < RW; ++c) {
+      const float v = hn::GetLane(hn::SumOfLanes(df, acc[r][c])) + offs[r][c];
+      float* out = y + r * ldy + c;
+      *out = accumulate ? *out + v : v;
+    }
+  }
+}
+
+template <WeightType kType, int RX>
+HWY_NOINLINE void RowsTimesColumns(const QuantLinearArgs& a, const float* xsum, int64_t row,
+                                   int64_t j_begin, int64_t j_end) {
+  const int64_t rb = WeightRowBytes(kType, a.k);
+  const auto* w = static_cast<const unsigned char*>(a.w);
+  const float* x = a.x + row * a.k;
+  const float* xs = xsum + row * (a.k / kQuantBlockValues);
+  float* y = a.y + row * a.n;
+  int64_t j = j_begin;
+  for (; j + 4 <= j_end; j += 4) {
+    Tile<kType, RX, 4>(x, xs, a.k, w + j * rb, rb, y + j, a.n, a.accumulate);
+  }
+  for (; j < j_end; ++j) Tile<kType, RX, 1>(x, xs, a.k, w + j * rb, rb, y + j, a.n, a.accumulate);
+}
+
+template <WeightType kType>
+void ColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
+  const int64_t blocks = a.k / kQuantBlockValues;
+  std::vector<float> xsum;
+  if constexpr (kType == WeightType::kQ4_1) {
+    xsum.resize(static_cast<size_t>(a.m * blocks));
+    for (int64_t i = 0; i < a.m * blocks; ++i) {  // plain sums in k order
+      float s = 0.0f;
+      for (int64_t t = 0; t < kQuantBlockValues; ++t) s += a.x[i * kQuantBlockValues + t];
+      xsum[static_cast<size_t>(i)] = s;
+    }
+  }
+  // W rows in chunks that stay in cache while every row pair of x passes over them.
+  constexpr int64_t kChunk = 64;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kChunk) {
+    const int64_t j1 = std::min(j_end, j0 + kChunk);
+    int64_t row = 0;
+    for (; row + 2 <= a.m; row += 2) RowsTimesColumns<kType, 2>(a, xsum.data(), row, j0, j1);
+    if (row < a.m) RowsTimesColumns<kType, 1>(a, xsum.data(), row, j0, j1);
+  }
+}
+
+void QuantLinearColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
+  if (a.w_type == WeightType::kQ4_1) {
+    ColumnsImpl<WeightType::kQ4_1>(a, j_begin, j_end);
+  } else {
+    ColumnsImpl<WeightType::kQ8_0>(a, j_begin, j_end);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagedkv::cpu::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pagedkv::cpu::simd {
+
+HWY_EXPORT(QuantLinearColumnsImpl);
+
+void QuantLinearColumns(const QuantLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  HWY_DYNAMIC_DISPATCH(QuantLinearColumnsImpl)(args, n_begin, n_end);
+}
+
+}  // namespace pagedkv::cpu::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,81 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The automatic KV pool (engine/runtime/kv_pool_size.h): explicit blocks win, then a memory
+// budget, then room for the run's tokens (else 32 full contexts), capped at half of the
+// available memory; each result says why; a budget below one block is refused.
+#include "engine/runtime/kv_pool_size.h"
+
+#include <cstdint>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/model_config.h"
+
+namespace pagedkv::engine_internal {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig SmolLm2Shape() {
+  ModelConfig c;
+  c.dim = 576;
+  c.hidden_dim = 1536;
+  c.n_layers = 30;
+  c.n_heads = 9;
+  c.n_kv_heads = 3;
+  c.vocab_size = 49152;
+  c.seq_len = 8192;
+  return c;
+}
+
+TEST(KvPoolSizeTest, BlockBytesCountKAndVOfEveryLayer) {
+  EngineOptions o;  // 16-token blocks, fp32
+  EXPECT_EQ(KvBlockBytes(o, SmolLm2Shape()), 2 * 30 * 16 * 3 * 64 * 4);
+}
+
+TEST(KvPoolSizeTest, EachRuleSaysWhy) {
+  const ModelConfig c = SmolLm2Shape();
+  EngineOptions o;
+  const int64_t block = KvBlockBytes(o, c);
+  o.num_kv_blocks = 7;
+  o.kv_cache_memory = 100 * block;
+  absl::StatusOr<KvPoolSize> s = ChooseKvPoolSize(o, c, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_blocks, 7);
+  EXPECT_EQ(s->bytes, 7 * block);
+  EXPECT_THAT(s->reason, HasSubstr("num_kv_blocks"));
+  o.num_kv_blocks = 0;
+  s = ChooseKvPoolSize(o, c, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_blocks, 100);
+  EXPECT_THAT(s->reason, HasSubstr("kv_cache_memory"));
+  o.kv_cache_memory = 0;
+  o.kv_token_budget = 42;  // 3 blocks, plus one of slack
+  s = ChooseKvPoolSize(o, c, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_blocks, 4);
+  EXPECT_THAT(s->reason, HasSubstr("42 tokens"));
+  o.kv_token_budget = 0;
+  s = ChooseKvPoolSize(o, c, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t available = AvailableMemoryBytes();
+  if (available > 0 && available / 2 / block < 32 * 513) {
+    EXPECT_EQ(s->num_blocks, available / 2 / block);
+    EXPECT_THAT(s->reason, HasSubstr("capped at half"));
+  } else {
+    EXPECT_EQ(s->num_blocks, 32 * 513);  // 8,193 positions in 16-token blocks, 32 times
+    EXPECT_THAT(s->reason, HasSubstr("32 sequences"));
+  }
+}
+
+TEST(KvPoolSizeTest, RefusesABudgetBelowOneBlock) {
+  EngineOptions o;
+  o.kv_cache_memory = 1000;
+  absl::StatusOr<KvPoolSize> s = ChooseKvPoolSize(o, SmolLm2Shape(), 8192);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("less than one KV block"));
+}
+
+}  // namespace
+}  // namespace pagedkv::engine_internal
