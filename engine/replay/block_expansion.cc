@@ -32,19 +32,24 @@ BlockHash ChunkSpanKey(const ChunkSpan& chunk) {
 }
 
 int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
-                          int32_t trace_block_size, std::vector<BlockHash>* keys) {
+                          int32_t trace_block_size, std::vector<BlockHash>* keys,
+                          bool cache_partial_tail) {
   thread_local std::vector<uint64_t> buf;
   BlockHash parent{};
   if (trace_block_size > 0 && block_size == trace_block_size) {
-    // One block per hash id, chained so that equal keys always mean equal prefixes.
+    // One block per hash id, chained so that equal keys always mean equal prefixes; a partial
+    // last hash id only in the old model.
+    int32_t last = 0;
     for (const Segment& s : request.segments) {
+      if (s.length < block_size && !cache_partial_tail) break;
       const uint64_t words[4] = {parent.low, parent.high, s.content_id,
                                  static_cast<uint64_t>(s.length)};
       const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
       parent = BlockHash{h.low64, h.high64};
       keys->push_back(parent);
+      last = s.length;
     }
-    return request.segments.empty() ? 0 : request.segments.back().length;
+    return last;
   }
   // Walk the segments with a cursor, emitting one key per full block.
   size_t seg = 0;
@@ -77,19 +82,23 @@ int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
 namespace {
 
 // The chained keys of every request, with the per-request bookkeeping.
-void ExpandKeys(const Workload& workload, int32_t block_size, ExpandedWorkload& e) {
+void ExpandKeys(const Workload& workload, int32_t block_size, bool cache_partial_tail,
+                ExpandedWorkload& e) {
   const size_t n = workload.requests.size();
   e.request_begin.reserve(n + 1);
   e.last_block_tokens.reserve(n);
   e.input_tokens.reserve(n);
   e.request_begin.push_back(0);
   for (const ReplayRequest& r : workload.requests) {
-    const int32_t last = ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys);
+    const int32_t last = ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys,
+                                           cache_partial_tail);
     e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
     e.last_block_tokens.push_back(last);
     e.input_tokens.push_back(r.input_length);
     e.total_tokens += r.input_length;
-    if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % block_size;
+    if (!(e.one_block_per_hash_id && cache_partial_tail)) {
+      e.partial_tokens += r.input_length % block_size;
+    }
   }
 }
 
@@ -208,7 +217,8 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
   e.block_size = options.block_size;
   e.one_block_per_hash_id =
       workload.trace_block_size > 0 && workload.trace_block_size == options.block_size;
-  ExpandKeys(workload, options.block_size, e);
+  e.engine_rules = !options.cache_partial_tail;
+  ExpandKeys(workload, options.block_size, options.cache_partial_tail, e);
   ExpandPriorities(workload, e);
   ExpandChunks(workload, e);
   if (e.has_chunks() && options.compute_next_use) ComputeChunkNextUses(e);

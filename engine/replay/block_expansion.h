@@ -4,14 +4,17 @@
 // gives each block a 128-bit key that depends on the block's tokens and on everything before it,
 // so equal prefixes give equal keys and a shared block after different prefixes does not.
 //
-//  - Mooncake trace at its own block size (block_size == trace_block_size): each hash id is one
-//    block, a request's last partial block included (the trace hashed it); its key chains
-//    XXH3-128 over the parent key, the hash id and the block's token count (a Mooncake hash id
-//    already names its prefix; chaining keeps that true for any trace).
+//  - Mooncake trace at its own block size (block_size == trace_block_size): each hash id of a
+//    full block is one block; its key chains XXH3-128 over the parent key, the hash id and the
+//    block's token count (a Mooncake hash id already names its prefix; chaining keeps that true
+//    for any trace). A request's partial last block is not a block (a serving engine never
+//    caches one) unless ExpansionOptions::cache_partial_tail, the model before issue 29, which
+//    keeps it as one block (the trace hashed it).
 //  - Otherwise: block i covers tokens [i*B, (i+1)*B); its key chains XXH3-128 over the parent
 //    key and the (content id, begin, end) pieces of segments it covers, i.e. exactly the
-//    deterministic tokens the segments expand into (SegmentToken). Only full blocks count; the
-//    last tokens that do not fill a block are "not a full block".
+//    deterministic tokens the segments expand into (SegmentToken). Only full blocks count.
+// In both, the tokens that do not fill a block are "not a full block" (partial_tokens), except
+// for the partial tail that cache_partial_tail keeps.
 //
 // ExpandWorkload does this once for a whole workload (and precomputes what cache replay needs
 // from the future: whether a block was seen before, and when it is next used).
@@ -41,6 +44,11 @@ namespace pagedkv::replay {
 struct PAGEDKV_EXPORT ExpansionOptions {
   int32_t block_size = 16;       // cache block size in tokens (> 0)
   bool compute_next_use = true;  // fill next_use and chunks' next_use (needed by belady)
+  // The block model before issue 29 (--cache-partial-tail): at the trace's own block size a
+  // request's partial last hash id is a full cacheable block, no hit is capped, and no pool block
+  // is held for a partial tail. Off (default): the serving engine's (vLLM's) rules, see
+  // ExpandedWorkload::engine_rules.
+  bool cache_partial_tail = false;
 };
 
 // "Never used again" in ExpandedWorkload::next_use.
@@ -51,6 +59,10 @@ inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
 struct PAGEDKV_EXPORT ExpandedWorkload {
   int32_t block_size = 0;
   bool one_block_per_hash_id = false;      // trace replayed at its own block size
+  // The serving engine's rules (!ExpansionOptions::cache_partial_tail): cache replay caps a
+  // request's hit at input_length - 1 tokens and holds one uncached pool block for its partial
+  // tail while the request runs (see cache_replay.h).
+  bool engine_rules = true;
   std::vector<BlockHash> keys;             // [num_blocks] block keys
   std::vector<int64_t> request_begin;      // [num_requests + 1]
   std::vector<int32_t> last_block_tokens;  // [num_requests] tokens in the request's last block
@@ -91,9 +103,11 @@ struct PAGEDKV_EXPORT ExpandedWorkload {
 PAGEDKV_EXPORT BlockHash ChunkSpanKey(const ChunkSpan& chunk);
 
 // The keys of one request's blocks (see above), appended to `keys`; returns the tokens in the
-// last block (0 when there is none). REQUIRES: ValidateWorkload-valid request, block_size > 0.
+// last block (0 when there is none). `cache_partial_tail` as in ExpansionOptions.
+// REQUIRES: ValidateWorkload-valid request, block_size > 0.
 PAGEDKV_EXPORT int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
-                                         int32_t trace_block_size, std::vector<BlockHash>* keys);
+                                         int32_t trace_block_size, std::vector<BlockHash>* keys,
+                                         bool cache_partial_tail = false);
 
 // Expands the whole workload. InvalidArgument for block_size <= 0, an invalid workload, or more
 // than 2^31 - 1 requests.

@@ -12,6 +12,15 @@
 // (cached, but an earlier block of the prompt missed). When a request has more blocks than the
 // pool, the blocks past the pool's size are not cached (over_capacity_blocks).
 //
+// Engine rules (ExpandedWorkload::engine_rules, the default; vLLM v1's): only full blocks are
+// blocks (the expansion drops a partial tail); a hit covers at most input_length - 1 tokens, so
+// the cached last block of a prompt of whole blocks is pinned but not a hit (hit_capped_blocks);
+// and a request with a partial tail holds one more pool block while it runs, allocated after its
+// walk (evicting when nothing is free), never cached, and free again first when it is released.
+// The pool's capacity is usable blocks: vLLM's reserved null block is not counted, so vLLM with
+// num_gpu_blocks = capacity + 1 is the same cache. With --cache-partial-tail
+// (engine_rules false) none of this applies: the model before issue 29.
+//
 // Shifted hits: when the workload marks chunks (ChunkSpan, e.g. the rag workload's documents),
 // then after a request's prefix walk and while its blocks are still pinned, each marked chunk
 // goes through a ChunkReuseTracker on the same pool (engine/shift): a chunk entirely inside the
@@ -96,6 +105,7 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   int64_t miss_never_seen = 0;        // missed blocks no earlier request had
   int64_t miss_evicted = 0;           // missed blocks an earlier request had, since evicted
   int64_t miss_after_miss = 0;        // blocks still cached, but after the prompt's first miss
+  int64_t hit_capped_blocks = 0;      // engine rules: cached last blocks a hit may not cover
   int64_t over_capacity_blocks = 0;   // blocks not cached because the request outgrew the pool
   int64_t not_full_block_tokens = 0;  // prompt tokens in no full block (never cacheable)
   // Shifted hits (all zero unless shifted_counted).
