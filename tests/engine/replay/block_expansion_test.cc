@@ -39,17 +39,34 @@ TEST(BlockExpansionTest, EqualTracePrefixesStayEqualAtEveryBlockSize) {
   }
 }
 
-TEST(BlockExpansionTest, TraceBlockSizeGivesOneBlockPerHashIdIncludingTheLast) {
+TEST(BlockExpansionTest, TraceBlockSizeGivesOneBlockPerFullHashIdByDefault) {
   Workload w;
   w.trace_block_size = 512;
   w.requests.push_back(TraceRequest({5, 6, 7}, 1100, 512));
   auto e = ExpandWorkload(w, {.block_size = 512});
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(e->one_block_per_hash_id);
+  EXPECT_TRUE(e->engine_rules);
+  ASSERT_EQ(e->num_blocks(), 2);
+  EXPECT_EQ(e->last_block_tokens[0], 512);
+  EXPECT_EQ(e->partial_tokens, 76);
+  auto old = ExpandWorkload(w, {.block_size = 512, .cache_partial_tail = true});
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->engine_rules);
+  EXPECT_EQ(old->keys[1], e->keys[1]);
+}
+
+TEST(BlockExpansionTest, CachePartialTailGivesOneBlockPerHashIdIncludingTheLast) {
+  Workload w;
+  w.trace_block_size = 512;
+  w.requests.push_back(TraceRequest({5, 6, 7}, 1100, 512));
+  auto e = ExpandWorkload(w, {.block_size = 512, .cache_partial_tail = true});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->one_block_per_hash_id);
   ASSERT_EQ(e->num_blocks(), 3);
   Workload other = w;
   other.requests[0] = TraceRequest({5, 6, 8}, 1100, 512);
-  auto f = ExpandWorkload(other, {.block_size = 512});
+  auto f = ExpandWorkload(other, {.block_size = 512, .cache_partial_tail = true});
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(e->keys[1], f->keys[1]);
   EXPECT_NE(e->keys[2], f->keys[2]);
