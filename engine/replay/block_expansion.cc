@@ -90,8 +90,8 @@ void ExpandKeys(const Workload& workload, int32_t block_size, bool cache_partial
   e.input_tokens.reserve(n);
   e.request_begin.push_back(0);
   for (const ReplayRequest& r : workload.requests) {
-    const int32_t last = ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys,
-                                           cache_partial_tail);
+    const int32_t last =
+        ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys, cache_partial_tail);
     e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
     e.last_block_tokens.push_back(last);
     e.input_tokens.push_back(r.input_length);

@@ -58,7 +58,7 @@ inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
 // [request_begin[r], request_begin[r + 1]).
 struct PAGEDKV_EXPORT ExpandedWorkload {
   int32_t block_size = 0;
-  bool one_block_per_hash_id = false;      // trace replayed at its own block size
+  bool one_block_per_hash_id = false;  // trace replayed at its own block size
   // The serving engine's rules (!ExpansionOptions::cache_partial_tail): cache replay caps a
   // request's hit at input_length - 1 tokens and holds one uncached pool block for its partial
   // tail while the request runs (see cache_replay.h).

@@ -222,11 +222,10 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
                                          .held_bytes = expansion.bytes},
                                         flag));
   const auto expand_start = std::chrono::steady_clock::now();
-  PAGEDKV_ASSIGN_OR_RETURN(
-      ExpandedWorkload expanded,
-      ExpandWorkload(workload, {.block_size = c.block_size,
-                                .compute_next_use = plan.need_future,
-                                .cache_partial_tail = c.cache_partial_tail}));
+  PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload expanded,
+                           ExpandWorkload(workload, {.block_size = c.block_size,
+                                                     .compute_next_use = plan.need_future,
+                                                     .cache_partial_tail = c.cache_partial_tail}));
   const double expand_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - expand_start).count();
   if (plan.capacities.empty()) plan.capacities = DefaultSweep(expanded);

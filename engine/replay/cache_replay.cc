@@ -183,8 +183,8 @@ class CacheReplayer {
     const int64_t end = w_.request_begin[r + 1];
     // Engine rules: a hit leaves the last prompt token to compute, so a prompt of whole blocks
     // cannot hit its last one.
-    const bool last_capped = w_.engine_rules && end > begin &&
-                             w_.input_tokens[r] == (end - begin) * w_.block_size;
+    const bool last_capped =
+        w_.engine_rules && end > begin && w_.input_tokens[r] == (end - begin) * w_.block_size;
     for (int64_t i = begin; i < end; ++i) {
       const int64_t tokens = i + 1 == end ? w_.last_block_tokens[r] : w_.block_size;
       if (last_capped && i + 1 == end && walk.prefix) {

@@ -164,11 +164,11 @@ absl::StatusOr<nlohmann::json> Sweep(const ReplayConfig& c, const std::vector<in
   PAGEDKV_ASSIGN_OR_RETURN(replay::Workload workload, LoadWorkload(c));
   const bool need_future = std::find(policies.begin(), policies.end(), "belady") != policies.end();
   const auto start = std::chrono::steady_clock::now();
-  PAGEDKV_ASSIGN_OR_RETURN(replay::ExpandedWorkload expanded,
-                           replay::ExpandWorkload(workload,
-                                                  {.block_size = c.block_size,
-                                                   .compute_next_use = need_future,
-                                                   .cache_partial_tail = c.cache_partial_tail}));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      replay::ExpandedWorkload expanded,
+      replay::ExpandWorkload(workload, {.block_size = c.block_size,
+                                        .compute_next_use = need_future,
+                                        .cache_partial_tail = c.cache_partial_tail}));
   const double expansion_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<replay::CacheReplayResult> results;

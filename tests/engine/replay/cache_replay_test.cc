@@ -197,9 +197,8 @@ TEST(CacheReplayTest, UnboundedCapacityReachesTheInfiniteCacheRate) {
   for (const std::string& policy : CacheReplayPolicyNames()) {
     // Prefix blocks only: chunk copies (shifted hits) would compete for the same capacity. One
     // block more for a request's uncached partial tail (engine rules).
-    auto r = RunCacheReplay(*e, {.capacity_blocks = e->distinct_blocks + 1,
-                                 .policy = policy,
-                                 .count_shifted = false});
+    auto r = RunCacheReplay(
+        *e, {.capacity_blocks = e->distinct_blocks + 1, .policy = policy, .count_shifted = false});
     ASSERT_TRUE(r.ok()) << policy << ": " << r.status();
     EXPECT_EQ(r->hit_blocks, r->infinite_hit_blocks) << policy;
     EXPECT_EQ(r->hit_tokens, r->infinite_hit_tokens) << policy;
