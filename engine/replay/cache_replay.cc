@@ -6,6 +6,7 @@
 #include <ctime>
 #include <memory>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -208,12 +209,22 @@ class CacheReplayer {
     return pool_.Unpin(table_);
   }
 
+  // Streaming: waits until request r is expanded, then lets the prefetch read up to the end of
+  // the expanded requests.
+  void WaitFor(const std::atomic<int64_t>& ready, size_t r) {
+    int64_t n = ready.load(std::memory_order_acquire);
+    while (n <= static_cast<int64_t>(r)) {
+      std::this_thread::yield();
+      n = ready.load(std::memory_order_acquire);
+    }
+    ready_end_ = w_.request_begin[static_cast<size_t>(n)];
+  }
+
  private:
   absl::Status VisitBlock(int64_t i, int64_t tokens, RequestWalk& walk) {
     const BlockHash& key = w_.keys[i];
     // Keys are known ahead: start loading the index slots of a later block.
-    if (i + kPrefetchDistance < w_.num_blocks())
-      pool_.PrefetchIndex(w_.keys[i + kPrefetchDistance]);
+    if (i + kPrefetchDistance < ready_end_) pool_.PrefetchIndex(w_.keys[i + kPrefetchDistance]);
     walk.infinite_prefix = walk.infinite_prefix && w_.seen_before[i];
     walk.infinite_hits += walk.infinite_prefix;
     // A block no earlier request had cannot be cached: skip the lookup.
@@ -346,6 +357,7 @@ class CacheReplayer {
   absl::Status deferred_;                // the first error of a store made from a pool event
   std::vector<BlockId> table_;           // the current request's blocks
   std::vector<BlockHash> written_back_;  // evicted by the pool, to store in the host tier
+  int64_t ready_end_ = w_.num_blocks();  // blocks whose keys may be read (streaming: fewer)
 };
 
 }  // namespace
@@ -432,6 +444,7 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {
+    if (options.requests_ready != nullptr) replayer.WaitFor(*options.requests_ready, r);
     PAGEDKV_RETURN_IF_ERROR(replayer.ReplayRequest(r));
     if (options.progress && (r & 1023) == 1023) options.progress(w.request_begin[r + 1]);
   }

@@ -55,6 +55,7 @@
 #ifndef PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
 #define PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -82,6 +83,9 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   double max_pinned_fraction = 0.5;
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
+  // Streaming (StreamedExpansion::requests_ready): request r is replayed only once this is > r
+  // (the replay waits, yielding); null: the workload is complete.
+  const std::atomic<int64_t>* requests_ready = nullptr;
 };
 
 struct PAGEDKV_EXPORT CacheReplayResult {
