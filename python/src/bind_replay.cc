@@ -185,6 +185,7 @@ absl::StatusOr<nlohmann::json> Sweep(const ReplayConfig& c, const std::vector<in
   nlohmann::json j = {{"workload", workload.name},
                       {"block_size", c.block_size},
                       {"trace_block_size", workload.trace_block_size},
+                      {"block_rules", c.cache_partial_tail ? "cache-partial-tail" : "engine"},
                       {"skipped_lines", workload.skipped_lines},
                       {"mode", "cache"},
                       {"distinct_blocks", expanded.distinct_blocks},

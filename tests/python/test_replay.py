@@ -77,7 +77,7 @@ def test_trace_file_matches_cli(cli, tmp_path):
     assert timeless(pagedkv.replay.run_cache(w, capacity_blocks=64, block_size=8)) == {
         k: v for k, v in timeless(py).items()
         if k not in ("workload", "mode", "block_size", "trace_block_size", "skipped_lines",
-                     "distinct_blocks")}
+                     "distinct_blocks", "block_rules")}
 
 
 def test_errors():

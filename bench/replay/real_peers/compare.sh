@@ -4,6 +4,7 @@
 # serves), LRU, one request at a time in file order.
 # Usage: bench/replay/real_peers/compare.sh [build_dir] [trace] [block_size] [capacities...]
 #   default: build ../shared/data/traces/conversation_trace.jsonl.gz 512 4096 16384
+# TRACE_BLOCK_SIZE (default 512): tokens per hash id of the trace.
 # Needs the venv of install_peers.sh (PEERS_VENV, default /tmp/pagedkv-peers). vLLM's manager
 # runs at about 3-20 k blocks/s here, so the default run takes 3-4 minutes.
 set -euo pipefail
@@ -14,17 +15,18 @@ bs="${3:-512}"
 shift $(($# < 3 ? $# : 3))
 caps=("$@")
 [ ${#caps[@]} -eq 0 ] && caps=(4096 16384)
+tbs="${TRACE_BLOCK_SIZE:-512}"
 py="${PEERS_VENV:-/tmp/pagedkv-peers}/bin/python"
 out="$(mktemp -d)"
 for c in "${caps[@]}"; do
-  "$build/pagedkv" replay --trace "$trace" --block-size "$bs" --capacity-blocks "$c" \
-    --policies lru --json >"$out/pagedkv_default_$c.json"
-  "$build/pagedkv" replay --trace "$trace" --block-size "$bs" --capacity-blocks "$c" \
-    --policies lru --json --cache-partial-tail >"$out/pagedkv_partial_$c.json"
+  "$build/pagedkv" replay --trace "$trace" --block-size "$bs" --trace-block-size "$tbs" \
+    --capacity-blocks "$c" --policies lru --json >"$out/pagedkv_default_$c.json"
+  "$build/pagedkv" replay --trace "$trace" --block-size "$bs" --trace-block-size "$tbs" \
+    --capacity-blocks "$c" --policies lru --json --cache-partial-tail >"$out/pagedkv_partial_$c.json"
 done
-"$py" bench/replay/real_peers/vllm_replay.py --trace "$trace" --block-size "$bs" \
+"$py" bench/replay/real_peers/vllm_replay.py --trace "$trace" --block-size "$bs" --trace-block-size "$tbs" \
   --capacity "${caps[@]}" --json 2>/dev/null >"$out/vllm.jsonl"
-"$py" bench/replay/real_peers/sglang_replay.py --trace "$trace" --page-size "$bs" \
+"$py" bench/replay/real_peers/sglang_replay.py --trace "$trace" --page-size "$bs" --trace-block-size "$tbs" \
   --capacity "${caps[@]}" --json 2>/dev/null >"$out/sglang.jsonl" || echo "sglang run failed" >&2
 python3 - "$out" "${caps[@]}" <<'PY'
 import json, os, sys
