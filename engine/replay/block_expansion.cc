@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -31,25 +32,49 @@ BlockHash ChunkSpanKey(const ChunkSpan& chunk) {
   return BlockHash{h.low64, h.high64};
 }
 
-int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
-                          int32_t trace_block_size, std::vector<BlockHash>* keys) {
-  thread_local std::vector<uint64_t> buf;
+namespace {
+
+// ExpandRequestKeys with the keys handed to `emit` (first to last).
+template <typename Emit>
+int32_t EmitRequestKeys(const ReplayRequest& request, int32_t block_size, int32_t trace_block_size,
+                        bool cache_partial_tail, Emit&& emit) {
   BlockHash parent{};
   if (trace_block_size > 0 && block_size == trace_block_size) {
-    // One block per hash id, chained so that equal keys always mean equal prefixes.
+    // One block per hash id, chained so that equal keys always mean equal prefixes; a partial
+    // last hash id only in the old model.
+    int32_t last = 0;
     for (const Segment& s : request.segments) {
+      if (s.length < block_size && !cache_partial_tail) break;
       const uint64_t words[4] = {parent.low, parent.high, s.content_id,
                                  static_cast<uint64_t>(s.length)};
       const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
       parent = BlockHash{h.low64, h.high64};
-      keys->push_back(parent);
+      emit(parent);
+      last = s.length;
     }
-    return request.segments.empty() ? 0 : request.segments.back().length;
+    return last;
+  }
+  const int64_t full_blocks = request.input_length / block_size;
+  if (trace_block_size > 0 && trace_block_size % block_size == 0) {
+    // No block spans two segments: the same 4 words as the general walk below, without it.
+    int64_t b = 0;
+    for (const Segment& s : request.segments) {
+      for (int64_t off = 0; off + block_size <= s.length && b < full_blocks; off += block_size) {
+        const uint64_t words[4] = {
+            parent.low, parent.high, s.content_id,
+            static_cast<uint64_t>(off) | (static_cast<uint64_t>(off + block_size) << 32)};
+        const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
+        parent = BlockHash{h.low64, h.high64};
+        emit(parent);
+        ++b;
+      }
+    }
+    return full_blocks > 0 ? block_size : 0;
   }
   // Walk the segments with a cursor, emitting one key per full block.
+  thread_local std::vector<uint64_t> buf;
   size_t seg = 0;
   int64_t seg_off = 0;  // tokens of segments[seg] already consumed
-  const int64_t full_blocks = request.input_length / block_size;
   for (int64_t b = 0; b < full_blocks; ++b) {
     buf.clear();
     PutU64(buf, parent.low);
@@ -69,27 +94,40 @@ int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
     }
     const XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size() * sizeof(uint64_t));
     parent = BlockHash{h.low64, h.high64};
-    keys->push_back(parent);
+    emit(parent);
   }
   return full_blocks > 0 ? block_size : 0;
+}
+
+}  // namespace
+
+int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
+                          int32_t trace_block_size, std::vector<BlockHash>* keys,
+                          bool cache_partial_tail) {
+  return EmitRequestKeys(request, block_size, trace_block_size, cache_partial_tail,
+                         [keys](const BlockHash& k) { keys->push_back(k); });
 }
 
 namespace {
 
 // The chained keys of every request, with the per-request bookkeeping.
-void ExpandKeys(const Workload& workload, int32_t block_size, ExpandedWorkload& e) {
+void ExpandKeys(const Workload& workload, int32_t block_size, bool cache_partial_tail,
+                ExpandedWorkload& e) {
   const size_t n = workload.requests.size();
   e.request_begin.reserve(n + 1);
   e.last_block_tokens.reserve(n);
   e.input_tokens.reserve(n);
   e.request_begin.push_back(0);
   for (const ReplayRequest& r : workload.requests) {
-    const int32_t last = ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys);
+    const int32_t last =
+        ExpandRequestKeys(r, block_size, workload.trace_block_size, &e.keys, cache_partial_tail);
     e.request_begin.push_back(static_cast<int64_t>(e.keys.size()));
     e.last_block_tokens.push_back(last);
     e.input_tokens.push_back(r.input_length);
     e.total_tokens += r.input_length;
-    if (!e.one_block_per_hash_id) e.partial_tokens += r.input_length % block_size;
+    if (!(e.one_block_per_hash_id && cache_partial_tail)) {
+      e.partial_tokens += r.input_length % block_size;
+    }
   }
 }
 
@@ -192,10 +230,64 @@ void ComputeBlockNextUses(const std::vector<int32_t>& dense, ExpandedWorkload& e
   }
 }
 
-}  // namespace
+// Whether the hash-id-prefix pass (HashIdPrefixCoverage) applies: a trace whose hash ids split
+// into whole blocks, every block full (no partial hash id kept as a block), and no next uses.
+bool CanMarkByHashIdPrefix(const Workload& workload, const ExpansionOptions& options) {
+  return !options.compute_next_use && options.block_size > 0 && workload.trace_block_size > 0 &&
+         workload.trace_block_size % options.block_size == 0 &&
+         !(workload.trace_block_size == options.block_size && options.cache_partial_tail);
+}
 
-absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
-                                                const ExpansionOptions& options) {
+// seen_before and distinct_blocks without numbering every block key. When block_size divides
+// trace_block_size, a block lies inside one hash id, and two blocks have equal keys exactly when
+// their requests share the hash-id prefix up to that hash id and the block sits at the same
+// offset in it (ExpandRequestKeys). So a block was seen before exactly when an earlier request
+// had its hash-id prefix and covered the block's tokens of that hash id: one table entry per
+// distinct hash-id prefix (1/32 of the blocks at 16 tokens) holds the tokens covered so far.
+// Requests go through Mark in order. REQUIRES: CanMarkByHashIdPrefix.
+class HashIdPrefixCoverage {
+ public:
+  HashIdPrefixCoverage(const Workload& workload, int32_t block_size) : bs_(block_size) {
+    size_t num_segments = 0;
+    for (const ReplayRequest& r : workload.requests) num_segments += r.segments.size();
+    covered_.reserve(num_segments);
+  }
+
+  // Writes the seen_before flags of `request`'s blocks to seen[0..blocks).
+  void Mark(const ReplayRequest& request, uint8_t* seen) {
+    BlockHash prefix{};
+    for (const Segment& seg : request.segments) {
+      const uint64_t words[3] = {prefix.low, prefix.high, seg.content_id};
+      const XXH128_hash_t h = XXH3_128bits(words, sizeof(words));
+      prefix = BlockHash{h.low64, h.high64};
+      const int32_t full = seg.length / bs_ * bs_;  // tokens in full blocks
+      int32_t& c = covered_.try_emplace(prefix, 0).first->second;
+      for (int32_t end = bs_; end <= full; end += bs_) *seen++ = end <= c;
+      if (full > c) {
+        distinct_ += (full - c) / bs_;
+        c = full;
+      }
+    }
+  }
+
+  int64_t distinct() const { return distinct_; }
+
+ private:
+  const int32_t bs_;
+  absl::flat_hash_map<BlockHash, int32_t, BlockHashMix> covered_;  // prefix -> tokens covered
+  int64_t distinct_ = 0;
+};
+
+void MarkSeenBeforeByHashIdPrefix(const Workload& workload, ExpandedWorkload& e) {
+  HashIdPrefixCoverage coverage(workload, e.block_size);
+  e.seen_before.assign(e.keys.size(), 0);
+  for (size_t r = 0; r < workload.requests.size(); ++r) {
+    coverage.Mark(workload.requests[r], e.seen_before.data() + e.request_begin[r]);
+  }
+  e.distinct_blocks = coverage.distinct();
+}
+
+absl::Status CheckExpansionOptions(const Workload& workload, const ExpansionOptions& options) {
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--block-size must be > 0 (got %d)", options.block_size));
@@ -203,25 +295,111 @@ absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
   if (workload.requests.size() >= static_cast<size_t>(kNeverUsed)) {
     return absl::InvalidArgumentError("too many requests (at most 2^31 - 2)");
   }
-  PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
+  return ValidateWorkload(workload);
+}
+
+absl::Status CheckBlockCount(size_t blocks) {
+  if (blocks < static_cast<size_t>(kNeverUsed)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "the workload expands to %d blocks; at most 2^31 - 2 are supported (use a larger "
+      "--block-size)",
+      blocks));
+}
+
+}  // namespace
+
+absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
+                                                const ExpansionOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(CheckExpansionOptions(workload, options));
   ExpandedWorkload e;
   e.block_size = options.block_size;
   e.one_block_per_hash_id =
       workload.trace_block_size > 0 && workload.trace_block_size == options.block_size;
-  ExpandKeys(workload, options.block_size, e);
+  e.engine_rules = !options.cache_partial_tail;
+  ExpandKeys(workload, options.block_size, options.cache_partial_tail, e);
   ExpandPriorities(workload, e);
   ExpandChunks(workload, e);
   if (e.has_chunks() && options.compute_next_use) ComputeChunkNextUses(e);
-  if (e.keys.size() >= static_cast<size_t>(kNeverUsed)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the workload expands to %d blocks; at most 2^31 - 2 are supported (use a larger "
-        "--block-size)",
-        e.keys.size()));
+  PAGEDKV_RETURN_IF_ERROR(CheckBlockCount(e.keys.size()));
+  if (CanMarkByHashIdPrefix(workload, options)) {
+    MarkSeenBeforeByHashIdPrefix(workload, e);
+    return e;
   }
   const std::vector<int32_t> dense = NumberDistinctKeys(e);
   MarkSeenBefore(dense, e);
   if (options.compute_next_use) ComputeBlockNextUses(dense, e);
   return e;
+}
+
+bool StreamedExpansion::Streamable(const Workload& workload, const ExpansionOptions& options) {
+  const auto marks = [](const ReplayRequest& r) {
+    return !r.chunks.empty() || !r.priority_spans.empty();
+  };
+  return CanMarkByHashIdPrefix(workload, options) &&
+         std::none_of(workload.requests.begin(), workload.requests.end(), marks);
+}
+
+absl::StatusOr<std::unique_ptr<StreamedExpansion>> StreamedExpansion::Start(
+    const Workload& workload, const ExpansionOptions& options) {
+  PAGEDKV_RETURN_IF_ERROR(CheckExpansionOptions(workload, options));
+  if (!Streamable(workload, options)) {
+    return absl::FailedPreconditionError(
+        "this workload cannot be expanded while it is replayed (use ExpandWorkload)");
+  }
+  std::unique_ptr<StreamedExpansion> s(new StreamedExpansion(workload));
+  PAGEDKV_RETURN_IF_ERROR(s->Size(options));
+  s->thread_ = std::thread([p = s.get(), options] { p->Fill(options); });
+  return s;
+}
+
+StreamedExpansion::~StreamedExpansion() { Finish(); }
+
+void StreamedExpansion::Finish() {
+  if (thread_.joinable()) thread_.join();
+}
+
+// Everything but the keys and seen_before: only full blocks are blocks, so each request's block
+// count follows from its lengths.
+absl::Status StreamedExpansion::Size(const ExpansionOptions& options) {
+  const int32_t bs = options.block_size;
+  e_.block_size = bs;
+  e_.one_block_per_hash_id = workload_.trace_block_size == bs;
+  e_.engine_rules = !options.cache_partial_tail;
+  const size_t n = workload_.requests.size();
+  e_.request_begin.reserve(n + 1);
+  e_.last_block_tokens.reserve(n);
+  e_.input_tokens.reserve(n);
+  e_.request_begin.push_back(0);
+  int64_t blocks = 0;
+  for (const ReplayRequest& r : workload_.requests) {
+    const int64_t full = r.input_length / bs;
+    blocks += full;
+    e_.request_begin.push_back(blocks);
+    e_.last_block_tokens.push_back(full > 0 ? bs : 0);
+    e_.input_tokens.push_back(r.input_length);
+    e_.total_tokens += r.input_length;
+    e_.partial_tokens += r.input_length % bs;
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckBlockCount(static_cast<size_t>(blocks)));
+  e_.keys.resize(static_cast<size_t>(blocks));
+  e_.seen_before.resize(static_cast<size_t>(blocks));
+  return absl::OkStatus();
+}
+
+// The expansion thread: keys and seen_before request by request, published in order.
+void StreamedExpansion::Fill(const ExpansionOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  HashIdPrefixCoverage coverage(workload_, options.block_size);
+  for (size_t r = 0; r < workload_.requests.size(); ++r) {
+    const ReplayRequest& request = workload_.requests[r];
+    BlockHash* out = e_.keys.data() + e_.request_begin[r];
+    EmitRequestKeys(request, options.block_size, workload_.trace_block_size,
+                    options.cache_partial_tail, [&out](const BlockHash& k) { *out++ = k; });
+    coverage.Mark(request, e_.seen_before.data() + e_.request_begin[r]);
+    ready_.store(static_cast<int64_t>(r + 1), std::memory_order_release);
+  }
+  e_.distinct_blocks = coverage.distinct();
+  fill_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace pagedkv::replay

@@ -4,14 +4,17 @@
 // gives each block a 128-bit key that depends on the block's tokens and on everything before it,
 // so equal prefixes give equal keys and a shared block after different prefixes does not.
 //
-//  - Mooncake trace at its own block size (block_size == trace_block_size): each hash id is one
-//    block, a request's last partial block included (the trace hashed it); its key chains
-//    XXH3-128 over the parent key, the hash id and the block's token count (a Mooncake hash id
-//    already names its prefix; chaining keeps that true for any trace).
+//  - Mooncake trace at its own block size (block_size == trace_block_size): each hash id of a
+//    full block is one block; its key chains XXH3-128 over the parent key, the hash id and the
+//    block's token count (a Mooncake hash id already names its prefix; chaining keeps that true
+//    for any trace). A request's partial last block is not a block (a serving engine never
+//    caches one) unless ExpansionOptions::cache_partial_tail, the model before issue 29, which
+//    keeps it as one block (the trace hashed it).
 //  - Otherwise: block i covers tokens [i*B, (i+1)*B); its key chains XXH3-128 over the parent
 //    key and the (content id, begin, end) pieces of segments it covers, i.e. exactly the
-//    deterministic tokens the segments expand into (SegmentToken). Only full blocks count; the
-//    last tokens that do not fill a block are "not a full block".
+//    deterministic tokens the segments expand into (SegmentToken). Only full blocks count.
+// In both, the tokens that do not fill a block are "not a full block" (partial_tokens), except
+// for the partial tail that cache_partial_tail keeps.
 //
 // ExpandWorkload does this once for a whole workload (and precomputes what cache replay needs
 // from the future: whether a block was seen before, and when it is next used).
@@ -25,8 +28,11 @@
 #ifndef PAGEDKV_ENGINE_REPLAY_BLOCK_EXPANSION_H_
 #define PAGEDKV_ENGINE_REPLAY_BLOCK_EXPANSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +47,11 @@ namespace pagedkv::replay {
 struct PAGEDKV_EXPORT ExpansionOptions {
   int32_t block_size = 16;       // cache block size in tokens (> 0)
   bool compute_next_use = true;  // fill next_use and chunks' next_use (needed by belady)
+  // The block model before issue 29 (--cache-partial-tail): at the trace's own block size a
+  // request's partial last hash id is a full cacheable block, no hit is capped, and no pool block
+  // is held for a partial tail. Off (default): the serving engine's (vLLM's) rules, see
+  // ExpandedWorkload::engine_rules.
+  bool cache_partial_tail = false;
 };
 
 // "Never used again" in ExpandedWorkload::next_use.
@@ -50,7 +61,11 @@ inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
 // [request_begin[r], request_begin[r + 1]).
 struct PAGEDKV_EXPORT ExpandedWorkload {
   int32_t block_size = 0;
-  bool one_block_per_hash_id = false;      // trace replayed at its own block size
+  bool one_block_per_hash_id = false;  // trace replayed at its own block size
+  // The serving engine's rules (!ExpansionOptions::cache_partial_tail): cache replay caps a
+  // request's hit at input_length - 1 tokens and holds one uncached pool block for its partial
+  // tail while the request runs (see cache_replay.h).
+  bool engine_rules = true;
   std::vector<BlockHash> keys;             // [num_blocks] block keys
   std::vector<int64_t> request_begin;      // [num_requests + 1]
   std::vector<int32_t> last_block_tokens;  // [num_requests] tokens in the request's last block
@@ -91,14 +106,60 @@ struct PAGEDKV_EXPORT ExpandedWorkload {
 PAGEDKV_EXPORT BlockHash ChunkSpanKey(const ChunkSpan& chunk);
 
 // The keys of one request's blocks (see above), appended to `keys`; returns the tokens in the
-// last block (0 when there is none). REQUIRES: ValidateWorkload-valid request, block_size > 0.
+// last block (0 when there is none). `cache_partial_tail` as in ExpansionOptions.
+// REQUIRES: ValidateWorkload-valid request, block_size > 0.
 PAGEDKV_EXPORT int32_t ExpandRequestKeys(const ReplayRequest& request, int32_t block_size,
-                                         int32_t trace_block_size, std::vector<BlockHash>* keys);
+                                         int32_t trace_block_size, std::vector<BlockHash>* keys,
+                                         bool cache_partial_tail = false);
 
 // Expands the whole workload. InvalidArgument for block_size <= 0, an invalid workload, or more
 // than 2^31 - 1 requests.
 PAGEDKV_EXPORT absl::StatusOr<ExpandedWorkload> ExpandWorkload(const Workload& workload,
                                                                const ExpansionOptions& options);
+
+// ExpandWorkload on a thread of its own, for a cache replay that starts before the expansion
+// ends (the whole run then takes about the longer of the two, not their sum; issue 28). Only for
+// traces whose hash ids split into whole blocks, without next uses, chunks or priorities, and
+// not the old model at the trace's block size (Streamable); it gives what ExpandWorkload gives.
+//
+//   PAGEDKV_ASSIGN_OR_RETURN(auto s, StreamedExpansion::Start(workload, {.block_size = 16,
+//                                                                        .compute_next_use =
+//                                                                        false}));
+//   RunCacheReplay(s->expanded(), {.capacity_blocks = c, .requests_ready = &s->requests_ready()});
+//   s->Finish();  // now distinct_blocks is set too
+//
+// Thread safety: expanded()'s keys and seen_before of request r may be read once
+// requests_ready() > r (acquire load); everything else in it is set when Start returns.
+class PAGEDKV_EXPORT StreamedExpansion {
+ public:
+  // InvalidArgument as ExpandWorkload; FailedPrecondition when !Streamable(workload, options).
+  // REQUIRES: `workload` outlives the returned object.
+  static absl::StatusOr<std::unique_ptr<StreamedExpansion>> Start(const Workload& workload,
+                                                                  const ExpansionOptions& options);
+  static bool Streamable(const Workload& workload, const ExpansionOptions& options);
+
+  StreamedExpansion(const StreamedExpansion&) = delete;
+  StreamedExpansion& operator=(const StreamedExpansion&) = delete;
+  ~StreamedExpansion();  // waits for the thread
+
+  const ExpandedWorkload& expanded() const { return e_; }
+  const std::atomic<int64_t>& requests_ready() const { return ready_; }
+  // Waits for the thread; then all of expanded() is valid.
+  void Finish();
+  // Wall seconds the thread took to write the keys and seen_before (valid after Finish).
+  double fill_seconds() const { return fill_seconds_; }
+
+ private:
+  explicit StreamedExpansion(const Workload& workload) : workload_(workload) {}
+  absl::Status Size(const ExpansionOptions& options);
+  void Fill(const ExpansionOptions& options);
+
+  const Workload& workload_;
+  ExpandedWorkload e_;
+  std::atomic<int64_t> ready_{0};  // requests whose keys and seen_before are written
+  std::thread thread_;
+  double fill_seconds_ = 0;
+};
 
 }  // namespace pagedkv::replay
 

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <memory>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -151,6 +152,7 @@ struct RequestWalk {
   bool prefix = true;           // no miss yet
   bool infinite_prefix = true;  // no never-seen block yet
   bool pool_full = false;       // every block is pinned by this request
+  bool capped = false;          // the prefix reached the last block of a whole-block prompt
   int tier = 0;                 // the tier the prefix walk reads: 0 host, 1 remote, 2 none
   BlockHash parent{};           // the previous block's hash
 };
@@ -178,11 +180,22 @@ class CacheReplayer {
   absl::Status ReplayRequest(size_t r) {
     table_.clear();
     RequestWalk walk;
+    const int64_t begin = w_.request_begin[r];
     const int64_t end = w_.request_begin[r + 1];
-    for (int64_t i = w_.request_begin[r]; i < end; ++i) {
+    // Engine rules: a hit leaves the last prompt token to compute, so a prompt of whole blocks
+    // cannot hit its last one.
+    const bool last_capped =
+        w_.engine_rules && end > begin && w_.input_tokens[r] == (end - begin) * w_.block_size;
+    for (int64_t i = begin; i < end; ++i) {
       const int64_t tokens = i + 1 == end ? w_.last_block_tokens[r] : w_.block_size;
+      if (last_capped && i + 1 == end && walk.prefix) {
+        walk.prefix = false;
+        walk.capped = true;
+      }
       PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, tokens, walk));
     }
+    if (last_capped) walk.infinite_hits = std::min(walk.infinite_hits, end - begin - 1);
+    PAGEDKV_RETURN_IF_ERROR(HoldPartialTail(r, end - begin, walk));
     PAGEDKV_RETURN_IF_ERROR(FlushWriteBack());
     PAGEDKV_RETURN_IF_ERROR(deferred_);
     result_.hit_blocks += walk.hits;
@@ -196,12 +209,22 @@ class CacheReplayer {
     return pool_.Unpin(table_);
   }
 
+  // Streaming: waits until request r is expanded, then lets the prefetch read up to the end of
+  // the expanded requests.
+  void WaitFor(const std::atomic<int64_t>& ready, size_t r) {
+    int64_t n = ready.load(std::memory_order_acquire);
+    while (n <= static_cast<int64_t>(r)) {
+      std::this_thread::yield();
+      n = ready.load(std::memory_order_acquire);
+    }
+    ready_end_ = w_.request_begin[static_cast<size_t>(n)];
+  }
+
  private:
   absl::Status VisitBlock(int64_t i, int64_t tokens, RequestWalk& walk) {
     const BlockHash& key = w_.keys[i];
     // Keys are known ahead: start loading the index slots of a later block.
-    if (i + kPrefetchDistance < w_.num_blocks())
-      pool_.PrefetchIndex(w_.keys[i + kPrefetchDistance]);
+    if (i + kPrefetchDistance < ready_end_) pool_.PrefetchIndex(w_.keys[i + kPrefetchDistance]);
     walk.infinite_prefix = walk.infinite_prefix && w_.seen_before[i];
     walk.infinite_hits += walk.infinite_prefix;
     // A block no earlier request had cannot be cached: skip the lookup.
@@ -216,6 +239,8 @@ class CacheReplayer {
         walk.prefix_tokens += tokens;
         result_.hit_tokens += tokens;
         PAGEDKV_RETURN_IF_ERROR(NoteReuse(key));
+      } else if (walk.capped) {
+        ++result_.hit_capped_blocks;
       } else {
         ++result_.miss_after_miss;
       }
@@ -234,6 +259,19 @@ class CacheReplayer {
       table_.push_back(block);
     }
     walk.parent = key;
+    return absl::OkStatus();
+  }
+
+  // Engine rules: a request with a partial last block holds one more pool block, uncached, while
+  // it runs (as vLLM allocates it, evicting when nothing is free, and frees it first); none when
+  // every block is pinned already.
+  absl::Status HoldPartialTail(size_t r, int64_t blocks, RequestWalk& walk) {
+    if (!w_.engine_rules || w_.input_tokens[r] == blocks * w_.block_size || walk.pool_full) {
+      return absl::OkStatus();
+    }
+    absl::StatusOr<BlockId> tail = pool_.Allocate();
+    if (!tail.ok()) return absl::OkStatus();  // every block is pinned by this request
+    table_.push_back(*tail);
     return absl::OkStatus();
   }
 
@@ -319,6 +357,7 @@ class CacheReplayer {
   absl::Status deferred_;                // the first error of a store made from a pool event
   std::vector<BlockId> table_;           // the current request's blocks
   std::vector<BlockHash> written_back_;  // evicted by the pool, to store in the host tier
+  int64_t ready_end_ = w_.num_blocks();  // blocks whose keys may be read (streaming: fewer)
 };
 
 }  // namespace
@@ -405,6 +444,7 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {
+    if (options.requests_ready != nullptr) replayer.WaitFor(*options.requests_ready, r);
     PAGEDKV_RETURN_IF_ERROR(replayer.ReplayRequest(r));
     if (options.progress && (r & 1023) == 1023) options.progress(w.request_begin[r + 1]);
   }

@@ -12,6 +12,15 @@
 // (cached, but an earlier block of the prompt missed). When a request has more blocks than the
 // pool, the blocks past the pool's size are not cached (over_capacity_blocks).
 //
+// Engine rules (ExpandedWorkload::engine_rules, the default; vLLM v1's): only full blocks are
+// blocks (the expansion drops a partial tail); a hit covers at most input_length - 1 tokens, so
+// the cached last block of a prompt of whole blocks is pinned but not a hit (hit_capped_blocks);
+// and a request with a partial tail holds one more pool block while it runs, allocated after its
+// walk (evicting when nothing is free), never cached, and free again first when it is released.
+// The pool's capacity is usable blocks: vLLM's reserved null block is not counted, so vLLM with
+// num_gpu_blocks = capacity + 1 is the same cache. With --cache-partial-tail
+// (engine_rules false) none of this applies: the model before issue 29.
+//
 // Shifted hits: when the workload marks chunks (ChunkSpan, e.g. the rag workload's documents),
 // then after a request's prefix walk and while its blocks are still pinned, each marked chunk
 // goes through a ChunkReuseTracker on the same pool (engine/shift): a chunk entirely inside the
@@ -46,6 +55,7 @@
 #ifndef PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
 #define PAGEDKV_ENGINE_REPLAY_CACHE_REPLAY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -73,6 +83,9 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   double max_pinned_fraction = 0.5;
   // Called every few thousand requests with the number of blocks replayed so far (may be empty).
   std::function<void(int64_t blocks_done)> progress;
+  // Streaming (StreamedExpansion::requests_ready): request r is replayed only once this is > r
+  // (the replay waits, yielding); null: the workload is complete.
+  const std::atomic<int64_t>* requests_ready = nullptr;
 };
 
 struct PAGEDKV_EXPORT CacheReplayResult {
@@ -96,6 +109,7 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   int64_t miss_never_seen = 0;        // missed blocks no earlier request had
   int64_t miss_evicted = 0;           // missed blocks an earlier request had, since evicted
   int64_t miss_after_miss = 0;        // blocks still cached, but after the prompt's first miss
+  int64_t hit_capped_blocks = 0;      // engine rules: cached last blocks a hit may not cover
   int64_t over_capacity_blocks = 0;   // blocks not cached because the request outgrew the pool
   int64_t not_full_block_tokens = 0;  // prompt tokens in no full block (never cacheable)
   // Shifted hits (all zero unless shifted_counted).

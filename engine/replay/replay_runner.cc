@@ -136,6 +136,7 @@ nlohmann::json WorkloadJson(const Workload& w, const ReplayConfig& c) {
   return {{"workload", w.name},
           {"block_size", c.block_size},
           {"trace_block_size", w.trace_block_size},
+          {"block_rules", c.cache_partial_tail ? "cache-partial-tail" : "engine"},
           {"skipped_lines", w.skipped_lines}};
 }
 

@@ -31,10 +31,13 @@ struct PAGEDKV_EXPORT ReplayConfig {
   // kPinnedSystemPromptPriority (cache mode), holding at most max_pinned_fraction of the pool.
   bool pin_system_prompts = false;
   double max_pinned_fraction = 0.5;
-  std::string mode = "cache";         // "cache" or "serve"
-  int32_t block_size = 16;            // cache block size in tokens
-  int32_t trace_block_size = 512;     // tokens per Mooncake hash id
-  bool skip_bad_lines = false;        // skip malformed trace lines instead of failing
+  std::string mode = "cache";      // "cache" or "serve"
+  int32_t block_size = 16;         // cache block size in tokens
+  int32_t trace_block_size = 512;  // tokens per Mooncake hash id
+  bool skip_bad_lines = false;     // skip malformed trace lines instead of failing
+  // Cache mode: the block model before issue 29 (a partial last hash id is a full block, no hit
+  // cap, no pool block held for a partial tail); default: the serving engine's (vLLM's) rules.
+  bool cache_partial_tail = false;
   int64_t capacity_blocks = -1;       // cache capacity in blocks (-1 = unset)
   double capacity_gib = -1;           // cache capacity in GiB of KV (-1 = unset; uses `model`)
   std::vector<int64_t> sweep;         // capacities (blocks) to sweep in cache mode

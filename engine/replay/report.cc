@@ -134,6 +134,7 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
        {{"never_seen", r.miss_never_seen},
         {"evicted", r.miss_evicted},
         {"after_first_miss", r.miss_after_miss},
+        {"hit_capped_blocks", r.hit_capped_blocks},
         {"over_capacity_blocks", r.over_capacity_blocks},
         {"not_full_block_tokens", r.not_full_block_tokens}}},
       {"replay_cpu_seconds", r.seconds},

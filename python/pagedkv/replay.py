@@ -70,8 +70,10 @@ def run_cache(
     policy: str = "lru",
     block_size: int = 16,
     count_shifted: bool = True,
+    cache_partial_tail: bool = False,
 ) -> Dict[str, Any]:
-    """One cache-mode replay of ``workload`` (fields as one run of ``pagedkv replay --json``)."""
+    """One cache-mode replay of ``workload`` (fields as one run of ``pagedkv replay --json``).
+    ``cache_partial_tail=True`` is the block model before issue 29 (``--cache-partial-tail``)."""
     return json.loads(
         _replay.run_cache_json(
             workload,
@@ -79,5 +81,6 @@ def run_cache(
             policy=policy,
             block_size=block_size,
             count_shifted=count_shifted,
+            cache_partial_tail=cache_partial_tail,
         )
     )

@@ -83,6 +83,7 @@ const Setters<ReplayConfig>& ConfigSetters() {
       PAGEDKV_SETTER(ReplayConfig, block_size),
       PAGEDKV_SETTER(ReplayConfig, trace_block_size),
       PAGEDKV_SETTER(ReplayConfig, skip_bad_lines),
+      PAGEDKV_SETTER(ReplayConfig, cache_partial_tail),
       PAGEDKV_SETTER(ReplayConfig, capacity_blocks),
       PAGEDKV_SETTER(ReplayConfig, capacity_gib),
       PAGEDKV_SETTER(ReplayConfig, sweep),
@@ -114,6 +115,7 @@ py::dict DefaultConfig() {
   d["block_size"] = c.block_size;
   d["trace_block_size"] = c.trace_block_size;
   d["skip_bad_lines"] = c.skip_bad_lines;
+  d["cache_partial_tail"] = c.cache_partial_tail;
   d["capacity_blocks"] = c.capacity_blocks;
   d["capacity_gib"] = c.capacity_gib;
   d["sweep"] = c.sweep;
@@ -162,9 +164,11 @@ absl::StatusOr<nlohmann::json> Sweep(const ReplayConfig& c, const std::vector<in
   PAGEDKV_ASSIGN_OR_RETURN(replay::Workload workload, LoadWorkload(c));
   const bool need_future = std::find(policies.begin(), policies.end(), "belady") != policies.end();
   const auto start = std::chrono::steady_clock::now();
-  PAGEDKV_ASSIGN_OR_RETURN(replay::ExpandedWorkload expanded,
-                           replay::ExpandWorkload(workload, {.block_size = c.block_size,
-                                                             .compute_next_use = need_future}));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      replay::ExpandedWorkload expanded,
+      replay::ExpandWorkload(workload, {.block_size = c.block_size,
+                                        .compute_next_use = need_future,
+                                        .cache_partial_tail = c.cache_partial_tail}));
   const double expansion_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<replay::CacheReplayResult> results;
@@ -181,6 +185,7 @@ absl::StatusOr<nlohmann::json> Sweep(const ReplayConfig& c, const std::vector<in
   nlohmann::json j = {{"workload", workload.name},
                       {"block_size", c.block_size},
                       {"trace_block_size", workload.trace_block_size},
+                      {"block_rules", c.cache_partial_tail ? "cache-partial-tail" : "engine"},
                       {"skipped_lines", workload.skipped_lines},
                       {"mode", "cache"},
                       {"distinct_blocks", expanded.distinct_blocks},
@@ -218,7 +223,8 @@ std::string SweepJson(std::vector<int64_t> capacities, std::vector<std::string> 
 
 // One cache-mode run over a Workload object (e.g. one built or edited in Python).
 std::string RunCacheJson(const replay::Workload& workload, int64_t capacity_blocks,
-                         const std::string& policy, int32_t block_size, bool count_shifted) {
+                         const std::string& policy, int32_t block_size, bool count_shifted,
+                         bool cache_partial_tail) {
   absl::StatusOr<replay::CacheReplayResult> r;
   {
     py::gil_scoped_release release;
@@ -226,8 +232,9 @@ std::string RunCacheJson(const replay::Workload& workload, int64_t capacity_bloc
       PAGEDKV_RETURN_IF_ERROR(replay::ValidateWorkload(workload));
       PAGEDKV_ASSIGN_OR_RETURN(
           replay::ExpandedWorkload e,
-          replay::ExpandWorkload(
-              workload, {.block_size = block_size, .compute_next_use = policy == "belady"}));
+          replay::ExpandWorkload(workload, {.block_size = block_size,
+                                            .compute_next_use = policy == "belady",
+                                            .cache_partial_tail = cache_partial_tail}));
       return replay::RunCacheReplay(
           e,
           {.capacity_blocks = capacity_blocks, .policy = policy, .count_shifted = count_shifted});
@@ -392,7 +399,8 @@ void BindReplay(py::module_& m) {
   r.def("run_json", &RunJson, arg("options"));
   r.def("sweep_json", &SweepJson, arg("capacities"), arg("policies"), arg("options"));
   r.def("run_cache_json", &RunCacheJson, arg("workload"), py::kw_only(), arg("capacity_blocks"),
-        arg("policy") = "lru", arg("block_size") = 16, arg("count_shifted") = true);
+        arg("policy") = "lru", arg("block_size") = 16, arg("count_shifted") = true,
+        arg("cache_partial_tail") = false);
   r.def("policy_names", &replay::CacheReplayPolicyNames);
   BindWorkloadTypes(r);
   BindGenerators(r);

@@ -77,7 +77,7 @@ def test_trace_file_matches_cli(cli, tmp_path):
     assert timeless(pagedkv.replay.run_cache(w, capacity_blocks=64, block_size=8)) == {
         k: v for k, v in timeless(py).items()
         if k not in ("workload", "mode", "block_size", "trace_block_size", "skipped_lines",
-                     "distinct_blocks")}
+                     "distinct_blocks", "block_rules")}
 
 
 def test_errors():
@@ -115,8 +115,12 @@ def test_python_built_workload():
     reqs = [pagedkv.replay.ReplayRequest(arrival_ms=i, input_length=32, output_length=1,
                                          segments=[seg]) for i in range(3)]
     w = pagedkv.replay.Workload("mine", reqs)
+    # vLLM's rules (default): a hit leaves the last token to compute, so each whole-block
+    # repeat hits 1 of its 2 blocks; the old model (cache_partial_tail) hits both.
     r = pagedkv.replay.run_cache(w, capacity_blocks=8, block_size=16)
-    assert r["blocks"] == 6 and r["hit_blocks"] == 4
+    assert r["blocks"] == 6 and r["hit_blocks"] == 2 and r["misses"]["hit_capped_blocks"] == 2
+    old = pagedkv.replay.run_cache(w, capacity_blocks=8, block_size=16, cache_partial_tail=True)
+    assert old["blocks"] == 6 and old["hit_blocks"] == 4
     bad = pagedkv.replay.Workload("bad", [pagedkv.replay.ReplayRequest(input_length=5)])
     with pytest.raises(pagedkv.InvalidArgumentError):
         pagedkv.replay.run_cache(bad, capacity_blocks=8)

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "engine/replay/cache_replay.h"
 #include "engine/replay/generators.h"
 #include "gtest/gtest.h"
 
@@ -39,17 +40,34 @@ TEST(BlockExpansionTest, EqualTracePrefixesStayEqualAtEveryBlockSize) {
   }
 }
 
-TEST(BlockExpansionTest, TraceBlockSizeGivesOneBlockPerHashIdIncludingTheLast) {
+TEST(BlockExpansionTest, TraceBlockSizeGivesOneBlockPerFullHashIdByDefault) {
   Workload w;
   w.trace_block_size = 512;
   w.requests.push_back(TraceRequest({5, 6, 7}, 1100, 512));
   auto e = ExpandWorkload(w, {.block_size = 512});
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(e->one_block_per_hash_id);
+  EXPECT_TRUE(e->engine_rules);
+  ASSERT_EQ(e->num_blocks(), 2);
+  EXPECT_EQ(e->last_block_tokens[0], 512);
+  EXPECT_EQ(e->partial_tokens, 76);
+  auto old = ExpandWorkload(w, {.block_size = 512, .cache_partial_tail = true});
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->engine_rules);
+  EXPECT_EQ(old->keys[1], e->keys[1]);
+}
+
+TEST(BlockExpansionTest, CachePartialTailGivesOneBlockPerHashIdIncludingTheLast) {
+  Workload w;
+  w.trace_block_size = 512;
+  w.requests.push_back(TraceRequest({5, 6, 7}, 1100, 512));
+  auto e = ExpandWorkload(w, {.block_size = 512, .cache_partial_tail = true});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->one_block_per_hash_id);
   ASSERT_EQ(e->num_blocks(), 3);
   Workload other = w;
   other.requests[0] = TraceRequest({5, 6, 8}, 1100, 512);
-  auto f = ExpandWorkload(other, {.block_size = 512});
+  auto f = ExpandWorkload(other, {.block_size = 512, .cache_partial_tail = true});
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(e->keys[1], f->keys[1]);
   EXPECT_NE(e->keys[2], f->keys[2]);
@@ -135,6 +153,100 @@ TEST(BlockExpansionTest, RejectsBadBlockSizeAndInvalidWorkloads) {
   auto e = ExpandWorkload(w, {.block_size = 16});
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pagedkv::replay
+
+namespace pagedkv::replay {
+namespace {
+
+// Trace requests whose hash ids form a random prefix tree, partial last ids included.
+Workload RandomTrace(uint64_t seed, int32_t tbs, int requests) {
+  std::mt19937_64 rng(seed);
+  Workload w;
+  w.trace_block_size = tbs;
+  std::vector<std::vector<uint64_t>> prompts;
+  uint64_t next_id = 0;
+  for (int i = 0; i < requests; ++i) {
+    std::vector<uint64_t> ids;
+    if (!prompts.empty() && rng() % 4 != 0) {
+      const auto& base = prompts[rng() % prompts.size()];
+      ids.assign(base.begin(), base.begin() + static_cast<int64_t>(rng() % (base.size() + 1)));
+    }
+    const int extra = 1 + static_cast<int>(rng() % 5);
+    for (int k = 0; k < extra; ++k) ids.push_back(next_id++ % 97);  // ids repeat across trees
+    prompts.push_back(ids);
+    const int64_t tail = 1 + static_cast<int64_t>(rng() % tbs);
+    w.requests.push_back(TraceRequest(ids, static_cast<int64_t>(ids.size() - 1) * tbs + tail, tbs));
+  }
+  return w;
+}
+
+// The hash-id-prefix pass (no next uses wanted) gives the same seen_before and distinct count as
+// numbering every key (what compute_next_use does), in both block models.
+TEST(BlockExpansionTest, SeenBeforeByHashIdPrefixEqualsNumberingEveryKey) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    const Workload w = RandomTrace(seed, 16, 200);
+    for (int32_t bs : {1, 2, 4, 8, 16, 3, 32}) {
+      for (bool partial_tail : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "seed " << seed << " bs " << bs << " partial tail " << partial_tail);
+        auto fast = ExpandWorkload(
+            w, {.block_size = bs, .compute_next_use = false, .cache_partial_tail = partial_tail});
+        auto dense = ExpandWorkload(
+            w, {.block_size = bs, .compute_next_use = true, .cache_partial_tail = partial_tail});
+        ASSERT_TRUE(fast.ok() && dense.ok());
+        EXPECT_EQ(fast->keys, dense->keys);
+        EXPECT_EQ(fast->seen_before, dense->seen_before);
+        EXPECT_EQ(fast->distinct_blocks, dense->distinct_blocks);
+      }
+    }
+  }
+}
+
+// The streamed expansion writes what ExpandWorkload gives, and a replay that starts while it is
+// still being written counts what a replay of the whole expansion counts.
+TEST(BlockExpansionTest, StreamedExpansionEqualsExpandWorkloadAndReplaysTheSame) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const Workload w = RandomTrace(seed, 16, 300);
+    for (int32_t bs : {4, 16}) {
+      for (bool partial_tail : {false, true}) {
+        const ExpansionOptions options{
+            .block_size = bs, .compute_next_use = false, .cache_partial_tail = partial_tail};
+        SCOPED_TRACE(testing::Message()
+                     << "seed " << seed << " bs " << bs << " partial tail " << partial_tail);
+        if (bs == 16 && partial_tail) {
+          EXPECT_FALSE(StreamedExpansion::Streamable(w, options));
+          EXPECT_FALSE(StreamedExpansion::Start(w, options).ok());
+          continue;
+        }
+        auto whole = ExpandWorkload(w, options);
+        auto streamed = StreamedExpansion::Start(w, options);
+        ASSERT_TRUE(whole.ok() && streamed.ok());
+        auto during = RunCacheReplay((*streamed)->expanded(),
+                                     {.capacity_blocks = 40,
+                                      .policy = "lru",
+                                      .requests_ready = &(*streamed)->requests_ready()});
+        (*streamed)->Finish();
+        const ExpandedWorkload& e = (*streamed)->expanded();
+        EXPECT_EQ(e.keys, whole->keys);
+        EXPECT_EQ(e.seen_before, whole->seen_before);
+        EXPECT_EQ(e.request_begin, whole->request_begin);
+        EXPECT_EQ(e.last_block_tokens, whole->last_block_tokens);
+        EXPECT_EQ(e.distinct_blocks, whole->distinct_blocks);
+        EXPECT_EQ(e.total_tokens, whole->total_tokens);
+        EXPECT_EQ(e.partial_tokens, whole->partial_tokens);
+        EXPECT_EQ(e.engine_rules, whole->engine_rules);
+        auto after = RunCacheReplay(*whole, {.capacity_blocks = 40, .policy = "lru"});
+        ASSERT_TRUE(during.ok() && after.ok());
+        EXPECT_EQ(during->hit_blocks, after->hit_blocks);
+        EXPECT_EQ(during->hit_tokens, after->hit_tokens);
+        EXPECT_EQ(during->evictions, after->evictions);
+        EXPECT_EQ(during->miss_never_seen, after->miss_never_seen);
+      }
+    }
+  }
 }
 
 }  // namespace

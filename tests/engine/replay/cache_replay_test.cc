@@ -17,7 +17,8 @@ using ::testing::HasSubstr;
 
 // Brute-force LRU prefix cache with the semantics RunCacheReplay documents: per request, pin hits,
 // insert misses (a free slot, else evict the least recently released unpinned block), then release
-// tail first.
+// tail first. With the engine rules (w.engine_rules), the last block of a whole-block prompt is
+// never a hit, and a partial tail takes one more slot (evicting when none is free) until release.
 CacheReplayResult ReferenceLru(const ExpandedWorkload& w, int64_t capacity) {
   CacheReplayResult res;
   std::map<std::pair<uint64_t, uint64_t>, int> refs;   // cached key -> pin count
@@ -28,8 +29,21 @@ CacheReplayResult ReferenceLru(const ExpandedWorkload& w, int64_t capacity) {
     std::vector<std::pair<uint64_t, uint64_t>> pinned;
     bool prefix = true, inf_prefix = true, full = false;
     int64_t hits = 0, inf_hits = 0;
-    for (const BlockHash& h : keys) {
+    const int64_t n = static_cast<int64_t>(keys.size());
+    const bool capped = w.engine_rules && n > 0 && w.input_tokens[r] == n * w.block_size;
+    for (int64_t i = 0; i < n; ++i) {
+      const BlockHash& h = keys[static_cast<size_t>(i)];
       const auto k = std::make_pair(h.low, h.high);
+      if (capped && i + 1 == n && prefix) {
+        prefix = false;
+        if (refs.contains(k)) {
+          ++res.hit_capped_blocks;
+          if (refs[k]++ == 0) released.remove(k);
+          pinned.push_back(k);
+          inf_prefix = inf_prefix && ever.contains(k);
+          continue;
+        }
+      }
       inf_prefix = inf_prefix && ever.contains(k);
       inf_hits += inf_prefix;
       if (refs.contains(k)) {
@@ -59,6 +73,14 @@ CacheReplayResult ReferenceLru(const ExpandedWorkload& w, int64_t capacity) {
       }
       refs[k] = 1;
       pinned.push_back(k);
+    }
+    if (w.engine_rules && w.input_tokens[r] % w.block_size != 0 && !full) {
+      // The uncached tail slot: free when refs leave room, else the oldest released block.
+      if (static_cast<int64_t>(refs.size()) >= capacity && !released.empty()) {
+        refs.erase(released.front());
+        released.pop_front();
+        ++res.evictions;
+      }
     }
     for (auto it = pinned.rbegin(); it != pinned.rend(); ++it) {
       if (--refs[*it] == 0) released.push_back(*it);
@@ -101,14 +123,17 @@ Workload RandomTraceWorkload(uint64_t seed, int requests) {
 TEST(CacheReplayTest, LruMatchesBruteForceReference) {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     Workload w = RandomTraceWorkload(seed, 150);
-    for (int32_t bs : {4, 2}) {
-      auto e = ExpandWorkload(w, {.block_size = bs, .compute_next_use = false});
+    for (const auto& [bs, partial_tail] : {std::pair{4, true}, {2, true}, {4, false}, {2, false}}) {
+      auto e = ExpandWorkload(
+          w, {.block_size = bs, .compute_next_use = false, .cache_partial_tail = partial_tail});
       ASSERT_TRUE(e.ok()) << e.status();
       for (int64_t cap : {3, 8, 20, 60, 400}) {
         auto got = RunCacheReplay(*e, {.capacity_blocks = cap, .policy = "lru"});
         ASSERT_TRUE(got.ok()) << got.status();
         const CacheReplayResult want = ReferenceLru(*e, cap);
-        SCOPED_TRACE(testing::Message() << "seed " << seed << " bs " << bs << " cap " << cap);
+        SCOPED_TRACE(testing::Message() << "seed " << seed << " bs " << bs << " cap " << cap
+                                        << " partial tail " << partial_tail);
+        EXPECT_EQ(got->hit_capped_blocks, want.hit_capped_blocks);
         EXPECT_EQ(got->hit_blocks, want.hit_blocks);
         EXPECT_EQ(got->infinite_hit_blocks, want.infinite_hit_blocks);
         EXPECT_EQ(got->evictions, want.evictions);
@@ -116,7 +141,8 @@ TEST(CacheReplayTest, LruMatchesBruteForceReference) {
         EXPECT_EQ(got->miss_evicted, want.miss_evicted);
         EXPECT_EQ(got->miss_after_miss, want.miss_after_miss);
         EXPECT_EQ(got->over_capacity_blocks, want.over_capacity_blocks);
-        EXPECT_EQ(got->hit_blocks + got->miss_never_seen + got->miss_evicted + got->miss_after_miss,
+        EXPECT_EQ(got->hit_blocks + got->miss_never_seen + got->miss_evicted +
+                      got->miss_after_miss + got->hit_capped_blocks,
                   got->blocks);
       }
     }
@@ -132,10 +158,20 @@ TEST(CacheReplayTest, TokenHitRateWeighsTheLastPartialBlockByItsTokens) {
          .output_length = 1,
          .segments = {{.content_id = 1, .length = 512}, {.content_id = 2, .length = 488}}});
   }
-  auto e = ExpandWorkload(w, {.block_size = 512});
+  // The model before issue 29: the partial hash id is a block.
+  auto e = ExpandWorkload(w, {.block_size = 512, .cache_partial_tail = true});
   ASSERT_TRUE(e.ok());
   auto r = RunCacheReplay(*e, {.capacity_blocks = 10, .policy = "lru"});
   ASSERT_TRUE(r.ok());
+  // vLLM's rules (default): only the full block is one, and it hits the second time.
+  auto engine = ExpandWorkload(w, {.block_size = 512});
+  ASSERT_TRUE(engine.ok());
+  auto v = RunCacheReplay(*engine, {.capacity_blocks = 10, .policy = "lru"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->blocks, 2);
+  EXPECT_EQ(v->hit_blocks, 1);
+  EXPECT_EQ(v->hit_tokens, 512);
+  EXPECT_EQ(v->not_full_block_tokens, 2 * 488);
   EXPECT_EQ(r->blocks, 4);
   EXPECT_EQ(r->hit_blocks, 2);
   EXPECT_EQ(r->hit_tokens, 1000);
@@ -159,9 +195,10 @@ TEST(CacheReplayTest, UnboundedCapacityReachesTheInfiniteCacheRate) {
   auto e = ExpandWorkload(*w, {.block_size = 16});
   ASSERT_TRUE(e.ok());
   for (const std::string& policy : CacheReplayPolicyNames()) {
-    // Prefix blocks only: chunk copies (shifted hits) would compete for the same capacity.
+    // Prefix blocks only: chunk copies (shifted hits) would compete for the same capacity. One
+    // block more for a request's uncached partial tail (engine rules).
     auto r = RunCacheReplay(
-        *e, {.capacity_blocks = e->distinct_blocks, .policy = policy, .count_shifted = false});
+        *e, {.capacity_blocks = e->distinct_blocks + 1, .policy = policy, .count_shifted = false});
     ASSERT_TRUE(r.ok()) << policy << ": " << r.status();
     EXPECT_EQ(r->hit_blocks, r->infinite_hit_blocks) << policy;
     EXPECT_EQ(r->hit_tokens, r->infinite_hit_tokens) << policy;

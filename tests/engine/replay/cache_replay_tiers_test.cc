@@ -68,7 +68,9 @@ struct TierSetup {
 
 TierHitCounts SimulatedTierHits(const Prompts& prompts, const TierSetup& s) {
   absl::StatusOr<ExpandedWorkload> e =
-      ExpandWorkload(MakeWorkload(prompts, /*extra_token=*/false), {.block_size = kBlockSize});
+      // Whole-block prompts; the brute-force rule below has no hit cap (the pre-issue-29 model).
+      ExpandWorkload(MakeWorkload(prompts, /*extra_token=*/false),
+                     {.block_size = kBlockSize, .cache_partial_tail = true});
   EXPECT_TRUE(e.ok()) << e.status();
   absl::StatusOr<CacheReplayResult> r =
       RunCacheReplay(*e, {.capacity_blocks = s.pool_blocks,
@@ -182,7 +184,8 @@ TEST(CacheReplayTiersTest, HostTierMatchesTheRuleOnRandomWorkloads) {
 
 TEST(CacheReplayTiersTest, NegativeThresholdIsRefused) {
   absl::StatusOr<ExpandedWorkload> e =
-      ExpandWorkload(MakeWorkload(kAlternating, false), {.block_size = kBlockSize});
+      ExpandWorkload(MakeWorkload(kAlternating, false),
+                     {.block_size = kBlockSize, .cache_partial_tail = true});  // no tail block
   ASSERT_TRUE(e.ok());
   absl::StatusOr<CacheReplayResult> r = RunCacheReplay(
       *e, {.capacity_blocks = 2, .host_capacity_blocks = 10, .host_store_threshold = -1});

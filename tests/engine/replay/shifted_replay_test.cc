@@ -143,7 +143,9 @@ TEST(ShiftedReplayTest, MatchesBruteForceReferenceUnboundedAndWithEviction) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     const Workload workload = SmallRag(seed, 120);
     for (int32_t bs : {4, 16}) {
-      auto e = ExpandWorkload(workload, {.block_size = bs, .compute_next_use = false});
+      // The reference models the block rules before issue 29 (no hit cap, no tail block).
+      auto e = ExpandWorkload(
+          workload, {.block_size = bs, .compute_next_use = false, .cache_partial_tail = true});
       ASSERT_TRUE(e.ok()) << e.status();
       ASSERT_TRUE(e->has_chunks());
       for (int64_t cap : {int64_t{6}, int64_t{20}, int64_t{80}, int64_t{300}, int64_t{1} << 20}) {
