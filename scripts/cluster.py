@@ -29,6 +29,7 @@ first, then the instances (SIGTERM: they drain), then Redis. Logs go to --log-di
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import queue
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_ROUTER = pathlib.Path.home() / ".cache" / "pagedkv" / "pyref" / "bin" / "vllm-router"
@@ -280,6 +282,20 @@ class Cluster:
             self.redis.stop()
             self.redis = None
 
+    def instance_metrics(self) -> list[dict[str, float]]:
+        """Each instance's unlabelled /metrics samples (pagedkv_requests_received_total, ...)."""
+        out = []
+        for inst in self.instances:
+            with urllib.request.urlopen(inst.url + "/metrics", timeout=30) as r:
+                text = r.read().decode()
+            samples = {}
+            for line in text.splitlines():
+                if line and not line.startswith("#") and "{" not in line:
+                    name, value = line.rsplit(" ", 1)
+                    samples[name] = float(value)
+            out.append(samples)
+        return out
+
     def describe(self) -> str:
         lines = [f"router   {self.router_url}  (policy {self.policy}, "
                  f"metrics {self.prometheus_url}/metrics)"]
@@ -315,7 +331,25 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--run", help="a shell command to run once ready ($ROUTER_URL, "
                                  "$INSTANCE_URLS set); the cluster stops when it ends and its "
                                  "status is the launcher's")
+    p.add_argument("--metrics-json", type=pathlib.Path,
+                   help="with --run: each instance's /metrics after the command, as JSON")
     return p.parse_args(argv), serve_extra
+
+
+REPORTED = [("requests", "pagedkv_requests_received_total"),
+            ("prompt tokens", "pagedkv_prompt_tokens_total"),
+            ("prefix queries", "pagedkv_prefix_cache_queries_total"),
+            ("prefix hits", "pagedkv_prefix_cache_hits_total"),
+            ("evicted blocks", "pagedkv_prefix_cache_evicted_blocks_total")]
+
+
+def report_instances(metrics: list[dict[str, float]], path: pathlib.Path | None) -> None:
+    """Prints, per instance, the requests it received and its prefix-cache counters."""
+    print("instance " + "".join(f"{name:>16}" for name, _ in REPORTED))
+    for i, m in enumerate(metrics):
+        print(f"{i:>8} " + "".join(f"{m.get(key, 0):>16.0f}" for _, key in REPORTED))
+    if path is not None:
+        path.write_text(json.dumps(metrics, indent=1) + "\n")
 
 
 def main(argv: list[str]) -> int:
@@ -337,7 +371,9 @@ def main(argv: list[str]) -> int:
             if args.run:
                 env = dict(os.environ, ROUTER_URL=cluster.router_url,
                            INSTANCE_URLS=" ".join(i.url for i in cluster.instances))
-                return subprocess.run(args.run, shell=True, env=env).returncode
+                status = subprocess.run(args.run, shell=True, env=env).returncode
+                report_instances(cluster.instance_metrics(), args.metrics_json)
+                return status
             while True:
                 signal.pause()  # until Ctrl-C or SIGTERM
     except KeyboardInterrupt:

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# 4 pagedkv serve instances of SmolLM2 behind vllm-router (scripts/cluster.py), one multi-turn
+# workload (load_client.py's conversation generator) per router policy: round_robin, cache_aware,
+# kv_aware, without and with the shared Redis tier. Then the same requests (rebuilt by
+# to_mooncake.py from the kv_aware run) through `pagedkv replay --instances 4`.
+# Usage: bash bench/serve/cluster_bench.sh [OUT_DIR]   (default out/cluster_bench)
+# Env: SESSIONS (10), TURNS (4), POLICIES ("round_robin cache_aware kv_aware"),
+#      TIERS ("none redis"), INSTANCES (4). Each instance gets --threads 1.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${1:-out/cluster_bench}"
+mkdir -p "$out"
+model="$(bash scripts/fetch_models.sh)"
+n="${INSTANCES:-4}"
+workload=(--workload conversation --sessions "${SESSIONS:-10}" --turns "${TURNS:-4}"
+          --system-tokens 200 --user-tokens 32 --output-tokens 16 --rate 1 --concurrency 4
+          --vocab 49152)
+for tier in ${TIERS:-none redis}; do
+  for policy in ${POLICIES:-round_robin cache_aware kv_aware}; do
+    run="$out/${policy}_${tier}"
+    tier_flag=()
+    [ "$tier" = none ] && tier_flag=(--no-redis)
+    echo "== $policy, tier $tier; load: $(uptime)"
+    /usr/bin/python3 scripts/cluster.py -n "$n" --model "$model" --policy "$policy" \
+        "${tier_flag[@]}" --threads 1 --log-dir "$run.logs" --metrics-json "$run.metrics.json" \
+        --run "/usr/bin/python3 bench/serve/load_client.py --base-url \$ROUTER_URL \
+               ${workload[*]} --json $run.json" | grep -v '^instance [0-9] http'
+  done
+done
+echo "== after the runs; load: $(uptime)"
+trace="$out/conversation.jsonl"
+src="$out/kv_aware_none.json"
+[ -f "$src" ] || src="$(ls "$out"/*_none.json "$out"/*.json 2>/dev/null | grep -v metrics | head -1)"
+/usr/bin/python3 bench/serve/to_mooncake.py "$src" "$trace"
+for router in round-robin prefix-aware oracle; do
+  build/pagedkv replay --trace "$trace" --trace-block-size 16 --block-size 16 --mode serve \
+      --instances "$n" --router "$router" --json --no-progress > "$out/replay_$router.json"
+done
+/usr/bin/python3 - "$out" <<'EOF'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+print(f"{'run':<24}{'cached share':>14}{'TTFT p50 ms':>13}{'TTFT p99 ms':>13}"
+      f"{'requests per instance':>26}")
+for run in sorted(out.glob("*_*.json")):
+    if run.name.endswith(".metrics.json") or run.name.startswith("replay_"):
+        continue
+    s = json.loads(run.read_text())["summary"]
+    m = json.loads(run.with_suffix(".metrics.json").read_text())
+    share = s["cached_share"]
+    per = "/".join(f"{x['pagedkv_requests_received_total']:.0f}" for x in m)
+    print(f"{run.stem:<24}{share:>14.1%}{s['ttft_s']['p50'] * 1e3:>13.0f}"
+          f"{s['ttft_s']['p99'] * 1e3:>13.0f}{per:>26}")
+for run in sorted(out.glob("replay_*.json")):
+    r = json.loads(run.read_text())
+    per = "/".join(str(x["requests"]) for x in r["per_instance"])
+    print(f"{run.stem:<24}{r['prefix_hit_rate']:>14.1%}{r['ttft_p50_s'] * 1e3:>13.1f}"
+          f"{r['ttft_p99_s'] * 1e3:>13.1f}{per:>26}  (simulated {r['gpu']}, {r['model']})")
+EOF
