@@ -39,20 +39,21 @@ done
 /usr/bin/python3 - "$out" <<'EOF'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-print(f"{'run':<24}{'cached share':>14}{'TTFT p50 ms':>13}{'TTFT p99 ms':>13}"
-      f"{'requests per instance':>26}")
+print("| run | cached-token share | TTFT p50 (ms) | TTFT p99 (ms) | e2e p99 (ms) | requests per instance |")
+print("| --- | ---: | ---: | ---: | ---: | --- |")
 for run in sorted(out.glob("*_*.json")):
     if run.name.endswith(".metrics.json") or run.name.startswith("replay_"):
         continue
     s = json.loads(run.read_text())["summary"]
     m = json.loads(run.with_suffix(".metrics.json").read_text())
-    share = s["cached_share"]
     per = "/".join(f"{x['pagedkv_requests_received_total']:.0f}" for x in m)
-    print(f"{run.stem:<24}{share:>14.1%}{s['ttft_s']['p50'] * 1e3:>13.0f}"
-          f"{s['ttft_s']['p99'] * 1e3:>13.0f}{per:>26}")
+    print(f"| {run.stem} | {s['cached_share']:.1%} ({s['cached_tokens']} of {s['prompt_tokens']}) "
+          f"| {s['ttft_s']['p50'] * 1e3:.0f} | {s['ttft_s']['p99'] * 1e3:.0f} "
+          f"| {s['e2e_s']['p99'] * 1e3:.0f} | {per} |")
 for run in sorted(out.glob("replay_*.json")):
     r = json.loads(run.read_text())
     per = "/".join(str(x["requests"]) for x in r["per_instance"])
-    print(f"{run.stem:<24}{r['prefix_hit_rate']:>14.1%}{r['ttft_p50_s'] * 1e3:>13.1f}"
-          f"{r['ttft_p99_s'] * 1e3:>13.1f}{per:>26}  (simulated {r['gpu']}, {r['model']})")
+    print(f"| {run.stem} ({r['gpu']}, {r['model']}, simulated) | {r['prefix_hit_rate']:.1%} "
+          f"({r['prefix_hit_tokens']} of {r['prompt_tokens']}) | {r['ttft_p50_s'] * 1e3:.1f} "
+          f"| {r['ttft_p99_s'] * 1e3:.1f} | {r['e2e_p99_s'] * 1e3:.1f} | {per} |")
 EOF
