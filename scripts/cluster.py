@@ -29,6 +29,7 @@ first, then the instances (SIGTERM: they drain), then Redis. Logs go to --log-di
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import pathlib
@@ -137,6 +138,53 @@ class Process:
         return status
 
 
+class Balancer:
+    """A TCP round-robin balancer (what an L4 load balancer or round-robin DNS does in front of
+    router replicas), on a free loopback port, in a thread: connection k goes to backend
+    k mod n. load_client.py opens one connection per request, so its requests alternate."""
+
+    def __init__(self, backends: list[tuple[str, int]]):
+        self.backends, self._next, self.port = backends, 0, 0
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        ready.set()
+        self.loop.run_forever()
+        server.close()
+
+    async def _handle(self, reader, writer) -> None:
+        host, port = self.backends[self._next % len(self.backends)]
+        self._next += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pipe(src, dst) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
 class Instance:
     def __init__(self, process: Process, url: str, events: str, replay: str):
         self.process, self.url, self.events, self.replay = process, url, events, replay
@@ -150,6 +198,7 @@ class Cluster:
 
     def __init__(self, cli: pathlib.Path, model_args: list[str], *, instances: int = 2,
                  policy: str = "kv_aware", served_model_name: str = "", redis: bool = True,
+                 routers: int = 1,
                  threads: int = 1, serve_args: list[str] | None = None,
                  router: pathlib.Path | None = None, router_args: list[str] | None = None,
                  router_log_level: str = "info", log_dir: pathlib.Path | None = None,
@@ -167,6 +216,9 @@ class Cluster:
                                "or pass --no-redis")
         self.cli, self.model_args, self.policy = cli, model_args, policy
         self.num_instances, self.use_redis, self.threads = instances, redis, threads
+        if routers < 1:
+            raise ClusterError("--routers must be at least 1")
+        self.num_routers = routers
         self.serve_args = list(serve_args or [])
         self.router_args = list(router_args or [])
         self.router_log_level = router_log_level
@@ -181,8 +233,12 @@ class Cluster:
         self.redis: Process | None = None
         self.redis_url = ""
         self.instances: list[Instance] = []
-        self.router: Process | None = None
-        self.router_url = ""
+        self.routers: list[Process] = []
+        self.router: Process | None = None  # the first replica
+        self.router_urls: list[str] = []
+        self.prometheus_urls: list[str] = []
+        self.balancer: Balancer | None = None
+        self.router_url = ""  # the router, or with replicas the balancer in front of them
 
     def __enter__(self) -> "Cluster":
         try:
@@ -227,26 +283,37 @@ class Cluster:
             self.instances.append(Instance(p, url, events.group(1), events.group(2)))
 
     def _start_router(self) -> None:
-        port, prometheus_port = free_port(), free_port()
-        argv = [str(self.router_path), "--host", "127.0.0.1", "--port", str(port),
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
-                "--policy", self.policy, "--log-level", self.router_log_level,
-                "--worker-startup-check-interval", "1",
-                "--worker-urls", *[inst.url for inst in self.instances]]
-        if self.policy == "kv_aware":
-            for inst in self.instances:
-                argv += ["--kv-event-source", f"{inst.url}={inst.events}",
-                         "--kv-event-replay-source", f"{inst.url}={inst.replay}"]
-            argv += ["--kv-event-model", self.model_name,
-                     "--kv-event-block-size", str(self.block_size)]
-        self.router = Process("vllm-router", argv + self.router_args,
-                              self.log_dir / "router.log")
-        self.router.wait_for(rf"Starting server on 127\.0\.0\.1:{port}", self.timeout)
-        self._wait_listening(port)
-        self.router_url = f"http://127.0.0.1:{port}"
-        self.prometheus_url = f"http://127.0.0.1:{prometheus_port}"
+        for r in range(self.num_routers):  # replicas: the same flags, their own ports
+            port, prometheus_port = free_port(), free_port()
+            argv = [str(self.router_path), "--host", "127.0.0.1", "--port", str(port),
+                    "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
+                    "--policy", self.policy, "--log-level", self.router_log_level,
+                    "--worker-startup-check-interval", "1",
+                    "--worker-urls", *[inst.url for inst in self.instances]]
+            if self.policy == "kv_aware":
+                for inst in self.instances:
+                    argv += ["--kv-event-source", f"{inst.url}={inst.events}",
+                             "--kv-event-replay-source", f"{inst.url}={inst.replay}"]
+                argv += ["--kv-event-model", self.model_name,
+                         "--kv-event-block-size", str(self.block_size)]
+            name = "router.log" if r == 0 else f"router{r}.log"
+            router = Process(f"vllm-router {r}", argv + self.router_args, self.log_dir / name)
+            self.routers.append(router)
+            router.wait_for(rf"Starting server on 127\.0\.0\.1:{port}", self.timeout)
+            self._wait_listening(router, port)
+            self.router_urls.append(f"http://127.0.0.1:{port}")
+            self.prometheus_urls.append(f"http://127.0.0.1:{prometheus_port}")
+        self.router = self.routers[0]
+        self.prometheus_url = self.prometheus_urls[0]
+        if self.num_routers == 1:
+            self.router_url = self.router_urls[0]
+        else:
+            self.balancer = Balancer([("127.0.0.1", int(u.rsplit(":", 1)[1]))
+                                      for u in self.router_urls])
+            self.router_url = f"http://127.0.0.1:{self.balancer.port}"
 
-    def _wait_listening(self, port: int) -> None:
+    @staticmethod
+    def _wait_listening(router: Process, port: int) -> None:
         # The log line comes just before the listener is bound: connect until it is (bounded).
         deadline = time.monotonic() + 30
         while True:
@@ -254,27 +321,31 @@ class Cluster:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 return
             except OSError:
-                if self.router.proc.poll() is not None or time.monotonic() > deadline:
-                    raise ClusterError("vllm-router does not accept connections:\n" +
-                                       "".join(self.router.lines[-20:]))
+                if router.proc.poll() is not None or time.monotonic() > deadline:
+                    raise ClusterError(f"{router.name} does not accept connections:\n" +
+                                       "".join(router.lines[-20:]))
                 time.sleep(0.01)
 
     def wait_indexed(self, instance: int, seq: int, timeout: float = 30) -> None:
-        """Waits until vllm-router says it applied event batch `seq` (or a later one) of
-        `instance`. Needs router_log_level="debug" (the line is a debug line)."""
+        """Waits until every vllm-router replica says it applied event batch `seq` (or a later
+        one) of `instance`. Needs router_log_level="debug" (the line is a debug line)."""
         url = self.instances[instance].url
-        start = 0
-        while True:
-            m = self.router.wait_for(ADVANCED, timeout, start)
-            start = self.router.lines.index(m.string, start) + 1
-            if m.group(1) == url and int(m.group(2)) >= seq:
-                return
+        for router in self.routers:
+            start = 0
+            while True:
+                m = router.wait_for(ADVANCED, timeout, start)
+                start = router.lines.index(m.string, start) + 1
+                if m.group(1) == url and int(m.group(2)) >= seq:
+                    break
 
     def stop(self) -> None:
-        """Router, then instances (they drain), then Redis. Safe to call twice."""
-        if self.router is not None:
-            self.router.stop()
-            self.router = None
+        """Routers, then instances (they drain), then Redis. Safe to call twice."""
+        if self.balancer is not None:
+            self.balancer.stop()
+            self.balancer = None
+        for router in self.routers:
+            router.stop()
+        self.routers, self.router = [], None
         for inst in self.instances:
             inst.process.stop()
         self.instances = []
@@ -299,6 +370,10 @@ class Cluster:
     def describe(self) -> str:
         lines = [f"router   {self.router_url}  (policy {self.policy}, "
                  f"metrics {self.prometheus_url}/metrics)"]
+        if self.balancer is not None:
+            lines[0] = f"router   {self.router_url}  (round-robin balancer, policy {self.policy})"
+            lines += [f"replica {r}  {u}  (metrics {m}/metrics)" for r, (u, m) in
+                      enumerate(zip(self.router_urls, self.prometheus_urls))]
         for i, inst in enumerate(self.instances):
             lines.append(f"instance {i} {inst.url}  events {inst.events}  replay {inst.replay}")
         if self.redis_url:
@@ -323,6 +398,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--threads", type=int, default=1, help="--threads of every instance")
     p.add_argument("--no-redis", action="store_true", help="no shared Redis tier")
     p.add_argument("--cli", default=str(REPO / "build" / "pagedkv"), help="the pagedkv binary")
+    p.add_argument("--routers", type=int, default=1,
+                   help="vllm-router replicas (same flags); with more than one, $ROUTER_URL is "
+                        "a TCP round-robin balancer in front of them (per connection)")
     p.add_argument("--router", help="the vllm-router binary (default: the reference venv's)")
     p.add_argument("--router-arg", action="append", default=[],
                    help="one more vllm-router argument (repeat)")
@@ -363,7 +441,8 @@ def main(argv: list[str]) -> int:
     try:
         with Cluster(pathlib.Path(args.cli), model_args, instances=args.instances,
                      policy=args.policy, served_model_name=args.served_model_name,
-                     redis=not args.no_redis, threads=args.threads, serve_args=serve_extra,
+                     redis=not args.no_redis, routers=args.routers, threads=args.threads,
+                     serve_args=serve_extra,
                      router=pathlib.Path(args.router) if args.router else None,
                      router_args=args.router_arg, router_log_level=args.router_log_level,
                      log_dir=args.log_dir) as cluster:

@@ -87,3 +87,20 @@ def test_kv_aware_routes_a_request_to_the_instance_holding_its_prefix(
                 assert alone["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
         finally:
             assert single.stop() == 0
+
+
+def test_router_replicas_behind_a_balancer_all_follow_the_events(
+        cli_module, aidreams_args, router_path, tmp_path):
+    # Two kv_aware replicas, requests alternating between them: both route to the instance
+    # that holds the prefix, as each reads every instance's events.
+    with cluster.Cluster(cli_module, aidreams_args, instances=2, policy="kv_aware", routers=2,
+                         redis=False, router=router_path, router_log_level="debug",
+                         log_dir=tmp_path) as c:
+        urls = [inst.url for inst in c.instances]
+        _complete(urls[1], PREFIX[1] + " The end.")
+        c.wait_indexed(1, 0)
+        before = [_received(u) for u in urls]
+        for _ in range(2):  # one through each replica
+            _complete(c.router_url, PREFIX[1] + " And then")
+        after = [_received(u) for u in urls]
+        assert (after[0] - before[0], after[1] - before[1]) == (0, 2)
