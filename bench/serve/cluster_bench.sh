@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # 4 pagedkv serve instances of SmolLM2 behind vllm-router (scripts/cluster.py), one multi-turn
 # workload (load_client.py's conversation generator) per router policy: round_robin, cache_aware,
-# kv_aware, without and with the shared Redis tier. Then the same requests (rebuilt by
+# kv_aware, without and with the shared Redis tier, and cache_aware / kv_aware with two router
+# replicas behind a round-robin balancer. Then the same requests (rebuilt by
 # to_mooncake.py from the kv_aware run) through `pagedkv replay --instances 4`.
 # Usage: bash bench/serve/cluster_bench.sh [OUT_DIR]   (default out/cluster_bench)
 # Env: SESSIONS (10), TURNS (4), POLICIES ("round_robin cache_aware kv_aware"),
-#      TIERS ("none redis"), INSTANCES (4). Each instance gets --threads 1.
+#      SETUPS ("none redis 2routers"), POLICIES_2ROUTERS ("cache_aware kv_aware"), INSTANCES (4).
+#      Each instance gets --threads 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-out/cluster_bench}"
@@ -15,22 +17,30 @@ n="${INSTANCES:-4}"
 workload=(--workload conversation --sessions "${SESSIONS:-10}" --turns "${TURNS:-4}"
           --system-tokens 200 --user-tokens 32 --output-tokens 16 --rate 1 --concurrency 4
           --vocab 49152)
-for tier in ${TIERS:-none redis}; do
-  for policy in ${POLICIES:-round_robin cache_aware kv_aware}; do
-    run="$out/${policy}_${tier}"
-    tier_flag=()
-    [ "$tier" = none ] && tier_flag=(--no-redis)
-    echo "== $policy, tier $tier; load: $(uptime)"
+# none: no shared tier, one router; redis: the shared Redis tier, one router; 2routers: no tier,
+# two router replicas behind a round-robin TCP balancer (an HA router pair).
+for setup in ${SETUPS:-none redis 2routers}; do
+  policies="${POLICIES:-round_robin cache_aware kv_aware}"
+  flags=(--no-redis)
+  case "$setup" in
+    redis) flags=() ;;
+    2routers) flags=(--no-redis --routers 2); policies="${POLICIES_2ROUTERS:-cache_aware kv_aware}" ;;
+  esac
+  for policy in $policies; do
+    run="$out/${policy}_${setup}"
+    echo "== $policy, $setup; load: $(uptime)"
     /usr/bin/python3 scripts/cluster.py -n "$n" --model "$model" --policy "$policy" \
-        "${tier_flag[@]}" --threads 1 --log-dir "$run.logs" --metrics-json "$run.metrics.json" \
+        "${flags[@]}" --threads 1 --log-dir "$run.logs" --metrics-json "$run.metrics.json" \
         --run "/usr/bin/python3 bench/serve/load_client.py --base-url \$ROUTER_URL \
-               ${workload[*]} --json $run.json" | grep -v '^instance [0-9] http'
+               ${workload[*]} --json $run.json" | grep -v -E '^(instance [0-9] http|replica)'
   done
 done
 echo "== after the runs; load: $(uptime)"
 trace="$out/conversation.jsonl"
 src="$out/kv_aware_none.json"
-[ -f "$src" ] || src="$(ls "$out"/*_none.json "$out"/*.json 2>/dev/null | grep -v metrics | head -1)"
+if [ ! -f "$src" ]; then  # another run of this directory: any load_client JSON
+  src="$(find "$out" -maxdepth 1 -name '*_*.json' ! -name '*.metrics.json' ! -name 'replay_*' | sort | head -n 1)"
+fi
 /usr/bin/python3 bench/serve/to_mooncake.py "$src" "$trace"
 for router in round-robin prefix-aware oracle; do
   build/pagedkv replay --trace "$trace" --trace-block-size 16 --block-size 16 --mode serve \
