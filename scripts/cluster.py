@@ -19,11 +19,13 @@ What it starts, all on 127.0.0.1, each on a free port:
     vllm-router connects to both; the ports each took are read from its "kv events on" line;
   - vllm-router with `--policy` (kv_aware, cache_aware, round_robin, ...); for kv_aware,
     `--kv-event-source URL=tcp://...` and `--kv-event-replay-source URL=tcp://...` per
-    instance, `--kv-event-model` (the served model name) and `--kv-event-block-size`.
+    instance, `--kv-event-model` (the served model name) and `--kv-event-block-size`;
+    with `--routers K`, K such replicas behind a round-robin TCP balancer ($ROUTER_URL).
 Readiness comes from each process's own signal: redis-server's "Ready to accept connections",
 serve's "ready:" line, vllm-router's "Starting server on" log line (vllm-router waits for every
-worker's /health itself). Everything is stopped on exit, on Ctrl-C and on SIGTERM: the router
-first, then the instances (SIGTERM: they drain), then Redis. Logs go to --log-dir.
+worker's /health itself). Everything is stopped on exit, on Ctrl-C and on SIGTERM: the routers
+first, then the instances (SIGTERM: they drain), then Redis. Logs go to --log-dir. See
+docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import asyncio
 import json
 import os
 import pathlib
-import queue
 import re
 import shlex
 import shutil
