@@ -272,7 +272,9 @@ class Cluster:
             argv = [str(self.cli), "serve", *self.model_args, "--port", "0",
                     "--served-model-name", self.model_name, "--threads", str(self.threads),
                     "--kv-events-endpoint", "tcp://127.0.0.1:*",
-                    "--kv-events-replay-endpoint", "tcp://127.0.0.1:*"]
+                    "--kv-events-replay-endpoint", "tcp://127.0.0.1:*",
+                    # Hold the first batch until a subscriber is there (the router starts last).
+                    "--kv-events-wait-subscriber-s", "600"]
             if self.redis_url:
                 argv += ["--remote-cache", self.redis_url]
             procs.append(Process(f"instance {i}", argv + self.serve_args,
@@ -302,6 +304,13 @@ class Cluster:
             self.routers.append(router)
             router.wait_for(rf"Starting server on 127\.0\.0\.1:{port}", self.timeout)
             self._wait_listening(router, port)
+            if self.policy == "kv_aware":
+                # Its event subscribers start after it serves; a batch sent before one has
+                # subscribed is lost to it (vllm-router asks for a replay only on a gap after a
+                # batch it received), so wait for each one's own "subscriber ... on" line.
+                for inst in self.instances:
+                    router.wait_for(rf"kv_index subscriber for {re.escape(inst.url)} rank0 on "
+                                    rf"{re.escape(inst.events)}", self.timeout)
             self.router_urls.append(f"http://127.0.0.1:{port}")
             self.prometheus_urls.append(f"http://127.0.0.1:{prometheus_port}")
         self.router = self.routers[0]
@@ -327,6 +336,17 @@ class Cluster:
                                        "".join(router.lines[-20:]))
                 time.sleep(0.01)
 
+    def indexed_seq(self, instance: int) -> int:
+        """The highest event batch of `instance` that every router replica has said it applied
+        (-1: none yet). Needs router_log_level="debug" (the lines are debug lines)."""
+        url = self.instances[instance].url
+        per_router = []
+        for router in self.routers:
+            seqs = [int(m.group(2)) for m in map(ADVANCED.search, list(router.lines))
+                    if m and m.group(1) == url]
+            per_router.append(max(seqs, default=-1))
+        return min(per_router)
+
     def wait_indexed(self, instance: int, seq: int, timeout: float = 30) -> None:
         """Waits until every vllm-router replica says it applied event batch `seq` (or a later
         one) of `instance`. Needs router_log_level="debug" (the line is a debug line)."""
@@ -338,6 +358,27 @@ class Cluster:
                 start = router.lines.index(m.string, start) + 1
                 if m.group(1) == url and int(m.group(2)) >= seq:
                     break
+
+    def wait_subscribed(self, probe, timeout: float = 60) -> None:
+        """Waits until every router replica has applied a batch of every instance, so that it
+        receives all later ones (and asks for a replay on a gap). A batch sent before a
+        replica's subscription has arrived is lost to it, and vllm-router asks for replays
+        only after a first batch: `probe(instance, k)` must make the instance publish a new
+        batch (a request with a new prompt straight to it); k = 1, 2, ... are sent while some
+        replica has not reported one within 2 s. Needs router_log_level="debug"."""
+        deadline = time.monotonic() + timeout
+        for i in range(len(self.instances)):
+            k = 0
+            probe(i, k)
+            while True:
+                try:
+                    self.wait_indexed(i, 0, timeout=2)
+                    break
+                except ClusterError:
+                    if time.monotonic() > deadline:
+                        raise
+                    k += 1
+                    probe(i, k)
 
     def stop(self) -> None:
         """Routers, then instances (they drain), then Redis. Safe to call twice."""

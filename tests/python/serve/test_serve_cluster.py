@@ -50,6 +50,18 @@ class _Client(Server):
         self.port = int(port)
 
 
+def _probe(c: cluster.Cluster):
+    """A request with a new prompt straight to instance i: it publishes new blocks."""
+    return lambda i, k: _complete(c.instances[i].url, f"Probe {i} {k}: " + PREFIX[i][::-1])
+
+
+def _warm(c: cluster.Cluster, i: int, prompt: str) -> None:
+    """`prompt` straight to instance i, then waits until every router replica applied it."""
+    seen = c.indexed_seq(i)
+    _complete(c.instances[i].url, prompt)
+    c.wait_indexed(i, seen + 1)  # its first batch stores the prompt's blocks
+
+
 def _received(url: str) -> float:
     return _Client(url).metrics()["pagedkv_requests_received_total"]
 
@@ -64,11 +76,11 @@ def test_kv_aware_routes_a_request_to_the_instance_holding_its_prefix(
                          router=router_path, router_log_level="debug",
                          log_dir=tmp_path) as c:
         urls = [inst.url for inst in c.instances]
+        c.wait_subscribed(_probe(c))
         # Each instance learns its own prefix straight from a client, not through the router:
         # the router can know where a prefix is only from that instance's KV events.
         for i in (1, 0):
-            _complete(urls[i], PREFIX[i] + " The end.")
-            c.wait_indexed(i, 0)  # batch 0 of a fresh instance stores its prompt's blocks
+            _warm(c, i, PREFIX[i] + " The end.")
         for i in (1, 0, 1):
             before = [_received(u) for u in urls]
             hits_before = _hits(urls[i])
@@ -97,8 +109,8 @@ def test_router_replicas_behind_a_balancer_all_follow_the_events(
                          redis=False, router=router_path, router_log_level="debug",
                          log_dir=tmp_path) as c:
         urls = [inst.url for inst in c.instances]
-        _complete(urls[1], PREFIX[1] + " The end.")
-        c.wait_indexed(1, 0)
+        c.wait_subscribed(_probe(c))
+        _warm(c, 1, PREFIX[1] + " The end.")
         before = [_received(u) for u in urls]
         for _ in range(2):  # one through each replica
             _complete(c.router_url, PREFIX[1] + " And then")
