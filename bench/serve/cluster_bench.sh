@@ -6,7 +6,8 @@
 # to_mooncake.py from the kv_aware run) through `pagedkv replay --instances 4`.
 # Usage: bash bench/serve/cluster_bench.sh [OUT_DIR]   (default out/cluster_bench)
 # Env: SESSIONS (10), TURNS (4), POLICIES ("round_robin cache_aware kv_aware"),
-#      SETUPS ("none redis 2routers"), POLICIES_2ROUTERS ("cache_aware kv_aware"), INSTANCES (4).
+#      SETUPS ("none redis 2routers"), POLICIES_2ROUTERS ("cache_aware kv_aware"), INSTANCES (4),
+#      ROUTER_LOG_LEVEL (info; debug logs kv_aware's "KV prefix decision" per request).
 #      Each instance gets --threads 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,7 @@ for setup in ${SETUPS:-none redis 2routers}; do
     echo "== $policy, $setup; load: $(uptime)"
     /usr/bin/python3 scripts/cluster.py -n "$n" --model "$model" --policy "$policy" \
         "${flags[@]}" --threads 1 --log-dir "$run.logs" --metrics-json "$run.metrics.json" \
+        --router-log-level "${ROUTER_LOG_LEVEL:-info}" \
         --run "/usr/bin/python3 bench/serve/load_client.py --base-url \$ROUTER_URL \
                ${workload[*]} --json $run.json" | grep -v -E '^(instance [0-9] http|replica)'
   done
