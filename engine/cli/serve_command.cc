@@ -163,6 +163,13 @@ absl::Status RunServe(const ServeFlags& flags) {
                                                    .publisher = publisher.get(),
                                                    .metrics = &metrics}));
   http->Attach(loop.get(), model);
+  if (publisher != nullptr) {
+    // The addresses actually bound, so a launcher that asked for tcp://127.0.0.1:* (a free port,
+    // loopback only, bound as vLLM binds) can hand them to a router that connects.
+    std::cerr << absl::StrFormat(
+        "pagedkv serve: kv events on %s (replay %s)\n", publisher->endpoint(),
+        publisher->replay_endpoint().empty() ? "none" : publisher->replay_endpoint());
+  }
   std::cerr << absl::StrFormat("pagedkv serve: ready: model '%s' on %s, %d KV tokens, context %d\n",
                                model.name, backend, model.pool_tokens, model.context_length);
   Drain(flags, WaitForStopSignal(stop_signals), *http, *loop);

@@ -4,6 +4,7 @@ two server processes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,40 @@ def test_kv_events_are_published_while_serving(cli_module, aidreams_args):
         assert stored, "no BlockStored event arrived"
     finally:
         sub.close(linger=0)
+        ctx.term()
+        assert server.stop() == 0
+
+
+def test_kv_events_bind_a_free_loopback_port_and_say_which(cli_module, aidreams_args):
+    # tcp://127.0.0.1:* binds (as vLLM binds, for routers that connect, e.g. vllm-router) on a
+    # free port; serve names the ports it took before "ready:".
+    server = Server(cli_module, [*aidreams_args, "--kv-events-endpoint", "tcp://127.0.0.1:*",
+                                 "--kv-events-replay-endpoint", "tcp://127.0.0.1:*"])
+    ctx = zmq.Context()
+    try:
+        line = next(x for x in server.lines if "kv events on" in x)
+        m = re.search(r"kv events on (tcp://127\.0\.0\.1:\d+) \(replay "
+                      r"(tcp://127\.0\.0\.1:\d+)\)", line)
+        assert m, line
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.setsockopt(zmq.RCVTIMEO, 10000)
+        sub.connect(m.group(1))
+        # The publisher holds its first batch until this subscription arrives.
+        assert server.request("POST", "/v1/completions",
+                              {"prompt": "Once upon a time, in a land far away, lived a dreamer",
+                               "max_tokens": 4})[0] == 200
+        frames = sub.recv_multipart()
+        assert frames[1] == (0).to_bytes(8, "big")
+        assert _mentions(msgpack.unpackb(frames[-1], raw=False), "BlockStored")
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.RCVTIMEO, 10000)
+        dealer.connect(m.group(2))
+        dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+        assert dealer.recv_multipart()[1:] == frames[1:]  # [empty, seq, payload]
+        sub.close(linger=0)
+        dealer.close(linger=0)
+    finally:
         ctx.term()
         assert server.stop() == 0
 
