@@ -139,6 +139,11 @@ void AddServeFlags(CLI::App* sub, ReplayConfig* config) {
       ->capture_default_str();
   sub->add_option("--gpu", config->gpu, "GPU preset (serve mode): " + absl::StrJoin(gpus, ", "))
       ->capture_default_str();
+  sub->add_option("--hardware-profile", config->hardware_profile,
+                  "Serve mode: a measured device profile (JSON, e.g. from "
+                  "bench/serve/calibrate_serve.py) in place of --gpu: achieved FLOP/s and "
+                  "bandwidth, per-step overhead, the model preset and its bytes")
+      ->check(CLI::ExistingFile);
   sub->add_option("--gpu-memory-utilization", config->gpu_memory_utilization,
                   "Serve mode: share of GPU memory for weights + KV when no capacity is given, "
                   "in (0, 1]")

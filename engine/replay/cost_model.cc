@@ -55,6 +55,14 @@ std::vector<ModelPreset> ModelPresets() {
        .num_q_heads = 28,
        .num_kv_heads = 4,
        .head_dim = 128},
+      // SmolLM2-135M(-Instruct): the model the CPU serving benchmarks run (tied LM head counted
+      // once, as it is computed once per token).
+      {.name = "smollm2-135m",
+       .num_parameters = 134.5e6,
+       .num_layers = 30,
+       .num_q_heads = 9,
+       .num_kv_heads = 3,
+       .head_dim = 64},
   };
 }
 
@@ -89,17 +97,20 @@ void StepWork::AddSequence(int64_t num_computed_tokens, int64_t num_new_tokens) 
   // Token at position p attends to p + 1 keys: sum_{p=c}^{c+n-1} (p + 1).
   attention_context += n * c + n * (n + 1) / 2;
   kv_tokens_read += num_computed_tokens + num_new_tokens;
+  ++num_sequences;
 }
 
 RooflineCostModel::RooflineCostModel(const GpuPreset& gpu, const ModelPreset& model,
                                      const CostModelOptions& options)
     : gpu_(gpu), model_(model), options_(options) {}
 
+double RooflineCostModel::StepAttentionFlops(const StepWork& work) const {
+  return 4.0 * model_.num_layers * model_.num_q_heads * model_.head_dim * work.attention_context;
+}
+
 double RooflineCostModel::StepFlops(const StepWork& work) const {
   const double linear = 2.0 * model_.num_parameters * static_cast<double>(work.num_tokens);
-  const double attention =
-      4.0 * model_.num_layers * model_.num_q_heads * model_.head_dim * work.attention_context;
-  return linear + attention;
+  return linear + StepAttentionFlops(work);
 }
 
 double RooflineCostModel::StepBytes(const StepWork& work) const {
@@ -121,9 +132,14 @@ double RooflineCostModel::StepSeconds(const StepWork& work) const {
   if (work.num_tokens == 0 && work.num_rerotated_tokens == 0) return 0;
   double seconds = options_.step_overhead_s + RerotationSeconds(work.num_rerotated_tokens);
   if (work.num_tokens > 0) {
-    const double compute = StepFlops(work) / (gpu_.peak_flops * options_.compute_efficiency);
+    const double attention = StepAttentionFlops(work);
+    const double attention_rate = gpu_.attention_flops > 0 ? gpu_.attention_flops : gpu_.peak_flops;
+    const double compute =
+        (StepFlops(work) - attention) / (gpu_.peak_flops * options_.compute_efficiency) +
+        attention / (attention_rate * options_.compute_efficiency);
     const double memory = StepBytes(work) / (gpu_.memory_bandwidth * options_.memory_efficiency);
-    seconds += std::max(compute, memory);
+    seconds += options_.additive ? compute + memory : std::max(compute, memory);
+    seconds += options_.per_sequence_s * static_cast<double>(work.num_sequences);
   }
   return seconds;
 }

@@ -41,6 +41,9 @@ struct PAGEDKV_EXPORT GpuPreset {
   double peak_flops = 0;        // dense BF16 FLOP/s
   double memory_bandwidth = 0;  // bytes/s
   double memory_bytes = 0;      // HBM capacity in bytes
+  // FLOP/s of attention when it runs at another rate than the linear layers (a measured CPU
+  // profile); 0 = peak_flops. Scaled by compute_efficiency like peak_flops.
+  double attention_flops = 0;
 };
 
 // A decoder model's shape, enough for FLOPs and bytes (BF16 weights and KV cache).
@@ -52,10 +55,16 @@ struct PAGEDKV_EXPORT ModelPreset {
   int32_t num_kv_heads = 0;       // key/value heads per layer
   int32_t head_dim = 0;           // per-head width
   int32_t bytes_per_element = 2;  // BF16 weights and KV
+  // Bytes a weight takes when they differ from the KV's (quantized weights: 0.6 for GGUF Q4_1
+  // with its scales); 0 = bytes_per_element.
+  double weight_bytes_per_parameter = 0;
 
   // K and V of one token over all layers: 2 * layers * kv_heads * head_dim * bytes.
   int64_t KvBytesPerToken() const;
-  double WeightBytes() const { return num_parameters * bytes_per_element; }
+  double WeightBytes() const {
+    return num_parameters *
+           (weight_bytes_per_parameter > 0 ? weight_bytes_per_parameter : bytes_per_element);
+  }
 };
 
 PAGEDKV_EXPORT std::vector<GpuPreset> GpuPresets();
@@ -68,6 +77,12 @@ struct PAGEDKV_EXPORT CostModelOptions {
   double compute_efficiency = 0.6;  // achieved fraction of peak FLOP/s (MFU) in (0, 1]
   double memory_efficiency = 0.8;   // achieved fraction of peak bandwidth in (0, 1]
   double step_overhead_s = 0.0005;  // fixed per-step cost (scheduling, launches), seconds
+  // false: a step takes max(compute, memory) (a GPU overlaps them); true: compute + memory (a
+  // CPU backend whose kernels stream the weights and compute in turn; see hardware_profile.h).
+  bool additive = false;
+  // Per sequence in the step (sampling, detokenising, streaming its token), seconds; 0 on GPU
+  // presets, where that work overlaps the next step.
+  double per_sequence_s = 0;
 };
 
 // The work of one step: tokens computed and the attention context they see.
@@ -76,6 +91,7 @@ struct PAGEDKV_EXPORT StepWork {
   double attention_context = 0;      // sum over computed tokens of (position + 1)
   int64_t kv_tokens_read = 0;        // sum over sequences of their context length after the step
   int64_t num_rerotated_tokens = 0;  // tokens whose KV a separate pass re-rotates or copies
+  int64_t num_sequences = 0;         // sequences in the step (AddSequence calls)
 
   // Adds a sequence that computes num_new_tokens after num_computed_tokens cached ones.
   void AddSequence(int64_t num_computed_tokens, int64_t num_new_tokens);
@@ -85,11 +101,13 @@ class PAGEDKV_EXPORT RooflineCostModel {
  public:
   RooflineCostModel(const GpuPreset& gpu, const ModelPreset& model,
                     const CostModelOptions& options);
-  double StepFlops(const StepWork& work) const;
+  double StepFlops(const StepWork& work) const;           // linear layers + attention
+  double StepAttentionFlops(const StepWork& work) const;  // the attention part of StepFlops
   double StepBytes(const StepWork& work) const;
   // Seconds of the re-rotation pass over `num_tokens` tokens' KV (see the banner); 0 for none.
   double RerotationSeconds(int64_t num_tokens) const;
-  // Seconds for the step: max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + overhead,
+  // Seconds for the step: max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + overhead
+  // (their sum in place of the max when options.additive) + per_sequence_s * num_sequences,
   // plus RerotationSeconds(work.num_rerotated_tokens). 0 for a step with no work at all.
   double StepSeconds(const StepWork& work) const;
 

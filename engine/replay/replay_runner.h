@@ -53,6 +53,7 @@ struct PAGEDKV_EXPORT ReplayConfig {
   std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
   std::string gpu = "H200";                  // GPU preset (serve mode)
+  std::string hardware_profile;              // serve mode: measured profile file in place of gpu
   double gpu_memory_utilization = 0.9;       // serve mode: memory share for weights + KV
   int32_t max_num_seqs = 256;                // serve mode scheduler: running sequences cap
   int32_t max_num_batched_tokens = 8192;     // serve mode scheduler: tokens per step

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/replay/cost_model.h"
+#include "engine/replay/hardware_profile.h"
 #include "engine/replay/multi_instance_replay.h"
 #include "engine/replay/progress_bar.h"
 #include "engine/replay/replay_modes.h"
@@ -15,6 +16,23 @@
 
 namespace pagedkv::replay {
 namespace {
+
+// Sets o.gpu, o.model and o.cost from the presets, or from --hardware-profile (its device, its
+// cost options, its model unless it names none, and its byte overrides).
+absl::Status SetDeviceAndModel(const ReplayConfig& c, ServeReplayOptions& o) {
+  if (c.hardware_profile.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(o.gpu, FindGpuPreset(c.gpu));
+    PAGEDKV_ASSIGN_OR_RETURN(o.model, FindModelPreset(c.model));
+    return absl::OkStatus();
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(HardwareProfile profile, ReadHardwareProfile(c.hardware_profile));
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model,
+                           FindModelPreset(profile.model.empty() ? c.model : profile.model));
+  o.gpu = profile.device;
+  o.cost = profile.cost;
+  o.model = profile.Apply(model);
+  return absl::OkStatus();
+}
 
 // The serve-replay options of `c`: one policy, presets, scheduler limits and the capacity.
 absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
@@ -34,13 +52,17 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
   ServeReplayOptions o;
   o.block_size = c.block_size;
   o.policy = policies[0];
-  PAGEDKV_ASSIGN_OR_RETURN(o.gpu, FindGpuPreset(c.gpu));
-  PAGEDKV_ASSIGN_OR_RETURN(o.model, FindModelPreset(c.model));
+  PAGEDKV_RETURN_IF_ERROR(SetDeviceAndModel(c, o));
   o.gpu_memory_utilization = c.gpu_memory_utilization;
   o.scheduler.max_num_seqs = c.max_num_seqs;
   o.scheduler.max_num_batched_tokens = c.max_num_batched_tokens;
   o.scheduler.cache_aware = c.cache_aware;
   if (c.capacity_blocks > 0) o.capacity_blocks = c.capacity_blocks;
+  if (c.capacity_gib > 0 && !c.hardware_profile.empty()) {
+    return absl::InvalidArgumentError(
+        "--capacity-gib counts the presets' bytes; with --hardware-profile give the measured "
+        "server's pool as --capacity-blocks (its `pagedkv_kv_cache_blocks` metric)");
+  }
   if (c.capacity_gib > 0) {
     PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
   }

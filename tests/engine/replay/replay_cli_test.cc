@@ -144,6 +144,38 @@ TEST(ReplayCliTest, ServeModePrintsTtftAndThroughput) {
   EXPECT_EQ(j["gpu"], "H100");
 }
 
+// A measured profile replaces the GPU preset and the model preset's bytes: a device 1,000x
+// slower than an H100 makes every request slower, and the JSON names the profile.
+TEST(ReplayCliTest, HardwareProfileStandsInForTheGpu) {
+  const std::string path = TempDir("hardware_profile") + "/profile.json";
+  std::ofstream(path) << R"({"name": "slow-cpu", "model": "smollm2-135m", "peak_flops": 1e10,
+      "memory_bandwidth": 1e10, "memory_bytes": 1e12, "step_overhead_s": 0.002,
+      "additive": true, "kv_bytes_per_element": 4, "weight_bytes_per_parameter": 4})";
+  const std::vector<std::string> base = {"replay", "--workload", "system-prompt", "--requests",
+                                         "20",     "--mode",     "serve",         "--json"};
+  std::vector<std::string> profiled = base;
+  profiled.insert(profiled.end(), {"--hardware-profile", path, "--capacity-blocks", "4000"});
+  CliResult slow = RunCli(profiled);
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  std::vector<std::string> h100 = base;
+  h100.insert(h100.end(),
+              {"--gpu", "H100", "--model", "smollm2-135m", "--capacity-blocks", "4000"});
+  CliResult fast = RunCli(h100);
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  const auto s = nlohmann::json::parse(slow.out);
+  const auto f = nlohmann::json::parse(fast.out);
+  EXPECT_EQ(s["gpu"], "slow-cpu");
+  EXPECT_EQ(s["model"], "smollm2-135m");
+  EXPECT_EQ(s["finished"], 20);
+  EXPECT_GT(s["ttft_p50_s"].get<double>(), 10 * f["ttft_p50_s"].get<double>());
+
+  profiled.back() = "1";  // --capacity-gib is refused with a profile
+  profiled[profiled.size() - 2] = "--capacity-gib";
+  CliResult gib = RunCli(profiled);
+  EXPECT_NE(gib.exit_code, 0);
+  EXPECT_THAT(gib.err, HasSubstr("--capacity-blocks"));
+}
+
 // Inputs that would need far more memory than the budget are refused up front, naming the flag
 // or the trace line responsible; none aborts.
 TEST(ReplayCliTest, MemoryBudgetRefusesHugeWorkloadsUpFront) {
