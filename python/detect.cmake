@@ -2,8 +2,15 @@
 # interpreter may come first on PATH), its development headers and pybind11. Sets
 # PAGEDKV_PYTHON_DEPS_FOUND; the top-level CMakeLists.txt turns PAGEDKV_BUILD_PYTHON on by default
 # when it is true.
-set(PAGEDKV_PYTHON_EXECUTABLE "/usr/bin/python3" CACHE FILEPATH
-    "Python interpreter the pagedkv module is built for (Debian's python3)")
+# Under scikit-build-core (`pip install .`, SKBUILD set) the module is built for the interpreter
+# that runs pip, which scikit-build-core passes as Python_EXECUTABLE.
+if(SKBUILD AND Python_EXECUTABLE)
+  set(pagedkv_python_default "${Python_EXECUTABLE}")
+else()
+  set(pagedkv_python_default "/usr/bin/python3")
+endif()
+set(PAGEDKV_PYTHON_EXECUTABLE "${pagedkv_python_default}" CACHE FILEPATH
+    "Python interpreter the pagedkv module is built for (Debian's python3; under pip, pip's)")
 set(PAGEDKV_PYTHON_DEPS_FOUND OFF)
 if(EXISTS "${PAGEDKV_PYTHON_EXECUTABLE}")
   set(Python_EXECUTABLE "${PAGEDKV_PYTHON_EXECUTABLE}")

@@ -4,13 +4,16 @@
 #include <iostream>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "CLI/CLI.hpp"
 #include "engine/cli/commands.h"
+#include "pagedkv/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pagedkv: paged KV cache, prefix caching and shifted-position reuse"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(pagedkv::VersionString()));
   int exit_code = 0;
   // One line per subcommand (see commands.h).
   pagedkv::cli::AddReplayCommand(app, &exit_code);

@@ -231,6 +231,9 @@ class PAGEDKV_EXPORT ModelRunner {
   // y [num_rows, n] = x [num_rows, dim] w^T (+ bias [n] on every row when bias is not null).
   absl::Status Project(const float* x, const float* w, const NativeMatrix& native,
                        const float* bias, float* y, int64_t num_rows, int64_t n);
+  // x_ [num_tokens, dim] = the embedding rows of token_ids_ (a block-format table when the
+  // weights keep it native).
+  absl::Status GatherEmbeddings(int64_t num_tokens);
   // args.w's product, or QuantLinear over `native` when that holds the matrix.
   absl::Status MatMul(const LinearArgs& args, const NativeMatrix& native);
   // RoPE of q and k of `rows` at their positions with the runner's table, K/V to their slots.

@@ -391,7 +391,7 @@ class PAGEDKV_EXPORT Engine {
   friend class EngineInternal;  // engine/runtime/engine_internal.h: tests reach the model runner
   struct RequestRecord;
   struct Internals;  // the model runner and the chunk reuse (engine/runtime/engine_internal.h)
-  // One step's flattened batch and what it samples (see engine.cc).
+  // One step's flattened batch and what it samples (engine/runtime/step_batch.h).
   struct StepBatch;
   Engine();
   absl::Status Init(std::shared_ptr<const ModelWeights> weights);

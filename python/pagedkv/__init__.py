@@ -16,11 +16,14 @@ Example::
     m.free(1)
 """
 
-from __future__ import annotations
-
-import contextlib
-import importlib
-from typing import Iterator, Optional, Sequence
+# Only pagedkv's own names are public: the modules and typing names used below are imported
+# under private names, and __all__ lists the public ones (tests/python/test_public_api.py keeps
+# it, the docstrings and the stubs in step).
+import contextlib as _contextlib
+import importlib as _importlib
+from typing import Iterator as _Iterator
+from typing import Optional as _Optional
+from typing import Sequence as _Sequence
 
 from . import _pagedkv
 from ._pagedkv import *  # noqa: F401,F403  (the bound classes and functions)
@@ -32,6 +35,64 @@ from ._pagedkv import (  # noqa: F401  (names used below)
     TokenOutput,
 )
 
+__all__ = [
+    "AbortedError",
+    "AllBlocksCleared",
+    "AlreadyExistsError",
+    "BlockPool",
+    "BlockRemoved",
+    "BlockStored",
+    "CacheRequest",
+    "CacheStats",
+    "CancelledError",
+    "ChunkIndex",
+    "ChunkIndexStats",
+    "ChunkLocation",
+    "ComputedBlocks",
+    "DataLossError",
+    "DeadlineExceededError",
+    "Engine",
+    "EngineStats",
+    "Error",
+    "EvictionPolicy",
+    "FailedPreconditionError",
+    "GenerationRequest",
+    "GenerationResult",
+    "GgufFile",
+    "InternalError",
+    "InvalidArgumentError",
+    "KvCacheManager",
+    "KvSlotMove",
+    "MultimodalInput",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "RequestInfo",
+    "RequestOutput",
+    "ResourceExhaustedError",
+    "ScheduledBatch",
+    "ScheduledSequence",
+    "Scheduler",
+    "SchedulerStats",
+    "SchedulerStepStats",
+    "StepOutput",
+    "TokenOutput",
+    "Tokenizer",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
+    "chunk_key",
+    "eviction_policy_names",
+    "format_chat_prompt",
+    "hash_block",
+    "hash_from_u64",
+    "read_chat_template",
+    "replay",
+    "root_hash",
+]
+
+#: The package's version: the C++ library's (CMakeLists.txt's project version).
 __version__: str = _pagedkv.__version__
 
 
@@ -76,8 +137,8 @@ class EvictionPolicy:
         """Forget every block."""
 
 
-@contextlib.contextmanager
-def _chunk_pinned(self: ChunkIndex, location: ChunkLocation) -> Iterator[ChunkLocation]:
+@_contextlib.contextmanager
+def _chunk_pinned(self: ChunkIndex, location: ChunkLocation) -> _Iterator[ChunkLocation]:
     """``with index.pinned(location):`` acquires the chunk's blocks and releases them after."""
     self.acquire(location)
     try:
@@ -90,8 +151,8 @@ ChunkIndex.pinned = _chunk_pinned  # type: ignore[attr-defined]
 
 
 def _engine_stream(
-    self: Engine, requests: Optional[Sequence[GenerationRequest]] = None
-) -> Iterator[TokenOutput]:
+    self: Engine, requests: _Optional[_Sequence[GenerationRequest]] = None
+) -> _Iterator[TokenOutput]:
     """Yields every token as it is sampled, step by step, until the engine has no unfinished
     request (``requests``, when given, are queued first)."""
     for request in requests or ():
@@ -105,4 +166,4 @@ Engine.stream = _engine_stream  # type: ignore[attr-defined]
 
 # The star import above bound `replay` to the extension's submodule; the package's replay.py
 # (which wraps it) takes its place.
-replay = importlib.import_module(".replay", __name__)
+replay = _importlib.import_module(".replay", __name__)

@@ -241,6 +241,7 @@ class KvSlotMove:
     dst_slot: int
     old_position: int
     new_position: int
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class SchedulerStepStats:
     step: int
@@ -289,6 +290,7 @@ class RequestOutput:
     output_tokens: List[int]
     new_tokens: List[int]
     finished: bool
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class RequestInfo:
     id: int
@@ -298,6 +300,7 @@ class RequestInfo:
     num_computed_tokens: int
     num_prefix_hit_tokens: int
     num_preemptions: int
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class SchedulerStats:
     num_steps: int
@@ -372,11 +375,13 @@ class GenerationRequest:
     max_new_tokens: int
     cache_salt: str
     priority: int
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class TokenOutput:
     request_id: int
     token: int
     index: int
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class GenerationResult:
     request_id: int
@@ -396,6 +401,7 @@ class GenerationResult:
     num_readmission_remote_hit_tokens: int
     time_to_first_token_s: float
     latency_s: float
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class StepOutput:
     tokens: List[TokenOutput]
@@ -431,6 +437,7 @@ class EngineStats:
     max_step_num_tokens: int
     max_step_num_seqs: int
     step_num_tokens_histogram: List[int]
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class Engine:
     @staticmethod

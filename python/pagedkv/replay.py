@@ -19,10 +19,11 @@ Generators: ``generate(name, num_requests=0, seed=1)`` (``builtin_workload_names
 gives a request's token ids.
 """
 
-from __future__ import annotations
-
-import json
-from typing import Any, Dict, Optional, Sequence
+import json as _json
+from typing import Any as _Any
+from typing import Dict as _Dict
+from typing import Optional as _Optional
+from typing import Sequence as _Sequence
 
 from ._pagedkv import replay as _replay
 from ._pagedkv.replay import (  # noqa: F401  (re-exported)
@@ -41,26 +42,45 @@ from ._pagedkv.replay import (  # noqa: F401  (re-exported)
     system_prompt_workload,
 )
 
+__all__ = [
+    "ChunkSpan",
+    "ReplayRequest",
+    "Segment",
+    "Workload",
+    "builtin_workload_names",
+    "conversation_workload",
+    "default_config",
+    "generate",
+    "load_trace",
+    "materialize_prompt",
+    "policy_names",
+    "rag_workload",
+    "run",
+    "run_cache",
+    "sweep",
+    "system_prompt_workload",
+]
 
-def run(**options: Any) -> Dict[str, Any]:
+
+def run(**options: _Any) -> _Dict[str, _Any]:
     """``pagedkv replay --json`` with ``options`` (see ``default_config()``): its JSON object.
 
     Raises :class:`pagedkv.InvalidArgumentError` for an unknown option or a bad value, and the
     error of the failing step otherwise (e.g. :class:`pagedkv.NotFoundError` for a missing
     trace)."""
-    return json.loads(_replay.run_json(options))
+    return _json.loads(_replay.run_json(options))
 
 
 def sweep(
-    capacities: Sequence[int],
-    policies: Optional[Sequence[str]] = None,
-    **options: Any,
-) -> Dict[str, Any]:
+    capacities: _Sequence[int],
+    policies: _Optional[_Sequence[str]] = None,
+    **options: _Any,
+) -> _Dict[str, _Any]:
     """Cache mode at each capacity (blocks) for each policy (default: all of
     ``policy_names()``), as ``pagedkv replay --sweep ... --json`` reports it: the workload's
     fields plus ``runs``, one dict per (capacity, policy) in that order. Files are written only
     for ``csv=`` / ``plot=`` paths."""
-    return json.loads(_replay.sweep_json(list(capacities), list(policies or []), options))
+    return _json.loads(_replay.sweep_json(list(capacities), list(policies or []), options))
 
 
 def run_cache(
@@ -71,10 +91,10 @@ def run_cache(
     block_size: int = 16,
     count_shifted: bool = True,
     cache_partial_tail: bool = False,
-) -> Dict[str, Any]:
+) -> _Dict[str, _Any]:
     """One cache-mode replay of ``workload`` (fields as one run of ``pagedkv replay --json``).
     ``cache_partial_tail=True`` is the block model before issue 29 (``--cache-partial-tail``)."""
-    return json.loads(
+    return _json.loads(
         _replay.run_cache_json(
             workload,
             capacity_blocks=capacity_blocks,

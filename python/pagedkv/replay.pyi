@@ -8,12 +8,14 @@ class Segment:
     content_id: int
     length: int
     def __init__(self, content_id: int, length: int) -> None: ...
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class ChunkSpan:
     content_id: int
     token_offset: int
     length: int
     def __init__(self, content_id: int, token_offset: int, length: int) -> None: ...
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class ReplayRequest:
     arrival_ms: float
@@ -24,6 +26,7 @@ class ReplayRequest:
     def __init__(self, *, arrival_ms: float = 0.0, input_length: int = 0,
                  output_length: int = 0, segments: Sequence[Segment] = ...,
                  chunks: Sequence[ChunkSpan] = ...) -> None: ...
+    def as_dict(self) -> Dict[str, Any]: ...
 
 class Workload:
     name: str

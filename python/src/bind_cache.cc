@@ -61,9 +61,12 @@ void BindCacheRequest(py::module_& m) {
            return MultimodalInput{.offset = offset, .length = length, .content_hash = content_hash};
          }),
          arg("offset"), arg("length"), arg("content_hash"))
-      .def_readonly("offset", &MultimodalInput::offset)
-      .def_readonly("length", &MultimodalInput::length)
-      .def_readonly("content_hash", &MultimodalInput::content_hash);
+      .def_readonly("offset", &MultimodalInput::offset,
+                    "First prompt token the input covers (>= 0).")
+      .def_readonly("length", &MultimodalInput::length, "Placeholder tokens it covers (> 0).")
+      .def_readonly("content_hash", &MultimodalInput::content_hash,
+                    "16-byte hash of the input's content (e.g. the image bytes), mixed into every "
+                    "block it overlaps.");
   AddDataclassMethods(mm, {"offset", "length", "content_hash"});
 
   py::class_<CacheRequest> req(m, "CacheRequest",
@@ -90,19 +93,26 @@ void BindCacheRequest(py::module_& m) {
           arg("tokens"), "Appends tokens (all or nothing) and hashes the blocks they complete.")
       .def(
           "append_token", [](CacheRequest& r, TokenId t) { CheckStatus(r.AppendToken(t)); },
-          arg("token"))
+          arg("token"), "Appends one token and hashes the block it completes.")
       .def(
           "truncate", [](CacheRequest& r, int64_t n) { CheckStatus(r.Truncate(n)); },
           arg("num_tokens"), "Keeps the first num_tokens tokens and their block hashes.")
-      .def_property_readonly("id", &CacheRequest::id)
-      .def_property_readonly("block_size", &CacheRequest::block_size)
-      .def_property_readonly("cache_salt", &CacheRequest::cache_salt)
-      .def_property_readonly("model_fingerprint", &CacheRequest::model_fingerprint)
-      .def_property_readonly("adapter_id", &CacheRequest::adapter_id)
-      .def_property_readonly("vocab_size", &CacheRequest::vocab_size)
-      .def_property_readonly("num_tokens", &CacheRequest::num_tokens)
-      .def_property_readonly("num_prompt_tokens", &CacheRequest::num_prompt_tokens)
-      .def_property_readonly("num_full_blocks", &CacheRequest::num_full_blocks)
+      .def_property_readonly("id", &CacheRequest::id, "The request id.")
+      .def_property_readonly("block_size", &CacheRequest::block_size, "Tokens per block.")
+      .def_property_readonly("cache_salt", &CacheRequest::cache_salt,
+                             "Salt: requests with different salts never share blocks.")
+      .def_property_readonly("model_fingerprint", &CacheRequest::model_fingerprint,
+                             "Model id and RoPE configuration, hashed into the chain root.")
+      .def_property_readonly("adapter_id", &CacheRequest::adapter_id,
+                             "LoRA adapter id mixed into block hashes; 0 means none.")
+      .def_property_readonly("vocab_size", &CacheRequest::vocab_size,
+                             "Vocabulary size tokens are checked against; 0 means unchecked.")
+      .def_property_readonly("num_tokens", &CacheRequest::num_tokens,
+                             "Tokens so far (prompt and appended).")
+      .def_property_readonly("num_prompt_tokens", &CacheRequest::num_prompt_tokens,
+                             "Tokens of the prompt given at creation.")
+      .def_property_readonly("num_full_blocks", &CacheRequest::num_full_blocks,
+                             "Full blocks, each with a chained hash.")
       .def_property_readonly(
           "tokens",
           [](const CacheRequest& r) { return ReadOnlyCopy(r.tokens().data(), r.tokens().size()); },
@@ -115,7 +125,9 @@ void BindCacheRequest(py::module_& m) {
             return out;
           },
           "Chained hash of each full block (16 bytes each).")
-      .def_property_readonly("root_hash", &CacheRequest::root_hash)
+      .def_property_readonly(
+          "root_hash", &CacheRequest::root_hash,
+          "The chain root (16 bytes): from the cache salt and the model fingerprint.")
       .def("__len__", &CacheRequest::num_tokens)
       .def("__repr__", [](const CacheRequest& r) {
         return "CacheRequest(id=" + std::to_string(r.id()) +
@@ -130,28 +142,39 @@ void BindCacheRequest(py::module_& m) {
              return ComputedBlocks{std::move(blocks), num_computed_tokens};
            }),
            arg("blocks") = std::vector<BlockId>{}, arg("num_computed_tokens") = 0)
-      .def_readonly("blocks", &ComputedBlocks::blocks)
-      .def_readonly("num_computed_tokens", &ComputedBlocks::num_computed_tokens);
+      .def_readonly("blocks", &ComputedBlocks::blocks,
+                    "Cached blocks holding the request's first tokens, in order.")
+      .def_readonly("num_computed_tokens", &ComputedBlocks::num_computed_tokens,
+                    "Tokens those blocks hold (len(blocks) * block_size).");
   AddDataclassMethods(computed, {"blocks", "num_computed_tokens"});
 }
 
 void BindStats(py::module_& m) {
   py::class_<CacheStats> stats(m, "CacheStats", "Prefix-cache counters (a snapshot).");
   stats.def(py::init<>())
-      .def_readonly("lookups", &CacheStats::lookups)
-      .def_readonly("queried_tokens", &CacheStats::queried_tokens)
-      .def_readonly("queried_blocks", &CacheStats::queried_blocks)
-      .def_readonly("hit_tokens", &CacheStats::hit_tokens)
-      .def_readonly("hit_blocks", &CacheStats::hit_blocks)
-      .def_readonly("stored_blocks", &CacheStats::stored_blocks)
-      .def_readonly("evictions", &CacheStats::evictions)
-      .def_readonly("verification_failures", &CacheStats::verification_failures)
-      .def_readonly("replaced_blocks", &CacheStats::replaced_blocks)
-      .def_readonly("resets", &CacheStats::resets)
-      .def_readonly("promoted_duplicates", &CacheStats::promoted_duplicates)
+      .def_readonly("lookups", &CacheStats::lookups, "Prefix lookups (get_computed_blocks calls).")
+      .def_readonly("queried_tokens", &CacheStats::queried_tokens,
+                    "Prompt tokens presented to those lookups.")
+      .def_readonly("queried_blocks", &CacheStats::queried_blocks,
+                    "Full blocks presented to those lookups.")
+      .def_readonly("hit_tokens", &CacheStats::hit_tokens, "Tokens served from the cache.")
+      .def_readonly("hit_blocks", &CacheStats::hit_blocks, "Blocks served from the cache.")
+      .def_readonly("stored_blocks", &CacheStats::stored_blocks,
+                    "Blocks that entered the hash index.")
+      .def_readonly("evictions", &CacheStats::evictions,
+                    "Cached blocks that left the index other than by a reset (evicted, unreachable "
+                    "or uncached).")
+      .def_readonly("verification_failures", &CacheStats::verification_failures,
+                    "Hash hits rejected because the tokens or the parent did not match.")
+      .def_readonly("replaced_blocks", &CacheStats::replaced_blocks,
+                    "Indexed blocks replaced after failing verification.")
+      .def_readonly("resets", &CacheStats::resets, "reset_prefix_cache calls.")
+      .def_readonly("promoted_duplicates", &CacheStats::promoted_duplicates,
+                    "Duplicate blocks indexed in place of their evicted holder.")
       .def_property_readonly("hit_rate", &CacheStats::HitRate, "hit_tokens / queried_tokens.")
-      .def_property_readonly("block_hit_rate", &CacheStats::BlockHitRate)
-      .def("summary", &CacheStats::Summary);
+      .def_property_readonly("block_hit_rate", &CacheStats::BlockHitRate,
+                             "hit_blocks / queried_blocks, or 0 when nothing was queried.")
+      .def("summary", &CacheStats::Summary, "One line with every counter and the hit rates.");
   AddDataclassMethods(stats, {"lookups", "queried_tokens", "queried_blocks", "hit_tokens",
                               "hit_blocks", "stored_blocks", "evictions", "verification_failures",
                               "replaced_blocks", "resets", "promoted_duplicates"});
@@ -179,13 +202,15 @@ void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
           [](PyKvCacheManager& self, RequestId id) {
             return Unwrap(self.get().NumAllocatedTokens(id));
           },
-          arg("request_id"))
+          arg("request_id"),
+          "Tokens of the request that have KV slots (computed prefix and allocated new tokens).")
       .def(
           "num_lookahead_tokens",
           [](PyKvCacheManager& self, RequestId id) {
             return Unwrap(self.get().NumLookaheadTokens(id));
           },
-          arg("request_id"))
+          arg("request_id"),
+          "Slots reserved past the request's tokens for draft tokens (speculative decoding).")
       .def(
           "write_prometheus",
           [](PyKvCacheManager& self, std::map<std::string, std::string> labels) {
@@ -200,12 +225,15 @@ void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
           "collect_block_metrics=True the block lifetime / idle / reuse-gap histograms).")
       .def("__contains__",
            [](PyKvCacheManager& self, RequestId id) { return self.get().HasRequest(id); })
-      .def_property_readonly("num_requests",
-                             [](PyKvCacheManager& self) { return self.get().NumRequests(); })
-      .def_property_readonly("num_blocks",
-                             [](PyKvCacheManager& self) { return self.get().num_blocks(); })
-      .def_property_readonly("block_size",
-                             [](PyKvCacheManager& self) { return self.get().block_size(); })
+      .def_property_readonly(
+          "num_requests", [](PyKvCacheManager& self) { return self.get().NumRequests(); },
+          "Requests the manager tracks.")
+      .def_property_readonly(
+          "num_blocks", [](PyKvCacheManager& self) { return self.get().num_blocks(); },
+          "Blocks in the pool.")
+      .def_property_readonly(
+          "block_size", [](PyKvCacheManager& self) { return self.get().block_size(); },
+          "Tokens per block.")
       .def_property_readonly(
           "num_available_blocks",
           [](PyKvCacheManager& self) { return self.get().NumAvailableBlocks(); },
@@ -213,8 +241,13 @@ void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
       .def_property_readonly(
           "usage", [](PyKvCacheManager& self) { return self.get().Usage(); },
           "Fraction of blocks referenced by requests.")
-      .def_property_readonly("stats", [](PyKvCacheManager& self) { return self.get().stats(); })
-      .def("reset_stats", [](PyKvCacheManager& self) { self.get().ResetStats(); })
+      .def_property_readonly(
+          "stats", [](PyKvCacheManager& self) { return self.get().stats(); },
+          "Lookup counters merged with the pool's (stores, evictions, resets): a CacheStats "
+          "snapshot.")
+      .def(
+          "reset_stats", [](PyKvCacheManager& self) { self.get().ResetStats(); },
+          "Zeroes the counters (and the block histograms).")
       .def(
           "validate_invariants",
           [](PyKvCacheManager& self) { CheckStatus(self.get().ValidateInvariants()); },
@@ -235,7 +268,8 @@ void BindManagerEvents(py::class_<PyKvCacheManager>& c) {
       .def(
           "remove_event_listener",
           [](PyKvCacheManager& self, int id) { return self.hub.RemoveListener(id); },
-          arg("listener_id"));
+          arg("listener_id"),
+          "Unregisters a listener by the id add_event_listener returned; False when unknown.");
 }
 
 void BindManager(py::module_& m) {
@@ -264,13 +298,17 @@ void BindManager(py::module_& m) {
           arg("id"), arg("prompt"), py::kw_only(), arg("cache_salt") = "", arg("adapter_id") = 0,
           arg("multimodal") = py::none(), arg("priority") = kDefaultCachePriority,
           arg("retention_seconds") = std::numeric_limits<double>::infinity(),
-          arg("priority_spans") = std::vector<PrioritySpanTuple>{})
+          arg("priority_spans") = std::vector<PrioritySpanTuple>{},
+          "A CacheRequest with this manager's block size, fingerprint, vocabulary and hasher; "
+          "InvalidArgumentError for tokens outside the vocabulary.")
       .def(
           "get_computed_blocks",
           [](PyKvCacheManager& self, const CacheRequest& r) {
             return Unwrap(self.get().GetComputedBlocks(r));
           },
-          arg("request"))
+          arg("request"),
+          "The longest verified cached prefix of `request` (at least one token is left to "
+          "compute). Pins nothing: pass it to allocate_slots in the same step.")
       .def(
           "allocate_slots",
           [](PyKvCacheManager& self, const CacheRequest& r, int64_t n,
@@ -300,11 +338,15 @@ void BindManager(py::module_& m) {
                                                {.num_lookahead_tokens = num_lookahead_tokens}));
           },
           arg("request"), arg("num_new_tokens"), arg("computed") = py::none(), py::kw_only(),
-          arg("num_lookahead_tokens") = 0)
+          arg("num_lookahead_tokens") = 0,
+          "How many new blocks allocate_slots with the same arguments would take; changes nothing.")
       .def(
           "free", [](PyKvCacheManager& self, RequestId id) { CheckStatus(self.get().Free(id)); },
-          arg("request_id"))
-      .def("reset_prefix_cache", [](PyKvCacheManager& self) { self.get().ResetPrefixCache(); })
+          arg("request_id"),
+          "Frees the request's blocks (full ones stay cached and evictable) and forgets it.")
+      .def(
+          "reset_prefix_cache", [](PyKvCacheManager& self) { self.get().ResetPrefixCache(); },
+          "Drops every cached hash (running requests keep their blocks); emits AllBlocksCleared.")
       .def("__repr__", [](PyKvCacheManager& self) {
         const KvCacheManager& k = self.get();
         return "KvCacheManager(num_blocks=" + std::to_string(k.num_blocks()) +

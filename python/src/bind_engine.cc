@@ -63,72 +63,98 @@ void BindTokenizer(py::module_& m) {
        [](const std::string& path, int32_t vocab_size) {
          return std::make_shared<Tokenizer>(Unwrap(Tokenizer::Load(path, vocab_size)));
        },
-       arg("path"), arg("vocab_size"))
+       arg("path"), arg("vocab_size"),
+       "Reads a llama2.c tokenizer file holding exactly `vocab_size` tokens.")
       .def_static(
           "load_huggingface",
           [](const std::string& path) {
             return std::make_shared<Tokenizer>(Unwrap(Tokenizer::LoadHuggingFace(path)));
           },
-          arg("path"))
+          arg("path"), "Reads a Hugging Face tokenizer.json (byte-level BPE).")
       .def(
           "encode",
           [](const Tokenizer& tok, const std::string& text, bool add_bos, bool add_eos) {
             return Unwrap(tok.Encode(text, {.add_bos = add_bos, .add_eos = add_eos}));
           },
-          arg("text"), py::kw_only(), arg("add_bos") = true, arg("add_eos") = false)
+          arg("text"), py::kw_only(), arg("add_bos") = true, arg("add_eos") = false,
+          "Token ids of `text` (BOS first with add_bos, EOS last with add_eos).")
       .def(
           "decode",
           [](const Tokenizer& tok, std::vector<TokenId> tokens, TokenId prev) {
             return Unwrap(tok.Decode(tokens, prev));
           },
-          arg("tokens"), py::kw_only(), arg("prev") = Tokenizer::kBosId)
-      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
-      .def_property_readonly("bos_id", &Tokenizer::bos_id)
-      .def_property_readonly("eos_id", &Tokenizer::eos_id);
+          arg("tokens"), py::kw_only(), arg("prev") = Tokenizer::kBosId,
+          "The text of `tokens`, the first decoded after `prev` (BOS by default).")
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size, "Tokens in the vocabulary.")
+      .def_property_readonly("bos_id", &Tokenizer::bos_id, "The beginning-of-sequence token id.")
+      .def_property_readonly("eos_id", &Tokenizer::eos_id, "The end-of-sequence token id.");
 }
 
 void BindEngineTypes(py::module_& m) {
   py::class_<GenerationRequest> req(m, "GenerationRequest", "One request for Engine.generate.");
   RequestArgs([&](auto&&... a) { req.def(py::init(&MakeRequest), a...); });
-  req.def_readwrite("prompt_tokens", &GenerationRequest::prompt_tokens)
-      .def_readwrite("prompt_text", &GenerationRequest::prompt_text)
-      .def_readwrite("max_new_tokens", &GenerationRequest::max_new_tokens)
-      .def_readwrite("cache_salt", &GenerationRequest::cache_salt)
-      .def_readwrite("priority", &GenerationRequest::priority);
+  req.def_readwrite("prompt_tokens", &GenerationRequest::prompt_tokens,
+                    "The prompt's token ids (used when not empty).")
+      .def_readwrite(
+          "prompt_text", &GenerationRequest::prompt_text,
+          "The prompt as text, encoded by the engine's tokenizer (when prompt_tokens is empty).")
+      .def_readwrite("max_new_tokens", &GenerationRequest::max_new_tokens,
+                     "Most tokens to generate (>= 1).")
+      .def_readwrite("cache_salt", &GenerationRequest::cache_salt,
+                     "Salt: requests with different salts never share cached blocks.")
+      .def_readwrite("priority", &GenerationRequest::priority,
+                     "Scheduling priority: smaller values are admitted first under the priority "
+                     "policy, larger ones preempted first.");
   AddDataclassMethods(req,
                       {"prompt_tokens", "prompt_text", "max_new_tokens", "cache_salt", "priority"});
 
   py::class_<TokenOutput> tok(m, "TokenOutput", "One token produced by a step.");
-  tok.def_readonly("request_id", &TokenOutput::request_id)
-      .def_readonly("token", &TokenOutput::token)
-      .def_readonly("index", &TokenOutput::index);
+  tok.def_readonly("request_id", &TokenOutput::request_id, "The request the token belongs to.")
+      .def_readonly("token", &TokenOutput::token, "The sampled token id.")
+      .def_readonly("index", &TokenOutput::index,
+                    "Position among the request's generated tokens (0 for the first).");
   AddDataclassMethods(tok, {"request_id", "token", "index"});
 
   py::class_<GenerationResult> res(m, "GenerationResult", "A finished (or aborted) request.");
-  res.def_readonly("request_id", &GenerationResult::request_id)
-      .def_readonly("prompt_tokens", &GenerationResult::prompt_tokens)
-      .def_readonly("output_tokens", &GenerationResult::output_tokens)
+  res.def_readonly("request_id", &GenerationResult::request_id, "The request's id.")
+      .def_readonly("prompt_tokens", &GenerationResult::prompt_tokens, "The prompt's token ids.")
+      .def_readonly("output_tokens", &GenerationResult::output_tokens, "The generated token ids.")
       .def_property_readonly(
           "finish_reason",
-          [](const GenerationResult& r) { return FinishReasonName(r.finish_reason); })
-      .def_readonly("text", &GenerationResult::text)
+          [](const GenerationResult& r) { return FinishReasonName(r.finish_reason); },
+          "Why it finished: \"stop\", \"length\" or \"aborted\".")
+      .def_readonly("text", &GenerationResult::text,
+                    "output_tokens decoded (empty without a tokenizer).")
       .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens,
                     "Prompt tokens served from the cache (OpenAI's cached_tokens).")
-      .def_readonly("num_device_hit_tokens", &GenerationResult::num_device_hit_tokens)
-      .def_readonly("num_host_hit_tokens", &GenerationResult::num_host_hit_tokens)
-      .def_readonly("num_remote_hit_tokens", &GenerationResult::num_remote_hit_tokens)
-      .def_readonly("num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens)
-      .def_readonly("num_preemptions", &GenerationResult::num_preemptions)
+      .def_readonly("num_device_hit_tokens", &GenerationResult::num_device_hit_tokens,
+                    "Of num_prefix_hit_tokens, those already in the device pool.")
+      .def_readonly("num_host_hit_tokens", &GenerationResult::num_host_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the host tier.")
+      .def_readonly("num_remote_hit_tokens", &GenerationResult::num_remote_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the remote tier.")
+      .def_readonly(
+          "num_shifted_hit_tokens", &GenerationResult::num_shifted_hit_tokens,
+          "Prompt tokens reused from chunks cached at another position (first admission).")
+      .def_readonly("num_preemptions", &GenerationResult::num_preemptions,
+                    "Times the request was preempted and recomputed.")
       // Over re-admissions after preemption, apart from num_prefix_hit_tokens (first admission).
-      .def_readonly("num_readmission_hit_tokens", &GenerationResult::num_readmission_hit_tokens)
+      .def_readonly("num_readmission_hit_tokens", &GenerationResult::num_readmission_hit_tokens,
+                    "Over re-admissions after preemption: tokens served from the cache instead of "
+                    "recomputed.")
       .def_readonly("num_readmission_device_hit_tokens",
-                    &GenerationResult::num_readmission_device_hit_tokens)
+                    &GenerationResult::num_readmission_device_hit_tokens,
+                    "Of num_readmission_hit_tokens, those found in the device pool.")
       .def_readonly("num_readmission_host_hit_tokens",
-                    &GenerationResult::num_readmission_host_hit_tokens)
+                    &GenerationResult::num_readmission_host_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the host tier.")
       .def_readonly("num_readmission_remote_hit_tokens",
-                    &GenerationResult::num_readmission_remote_hit_tokens)
-      .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s)
-      .def_readonly("latency_s", &GenerationResult::latency_s);
+                    &GenerationResult::num_readmission_remote_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the remote tier.")
+      .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s,
+                    "Seconds from add_request to the first token.")
+      .def_readonly("latency_s", &GenerationResult::latency_s,
+                    "Seconds from add_request to finishing.");
   AddDataclassMethods(res,
                       {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
                        "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
@@ -137,8 +163,9 @@ void BindEngineTypes(py::module_& m) {
                        "num_readmission_remote_hit_tokens"});
 
   py::class_<StepOutput, std::shared_ptr<StepOutput>> step(m, "StepOutput", "One engine step.");
-  step.def_readonly("tokens", &StepOutput::tokens)
-      .def_readonly("finished", &StepOutput::finished)
+  step.def_readonly("tokens", &StepOutput::tokens, "Tokens sampled in this step (TokenOutput).")
+      .def_readonly("finished", &StepOutput::finished,
+                    "Requests that finished in (or before) this step (GenerationResult).")
       .def_property_readonly(
           "logits",
           [](py::object self) -> py::object {
@@ -149,38 +176,60 @@ void BindEngineTypes(py::module_& m) {
             return flat.attr("reshape")(rows, static_cast<py::ssize_t>(s.logits.size()) / rows);
           },
           "With return_logits: float32 [len(tokens), vocab_size] (a read-only view); else None.")
-      .def_readonly("batch", &StepOutput::batch)
-      .def_readonly("seconds", &StepOutput::seconds);
+      .def_readonly("batch", &StepOutput::batch, "What the step computed (SchedulerStepStats).")
+      .def_readonly("seconds", &StepOutput::seconds, "Wall time of the step.");
 
   py::class_<EngineStats> st(m, "EngineStats", "Engine totals.");
-  st.def_readonly("num_steps", &EngineStats::num_steps)
-      .def_readonly("num_requests", &EngineStats::num_requests)
-      .def_readonly("num_finished", &EngineStats::num_finished)
-      .def_readonly("num_prompt_tokens", &EngineStats::num_prompt_tokens)
-      .def_readonly("num_prefix_hit_tokens", &EngineStats::num_prefix_hit_tokens)
-      .def_readonly("num_computed_tokens", &EngineStats::num_computed_tokens)
-      .def_readonly("num_generated_tokens", &EngineStats::num_generated_tokens)
-      .def_readonly("num_preemptions", &EngineStats::num_preemptions)
-      .def_readonly("num_host_hit_tokens", &EngineStats::num_host_hit_tokens)
-      .def_readonly("num_remote_hit_tokens", &EngineStats::num_remote_hit_tokens)
-      .def_readonly("num_readmissions", &EngineStats::num_readmissions)
-      .def_readonly("num_readmission_tokens", &EngineStats::num_readmission_tokens)
-      .def_readonly("num_readmission_hit_tokens", &EngineStats::num_readmission_hit_tokens)
+  st.def_readonly("num_steps", &EngineStats::num_steps, "Steps run.")
+      .def_readonly("num_requests", &EngineStats::num_requests, "Requests added.")
+      .def_readonly("num_finished", &EngineStats::num_finished, "Requests finished or aborted.")
+      .def_readonly("num_prompt_tokens", &EngineStats::num_prompt_tokens,
+                    "Prompt tokens over first admissions.")
+      .def_readonly("num_prefix_hit_tokens", &EngineStats::num_prefix_hit_tokens,
+                    "Of num_prompt_tokens, those served from the prefix cache (any tier).")
+      .def_readonly("num_computed_tokens", &EngineStats::num_computed_tokens,
+                    "Tokens run through the model (prefill and decode).")
+      .def_readonly("num_generated_tokens", &EngineStats::num_generated_tokens, "Tokens sampled.")
+      .def_readonly("num_preemptions", &EngineStats::num_preemptions, "Preemptions.")
+      .def_readonly("num_host_hit_tokens", &EngineStats::num_host_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the host tier.")
+      .def_readonly("num_remote_hit_tokens", &EngineStats::num_remote_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the remote tier.")
+      .def_readonly("num_readmissions", &EngineStats::num_readmissions,
+                    "Re-admissions after preemption.")
+      .def_readonly("num_readmission_tokens", &EngineStats::num_readmission_tokens,
+                    "Tokens those re-admissions looked up (prompt and generated so far).")
+      .def_readonly("num_readmission_hit_tokens", &EngineStats::num_readmission_hit_tokens,
+                    "Of num_readmission_tokens, those served from the cache (any tier).")
       .def_readonly("num_readmission_host_hit_tokens",
-                    &EngineStats::num_readmission_host_hit_tokens)
+                    &EngineStats::num_readmission_host_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the host tier.")
       .def_readonly("num_readmission_remote_hit_tokens",
-                    &EngineStats::num_readmission_remote_hit_tokens)
-      .def_readonly("num_draft_tokens", &EngineStats::num_draft_tokens)
-      .def_readonly("num_accepted_draft_tokens", &EngineStats::num_accepted_draft_tokens)
-      .def_readonly("busy_seconds", &EngineStats::busy_seconds)
-      .def_readonly("step_num_tokens", &EngineStats::step_num_tokens)
-      .def_readonly("step_num_seqs", &EngineStats::step_num_seqs)
-      .def_readonly("num_shifted_hit_tokens", &EngineStats::num_shifted_hit_tokens)
-      .def_readonly("num_blend_recomputed_tokens", &EngineStats::num_blend_recomputed_tokens)
-      .def_readonly("num_blend_partial_tokens", &EngineStats::num_blend_partial_tokens)
-      .def_readonly("max_step_num_tokens", &EngineStats::max_step_num_tokens)
-      .def_readonly("max_step_num_seqs", &EngineStats::max_step_num_seqs)
-      .def_readonly("step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram);
+                    &EngineStats::num_readmission_remote_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the remote tier.")
+      .def_readonly("num_draft_tokens", &EngineStats::num_draft_tokens,
+                    "Speculative draft tokens run through the model.")
+      .def_readonly("num_accepted_draft_tokens", &EngineStats::num_accepted_draft_tokens,
+                    "Of num_draft_tokens, those accepted.")
+      .def_readonly("busy_seconds", &EngineStats::busy_seconds, "Wall time inside step().")
+      .def_readonly("step_num_tokens", &EngineStats::step_num_tokens,
+                    "Tokens in the batch of each recorded step (the first 4096 steps).")
+      .def_readonly("step_num_seqs", &EngineStats::step_num_seqs,
+                    "Sequences in the batch of each recorded step (the first 4096 steps).")
+      .def_readonly("num_shifted_hit_tokens", &EngineStats::num_shifted_hit_tokens,
+                    "Prompt tokens reused from chunks cached at another position.")
+      .def_readonly("num_blend_recomputed_tokens", &EngineStats::num_blend_recomputed_tokens,
+                    "CacheBlend: reused chunk tokens recomputed through every layer.")
+      .def_readonly(
+          "num_blend_partial_tokens", &EngineStats::num_blend_partial_tokens,
+          "CacheBlend: reused chunk tokens run only through the layers up to deviation_layer.")
+      .def_readonly("max_step_num_tokens", &EngineStats::max_step_num_tokens,
+                    "Most tokens in one step's batch.")
+      .def_readonly("max_step_num_seqs", &EngineStats::max_step_num_seqs,
+                    "Most sequences in one step's batch.")
+      .def_readonly(
+          "step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram,
+          "Steps by batch tokens: bucket 0 holds 1 token, bucket b >= 1 holds [2^b, 2^(b+1)).");
   AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
                            "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
                            "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens",
@@ -273,16 +322,22 @@ void BindEngineRun(py::class_<PyEngine>& e) {
       .def(
           "abort_request",
           [](PyEngine& self, RequestId id) { CheckStatus(self.get().AbortRequest(id)); },
-          arg("request_id"))
-      .def("has_unfinished_requests",
-           [](PyEngine& self) { return self.get().HasUnfinishedRequests(); });
+          arg("request_id"),
+          "Aborts an unfinished request; the next step reports it as finished with reason "
+          "\"aborted\".")
+      .def(
+          "has_unfinished_requests",
+          [](PyEngine& self) { return self.get().HasUnfinishedRequests(); },
+          "True while some request is waiting or running.");
 }
 
 void BindEngineQueries(py::class_<PyEngine>& e) {
-  e.def_property_readonly("context_length",
-                          [](PyEngine& self) { return self.get().context_length(); })
-      .def_property_readonly("backend_name",
-                             [](PyEngine& self) { return self.get().backend_name(); })
+  e.def_property_readonly(
+       "context_length", [](PyEngine& self) { return self.get().context_length(); },
+       "Positions within the model's trained (or RoPE-scaled) context.")
+      .def_property_readonly(
+          "backend_name", [](PyEngine& self) { return self.get().backend_name(); },
+          "The compute backend, e.g. \"cpu\".")
       .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
@@ -297,10 +352,12 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
           },
           py::kw_only(), arg("labels") = std::map<std::string, std::string>{},
           "The KV cache's metrics in the Prometheus text format (see KvCacheManager).")
-      .def_property_readonly("vocab_size",
-                             [](PyEngine& self) { return self.get().config().vocab_size; })
-      .def_property_readonly("model_config",
-                             [](PyEngine& self) { return self.get().config().ToString(); })
+      .def_property_readonly(
+          "vocab_size", [](PyEngine& self) { return self.get().config().vocab_size; },
+          "The model's vocabulary size.")
+      .def_property_readonly(
+          "model_config", [](PyEngine& self) { return self.get().config().ToString(); },
+          "The model's configuration as one line.")
       .def_property_readonly(
           "tokenizer",
           [](PyEngine& self) -> py::object {
@@ -309,7 +366,7 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             // A non-owning reference; keep_alive ties it to the engine's lifetime.
             return py::cast(tok, py::return_value_policy::reference);
           },
-          py::keep_alive<0, 1>());
+          py::keep_alive<0, 1>(), "The engine's Tokenizer, or None when it has none.");
 }
 
 void BindEngineClass(py::module_& m) {
@@ -324,7 +381,9 @@ void BindEngineClass(py::module_& m) {
                arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
                arg("return_logits") = false, arg("model_id") = "llama2c",
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
-               arg("enable_cache_priorities") = false);
+               arg("enable_cache_priorities") = false,
+               "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
+               "tokenizer into a new Engine; keyword arguments are EngineOptions.");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -68,8 +68,8 @@ void BindGguf(py::module_& m) {
             return std::make_shared<Tokenizer>(Unwrap(model_internal::LoadGgufTokenizer(f)));
           },
           "The tokenizer of the file's tokenizer.ggml metadata.")
-      .def_property_readonly("version", &GgufFile::version)
-      .def_property_readonly("path", &GgufFile::path);
+      .def_property_readonly("version", &GgufFile::version, "The GGUF format version.")
+      .def_property_readonly("path", &GgufFile::path, "The file's path.");
   m.def(
       "format_chat_prompt",
       [](const std::string& chat_template, const std::string& message) {

@@ -123,19 +123,19 @@ void BindPoolLookups(py::class_<PyBlockPool>& c) {
           [](PyBlockPool& self, BlockId b, std::vector<TokenId> tokens) {
             return self.get().TokensMatch(b, tokens);
           },
-          arg("block"), arg("tokens"))
+          arg("block"), arg("tokens"), "True when cached `block` holds exactly `tokens`.")
       .def(
           "ref_count", [](PyBlockPool& self, BlockId b) { return self.get().RefCount(b); },
           arg("block"), "Reference count; -1 when out of range.")
       .def(
           "is_cached", [](PyBlockPool& self, BlockId b) { return self.get().IsCached(b); },
-          arg("block"))
+          arg("block"), "True when `block` is in the hash index.")
       .def(
           "cached_hash", [](PyBlockPool& self, BlockId b) { return self.get().CachedHash(b); },
           arg("block"), "The hash `block` is cached under, or None.")
       .def(
           "parent_hash", [](PyBlockPool& self, BlockId b) { return self.get().ParentHash(b); },
-          arg("block"))
+          arg("block"), "The hash `block`'s chain continues from, or None.")
       .def(
           "cached_tokens",
           [](PyBlockPool& self, BlockId b) {
@@ -145,40 +145,59 @@ void BindPoolLookups(py::class_<PyBlockPool>& c) {
           arg("block"), "Stored tokens of cached `block` (a copy; empty when none).")
       .def(
           "generation", [](PyBlockPool& self, BlockId b) { return self.get().Generation(b); },
-          arg("block"))
+          arg("block"),
+          "How many times `block` has been allocated (a stale handle's generation differs).")
       .def(
           "is_linked_to",
           [](PyBlockPool& self, BlockId child, std::optional<BlockId> parent) {
             return self.get().IsLinkedTo(child, parent.value_or(kNullBlock));
           },
-          arg("child"), arg("parent"))
-      .def_property_readonly("num_blocks", [](PyBlockPool& s) { return s.get().num_blocks(); })
-      .def_property_readonly("block_size", [](PyBlockPool& s) { return s.get().block_size(); })
-      .def_property_readonly("store_tokens", [](PyBlockPool& s) { return s.get().store_tokens(); })
-      .def_property_readonly("num_free_blocks",
-                             [](PyBlockPool& s) { return s.get().NumFreeBlocks(); })
-      .def_property_readonly("num_evictable_blocks",
-                             [](PyBlockPool& s) { return s.get().NumEvictableBlocks(); })
-      .def_property_readonly("num_available_blocks",
-                             [](PyBlockPool& s) { return s.get().NumAvailableBlocks(); })
-      .def_property_readonly("num_used_blocks",
-                             [](PyBlockPool& s) { return s.get().NumUsedBlocks(); })
-      .def_property_readonly("num_cached_blocks",
-                             [](PyBlockPool& s) { return s.get().NumCachedBlocks(); })
-      .def_property_readonly("policy_name",
-                             [](PyBlockPool& s) { return std::string(s.get().policy().Name()); })
-      .def_property_readonly("stats", [](PyBlockPool& s) { return s.get().stats(); })
-      .def("reset_stats", [](PyBlockPool& s) { s.get().ResetStats(); })
-      .def("validate_invariants",
-           [](PyBlockPool& s) { CheckStatus(s.get().ValidateInvariants()); });
+          arg("child"), arg("parent"),
+          "True when cached `child` chains from `parent` (None: from the root).")
+      .def_property_readonly(
+          "num_blocks", [](PyBlockPool& s) { return s.get().num_blocks(); }, "Blocks in the pool.")
+      .def_property_readonly(
+          "block_size", [](PyBlockPool& s) { return s.get().block_size(); }, "Tokens per block.")
+      .def_property_readonly(
+          "store_tokens", [](PyBlockPool& s) { return s.get().store_tokens(); },
+          "Whether cached blocks keep their tokens (for verification).")
+      .def_property_readonly(
+          "num_free_blocks", [](PyBlockPool& s) { return s.get().NumFreeBlocks(); },
+          "Blocks neither referenced nor cached.")
+      .def_property_readonly(
+          "num_evictable_blocks", [](PyBlockPool& s) { return s.get().NumEvictableBlocks(); },
+          "Cached blocks with reference count 0 (reusable after eviction).")
+      .def_property_readonly(
+          "num_available_blocks", [](PyBlockPool& s) { return s.get().NumAvailableBlocks(); },
+          "Free plus evictable blocks.")
+      .def_property_readonly(
+          "num_used_blocks", [](PyBlockPool& s) { return s.get().NumUsedBlocks(); },
+          "Blocks with a reference count above 0.")
+      .def_property_readonly(
+          "num_cached_blocks", [](PyBlockPool& s) { return s.get().NumCachedBlocks(); },
+          "Blocks in the hash index.")
+      .def_property_readonly(
+          "policy_name", [](PyBlockPool& s) { return std::string(s.get().policy().Name()); },
+          "The eviction policy's name.")
+      .def_property_readonly(
+          "stats", [](PyBlockPool& s) { return s.get().stats(); },
+          "The pool's counters (a CacheStats snapshot).")
+      .def(
+          "reset_stats", [](PyBlockPool& s) { s.get().ResetStats(); }, "Zeroes the counters.")
+      .def(
+          "validate_invariants", [](PyBlockPool& s) { CheckStatus(s.get().ValidateInvariants()); },
+          "Raises InternalError when an internal invariant is broken.");
 }
 
 void BindPoolUpdates(py::class_<PyBlockPool>& c) {
   c.def(
-       "pin", [](PyBlockPool& self, BlockId b) { CheckStatus(self.get().Pin(b)); }, arg("block"))
+       "pin", [](PyBlockPool& self, BlockId b) { CheckStatus(self.get().Pin(b)); }, arg("block"),
+       "Adds a reference to `block` (a cached block leaves the eviction candidates).")
       .def(
           "unpin", [](PyBlockPool& self, BlockId b) { CheckStatus(self.get().Unpin(b)); },
-          arg("block"))
+          arg("block"),
+          "Drops a reference to `block`; at 0 a cached block becomes evictable, an uncached one "
+          "free.")
       .def(
           "unpin",
           [](PyBlockPool& self, std::vector<BlockId> blocks) {
@@ -214,16 +233,22 @@ void BindPoolUpdates(py::class_<PyBlockPool>& c) {
           "Caches used, uncached `block` under `hash`; False when another block holds it.")
       .def(
           "uncache", [](PyBlockPool& self, BlockId b) { CheckStatus(self.get().Uncache(b)); },
-          arg("block"))
-      .def("reset_prefix_cache", [](PyBlockPool& self) { self.get().ResetPrefixCache(); })
-      .def("take_events", [](PyBlockPool& self) { return self.hub.Take(); })
+          arg("block"),
+          "Removes `block` from the hash index (it stays allocated while referenced).")
+      .def(
+          "reset_prefix_cache", [](PyBlockPool& self) { self.get().ResetPrefixCache(); },
+          "Drops every cached hash; emits AllBlocksCleared.")
+      .def(
+          "take_events", [](PyBlockPool& self) { return self.hub.Take(); },
+          "The KV events since the previous call, oldest first; empty without record_events=True.")
       .def(
           "add_event_listener",
           [](PyBlockPool& self, py::function fn) { return self.hub.AddListener(fn); },
-          arg("listener"))
+          arg("listener"), "Calls listener(event) for every event as it happens; returns an id.")
       .def(
           "remove_event_listener",
-          [](PyBlockPool& self, int id) { return self.hub.RemoveListener(id); }, arg("listener_id"))
+          [](PyBlockPool& self, int id) { return self.hub.RemoveListener(id); }, arg("listener_id"),
+          "Unregisters a listener by id; False when unknown.")
       .def("__repr__", [](PyBlockPool& self) {
         const BlockPool& p = self.get();
         return "BlockPool(num_blocks=" + std::to_string(p.num_blocks()) +
@@ -257,11 +282,14 @@ void BindBlockPool(py::module_& m) {
 
 void BindChunkIndex(py::module_& m) {
   py::class_<ChunkLocation> loc(m, "ChunkLocation", "Where a cached chunk's KV lives.");
-  loc.def_readonly("key", &ChunkLocation::key)
-      .def_readonly("blocks", &ChunkLocation::blocks)
-      .def_readonly("start_offset", &ChunkLocation::start_offset)
-      .def_readonly("num_tokens", &ChunkLocation::num_tokens)
-      .def_readonly("position", &ChunkLocation::position)
+  loc.def_readonly("key", &ChunkLocation::key, "The chunk's position-free content hash.")
+      .def_readonly("blocks", &ChunkLocation::blocks,
+                    "Blocks holding the chunk's tokens, in order.")
+      .def_readonly("start_offset", &ChunkLocation::start_offset,
+                    "Offset of the chunk's first token in its first block.")
+      .def_readonly("num_tokens", &ChunkLocation::num_tokens, "Tokens of the chunk.")
+      .def_readonly("position", &ChunkLocation::position,
+                    "Position of the chunk's first token when its KV was computed.")
       .def(
           "slot_of",
           [](const ChunkLocation& l, int32_t i, int32_t block_size) {
@@ -273,17 +301,20 @@ void BindChunkIndex(py::module_& m) {
             }
             return l.SlotOf(i, block_size);
           },
-          arg("i"), arg("block_size"))
-      .def("position_of", &ChunkLocation::PositionOf, arg("i"));
+          arg("i"), arg("block_size"), "KV slot of the chunk's token `i` under `block_size`.")
+      .def("position_of", &ChunkLocation::PositionOf, arg("i"),
+           "Position token `i` of the chunk was computed at.");
   AddDataclassMethods(loc, {"key", "blocks", "start_offset", "num_tokens", "position"});
 
-  py::class_<ChunkIndexStats> st(m, "ChunkIndexStats");
-  st.def_readonly("lookups", &ChunkIndexStats::lookups)
-      .def_readonly("hits", &ChunkIndexStats::hits)
-      .def_readonly("hit_tokens", &ChunkIndexStats::hit_tokens)
-      .def_readonly("inserts", &ChunkIndexStats::inserts)
-      .def_readonly("invalidations", &ChunkIndexStats::invalidations)
-      .def_readonly("orphans_freed", &ChunkIndexStats::orphans_freed);
+  py::class_<ChunkIndexStats> st(m, "ChunkIndexStats", "Counters of a ChunkIndex.");
+  st.def_readonly("lookups", &ChunkIndexStats::lookups, "find calls.")
+      .def_readonly("hits", &ChunkIndexStats::hits, "Finds that returned a chunk.")
+      .def_readonly("hit_tokens", &ChunkIndexStats::hit_tokens, "Tokens of the chunks found.")
+      .def_readonly("inserts", &ChunkIndexStats::inserts, "Chunks registered.")
+      .def_readonly("invalidations", &ChunkIndexStats::invalidations,
+                    "Chunks dropped because the pool dropped one of their blocks.")
+      .def_readonly("orphans_freed", &ChunkIndexStats::orphans_freed,
+                    "Copy blocks freed because their chunk was dropped.");
   AddDataclassMethods(
       st, {"lookups", "hits", "hit_tokens", "inserts", "invalidations", "orphans_freed"});
 
@@ -307,7 +338,10 @@ void BindChunkIndex(py::module_& m) {
                                            .blocks = blocks,
                                            .start_offset = start_offset}));
           },
-          arg("key"), arg("tokens"), arg("position"), arg("blocks"), arg("start_offset") = 0)
+          arg("key"), arg("tokens"), arg("position"), arg("blocks"), arg("start_offset") = 0,
+          "Registers the chunk of `tokens` computed at `position` over `blocks` from "
+          "`start_offset` (the caller holds the blocks); False when a valid chunk with this key is "
+          "registered.")
       .def(
           "find",
           [](PyChunkIndex& s, BlockHash key, std::vector<TokenId> tokens) {
@@ -317,31 +351,43 @@ void BindChunkIndex(py::module_& m) {
       .def(
           "acquire",
           [](PyChunkIndex& s, const ChunkLocation& l) { CheckStatus(s.index->Acquire(l)); },
-          arg("location"))
+          arg("location"),
+          "Pins every block of `location` before its KV is read; FailedPreconditionError when the "
+          "chunk is gone (compute its tokens instead).")
       .def(
           "release",
           [](PyChunkIndex& s, const ChunkLocation& l) { CheckStatus(s.index->Release(l)); },
-          arg("location"))
+          arg("location"), "Unpins the blocks acquire pinned (tail first).")
       .def(
           "erase", [](PyChunkIndex& s, BlockHash key) { CheckStatus(s.index->Erase(key)); },
-          arg("key"))
+          arg("key"),
+          "Forgets the chunk under `key` (its blocks stay cached in the pool); NotFoundError when "
+          "unknown.")
       .def("__len__", [](PyChunkIndex& s) { return s.index->size(); })
       .def("__contains__", [](PyChunkIndex& s, BlockHash key) { return s.index->Contains(key); })
       .def(
           "num_chunks_using", [](PyChunkIndex& s, BlockId b) { return s.index->NumChunksUsing(b); },
-          arg("block"))
-      .def_property_readonly("stats", [](PyChunkIndex& s) { return s.index->stats(); })
-      .def_property_readonly("pool", [](PyChunkIndex& s) { return s.pool_owner; })
-      .def("validate_invariants",
-           [](PyChunkIndex& s) { CheckStatus(s.index->ValidateInvariants()); });
+          arg("block"), "Chunks that use `block`.")
+      .def_property_readonly(
+          "stats", [](PyChunkIndex& s) { return s.index->stats(); },
+          "Lookup and insert counters (ChunkIndexStats).")
+      .def_property_readonly(
+          "pool", [](PyChunkIndex& s) { return s.pool_owner; }, "The BlockPool the index shares.")
+      .def(
+          "validate_invariants",
+          [](PyChunkIndex& s) { CheckStatus(s.index->ValidateInvariants()); },
+          "Raises InternalError when an internal invariant is broken.");
 }
 
 void BindHashes(py::module_& m) {
-  m.def("eviction_policy_names", [] {
-    std::vector<std::string> out;
-    for (std::string_view n : EvictionPolicyNames()) out.emplace_back(n);
-    return out;
-  });
+  m.def(
+      "eviction_policy_names",
+      [] {
+        std::vector<std::string> out;
+        for (std::string_view n : EvictionPolicyNames()) out.emplace_back(n);
+        return out;
+      },
+      "Names of the built-in eviction policies (for eviction_policy=).");
   m.def("root_hash", &RootHash, arg("cache_salt") = "", arg("model_fingerprint") = "",
         "The chain root of a request (16 bytes).");
   m.def(

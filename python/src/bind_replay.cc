@@ -249,8 +249,9 @@ void BindWorkloadTypes(py::module_& r) {
             return replay::Segment{.content_id = content_id, .length = length};
           }),
           arg("content_id"), arg("length"))
-      .def_readwrite("content_id", &replay::Segment::content_id)
-      .def_readwrite("length", &replay::Segment::length);
+      .def_readwrite("content_id", &replay::Segment::content_id,
+                     "Content id: equal ids are equal tokens.")
+      .def_readwrite("length", &replay::Segment::length, "Tokens of the segment.");
   AddDataclassMethods(seg, {"content_id", "length"});
 
   py::class_<replay::ChunkSpan> chunk(r, "ChunkSpan", "A prompt span marked as a reusable chunk.");
@@ -260,9 +261,10 @@ void BindWorkloadTypes(py::module_& r) {
                  .content_id = content_id, .token_offset = token_offset, .length = length};
            }),
            arg("content_id"), arg("token_offset"), arg("length"))
-      .def_readwrite("content_id", &replay::ChunkSpan::content_id)
-      .def_readwrite("token_offset", &replay::ChunkSpan::token_offset)
-      .def_readwrite("length", &replay::ChunkSpan::length);
+      .def_readwrite("content_id", &replay::ChunkSpan::content_id, "Content id of the chunk.")
+      .def_readwrite("token_offset", &replay::ChunkSpan::token_offset,
+                     "Offset of the chunk's first token in the prompt.")
+      .def_readwrite("length", &replay::ChunkSpan::length, "Tokens of the chunk.");
   AddDataclassMethods(chunk, {"content_id", "token_offset", "length"});
 
   using replay::ReplayRequest;
@@ -279,11 +281,13 @@ void BindWorkloadTypes(py::module_& r) {
          py::kw_only(), arg("arrival_ms") = 0.0, arg("input_length") = 0, arg("output_length") = 0,
          arg("segments") = std::vector<replay::Segment>{},
          arg("chunks") = std::vector<replay::ChunkSpan>{})
-      .def_readwrite("arrival_ms", &ReplayRequest::arrival_ms)
-      .def_readwrite("input_length", &ReplayRequest::input_length)
-      .def_readwrite("output_length", &ReplayRequest::output_length)
-      .def_readwrite("segments", &ReplayRequest::segments)
-      .def_readwrite("chunks", &ReplayRequest::chunks);
+      .def_readwrite("arrival_ms", &ReplayRequest::arrival_ms, "Arrival time in milliseconds.")
+      .def_readwrite("input_length", &ReplayRequest::input_length, "Prompt tokens.")
+      .def_readwrite("output_length", &ReplayRequest::output_length, "Tokens to generate.")
+      .def_readwrite("segments", &ReplayRequest::segments,
+                     "The prompt as content segments (Segment).")
+      .def_readwrite("chunks", &ReplayRequest::chunks,
+                     "Prompt spans marked as reusable chunks (ChunkSpan).");
   AddDataclassMethods(req, {"arrival_ms", "input_length", "output_length", "segments", "chunks"});
 
   py::class_<replay::Workload> w(r, "Workload", "A named list of requests in arrival order.");
@@ -296,12 +300,17 @@ void BindWorkloadTypes(py::module_& r) {
               return out;
             }),
         arg("name"), arg("requests"), py::kw_only(), arg("trace_block_size") = 0)
-      .def_readwrite("name", &replay::Workload::name)
-      .def_readwrite("requests", &replay::Workload::requests)
-      .def_readwrite("trace_block_size", &replay::Workload::trace_block_size)
-      .def_readonly("skipped_lines", &replay::Workload::skipped_lines)
-      .def("total_input_tokens", &replay::Workload::TotalInputTokens)
-      .def("validate", [](const replay::Workload& x) { CheckStatus(replay::ValidateWorkload(x)); })
+      .def_readwrite("name", &replay::Workload::name, "The workload's name.")
+      .def_readwrite("requests", &replay::Workload::requests, "The requests in arrival order.")
+      .def_readwrite("trace_block_size", &replay::Workload::trace_block_size,
+                     "Tokens per hash id of a trace's hash ids (0: not from a trace).")
+      .def_readonly("skipped_lines", &replay::Workload::skipped_lines,
+                    "Trace lines skipped as malformed (with skip_bad_lines=True).")
+      .def("total_input_tokens", &replay::Workload::TotalInputTokens,
+           "Prompt tokens over all requests.")
+      .def(
+          "validate", [](const replay::Workload& x) { CheckStatus(replay::ValidateWorkload(x)); },
+          "Raises InvalidArgumentError when a request is malformed.")
       .def("__len__", [](const replay::Workload& x) { return x.requests.size(); })
       .def("__repr__", [](const replay::Workload& x) {
         return "Workload(name=" + py::repr(py::str(x.name)).cast<std::string>() +
@@ -313,7 +322,8 @@ void BindGenerators(py::module_& r) {
   using replay::ConversationOptions;
   using replay::RagOptions;
   using replay::SystemPromptOptions;
-  r.def("builtin_workload_names", &replay::BuiltinWorkloadNames);
+  r.def("builtin_workload_names", &replay::BuiltinWorkloadNames,
+        "Names of the built-in workload generators (for generate()).");
   r.def(
       "generate",
       [](const std::string& name, int32_t num_requests, uint64_t seed) {
@@ -396,12 +406,14 @@ void BindGenerators(py::module_& r) {
 void BindReplay(py::module_& m) {
   py::module_ r = m.def_submodule("replay", "The replay tool (engine/replay) as functions.");
   r.def("default_config", &DefaultConfig, "The options of run() and their C++ defaults.");
-  r.def("run_json", &RunJson, arg("options"));
-  r.def("sweep_json", &SweepJson, arg("capacities"), arg("policies"), arg("options"));
+  r.def("run_json", &RunJson, arg("options"), "pagedkv.replay.run, returning the JSON text.");
+  r.def("sweep_json", &SweepJson, arg("capacities"), arg("policies"), arg("options"),
+        "pagedkv.replay.sweep, returning the JSON text.");
   r.def("run_cache_json", &RunCacheJson, arg("workload"), py::kw_only(), arg("capacity_blocks"),
         arg("policy") = "lru", arg("block_size") = 16, arg("count_shifted") = true,
-        arg("cache_partial_tail") = false);
-  r.def("policy_names", &replay::CacheReplayPolicyNames);
+        arg("cache_partial_tail") = false, "pagedkv.replay.run_cache, returning the JSON text.");
+  r.def("policy_names", &replay::CacheReplayPolicyNames,
+        "Names of the cache-mode replay policies.");
   BindWorkloadTypes(r);
   BindGenerators(r);
 }

@@ -65,53 +65,67 @@ std::vector<SampledToken> SampledArgument(py::handle sampled) {
 
 void BindBatchParts(py::module_& m) {
   py::class_<ScheduledSequence> s(m, "ScheduledSequence", "One sequence of a ScheduledBatch.");
-  s.def_readonly("request_id", &ScheduledSequence::request_id)
-      .def_readonly("query_start", &ScheduledSequence::query_start)
-      .def_readonly("num_scheduled_tokens", &ScheduledSequence::num_scheduled_tokens)
-      .def_readonly("num_computed_tokens", &ScheduledSequence::num_computed_tokens)
-      .def_readonly("block_table_start", &ScheduledSequence::block_table_start)
-      .def_readonly("num_blocks", &ScheduledSequence::num_blocks)
-      .def_readonly("samples", &ScheduledSequence::samples)
-      .def_readonly("newly_admitted", &ScheduledSequence::newly_admitted)
-      .def_readonly("num_prefix_hit_tokens", &ScheduledSequence::num_prefix_hit_tokens)
-      .def_readonly("num_shifted_hit_tokens", &ScheduledSequence::num_shifted_hit_tokens)
-      .def_readonly("num_blend_tokens", &ScheduledSequence::num_blend_tokens)
-      .def_readonly("num_draft_tokens", &ScheduledSequence::num_draft_tokens)
-      .def_property_readonly("seq_len", &ScheduledSequence::seq_len);
+  s.def_readonly("request_id", &ScheduledSequence::request_id, "The request this sequence serves.")
+      .def_readonly("query_start", &ScheduledSequence::query_start,
+                    "Index of the sequence's first token in the batch's flat arrays.")
+      .def_readonly("num_scheduled_tokens", &ScheduledSequence::num_scheduled_tokens,
+                    "Tokens of this sequence in the batch.")
+      .def_readonly("num_computed_tokens", &ScheduledSequence::num_computed_tokens,
+                    "Tokens already in the KV cache before this step.")
+      .def_readonly("block_table_start", &ScheduledSequence::block_table_start,
+                    "Index of the sequence's first block in the batch's block_table_ids.")
+      .def_readonly("num_blocks", &ScheduledSequence::num_blocks,
+                    "Blocks in the sequence's block table.")
+      .def_readonly("samples", &ScheduledSequence::samples,
+                    "True when the step samples a token for this sequence.")
+      .def_readonly("newly_admitted", &ScheduledSequence::newly_admitted,
+                    "True when the request was admitted in this step.")
+      .def_readonly("num_prefix_hit_tokens", &ScheduledSequence::num_prefix_hit_tokens,
+                    "Tokens served from the prefix cache at this admission.")
+      .def_readonly("num_shifted_hit_tokens", &ScheduledSequence::num_shifted_hit_tokens,
+                    "Tokens reused from a chunk at another position in this step.")
+      .def_readonly("num_blend_tokens", &ScheduledSequence::num_blend_tokens,
+                    "Of those, tokens scheduled too for selective recompute (CacheBlend).")
+      .def_readonly("num_draft_tokens", &ScheduledSequence::num_draft_tokens,
+                    "Draft tokens scheduled after the new ones (speculative decoding).")
+      .def_property_readonly("seq_len", &ScheduledSequence::seq_len,
+                             "num_computed_tokens + num_scheduled_tokens.");
   AddDataclassMethods(
       s, {"request_id", "query_start", "num_scheduled_tokens", "num_computed_tokens",
           "block_table_start", "num_blocks", "samples", "newly_admitted", "num_prefix_hit_tokens",
           "num_shifted_hit_tokens", "num_blend_tokens", "num_draft_tokens"});
 
   py::class_<KvSlotMove> mv(m, "KvSlotMove", "KV to move (re-rotate) before the forward pass.");
-  mv.def_readonly("src_slot", &KvSlotMove::src_slot)
-      .def_readonly("dst_slot", &KvSlotMove::dst_slot)
-      .def_readonly("old_position", &KvSlotMove::old_position)
-      .def_readonly("new_position", &KvSlotMove::new_position);
+  mv.def_readonly("src_slot", &KvSlotMove::src_slot, "Slot the KV is read from.")
+      .def_readonly("dst_slot", &KvSlotMove::dst_slot, "Slot the KV is written to.")
+      .def_readonly("old_position", &KvSlotMove::old_position,
+                    "Position the keys were rotated for.")
+      .def_readonly("new_position", &KvSlotMove::new_position, "Position to rotate them to.");
   AddDataclassMethods(mv, {"src_slot", "dst_slot", "old_position", "new_position"});
 
   py::class_<SchedulerStepStats> st(m, "SchedulerStepStats", "Counters of one step.");
   std::vector<std::string> names;
-#define PAGEDKV_FIELD(f)                       \
-  st.def_readonly(#f, &SchedulerStepStats::f); \
+#define PAGEDKV_FIELD(f, doc)                       \
+  st.def_readonly(#f, &SchedulerStepStats::f, doc); \
   names.push_back(#f)
-  PAGEDKV_FIELD(step);
-  PAGEDKV_FIELD(num_scheduled_tokens);
-  PAGEDKV_FIELD(num_prefill_tokens);
-  PAGEDKV_FIELD(num_decode_tokens);
-  PAGEDKV_FIELD(num_scheduled_seqs);
-  PAGEDKV_FIELD(num_running);
-  PAGEDKV_FIELD(num_waiting);
-  PAGEDKV_FIELD(num_newly_admitted);
-  PAGEDKV_FIELD(num_preempted);
-  PAGEDKV_FIELD(num_finished);
-  PAGEDKV_FIELD(num_prefix_hit_tokens);
-  PAGEDKV_FIELD(num_admitted_prompt_tokens);
-  PAGEDKV_FIELD(num_shifted_hit_tokens);
-  PAGEDKV_FIELD(num_blend_tokens);
-  PAGEDKV_FIELD(num_draft_tokens);
-  PAGEDKV_FIELD(num_used_blocks);
-  PAGEDKV_FIELD(num_total_blocks);
+  PAGEDKV_FIELD(step, "0-based step index.");
+  PAGEDKV_FIELD(num_scheduled_tokens, "Tokens in the batch.");
+  PAGEDKV_FIELD(num_prefill_tokens, "Tokens of sequences not in plain decode.");
+  PAGEDKV_FIELD(num_decode_tokens, "Tokens of sequences decoding their next token.");
+  PAGEDKV_FIELD(num_scheduled_seqs, "Sequences in the batch.");
+  PAGEDKV_FIELD(num_running, "Running requests after scheduling.");
+  PAGEDKV_FIELD(num_waiting, "Waiting requests after scheduling.");
+  PAGEDKV_FIELD(num_newly_admitted, "Requests admitted from the waiting queue this step.");
+  PAGEDKV_FIELD(num_preempted, "Requests preempted this step.");
+  PAGEDKV_FIELD(num_finished, "Requests finished or aborted since the previous step.");
+  PAGEDKV_FIELD(num_prefix_hit_tokens, "Prefix-cache hits of the requests admitted this step.");
+  PAGEDKV_FIELD(num_admitted_prompt_tokens, "All tokens of the requests admitted this step.");
+  PAGEDKV_FIELD(num_shifted_hit_tokens, "Tokens reused from chunks at another position.");
+  PAGEDKV_FIELD(num_blend_tokens,
+                "Of those, tokens scheduled for CacheBlend recompute (in the batch).");
+  PAGEDKV_FIELD(num_draft_tokens, "Draft tokens scheduled for verification.");
+  PAGEDKV_FIELD(num_used_blocks, "KV blocks held by running requests after scheduling.");
+  PAGEDKV_FIELD(num_total_blocks, "KV pool size in blocks.");
 #undef PAGEDKV_FIELD
   AddDataclassMethods(st, names);
 }
@@ -149,15 +163,20 @@ void BindBatch(py::module_& m) {
                                 static_cast<size_t>(end - begin), self);
           },
           arg("i"), "Sequence i's block table (a read-only view).")
-      .def_readonly("sequences", &ScheduledBatch::sequences)
-      .def_readonly("finished_request_ids", &ScheduledBatch::finished_request_ids)
-      .def_readonly("preempted_request_ids", &ScheduledBatch::preempted_request_ids)
-      .def_readonly("slot_moves", &ScheduledBatch::slot_moves)
-      .def_readonly("block_size", &ScheduledBatch::block_size)
-      .def_readonly("stats", &ScheduledBatch::stats)
-      .def_property_readonly("num_sequences", &ScheduledBatch::num_sequences)
-      .def_property_readonly("num_tokens", &ScheduledBatch::num_tokens)
-      .def_property_readonly("empty", &ScheduledBatch::empty)
+      .def_readonly("sequences", &ScheduledBatch::sequences,
+                    "The batch's sequences (ScheduledSequence).")
+      .def_readonly("finished_request_ids", &ScheduledBatch::finished_request_ids,
+                    "Requests that finished or were aborted since the previous batch.")
+      .def_readonly("preempted_request_ids", &ScheduledBatch::preempted_request_ids,
+                    "Requests preempted in this step (their blocks were freed).")
+      .def_readonly("slot_moves", &ScheduledBatch::slot_moves,
+                    "KV to move and re-rotate before the forward pass (KvSlotMove).")
+      .def_readonly("block_size", &ScheduledBatch::block_size, "Tokens per block.")
+      .def_readonly("stats", &ScheduledBatch::stats, "The step's counters (SchedulerStepStats).")
+      .def_property_readonly("num_sequences", &ScheduledBatch::num_sequences,
+                             "Sequences in the batch.")
+      .def_property_readonly("num_tokens", &ScheduledBatch::num_tokens, "Tokens in the batch.")
+      .def_property_readonly("empty", &ScheduledBatch::empty, "True when nothing was scheduled.")
       .def("__len__", &ScheduledBatch::num_tokens)
       .def("__repr__", [](const ScheduledBatch& batch) {
         return "ScheduledBatch(step=" + std::to_string(batch.stats.step) +
@@ -168,45 +187,62 @@ void BindBatch(py::module_& m) {
 
 void BindResults(py::module_& m) {
   py::class_<RequestOutput> out(m, "RequestOutput", "What update_from_output did with a token.");
-  out.def_readonly("request_id", &RequestOutput::request_id)
-      .def_readonly("token", &RequestOutput::token)
-      .def_readonly("num_output_tokens", &RequestOutput::num_output_tokens)
+  out.def_readonly("request_id", &RequestOutput::request_id, "The request the token was for.")
+      .def_readonly("token", &RequestOutput::token, "The token appended last.")
+      .def_readonly("num_output_tokens", &RequestOutput::num_output_tokens,
+                    "Tokens the request has generated so far.")
       .def_property_readonly(
           "finish_reason", [](const RequestOutput& o) { return FinishReasonName(o.finish_reason); },
           "\"none\" (running), \"stop\", \"length\" or \"aborted\".")
-      .def_readonly("output_tokens", &RequestOutput::output_tokens)
+      .def_readonly("output_tokens", &RequestOutput::output_tokens,
+                    "Every generated token, when the request finished (else empty).")
       .def_readonly("new_tokens", &RequestOutput::new_tokens,
                     "Tokens this update appended: accepted drafts, then `token`.")
-      .def_property_readonly("finished", &RequestOutput::finished);
+      .def_property_readonly("finished", &RequestOutput::finished,
+                             "True when the request finished with this update.");
   AddDataclassMethods(out, {"request_id", "token", "num_output_tokens", "finish_reason",
                             "output_tokens", "new_tokens"});
 
   py::class_<RequestInfo> info(m, "RequestInfo", "A snapshot of one unfinished request.");
-  info.def_readonly("id", &RequestInfo::id)
-      .def_property_readonly("status",
-                             [](const RequestInfo& i) {
-                               return i.status == RequestStatus::kWaiting ? "waiting" : "running";
-                             })
-      .def_readonly("num_prompt_tokens", &RequestInfo::num_prompt_tokens)
-      .def_readonly("num_output_tokens", &RequestInfo::num_output_tokens)
-      .def_readonly("num_computed_tokens", &RequestInfo::num_computed_tokens)
-      .def_readonly("num_prefix_hit_tokens", &RequestInfo::num_prefix_hit_tokens)
-      .def_readonly("num_preemptions", &RequestInfo::num_preemptions);
+  info.def_readonly("id", &RequestInfo::id, "The request id.")
+      .def_property_readonly(
+          "status",
+          [](const RequestInfo& i) {
+            return i.status == RequestStatus::kWaiting ? "waiting" : "running";
+          },
+          "\"waiting\" or \"running\".")
+      .def_readonly("num_prompt_tokens", &RequestInfo::num_prompt_tokens, "Tokens of the prompt.")
+      .def_readonly("num_output_tokens", &RequestInfo::num_output_tokens,
+                    "Tokens generated so far.")
+      .def_readonly("num_computed_tokens", &RequestInfo::num_computed_tokens,
+                    "Tokens whose KV is computed.")
+      .def_readonly("num_prefix_hit_tokens", &RequestInfo::num_prefix_hit_tokens,
+                    "Tokens served from the prefix cache at its last admission.")
+      .def_readonly("num_preemptions", &RequestInfo::num_preemptions,
+                    "Times the request was preempted.");
   AddDataclassMethods(info, {"id", "status", "num_prompt_tokens", "num_output_tokens",
                              "num_computed_tokens", "num_prefix_hit_tokens", "num_preemptions"});
 
   py::class_<SchedulerStats> st(m, "SchedulerStats", "Scheduler totals since construction.");
-  st.def_readonly("num_steps", &SchedulerStats::num_steps)
-      .def_readonly("num_scheduled_tokens", &SchedulerStats::num_scheduled_tokens)
-      .def_readonly("num_preemptions", &SchedulerStats::num_preemptions)
-      .def_readonly("num_finished", &SchedulerStats::num_finished)
-      .def_readonly("num_aborted", &SchedulerStats::num_aborted)
-      .def_readonly("num_admissions", &SchedulerStats::num_admissions)
-      .def_readonly("num_admitted_tokens", &SchedulerStats::num_admitted_tokens)
-      .def_readonly("num_prefix_hit_tokens", &SchedulerStats::num_prefix_hit_tokens)
-      .def_readonly("num_shifted_hit_tokens", &SchedulerStats::num_shifted_hit_tokens)
-      .def_readonly("num_draft_tokens", &SchedulerStats::num_draft_tokens)
-      .def_readonly("num_accepted_draft_tokens", &SchedulerStats::num_accepted_draft_tokens);
+  st.def_readonly("num_steps", &SchedulerStats::num_steps, "Steps scheduled.")
+      .def_readonly("num_scheduled_tokens", &SchedulerStats::num_scheduled_tokens,
+                    "Tokens scheduled over all steps.")
+      .def_readonly("num_preemptions", &SchedulerStats::num_preemptions, "Preemptions.")
+      .def_readonly("num_finished", &SchedulerStats::num_finished,
+                    "Requests finished (stop token or length).")
+      .def_readonly("num_aborted", &SchedulerStats::num_aborted, "Requests aborted.")
+      .def_readonly("num_admissions", &SchedulerStats::num_admissions,
+                    "Admissions (re-admissions after preemption included).")
+      .def_readonly("num_admitted_tokens", &SchedulerStats::num_admitted_tokens,
+                    "Tokens of the admitted requests.")
+      .def_readonly("num_prefix_hit_tokens", &SchedulerStats::num_prefix_hit_tokens,
+                    "Of those, tokens served from the prefix cache.")
+      .def_readonly("num_shifted_hit_tokens", &SchedulerStats::num_shifted_hit_tokens,
+                    "Tokens reused from chunks at another position.")
+      .def_readonly("num_draft_tokens", &SchedulerStats::num_draft_tokens,
+                    "Draft tokens scheduled (speculative decoding).")
+      .def_readonly("num_accepted_draft_tokens", &SchedulerStats::num_accepted_draft_tokens,
+                    "Of those, accepted.");
   AddDataclassMethods(
       st, {"num_steps", "num_scheduled_tokens", "num_preemptions", "num_finished", "num_aborted",
            "num_admissions", "num_admitted_tokens", "num_prefix_hit_tokens",
@@ -302,19 +338,29 @@ void BindSchedulerClass(py::module_& m) {
       .def(
           "abort_request",
           [](PyScheduler& self, RequestId id) { CheckStatus(self.get().AbortRequest(id)); },
-          arg("request_id"))
-      .def("has_unfinished_requests",
-           [](PyScheduler& self) { return self.get().HasUnfinishedRequests(); })
-      .def_property_readonly("num_waiting",
-                             [](PyScheduler& self) { return self.get().num_waiting(); })
-      .def_property_readonly("num_running",
-                             [](PyScheduler& self) { return self.get().num_running(); })
+          arg("request_id"),
+          "Ends a waiting or running request; its blocks are freed and the next batch lists it in "
+          "finished_request_ids.")
+      .def(
+          "has_unfinished_requests",
+          [](PyScheduler& self) { return self.get().HasUnfinishedRequests(); },
+          "True while some request is waiting or running.")
+      .def_property_readonly(
+          "num_waiting", [](PyScheduler& self) { return self.get().num_waiting(); },
+          "Requests waiting for admission.")
+      .def_property_readonly(
+          "num_running", [](PyScheduler& self) { return self.get().num_running(); },
+          "Requests admitted and not finished.")
       .def(
           "get_request_info",
           [](PyScheduler& self, RequestId id) { return Unwrap(self.get().GetRequestInfo(id)); },
-          arg("request_id"))
-      .def_property_readonly("stats", [](PyScheduler& self) { return self.get().stats(); })
-      .def_property_readonly("cache", [](PyScheduler& self) { return self.cache_owner; })
+          arg("request_id"), "A RequestInfo snapshot of the request; NotFoundError when unknown.")
+      .def_property_readonly(
+          "stats", [](PyScheduler& self) { return self.get().stats(); },
+          "Totals over all steps (a SchedulerStats snapshot).")
+      .def_property_readonly(
+          "cache", [](PyScheduler& self) { return self.cache_owner; },
+          "The KvCacheManager the scheduler allocates from.")
       .def("__repr__", [](PyScheduler& self) {
         return "Scheduler(num_waiting=" + std::to_string(self.get().num_waiting()) +
                ", num_running=" + std::to_string(self.get().num_running()) + ")";

@@ -17,27 +17,45 @@ struct ErrorClass {
   absl::StatusCode code;
   const char* name;
   PyObject* extra_base;  // a builtin exception the class also derives from, or null
+  const char* doc;       // the class's docstring
 };
 
 std::vector<ErrorClass> ErrorClasses() {
   using C = absl::StatusCode;
   return {
-      {C::kInvalidArgument, "InvalidArgumentError", PyExc_ValueError},
-      {C::kNotFound, "NotFoundError", PyExc_KeyError},
-      {C::kResourceExhausted, "ResourceExhaustedError", nullptr},
-      {C::kFailedPrecondition, "FailedPreconditionError", nullptr},
-      {C::kAlreadyExists, "AlreadyExistsError", nullptr},
-      {C::kOutOfRange, "OutOfRangeError", PyExc_IndexError},
-      {C::kAborted, "AbortedError", nullptr},
-      {C::kUnavailable, "UnavailableError", nullptr},
-      {C::kDataLoss, "DataLossError", nullptr},
-      {C::kInternal, "InternalError", nullptr},
-      {C::kUnimplemented, "UnimplementedError", PyExc_NotImplementedError},
-      {C::kPermissionDenied, "PermissionDeniedError", nullptr},
-      {C::kUnauthenticated, "UnauthenticatedError", nullptr},
-      {C::kDeadlineExceeded, "DeadlineExceededError", nullptr},
-      {C::kCancelled, "CancelledError", nullptr},
-      {C::kUnknown, "UnknownError", nullptr},
+      {C::kInvalidArgument, "InvalidArgumentError", PyExc_ValueError,
+       "pagedkv.Error: a bad argument, option or file; fix the input (also a "
+       "ValueError)."},
+      {C::kNotFound, "NotFoundError", PyExc_KeyError,
+       "pagedkv.Error: an unknown request, block, chunk or file (also a KeyError)."},
+      {C::kResourceExhausted, "ResourceExhaustedError", nullptr,
+       "pagedkv.Error: out of KV blocks or memory; nothing changed, free or retry "
+       "later."},
+      {C::kFailedPrecondition, "FailedPreconditionError", nullptr,
+       "pagedkv.Error: the object is not in the state the call needs (e.g. a pending "
+       "step)."},
+      {C::kAlreadyExists, "AlreadyExistsError", nullptr,
+       "pagedkv.Error: an id that is already in use."},
+      {C::kOutOfRange, "OutOfRangeError", PyExc_IndexError,
+       "pagedkv.Error: an index or position past the end (also an IndexError)."},
+      {C::kAborted, "AbortedError", nullptr,
+       "pagedkv.Error: a sequence of calls must be redone (e.g. blocks changed since the "
+       "lookup)."},
+      {C::kUnavailable, "UnavailableError", nullptr,
+       "pagedkv.Error: a service (a tier, a socket) cannot be reached now; retry."},
+      {C::kDataLoss, "DataLossError", nullptr, "pagedkv.Error: corrupt or truncated data."},
+      {C::kInternal, "InternalError", nullptr,
+       "pagedkv.Error: a bug in pagedkv or in a Python callback it called."},
+      {C::kUnimplemented, "UnimplementedError", PyExc_NotImplementedError,
+       "pagedkv.Error: a feature this build lacks (also a NotImplementedError)."},
+      {C::kPermissionDenied, "PermissionDeniedError", nullptr,
+       "pagedkv.Error: the operating system refused access."},
+      {C::kUnauthenticated, "UnauthenticatedError", nullptr,
+       "pagedkv.Error: a service refused the credentials."},
+      {C::kDeadlineExceeded, "DeadlineExceededError", nullptr,
+       "pagedkv.Error: a time limit passed."},
+      {C::kCancelled, "CancelledError", nullptr, "pagedkv.Error: the operation was cancelled."},
+      {C::kUnknown, "UnknownError", nullptr, "pagedkv.Error: an error with no better code."},
   };
 }
 
@@ -71,7 +89,7 @@ void RegisterErrors(py::module_& m) {
                           ? py::make_tuple(py::handle(g_error_base), py::handle(e.extra_base))
                           : py::make_tuple(py::handle(g_error_base));
     const std::string qualified = std::string("pagedkv.") + e.name;
-    PyObject* cls = PyErr_NewException(qualified.c_str(), bases.ptr(), nullptr);
+    PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), e.doc, bases.ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();
     (*g_error_by_code)[e.code] = cls;
     m.attr(e.name) = py::handle(cls);

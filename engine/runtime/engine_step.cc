@@ -1,0 +1,236 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Engine step loop: Step (tier onboarding, Schedule, chunk moves, the model's forward pass, chunk
+// registration, outputs, statistics) and Generate, which steps until its requests finish.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "cache/tier_chain.h"
+#include "engine/model/model_runner.h"
+#include "engine/runtime/engine_internal.h"
+#include "engine/runtime/engine_request.h"
+#include "engine/runtime/step_batch.h"
+#include "engine/shift/cache_blend_hook.h"
+#include "engine/shift/engine_chunk_reuse.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Bucket of a batch of `num_tokens` (>= 1) tokens in EngineStats::step_num_tokens_histogram.
+size_t HistogramBucket(int32_t num_tokens) {
+  size_t bucket = 0;
+  for (uint32_t n = static_cast<uint32_t>(num_tokens); n > 1; n >>= 1) ++bucket;
+  return std::min(bucket, EngineStats::kHistogramBuckets - 1);
+}
+
+}  // namespace
+
+absl::StatusOr<StepOutput> Engine::Step() {
+  const Clock::time_point start = Clock::now();
+  StepOutput out;
+  out.finished = std::move(unclaimed_finished_);
+  unclaimed_finished_.clear();
+  TierChain* tiers = internals_->tiers.get();
+  PAGEDKV_RETURN_IF_ERROR(OnboardWaiting());
+  // Unpinned before scheduling: the scheduler cannot see pins, and blocks pinned for waiting
+  // requests could leave a running request no room (it preempts itself, nobody is admitted, and
+  // the next step pins them again). Released, the loaded blocks are the most recently used
+  // cached blocks, evicted last.
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
+  PAGEDKV_RETURN_IF_ERROR(scheduler_->Schedule(&batch_));
+  RequeuePreempted();
+  out.batch = batch_.stats;
+  ReportAborted(&out);
+  EngineChunkReuse* reuse = internals_->reuse.get();
+  if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves));
+  if (batch_.empty()) return out;
+
+  const StepBatch step = BuildStepBatch();
+  std::vector<TokenId> sampled;
+  PAGEDKV_RETURN_IF_ERROR(RunModel(step, &out.logits, &sampled));
+  if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
+  const int32_t n = batch_.num_sequences();
+  if (reuse != nullptr) {
+    for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
+  }
+  PAGEDKV_RETURN_IF_ERROR(CollectOutputs(step, sampled, &out));
+  RecordStepStats(n, &out);
+  out.seconds = SecondsSince(start);
+  stats_.busy_seconds += out.seconds;
+  return out;
+}
+
+Engine::StepBatch Engine::BuildStepBatch() {
+  StepBatch step;
+  const int32_t n = batch_.num_sequences();
+  for (const ScheduledSequence& s : batch_.sequences) {
+    step.max_blocks = std::max(step.max_blocks, s.num_blocks);
+  }
+  step.tables.assign(static_cast<size_t>(n) * static_cast<size_t>(step.max_blocks), 0);
+  step.kv_lens.resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
+    const auto table = batch_.BlockTable(i);
+    std::copy(table.begin(), table.end(),
+              step.tables.begin() + static_cast<ptrdiff_t>(i) * step.max_blocks);
+    step.kv_lens[static_cast<size_t>(i)] = s.seq_len();
+    RequestRecord& record = *requests_.at(s.request_id);
+    RecordAdmission(s, record);
+    if (!s.samples) continue;
+    // One row per draft token too: row j predicts the token after the j-th scheduled draft.
+    const int32_t rows = 1 + s.num_draft_tokens;
+    for (int32_t j = 0; j < rows; ++j) {
+      step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - rows + j);
+      step.sampling.push_back(
+          SamplingParams{.temperature = record.sampling.temperature,
+                         .top_p = record.sampling.top_p,
+                         .seed = record.sampling.seed,
+                         .counter = static_cast<uint64_t>(record.num_generated + j)});
+    }
+    step.sampled_ids.push_back(s.request_id);
+    step.sampled_seqs.push_back(i);
+    step.row_start.push_back(step.row_start.back() + rows);
+  }
+  return step;
+}
+
+absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
+                              std::vector<TokenId>* sampled) {
+  // CacheBlend: the reused tokens scheduled in this batch are recomputed selectively.
+  std::optional<CacheBlendHook> blend;
+  if (internals_->reuse != nullptr && batch_.stats.num_blend_tokens > 0) {
+    blend = internals_->reuse->MakeBlendHook(batch_);
+  }
+  const ModelInput input{.token_ids = batch_.token_ids,
+                         .positions = batch_.positions,
+                         .slot_mapping = batch_.slot_mapping,
+                         .query_start_loc = batch_.query_start_loc,
+                         .kv_lens = step.kv_lens,
+                         .block_tables = step.tables,
+                         .max_blocks_per_seq = step.max_blocks,
+                         .logits_indices = step.logits_indices};
+  ModelOutput model_out;
+  PAGEDKV_RETURN_IF_ERROR(
+      internals_->runner->Forward(input,
+                                  {.return_logits = options_.return_logits,
+                                   .sampling = step.sampling,
+                                   .hook = blend.has_value() ? &*blend : nullptr},
+                                  &model_out));
+  const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;
+  stats_.num_blend_recomputed_tokens += num_kept;
+  stats_.num_blend_partial_tokens += batch_.stats.num_blend_tokens - num_kept;
+  if (options_.return_logits) *logits = std::move(model_out.logits);
+  *sampled = std::move(model_out.sampled);
+  return absl::OkStatus();
+}
+
+void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
+  const int32_t num_tokens = batch_.num_tokens();
+  ++stats_.num_steps;
+  stats_.num_computed_tokens += num_tokens;
+  stats_.num_generated_tokens += static_cast<int64_t>(out->tokens.size());
+  stats_.num_preemptions += batch_.stats.num_preempted;
+  stats_.num_draft_tokens = scheduler_->stats().num_draft_tokens;
+  stats_.num_accepted_draft_tokens = scheduler_->stats().num_accepted_draft_tokens;
+  if (stats_.step_num_tokens.size() < EngineStats::kMaxRecordedSteps) {
+    stats_.step_num_tokens.push_back(num_tokens);
+    stats_.step_num_seqs.push_back(num_seqs);
+  }
+  stats_.max_step_num_tokens = std::max(stats_.max_step_num_tokens, num_tokens);
+  stats_.max_step_num_seqs = std::max(stats_.max_step_num_seqs, num_seqs);
+  ++stats_.step_num_tokens_histogram[HistogramBucket(num_tokens)];
+}
+
+absl::Status Engine::RegisterChunks(int32_t i) {
+  const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
+  const RequestRecord& record = *requests_.at(s.request_id);
+  const std::span<const BlockId> table = batch_.BlockTable(i);
+  const int64_t bs = batch_.block_size;
+  for (size_t c = 0; c < record.chunks.size(); ++c) {
+    const PromptChunk& chunk = record.chunks[c];
+    const int32_t end = chunk.offset + chunk.length;
+    if (record.chunk_reused[c] || end <= s.num_computed_tokens || end > s.seq_len()) continue;
+    std::vector<int64_t> slots;
+    slots.reserve(static_cast<size_t>(chunk.length));
+    for (int32_t pos = chunk.offset; pos < end; ++pos) {
+      slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs);
+    }
+    const auto tokens =
+        std::span<const TokenId>(record.prompt)
+            .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
+    PAGEDKV_RETURN_IF_ERROR(internals_->reuse->Register(tokens, record.cache_salt, /*adapter_id=*/0,
+                                                        chunk.offset, slots));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<GenerationResult>> Engine::Generate(
+    std::vector<GenerationRequest> requests) {
+  std::vector<RequestId> ids;
+  ids.reserve(requests.size());
+  for (GenerationRequest& r : requests) {
+    absl::StatusOr<RequestId> id = AddRequest(std::move(r));
+    if (!id.ok()) {
+      for (RequestId added : ids) {
+        if (scheduler_->AbortRequest(added).ok()) {
+          requests_.erase(added);
+          --stats_.num_requests;
+        }
+      }
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  absl::flat_hash_map<RequestId, size_t> slot_of;
+  for (size_t i = 0; i < ids.size(); ++i) slot_of[ids[i]] = i;
+  std::vector<GenerationResult> results(ids.size());
+  std::vector<GenerationResult> others;  // finished requests of other callers
+  size_t remaining = ids.size();
+  absl::Status status;
+  while (remaining > 0 && status.ok()) {
+    absl::StatusOr<StepOutput> step = Step();
+    if (!step.ok()) {
+      status = step.status();
+      break;
+    }
+    for (GenerationResult& r : step->finished) {
+      auto it = slot_of.find(r.request_id);
+      if (it == slot_of.end()) {
+        others.push_back(std::move(r));
+        continue;
+      }
+      results[it->second] = std::move(r);
+      --remaining;
+    }
+    if (remaining > 0 && step->batch.num_scheduled_tokens == 0 && step->finished.empty()) {
+      status =
+          absl::InternalError(absl::StrCat("Engine::Generate: the scheduler made no progress with ",
+                                           remaining, " request(s) unfinished"));
+    }
+  }
+  // Reported by the next Step(), after any a failed Step() left there.
+  others.insert(others.end(), std::make_move_iterator(unclaimed_finished_.begin()),
+                std::make_move_iterator(unclaimed_finished_.end()));
+  unclaimed_finished_ = std::move(others);
+  if (!status.ok()) return status;
+  return results;
+}
+
+}  // namespace pagedkv

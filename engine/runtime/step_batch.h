@@ -1,0 +1,35 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Engine::StepBatch: one step's flattened batch for the model runner and what it samples. Built by
+// the step loop (engine_step.cc), read by the output handling (engine_outputs.cc). Internal.
+#ifndef PAGEDKV_ENGINE_RUNTIME_STEP_BATCH_H_
+#define PAGEDKV_ENGINE_RUNTIME_STEP_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/sample_math.h"
+#include "pagedkv/engine.h"
+#include "pagedkv/kernels/op_args.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+// One step's flattened batch for the runner: padded block tables, one logits row per sequence
+// that samples.
+struct Engine::StepBatch {
+  int32_t max_blocks = 0;
+  std::vector<BlockId> tables;  // [num_sequences, max_blocks]
+  std::vector<int32_t> kv_lens;
+  std::vector<int32_t> logits_indices;
+  std::vector<SamplingParams> sampling;  // per logits row
+  // Per sequence that samples: its id, its sequence index in the batch, and its first logits row;
+  // rows [row_start[i], row_start[i + 1]) are 1 + its draft tokens.
+  std::vector<RequestId> sampled_ids;
+  std::vector<int32_t> sampled_seqs;
+  std::vector<int32_t> row_start = {0};
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_RUNTIME_STEP_BATCH_H_
