@@ -5,6 +5,7 @@
 // fallback); stop tokens; refusals naming the key.
 #include "engine/model/gguf_tokenizer.h"
 
+#include <unistd.h>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -26,7 +27,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 GgufFile Open(const std::string& name, const GgufWriter& w) {
-  const auto p = std::filesystem::temp_directory_path() / ("pagedkv_gguf_tok_" + name + ".gguf");
+  const auto p = std::filesystem::temp_directory_path() / ("pagedkv_gguf_tok_" + name + "_" + std::to_string(::getpid()) + ".gguf");
   WriteGgufFile(p, w.Bytes());
   absl::StatusOr<GgufFile> f = GgufFile::Open(p.string());
   EXPECT_TRUE(f.ok()) << f.status();
