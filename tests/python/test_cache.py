@@ -21,7 +21,8 @@ def test_version_matches_cmake_project():
 def test_readme_example_runs():
     """The example of issue #12 / the README's Python section, verbatim."""
     readme = (source_dir() / "README.md").read_text()
-    match = re.search(r"<!-- python-example -->\n```python\n(.*?)```", readme, re.S)
+    match = re.search(r"<!-- python-example -->\n(?:<!-- runnable -->\n)?```python\n(.*?)```",
+                      readme, re.S)
     assert match, "README.md lost its Python example block"
     exec(compile(match.group(1), "README.md", "exec"), {})
 
