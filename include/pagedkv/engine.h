@@ -17,7 +17,7 @@
 // ChunkReuseOptions.recompute_fraction adds CacheBlend's selective recompute: the reused tokens
 // also run through the first layers, and those whose K/V deviate most are recomputed fully.
 //
-// KV tiers (README "Tiers"): with EngineOptions.host_tier given a capacity, blocks also live in
+// KV tiers (docs/tiers.md): with EngineOptions.host_tier given a capacity, blocks also live in
 // a host-memory tier below the device pool. A request's lookup continues past its device prefix
 // hit into the tier, block by block along the chain; tier hits are copied into device blocks and
 // count as computed (GenerationResult::num_host_hit_tokens). A request preempted by recompute is

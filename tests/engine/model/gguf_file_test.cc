@@ -5,6 +5,7 @@
 #include "engine/model/gguf_file.h"
 
 #include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -26,7 +27,8 @@ using ::pagedkv::testing::WriteGgufFile;
 using ::testing::HasSubstr;
 
 std::string Write(const std::string& name, const std::string& bytes) {
-  const auto p = std::filesystem::temp_directory_path() / ("pagedkv_gguf_file_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("pagedkv_gguf_file_" + name + "_" + std::to_string(::getpid()) + ".gguf");
   WriteGgufFile(p, bytes);
   return p.string();
 }

@@ -12,6 +12,7 @@
 #define PAGEDKV_TESTS_ENGINE_MODEL_GGUF_TEST_MODEL_H_
 
 #include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -85,7 +86,8 @@ inline std::filesystem::path WriteGgufModel(HfTestModel* m, uint32_t type, const
                                             GgufWriter w = {}) {
   AddLlamaMetadata(*m, &w);
   AddLlamaTensors(m, type, &w);
-  const auto path = std::filesystem::temp_directory_path() / ("pagedkv_gguf_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("pagedkv_gguf_" + name + "_" + std::to_string(::getpid()) + ".gguf");
   WriteGgufFile(path, w.Bytes());
   return path;
 }

@@ -6,6 +6,7 @@
 #include "engine/model/gguf_tokenizer.h"
 
 #include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -27,7 +28,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 GgufFile Open(const std::string& name, const GgufWriter& w) {
-  const auto p = std::filesystem::temp_directory_path() / ("pagedkv_gguf_tok_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("pagedkv_gguf_tok_" + name + "_" + std::to_string(::getpid()) + ".gguf");
   WriteGgufFile(p, w.Bytes());
   absl::StatusOr<GgufFile> f = GgufFile::Open(p.string());
   EXPECT_TRUE(f.ok()) << f.status();

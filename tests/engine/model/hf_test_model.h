@@ -18,6 +18,7 @@
 #define PAGEDKV_TESTS_ENGINE_MODEL_HF_TEST_MODEL_H_
 
 #include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -135,7 +136,8 @@ struct HfTestModel {
 
   // Writes the directory under the temp dir and returns it.
   std::filesystem::path Write(const std::string& name) const {
-    const auto dir = std::filesystem::temp_directory_path() / ("pagedkv_hf_" + name + "_" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("pagedkv_hf_" + name + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     WriteFile(dir / "config.json", ConfigJson().dump(2));
