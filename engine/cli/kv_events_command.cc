@@ -63,6 +63,7 @@ absl::Status Listen(const ListenFlags& f) {
     }
     idle = 0;
     for (const ReceivedKvEventBatch& r : got) {
+      if (f.max_batches > 0 && printed >= f.max_batches) break;  // one poll can bring many
       nlohmann::json j = {{"seq", r.seq}, {"replayed", r.replayed}, {"ts", r.batch.timestamp}};
       if (r.batch.data_parallel_rank) j["data_parallel_rank"] = *r.batch.data_parallel_rank;
       j["events"] = nlohmann::json::array();

@@ -303,6 +303,13 @@ def test_pagedkv_listener_reads_what_vllm_decodes(tmp_path):
                     assert a["block_size"] == b.block_size
                     assert a["parent_block_hash"] == (
                         None if b.parent_block_hash is None else hash_hex(b.parent_block_hash))
+        # --max-batches stops there, even when one replay brings the whole stream at once.
+        first3 = subprocess.run(
+            [run.binary, "kv-events", "listen", run.pub_ep, "--replay-endpoint", run.replay_ep,
+             "--topic", "kv", "--from-seq", "0", "--max-batches", "3"],
+            capture_output=True, text=True, timeout=60)
+        assert first3.returncode == 0, first3.stderr
+        assert [json.loads(line)["seq"] for line in first3.stdout.splitlines()] == [0, 1, 2]
     finally:
         run.close()
 
