@@ -1,11 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// QuantLinear: validation, then output columns split over the pool in groups of 4 (the kernel's
-// tile width).
+// QuantLinear: validation, then output columns split over the pool: in groups of 4 (the block
+// kernel's tile width) below kQuantPanelMinRows rows of x, in packed panels from there on.
 #include "kernels/cpu/quant_linear.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,9 +18,50 @@
 
 namespace pagedkv::cpu {
 
+namespace {
+
+struct FreeFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// This thread's panel scratch, at least `floats` long and 64-byte aligned; null when it cannot be
+// allocated. Kept between calls (a model's largest k times the panel width: well under 1 MB).
+float* PanelScratch(int64_t floats) {
+  thread_local std::unique_ptr<float, FreeFloats> buffer;
+  thread_local int64_t capacity = 0;
+  if (capacity < floats) {
+    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+    buffer.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity = buffer == nullptr ? 0 : floats;
+  }
+  return buffer.get();
+}
+
+// Output columns in panels of the packed width, each decoded once per call and run against every
+// row of x. A range whose scratch cannot be allocated runs the block kernel instead (the same
+// values up to rounding, not the same bits).
+void PanelLinear(const QuantLinearArgs& args, ThreadPool* pool) {
+  const int64_t width = simd::PackedPanelWidth();
+  const int64_t panels = (args.n + width - 1) / width;
+  ParallelFor(pool, panels, 1, [&](int64_t begin, int64_t end) {
+    float* scratch = PanelScratch(width * args.k);
+    if (scratch != nullptr) {
+      simd::QuantLinearPanels(args, begin, end, scratch);
+    } else {
+      simd::QuantLinearColumns(args, begin * width, std::min(args.n, end * width));
+    }
+  });
+}
+
+}  // namespace
+
 absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
   if (args.m == 0) return absl::OkStatus();
+  if (args.m >= kQuantPanelMinRows) {
+    PanelLinear(args, pool);
+    return absl::OkStatus();
+  }
   constexpr int64_t kGroup = 4;
   const int64_t groups = (args.n + kGroup - 1) / kGroup;
   const double work_per_group =

@@ -2,8 +2,12 @@
 //
 // Linear over weights kept in their file's block format (y = x W^T, QuantLinearArgs; the block
 // layouts are pagedkv/kernels/quant_blocks.h): blocks are decoded in registers and products summed
-// in fp32 (no int8 activations). Work is split by output columns; every y[i][j] is computed the
-// same way whatever the split, the thread count or m.
+// in fp32 (no int8 activations). Below kQuantPanelMinRows rows of x, each block's integers are
+// widened in registers and multiplied with x (the memory-bound decode path); from there on, each
+// panel of W rows is decoded once per call into fp32 and the packed kernel's outer-product tile
+// runs over it, which gives exactly PackedLinear's bits over the weights converted to fp32 at
+// load (q * d + m). Work is split by output columns; every y[i][j] is computed the same way
+// whatever the split or the thread count, and for a given m whatever the other rows of x.
 //
 // Example:
 //   PAGEDKV_RETURN_IF_ERROR(cpu::QuantLinear({.x = x, .w = q4_1_rows, .w_type = WeightType::kQ4_1,
@@ -11,12 +15,18 @@
 #ifndef PAGEDKV_KERNELS_CPU_QUANT_LINEAR_H_
 #define PAGEDKV_KERNELS_CPU_QUANT_LINEAR_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
 
 namespace pagedkv::cpu {
+
+// Rows of x from which QuantLinear decodes panels (compute-bound prefill) instead of multiplying
+// blocks in registers (memory-bound decode).
+inline constexpr int64_t kQuantPanelMinRows = 16;
 
 // InvalidArgument (y untouched) for invalid args: null pointers, n or k <= 0, m < 0, k not a
 // multiple of 32, a w_type that is not block-quantized, y aliasing x or w. pool may be null.

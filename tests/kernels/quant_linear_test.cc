@@ -4,7 +4,9 @@
 // random blocks, y matches a float64 reference (each weight decoded from the block's bytes by the
 // published formula, products summed in float64) on every SIMD target this CPU runs, with and
 // without accumulate; every row of a batch equals its one-row product bit for bit for any thread
-// count; bad input is rejected with y untouched.
+// count below kQuantPanelMinRows rows, and from there on equals PackedLinear over the weights
+// converted to fp32 (as the GGUF loader converts them) bit for bit; bad input is rejected with y
+// untouched.
 #include "kernels/cpu/quant_linear.h"
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
+#include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/kernels/dtype_convert.h"
@@ -76,7 +79,7 @@ double RefWeight(WeightType type, const std::vector<unsigned char>& w, int64_t k
 void CheckAgainstFloat64(WeightType type) {
   for (int64_t n : {1, 3, 4, 5, 13, 70}) {
     for (int64_t k : {32, 64, 576}) {
-      for (int64_t m : {1, 2, 3, 5}) {
+      for (int64_t m : {1, 2, 3, 5, 16, 21}) {  // from 16 rows: the panel path
         for (bool accumulate : {false, true}) {
           const auto seed = static_cast<uint32_t>(n * 7919 + k * 31 + m);
           const auto x = RandomFloats(static_cast<size_t>(m * k), seed);
@@ -161,6 +164,62 @@ TEST_P(QuantLinearTest, EveryRowEqualsItsOneRowProductForAnyThreadCount) {
     EXPECT_EQ(std::memcmp(batched.data(), alone.data(), batched.size() * sizeof(float)), 0)
         << threads << " threads";
   }
+}
+
+// From kQuantPanelMinRows rows of x, QuantLinear is PackedLinear over W converted to fp32 by
+// q * d (+ m), bit for bit, for every thread count, with and without accumulate, on every SIMD
+// target this CPU runs (the panel width differs between targets).
+TEST_P(QuantLinearTest, ManyRowsEqualPackedLinearOverTheConvertedWeights) {
+  const WeightType type = GetParam();
+  const int64_t n = 203, k = 96;
+  for (int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_SCALAR}) {
+    if ((hwy::SupportedTargets() & target) == 0 && target != HWY_SCALAR) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    const auto w = RandomRows(type, n, k, 21);
+    std::vector<float> w32(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < n; ++j) {
+      const unsigned char* row = w.data() + j * WeightRowBytes(type, k);
+      for (int64_t t = 0; t < k; ++t)
+        w32[static_cast<size_t>(j * k + t)] = QuantValue(type, row, t);
+    }
+    auto packed = cpu::PackedWeights::Pack(w32.data(), n, k);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    for (int64_t m : {cpu::kQuantPanelMinRows, int64_t{17}, int64_t{35}}) {
+      for (bool accumulate : {false, true}) {
+        const auto x = RandomFloats(static_cast<size_t>(m * k), static_cast<uint32_t>(m));
+        const auto y0 = RandomFloats(static_cast<size_t>(m * n), static_cast<uint32_t>(m + 1));
+        std::vector<float> want = y0;
+        ASSERT_TRUE(cpu::PackedLinear({.x = x.data(),
+                                       .w = w32.data(),
+                                       .y = want.data(),
+                                       .m = m,
+                                       .n = n,
+                                       .k = k,
+                                       .accumulate = accumulate},
+                                      *packed, nullptr)
+                        .ok());
+        for (int32_t threads : {1, 2, 3}) {
+          auto pool = cpu::ThreadPool::Create(threads);
+          ASSERT_TRUE(pool.ok());
+          std::vector<float> got = y0;
+          ASSERT_TRUE(cpu::QuantLinear({.x = x.data(),
+                                        .w = w.data(),
+                                        .w_type = type,
+                                        .y = got.data(),
+                                        .m = m,
+                                        .n = n,
+                                        .k = k,
+                                        .accumulate = accumulate},
+                                       pool->get())
+                          .ok());
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << "m " << m << ", " << threads << " threads, accumulate " << accumulate;
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantLinearTest,

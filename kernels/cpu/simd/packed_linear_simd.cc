@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/simd/panel_tile-inl.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -20,15 +21,7 @@ namespace pagedkv::cpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Vectors per panel (C) and rows per register tile (R): 4 x 4 accumulators of AVX-512's 32
-// registers; 4 x 2 of AVX2's 16 (SSE4 and the scalar baseline alike).
-constexpr int kVecs = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
-constexpr int kTileRows = 4;
-
-int64_t PanelWidthImpl() {
-  const hn::ScalableTag<float> d;
-  return kVecs * static_cast<int64_t>(hn::Lanes(d));
-}
+int64_t PanelWidthImpl() { return PanelWidthOfTarget(); }
 
 void PackWeightsImpl(const float* HWY_RESTRICT w, int64_t n, int64_t k, float* HWY_RESTRICT out) {
   const int64_t p = PanelWidthImpl();
@@ -42,41 +35,6 @@ void PackWeightsImpl(const float* HWY_RESTRICT w, int64_t n, int64_t k, float* H
     for (int64_t c = cols; c < p; ++c) {
       for (int64_t kk = 0; kk < k; ++kk) panel[kk * p + c] = 0.0f;
     }
-  }
-}
-
-// y[r][c] (+)= sum over kk of x[r][kk] * panel[kk][c], r < R, c < cols (<= panel width).
-template <int R>
-HWY_INLINE void PanelTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT panel,
-                          float* HWY_RESTRICT y, int64_t ldy, int64_t cols, bool accumulate) {
-  const hn::ScalableTag<float> d;
-  using V = decltype(hn::Zero(d));
-  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t p = kVecs * lanes;
-  V acc[R][kVecs];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
-  }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    V wv[kVecs];
-    for (int c = 0; c < kVecs; ++c) wv[c] = hn::Load(d, panel + kk * p + c * lanes);
-    for (int r = 0; r < R; ++r) {
-      const V xv = hn::Set(d, x[r * k + kk]);
-      for (int c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
-    }
-  }
-  HWY_ALIGN float tail[kVecs * hn::MaxLanes(d)];
-  for (int r = 0; r < R; ++r) {
-    float* out = y + r * ldy;
-    if (cols == p) {
-      for (int c = 0; c < kVecs; ++c) {
-        const V sum = accumulate ? hn::Add(hn::LoadU(d, out + c * lanes), acc[r][c]) : acc[r][c];
-        hn::StoreU(sum, d, out + c * lanes);
-      }
-      continue;
-    }
-    for (int c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, tail + c * lanes);
-    for (int64_t c = 0; c < cols; ++c) out[c] = accumulate ? out[c] + tail[c] : tail[c];
   }
 }
 

@@ -8,6 +8,11 @@
 //   y[i][j] = LaneSum(sum_b d_b sum_c q_c x_c) + sum_b m_b xsum_b,   all in fp32.
 // A tile is RX rows of x times RW rows of W, every element its own chain, so a y[i][j] does not
 // depend on m, on the tile or on the thread split.
+// Many rows of x (QuantLinearPanels, m >= kQuantPanelMinRows): each column panel of W is decoded
+// once per call into the packed fp32 layout (value = q * d + m, a multiply then an add, as the
+// load-time conversion of engine/model/gguf_dequant.cc computes it) and every row of x runs the
+// packed kernel's outer-product tile over it (panel_tile-inl.h): the same bits as PackedLinear
+// over the converted fp32 weights.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd/quant_linear_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/simd/panel_tile-inl.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/kernels/quant_blocks.h"
 
@@ -149,6 +155,70 @@ void QuantLinearColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j
   }
 }
 
+// W rows [j0, j0 + cols) of a block-quantized W decoded into one packed panel
+// (panel[kk][c] = W[j0 + c][kk], zero for c >= cols; the layout of PackWeights).
+template <WeightType kType>
+HWY_INLINE void DecodePanel(const unsigned char* HWY_RESTRICT w, int64_t row_bytes, int64_t k,
+                            int64_t cols, float* HWY_RESTRICT panel) {
+  const DF df;
+  const int n_lanes = static_cast<int>(hn::Lanes(df));
+  const int64_t p = PanelWidthOfTarget();
+  const int64_t bb = QuantBlockBytes(kType);
+  HWY_ALIGN float lo_out[hn::MaxLanes(df)];
+  HWY_ALIGN float hi_out[hn::MaxLanes(df)];
+  for (int64_t c = 0; c < cols; ++c) {
+    const unsigned char* row = w + c * row_bytes;
+    for (int64_t b = 0; b < k / kQuantBlockValues; ++b) {
+      const unsigned char* blk = row + b * bb;
+      const V d = hn::Set(df, QuantBlockScale(blk));
+      const V m = hn::Set(df, QuantBlockMin(kType, blk));
+      float* col = panel + b * kQuantBlockValues * p + c;
+      for (int o = 0; o < kQuantBlockValues / 2; o += n_lanes) {
+        V lo, hi;
+        BlockQ<kType>(blk, o, &lo, &hi);
+        lo = hn::Mul(lo, d);
+        hi = hn::Mul(hi, d);
+        if constexpr (kType == WeightType::kQ4_1) {
+          lo = hn::Add(lo, m);
+          hi = hn::Add(hi, m);
+        }
+        hn::Store(lo, df, lo_out);
+        hn::Store(hi, df, hi_out);
+        for (int t = 0; t < n_lanes; ++t) {
+          col[(o + t) * p] = lo_out[t];
+          col[(kQuantBlockValues / 2 + o + t) * p] = hi_out[t];
+        }
+      }
+    }
+  }
+  for (int64_t c = cols; c < p; ++c) {
+    for (int64_t kk = 0; kk < k; ++kk) panel[kk * p + c] = 0.0f;
+  }
+}
+
+template <WeightType kType>
+void PanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end,
+                float* HWY_RESTRICT scratch) {
+  const int64_t p = PanelWidthOfTarget();
+  const int64_t rb = WeightRowBytes(kType, a.k);
+  const auto* w = static_cast<const unsigned char*>(a.w);
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    const int64_t j0 = panel * p;
+    const int64_t cols = std::min(p, a.n - j0);
+    DecodePanel<kType>(w + j0 * rb, rb, a.k, cols, scratch);
+    PanelAllRows(a.x, a.m, a.k, scratch, a.y + j0, a.n, cols, a.accumulate);
+  }
+}
+
+void QuantLinearPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end,
+                           float* scratch) {
+  if (a.w_type == WeightType::kQ4_1) {
+    PanelsImpl<WeightType::kQ4_1>(a, panel_begin, panel_end, scratch);
+  } else {
+    PanelsImpl<WeightType::kQ8_0>(a, panel_begin, panel_end, scratch);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace pagedkv::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -157,6 +227,12 @@ HWY_AFTER_NAMESPACE();
 namespace pagedkv::cpu::simd {
 
 HWY_EXPORT(QuantLinearColumnsImpl);
+HWY_EXPORT(QuantLinearPanelsImpl);
+
+void QuantLinearPanels(const QuantLinearArgs& args, int64_t panel_begin, int64_t panel_end,
+                       float* scratch) {
+  HWY_DYNAMIC_DISPATCH(QuantLinearPanelsImpl)(args, panel_begin, panel_end, scratch);
+}
 
 void QuantLinearColumns(const QuantLinearArgs& args, int64_t n_begin, int64_t n_end) {
   HWY_DYNAMIC_DISPATCH(QuantLinearColumnsImpl)(args, n_begin, n_end);

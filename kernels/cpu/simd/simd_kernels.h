@@ -53,6 +53,13 @@ PAGEDKV_EXPORT void PackedLinearTiles(const LinearArgs& args, const float* packe
 // row of x against those rows of W, one fp32 chain per y[i][j] (see quant_linear_simd.cc), the
 // same for any column range or m. REQUIRES: args validated (ValidateQuantLinear).
 PAGEDKV_EXPORT void QuantLinearColumns(const QuantLinearArgs& args, int64_t n_begin, int64_t n_end);
+// The many-rows form: column panels [panel_begin, panel_end) of PackedPanelWidth() W rows each,
+// each decoded into `scratch` (the packed fp32 layout above) and run against every row of x; the
+// same bits as PackedLinearTiles over W converted to fp32 by q * d (+ m). REQUIRES: args
+// validated; scratch holds PackedPanelWidth() * args.k floats, aligned to 64 bytes, and is this
+// call's own.
+PAGEDKV_EXPORT void QuantLinearPanels(const QuantLinearArgs& args, int64_t panel_begin,
+                                      int64_t panel_end, float* scratch);
 
 // Rows [row_begin, row_end) of RMSNorm / SwiGLU. REQUIRES: args validated.
 PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
