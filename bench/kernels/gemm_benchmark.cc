@@ -8,6 +8,11 @@
 //   BM_GemmPacked:   pagedkv's packed kernel (kernels/cpu/packed_linear.h: W packed k-major once,
 //                    outside the timing, as the CPU backend does at a model's first step; outer-
 //                    product tiles, no lane sums), one thread and threads:0.
+//   BM_GemmQuant:    pagedkv's kernel over weights kept in GGUF blocks (kernels/cpu/quant_linear.h;
+//                    Q4_1 projections, Q8_0 LM head) on SmolLM2-135M's shapes, beside
+//                    BM_GemmPackedSmolLm2 (the same shapes in fp32, packed): below 16 rows the
+//                    blocks are multiplied in registers, from 16 rows each panel is decoded
+//                    once per call into the packed layout.
 //   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
 //                    thread, and threads:0 with OpenBLAS's own pool over every core.
 // Shapes: m = 1, 8, 32, 128 rows against (n, k) of aidreams260K (dim 64, hidden 172, vocab 512),
@@ -23,10 +28,12 @@
 #include "bench/engine/model/plain_ops.h"
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
 #include "pagedkv/kernels/op_args.h"
+#include "pagedkv/kernels/quant_blocks.h"
 #if PAGEDKV_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -102,6 +109,60 @@ void BM_GemmPacked(benchmark::State& state) {
   SetCounters(state, m, n, k);
 }
 
+// n rows of k / 32 blocks of `type` with small scales and every integer value.
+std::vector<unsigned char> QuantRows(WeightType type, int64_t n, int64_t k) {
+  std::vector<unsigned char> w(static_cast<size_t>(n * WeightRowBytes(type, k)));
+  uint32_t s = 777;
+  for (size_t at = 0; at < w.size(); at += static_cast<size_t>(QuantBlockBytes(type))) {
+    const uint16_t scale = 0x2000 + static_cast<uint16_t>(at / 64 % 512);  // ~0.008-0.016
+    w[at] = static_cast<unsigned char>(scale & 0xFF);
+    w[at + 1] = static_cast<unsigned char>(scale >> 8);
+    const size_t first = type == WeightType::kQ4_1 ? 4 : 2;
+    if (type == WeightType::kQ4_1) w[at + 2] = 0, w[at + 3] = 0xB8;  // m = -0.5
+    for (size_t i = first; i < static_cast<size_t>(QuantBlockBytes(type)); ++i) {
+      s = s * 1664525u + 1013904223u;
+      w[at + i] = static_cast<unsigned char>(s >> 24);
+    }
+  }
+  return w;
+}
+
+void BM_GemmQuant(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto type = static_cast<WeightType>(state.range(4));
+  std::unique_ptr<cpu::ThreadPool> pool = PoolFor(static_cast<int32_t>(state.range(3)));
+  Operands o(m, 1, k);
+  o.y.resize(static_cast<size_t>(m * n));
+  const std::vector<unsigned char> w = QuantRows(type, n, k);
+  const QuantLinearArgs args{
+      .x = o.x.data(), .w = w.data(), .w_type = type, .y = o.y.data(), .m = m, .n = n, .k = k};
+  for (auto _ : state) {
+    if (!cpu::QuantLinear(args, pool.get()).ok()) return state.SkipWithError("QuantLinear failed");
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+
+// (n, k) of SmolLM2-135M: q/o, k/v, gate/up, down, and the tied LM head (Q8_0 in the GGUF file).
+void SmolLm2Shapes(benchmark::internal::Benchmark* b, bool with_type) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+  b->ArgNames({"m", "n", "k", "threads", "type"});
+  for (int64_t m : {1, 8, 16, 64, 256}) {
+    for (auto [n, k] : shapes) {
+      const auto type = static_cast<int64_t>(n == 49152 ? WeightType::kQ8_0 : WeightType::kQ4_1);
+      for (int64_t threads : {1, 2}) {
+        if (with_type) {
+          b->Args({m, n, k, threads, type});
+        } else {
+          b->Args({m, n, k, threads, 0});
+        }
+      }
+    }
+  }
+  b->UseRealTime();
+}
+
 #if PAGEDKV_HAVE_OPENBLAS
 void BM_GemmOpenBlas(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -138,6 +199,10 @@ void ModelShapes(benchmark::internal::Benchmark* b, bool with_threads) {
 BENCHMARK(BM_GemmPlain)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, false); });
 BENCHMARK(BM_GemmPagedkv)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
 BENCHMARK(BM_GemmPacked)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
+BENCHMARK(BM_GemmPacked)
+    ->Name("BM_GemmPackedSmolLm2")
+    ->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, false); });
+BENCHMARK(BM_GemmQuant)->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, true); });
 #if PAGEDKV_HAVE_OPENBLAS
 BENCHMARK(BM_GemmOpenBlas)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
 #endif

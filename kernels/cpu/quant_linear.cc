@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -58,7 +59,10 @@ void PanelLinear(const QuantLinearArgs& args, ThreadPool* pool) {
 absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
   if (args.m == 0) return absl::OkStatus();
-  if (args.m >= kQuantPanelMinRows) {
+  // The panel decode addresses a panel's rows by 32-bit byte offsets.
+  const bool offsets_fit = simd::PackedPanelWidth() * WeightRowBytes(args.w_type, args.k) <=
+                           std::numeric_limits<int32_t>::max();
+  if (args.m >= kQuantPanelMinRows && offsets_fit) {
     PanelLinear(args, pool);
     return absl::OkStatus();
   }

@@ -156,43 +156,64 @@ void QuantLinearColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j
 }
 
 // W rows [j0, j0 + cols) of a block-quantized W decoded into one packed panel
-// (panel[kk][c] = W[j0 + c][kk], zero for c >= cols; the layout of PackWeights).
+// (panel[kk][c] = W[j0 + c][kk], zero for c >= cols; the layout of PackWeights). One vector holds
+// one value of N consecutive W rows (a lane per row), so it is stored whole into a panel row:
+// per block, each 4-byte word of the integers is gathered from the N rows at once and its bytes
+// (Q8_0) or nibbles (Q4_1) widened in place. The words lie inside the block (Q4_1: bytes 4-19,
+// Q8_0: bytes 2-33), so nothing past W is read; lanes of rows >= cols read row 0 and are zeroed.
 template <WeightType kType>
 HWY_INLINE void DecodePanel(const unsigned char* HWY_RESTRICT w, int64_t row_bytes, int64_t k,
                             int64_t cols, float* HWY_RESTRICT panel) {
   const DF df;
-  const int n_lanes = static_cast<int>(hn::Lanes(df));
+  const hn::Rebind<int32_t, DF> di;
+  const int64_t n_lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t p = PanelWidthOfTarget();
   const int64_t bb = QuantBlockBytes(kType);
-  HWY_ALIGN float lo_out[hn::MaxLanes(df)];
-  HWY_ALIGN float hi_out[hn::MaxLanes(df)];
-  for (int64_t c = 0; c < cols; ++c) {
-    const unsigned char* row = w + c * row_bytes;
+  constexpr int kFirst = kType == WeightType::kQ4_1 ? 4 : 2;  // byte of the first integer
+  constexpr int kWords = kType == WeightType::kQ4_1 ? 4 : 8;  // words of integers per block
+  HWY_ALIGN int32_t row_at[hn::MaxLanes(di)];
+  HWY_ALIGN float scale[hn::MaxLanes(df)];
+  HWY_ALIGN float offset[hn::MaxLanes(df)];
+  for (int64_t c0 = 0; c0 < p; c0 += n_lanes) {
+    const int64_t live = std::clamp<int64_t>(cols - c0, 0, n_lanes);
+    if (live == 0) {
+      for (int64_t kk = 0; kk < k; ++kk) hn::Store(hn::Zero(df), df, panel + kk * p + c0);
+      continue;
+    }
+    for (int64_t t = 0; t < n_lanes; ++t) {
+      row_at[t] = static_cast<int32_t>((t < live ? c0 + t : 0) * row_bytes);
+    }
+    const auto rows = hn::Load(di, row_at);
+    const auto keep = hn::FirstN(df, static_cast<size_t>(live));
     for (int64_t b = 0; b < k / kQuantBlockValues; ++b) {
-      const unsigned char* blk = row + b * bb;
-      const V d = hn::Set(df, QuantBlockScale(blk));
-      const V m = hn::Set(df, QuantBlockMin(kType, blk));
-      float* col = panel + b * kQuantBlockValues * p + c;
-      for (int o = 0; o < kQuantBlockValues / 2; o += n_lanes) {
-        V lo, hi;
-        BlockQ<kType>(blk, o, &lo, &hi);
-        lo = hn::Mul(lo, d);
-        hi = hn::Mul(hi, d);
-        if constexpr (kType == WeightType::kQ4_1) {
-          lo = hn::Add(lo, m);
-          hi = hn::Add(hi, m);
-        }
-        hn::Store(lo, df, lo_out);
-        hn::Store(hi, df, hi_out);
-        for (int t = 0; t < n_lanes; ++t) {
-          col[(o + t) * p] = lo_out[t];
-          col[(kQuantBlockValues / 2 + o + t) * p] = hi_out[t];
+      const unsigned char* blocks = w + b * bb;
+      for (int64_t t = 0; t < n_lanes; ++t) {
+        scale[t] = QuantBlockScale(blocks + row_at[t]);
+        offset[t] = QuantBlockMin(kType, blocks + row_at[t]);
+      }
+      const V d = hn::Load(df, scale);
+      [[maybe_unused]] const V m = hn::Load(df, offset);  // Q4_1 only
+      float* out = panel + b * kQuantBlockValues * p + c0;
+      for (int g = 0; g < kWords; ++g) {
+        const auto word =
+            hn::GatherOffset(di, reinterpret_cast<const int32_t*>(blocks + kFirst + 4 * g), rows);
+        for (int byte = 0; byte < 4; ++byte) {
+          const int j = 4 * g + byte;  // value j of the block (and j + 16 for Q4_1's high nibble)
+          if constexpr (kType == WeightType::kQ4_1) {
+            const auto low = hn::And(hn::ShiftRightSame(word, 8 * byte), hn::Set(di, 0x0F));
+            const auto high = hn::And(hn::ShiftRightSame(word, 8 * byte + 4), hn::Set(di, 0x0F));
+            const V lo = hn::Add(hn::Mul(hn::ConvertTo(df, low), d), m);
+            const V hi = hn::Add(hn::Mul(hn::ConvertTo(df, high), d), m);
+            hn::Store(hn::IfThenElseZero(keep, lo), df, out + j * p);
+            hn::Store(hn::IfThenElseZero(keep, hi), df, out + (j + 16) * p);
+          } else {
+            const auto q = hn::ShiftRightSame(hn::ShiftLeftSame(word, 24 - 8 * byte), 24);
+            const V v = hn::Mul(hn::ConvertTo(df, q), d);
+            hn::Store(hn::IfThenElseZero(keep, v), df, out + j * p);
+          }
         }
       }
     }
-  }
-  for (int64_t c = cols; c < p; ++c) {
-    for (int64_t kk = 0; kk < k; ++kk) panel[kk * p + c] = 0.0f;
   }
 }
 
