@@ -31,7 +31,7 @@ struct EngineFlags {
   bool allow_context_overrun = false;
   std::string backend = "auto";
   int32_t threads = 0;          // 0: all hardware threads
-  std::string weights = "f32";  // "native" (GGUF blocks kept) or "f32"
+  std::string weights = "native";  // "native" (GGUF blocks kept) or "f32"
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   std::string kv_cache_memory;  // "" (automatic) or a size: bytes, or with a K, M or G suffix

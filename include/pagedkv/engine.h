@@ -148,11 +148,11 @@ struct PAGEDKV_EXPORT EngineOptions {
   // logits are bit-identical for any count. In [0, 1024].
   int32_t num_threads = 0;
   int32_t block_size = 16;  // tokens per KV block
-  // How Engine::Load keeps a GGUF file's Q4_1 / Q8_0 matrices: kF32 converted at load (the
-  // default), kNative in their blocks (the CPU backend computes over them; a CUDA backend gets
-  // kF32). kNative decodes faster and holds a sixth of the memory, but its prefill is still 2-3x
-  // slower than fp32's packed kernels (bench/RESULTS.md, issue #28), so it is not the default yet.
-  WeightStorage weights = WeightStorage::kF32;
+  // How Engine::Load keeps a GGUF file's block-format matrices: kNative (the default) in their
+  // blocks, which the CPU backend computes over (a sixth of fp32's memory for Q4_1, faster decode
+  // and prefill: bench/RESULTS.md, issue #28); kF32 converted at load. A run that gets the CUDA
+  // backend loads kF32 either way.
+  WeightStorage weights = WeightStorage::kNative;
   // KV blocks in the pool (per layer). 0: from kv_cache_memory, else automatic: room for
   // kv_token_budget tokens (else 32 sequences of the full context), capped at half of the memory
   // available at start. Engine::kv_pool() says which rule applied.

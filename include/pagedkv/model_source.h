@@ -35,8 +35,8 @@ struct PAGEDKV_EXPORT ModelLoadOptions {
   // A tokenizer file for formats that keep it apart (llama2.c's tokenizer .bin); empty: none
   // (llama2.c), or the model's own (Hugging Face: tokenizer.json in the directory, when present).
   std::string tokenizer_path = {};
-  // kNative: GGUF Q4_1 / Q8_0 matrices stay in block format (CPU backend only); kF32 (the
-  // library's default; Engine::Load and the CLI default to kNative): every tensor in fp32.
+  // kNative: GGUF block-format matrices stay in their blocks (CPU backend only); kF32 (LoadModel's
+  // default; Engine::Load and the CLI default to kNative): every tensor in fp32.
   // Formats without block types load fp32 either way.
   WeightStorage weights = WeightStorage::kF32;
 };
