@@ -30,7 +30,7 @@ struct EngineFlags {
   bool no_prefix_caching = false;
   bool allow_context_overrun = false;
   std::string backend = "auto";
-  int32_t threads = 0;          // 0: all hardware threads
+  int32_t threads = 0;             // 0: all hardware threads
   std::string weights = "native";  // "native" (GGUF blocks kept) or "f32"
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
