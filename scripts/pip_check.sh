@@ -14,8 +14,12 @@ pythons=("$@")
 [ ${#pythons[@]} -eq 0 ] && pythons=(/usr/bin/python3)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# Warnings are errors here too, and the flags then match the ci preset's (ccache hits).
-config=(--config-settings=cmake.define.PAGEDKV_WERROR=ON)
+# Warnings are errors here too, and the flags then match the ci preset's (ccache hits). The
+# compilers are named as CMake finds them for the presets (c++ / cc): ccache keys on the name, and
+# pip's build environment would otherwise pass Python's own (x86_64-linux-gnu-g++).
+config=(--config-settings=cmake.define.PAGEDKV_WERROR=ON
+        "--config-settings=cmake.define.CMAKE_CXX_COMPILER=$(command -v c++)"
+        "--config-settings=cmake.define.CMAKE_C_COMPILER=$(command -v cc)")
 for py in "${pythons[@]}"; do
   start=$(date +%s)
   rm -rf build-pip "$work/venv" "$work/wheels"
