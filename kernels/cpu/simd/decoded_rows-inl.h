@@ -1,0 +1,186 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Per-target (Highway -inl.h convention, like panel_tile-inl.h, whose tile it runs)
+// QuantLinear over the weight types without a register decode (F16, BF16, Q4_K, Q6_K; layouts in
+// pagedkv/kernels/quant_blocks.h): each W row is decoded whole into fp32 by DecodeRow, with the
+// bits of the load-time conversion (QuantValue; engine/model/gguf_dequant.cc), and then
+//   - m < kQuantPanelMinRows: dotted with every row of x (RowDot: four vector chains in k order,
+//     then one in vector steps, summed in a fixed order, then a scalar tail), so a y[i][j] does
+//     not depend on m, on the column split or on the thread count;
+//   - m >= kQuantPanelMinRows: transposed into a packed panel that the packed tile runs over:
+//     PackedLinear's bits over the converted weights.
+// Every W value is decoded once per call, as a conversion at load decodes it once per load.
+//
+// Example (inside HWY_NAMESPACE):
+//   DecodedColumnsImpl(args, j_begin, j_end);
+#if defined(PAGEDKV_KERNELS_CPU_SIMD_DECODED_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PAGEDKV_KERNELS_CPU_SIMD_DECODED_ROWS_INL_H_
+#undef PAGEDKV_KERNELS_CPU_SIMD_DECODED_ROWS_INL_H_
+#else
+#define PAGEDKV_KERNELS_CPU_SIMD_DECODED_ROWS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "kernels/cpu/simd/panel_tile-inl.h"
+#include "pagedkv/kernels/op_args.h"
+#include "pagedkv/kernels/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedkv::cpu::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// F16 values [0, k) into out: eight at a time by F16C (AVX2 and up), the rest one by one.
+HWY_INLINE void DecodeF16(const unsigned char* HWY_RESTRICT row, int64_t k,
+                          float* HWY_RESTRICT out) {
+  int64_t i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  for (; i + 8 <= k; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < k; ++i) out[i] = F16BitsToF32(QuantU16At(row + 2 * i));
+}
+
+// BF16 values [0, k) into out: the 16 bits shifted into the top of each fp32 lane.
+HWY_INLINE void DecodeBF16(const unsigned char* HWY_RESTRICT row, int64_t k,
+                           float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const hn::Rebind<uint32_t, decltype(df)> du32;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  const auto* bits = reinterpret_cast<const uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + n <= k; i += n) {
+    const auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, bits + i)));
+    hn::StoreU(hn::BitCast(df, wide), df, out + i);
+  }
+  for (; i < k; ++i) out[i] = BF16BitsToF32(QuantU16At(row + 2 * i));
+}
+
+// One Q4_K super-block into out[0, 256): per sub-block of 32, (d sc) q - dmin m.
+HWY_INLINE void DecodeQ4K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRICT out) {
+  const float d = QuantF16At(b), dmin = QuantF16At(b + 2);
+  for (int32_t s = 0; s < 8; ++s) {
+    int32_t sc = 0, m = 0;
+    QuantQ4KScaleMin(b, s, &sc, &m);
+    const float dsc = d * static_cast<float>(sc), dm = dmin * static_cast<float>(m);
+    const unsigned char* q = b + 16 + (s / 2) * 32;
+    const int shift = (s % 2) * 4;
+    for (int32_t l = 0; l < 32; ++l) {
+      out[s * 32 + l] = dsc * static_cast<float>((q[l] >> shift) & 0x0F) - dm;
+    }
+  }
+}
+
+// One Q6_K super-block into out[0, 256): d * float(sc (q - 32)), ggml's loop order.
+HWY_INLINE void DecodeQ6K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRICT out) {
+  const float d = QuantF16At(b + 208);
+  for (int32_t half = 0; half < 2; ++half) {
+    const unsigned char* ql = b + half * 64;
+    const unsigned char* qh = b + 128 + half * 32;
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + half * 8);
+    float* y = out + half * 128;
+    for (int32_t l = 0; l < 32; ++l) {
+      const int32_t is = l / 16;
+      const int32_t q1 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32;
+      const int32_t q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int32_t q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int32_t q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * static_cast<float>(sc[is] * q1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+    }
+  }
+}
+
+// Values [0, k) of one W row into out, each equal to QuantValue(type, row, kk) bit for bit.
+// REQUIRES: type one of F16, BF16, Q4_K, Q6_K; k a multiple of its block values.
+HWY_INLINE void DecodeRow(WeightType type, const unsigned char* HWY_RESTRICT row, int64_t k,
+                          float* HWY_RESTRICT out) {
+  switch (type) {
+    case WeightType::kF16:
+      return DecodeF16(row, k, out);
+    case WeightType::kBF16:
+      return DecodeBF16(row, k, out);
+    case WeightType::kQ4_K:
+      for (int64_t s = 0; s < k / kQuantSuperValues; ++s) {
+        DecodeQ4K(row + s * 144, out + s * kQuantSuperValues);
+      }
+      return;
+    default:
+      for (int64_t s = 0; s < k / kQuantSuperValues; ++s) {
+        DecodeQ6K(row + s * 210, out + s * kQuantSuperValues);
+      }
+      return;
+  }
+}
+
+// x . w over k values in fp32: four vector chains in k order, then one, their sum, the lane sum,
+// then the remaining values one by one.
+HWY_INLINE float RowDot(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, int64_t k) {
+  const hn::ScalableTag<float> df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * n <= k; i += 4 * n) {
+    a0 = hn::MulAdd(hn::LoadU(df, x + i), hn::LoadU(df, w + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, x + i + n), hn::LoadU(df, w + i + n), a1);
+    a2 = hn::MulAdd(hn::LoadU(df, x + i + 2 * n), hn::LoadU(df, w + i + 2 * n), a2);
+    a3 = hn::MulAdd(hn::LoadU(df, x + i + 3 * n), hn::LoadU(df, w + i + 3 * n), a3);
+  }
+  for (; i + n <= k; i += n) a0 = hn::MulAdd(hn::LoadU(df, x + i), hn::LoadU(df, w + i), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < k; ++i) sum += x[i] * w[i];
+  return sum;
+}
+
+// Columns [j_begin, j_end) of y: each W row decoded once, then dotted with every row of x.
+HWY_INLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
+  const int64_t rb = WeightRowBytes(a.w_type, a.k);
+  const auto* w = static_cast<const unsigned char*>(a.w);
+  std::vector<float> row(static_cast<size_t>(a.k));
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    DecodeRow(a.w_type, w + j * rb, a.k, row.data());
+    for (int64_t r = 0; r < a.m; ++r) {
+      const float v = RowDot(a.x + r * a.k, row.data(), a.k);
+      float* out = a.y + r * a.n + j;
+      *out = a.accumulate ? *out + v : v;
+    }
+  }
+}
+
+// Column panels [panel_begin, panel_end): each W row decoded once and written into its panel
+// column (zero columns past n), then every row of x runs the packed tile over the panel.
+HWY_INLINE void DecodedPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end,
+                                  float* HWY_RESTRICT scratch) {
+  const int64_t p = PanelWidthOfTarget();
+  const int64_t rb = WeightRowBytes(a.w_type, a.k);
+  const auto* w = static_cast<const unsigned char*>(a.w);
+  std::vector<float> row(static_cast<size_t>(a.k));
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    const int64_t j0 = panel * p;
+    const int64_t cols = std::min(p, a.n - j0);
+    for (int64_t c = 0; c < p; ++c) {
+      if (c < cols) {
+        DecodeRow(a.w_type, w + (j0 + c) * rb, a.k, row.data());
+        for (int64_t kk = 0; kk < a.k; ++kk) scratch[kk * p + c] = row[static_cast<size_t>(kk)];
+      } else {
+        for (int64_t kk = 0; kk < a.k; ++kk) scratch[kk * p + c] = 0.0f;
+      }
+    }
+    PanelAllRows(a.x, a.m, a.k, scratch, a.y + j0, a.n, cols, a.accumulate);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagedkv::cpu::simd
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
