@@ -75,8 +75,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
       ->check(NumberIn(0, 1024));
   cmd->add_option("--weights", flags->weights,
                   "f32: convert every weight to fp32 at load (default); native: keep a GGUF "
-                  "file's Q4_1 / Q8_0 matrices in their blocks (CPU backend: a sixth of the "
-                  "memory, faster decode, slower prefill)")
+                  "file's Q4_0 / Q4_1 / Q8_0 / Q4_K / Q6_K / F16 / BF16 matrices in that format "
+                  "(CPU backend: a fraction of the memory, faster decode, slower prefill)")
       ->check(CLI::IsMember({"native", "f32"}));
   cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
       ->check(PositiveNumber());
