@@ -2,13 +2,14 @@
 //
 // Per-target (Highway -inl.h convention, like panel_tile-inl.h, whose tile it runs)
 // QuantLinear over the weight types without a register decode (F16, BF16, Q4_K, Q6_K; layouts in
-// pagedkv/kernels/quant_blocks.h): each W row is decoded whole into fp32 by DecodeRow, with the
-// bits of the load-time conversion (QuantValue; engine/model/gguf_dequant.cc), and then
+// pagedkv/kernels/quant_blocks.h): W rows are decoded into fp32 by DecodeRange, with the bits of
+// the load-time conversion (QuantValue; engine/model/gguf_dequant.cc), and then
 //   - m < kQuantPanelMinRows: dotted with every row of x (RowDot: four vector chains in k order,
 //     then one in vector steps, summed in a fixed order, then a scalar tail), so a y[i][j] does
 //     not depend on m, on the column split or on the thread count;
-//   - m >= kQuantPanelMinRows: transposed into a packed panel that the packed tile runs over:
-//     PackedLinear's bits over the converted weights.
+//   - m >= kQuantPanelMinRows: a panel's rows decoded 256 values at a time and transposed into
+//     the packed panel that the packed tile runs over: PackedLinear's bits over the converted
+//     weights.
 // Every W value is decoded once per call, as a conversion at load decodes it once per load.
 //
 // Example (inside HWY_NAMESPACE):
@@ -78,45 +79,43 @@ HWY_INLINE void DecodeQ4K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRI
   }
 }
 
-// One Q6_K super-block into out[0, 256): d * float(sc (q - 32)), ggml's loop order.
+// One Q6_K super-block into out[0, 256): d * float(sc (q - 32)), 16 values (one scale) at a time.
+// Value j: low nibble in byte 64 (j / 128) + j % 32 + 32 (quarter % 2) (high nibble for quarters
+// 2, 3 of its 128), top bits 2 quarter of byte 128 + 32 (j / 128) + j % 32, scale j / 16.
 HWY_INLINE void DecodeQ6K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRICT out) {
   const float d = QuantF16At(b + 208);
-  for (int32_t half = 0; half < 2; ++half) {
-    const unsigned char* ql = b + half * 64;
-    const unsigned char* qh = b + 128 + half * 32;
-    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + half * 8);
-    float* y = out + half * 128;
-    for (int32_t l = 0; l < 32; ++l) {
-      const int32_t is = l / 16;
-      const int32_t q1 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32;
-      const int32_t q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int32_t q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int32_t q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * static_cast<float>(sc[is] * q1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+  for (int32_t g = 0; g < 16; ++g) {  // values [16 g, 16 g + 16)
+    const int32_t half = g / 8, quarter = (g % 8) / 2, l0 = (g % 2) * 16;
+    const unsigned char* ql = b + half * 64 + (quarter % 2) * 32 + l0;
+    const unsigned char* qh = b + 128 + half * 32 + l0;
+    const int nibble_shift = quarter < 2 ? 0 : 4, high_shift = 2 * quarter;
+    const int32_t sc = static_cast<int8_t>(b[192 + g]);
+    for (int32_t l = 0; l < 16; ++l) {
+      const int32_t q =
+          (((ql[l] >> nibble_shift) & 0x0F) | (((qh[l] >> high_shift) & 3) << 4)) - 32;
+      out[16 * g + l] = d * static_cast<float>(sc * q);
     }
   }
 }
 
-// Values [0, k) of one W row into out, each equal to QuantValue(type, row, kk) bit for bit.
-// REQUIRES: type one of F16, BF16, Q4_K, Q6_K; k a multiple of its block values.
-HWY_INLINE void DecodeRow(WeightType type, const unsigned char* HWY_RESTRICT row, int64_t k,
-                          float* HWY_RESTRICT out) {
+// Values [k0, k0 + count) of one W row into out[0, count), each equal to QuantValue(type, row,
+// kk) bit for bit. REQUIRES: type one of F16, BF16, Q4_K, Q6_K; k0 and count multiples of its
+// block values.
+HWY_INLINE void DecodeRange(WeightType type, const unsigned char* HWY_RESTRICT row, int64_t k0,
+                            int64_t count, float* HWY_RESTRICT out) {
   switch (type) {
     case WeightType::kF16:
-      return DecodeF16(row, k, out);
+      return DecodeF16(row + 2 * k0, count, out);
     case WeightType::kBF16:
-      return DecodeBF16(row, k, out);
+      return DecodeBF16(row + 2 * k0, count, out);
     case WeightType::kQ4_K:
-      for (int64_t s = 0; s < k / kQuantSuperValues; ++s) {
-        DecodeQ4K(row + s * 144, out + s * kQuantSuperValues);
+      for (int64_t s = 0; s < count / kQuantSuperValues; ++s) {
+        DecodeQ4K(row + (k0 / kQuantSuperValues + s) * 144, out + s * kQuantSuperValues);
       }
       return;
     default:
-      for (int64_t s = 0; s < k / kQuantSuperValues; ++s) {
-        DecodeQ6K(row + s * 210, out + s * kQuantSuperValues);
+      for (int64_t s = 0; s < count / kQuantSuperValues; ++s) {
+        DecodeQ6K(row + (k0 / kQuantSuperValues + s) * 210, out + s * kQuantSuperValues);
       }
       return;
   }
@@ -147,7 +146,7 @@ HWY_INLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, in
   const auto* w = static_cast<const unsigned char*>(a.w);
   std::vector<float> row(static_cast<size_t>(a.k));
   for (int64_t j = j_begin; j < j_end; ++j) {
-    DecodeRow(a.w_type, w + j * rb, a.k, row.data());
+    DecodeRange(a.w_type, w + j * rb, 0, a.k, row.data());
     for (int64_t r = 0; r < a.m; ++r) {
       const float v = RowDot(a.x + r * a.k, row.data(), a.k);
       float* out = a.y + r * a.n + j;
@@ -156,26 +155,46 @@ HWY_INLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, in
   }
 }
 
-// Column panels [panel_begin, panel_end): each W row decoded once and written into its panel
-// column (zero columns past n), then every row of x runs the packed tile over the panel.
-HWY_INLINE void DecodedPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end,
-                                  float* HWY_RESTRICT scratch) {
+constexpr int64_t kDecodeChunk = kQuantSuperValues;  // whole super-blocks; any width for halves
+
+// W rows [j0, j0 + cols) decoded into one packed panel (zero columns past cols), kDecodeChunk
+// values at a time into `rows` (row c at c * kDecodeChunk), then transposed into panel rows.
+HWY_NOINLINE void DecodeRowsPanel(const QuantLinearArgs& a, int64_t j0, int64_t cols,
+                                  float* HWY_RESTRICT rows, float* HWY_RESTRICT panel) {
   const int64_t p = PanelWidthOfTarget();
   const int64_t rb = WeightRowBytes(a.w_type, a.k);
   const auto* w = static_cast<const unsigned char*>(a.w);
-  std::vector<float> row(static_cast<size_t>(a.k));
+  for (int64_t k0 = 0; k0 < a.k; k0 += kDecodeChunk) {
+    const int64_t len = std::min(kDecodeChunk, a.k - k0);
+    for (int64_t c = 0; c < cols; ++c) {
+      DecodeRange(a.w_type, w + (j0 + c) * rb, k0, len, rows + c * kDecodeChunk);
+    }
+    for (int64_t kk = 0; kk < len; ++kk) {
+      float* HWY_RESTRICT dst = panel + (k0 + kk) * p;
+      for (int64_t c = 0; c < cols; ++c) dst[c] = rows[c * kDecodeChunk + kk];
+      for (int64_t c = cols; c < p; ++c) dst[c] = 0.0f;
+    }
+  }
+}
+
+// PanelAllRows in a function of its own: inlined into DecodedPanelsImpl, GCC kept the tile's
+// accumulators on the stack (a store per vector and step, 4x slower).
+HWY_NOINLINE void PanelAllRowsApart(const QuantLinearArgs& a, const float* HWY_RESTRICT panel,
+                                    int64_t j0, int64_t cols) {
+  PanelAllRows(a.x, a.m, a.k, panel, a.y + j0, a.n, cols, a.accumulate);
+}
+
+// Column panels [panel_begin, panel_end): each decoded (DecodeRowsPanel), then every row of x
+// runs the packed tile over it.
+HWY_NOINLINE void DecodedPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin,
+                                    int64_t panel_end, float* HWY_RESTRICT scratch) {
+  const int64_t p = PanelWidthOfTarget();
+  std::vector<float> rows(static_cast<size_t>(p * kDecodeChunk));
   for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
     const int64_t j0 = panel * p;
     const int64_t cols = std::min(p, a.n - j0);
-    for (int64_t c = 0; c < p; ++c) {
-      if (c < cols) {
-        DecodeRow(a.w_type, w + (j0 + c) * rb, a.k, row.data());
-        for (int64_t kk = 0; kk < a.k; ++kk) scratch[kk * p + c] = row[static_cast<size_t>(kk)];
-      } else {
-        for (int64_t kk = 0; kk < a.k; ++kk) scratch[kk * p + c] = 0.0f;
-      }
-    }
-    PanelAllRows(a.x, a.m, a.k, scratch, a.y + j0, a.n, cols, a.accumulate);
+    DecodeRowsPanel(a, j0, cols, rows.data(), scratch);
+    PanelAllRowsApart(a, scratch, j0, cols);
   }
 }
 
