@@ -140,10 +140,58 @@ HWY_INLINE float RowDot(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w
   return sum;
 }
 
-// Columns [j_begin, j_end) of y: each W row decoded once, then dotted with every row of x.
-HWY_INLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
+// Whether this target widens F16 / BF16 vectors exactly in registers (F16: by F16C, AVX2 and up).
+HWY_INLINE bool WidensInRegisters(WeightType type) {
+  return type == WeightType::kBF16 ||
+         (type == WeightType::kF16 && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2);
+}
+
+// N half values at p (F16 or BF16) as fp32 lanes. REQUIRES: WidensInRegisters(type).
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> Halves(WeightType type, const unsigned char* p) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const hn::Rebind<uint32_t, decltype(df)> du32;
+  const auto bits = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p));
+  if (type == WeightType::kBF16)
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
+  const hn::Rebind<hwy::float16_t, decltype(df)> df16;
+  return hn::PromoteTo(df, hn::BitCast(df16, bits));
+}
+
+// x . W row for an F16 / BF16 row widened in registers, the chains of RowDot.
+HWY_INLINE float HalvesDot(WeightType type, const float* HWY_RESTRICT x,
+                           const unsigned char* HWY_RESTRICT row, int64_t k) {
+  const hn::ScalableTag<float> df;
+  const auto n = static_cast<int64_t>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * n <= k; i += 4 * n) {
+    a0 = hn::MulAdd(hn::LoadU(df, x + i), Halves(type, row + 2 * i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, x + i + n), Halves(type, row + 2 * (i + n)), a1);
+    a2 = hn::MulAdd(hn::LoadU(df, x + i + 2 * n), Halves(type, row + 2 * (i + 2 * n)), a2);
+    a3 = hn::MulAdd(hn::LoadU(df, x + i + 3 * n), Halves(type, row + 2 * (i + 3 * n)), a3);
+  }
+  for (; i + n <= k; i += n) a0 = hn::MulAdd(hn::LoadU(df, x + i), Halves(type, row + 2 * i), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < k; ++i) sum += x[i] * QuantValue(type, row, i);
+  return sum;
+}
+
+// Columns [j_begin, j_end) of y: each W row widened in registers (F16 / BF16 where the target
+// can) or else decoded once into an fp32 row, then dotted with every row of x.
+HWY_NOINLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
   const int64_t rb = WeightRowBytes(a.w_type, a.k);
   const auto* w = static_cast<const unsigned char*>(a.w);
+  if (WidensInRegisters(a.w_type)) {
+    for (int64_t j = j_begin; j < j_end; ++j) {
+      for (int64_t r = 0; r < a.m; ++r) {
+        const float v = HalvesDot(a.w_type, a.x + r * a.k, w + j * rb, a.k);
+        float* out = a.y + r * a.n + j;
+        *out = a.accumulate ? *out + v : v;
+      }
+    }
+    return;
+  }
   std::vector<float> row(static_cast<size_t>(a.k));
   for (int64_t j = j_begin; j < j_end; ++j) {
     DecodeRange(a.w_type, w + j * rb, 0, a.k, row.data());
