@@ -203,23 +203,26 @@ HWY_NOINLINE void DecodedColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, 
   }
 }
 
-constexpr int64_t kDecodeChunk = kQuantSuperValues;  // whole super-blocks; any width for halves
+constexpr int64_t kDecodeChunk = kQuantSuperValues;  // whole super-blocks
+constexpr int64_t kHalvesChunk = 64;                 // F16 / BF16: `rows` stays in L1
 
-// W rows [j0, j0 + cols) decoded into one packed panel (zero columns past cols), kDecodeChunk
-// values at a time into `rows` (row c at c * kDecodeChunk), then transposed into panel rows.
+// W rows [j0, j0 + cols) decoded into one packed panel (zero columns past cols), a chunk of
+// values at a time into `rows` (row c at c * chunk), then transposed into panel rows (scalar:
+// gathers are slower on the CPUs we run).
 HWY_NOINLINE void DecodeRowsPanel(const QuantLinearArgs& a, int64_t j0, int64_t cols,
                                   float* HWY_RESTRICT rows, float* HWY_RESTRICT panel) {
   const int64_t p = PanelWidthOfTarget();
   const int64_t rb = WeightRowBytes(a.w_type, a.k);
   const auto* w = static_cast<const unsigned char*>(a.w);
-  for (int64_t k0 = 0; k0 < a.k; k0 += kDecodeChunk) {
-    const int64_t len = std::min(kDecodeChunk, a.k - k0);
+  const int64_t chunk = QuantBlockValuesOf(a.w_type) == 1 ? kHalvesChunk : kDecodeChunk;
+  for (int64_t k0 = 0; k0 < a.k; k0 += chunk) {
+    const int64_t len = std::min(chunk, a.k - k0);
     for (int64_t c = 0; c < cols; ++c) {
-      DecodeRange(a.w_type, w + (j0 + c) * rb, k0, len, rows + c * kDecodeChunk);
+      DecodeRange(a.w_type, w + (j0 + c) * rb, k0, len, rows + c * chunk);
     }
     for (int64_t kk = 0; kk < len; ++kk) {
       float* HWY_RESTRICT dst = panel + (k0 + kk) * p;
-      for (int64_t c = 0; c < cols; ++c) dst[c] = rows[c * kDecodeChunk + kk];
+      for (int64_t c = 0; c < cols; ++c) dst[c] = rows[c * chunk + kk];
       for (int64_t c = cols; c < p; ++c) dst[c] = 0.0f;
     }
   }
