@@ -215,15 +215,20 @@ HWY_NOINLINE void DecodeRowsPanel(const QuantLinearArgs& a, int64_t j0, int64_t 
   const int64_t rb = WeightRowBytes(a.w_type, a.k);
   const auto* w = static_cast<const unsigned char*>(a.w);
   const int64_t chunk = QuantBlockValuesOf(a.w_type) == 1 ? kHalvesChunk : kDecodeChunk;
+  // W rows per transposed group: a cache line of a panel row (the whole row on narrow targets).
+  const int64_t group = std::min<int64_t>(16, p);
   for (int64_t k0 = 0; k0 < a.k; k0 += chunk) {
     const int64_t len = std::min(chunk, a.k - k0);
-    for (int64_t c = 0; c < cols; ++c) {
-      DecodeRange(a.w_type, w + (j0 + c) * rb, k0, len, rows + c * chunk);
-    }
-    for (int64_t kk = 0; kk < len; ++kk) {
-      float* HWY_RESTRICT dst = panel + (k0 + kk) * p;
-      for (int64_t c = 0; c < cols; ++c) dst[c] = rows[c * chunk + kk];
-      for (int64_t c = cols; c < p; ++c) dst[c] = 0.0f;
+    for (int64_t g0 = 0; g0 < p; g0 += group) {
+      const int64_t live = std::clamp<int64_t>(cols - g0, 0, group);
+      for (int64_t c = 0; c < live; ++c) {
+        DecodeRange(a.w_type, w + (j0 + g0 + c) * rb, k0, len, rows + c * chunk);
+      }
+      for (int64_t kk = 0; kk < len; ++kk) {
+        float* HWY_RESTRICT dst = panel + (k0 + kk) * p + g0;
+        for (int64_t c = 0; c < live; ++c) dst[c] = rows[c * chunk + kk];
+        for (int64_t c = live; c < group; ++c) dst[c] = 0.0f;
+      }
     }
   }
 }
@@ -240,7 +245,7 @@ HWY_NOINLINE void PanelAllRowsApart(const QuantLinearArgs& a, const float* HWY_R
 HWY_NOINLINE void DecodedPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin,
                                     int64_t panel_end, float* HWY_RESTRICT scratch) {
   const int64_t p = PanelWidthOfTarget();
-  std::vector<float> rows(static_cast<size_t>(p * kDecodeChunk));
+  std::vector<float> rows(static_cast<size_t>(std::min<int64_t>(16, p) * kDecodeChunk));
   for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
     const int64_t j0 = panel * p;
     const int64_t cols = std::min(p, a.n - j0);
