@@ -73,8 +73,17 @@ HWY_INLINE void DecodeQ4K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRI
     const float dsc = d * static_cast<float>(sc), dm = dmin * static_cast<float>(m);
     const unsigned char* q = b + 16 + (s / 2) * 32;
     const int shift = (s % 2) * 4;
-    for (int32_t l = 0; l < 32; ++l) {
-      out[s * 32 + l] = dsc * static_cast<float>((q[l] >> shift) & 0x0F) - dm;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<uint8_t, decltype(df)> du8;
+    const hn::Rebind<uint32_t, decltype(df)> du32;
+    const hn::Rebind<int32_t, decltype(df)> di32;
+    const auto n = static_cast<int32_t>(hn::Lanes(df));
+    for (int32_t l = 0; l < 32; l += n) {  // N divides 32 on every target
+      const auto nib =
+          hn::And(hn::ShiftRightSame(hn::PromoteTo(du32, hn::LoadU(du8, q + l)), shift),
+                  hn::Set(du32, 0x0Fu));
+      const auto v = hn::ConvertTo(df, hn::BitCast(di32, nib));
+      hn::StoreU(hn::Sub(hn::Mul(hn::Set(df, dsc), v), hn::Set(df, dm)), df, out + s * 32 + l);
     }
   }
 }
@@ -90,10 +99,21 @@ HWY_INLINE void DecodeQ6K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRI
     const unsigned char* qh = b + 128 + half * 32 + l0;
     const int nibble_shift = quarter < 2 ? 0 : 4, high_shift = 2 * quarter;
     const int32_t sc = static_cast<int8_t>(b[192 + g]);
-    for (int32_t l = 0; l < 16; ++l) {
-      const int32_t q =
-          (((ql[l] >> nibble_shift) & 0x0F) | (((qh[l] >> high_shift) & 3) << 4)) - 32;
-      out[16 * g + l] = d * static_cast<float>(sc * q);
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<uint8_t, decltype(df)> du8;
+    const hn::Rebind<int32_t, decltype(df)> di32;
+    const auto n = static_cast<int32_t>(hn::Lanes(df));
+    for (int32_t l = 0; l < 16; l += n) {  // N divides 16 on every target
+      const auto low = hn::BitCast(
+          di32, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), hn::LoadU(du8, ql + l)));
+      const auto high = hn::BitCast(
+          di32, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), hn::LoadU(du8, qh + l)));
+      const auto q = hn::Sub(
+          hn::Or(hn::And(hn::ShiftRightSame(low, nibble_shift), hn::Set(di32, 0x0F)),
+                 hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(high, high_shift), hn::Set(di32, 3)))),
+          hn::Set(di32, 32));
+      const auto v = hn::ConvertTo(df, hn::Mul(q, hn::Set(di32, sc)));
+      hn::StoreU(hn::Mul(hn::Set(df, d), v), df, out + 16 * g + l);
     }
   }
 }
