@@ -1,16 +1,21 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Per-target (Highway -inl.h convention, like panel_tile-inl.h, whose tile it runs)
-// QuantLinear over the weight types without a register decode (F16, BF16, Q4_K, Q6_K; layouts in
-// pagedkv/kernels/quant_blocks.h): W rows are decoded into fp32 by DecodeRange, with the bits of
-// the load-time conversion (QuantValue; engine/model/gguf_dequant.cc), and then
-//   - m < kQuantPanelMinRows: dotted with every row of x (RowDot: four vector chains in k order,
-//     then one in vector steps, summed in a fixed order, then a scalar tail), so a y[i][j] does
-//     not depend on m, on the column split or on the thread count;
-//   - m >= kQuantPanelMinRows: a panel's rows decoded 256 values at a time and transposed into
-//     the packed panel that the packed tile runs over: PackedLinear's bits over the converted
-//     weights.
-// Every W value is decoded once per call, as a conversion at load decodes it once per load.
+// QuantLinear over the weight types without a block-in-registers decode (F16, BF16, Q4_K, Q6_K;
+// layouts in pagedkv/kernels/quant_blocks.h). Values are decoded with the bits of the load-time
+// conversion (QuantValue; engine/model/gguf_dequant.cc), a vector at a time (F16C, shifts, the
+// super-blocks' integer and scale steps in lanes), and then
+//   - m < kQuantPanelMinRows: F16 / BF16 rows are widened in registers and multiplied with x
+//     (HalvesDot; SSE4 and scalar F16: as Q4_K / Q6_K); Q4_K / Q6_K rows are decoded once into
+//     an fp32 row in cache and dotted with every row of x (RowDot). Both use four vector chains in
+//     k order, then one, summed in a fixed order, then a scalar tail, so a y[i][j] does not depend
+//     on m, on the column split or on the thread count;
+//   - m >= kQuantPanelMinRows: each panel's rows decoded 16 rows by 64 (halves) or 256 values at
+//     a time and transposed into the packed panel that the packed tile runs over: PackedLinear's
+//     bits over the converted weights.
+// Every W value is decoded once per call (m < 16: per row of x for the halves), as a conversion
+// at load decodes it once per load.
+// Only quant_linear_simd.cc includes this file (it defines HWY_NOINLINE functions).
 //
 // Example (inside HWY_NAMESPACE):
 //   DecodedColumnsImpl(args, j_begin, j_end);
