@@ -247,7 +247,9 @@ TEST_P(QuantLinearTest, EveryRowEqualsItsOneRowProductForAnyThreadCount) {
 // target this CPU runs (the panel width differs between targets).
 TEST_P(QuantLinearTest, ManyRowsEqualPackedLinearOverTheConvertedWeights) {
   const WeightType type = GetParam();
-  const int64_t n = 203, k = QuantBlockValuesOf(type) == 1 ? 99 : 256;
+  // Several decode chunks of every kind (64 half values, 256-value super-blocks) and a tail.
+  const int64_t values = QuantBlockValuesOf(type);
+  const int64_t n = 203, k = values == 1 ? 163 : values == kQuantBlockValues ? 96 : 512;
   for (int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_SCALAR}) {
     if ((hwy::SupportedTargets() & target) == 0 && target != HWY_SCALAR) continue;
     hwy::SetSupportedTargetsForTest(target);
