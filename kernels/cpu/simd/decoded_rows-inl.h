@@ -69,26 +69,30 @@ HWY_INLINE void DecodeBF16(const unsigned char* HWY_RESTRICT row, int64_t k,
   for (; i < k; ++i) out[i] = BF16BitsToF32(QuantU16At(row + 2 * i));
 }
 
-// One Q4_K super-block into out[0, 256): per sub-block of 32, (d sc) q - dmin m.
+// One Q4_K super-block into out[0, 256): per sub-block of 32, (d sc) q - dmin m; sub-blocks
+// 2h and 2h + 1 from the low and high nibbles of the same 32 bytes, widened once.
 HWY_INLINE void DecodeQ4K(const unsigned char* HWY_RESTRICT b, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const hn::Rebind<uint32_t, decltype(df)> du32;
+  const hn::Rebind<int32_t, decltype(df)> di32;
+  const auto n = static_cast<int32_t>(hn::Lanes(df));
   const float d = QuantF16At(b), dmin = QuantF16At(b + 2);
-  for (int32_t s = 0; s < 8; ++s) {
-    int32_t sc = 0, m = 0;
-    QuantQ4KScaleMin(b, s, &sc, &m);
-    const float dsc = d * static_cast<float>(sc), dm = dmin * static_cast<float>(m);
-    const unsigned char* q = b + 16 + (s / 2) * 32;
-    const int shift = (s % 2) * 4;
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<uint8_t, decltype(df)> du8;
-    const hn::Rebind<uint32_t, decltype(df)> du32;
-    const hn::Rebind<int32_t, decltype(df)> di32;
-    const auto n = static_cast<int32_t>(hn::Lanes(df));
+  for (int32_t h = 0; h < 4; ++h) {
+    int32_t sc0 = 0, m0 = 0, sc1 = 0, m1 = 0;
+    QuantQ4KScaleMin(b, 2 * h, &sc0, &m0);
+    QuantQ4KScaleMin(b, 2 * h + 1, &sc1, &m1);
+    const auto dsc0 = hn::Set(df, d * static_cast<float>(sc0));
+    const auto dm0 = hn::Set(df, dmin * static_cast<float>(m0));
+    const auto dsc1 = hn::Set(df, d * static_cast<float>(sc1));
+    const auto dm1 = hn::Set(df, dmin * static_cast<float>(m1));
+    const unsigned char* q = b + 16 + h * 32;
     for (int32_t l = 0; l < 32; l += n) {  // N divides 32 on every target
-      const auto nib =
-          hn::And(hn::ShiftRightSame(hn::PromoteTo(du32, hn::LoadU(du8, q + l)), shift),
-                  hn::Set(du32, 0x0Fu));
-      const auto v = hn::ConvertTo(df, hn::BitCast(di32, nib));
-      hn::StoreU(hn::Sub(hn::Mul(hn::Set(df, dsc), v), hn::Set(df, dm)), df, out + s * 32 + l);
+      const auto bytes = hn::PromoteTo(du32, hn::LoadU(du8, q + l));
+      const auto lo = hn::ConvertTo(df, hn::BitCast(di32, hn::And(bytes, hn::Set(du32, 0x0Fu))));
+      const auto hi = hn::ConvertTo(df, hn::BitCast(di32, hn::ShiftRight<4>(bytes)));
+      hn::StoreU(hn::Sub(hn::Mul(dsc0, lo), dm0), df, out + 64 * h + l);
+      hn::StoreU(hn::Sub(hn::Mul(dsc1, hi), dm1), df, out + 64 * h + 32 + l);
     }
   }
 }
