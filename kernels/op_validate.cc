@@ -212,12 +212,15 @@ absl::Status ValidateQuantLinear(const QuantLinearArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(NeedNonNegative(op, args.m, "m"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, args.n, "n"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, args.k, "k"));
-  if (args.w_type != WeightType::kQ4_1 && args.w_type != WeightType::kQ8_0) {
-    return Invalid(op, "w_type must be kQ4_1 or kQ8_0 (use Linear for fp32 weights)");
+  const int type = static_cast<int>(args.w_type);
+  if (args.w_type == WeightType::kF32 || type < 0 || type >= kWeightTypeCount) {
+    return Invalid(op, absl::StrCat("w_type ", type,
+                                    " must be a quantized or half type (use Linear for fp32 "
+                                    "weights)"));
   }
-  if (args.k % kQuantBlockValues != 0) {
+  if (args.k % QuantBlockValuesOf(args.w_type) != 0) {
     return Invalid(op, absl::StrCat("k = ", args.k, " must be a multiple of the block size ",
-                                    kQuantBlockValues));
+                                    QuantBlockValuesOf(args.w_type), " of w_type ", type));
   }
   if (static_cast<const void*>(args.y) == args.x || static_cast<const void*>(args.y) == args.w) {
     return Invalid(op, "y must not alias x or w");

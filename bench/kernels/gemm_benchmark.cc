@@ -109,19 +109,32 @@ void BM_GemmPacked(benchmark::State& state) {
   SetCounters(state, m, n, k);
 }
 
-// n rows of k / 32 blocks of `type` with small scales and every integer value.
+// n rows of k values of `type`: blocks of small scales and every integer value (F16 / BF16:
+// small values of every mantissa).
 std::vector<unsigned char> QuantRows(WeightType type, int64_t n, int64_t k) {
   std::vector<unsigned char> w(static_cast<size_t>(n * WeightRowBytes(type, k)));
   uint32_t s = 777;
-  for (size_t at = 0; at < w.size(); at += static_cast<size_t>(QuantBlockBytes(type))) {
-    const uint16_t scale = 0x2000 + static_cast<uint16_t>(at / 64 % 512);  // ~0.008-0.016
-    w[at] = static_cast<unsigned char>(scale & 0xFF);
-    w[at + 1] = static_cast<unsigned char>(scale >> 8);
-    const size_t first = type == WeightType::kQ4_1 ? 4 : 2;
-    if (type == WeightType::kQ4_1) w[at + 2] = 0, w[at + 3] = 0xB8;  // m = -0.5
-    for (size_t i = first; i < static_cast<size_t>(QuantBlockBytes(type)); ++i) {
+  const auto bb = static_cast<size_t>(QuantBlockBytes(type));
+  for (size_t at = 0; at < w.size(); at += bb) {
+    for (size_t i = 0; i < bb; ++i) {
       s = s * 1664525u + 1013904223u;
       w[at + i] = static_cast<unsigned char>(s >> 24);
+    }
+    const uint16_t scale = 0x2000 + static_cast<uint16_t>(at / 64 % 512);  // ~0.008-0.016 (f16)
+    auto put = [&](size_t i, uint16_t h) {
+      w[at + i] = static_cast<unsigned char>(h & 0xFF);
+      w[at + i + 1] = static_cast<unsigned char>(h >> 8);
+    };
+    if (type == WeightType::kF16) {
+      w[at + 1] = static_cast<unsigned char>(0x20 | (w[at + 1] & 0x83));  // |x| ~ 2^-7 .. 2^-5
+    } else if (type == WeightType::kBF16) {
+      w[at + 1] = static_cast<unsigned char>(0x3C | (w[at + 1] & 0x80));  // |x| ~ 2^-7 .. 2^-6
+    } else if (type == WeightType::kQ6_K) {
+      put(208, scale);
+    } else {
+      put(0, scale);
+      if (type == WeightType::kQ4_1) put(2, 0xB800);  // m = -0.5
+      if (type == WeightType::kQ4_K) put(2, scale);   // dmin
     }
   }
   return w;
@@ -203,6 +216,20 @@ BENCHMARK(BM_GemmPacked)
     ->Name("BM_GemmPackedSmolLm2")
     ->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, false); });
 BENCHMARK(BM_GemmQuant)->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, true); });
+// Every other native type on SmolLM2's gate/up and down shapes (Q4_K / Q6_K need k a multiple
+// of 256: down only), one thread; type is the WeightType value.
+BENCHMARK(BM_GemmQuant)->Name("BM_GemmQuantTypes")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "threads", "type"});
+  for (int64_t m : {1, 16, 64}) {
+    for (WeightType t : {WeightType::kQ4_0, WeightType::kF16, WeightType::kBF16, WeightType::kQ4_K,
+                         WeightType::kQ6_K}) {
+      const bool super = QuantBlockValuesOf(t) == kQuantSuperValues;
+      if (!super) b->Args({m, 1536, 576, 1, static_cast<int64_t>(t)});
+      b->Args({m, 576, 1536, 1, static_cast<int64_t>(t)});
+    }
+  }
+  b->UseRealTime();
+});
 #if PAGEDKV_HAVE_OPENBLAS
 BENCHMARK(BM_GemmOpenBlas)->Apply([](benchmark::internal::Benchmark* b) { ModelShapes(b, true); });
 #endif

@@ -74,9 +74,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "CPU backend threads, 0 = all hardware threads (default); same output for any")
       ->check(NumberIn(0, 1024));
   cmd->add_option("--weights", flags->weights,
-                  "native (default): keep a GGUF file's block-format matrices in their blocks "
-                  "(CPU backend: a sixth of the memory, faster decode and prefill); f32: convert "
-                  "every weight to fp32 at load (the CUDA backend always does)")
+                  "native (default): keep a GGUF file's Q4_0 / Q4_1 / Q8_0 / Q4_K / Q6_K / F16 / "
+                  "BF16 matrices (safetensors: F16 / BF16) in that format (CPU backend: a "
+                  "fraction of the memory, faster decode and prefill); f32: convert every weight "
+                  "to fp32 at load (the CUDA backend always does)")
       ->check(CLI::IsMember({"native", "f32"}));
   cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
       ->check(PositiveNumber());

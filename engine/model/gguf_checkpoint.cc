@@ -202,13 +202,23 @@ void UnpermuteQkRows(int64_t rows, int64_t row_bytes, int32_t head_dim, unsigned
 
 namespace {
 
-// The block type a ggml type stays in with native storage; kF32 when it is converted.
+// The type a ggml type stays in with native storage; kF32 when it is converted.
 WeightType NativeTypeOf(uint32_t ggml_type) {
   switch (ggml_type) {
+    case 1:
+      return WeightType::kF16;
+    case 2:
+      return WeightType::kQ4_0;
     case 3:
       return WeightType::kQ4_1;
     case 8:
       return WeightType::kQ8_0;
+    case 12:
+      return WeightType::kQ4_K;
+    case 14:
+      return WeightType::kQ6_K;
+    case 30:
+      return WeightType::kBF16;
     default:
       return WeightType::kF32;
   }
@@ -239,7 +249,7 @@ class GgufPacker {
     const WeightType native =
         storage_ == WeightStorage::kNative && matrix ? NativeTypeOf(t->type) : WeightType::kF32;
     if (matrix) out_->matrix_types.push_back(native);
-    if (native != WeightType::kF32 && cols % kQuantBlockValues == 0) {
+    if (native != WeightType::kF32 && cols % QuantBlockValuesOf(native) == 0) {
       return AppendNative(*t, name, rows, cols, qk_head_dim);
     }
     if (matrix) out_->matrix_types.back() = WeightType::kF32;

@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The Hugging Face model directory loader: config.json (+ generation_config.json) and the
-// safetensors tensors, converted to fp32 once and packed into ModelWeights.
+// safetensors tensors, converted to fp32 once (or, native, F16 / BF16 matrices kept as stored)
+// and packed into ModelWeights.
 //
 // Tensor names: model.embed_tokens.weight, lm_head.weight (either may be absent when
 // tie_word_embeddings is true), model.norm.weight, and per layer N
@@ -27,9 +28,11 @@ namespace pagedkv::model_internal {
 // True when `dir` is a directory holding config.json.
 PAGEDKV_EXPORT bool IsHfModelDir(const std::string& dir);
 
-// Loads the model in `dir` (see the banner). NotFound when config.json or the weights are
-// missing.
-PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadHfWeights(const std::string& dir);
+// Loads the model in `dir` (see the banner). With WeightStorage::kNative, matrices stored as
+// F16 / BF16 keep their 2-byte values (the linear kernels decode them on the fly); F32 ones and
+// every vector are fp32 either way. NotFound when config.json or the weights are missing.
+PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadHfWeights(
+    const std::string& dir, WeightStorage storage = WeightStorage::kF32);
 
 }  // namespace pagedkv::model_internal
 

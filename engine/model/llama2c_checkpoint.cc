@@ -177,8 +177,7 @@ absl::StatusOr<ModelWeights> ModelWeights::FromNativeParts(const ModelConfig& co
   for (size_t i = 0; i < shapes.size(); ++i) {
     const WeightType t = parts.matrix_types[i];
     if (t == WeightType::kF32) continue;
-    if ((t != WeightType::kQ4_1 && t != WeightType::kQ8_0) ||
-        shapes[i].cols % kQuantBlockValues != 0) {
+    if (static_cast<int>(t) >= kWeightTypeCount || shapes[i].cols % QuantBlockValuesOf(t) != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("FromNativeParts: matrix %d (%d x %d) cannot be kept in block type %d", i,
                           shapes[i].rows, shapes[i].cols, static_cast<int>(t)));

@@ -84,7 +84,8 @@ class HuggingFaceSource final : public ModelSource {
   }
   absl::StatusOr<LoadedModel> Load(const std::string& path,
                                    const ModelLoadOptions& options) const override {
-    PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights, model_internal::LoadHfWeights(path));
+    PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights,
+                             model_internal::LoadHfWeights(path, options.weights));
     const ModelConfig& c = weights.config();
     LoadedModel model{.format = name()};
     std::string tok_path = options.tokenizer_path;

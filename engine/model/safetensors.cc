@@ -265,6 +265,12 @@ const SafetensorsTensor* SafetensorsCheckpoint::Find(const std::string& name) co
 
 absl::Status SafetensorsCheckpoint::ReadF32(const std::string& name,
                                             absl::Span<const int64_t> shape, float* out) const {
+  PAGEDKV_ASSIGN_OR_RETURN(auto stored, Stored(name, shape));
+  return where_.at(name)->ReadF32(name, *stored.first, out);
+}
+
+absl::StatusOr<std::pair<const SafetensorsTensor*, std::string_view>> SafetensorsCheckpoint::Stored(
+    const std::string& name, absl::Span<const int64_t> shape) const {
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::InvalidArgumentError(
@@ -277,7 +283,7 @@ absl::Status SafetensorsCheckpoint::ReadF32(const std::string& name,
         "safetensors file '%s': tensor '%s' has shape [%s] but config.json implies [%s]",
         it->second->path(), name, absl::StrJoin(t.shape, ", "), absl::StrJoin(shape, ", ")));
   }
-  return it->second->ReadF32(name, t, out);
+  return std::make_pair(&t, it->second->Data(t));
 }
 
 std::vector<std::string> SafetensorsCheckpoint::Names() const {

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +61,12 @@ class PAGEDKV_EXPORT SafetensorsFile {
   // InvalidArgument naming the file and tensor for another dtype.
   // REQUIRES: tensor is one of this file's; out holds num_elements floats.
   absl::Status ReadF32(const std::string& name, const SafetensorsTensor& tensor, float* out) const;
+  // The stored bytes of `tensor`, valid while this file lives. REQUIRES: tensor is one of this
+  // file's.
+  std::string_view Data(const SafetensorsTensor& tensor) const {
+    return file_.bytes().substr(static_cast<size_t>(tensor.begin),
+                                static_cast<size_t>(tensor.bytes));
+  }
 
  private:
   explicit SafetensorsFile(MappedFile file) : file_(std::move(file)) {}
@@ -84,6 +92,11 @@ class PAGEDKV_EXPORT SafetensorsCheckpoint {
   // InvalidArgument naming the file and tensor for a missing tensor, another shape or an
   // unsupported dtype.
   absl::Status ReadF32(const std::string& name, absl::Span<const int64_t> shape, float* out) const;
+
+  // The tensor `name` after the same checks as ReadF32 (present, with `shape`), and its stored
+  // bytes, both valid while this checkpoint lives.
+  absl::StatusOr<std::pair<const SafetensorsTensor*, std::string_view>> Stored(
+      const std::string& name, absl::Span<const int64_t> shape) const;
 
   // Every tensor name (for refusing unexpected tensors).
   std::vector<std::string> Names() const;

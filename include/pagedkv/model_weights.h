@@ -80,8 +80,8 @@ struct PAGEDKV_EXPORT NativeWeightParts {
 
 // How a loader keeps the weights in memory.
 enum class WeightStorage : uint8_t {
-  kNative,  // block-quantized matrices stay in their file's format where kernels take it (GGUF
-            // Q4_1, Q8_0); everything else is converted to fp32
+  kNative,  // matrices stay in their file's format where kernels take it (GGUF Q4_0, Q4_1,
+            // Q8_0, Q4_K, Q6_K, F16, BF16); everything else is converted to fp32
   kF32,     // every tensor converted to fp32 at load
 };
 

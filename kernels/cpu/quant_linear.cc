@@ -79,13 +79,15 @@ absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
 }
 
 absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& a) {
-  const bool block_type = a.table_type == WeightType::kQ4_1 || a.table_type == WeightType::kQ8_0;
+  const int type = static_cast<int>(a.table_type);
+  const bool block_type = a.table_type != WeightType::kF32 && type >= 0 && type < kWeightTypeCount;
   if (a.table == nullptr || a.token_ids == nullptr || a.out == nullptr || a.num_tokens < 0 ||
-      a.vocab_size <= 0 || a.dim <= 0 || !block_type || a.dim % kQuantBlockValues != 0) {
+      a.vocab_size <= 0 || a.dim <= 0 || !block_type ||
+      a.dim % QuantBlockValuesOf(a.table_type) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "QuantEmbeddingGather: needs table, token_ids and out, num_tokens >= 0, vocab_size > 0, "
-        "a block type and dim a positive multiple of ",
-        kQuantBlockValues, " (dim = ", a.dim, ")"));
+        "a quantized or half table_type (got ",
+        type, ") and dim a positive multiple of its block size (dim = ", a.dim, ")"));
   }
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.token_ids[t] < 0 || a.token_ids[t] >= a.vocab_size) {

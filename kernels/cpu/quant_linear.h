@@ -1,8 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Linear over weights kept in their file's block format (y = x W^T, QuantLinearArgs; the block
-// layouts are pagedkv/kernels/quant_blocks.h): blocks are decoded in registers and products summed
-// in fp32 (no int8 activations). Below kQuantPanelMinRows rows of x, each block's integers are
+// Linear over weights kept in their file's format (y = x W^T, QuantLinearArgs; Q4_0, Q4_1, Q8_0,
+// Q4_K, Q6_K, F16, BF16, layouts in pagedkv/kernels/quant_blocks.h): weights are decoded on the
+// fly and products summed in fp32 (no int8 activations). Q4_0 / Q4_1 / Q8_0 are decoded block by
+// block in registers; F16, BF16, Q4_K and Q6_K a row at a time into an fp32 row in cache
+// (simd/decoded_rows-inl.h). Below kQuantPanelMinRows rows of x, each block's integers are
 // widened in registers and multiplied with x (the memory-bound decode path); from there on, each
 // panel of W rows is decoded once per call into fp32 and the packed kernel's outer-product tile
 // runs over it, which gives exactly PackedLinear's bits over the weights converted to fp32 at
@@ -28,8 +30,9 @@ namespace pagedkv::cpu {
 // blocks in registers (memory-bound decode).
 inline constexpr int64_t kQuantPanelMinRows = 16;
 
-// InvalidArgument (y untouched) for invalid args: null pointers, n or k <= 0, m < 0, k not a
-// multiple of 32, a w_type that is not block-quantized, y aliasing x or w. pool may be null.
+// InvalidArgument (y untouched) for invalid args: null pointers, n or k <= 0, m < 0, a w_type
+// that is kF32 or not a WeightType, k not a multiple of QuantBlockValuesOf(w_type) (32 for Q4_0,
+// Q4_1, Q8_0; 256 for Q4_K, Q6_K; any k for F16, BF16), y aliasing x or w. pool may be null.
 PAGEDKV_EXPORT absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool);
 
 // Decodes the tokens' rows (QuantValue, element by element). InvalidArgument (out untouched) for

@@ -1,18 +1,19 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Linear over block-quantized weights (kernels/cpu/quant_linear.h): for Q4_1 and Q8_0 rows of
-// random blocks, y matches a float64 reference (each weight decoded from the block's bytes by the
-// published formula, products summed in float64) on every SIMD target this CPU runs, with and
-// without accumulate; every row of a batch equals its one-row product bit for bit for any thread
-// count below kQuantPanelMinRows rows, and from there on equals PackedLinear over the weights
-// converted to fp32 (as the GGUF loader converts them) bit for bit; bad input is rejected with y
-// untouched.
+// Linear over weights in their file's format (kernels/cpu/quant_linear.h): for rows of random
+// blocks of every type (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16), y matches a float64 reference
+// (each weight decoded from the block's bytes by the published formula, products summed in float64)
+// on every SIMD target this CPU runs, with and without accumulate; every row of a batch equals its
+// one-row product bit for bit for any thread count below kQuantPanelMinRows rows, and from there on
+// equals PackedLinear over the weights converted to fp32 (as the GGUF loader converts them) bit for
+// bit; bad input is rejected with y untouched.
 #include "kernels/cpu/quant_linear.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,42 +44,117 @@ void PutHalf(unsigned char* p, float v) {
   p[1] = static_cast<unsigned char>(h >> 8);
 }
 
-// n rows of k / 32 random blocks of `type`.
+// n rows of k values of `type` in random blocks (random halves for F16 / BF16).
 std::vector<unsigned char> RandomRows(WeightType type, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> scale(0.002f, 0.08f), offset(-0.6f, 0.0f);
+  std::uniform_real_distribution<float> scale(0.002f, 0.08f), offset(-0.6f, 0.0f), value(-1, 1);
   std::uniform_int_distribution<int> byte(0, 255);
   const int64_t bb = QuantBlockBytes(type);
   std::vector<unsigned char> out(static_cast<size_t>(n * WeightRowBytes(type, k)));
   for (size_t at = 0; at < out.size(); at += static_cast<size_t>(bb)) {
     unsigned char* b = out.data() + at;
-    PutHalf(b, scale(rng));
-    int first = 2;
-    if (type == WeightType::kQ4_1) {
-      PutHalf(b + 2, offset(rng));
-      first = 4;
+    for (int64_t i = 0; i < bb; ++i) b[i] = static_cast<unsigned char>(byte(rng));
+    switch (type) {
+      case WeightType::kF16:
+        PutHalf(b, value(rng));
+        break;
+      case WeightType::kBF16: {
+        const uint16_t h = F32ToBF16Bits(value(rng));
+        b[0] = static_cast<unsigned char>(h & 0xFF);
+        b[1] = static_cast<unsigned char>(h >> 8);
+        break;
+      }
+      case WeightType::kQ4_K:  // d, dmin small: d sc q reaches 63 * 15 d
+        PutHalf(b, scale(rng) / 64);
+        PutHalf(b + 2, scale(rng) / 64);
+        break;
+      case WeightType::kQ6_K:  // d at the end: d sc q reaches 128 * 32 d
+        PutHalf(b + 208, scale(rng) / 256);
+        break;
+      default:
+        PutHalf(b, scale(rng));
+        if (type == WeightType::kQ4_1) PutHalf(b + 2, offset(rng));
+        break;
     }
-    for (int64_t i = first; i < bb; ++i) b[i] = static_cast<unsigned char>(byte(rng));
   }
   return out;
 }
 
-// W[row][kk] in double, from ggml's block layout.
+double HalfAt(const unsigned char* p) {
+  return HalfToDouble(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
+
+// Value j of a Q4_K super-block in double, from ggml's layout (get_scale_min_k4,
+// dequantize_row_q4_K).
+double RefQ4K(const unsigned char* b, int64_t j) {
+  const int64_t s = j / 32;
+  const unsigned char* q = b + 4;
+  const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 15) | ((q[s - 4] >> 6) << 4);
+  const int m = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  const unsigned char byte = b[16 + 32 * (j / 64) + j % 32];
+  const int nibble = s % 2 == 0 ? byte & 15 : byte >> 4;
+  return HalfAt(b) * sc * nibble - HalfAt(b + 2) * m;
+}
+
+// Value j of a Q6_K super-block in double (dequantize_row_q6_K).
+double RefQ6K(const unsigned char* b, int64_t j) {
+  const int64_t half = j / 128, l = j % 32, quarter = (j % 128) / 32;
+  const unsigned char low = b[64 * half + l + 32 * (quarter % 2)];
+  const int nibble = quarter < 2 ? low & 15 : low >> 4;
+  const int high = (b[128 + 32 * half + l] >> (2 * quarter)) & 3;
+  const int sc = static_cast<int8_t>(b[192 + 8 * half + l / 16 + 2 * quarter]);
+  return HalfAt(b + 208) * sc * ((nibble | (high << 4)) - 32);
+}
+
+// W[row][kk] in double, from ggml's block layouts.
 double RefWeight(WeightType type, const std::vector<unsigned char>& w, int64_t k, int64_t row,
                  int64_t kk) {
-  const int64_t bb = QuantBlockBytes(type);
-  const unsigned char* b = w.data() + row * (k / 32) * bb + kk / 32 * bb;
-  const int64_t j = kk % 32;
-  const double d = HalfToDouble(static_cast<uint16_t>(b[0] | (b[1] << 8)));
-  if (type == WeightType::kQ8_0) return static_cast<int8_t>(b[2 + j]) * d;
-  const double m = HalfToDouble(static_cast<uint16_t>(b[2] | (b[3] << 8)));
-  const unsigned char byte = b[4 + j % 16];
-  return (j < 16 ? byte & 15 : byte >> 4) * d + m;
+  const int64_t bb = QuantBlockBytes(type), values = QuantBlockValuesOf(type);
+  const unsigned char* b = w.data() + row * (k / values) * bb + kk / values * bb;
+  const int64_t j = kk % values;
+  switch (type) {
+    case WeightType::kF16:
+      return HalfAt(b);
+    case WeightType::kBF16:
+      return BitsToFloat(static_cast<uint32_t>(b[0] | (b[1] << 8)) << 16);
+    case WeightType::kQ4_K:
+      return RefQ4K(b, j);
+    case WeightType::kQ6_K:
+      return RefQ6K(b, j);
+    case WeightType::kQ8_0:
+      return static_cast<int8_t>(b[2 + j]) * HalfAt(b);
+    case WeightType::kQ4_0: {
+      const unsigned char byte = b[2 + j % 16];
+      return ((j < 16 ? byte & 15 : byte >> 4) - 8) * HalfAt(b);
+    }
+    default: {
+      const unsigned char byte = b[4 + j % 16];
+      return (j < 16 ? byte & 15 : byte >> 4) * HalfAt(b) + HalfAt(b + 2);
+    }
+  }
+}
+
+std::string TypeName(const ::testing::TestParamInfo<WeightType>& info) {
+  static constexpr const char* kNames[] = {"F32", "Q4_1", "Q8_0", "Q4_0",
+                                           "F16", "BF16", "Q4_K", "Q6_K"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+// Widths k to try for `type`: multiples of its block size (any for the half types).
+std::vector<int64_t> WidthsOf(WeightType type) {
+  switch (QuantBlockValuesOf(type)) {
+    case 1:
+      return {7, 32, 50, 576};
+    case kQuantBlockValues:
+      return {32, 64, 576};
+    default:
+      return {256, 512};
+  }
 }
 
 void CheckAgainstFloat64(WeightType type) {
   for (int64_t n : {1, 3, 4, 5, 13, 70}) {
-    for (int64_t k : {32, 64, 576}) {
+    for (int64_t k : WidthsOf(type)) {
       for (int64_t m : {1, 2, 3, 5, 16, 21}) {  // from 16 rows: the panel path
         for (bool accumulate : {false, true}) {
           const auto seed = static_cast<uint32_t>(n * 7919 + k * 31 + m);
@@ -133,7 +209,7 @@ TEST_P(QuantLinearTest, MatchesFloat64ReferenceOnEverySimdTarget) {
 
 TEST_P(QuantLinearTest, EveryRowEqualsItsOneRowProductForAnyThreadCount) {
   const WeightType type = GetParam();
-  const int64_t m = 9, n = 203, k = 128;
+  const int64_t m = 9, n = 203, k = QuantBlockValuesOf(type) == 1 ? 130 : 256;
   const auto x = RandomFloats(static_cast<size_t>(m * k), 11);
   const auto w = RandomRows(type, n, k, 12);
   std::vector<float> alone(static_cast<size_t>(m * n));
@@ -171,7 +247,9 @@ TEST_P(QuantLinearTest, EveryRowEqualsItsOneRowProductForAnyThreadCount) {
 // target this CPU runs (the panel width differs between targets).
 TEST_P(QuantLinearTest, ManyRowsEqualPackedLinearOverTheConvertedWeights) {
   const WeightType type = GetParam();
-  const int64_t n = 203, k = 96;
+  // Several decode chunks of every kind (64 half values, 256-value super-blocks) and a tail.
+  const int64_t values = QuantBlockValuesOf(type);
+  const int64_t n = 203, k = values == 1 ? 163 : values == kQuantBlockValues ? 96 : 512;
   for (int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_SCALAR}) {
     if ((hwy::SupportedTargets() & target) == 0 && target != HWY_SCALAR) continue;
     hwy::SetSupportedTargetsForTest(target);
@@ -222,8 +300,36 @@ TEST_P(QuantLinearTest, ManyRowsEqualPackedLinearOverTheConvertedWeights) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The embedding gather decodes each token's row exactly (every value representable in fp32).
+TEST_P(QuantLinearTest, EmbeddingGatherDecodesTheTokensRows) {
+  const WeightType type = GetParam();
+  const int64_t vocab = 5, dim = WidthsOf(type).back();
+  const auto table = RandomRows(type, vocab, dim, 31);
+  const std::vector<int32_t> ids = {4, 0, 2, 4};
+  std::vector<float> out(ids.size() * static_cast<size_t>(dim));
+  ASSERT_TRUE(cpu::QuantEmbeddingGather({.table = table.data(),
+                                         .table_type = type,
+                                         .token_ids = ids.data(),
+                                         .out = out.data(),
+                                         .num_tokens = static_cast<int64_t>(ids.size()),
+                                         .vocab_size = vocab,
+                                         .dim = dim})
+                  .ok());
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (int64_t i = 0; i < dim; ++i) {
+      ASSERT_NEAR(out[t * static_cast<size_t>(dim) + static_cast<size_t>(i)],
+                  RefWeight(type, table, dim, ids[t], i),
+                  1e-6 * (1.0 + std::fabs(RefWeight(type, table, dim, ids[t], i))))
+          << "token " << t << " value " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, QuantLinearTest,
-                         ::testing::Values(WeightType::kQ4_1, WeightType::kQ8_0));
+                         ::testing::Values(WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ8_0,
+                                           WeightType::kF16, WeightType::kBF16, WeightType::kQ4_K,
+                                           WeightType::kQ6_K),
+                         TypeName);
 
 TEST(QuantLinearBadInputTest, RejectsBadInputLeavingYUntouched) {
   const int64_t n = 4, k = 64;
@@ -237,7 +343,13 @@ TEST(QuantLinearBadInputTest, RejectsBadInputLeavingYUntouched) {
   f32.w_type = WeightType::kF32;
   QuantLinearArgs null_x = good;
   null_x.x = nullptr;
-  for (const QuantLinearArgs& bad : {odd_k, f32, null_x}) {
+  QuantLinearArgs unknown = good;
+  unknown.w_type = static_cast<WeightType>(kWeightTypeCount);
+  QuantLinearArgs k_of_q4_k = good;  // 64 values: not a whole 256-value super-block
+  k_of_q4_k.w_type = WeightType::kQ4_K;
+  QuantLinearArgs k_of_q6_k = good;
+  k_of_q6_k.w_type = WeightType::kQ6_K;
+  for (const QuantLinearArgs& bad : {odd_k, f32, null_x, unknown, k_of_q4_k, k_of_q6_k}) {
     const absl::Status status = cpu::QuantLinear(bad, nullptr);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     for (float v : y) ASSERT_EQ(v, 5.0f);

@@ -35,11 +35,11 @@ struct PAGEDKV_EXPORT LinearArgs {
 };
 
 // y = x W^T (+ y when accumulate) with W [n, k] kept in its file's block format (w_type, see
-// pagedkv/kernels/quant_blocks.h): blocks are decoded in registers, products summed in fp32.
+// pagedkv/kernels/quant_blocks.h): weights are decoded on the fly, products summed in fp32.
 struct PAGEDKV_EXPORT QuantLinearArgs {
   const float* x = nullptr;               // [m, k]
   const void* w = nullptr;                // n rows of WeightRowBytes(w_type, k) bytes
-  WeightType w_type = WeightType::kQ4_1;  // kQ4_1 or kQ8_0 (k a multiple of 32)
+  WeightType w_type = WeightType::kQ4_1;  // not kF32; k a multiple of QuantBlockValuesOf
   float* y = nullptr;                     // [m, n]; must not alias x or w
   int64_t m = 0;                          // rows of x (tokens)
   int64_t n = 0;                          // output features
@@ -60,7 +60,7 @@ struct PAGEDKV_EXPORT EmbeddingGatherArgs {
 // out[t] = fp32(table[token_ids[t]]) with the table in block format (QuantLinearArgs' rows).
 struct PAGEDKV_EXPORT QuantEmbeddingGatherArgs {
   const void* table = nullptr;                // vocab_size rows of WeightRowBytes(type, dim)
-  WeightType table_type = WeightType::kQ8_0;  // kQ4_1 or kQ8_0 (dim a multiple of 32)
+  WeightType table_type = WeightType::kQ8_0;  // not kF32; dim a multiple of QuantBlockValuesOf
   const int32_t* token_ids = nullptr;         // [num_tokens], each in [0, vocab_size)
   float* out = nullptr;                       // [num_tokens, dim]
   int64_t num_tokens = 0;

@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Vector Linear over block-quantized weights (y = x W^T, W in Q4_1 / Q8_0 rows, see
-// pagedkv/kernels/quant_blocks.h). Each block's 32 integers are widened to fp32 in registers
-// (both nibbles of a byte from one load) and multiply-added with x into a block sum vector, which
-// is scaled by d into one accumulator vector per (x row, W row); Q4_1's offsets add
-// m * sum(x over the block) per block, in block order, after the lane sum:
+// Vector Linear over weights in their file's format (y = x W^T, see
+// pagedkv/kernels/quant_blocks.h). Q4_0, Q4_1 and Q8_0 (the register decode): each block's 32
+// integers are widened to fp32 in registers (both nibbles of a byte from one load; Q4_0's less 8)
+// and multiply-added with x into a block sum vector, which is scaled by d into one accumulator
+// vector per (x row, W row); Q4_1's offsets add m * sum(x over the block) per block, in block
+// order, after the lane sum:
 //   y[i][j] = LaneSum(sum_b d_b sum_c q_c x_c) + sum_b m_b xsum_b,   all in fp32.
 // A tile is RX rows of x times RW rows of W, every element its own chain, so a y[i][j] does not
 // depend on m, on the tile or on the thread split.
@@ -13,6 +14,11 @@
 // load-time conversion of engine/model/gguf_dequant.cc computes it) and every row of x runs the
 // packed kernel's outer-product tile over it (panel_tile-inl.h): the same bits as PackedLinear
 // over the converted fp32 weights.
+// F16, BF16, Q4_K and Q6_K (the row decode): each W row is decoded whole into fp32 (DecodeRow,
+// the load-time conversion's bits: F16C / shifts for the half types, one scale per sub-block for
+// the super-block types) and then dotted with every row of x (m < 16: RowDot, four vector chains)
+// or transposed into the panel (m >= 16: the same packed tile as above). Every W value is decoded
+// once per call either way, as a load-time conversion would do once per load.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd/quant_linear_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/simd/decoded_rows-inl.h"
 #include "kernels/cpu/simd/panel_tile-inl.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/kernels/quant_blocks.h"
@@ -35,19 +42,23 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using V = hn::Vec<DF>;
 
-// A block's q as fp32 lanes: lanes [o, o + N) into *lo and, for Q4_1, lanes [o + 16, o + 16 + N)
-// into *hi (the high nibbles of the same bytes). N divides 16 on every x86 target and the scalar
-// one.
+constexpr bool IsNibbles(WeightType t) { return t == WeightType::kQ4_0 || t == WeightType::kQ4_1; }
+
+// A block's q as fp32 lanes: lanes [o, o + N) into *lo and lanes [o + 16, o + 16 + N) into *hi
+// (for Q4_0 / Q4_1 the high nibbles of the same bytes). N divides 16 on every x86 target and the
+// scalar one.
 template <WeightType kType>
 HWY_INLINE void BlockQ(const unsigned char* HWY_RESTRICT block, int o, V* lo, V* hi) {
   const DF df;
   const hn::Rebind<int32_t, DF> di;
-  if constexpr (kType == WeightType::kQ4_1) {
+  if constexpr (IsNibbles(kType)) {
     const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint32_t, DF> du;
-    const auto bytes = hn::PromoteTo(du, hn::LoadU(du8, block + 4 + o));
-    *lo = hn::ConvertTo(df, hn::BitCast(di, hn::And(bytes, hn::Set(du, 0x0Fu))));
-    *hi = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(bytes)));
+    const auto bytes =
+        hn::PromoteTo(du, hn::LoadU(du8, block + (kType == WeightType::kQ4_1 ? 4 : 2) + o));
+    const auto bias = hn::Set(di, kType == WeightType::kQ4_0 ? 8 : 0);
+    *lo = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::And(bytes, hn::Set(du, 0x0Fu))), bias));
+    *hi = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<4>(bytes)), bias));
   } else {
     const hn::Rebind<int8_t, DF> di8;
     const auto* q = reinterpret_cast<const int8_t*>(block + 2);
@@ -63,7 +74,7 @@ template <WeightType kType, int RW>
 HWY_INLINE void BlockScales(const unsigned char* const* HWY_RESTRICT blk, float* HWY_RESTRICT dm) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   if constexpr (RW == 4) {
-    int32_t words[4];  // d | m << 16 of each block (Q8_0: d and its first two integers)
+    int32_t words[4];  // d | m << 16 of each block (Q4_0 / Q8_0: d and two bytes of integers)
     for (int c = 0; c < 4; ++c) std::memcpy(&words[c], blk[c], sizeof(int32_t));
     _mm256_storeu_ps(dm, _mm256_cvtph_ps(_mm_setr_epi32(words[0], words[1], words[2], words[3])));
     return;
@@ -168,20 +179,13 @@ void ColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
   }
 }
 
-void QuantLinearColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
-  if (a.w_type == WeightType::kQ4_1) {
-    ColumnsImpl<WeightType::kQ4_1>(a, j_begin, j_end);
-  } else {
-    ColumnsImpl<WeightType::kQ8_0>(a, j_begin, j_end);
-  }
-}
-
 // W rows [j0, j0 + cols) of a block-quantized W decoded into one packed panel
 // (panel[kk][c] = W[j0 + c][kk], zero for c >= cols; the layout of PackWeights). One vector holds
 // one value of N consecutive W rows (a lane per row), so it is stored whole into a panel row:
 // per block, each 4-byte word of the integers is gathered from the N rows at once and its bytes
-// (Q8_0) or nibbles (Q4_1) widened in place. The words lie inside the block (Q4_1: bytes 4-19,
-// Q8_0: bytes 2-33), so nothing past W is read; lanes of rows >= cols read row 0 and are zeroed.
+// (Q8_0) or nibbles (Q4_0, Q4_1) widened in place. The words lie inside the block (Q4_0: bytes
+// 2-17, Q4_1: 4-19, Q8_0: 2-33), so nothing past W is read; lanes of rows >= cols read row 0 and
+// are zeroed.
 template <WeightType kType>
 HWY_INLINE void DecodePanel(const unsigned char* HWY_RESTRICT w, int64_t row_bytes, int64_t k,
                             int64_t cols, float* HWY_RESTRICT panel) {
@@ -191,7 +195,7 @@ HWY_INLINE void DecodePanel(const unsigned char* HWY_RESTRICT w, int64_t row_byt
   const int64_t p = PanelWidthOfTarget();
   const int64_t bb = QuantBlockBytes(kType);
   constexpr int kFirst = kType == WeightType::kQ4_1 ? 4 : 2;  // byte of the first integer
-  constexpr int kWords = kType == WeightType::kQ4_1 ? 4 : 8;  // words of integers per block
+  constexpr int kWords = kType == WeightType::kQ8_0 ? 8 : 4;  // words of integers per block
   HWY_ALIGN int32_t row_at[hn::MaxLanes(di)];
   HWY_ALIGN float scale[hn::MaxLanes(df)];
   HWY_ALIGN float offset[hn::MaxLanes(df)];
@@ -219,10 +223,13 @@ HWY_INLINE void DecodePanel(const unsigned char* HWY_RESTRICT w, int64_t row_byt
         const auto word =
             hn::GatherOffset(di, reinterpret_cast<const int32_t*>(blocks + kFirst + 4 * g), rows);
         for (int byte = 0; byte < 4; ++byte) {
-          const int j = 4 * g + byte;  // value j of the block (and j + 16 for Q4_1's high nibble)
-          if constexpr (kType == WeightType::kQ4_1) {
-            const auto low = hn::And(hn::ShiftRightSame(word, 8 * byte), hn::Set(di, 0x0F));
-            const auto high = hn::And(hn::ShiftRightSame(word, 8 * byte + 4), hn::Set(di, 0x0F));
+          const int j = 4 * g + byte;  // value j of the block (and j + 16 for a high nibble)
+          if constexpr (IsNibbles(kType)) {
+            const auto bias = hn::Set(di, kType == WeightType::kQ4_0 ? 8 : 0);
+            const auto low =
+                hn::Sub(hn::And(hn::ShiftRightSame(word, 8 * byte), hn::Set(di, 0x0F)), bias);
+            const auto high =
+                hn::Sub(hn::And(hn::ShiftRightSame(word, 8 * byte + 4), hn::Set(di, 0x0F)), bias);
             const V lo = hn::Add(hn::Mul(hn::ConvertTo(df, low), d), m);
             const V hi = hn::Add(hn::Mul(hn::ConvertTo(df, high), d), m);
             hn::Store(hn::IfThenElseZero(keep, lo), df, out + j * p);
@@ -252,12 +259,30 @@ void PanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end
   }
 }
 
+void QuantLinearColumnsImpl(const QuantLinearArgs& a, int64_t j_begin, int64_t j_end) {
+  switch (a.w_type) {
+    case WeightType::kQ4_0:
+      return ColumnsImpl<WeightType::kQ4_0>(a, j_begin, j_end);
+    case WeightType::kQ4_1:
+      return ColumnsImpl<WeightType::kQ4_1>(a, j_begin, j_end);
+    case WeightType::kQ8_0:
+      return ColumnsImpl<WeightType::kQ8_0>(a, j_begin, j_end);
+    default:
+      return DecodedColumnsImpl(a, j_begin, j_end);
+  }
+}
+
 void QuantLinearPanelsImpl(const QuantLinearArgs& a, int64_t panel_begin, int64_t panel_end,
                            float* scratch) {
-  if (a.w_type == WeightType::kQ4_1) {
-    PanelsImpl<WeightType::kQ4_1>(a, panel_begin, panel_end, scratch);
-  } else {
-    PanelsImpl<WeightType::kQ8_0>(a, panel_begin, panel_end, scratch);
+  switch (a.w_type) {
+    case WeightType::kQ4_0:
+      return PanelsImpl<WeightType::kQ4_0>(a, panel_begin, panel_end, scratch);
+    case WeightType::kQ4_1:
+      return PanelsImpl<WeightType::kQ4_1>(a, panel_begin, panel_end, scratch);
+    case WeightType::kQ8_0:
+      return PanelsImpl<WeightType::kQ8_0>(a, panel_begin, panel_end, scratch);
+    default:
+      return DecodedPanelsImpl(a, panel_begin, panel_end, scratch);
   }
 }
 

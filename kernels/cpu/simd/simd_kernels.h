@@ -49,13 +49,13 @@ inline constexpr int64_t kPackedTileRows = 4;
 PAGEDKV_EXPORT void PackedLinearTiles(const LinearArgs& args, const float* packed,
                                       int64_t item_begin, int64_t item_end);
 
-// Columns [n_begin, n_end) of y = x W^T (+ y) with W block-quantized (QuantLinearArgs): every
+// Columns [n_begin, n_end) of y = x W^T (+ y) with W in a file format (QuantLinearArgs): every
 // row of x against those rows of W, one fp32 chain per y[i][j] (see quant_linear_simd.cc), the
 // same for any column range or m. REQUIRES: args validated (ValidateQuantLinear).
 PAGEDKV_EXPORT void QuantLinearColumns(const QuantLinearArgs& args, int64_t n_begin, int64_t n_end);
 // The many-rows form: column panels [panel_begin, panel_end) of PackedPanelWidth() W rows each,
 // each decoded into `scratch` (the packed fp32 layout above) and run against every row of x; the
-// same bits as PackedLinearTiles over W converted to fp32 by q * d (+ m). REQUIRES: args
+// same bits as PackedLinearTiles over W converted to fp32 (QuantValue). REQUIRES: args
 // validated; scratch holds PackedPanelWidth() * args.k floats, aligned to 64 bytes, and is this
 // call's own.
 PAGEDKV_EXPORT void QuantLinearPanels(const QuantLinearArgs& args, int64_t panel_begin,

@@ -29,9 +29,13 @@ using ::pagedkv::testing::AllRows;
 using ::pagedkv::testing::GgufWriter;
 using ::pagedkv::testing::HfTestModel;
 using ::pagedkv::testing::HfTestSpec;
+using ::pagedkv::testing::kGgufBF16;
 using ::pagedkv::testing::kGgufF16;
 using ::pagedkv::testing::kGgufF32;
+using ::pagedkv::testing::kGgufQ4_0;
 using ::pagedkv::testing::kGgufQ4_1;
+using ::pagedkv::testing::kGgufQ4_K;
+using ::pagedkv::testing::kGgufQ6_K;
 using ::pagedkv::testing::kGgufQ8_0;
 using ::pagedkv::testing::MakeHfTestModel;
 using ::pagedkv::testing::PrefillLogits;
@@ -94,6 +98,9 @@ std::vector<GgufCase> Cases() {
   wide_heads.head_dim = 16;
   HfTestSpec narrow_heads = base;
   narrow_heads.head_dim = 4;
+  HfTestSpec super = base;  // every row a whole number of 256-value super-blocks
+  super.dim = 256;
+  super.hidden = 256;
   return {{"F32KeyLength16", wide_heads, kGgufF32},
           {"F16KeyLength4", narrow_heads, kGgufF16},
           {"F32", base, kGgufF32},
@@ -102,7 +109,19 @@ std::vector<GgufCase> Cases() {
           {"Q4_1", base, kGgufQ4_1},
           {"Q4_1TiedGpt2Tokenizer", tied, kGgufQ4_1, "gpt2"},
           {"Q8_0MhaLlamaTokenizer", mha, kGgufQ8_0, "llama"},
-          {"F16RopeLinear", linear, kGgufF16}};
+          {"F16RopeLinear", linear, kGgufF16},
+          {"BF16", base, kGgufBF16},
+          {"Q4_0", base, kGgufQ4_0},
+          {"Q4_K", super, kGgufQ4_K},
+          {"Q6_K", super, kGgufQ6_K},
+          {"Q4_KTiedGpt2Tokenizer",
+           [&] {
+             HfTestSpec t = super;
+             t.tie = true;
+             t.stored_tied = "model.embed_tokens.weight";
+             return t;
+           }(),
+           kGgufQ4_K, "gpt2"}};
 }
 
 void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.name; }
@@ -142,14 +161,14 @@ TEST_P(GgufCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   for (int t = 0; t < kTokens; ++t) ids[static_cast<size_t>(t)] = (t * 29 + 3) % c.spec.vocab;
   const std::vector<std::vector<double>> want =
       model.Logits(std::vector<int>(ids.begin(), ids.end()));
-  // Weights fp32 and kept in the file's blocks (Q4_1 / Q8_0 matrices whose width is whole
-  // blocks): the same tolerance, and the same greedy id wherever the reference's best logit
-  // leads its runner-up by more than the tolerance.
+  // Weights fp32 and kept in the file's format (every matrix of these files: F16, BF16 and
+  // block types whose rows are whole blocks): the same tolerance, and the same greedy id wherever
+  // the reference's best logit leads its runner-up by more than the tolerance.
   for (WeightStorage storage : {WeightStorage::kF32, WeightStorage::kNative}) {
     SCOPED_TRACE(storage == WeightStorage::kF32 ? "f32 weights" : "native weights");
     absl::StatusOr<LoadedModel> each = LoadModel(path.string(), {.weights = storage});
     ASSERT_TRUE(each.ok()) << each.status();
-    const bool block_file = c.type == kGgufQ4_1 || c.type == kGgufQ8_0;
+    const bool block_file = c.type != kGgufF32;
     EXPECT_EQ(each->weights->has_native(), storage == WeightStorage::kNative && block_file);
     const std::vector<float> got = RunLogits(each->weights, ids);
     const size_t V = static_cast<size_t>(c.spec.vocab);

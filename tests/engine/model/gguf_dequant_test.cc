@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pagedkv/kernels/quant_blocks.h"
 #include "tests/engine/model/gguf_test_writer.h"
 
 namespace pagedkv::model_internal {
@@ -136,6 +137,40 @@ TEST(GgufDequantTest, Q6_K) {
   for (int i = 0; i < 256; ++i) {
     const double want = 0.125 * scales[i / 16] * (q[i] - 32);
     EXPECT_FLOAT_EQ(got[i], static_cast<float>(want)) << i;
+  }
+}
+
+// The kernels' decode of weights kept native (pagedkv/kernels/quant_blocks.h QuantValue) gives the
+// loader's converted values bit for bit, for every type that stays native: random bytes, with
+// every half (d, dmin, m, F16 / BF16 values) a finite one.
+TEST(GgufDequantTest, NativeDecodeEqualsTheConversionBitForBit) {
+  struct Case {
+    uint32_t id;
+    WeightType type;
+    std::vector<int> half_at;  // byte offsets of halves in a block (empty: every value)
+  };
+  const Case cases[] = {{1, WeightType::kF16, {}},     {30, WeightType::kBF16, {}},
+                        {2, WeightType::kQ4_0, {0}},   {3, WeightType::kQ4_1, {0, 2}},
+                        {8, WeightType::kQ8_0, {0}},   {12, WeightType::kQ4_K, {0, 2}},
+                        {14, WeightType::kQ6_K, {208}}};
+  std::mt19937 rng(17);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.id);
+    const int64_t n = 2 * kQuantSuperValues;  // two blocks of each type at least
+    std::string bytes(static_cast<size_t>(WeightRowBytes(c.type, n)), '\0');
+    for (char& ch : bytes) ch = static_cast<char>(rng() % 256);
+    const auto bb = static_cast<size_t>(QuantBlockBytes(c.type));
+    for (size_t at = 0; at < bytes.size(); at += bb) {
+      std::vector<int> halves = c.half_at.empty() ? std::vector<int>{0} : c.half_at;
+      for (int h : halves) bytes[at + static_cast<size_t>(h) + 1] &= 0xBB;  // finite: no inf or NaN
+    }
+    const std::vector<float> want = Dequant(c.id, bytes, n);
+    const auto* row = reinterpret_cast<const unsigned char*>(bytes.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float got = QuantValue(c.type, row, i);
+      ASSERT_EQ(std::memcmp(&got, &want[static_cast<size_t>(i)], sizeof(float)), 0)
+          << "value " << i << ": " << got << " vs " << want[static_cast<size_t>(i)];
+    }
   }
 }
 

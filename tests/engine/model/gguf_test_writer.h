@@ -28,7 +28,8 @@
 
 namespace pagedkv::testing {
 
-inline constexpr uint32_t kGgufF32 = 0, kGgufF16 = 1, kGgufQ4_1 = 3, kGgufQ8_0 = 8;
+inline constexpr uint32_t kGgufF32 = 0, kGgufF16 = 1, kGgufQ4_0 = 2, kGgufQ4_1 = 3, kGgufQ8_0 = 8,
+                          kGgufQ4_K = 12, kGgufQ6_K = 14, kGgufBF16 = 30;
 
 inline void PutF16(std::string* out, uint16_t h) {
   out->push_back(static_cast<char>(h & 0xFF));
@@ -142,8 +143,95 @@ class GgufWriter {
   std::vector<TensorData> tensors_;
 };
 
+// Q4_0, one block of 32 (ggml's quantize_row_q4_0): d = max / -8 of the value of largest
+// magnitude, x = (q - 8) d with q in [0, 15]; x[] replaced by the stored values.
+inline void EncodeQ4_0Block(double* x, std::string* out) {
+  double max = 0;
+  for (int j = 0; j < 32; ++j) max = std::abs(x[j]) > std::abs(max) ? x[j] : max;
+  const uint16_t dh = NearestF16(max / -8.0);
+  const double d = F16Value(dh);
+  PutF16(out, dh);
+  int q[32];
+  for (int j = 0; j < 32; ++j) {
+    q[j] = d == 0 ? 8 : std::clamp(static_cast<int>(std::lround(x[j] / d)) + 8, 0, 15);
+    x[j] = (q[j] - 8) * d;
+  }
+  for (int j = 0; j < 16; ++j) out->push_back(static_cast<char>(q[j] | (q[j + 16] << 4)));
+}
+
+// Q4_K, one super-block of 256: per sub-block of 32 a 6-bit scale sc and min m of the f16 d and
+// dmin, x = d sc q - dmin m with q in [0, 15]; scales packed as ggml's get_scale_min_k4 reads them.
+inline void EncodeQ4KSuper(double* x, std::string* out) {
+  double scale[8], min[8], max_scale = 0, max_min = 0;
+  for (int s = 0; s < 8; ++s) {
+    const auto [lo, hi] = std::minmax_element(x + 32 * s, x + 32 * s + 32);
+    min[s] = std::max(0.0, -*lo);
+    scale[s] = (*hi + min[s]) / 15.0;
+    max_scale = std::max(max_scale, scale[s]);
+    max_min = std::max(max_min, min[s]);
+  }
+  const uint16_t dh = NearestF16(max_scale / 63.0), mh = NearestF16(max_min / 63.0);
+  const double d = F16Value(dh), dmin = F16Value(mh);
+  int sc[8], m[8];
+  unsigned char b[144] = {};
+  for (int s = 0; s < 8; ++s) {
+    sc[s] = d == 0 ? 0 : std::clamp(static_cast<int>(std::lround(scale[s] / d)), 0, 63);
+    m[s] = dmin == 0 ? 0 : std::clamp(static_cast<int>(std::lround(min[s] / dmin)), 0, 63);
+    for (int l = 0; l < 32; ++l) {
+      double& v = x[32 * s + l];
+      const double step = d * sc[s];
+      const int q =
+          step == 0 ? 0
+                    : std::clamp(static_cast<int>(std::lround((v + dmin * m[s]) / step)), 0, 15);
+      v = step * q - dmin * m[s];
+      b[16 + 32 * (s / 2) + l] |= static_cast<unsigned char>(q << (4 * (s % 2)));
+    }
+  }
+  for (int s = 0; s < 4; ++s) {
+    b[4 + s] = static_cast<unsigned char>(sc[s] | ((sc[s + 4] >> 4) << 6));
+    b[8 + s] = static_cast<unsigned char>(m[s] | ((m[s + 4] >> 4) << 6));
+    b[12 + s] = static_cast<unsigned char>((sc[s + 4] & 15) | ((m[s + 4] & 15) << 4));
+  }
+  b[0] = static_cast<unsigned char>(dh & 0xFF), b[1] = static_cast<unsigned char>(dh >> 8);
+  b[2] = static_cast<unsigned char>(mh & 0xFF), b[3] = static_cast<unsigned char>(mh >> 8);
+  out->append(reinterpret_cast<const char*>(b), sizeof(b));
+}
+
+// Q6_K, one super-block of 256: an int8 scale per 16 values of the f16 d, x = d sc (q - 32) with
+// q in [0, 63]; value j's low nibble in byte 64 (j / 128) + j % 32 + 32 ((j / 32) % 2) (high
+// nibble from j % 128 >= 64), its top two bits in byte 128 + 32 (j / 128) + j % 32.
+inline void EncodeQ6KSuper(double* x, std::string* out) {
+  double scale[16], max_scale = 0;
+  for (int s = 0; s < 16; ++s) {
+    double amax = 0;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::abs(x[16 * s + l]));
+    scale[s] = amax / 31.0;
+    max_scale = std::max(max_scale, scale[s]);
+  }
+  const uint16_t dh = NearestF16(max_scale / 127.0);
+  const double d = F16Value(dh);
+  unsigned char b[210] = {};
+  for (int s = 0; s < 16; ++s) {
+    const int sc = d == 0 ? 0 : std::clamp(static_cast<int>(std::lround(scale[s] / d)), 0, 127);
+    b[192 + s] = static_cast<unsigned char>(sc);
+    for (int l = 0; l < 16; ++l) {
+      const int j = 16 * s + l, half = j / 128, quarter = (j % 128) / 32, at = j % 32;
+      const double step = d * sc;
+      const int q = step == 0 ? 0 : std::clamp(static_cast<int>(std::lround(x[j] / step)), -32, 31);
+      x[j] = step * q;
+      const int u = q + 32;
+      b[64 * half + at + 32 * (quarter % 2)] |=
+          static_cast<unsigned char>((u & 15) << (quarter < 2 ? 0 : 4));
+      b[128 + 32 * half + at] |= static_cast<unsigned char>((u >> 4) << (2 * quarter));
+    }
+  }
+  b[208] = static_cast<unsigned char>(dh & 0xFF), b[209] = static_cast<unsigned char>(dh >> 8);
+  out->append(reinterpret_cast<const char*>(b), sizeof(b));
+}
+
 // Encodes `v` as `type`, replacing each value with what the file then holds (float64).
-// REQUIRES: for Q8_0 / Q4_1, v.size() is a multiple of 32.
+// REQUIRES: v.size() a multiple of the type's block values (32 for Q4_0 / Q4_1 / Q8_0, 256 for
+// Q4_K / Q6_K).
 inline std::string EncodeGgufTensor(uint32_t type, std::vector<double>* v) {
   std::string out;
   if (type == kGgufF32) {
@@ -162,8 +250,35 @@ inline std::string EncodeGgufTensor(uint32_t type, std::vector<double>* v) {
     }
     return out;
   }
+  if (type == kGgufBF16) {  // the top half of the fp32 value (truncated)
+    for (double& x : *v) {
+      uint32_t bits = 0;
+      const auto f = static_cast<float>(x);
+      std::memcpy(&bits, &f, sizeof(bits));
+      bits &= 0xFFFF0000u;
+      PutF16(&out, static_cast<uint16_t>(bits >> 16));
+      float back = 0;
+      std::memcpy(&back, &bits, sizeof(back));
+      x = back;
+    }
+    return out;
+  }
+  if (type == kGgufQ4_K || type == kGgufQ6_K) {
+    for (size_t b = 0; b < v->size(); b += 256) {
+      if (type == kGgufQ4_K) {
+        EncodeQ4KSuper(v->data() + b, &out);
+      } else {
+        EncodeQ6KSuper(v->data() + b, &out);
+      }
+    }
+    return out;
+  }
   for (size_t b = 0; b < v->size(); b += 32) {
     double* x = v->data() + b;
+    if (type == kGgufQ4_0) {
+      EncodeQ4_0Block(x, &out);
+      continue;
+    }
     const auto [lo, hi] = std::minmax_element(x, x + 32);
     if (type == kGgufQ8_0) {  // x = q d, q in [-127, 127]
       const double amax = std::max(std::abs(*lo), std::abs(*hi));

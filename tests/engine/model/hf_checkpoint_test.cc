@@ -133,15 +133,33 @@ TEST_P(HfCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
   EXPECT_EQ(loaded->format, "huggingface");
   EXPECT_EQ(loaded->weights->config().stop_token_ids, std::vector<int32_t>({2, 3}));
   EXPECT_EQ(loaded->weights->config().head_dim(), model.head_dim());
-  absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
-      loaded->weights, {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
-  ASSERT_TRUE(runner.ok()) << runner.status();
   const std::vector<TokenId> ids = TestIds(c.spec.vocab);
+  const std::vector<std::vector<double>> want =
+      model.Logits(std::vector<int>(ids.begin(), ids.end()));
   std::vector<int32_t> all(kTokens);
   std::iota(all.begin(), all.end(), 0);
-  absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, ids, all);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  ExpectNear(*logits, model.Logits(std::vector<int>(ids.begin(), ids.end())), all, c.name);
+  // fp32 weights, and native ones (F16 / BF16 matrices kept as stored): all positions in one
+  // prefill (the kernels' many-rows path) and the first token alone (the one-row path).
+  for (WeightStorage storage : {WeightStorage::kF32, WeightStorage::kNative}) {
+    SCOPED_TRACE(storage == WeightStorage::kF32 ? "f32 weights" : "native weights");
+    absl::StatusOr<LoadedModel> each =
+        LoadModel(model.Write(c.name).string(), {.weights = storage});
+    ASSERT_TRUE(each.ok()) << each.status();
+    EXPECT_EQ(each->weights->has_native(),
+              storage == WeightStorage::kNative && c.spec.dtype != "F32");
+    for (size_t count : {ids.size(), size_t{1}}) {
+      absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
+          each->weights, {.backend = BackendKind::kCpu, .num_blocks = 16, .block_size = kBlock});
+      ASSERT_TRUE(runner.ok()) << runner.status();
+      const std::vector<TokenId> prefix(ids.begin(),
+                                        ids.begin() + static_cast<std::ptrdiff_t>(count));
+      const std::vector<int32_t> rows(all.begin(),
+                                      all.begin() + static_cast<std::ptrdiff_t>(count));
+      absl::StatusOr<std::vector<float>> logits = PrefillLogits(**runner, prefix, rows);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      ExpectNear(*logits, want, rows, c.name);
+    }
+  }
 }
 
 // Keeps every third row after layer 0's K/V write, so the runner compacts the residual stream
