@@ -276,8 +276,18 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
                                      int32_t max_num_seqs, bool enable_chunked_prefill,
                                      bool allow_context_overrun, bool return_logits,
                                      std::string model_id, int32_t num_speculative_tokens,
-                                     bool collect_block_metrics, bool enable_cache_priorities) {
+                                     bool collect_block_metrics, bool enable_cache_priorities,
+                                     const std::string& weights, int64_t kv_cache_memory) {
+  if (weights != "native" && weights != "f32") {
+    ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
+  }
+  if (kv_cache_memory < 0) {
+    ThrowInvalidArgument("Engine.load: kv_cache_memory = " + std::to_string(kv_cache_memory) +
+                         " must be >= 0 (bytes; 0: automatic)");
+  }
   EngineOptions o;
+  o.weights = weights == "f32" ? WeightStorage::kF32 : WeightStorage::kNative;
+  o.kv_cache_memory = kv_cache_memory;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.num_threads = num_threads;
   o.block_size = block_size;
@@ -381,9 +391,13 @@ void BindEngineClass(py::module_& m) {
                arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
                arg("return_logits") = false, arg("model_id") = "llama2c",
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
-               arg("enable_cache_priorities") = false,
+               arg("enable_cache_priorities") = false, arg("weights") = "native",
+               arg("kv_cache_memory") = 0,
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
-               "tokenizer into a new Engine; keyword arguments are EngineOptions.");
+               "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
+               "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
+               "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
+               "KV pool when num_kv_blocks is 0 (0: automatic).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

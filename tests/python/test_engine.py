@@ -16,6 +16,10 @@ def test_load_errors():
         pagedkv.Engine.load("/nonexistent/model.bin")
     with pytest.raises(pagedkv.InvalidArgumentError):
         pagedkv.Engine.load("/nonexistent/model.bin", backend="tpu")
+    with pytest.raises(pagedkv.InvalidArgumentError, match="weights"):
+        pagedkv.Engine.load("/nonexistent/model.bin", weights="int4")
+    with pytest.raises(pagedkv.InvalidArgumentError, match="kv_cache_memory"):
+        pagedkv.Engine.load("/nonexistent/model.bin", kv_cache_memory=-1)
 
 
 def test_threads_do_not_change_the_output(aidreams):

@@ -128,3 +128,17 @@ def test_chat_prompt_uses_the_models_chatml(model_path):
                       "<|im_start|>assistant\n")
     with pytest.raises(pagedkv.InvalidArgumentError, match="Llama-3"):
         pagedkv.format_chat_prompt("{{ '<|start_header_id|>' }}", "Hi")
+
+
+def test_native_and_f32_weights_give_the_same_greedy_ids(model_path):
+    """Engine.load(weights=...) reaches EngineOptions: the file's Q4_1 blocks kept native (the
+    default) and converted to fp32 give the same greedy continuation; kv_cache_memory sizes the
+    pool."""
+    outputs = []
+    for weights in ("native", "f32"):
+        e = pagedkv.Engine.load(str(model_path), backend="cpu", weights=weights,
+                                kv_cache_memory=32 << 20)
+        result = e.generate([pagedkv.GenerationRequest(prompt_text="The capital of France is",
+                                                       max_new_tokens=8)])[0]
+        outputs.append(result.output_tokens)
+    assert len(outputs[0]) == 8 and outputs[0] == outputs[1]
