@@ -86,15 +86,15 @@ HWY_INLINE void BlockScales(const unsigned char* const* HWY_RESTRICT blk, float*
   }
 }
 
-// y[r][w] (+)= x[r] . W[w] for r < RX, w < RW; xsum[r][b]: x row r summed over block b (Q4_1).
-// Per block, sum_c q_c x_c in fp32 (blk), then acc += d * blk; Q4_1's m * xsum per block apart.
 // How far ahead of the block it reads each W row is prefetched. The tiles walk W in memory order
 // (4 rows at a time, each row's blocks in order), so this is a sequential prefetch about five
 // tiles ahead: decode streams every weight once per token, and the hardware prefetcher alone kept
 // it at ~6.5 GB/s on a SmolLM2 decode here; 8 KB ahead measured best (2.5x decode, 512 B..16 KB
-// tried, bench/RESULTS.md). A prefetch never faults, so one past W's end is harmless.
+// tried, bench/RESULTS.md). A prefetch never faults, so prefetching past W's end is harmless.
 constexpr int64_t kPrefetchBytes = 8192;
 
+// y[r][w] (+)= x[r] . W[w] for r < RX, w < RW; xsum[r][b]: x row r summed over block b (Q4_1).
+// Per block, sum_c q_c x_c in fp32 (blk), then acc += d * blk; Q4_1's m * xsum per block apart.
 template <WeightType kType, int RX, int RW>
 HWY_INLINE void Tile(const float* HWY_RESTRICT x, const float* HWY_RESTRICT xsum, int64_t k,
                      const unsigned char* HWY_RESTRICT w, int64_t row_bytes, float* HWY_RESTRICT y,
