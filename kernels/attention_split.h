@@ -5,16 +5,19 @@
 // decoding"), and the heuristic that picks the number of partitions.
 //
 // A query token at position p of a sequence with kv_len cached tokens attends to keys
-// [0, last], last = AttentionLastKey(...). Split-K cuts [0, capacity) into num_partitions ranges of
-// partition_size keys; partition i covers [i * partition_size, (i + 1) * partition_size) clipped
-// to [0, last] (possibly empty). Each partition yields a partial OnlineSoftmax state and
-// accumulator; MergeAttentionState (kernels/softmax_math.h) combines them.
+// [first, last], first = AttentionFirstKey(...) (0 without a sliding window), last =
+// AttentionLastKey(...). Split-K cuts [0, capacity) into num_partitions ranges of partition_size
+// keys; partition i covers [i * partition_size, (i + 1) * partition_size) clipped to [first, last]
+// (possibly empty: partitions wholly before the window or past the causal limit). Each partition
+// yields a partial OnlineSoftmax state and accumulator; MergeAttentionState
+// (kernels/softmax_math.h) combines them.
 //
 // Example:
 //   AttentionSplit split = ChooseAttentionSplit({.max_keys = 16384, .base_blocks = 256,
 //                                                .num_sms = 132, .partial_bytes = 32 * 130 * 4});
 //   int64_t begin, end;
-//   PartitionKeyRange(AttentionLastKey(true, pos, kv_len), split.partition_size, i, &begin, &end);
+//   PartitionKeyRange(AttentionFirstKey(true, window, pos), AttentionLastKey(true, pos, kv_len),
+//                     split.partition_size, i, &begin, &end);
 #ifndef PAGEDKV_KERNELS_ATTENTION_SPLIT_H_
 #define PAGEDKV_KERNELS_ATTENTION_SPLIT_H_
 
@@ -32,13 +35,32 @@ PAGEDKV_HD int64_t AttentionLastKey(bool causal, int64_t position, int64_t kv_le
   return causal && position < kv_len ? position : kv_len - 1;
 }
 
-// Keys [*begin, *end) of partition `partition` for a token reading keys [0, last_key]; empty
-// (*begin >= *end) when the partition starts past the token's causal limit.
+// First key position (inclusive) a query token at `position` reads under a sliding window of
+// `window` keys (0: full attention): transformers' sliding-window causal mask, query i attends key
+// j iff j <= i and i - j < window, so first = max(0, position - window + 1). 0 when not causal or
+// window <= 0 (the window is a causal mask; ValidatePagedAttention refuses it without causal).
+// REQUIRES: position >= 0.
+PAGEDKV_HD int64_t AttentionFirstKey(bool causal, int64_t window, int64_t position) {
+  if (!causal || window <= 0) return 0;
+  const int64_t first = position - window + 1;
+  return first > 0 ? first : 0;
+}
+
+// Keys [*begin, *end) of partition `partition` for a token reading keys [first_key, last_key];
+// empty (*begin >= *end) when the partition ends before the window or starts past the token's
+// causal limit.
+PAGEDKV_HD void PartitionKeyRange(int64_t first_key, int64_t last_key, int64_t partition_size,
+                                  int64_t partition, int64_t* begin, int64_t* end) {
+  const int64_t start = partition * partition_size;
+  const int64_t stop = start + partition_size;
+  *begin = start > first_key ? start : first_key;
+  *end = stop < last_key + 1 ? stop : last_key + 1;
+}
+
+// PartitionKeyRange for keys [0, last_key] (full attention).
 PAGEDKV_HD void PartitionKeyRange(int64_t last_key, int64_t partition_size, int64_t partition,
                                   int64_t* begin, int64_t* end) {
-  *begin = partition * partition_size;
-  const int64_t stop = *begin + partition_size;
-  *end = stop < last_key + 1 ? stop : last_key + 1;
+  PartitionKeyRange(0, last_key, partition_size, partition, begin, end);
 }
 
 // Inputs of the split-K heuristic.

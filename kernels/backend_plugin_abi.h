@@ -32,8 +32,9 @@
 
 #include "pagedkv/kernels/op_args.h"
 
-// Version of the table below; the loader and the plugin must agree on it.
-inline constexpr uint32_t kPagedkvPluginAbiVersion = 1;
+// Version of the table below; the loader and the plugin must agree on it. 2: PagedAttentionArgs
+// gained sliding_window (same size, so the args fingerprint alone would not catch it).
+inline constexpr uint32_t kPagedkvPluginAbiVersion = 2;
 // Name of the exported entry point.
 inline constexpr const char kPagedkvPluginEntryName[] = "pagedkv_backend_plugin";
 

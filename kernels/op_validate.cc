@@ -358,6 +358,13 @@ absl::Status ValidatePagedAttention(const PagedAttentionArgs& args) {
                          " is not a multiple of cache.num_kv_heads = ", args.cache.num_kv_heads));
   }
   if (!(args.scale >= 0.0f)) return Invalid(op, "scale must be >= 0 (0: 1/sqrt(head_dim))");
+  if (args.sliding_window < 0) {
+    return Invalid(op, absl::StrCat("sliding_window must be >= 0 (0: full attention), got ",
+                                    args.sliding_window));
+  }
+  if (args.sliding_window > 0 && !args.causal) {
+    return Invalid(op, "sliding_window needs causal = true (the window is a causal mask)");
+  }
   return absl::OkStatus();
 }
 

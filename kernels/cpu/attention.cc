@@ -58,14 +58,16 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool) {
       const auto kvh = static_cast<int32_t>(job % cache.num_kv_heads);
       const int32_t s = SequenceOf(args, t);
       const int64_t head = t * args.num_q_heads + int64_t{kvh} * group;
-      simd::AttendGroup(
-          cache, {.q = args.q + head * hd,
-                  .out = args.out + head * hd,
-                  .table = args.block_tables + int64_t{s} * args.max_blocks_per_seq,
-                  .num_keys = AttentionLastKey(args.causal, args.positions[t], args.kv_lens[s]) + 1,
-                  .kv_head = kvh,
-                  .group = group,
-                  .scale = scale});
+      const int64_t position = args.positions[t];
+      simd::AttendGroup(cache,
+                        {.q = args.q + head * hd,
+                         .out = args.out + head * hd,
+                         .table = args.block_tables + int64_t{s} * args.max_blocks_per_seq,
+                         .first_key = AttentionFirstKey(args.causal, args.sliding_window, position),
+                         .num_keys = AttentionLastKey(args.causal, position, args.kv_lens[s]) + 1,
+                         .kv_head = kvh,
+                         .group = group,
+                         .scale = scale});
     }
   });
   return absl::OkStatus();

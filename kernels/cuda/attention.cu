@@ -11,9 +11,9 @@
 // OnlineSoftmax per head (kernels/softmax_math.h); the warps' states are merged in shared memory
 // with MergeAttentionState. With one partition the block writes the normalised output; otherwise
 // it writes its partial (m, l, unnormalised accumulator) to the workspace and the merge kernel
-// folds the partitions with the same MergeAttentionState. Key ranges come from AttentionLastKey /
-// PartitionKeyRange and the partition count from ChooseAttentionSplit (kernels/attention_split.h),
-// the functions the CPU tests exercise.
+// folds the partitions with the same MergeAttentionState. Key ranges come from AttentionFirstKey
+// (the sliding window) / AttentionLastKey / PartitionKeyRange and the partition count from
+// ChooseAttentionSplit (kernels/attention_split.h), the functions the CPU tests exercise.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -194,12 +194,15 @@ __device__ __forceinline__ PartitionWork LocatePartition(const PagedAttentionArg
   const int64_t kv_len = a.kv_lens[s];
   const int64_t position = a.positions[w.token];
   const int64_t capacity = static_cast<int64_t>(a.max_blocks_per_seq) * cache.block_size;
+  int64_t first = 0;
   int64_t last = -1;  // no key (only reachable with ContentCheck::kTrusted)
   if (PositionValid(position) && kv_len >= 1) {
+    first = AttentionFirstKey(a.causal, a.sliding_window, position);
     last = AttentionLastKey(a.causal, position, kv_len);
     if (last >= capacity) last = capacity - 1;
   }
-  PartitionKeyRange(last, plan.partition_size, w.partition, &w.begin, &w.end);
+  // Partitions are clipped to [first, last]: those wholly outside the window are empty.
+  PartitionKeyRange(first, last, plan.partition_size, w.partition, &w.begin, &w.end);
   w.table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   return w;
 }

@@ -450,6 +450,82 @@ TEST_F(CudaParityTest, PagedAttentionSplitKMatchesCpu) {
   }
 }
 
+// Sliding windows on the split-K path: long sequences (partitions wholly before the window are
+// empty, one is cut by it) and a short one, windows of 1, inside a partition, across several
+// partitions and longer than any sequence, against the CPU backend (which tests/kernels/
+// sliding_window_attention_test.cc checks against a masked float64 reference).
+TEST_F(CudaParityTest, PagedAttentionSlidingWindowSplitKMatchesCpu) {
+  const int32_t block_size = 16, max_blocks = 200, nq = 8, nkv = 2, hd = 64;
+  const std::vector<int32_t> kv_lens = {3000, 37, 2100};
+  const std::vector<int32_t> scheduled = {1, 5, 3};
+  std::vector<int32_t> qsl = {0}, positions, tables(kv_lens.size() * max_blocks, -1);
+  int32_t num_blocks = 0;
+  for (int32_t len : kv_lens) num_blocks += (len + block_size - 1) / block_size;
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), std::mt19937(23));
+  size_t next = 0;
+  for (size_t s = 0; s < kv_lens.size(); ++s) {
+    for (int32_t b = 0; b * block_size < kv_lens[s]; ++b)
+      tables[s * max_blocks + b] = blocks[next++];
+    for (int32_t p = kv_lens[s] - scheduled[s]; p < kv_lens[s]; ++p) positions.push_back(p);
+    qsl.push_back(qsl.back() + scheduled[s]);
+  }
+  const int64_t num_tokens = positions.size();
+  PagedKvLayout layout{.dtype = DType::kBF16,
+                       .num_blocks = num_blocks,
+                       .block_size = block_size,
+                       .num_kv_heads = nkv,
+                       .head_dim = hd};
+  std::vector<float> k_pages(layout.NumElements()), v_pages(layout.NumElements());
+  const auto k_values = RandomFloats(layout.NumElements(), 24, -2.0f, 2.0f);
+  const auto v_values = RandomFloats(layout.NumElements(), 25);
+  for (int64_t i = 0; i < layout.NumElements(); ++i) {
+    StoreElement(k_pages.data(), layout.dtype, i, k_values[i]);
+    StoreElement(v_pages.data(), layout.dtype, i, v_values[i]);
+  }
+  const auto q = RandomFloats(num_tokens * nq * hd, 26, -2.0f, 2.0f);
+  auto dq = Upload(q);
+  auto dpos = Upload(positions);
+  auto dqsl = Upload(qsl);
+  auto dlens = Upload(kv_lens);
+  auto dtables = Upload(tables);
+  auto dk = Upload(k_pages);
+  auto dv = Upload(v_pages);
+  for (int32_t window : {1, 7, 300, 1500, 4096}) {
+    std::vector<float> out_cpu(q.size());
+    PagedAttentionArgs args{.q = q.data(),
+                            .out = out_cpu.data(),
+                            .positions = positions.data(),
+                            .query_start_loc = qsl.data(),
+                            .kv_lens = kv_lens.data(),
+                            .block_tables = tables.data(),
+                            .num_tokens = num_tokens,
+                            .num_seqs = static_cast<int32_t>(kv_lens.size()),
+                            .num_q_heads = nq,
+                            .max_blocks_per_seq = max_blocks,
+                            .sliding_window = window,
+                            .cache = layout};
+    args.cache.k = k_pages.data();
+    args.cache.v = v_pages.data();
+    ASSERT_TRUE(cpu::PagedAttention(args).ok());
+    auto dout = Upload(std::vector<float>(q.size(), NAN));
+    PagedAttentionArgs dargs = args;
+    dargs.q = dq.data();
+    dargs.out = dout.data();
+    dargs.positions = dpos.data();
+    dargs.query_start_loc = dqsl.data();
+    dargs.kv_lens = dlens.data();
+    dargs.block_tables = dtables.data();
+    dargs.cache.k = dk.data();
+    dargs.cache.v = dv.data();
+    const absl::Status status = cuda::PagedAttention(dargs);
+    ASSERT_TRUE(status.ok()) << status;
+    Sync();
+    ExpectClose(Download(dout), out_cpu, 1e-4, 1e-5, "PagedAttention sliding window");
+  }
+}
+
 // Bad index arrays: InvalidArgument with the CPU backend's message, and no device memory written.
 // The page ops over every layout of layout_cases.h: the device buffer is a copy of the guarded host
 // buffer, so both backends see the same bytes, and the device's padding must stay untouched.

@@ -165,7 +165,10 @@ struct PAGEDKV_EXPORT ReRotateArgs {
 // [query_start_loc[s], query_start_loc[s + 1]) and kv_lens[s] cached tokens, logical position j at
 // slot cache.SlotForPosition(block_tables + s * max_blocks_per_seq, j). A query token at position
 // p attends to kv positions [0, min(p, kv_lens[s] - 1)] (causal) or [0, kv_lens[s]) (not causal).
-// GQA: query head h reads kv head h / (num_q_heads / num_kv_heads). Online softmax in fp32.
+// A sliding window W > 0 (causal only) drops keys more than W - 1 positions back: the query at p
+// reads keys j with j <= p and p - j < W, i.e. [max(0, p - W + 1), min(p, kv_lens[s] - 1)]
+// (transformers' sliding-window causal mask; Mistral, Qwen2). GQA: query head h reads kv head h /
+// (num_q_heads / num_kv_heads). Online softmax in fp32.
 struct PAGEDKV_EXPORT PagedAttentionArgs {
   const float* q = nullptr;                  // [num_tokens, num_q_heads, head_dim], rotated
   float* out = nullptr;                      // [num_tokens, num_q_heads, head_dim]
@@ -179,6 +182,7 @@ struct PAGEDKV_EXPORT PagedAttentionArgs {
   int32_t max_blocks_per_seq = 0;  // row stride of block_tables
   float scale = 0.0f;              // score scale; 0 means 1 / sqrt(head_dim)
   bool causal = true;              // false: attend to all kv_lens[s] tokens
+  int32_t sliding_window = 0;      // >= 0; W > 0: keys j with p - j < W only (needs causal)
   PagedKvLayout cache;             // the layer's pages
 };
 

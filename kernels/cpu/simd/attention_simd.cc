@@ -229,7 +229,7 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
   const float* k_rows[kChunk];
   const float* v_rows[kChunk];
   for (int g = 0; g < ng; ++g) std::fill(acc[g], acc[g] + hd, 0.0f);
-  for (int64_t j0 = 0; j0 < job.num_keys; j0 += kChunk) {
+  for (int64_t j0 = job.first_key; j0 < job.num_keys; j0 += kChunk) {
     const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
     ChunkRows(cache, job.table, job.kv_head, j0, nk, k_scratch, v_scratch, k_rows, v_rows);
     for (int g = 0; g < ng; ++g) {

@@ -66,13 +66,14 @@ PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int6
 PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
 
 // One query token's heads of one KV head (the GQA group): out[g] = softmax(q[g] K^T * scale) V
-// over keys [0, num_keys) of the sequence, one exp per key and head (online softmax over chunks of
-// keys: the running state is rescaled once per chunk).
+// over keys [first_key, num_keys) of the sequence, one exp per key and head (online softmax over
+// chunks of keys: the running state is rescaled once per chunk).
 struct PAGEDKV_EXPORT AttentionGroup {
   const float* q = nullptr;        // [group, head_dim]: the group's query heads, contiguous
   float* out = nullptr;            // [group, head_dim]
   const int32_t* table = nullptr;  // the sequence's block table
-  int64_t num_keys = 0;            // >= 0 (none: out is 0)
+  int64_t first_key = 0;           // first key read, >= 0 (a sliding window's start)
+  int64_t num_keys = 0;            // end of the keys read, >= 0 (none: out is 0)
   int32_t kv_head = 0;
   int32_t group = 0;   // query heads sharing kv_head, >= 1
   float scale = 0.0f;  // score scale (> 0)
