@@ -143,6 +143,56 @@ absl::Status ReadShape(const GgufFile& f, ModelConfig* c) {
   return ReadHeadDim(f, c);
 }
 
+// Layers of a sliding_window_pattern, as llama.cpp reads it: a bool array (one per layer, true:
+// windowed) or an integer period N (llama_hparams::set_swa_pattern: layer l is windowed iff N == 0
+// or l % N < N - 1, so the last layer of each period has full attention).
+absl::StatusOr<std::vector<bool>> ReadSwaPattern(const GgufFile& f, const std::string& key,
+                                                 int32_t n_layers) {
+  const GgufValue* v = f.Find(key);
+  std::vector<bool> windowed(static_cast<size_t>(n_layers), true);
+  if (v == nullptr) return windowed;  // no pattern: every layer
+  if (v->type == GgufValueType::kArray) {
+    PAGEDKV_ASSIGN_OR_RETURN(const std::vector<GgufValue>* a,
+                             f.GetArray(key, GgufValueType::kBool));
+    if (a->size() != windowed.size()) {
+      return Bad(
+          f, absl::StrCat("key '", key, "' has ", a->size(),
+                          " entries; it must have one per layer (block_count = ", n_layers, ")"));
+    }
+    for (size_t l = 0; l < a->size(); ++l) windowed[l] = (*a)[l].u != 0;
+    return windowed;
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(int64_t period, f.GetInt(key));
+  if (period < 0 || period > INT32_MAX) {
+    return Bad(f, absl::StrCat("key '", key, "' = ", period,
+                               " must be a period >= 0 or a bool array (one per layer)"));
+  }
+  for (int64_t l = 0; l < n_layers; ++l) {
+    windowed[static_cast<size_t>(l)] = period == 0 || l % period < period - 1;
+  }
+  return windowed;
+}
+
+// llama.attention.sliding_window (absent or 0: none) and its per-layer pattern -> layer_window.
+absl::Status ReadSlidingWindow(const GgufFile& f, ModelConfig* c) {
+  const std::string key = "llama.attention.sliding_window";
+  if (f.Find(key) == nullptr) return absl::OkStatus();
+  PAGEDKV_ASSIGN_OR_RETURN(int64_t window, f.GetInt(key));
+  if (window < 0 || window > INT32_MAX) {
+    return Bad(f, absl::StrCat("key '", key, "' = ", window, " must be in [0, 2^31) (0: none)"));
+  }
+  if (window == 0) return absl::OkStatus();
+  PAGEDKV_ASSIGN_OR_RETURN(
+      std::vector<bool> windowed,
+      ReadSwaPattern(f, "llama.attention.sliding_window_pattern", c->n_layers));
+  c->layer_window.assign(windowed.size(), 0);
+  for (size_t l = 0; l < windowed.size(); ++l) {
+    if (windowed[l]) c->layer_window[l] = static_cast<int32_t>(window);
+  }
+  if (!c->HasSlidingWindow()) c->layer_window.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f) {
@@ -153,6 +203,7 @@ absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f) {
   }
   ModelConfig c;
   PAGEDKV_RETURN_IF_ERROR(ReadShape(f, &c));
+  PAGEDKV_RETURN_IF_ERROR(ReadSlidingWindow(f, &c));
   const int32_t hd = c.head_dim();
   PAGEDKV_ASSIGN_OR_RETURN(double eps,
                            OptionalFloat(f, "llama.attention.layer_norm_rms_epsilon", 1e-5));

@@ -8,7 +8,10 @@
 // attention.head_count_kv, attention.layer_norm_rms_epsilon, rope.freq_base,
 // rope.dimension_count (must be the head size), vocab_size}, llama.rope.scaling.{type, factor,
 // original_context_length} ("none", "linear", "yarn"; Llama-3 frequency tables in a
-// rope_freqs.weight tensor are refused by name) and tokenizer.ggml.{bos,eos,eot}_token_id.
+// rope_freqs.weight tensor are refused by name), tokenizer.ggml.{bos,eos,eot}_token_id, and
+// llama.attention.sliding_window (absent or 0: none) with llama.attention.sliding_window_pattern
+// (absent: every layer windowed; a bool array, one per layer; or llama.cpp's integer period N:
+// layer l windowed iff N == 0 or l % N < N - 1) -> ModelConfig::layer_window.
 //
 // Tensors: token_embd, output_norm, output (absent: tied to the embedding) and per layer N
 // blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/model/hf_sliding_window.h"
 #include "engine/model/json_fields.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/status_macros.h"
@@ -47,12 +48,15 @@ absl::Status RefuseUnsupported(const json& j, const std::string& arch, const std
   if (act.has_value() && *act != "silu") {
     return Unsupported(where, absl::StrCat("hidden_act \"", *act, "\" (only \"silu\")"));
   }
-  for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> on, OptionalBool(j, key, where));
     if (on.value_or(false)) return Unsupported(where, absl::StrCat(key, " = true"));
   }
-  if (arch == "MistralForCausalLM" && FindField(j, "sliding_window") != nullptr) {
-    return Unsupported(where, "sliding_window (set it to null for full attention)");
+  // Mistral and Qwen2 windows are read by ReadHfSlidingWindow; Llama has none.
+  if (arch == "LlamaForCausalLM") {
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> on, OptionalBool(j, "use_sliding_window", where));
+    if (on.value_or(false))
+      return Unsupported(where, "use_sliding_window = true (LlamaForCausalLM)");
   }
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> partial,
                            OptionalNumber(j, "partial_rotary_factor", where));
@@ -228,6 +232,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& config_json,
   PAGEDKV_RETURN_IF_ERROR(RefuseUnsupported(j, hf.architecture, cw));
   ModelConfig& c = hf.config;
   PAGEDKV_RETURN_IF_ERROR(ReadShape(j, cw, &c));
+  PAGEDKV_RETURN_IF_ERROR(ReadHfSlidingWindow(j, hf.architecture, cw, &c));
   c.qkv_bias = hf.architecture == "Qwen2ForCausalLM";
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> theta, OptionalNumber(j, "rope_theta", cw));
   RopeConfig rope;

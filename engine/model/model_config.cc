@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
@@ -80,7 +81,30 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("model config: rope_base must be > 1, got %g", rope_base));
   }
-  return ValidateRopeAndTokens();
+  PAGEDKV_RETURN_IF_ERROR(ValidateRopeAndTokens());
+  return ValidateLayerWindow();
+}
+
+bool ModelConfig::HasSlidingWindow() const {
+  return std::any_of(layer_window.begin(), layer_window.end(), [](int32_t w) { return w > 0; });
+}
+
+absl::Status ModelConfig::ValidateLayerWindow() const {
+  if (!layer_window.empty() && layer_window.size() != static_cast<size_t>(n_layers)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: layer_window has %d entries; it must be empty (no sliding window) or have "
+        "one per layer (n_layers = %d)",
+        layer_window.size(), n_layers));
+  }
+  for (size_t l = 0; l < layer_window.size(); ++l) {
+    if (layer_window[l] < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model config: layer_window[%d] = %d must be >= 0 (0: full attention, W > 0: the last "
+          "W positions)",
+          l, layer_window[l]));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ModelConfig::ValidateHeads() const {
@@ -144,8 +168,12 @@ std::string ModelConfig::ToString() const {
   // Only an explicit head width is listed, so the text of older configs is unchanged.
   const std::string head =
       explicit_head_dim > 0 ? absl::StrFormat(" head_dim=%d", explicit_head_dim) : "";
+  // Likewise the windows only when some layer has one.
+  const std::string window =
+      HasSlidingWindow() ? absl::StrCat(" layer_window=", absl::StrJoin(layer_window, ",")) : "";
   return absl::StrCat(base, head, rope.has_value() ? " " : "",
-                      rope.has_value() ? rope->Fingerprint() : "", qkv_bias ? " qkv_bias=1" : "");
+                      rope.has_value() ? rope->Fingerprint() : "", qkv_bias ? " qkv_bias=1" : "",
+                      window);
 }
 
 }  // namespace pagedkv

@@ -133,6 +133,7 @@ absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer, con
   attn.num_seqs = rows.num_seqs;
   attn.num_q_heads = c.n_heads;
   attn.max_blocks_per_seq = rows.max_blocks_per_seq;
+  attn.sliding_window = c.LayerWindow(layer);  // 0: full attention
   attn.cache = kv_layouts_[static_cast<size_t>(layer)];
   PAGEDKV_RETURN_IF_ERROR(b.PagedAttention(attn));
   PAGEDKV_RETURN_IF_ERROR(MatMul(

@@ -15,6 +15,10 @@
 // width, and then q_proj is [n_heads * head_dim, dim], k_proj and v_proj [n_kv_heads * head_dim,
 // dim] and o_proj [dim, n_heads * head_dim] (q_dim() and kv_dim() give those widths).
 //
+// Sliding-window layers (Mistral, Qwen2): layer_window[l] = W > 0 makes layer l attend only to the
+// last W positions, transformers' sliding-window causal mask: the query at position i reads key j
+// iff j <= i and i - j < W. An empty layer_window (or 0 for a layer) is full causal attention.
+//
 // Example:
 //   pagedkv::ModelConfig config{.dim = 64, .hidden_dim = 172, .n_layers = 4, .n_heads = 4,
 //                               .n_kv_heads = 4, .vocab_size = 512, .seq_len = 128};
@@ -54,6 +58,9 @@ struct PAGEDKV_EXPORT ModelConfig {
   // Tokens that end generation (llama2.c: BOS and EOS, as run.c; Hugging Face:
   // generation_config.json's eos_token_id).
   std::vector<int32_t> stop_token_ids = {1, 2};
+  // Per-layer sliding window: empty (every layer full attention) or n_layers entries, each 0 (full
+  // attention) or W > 0 (keys j with i - j < W only). See the banner.
+  std::vector<int32_t> layer_window = {};
 
   // Per-head width: explicit_head_dim when set, else dim / n_heads. REQUIRES: Validate().ok().
   int32_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads; }
@@ -62,6 +69,12 @@ struct PAGEDKV_EXPORT ModelConfig {
   int32_t q_dim() const { return n_heads * head_dim(); }
   // Width of the K and V projections: n_kv_heads * head_dim. REQUIRES: Validate().ok().
   int32_t kv_dim() const { return n_kv_heads * head_dim(); }
+  // The sliding window of `layer` (0: full attention). REQUIRES: 0 <= layer < n_layers.
+  int32_t LayerWindow(int32_t layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
+  // True when some layer has a sliding window.
+  bool HasSlidingWindow() const;
   // Number of fp32 parameters (including the classifier when it is not shared).
   // REQUIRES: Validate().ok().
   int64_t NumParameters() const;
@@ -69,8 +82,9 @@ struct PAGEDKV_EXPORT ModelConfig {
   // OK when every field is positive and consistent: n_heads divides dim (unless
   // explicit_head_dim is set; it must not be negative), n_kv_heads divides n_heads, head_dim is
   // even (RoPE rotates pairs), the tensors fit in memory sizes (each below 2^31 elements), `rope`
-  // (when set) is valid for head_dim, and the BOS and stop ids are inside the vocabulary. Otherwise
-  // InvalidArgument naming the field.
+  // (when set) is valid for head_dim, the BOS and stop ids are inside the vocabulary, and
+  // layer_window is empty or has n_layers entries, each >= 0. Otherwise InvalidArgument naming the
+  // field.
   absl::Status Validate() const;
 
   // The part of Validate() for the head counts and head_dim (after the sizes are positive).
@@ -79,7 +93,11 @@ struct PAGEDKV_EXPORT ModelConfig {
   // The part of Validate() for rope, bos_token_id and stop_token_ids.
   absl::Status ValidateRopeAndTokens() const;
 
-  // A stable text form of every field, e.g. for a cache's model fingerprint.
+  // The part of Validate() for layer_window.
+  absl::Status ValidateLayerWindow() const;
+
+  // A stable text form of every field, e.g. for a cache's model fingerprint. layer_window is
+  // listed only when some layer is windowed, so configs without windows keep their text.
   std::string ToString() const;
 };
 

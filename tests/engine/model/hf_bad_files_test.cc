@@ -189,12 +189,14 @@ TEST_F(HfBadFilesTest, UnsupportedConfigFieldsAreNamed) {
   }
   const auto dir = Dir("mistral_window");
   json config = model_.ConfigJson();
+  // Windows are read (tests/engine/model/sliding_window_test.cc); a bad one is refused.
   config["architectures"] = {"MistralForCausalLM"};
-  config["sliding_window"] = 4096;
+  config["sliding_window"] = -3;
   WriteFile(dir / "config.json", config.dump());
-  ExpectInvalid(Load(dir), "config.json", "sliding_window");
-  config["architectures"] = {"Qwen2ForCausalLM"};
-  config["use_sliding_window"] = true;
+  ExpectInvalid(Load(dir), "config.json", "\"sliding_window\" must be an integer in [1, 2^31)");
+  config["architectures"] = {"LlamaForCausalLM"};
+  config["sliding_window"] = nullptr;
+  config["use_sliding_window"] = true;  // LlamaConfig has no sliding window
   WriteFile(dir / "config.json", config.dump());
   ExpectInvalid(Load(dir), "config.json", "use_sliding_window");
 }

@@ -45,6 +45,11 @@ struct HfTestSpec {
   nlohmann::json rope_scaling = nullptr;  // as in config.json
   bool write_head_dim = false;            // also write "head_dim"
   int head_dim = 0;  // > 0: this head width (written as "head_dim"); 0: dim / heads
+  // Per-layer sliding window of the reference (empty or 0: full causal attention; W > 0: the query
+  // at i reads key j iff j <= i and i - j < W, transformers' sliding_window_overlay). The config
+  // keys that select it go into config_patch.
+  std::vector<int> layer_window = {};
+  nlohmann::json config_patch = nullptr;  // merged into config.json last (JSON merge patch)
 };
 
 struct HfTestTensor {
@@ -131,6 +136,7 @@ struct HfTestModel {
     if (spec.arch == "Qwen2ForCausalLM") c["use_sliding_window"] = false;
     if (spec.arch == "LlamaForCausalLM") c["attention_bias"] = false;
     if (spec.write_head_dim || spec.head_dim > 0) c["head_dim"] = head_dim();
+    if (!spec.config_patch.is_null()) c.merge_patch(spec.config_patch);
     return c;
   }
 
@@ -286,6 +292,12 @@ struct HfTestModel {
     return spec.tie ? T(spec.stored_tied) : T("model.embed_tokens.weight");
   }
 
+  // Whether layer l's query at position i reads the key at j <= i (the sliding-window mask).
+  bool Visible(int l, size_t i, size_t j) const {
+    const int w = spec.layer_window.empty() ? 0 : spec.layer_window[static_cast<size_t>(l)];
+    return w <= 0 || i - j < static_cast<size_t>(w);
+  }
+
   // Logits at every position of `tokens`: [position][vocab]. The tokens run in forward calls that
   // end (exclusive) at `step_ends` (ascending, the last = tokens.size()); empty: one call. Each
   // call rotates its queries and keys for its own end (only "dynamic" scaling cares), and keys
@@ -332,6 +344,10 @@ inline std::vector<std::vector<double>> HfTestModel::Logits(const std::vector<in
         std::vector<double> score(t + 1);
         double mx = -1e300, sum = 0;
         for (size_t s = 0; s <= t; ++s) {
+          if (!Visible(l, t, s)) {
+            score[s] = -INFINITY;
+            continue;
+          }
           double dot = 0;
           for (size_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[s][g * hd + i];
           score[s] = dot / std::sqrt(static_cast<double>(hd));
