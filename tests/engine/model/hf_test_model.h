@@ -4,7 +4,8 @@
 // generation_config.json, safetensors in F32 / F16 / BF16, one file or shards with
 // model.safetensors.index.json), and a plain float64 reference forward pass written from the
 // transformers formulas (RMSNorm, q/k/v (+ bias), half-split RoPE with each rope_scaling type,
-// causal GQA attention, SwiGLU, tied or separate LM head).
+// causal GQA attention (with per-layer sliding windows: HfTestSpec::layer_window), SwiGLU, tied
+// or separate LM head).
 //
 // Weights are small dyadic fractions (k / 2^n, |k| < 128) so that F16 and BF16 hold them
 // exactly: the reference uses the same values the file stores.
