@@ -6,9 +6,10 @@
 //
 // A query token at position p of a sequence with kv_len cached tokens attends to keys
 // [first, last], first = AttentionFirstKey(...) (0 without a sliding window), last =
-// AttentionLastKey(...). Split-K cuts [0, capacity) into num_partitions ranges of partition_size
-// keys; partition i covers [i * partition_size, (i + 1) * partition_size) clipped to [first, last]
-// (possibly empty: partitions wholly before the window or past the causal limit). Each partition
+// AttentionLastKey(...). Split-K tiles each token's range from its first key: partition i covers
+// [first + i * partition_size, first + (i + 1) * partition_size) clipped to last (possibly empty,
+// past the causal limit), so num_partitions * partition_size >= the most keys any token reads
+// (at most kv_len, and at most the window) covers every range. Each partition
 // yields a partial OnlineSoftmax state and accumulator; MergeAttentionState
 // (kernels/softmax_math.h) combines them.
 //
@@ -46,14 +47,14 @@ PAGEDKV_HD int64_t AttentionFirstKey(bool causal, int64_t window, int64_t positi
   return first > 0 ? first : 0;
 }
 
-// Keys [*begin, *end) of partition `partition` for a token reading keys [first_key, last_key];
-// empty (*begin >= *end) when the partition ends before the window or starts past the token's
-// causal limit.
+// Keys [*begin, *end) of partition `partition` for a token reading keys [first_key, last_key]:
+// [first_key + partition * partition_size, + partition_size) clipped to last_key; empty
+// (*begin >= *end) when it starts past the token's causal limit. Partitions 0 .. n - 1 cover the
+// token's keys exactly once when n * partition_size >= last_key - first_key + 1.
 PAGEDKV_HD void PartitionKeyRange(int64_t first_key, int64_t last_key, int64_t partition_size,
                                   int64_t partition, int64_t* begin, int64_t* end) {
-  const int64_t start = partition * partition_size;
-  const int64_t stop = start + partition_size;
-  *begin = start > first_key ? start : first_key;
+  *begin = first_key + partition * partition_size;
+  const int64_t stop = *begin + partition_size;
   *end = stop < last_key + 1 ? stop : last_key + 1;
 }
 
@@ -65,9 +66,9 @@ PAGEDKV_HD void PartitionKeyRange(int64_t last_key, int64_t partition_size, int6
 
 // Inputs of the split-K heuristic.
 struct PAGEDKV_EXPORT AttentionSplitInputs {
-  int64_t max_keys = 0;       // upper bound of any sequence's keys (max kv_len, or capacity)
-  int64_t base_blocks = 0;    // CUDA blocks without split: tokens x kv heads x head tiles
-  int32_t num_sms = 1;        // streaming multiprocessors of the device
+  int64_t max_keys = 0;     // upper bound of any token's keys (max kv_len or capacity; the window)
+  int64_t base_blocks = 0;  // CUDA blocks without split: tokens x kv heads x head tiles
+  int32_t num_sms = 1;      // streaming multiprocessors of the device
   int64_t partial_bytes = 0;  // workspace bytes one partition needs (all tokens and q heads)
 };
 

@@ -201,7 +201,8 @@ __device__ __forceinline__ PartitionWork LocatePartition(const PagedAttentionArg
     last = AttentionLastKey(a.causal, position, kv_len);
     if (last >= capacity) last = capacity - 1;
   }
-  // Partitions are clipped to [first, last]: those wholly outside the window are empty.
+  // Partitions tile [first, last] from the window's first key (PlanPartitions sized them for at
+  // most the window's keys); those past last are empty.
   PartitionKeyRange(first, last, plan.partition_size, w.partition, &w.begin, &w.end);
   w.table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   return w;
@@ -438,6 +439,8 @@ absl::Status PagedAttention(const PagedAttentionArgs& args, cudaStream_t stream,
     if (max_kv_len >= 0) max_keys = max_kv_len;  // -1 (kDeferred): unknown, use the capacity
   }
   if (args.num_tokens == 0) return absl::OkStatus();
+  // A token reads at most sliding_window keys (partitions start at its window's first key).
+  if (args.sliding_window > 0 && args.sliding_window < max_keys) max_keys = args.sliding_window;
   PAGEDKV_RETURN_IF_ERROR(PlanPartitions(args, max_keys, *workspace, plan));
   const int32_t hd = cache.head_dim;
   plan.scale = args.scale > 0.0f ? args.scale : 1.0f / sqrtf(static_cast<float>(hd));

@@ -140,6 +140,54 @@ TEST(AttentionSplitTest, PartitionedAttentionMatchesFloat64ForEveryPartitionSize
   EXPECT_GT(cut, 0);    // ... and partitions the limit cuts short
 }
 
+// Split-K under a sliding window as the CUDA plan runs it: partitions tile the token's keys from
+// its window's first key, and only ceil(min(window, kv_len) / partition_size) of them are
+// launched; merged, they match float64 attention over keys [p - W + 1, p] (clipped at 0).
+TEST(AttentionSplitTest, WindowedPartitionsFromTheFirstKeyMatchFloat64) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  const int64_t kv_len = 150;
+  const Sequence seq{kv_len, RandomFloats(kv_len * kHeadDim, 31, -2.0f, 2.0f),
+                     RandomFloats(kv_len * kHeadDim, 32)};
+  int checked = 0;
+  for (int64_t window : {1, 2, 7, 64, 149, 150, 1000}) {
+    for (int64_t position : {kv_len - 1, int64_t{70}, int64_t{3}, int64_t{0}}) {
+      const auto q = RandomFloats(kHeadDim, 33 + position, -2.0f, 2.0f);
+      const int64_t first = AttentionFirstKey(/*causal=*/true, window, position);
+      const int64_t last = AttentionLastKey(/*causal=*/true, position, kv_len);
+      // Float64 reference over the visible keys only (j <= p and p - j < W), from the formula.
+      Sequence visible{last - first + 1, {}, {}};
+      for (int64_t j = 0; j <= last; ++j) {
+        if (position - j >= window) continue;
+        visible.k.insert(visible.k.end(), seq.k.begin() + j * kHeadDim,
+                         seq.k.begin() + (j + 1) * kHeadDim);
+        visible.v.insert(visible.v.end(), seq.v.begin() + j * kHeadDim,
+                         seq.v.begin() + (j + 1) * kHeadDim);
+      }
+      ASSERT_EQ(static_cast<int64_t>(visible.k.size()), visible.kv_len * kHeadDim);
+      const auto want = Reference(q.data(), visible, visible.kv_len - 1, scale);
+      for (int64_t partition_size : {1, 3, 16, 33, 150}) {
+        const int64_t bound = std::min(window, kv_len);
+        const int64_t num_partitions = (bound + partition_size - 1) / partition_size;
+        OnlineSoftmax total;
+        std::vector<float> acc(kHeadDim, 0.0f);
+        for (int64_t i = 0; i < num_partitions; ++i) {
+          int64_t begin, end;
+          PartitionKeyRange(first, last, partition_size, i, &begin, &end);
+          const Partial part = AttendRange(q.data(), seq, begin, end, scale);
+          MergeAttentionState(&total, acc.data(), part.state, part.acc.data(), kHeadDim);
+        }
+        for (int d = 0; d < kHeadDim; ++d) {
+          ASSERT_NEAR(acc[d] * total.InverseSum(), want[d], 2e-6)
+              << "window " << window << " position " << position << " partition_size "
+              << partition_size << " d " << d;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 7 * 4 * 5);
+}
+
 TEST(AttentionSplitTest, MergingAnEmptyStateChangesNothing) {
   OnlineSoftmax total;
   std::vector<float> acc = {0.0f, 0.0f};
