@@ -55,8 +55,9 @@ absl::Status RefuseUnsupported(const json& j, const std::string& arch, const std
   // Mistral and Qwen2 windows are read by ReadHfSlidingWindow; Llama has none.
   if (arch == "LlamaForCausalLM") {
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> on, OptionalBool(j, "use_sliding_window", where));
-    if (on.value_or(false))
+    if (on.value_or(false)) {
       return Unsupported(where, "use_sliding_window = true (LlamaForCausalLM)");
+    }
   }
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> partial,
                            OptionalNumber(j, "partial_rotary_factor", where));
