@@ -29,12 +29,23 @@ struct HybridRun {
   HybridReplayResult result;
 };
 
+// "full x12 | window 128 x12"; groups of one kind and window are summed ("x52 in 6 groups").
 std::string GroupsText(const std::vector<KvCacheGroupSpec>& groups) {
   std::vector<std::string> parts;
-  for (const KvCacheGroupSpec& g : groups) {
-    parts.push_back(g.kind == KvCacheGroupKind::kFullAttention
-                        ? absl::StrFormat("full x%d", g.num_layers)
-                        : absl::StrFormat("window %d x%d", g.sliding_window, g.num_layers));
+  for (size_t i = 0; i < groups.size();) {
+    size_t j = i;
+    int32_t layers = 0;
+    for (; j < groups.size() && groups[j].kind == groups[i].kind &&
+           groups[j].sliding_window == groups[i].sliding_window;
+         ++j) {
+      layers += groups[j].num_layers;
+    }
+    std::string part = groups[i].kind == KvCacheGroupKind::kFullAttention
+                           ? absl::StrFormat("full x%d", layers)
+                           : absl::StrFormat("window %d x%d", groups[i].sliding_window, layers);
+    if (j - i > 1) absl::StrAppendFormat(&part, " in %d groups", j - i);
+    parts.push_back(part);
+    i = j;
   }
   return absl::StrJoin(parts, " | ");
 }
@@ -52,13 +63,13 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& mod
       "workload %s\nmodel %s: %d layers; capacity %d full-model blocks of %d "
       "tokens\n\n",
       Describe(w), model.name, model.num_layers, capacity, c.block_size);
-  out << absl::StrFormat("%-9s %-44s %8s %9s %12s %12s %12s %9s %8s\n", "kv cache", "groups",
+  out << absl::StrFormat("%-9s %-36s %8s %9s %12s %12s %12s %9s %8s\n", "kv cache", "groups",
                          "pages", "tok hit", "prefill mean", "prefill peak", "decode mean",
                          "evictions", "refused");
   const double layers = model.num_layers;
   for (const HybridRun& r : runs) {
     out << absl::StrFormat(
-        "%-9s %-44s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name, GroupsText(r.groups),
+        "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name, GroupsText(r.groups),
         r.pages, 100 * r.result.TokenHitRate(), r.result.mean_prefill_layer_blocks / layers,
         r.result.peak_prefill_layer_blocks / layers, r.result.mean_decode_layer_blocks / layers,
         r.result.evictions, r.result.refused);
