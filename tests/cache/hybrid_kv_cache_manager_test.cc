@@ -14,6 +14,7 @@
 #include "cache/hybrid_kv_cache_manager_internal.h"
 #include "gtest/gtest.h"
 #include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/kv_event_codec.h"
 
 namespace pagedkv {
 namespace {
@@ -297,6 +298,24 @@ TEST_F(HybridTest, EventsCarryGroupFields) {
   EXPECT_EQ(removed_group0 + removed_group1, 6);
   EXPECT_EQ(removed_group0, 3);
   ASSERT_TRUE(manager_->Free(2).ok());
+}
+
+// The group fields travel on the wire in vLLM 0.33's layout and come back unchanged.
+TEST_F(HybridTest, GroupFieldsSurviveTheVllmWireFormat) {
+  Make({Full(), Window(8)}, /*num_blocks=*/16, /*events=*/true);
+  CacheRequest r = manager_->NewRequest(1, Prompt(12)).value();
+  ASSERT_TRUE(manager_->AllocateSlots(r, 12).ok());
+  const KvEventBatch batch = manager_->TakeEventBatch(3.0);
+  const std::string wire = EncodeKvEventBatch(
+      batch, {.encoding = KvEventEncoding::kVllm, .hash_format = KvBlockHashFormat::kBytes});
+  const KvEventBatch back = DecodeKvEventBatch(wire).value();
+  ASSERT_EQ(back.events.size(), 2u);
+  EXPECT_EQ(back.events[1].group_idx, 1);
+  EXPECT_EQ(back.events[1].kv_cache_spec_kind, "sliding_window");
+  EXPECT_EQ(back.events[1].kv_cache_spec_sliding_window, 8);
+  EXPECT_EQ(back.events[0].kv_cache_spec_kind, "full_attention");
+  EXPECT_EQ(back.events[0].block_hashes, batch.events[0].block_hashes);
+  ASSERT_TRUE(manager_->Free(1).ok());
 }
 
 TEST_F(HybridTest, LayerWeightedBlocksOfALongRequest) {
