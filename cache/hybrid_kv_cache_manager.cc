@@ -55,6 +55,11 @@ absl::Status CheckGroups(const std::vector<KvCacheGroupSpec>& groups) {
 
 absl::StatusOr<std::unique_ptr<HybridKvCacheManager>> HybridKvCacheManager::Create(
     HybridKvCacheManagerOptions options, std::unique_ptr<EvictionPolicy> policy) {
+  if (options.num_blocks <= 0 || options.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HybridKvCacheManagerOptions.num_blocks and block_size must be > 0, got ",
+                     options.num_blocks, " and ", options.block_size));
+  }
   PAGEDKV_RETURN_IF_ERROR(CheckGroups(options.groups));
   if (options.vocab_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -70,6 +70,10 @@ TEST(HybridCacheReplayTest, CacheModeFlagReportsBothModels) {
   c.model = "llama-3-8b";
   EXPECT_EQ(RunCacheMode(c, w, out).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(RunHybridCacheReplay(ExpandedWorkload{}, {.capacity_blocks = 0}).ok());
+  c.model = "gpt-oss-20b";
+  c.mode = "serve";
+  std::ostringstream err;
+  EXPECT_EQ(RunReplay(c, out, err).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
