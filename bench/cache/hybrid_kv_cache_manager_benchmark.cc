@@ -14,6 +14,7 @@
 //   ns_per_step   thread CPU ns per decode AllocateSlots (releases included).
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/cache/bench_util.h"
@@ -42,7 +43,8 @@ struct Run {
 // One request: prompt, decode, free; returns the layer-weighted blocks held at the end.
 Run OneRequest(HybridKvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id) {
   Run run;
-  CacheRequest r = *m.NewRequest(id, prompt);
+  // A salt per request: no hits and no duplicates of an earlier request's cached blocks.
+  CacheRequest r = *m.NewRequest(id, prompt, {.cache_salt = std::to_string(id)});
   run.ok &= m.AllocateSlots(r, r.num_tokens()).ok();
   const double start = bench::ThreadCpuNs();
   for (int s = 0; s < kDecodeSteps; ++s) {
