@@ -107,7 +107,7 @@ struct PAGEDKV_EXPORT HybridComputedBlocks {
 // What AllocateSlots would do, from NumBlocksToAllocate.
 struct PAGEDKV_EXPORT HybridAllocationPlan {
   std::vector<int32_t> per_group;  // blocks each group takes from the pool (new + evictable hits)
-  int32_t total = 0;               // sum of per_group
+  int32_t total = 0;               // sum of per_group (saturated at num_blocks + 1, as are they)
   std::vector<int32_t> released;   // blocks each group unpins (out of the window)
   int32_t total_released = 0;      // sum of released
 };

@@ -8,7 +8,8 @@
 // rules: a LIFO free stack, LRU over released cached blocks, duplicates promoted when their
 // holder is evicted. Admissions with prefix hits, chunked prefill, decode and frees run for
 // several group layouts and seeds; after every step block tables, reference counts, free and
-// evictable counts and hit lengths must agree, and ValidateInvariants must pass.
+// evictable counts, hit lengths and NumBlocksToAllocate's totals must agree, and
+// ValidateInvariants must pass.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -98,6 +99,7 @@ class RefModel {
     const int64_t per_group = (computed + num_new + kBs - 1) / kBs - (computed + kBs - 1) / kBs;
     int need = static_cast<int>(per_group * groups_.size());
     int releasable = 0;
+    last_released_ = 0;
     if (is_new) {
       for (const auto& list : hit) {
         for (BlockId b : list) need += b != kNullBlock && blocks_[b].ref == 0;
@@ -107,9 +109,11 @@ class RefModel {
         for (int64_t i = FirstNeeded(g, computed) - 1; i >= 0 && r.tables[g][i] != kNullBlock;
              --i) {
           releasable += blocks_[r.tables[g][i]].ref == 1;
+          ++last_released_;
         }
       }
     }
+    last_need_ = need;
     if (need > Available() + releasable) return false;
     if (is_new) {
       r.tables = hit.empty() ? std::vector<std::vector<BlockId>>(groups_.size()) : hit;
@@ -148,6 +152,9 @@ class RefModel {
   }
 
   const Request& request(RequestId id) const { return requests_.at(id); }
+  // The latest Allocate's blocks to take and to release (also when it refused).
+  int last_need() const { return last_need_; }
+  int last_released() const { return last_released_; }
 
  private:
   struct Block {
@@ -230,6 +237,8 @@ class RefModel {
   std::vector<BlockId> free_;
   std::map<RequestId, Request> requests_;
   int64_t clock_ = 0;
+  int last_need_ = 0;
+  int last_released_ = 0;
 };
 
 struct Layout {
@@ -252,7 +261,8 @@ std::vector<Layout> Layouts() {
 
 class Driver {
  public:
-  Driver(const Layout& layout, uint32_t seed) : rng_(seed), ref_(layout.num_blocks, layout.groups) {
+  Driver(const Layout& layout, uint32_t seed)
+      : rng_(seed), num_blocks_(layout.num_blocks), ref_(layout.num_blocks, layout.groups) {
     manager_ = HybridKvCacheManager::Create({.num_blocks = layout.num_blocks,
                                              .block_size = kBs,
                                              .groups = layout.groups,
@@ -311,9 +321,12 @@ class Driver {
     ASSERT_EQ(hit.blocks, want) << "hit of request " << id;
     const int64_t left = r.num_tokens() - hit.num_computed_tokens;
     const int64_t chunk = 1 + static_cast<int64_t>(rng_() % left);
+    const HybridAllocationPlan plan = manager_->NumBlocksToAllocate(r, chunk, hit).value();
     const absl::Status s = manager_->AllocateSlots(r, chunk, hit);
     const bool ref_ok = ref_.Allocate(id, prompt, chunk, want);
     ASSERT_EQ(s.ok(), ref_ok) << s;
+    ASSERT_EQ(plan.total, std::min(ref_.last_need(), num_blocks_ + 1));
+    ASSERT_EQ(plan.total_released, ref_.last_released());
     if (!s.ok()) {
       ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
       ++refused_;
@@ -333,8 +346,11 @@ class Driver {
       ASSERT_TRUE(r.AppendToken(static_cast<TokenId>(rng_() % 3)).ok());
     }
     const std::vector<TokenId> tokens(r.tokens().begin(), r.tokens().end());
+    const HybridAllocationPlan plan = manager_->NumBlocksToAllocate(r, chunk).value();
     const absl::Status s = manager_->AllocateSlots(r, chunk);
     ASSERT_EQ(s.ok(), ref_.Allocate(id, tokens, chunk, {})) << s;
+    ASSERT_EQ(plan.total, std::min(ref_.last_need(), num_blocks_ + 1));
+    ASSERT_EQ(plan.total_released, ref_.last_released());
     if (!s.ok()) {
       ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
       ++refused_;
@@ -342,6 +358,7 @@ class Driver {
   }
 
   std::mt19937 rng_;
+  int num_blocks_;
   RefModel ref_;
   std::unique_ptr<HybridKvCacheManager> manager_;
   std::vector<TokenId> bases_[3];
