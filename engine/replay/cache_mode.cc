@@ -207,6 +207,7 @@ void PrintCacheTable(const ReplayConfig& c, const CacheReport& report, std::ostr
 }  // namespace
 
 absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
+  if (c.hybrid_kv) return RunHybridCacheMode(c, workload, out);
   PAGEDKV_ASSIGN_OR_RETURN(CachePlan plan, PlanCacheRuns(c));
   const MemoryBudget budget = BudgetOf(c);
   PAGEDKV_RETURN_IF_ERROR(CheckExpansionFits(workload, c.block_size, budget));

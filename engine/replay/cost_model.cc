@@ -22,6 +22,18 @@ std::vector<GpuPreset> GpuPresets() {
   };
 }
 
+namespace {
+
+// `layers` windows where every `period`-th layer (the last of each period) is full attention
+// and the others have a `window`-token sliding window.
+std::vector<int32_t> AlternatingWindows(int32_t layers, int32_t window, int32_t period) {
+  std::vector<int32_t> windows(layers, window);
+  for (int32_t l = period - 1; l < layers; l += period) windows[l] = 0;
+  return windows;
+}
+
+}  // namespace
+
 std::vector<ModelPreset> ModelPresets() {
   // Shapes from the models' published configs.
   return {
@@ -55,6 +67,25 @@ std::vector<ModelPreset> ModelPresets() {
        .num_q_heads = 28,
        .num_kv_heads = 4,
        .head_dim = 128},
+      // gpt-oss-20b (config.json): 24 layers alternating a 128-token sliding window and full
+      // attention (layer_types: sliding first), 64 query / 8 KV heads of 64. A mixture of
+      // experts: 20.9e9 weights, 3.6e9 active per token; the cost model counts the active ones.
+      {.name = "gpt-oss-20b",
+       .num_parameters = 3.6e9,
+       .num_layers = 24,
+       .num_q_heads = 64,
+       .num_kv_heads = 8,
+       .head_dim = 64,
+       .layer_windows = AlternatingWindows(24, 128, 2)},
+      // gemma-3-27b (config.json): 62 layers, five with a 1,024-token window per full one
+      // (sliding_window_pattern 6), 32 query / 16 KV heads of 128.
+      {.name = "gemma-3-27b",
+       .num_parameters = 27.4e9,
+       .num_layers = 62,
+       .num_q_heads = 32,
+       .num_kv_heads = 16,
+       .head_dim = 128,
+       .layer_windows = AlternatingWindows(62, 1024, 6)},
       // SmolLM2-135M(-Instruct): the model the CPU serving benchmarks run (tied LM head counted
       // once, as it is computed once per token).
       {.name = "smollm2-135m",

@@ -58,6 +58,9 @@ struct PAGEDKV_EXPORT ModelPreset {
   // Bytes a weight takes when they differ from the KV's (quantized weights: 0.6 for GGUF Q4_1
   // with its scales); 0 = bytes_per_element.
   double weight_bytes_per_parameter = 0;
+  // Attention of each layer, [num_layers]: 0 = full attention, > 0 = a sliding window of that
+  // many tokens; empty = every layer full. Read by `--hybrid-kv` (hybrid_cache_replay.h).
+  std::vector<int32_t> layer_windows;
 
   // K and V of one token over all layers: 2 * layers * kv_heads * head_dim * bytes.
   int64_t KvBytesPerToken() const;

@@ -26,6 +26,11 @@ namespace pagedkv::replay {
 // Cache mode: hit rates of one capacity or a sweep of capacities and policies, in file order.
 absl::Status RunCacheMode(const ReplayConfig& config, const Workload& workload, std::ostream& out);
 
+// Cache mode with --hybrid-kv (hybrid_cache_mode.cc): KV memory per request and hit rates of
+// the model's KV cache groups against the same model treated as all full attention.
+absl::Status RunHybridCacheMode(const ReplayConfig& config, const Workload& workload,
+                                std::ostream& out);
+
 // Serve mode: arrivals through the scheduler on a simulated GPU (one or several instances).
 absl::Status RunServeMode(const ReplayConfig& config, const Workload& workload, std::ostream& out);
 
