@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -482,6 +483,20 @@ absl::Status AddChunksDocument(const ChunksStudyOptions& o, IndependentChunksRig
   return absl::OkStatus();
 }
 
+// Fills gap_closed of the rows from `first` on (one chunk count) against their rerotated row.
+void FillGapClosed(std::vector<ChunksQualityRow>& rows, size_t first) {
+  double rerotated_kl = 0.0;
+  for (size_t i = first; i < rows.size(); ++i) {
+    if (rows[i].variant == ChunkVariantName(ChunkVariant::kReRotated)) {
+      rerotated_kl = rows[i].mean_kl;
+    }
+  }
+  for (size_t i = first; i < rows.size(); ++i) {
+    rows[i].gap_closed = rerotated_kl > 0.0 ? 1.0 - rows[i].mean_kl / rerotated_kl
+                                            : std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ChunksStudyReport> RunChunksStudy(const ChunksStudyOptions& o) {
@@ -501,6 +516,7 @@ absl::StatusOr<ChunksStudyReport> RunChunksStudy(const ChunksStudyOptions& o) {
       IndependentChunksRig::Create(
           o.weights, o, o.system_prefix + max_k * o.chunk_length + o.continuation_length, max_k));
   for (int32_t k : o.chunk_counts) {
+    const size_t first_row = report.rows.size();
     std::map<std::pair<size_t, double>, ChunksCell> cells;
     for (int32_t d = 0; d < o.num_documents; ++d) {
       PAGEDKV_ASSIGN_OR_RETURN(ChunkedPrompt prompt, SamplePrompt(o, *generator, k, d));
@@ -522,6 +538,7 @@ absl::StatusOr<ChunksStudyReport> RunChunksStudy(const ChunksStudyOptions& o) {
                                .rows = cell.metrics.rows()});
       }
     }
+    FillGapClosed(report.rows, first_row);
   }
   return report;
 }

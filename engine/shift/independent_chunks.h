@@ -101,7 +101,10 @@ struct PAGEDKV_EXPORT ChunksQualityRow {
   double perplexity = 0.0;       // of Q under the variant
   double full_perplexity = 0.0;  // of Q under the full prefill
   double compute_saved = 0.0;    // 1 - layer-token work / a full prefill's, mean over documents
-  int64_t rows = 0;              // scored rows
+  // 1 - mean_kl / the rerotated variant's mean_kl at this chunk count: the share of re-rotated
+  // reuse's KL gap that the variant closes; NaN without a rerotated row or when its KL is 0.
+  double gap_closed = 0.0;
+  int64_t rows = 0;  // scored rows
 };
 
 struct PAGEDKV_EXPORT ChunksStudyReport {
