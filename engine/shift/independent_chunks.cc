@@ -229,7 +229,8 @@ absl::StatusOr<std::vector<float>> IndependentChunksRig::PrefillReference(
   return std::move(output.logits);
 }
 
-absl::Status IndependentChunksRig::FillChunks(const ChunkedPrompt& prompt, bool naive) {
+absl::Status IndependentChunksRig::FillChunks(const ChunkedPrompt& prompt, ChunkVariant variant) {
+  const bool naive = variant == ChunkVariant::kNaive;
   std::vector<int64_t> src, dst;
   std::vector<int32_t> old_positions, new_positions;
   for (int32_t c = 0; c < prompt.num_chunks; ++c) {
@@ -356,7 +357,7 @@ absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunVariant(const Chunke
     PAGEDKV_RETURN_IF_ERROR(Forward(prompt, variant_seq, Iota(0, prompt.system_prefix),
                                     prompt.system_prefix, {}, nullptr, &unused));
   }
-  PAGEDKV_RETURN_IF_ERROR(FillChunks(prompt, variant == ChunkVariant::kNaive));
+  PAGEDKV_RETURN_IF_ERROR(FillChunks(prompt, variant));
   const int32_t n = NumChunkTokens(prompt);
   const int32_t count = NumToRecompute(fraction, n);
   switch (variant) {
@@ -374,7 +375,7 @@ absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunVariant(const Chunke
     case ChunkVariant::kDeviation: {
       PAGEDKV_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, DeviationTokens(prompt, fraction));
       if (tokens.empty()) return FinishWith(prompt, {}, 0.0);
-      PAGEDKV_RETURN_IF_ERROR(FillChunks(prompt, /*naive=*/false));
+      PAGEDKV_RETURN_IF_ERROR(FillChunks(prompt, variant));
       const double probe = static_cast<double>(n) * (options_.deviation_layer + 1);
       return FinishWith(prompt, std::move(tokens), probe);
     }

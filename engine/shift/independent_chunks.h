@@ -149,6 +149,7 @@ struct PAGEDKV_EXPORT ChunkVariantResult {
 class PAGEDKV_EXPORT IndependentChunksRig {
  public:
   // A runner for prompts of up to `max_tokens` tokens and up to `max_chunks` chunks.
+  // InvalidArgument for no weights or a count < 1; the runner's errors are passed through.
   static absl::StatusOr<std::unique_ptr<IndependentChunksRig>> Create(
       std::shared_ptr<const ModelWeights> weights, const ChunksStudyOptions& options,
       int32_t max_tokens, int32_t max_chunks);
@@ -180,8 +181,10 @@ class PAGEDKV_EXPORT IndependentChunksRig {
                        const std::vector<int32_t>& logits_rows, LayerHook* hook,
                        ModelOutput* output);
   // The donors' chunk K/V moved into the variant sequence on every layer (keys re-rotated to the
-  // new positions unless `naive`).
-  absl::Status FillChunks(const ChunkedPrompt& prompt, bool naive);
+  // new positions, except for the naive variant, whose keys keep their old rotation).
+  absl::Status FillChunks(const ChunkedPrompt& prompt, ChunkVariant variant);
+  // The `count` chunk tokens whose reused K/V (in the variant sequence) deviate most from the
+  // reference's, summed over every layer; ascending prompt indices.
   absl::StatusOr<std::vector<int32_t>> OracleTokens(const ChunkedPrompt& prompt, int32_t count);
   absl::StatusOr<std::vector<int32_t>> DeviationTokens(const ChunkedPrompt& prompt,
                                                        double fraction);
