@@ -155,9 +155,9 @@ std::vector<int64_t> IndependentChunksRig::DonorSlots(const ChunkedPrompt& promp
   return slots;
 }
 
-std::vector<int64_t> IndependentChunksRig::PromptSlots(bool reference, int32_t begin,
+std::vector<int64_t> IndependentChunksRig::PromptSlots(Copy copy, int32_t begin,
                                                        int32_t count) const {
-  const int32_t sequence = reference ? max_chunks_ : max_chunks_ + 1;
+  const int32_t sequence = copy == Copy::kReference ? max_chunks_ : max_chunks_ + 1;
   std::vector<int64_t> slots;
   for (int32_t p = begin; p < begin + count; ++p) slots.push_back(Slot(sequence, p));
   return slots;
@@ -250,8 +250,8 @@ absl::Status IndependentChunksRig::FillChunks(const ChunkedPrompt& prompt, Chunk
 absl::StatusOr<std::vector<int32_t>> IndependentChunksRig::OracleTokens(const ChunkedPrompt& prompt,
                                                                         int32_t count) {
   const int32_t n = NumChunkTokens(prompt);
-  const std::vector<int64_t> reused = PromptSlots(false, prompt.ChunkBegin(0), n);
-  const std::vector<int64_t> fresh = PromptSlots(true, prompt.ChunkBegin(0), n);
+  const std::vector<int64_t> reused = PromptSlots(Copy::kVariant, prompt.ChunkBegin(0), n);
+  const std::vector<int64_t> fresh = PromptSlots(Copy::kReference, prompt.ChunkBegin(0), n);
   std::vector<double> deviation(static_cast<size_t>(n), 0.0);
   for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
     std::vector<float> k_a, v_a, k_b, v_b;

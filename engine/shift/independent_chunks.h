@@ -165,8 +165,10 @@ class PAGEDKV_EXPORT IndependentChunksRig {
 
   // Slots of chunk `chunk`'s tokens in its donor sequence S ‖ Ci (positions S.. of it).
   std::vector<int64_t> DonorSlots(const ChunkedPrompt& prompt, int32_t chunk) const;
-  // Slots of prompt positions [begin, begin + count) in the reference (or the variant) sequence.
-  std::vector<int64_t> PromptSlots(bool reference, int32_t begin, int32_t count) const;
+  // Which prefill of the prompt a slot belongs to.
+  enum class Copy { kReference, kVariant };
+  // Slots of prompt positions [begin, begin + count) in the `copy` sequence.
+  std::vector<int64_t> PromptSlots(Copy copy, int32_t begin, int32_t count) const;
   ModelRunner& runner() { return *runner_; }
 
  private:

@@ -116,11 +116,13 @@ TEST(IndependentChunksTest, IndependentChunkPrefillEqualsTheChunkAlone) {
       for (int32_t layer = 0; layer < 3; ++layer) {
         std::vector<float> k, v, k_alone, v_alone;
         ASSERT_TRUE(f.rig->runner().ReadKv(layer, f.rig->DonorSlots(f.prompt, c), &k, &v).ok());
-        ASSERT_TRUE(
-            (*other)
-                ->runner()
-                .ReadKv(layer, (*other)->PromptSlots(true, system_prefix, 8), &k_alone, &v_alone)
-                .ok());
+        ASSERT_TRUE((*other)
+                        ->runner()
+                        .ReadKv(layer,
+                                (*other)->PromptSlots(IndependentChunksRig::Copy::kReference,
+                                                      system_prefix, 8),
+                                &k_alone, &v_alone)
+                        .ok());
         EXPECT_EQ(k, k_alone) << "chunk " << c << " layer " << layer;
         EXPECT_EQ(v, v_alone) << "chunk " << c << " layer " << layer;
       }
