@@ -444,7 +444,8 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--variants", flags->variants,
                   "one-chunk: rerotated, naive, firstk, selective; independent-chunks: full, "
-                  "naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: all)")
+                  "naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: all "
+                  "of these), engine")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--first-k", o.recompute_first, "k of the first-k recompute variant (EPIC)")

@@ -67,6 +67,8 @@ const char* ChunkVariantName(ChunkVariant variant) {
       return "firstk";
     case ChunkVariant::kCacheBlend:
       return "cacheblend";
+    case ChunkVariant::kEngine:
+      return "engine";
   }
   return "invalid";
 }
@@ -74,14 +76,14 @@ const char* ChunkVariantName(ChunkVariant variant) {
 absl::StatusOr<ChunkVariant> ParseChunkVariant(std::string_view name) {
   for (ChunkVariant v : {ChunkVariant::kFull, ChunkVariant::kNaive, ChunkVariant::kReRotated,
                          ChunkVariant::kDeviation, ChunkVariant::kOracle, ChunkVariant::kRandom,
-                         ChunkVariant::kFirstK, ChunkVariant::kCacheBlend}) {
+                         ChunkVariant::kFirstK, ChunkVariant::kCacheBlend, ChunkVariant::kEngine}) {
     if (name == ChunkVariantName(v)) return v;
   }
   if (name == "selective") return ChunkVariant::kDeviation;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown independent-chunks variant '", std::string(name),
-                   "': use full, naive, rerotated, deviation, oracle, random, firstk or "
-                   "cacheblend"));
+                   "': use full, naive, rerotated, deviation, oracle, random, firstk, "
+                   "cacheblend or engine"));
 }
 
 bool IsSelector(ChunkVariant variant) {
@@ -294,16 +296,28 @@ absl::StatusOr<std::vector<int32_t>> IndependentChunksRig::DeviationTokens(
   return picked;
 }
 
-// CacheBlend as its public code runs it: one pass over the chunk tokens and Q; every chunk token
-// runs layers 0 and 1 fresh, only the picked ones go on.
-absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunCacheBlend(const ChunkedPrompt& prompt,
-                                                                       double fraction) {
+// One pass over the chunk tokens and Q through a CacheBlendHook: every chunk token runs layers
+// 0..`variant`'s check layer fresh, only the picked ones go on. kCacheBlend (CacheBlend's code):
+// layer 1, V only, one set over every chunk; kEngine (the Engine's path): deviation_layer, K+V,
+// ceil(f L) of each chunk.
+absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunBlendPass(const ChunkedPrompt& prompt,
+                                                                      ChunkVariant variant,
+                                                                      double fraction) {
   const int32_t n = NumChunkTokens(prompt);
   const int32_t layers = runner_->config().n_layers;
-  const int32_t check_layer = std::min(1, layers - 1);
-  const int32_t keep = NumToRecompute(fraction, n);
-  const std::vector<BlendGroup> groups = {{.first_row = 0, .num_rows = n, .num_keep = keep}};
-  CacheBlendHook hook(groups, check_layer, BlendScore::kValue);
+  const bool code = variant == ChunkVariant::kCacheBlend;
+  const int32_t check_layer = code ? std::min(1, layers - 1) : options_.deviation_layer;
+  std::vector<BlendGroup> groups;
+  if (code) {
+    groups.push_back({.first_row = 0, .num_rows = n, .num_keep = NumToRecompute(fraction, n)});
+  } else {
+    for (int32_t c = 0; c < prompt.num_chunks; ++c) {
+      groups.push_back({.first_row = c * prompt.chunk_length,
+                        .num_rows = prompt.chunk_length,
+                        .num_keep = NumToRecompute(fraction, prompt.chunk_length)});
+    }
+  }
+  CacheBlendHook hook(groups, check_layer, code ? BlendScore::kValue : BlendScore::kKeyValue);
   std::vector<int32_t> indices = Iota(prompt.ChunkBegin(0), prompt.size());
   const std::vector<int32_t> logits_rows = Iota(n, static_cast<int32_t>(indices.size()));
   ModelOutput output;
@@ -314,7 +328,7 @@ absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunCacheBlend(const Chu
   const double q = prompt.size() - prompt.QuestionBegin();
   const double work = (prompt.system_prefix + q) * layers +
                       static_cast<double>(n) * (check_layer + 1) +
-                      static_cast<double>(keep) * (layers - check_layer - 1);
+                      static_cast<double>(result.recomputed.size()) * (layers - check_layer - 1);
   result.compute_fraction = work / (static_cast<double>(prompt.size()) * layers);
   return result;
 }
@@ -380,7 +394,8 @@ absl::StatusOr<ChunkVariantResult> IndependentChunksRig::RunVariant(const Chunke
       return FinishWith(prompt, std::move(tokens), probe);
     }
     case ChunkVariant::kCacheBlend:
-      return RunCacheBlend(prompt, fraction);
+    case ChunkVariant::kEngine:
+      return RunBlendPass(prompt, variant, fraction);
     default:
       return FinishWith(prompt, {}, 0.0);
   }

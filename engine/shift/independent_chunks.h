@@ -24,7 +24,10 @@
 //   firstk      the first min(ceil(f L), first_k_max) tokens of each chunk (EPIC's LegoLink);
 //   cacheblend  CacheBlend's public code: every chunk token runs layers 0 and 1 fresh; at layer 1
 //               the values' squared deviation summed over heads picks the top ceil(f kL) tokens,
-//               which alone go on through the later layers (the others keep reused K/V there).
+//               which alone go on through the later layers (the others keep reused K/V there);
+//   engine      the Engine's selective recompute (CacheBlendHook as EngineChunkReuse sets it up):
+//               like deviation, but in one pass that keeps layers 0..deviation_layer fresh for
+//               every chunk token (opt-in: not in the default variant list).
 //
 // Example:
 //   pagedkv::ChunksStudyOptions options;
@@ -62,9 +65,11 @@ enum class ChunkVariant {
   kRandom,      // selector: random tokens, fixed seed
   kFirstK,      // selector: the first tokens of each chunk (EPIC)
   kCacheBlend,  // selector: CacheBlend's code (V deviation at layer 1, layers 0-1 fresh)
+  kEngine,      // selector: the Engine's CacheBlendHook path (K+V at deviation_layer, per chunk,
+                // layers 0..deviation_layer fresh); not in the default list
 };
 
-// "full", "naive", "rerotated", "deviation", "oracle", "random", "firstk", "cacheblend".
+// "full", "naive", "rerotated", "deviation", "oracle", "random", "firstk", "cacheblend", "engine".
 PAGEDKV_EXPORT const char* ChunkVariantName(ChunkVariant variant);
 PAGEDKV_EXPORT absl::StatusOr<ChunkVariant> ParseChunkVariant(std::string_view name);
 // True for the selectors (the variants run once per recompute fraction).
@@ -190,7 +195,8 @@ class PAGEDKV_EXPORT IndependentChunksRig {
   absl::StatusOr<std::vector<int32_t>> OracleTokens(const ChunkedPrompt& prompt, int32_t count);
   absl::StatusOr<std::vector<int32_t>> DeviationTokens(const ChunkedPrompt& prompt,
                                                        double fraction);
-  absl::StatusOr<ChunkVariantResult> RunCacheBlend(const ChunkedPrompt& prompt, double fraction);
+  absl::StatusOr<ChunkVariantResult> RunBlendPass(const ChunkedPrompt& prompt, ChunkVariant variant,
+                                                  double fraction);
   // Computes `recompute` ∪ Q in one pass (S and the chunk K/V in place); `extra_work`:
   // layer-token work done before it beyond S.
   absl::StatusOr<ChunkVariantResult> FinishWith(const ChunkedPrompt& prompt,
