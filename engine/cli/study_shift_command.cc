@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/cli/commands.h"
+#include "engine/shift/independent_chunks.h"
 #include "engine/shift/shift_study.h"
 #include "pagedkv/backend_kind.h"
 #include "pagedkv/dtype.h"
@@ -41,6 +42,10 @@ struct StudyShiftFlags {
   std::string out_dir = "study-shift-out";
   bool no_plot = false;
   ShiftStudyOptions study;
+  std::string setting = "one-chunk";             // or "independent-chunks"
+  bool variants_given = false;                   // --variants was on the command line
+  std::vector<std::string> chunk_variant_names;  // independent-chunks: --variants as given
+  ChunksStudyOptions chunks;                     // the independent-chunks setting's own options
 };
 
 // The built-in model: aidreams260K's shape with GQA (2 KV heads), random weights (small
@@ -296,13 +301,103 @@ absl::Status WriteOutputs(const StudyShiftFlags& flags, const ShiftStudyReport& 
   return absl::OkStatus();
 }
 
+// The independent-chunks setting's options from the shared and its own flags.
+absl::Status ApplyChunksFlags(StudyShiftFlags& flags) {
+  const ShiftStudyOptions& s = flags.study;
+  ChunksStudyOptions& c = flags.chunks;
+  c.weights = s.weights;
+  c.backend = s.backend;
+  c.block_size = s.block_size;
+  c.kv_dtype = s.dtypes.front();
+  c.chunk_length = s.chunk_length;
+  c.continuation_length = s.continuation_length;
+  c.deviation_layer = s.deviation_layer;
+  c.num_documents = s.num_documents;
+  c.seed = s.seed;
+  if (!flags.variants_given) return absl::OkStatus();
+  c.variants.clear();
+  for (const std::string& name : flags.chunk_variant_names) {
+    PAGEDKV_ASSIGN_OR_RETURN(ChunkVariant variant, ParseChunkVariant(name));
+    c.variants.push_back(variant);
+  }
+  return absl::OkStatus();
+}
+
+void PrintChunksReport(const ChunksStudyReport& report, const ChunksStudyOptions& o) {
+  std::cout << "model: " << report.model << "\n";
+  std::cout << absl::StrFormat(
+      "independent chunks: system prefix %d tokens, chunks of %d tokens each computed alone "
+      "after it, continuation %d tokens; %d documents; KV %s\n\n",
+      o.system_prefix, o.chunk_length, o.continuation_length, o.num_documents,
+      DTypeName(o.kv_dtype));
+  std::cout << "Quality on the continuation vs full recompute (KL(full||variant) nats/token, "
+               "top-1 agreement, perplexity), chunk tokens recomputed, prefill compute saved\n";
+  std::cout << "(closed: the share of re-rotated reuse's KL that the variant removes)\n";
+  std::cout << absl::StrFormat("%6s %-11s %8s %7s %10s %7s %7s %9s %9s %7s\n", "chunks", "variant",
+                               "fraction", "recomp", "KL", "closed", "top-1", "ppl", "ppl full",
+                               "saved");
+  for (const ChunksQualityRow& r : report.rows) {
+    std::cout << absl::StrFormat(
+        "%6d %-11s %8.2f %6.1f%% %10.3e %6.1f%% %6.1f%% %9.3f %9.3f %6.1f%%\n", r.num_chunks,
+        r.variant, r.fraction, 100.0 * r.recomputed, r.mean_kl, 100.0 * r.gap_closed,
+        100.0 * r.top1_agreement, r.perplexity, r.full_perplexity, 100.0 * r.compute_saved);
+  }
+}
+
+absl::Status WriteChunksCsv(const ChunksStudyReport& report, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir.string()));
+  std::ofstream q(dir / "chunks_quality.csv");
+  q << "num_chunks,variant,fraction,recomputed,mean_kl,gap_closed,top1_agreement,perplexity,"
+       "full_perplexity,compute_saved,rows\n";
+  for (const ChunksQualityRow& r : report.rows) {
+    q << absl::StrFormat("%d,%s,%.4f,%.6f,%.6e,%.6f,%.6f,%.6f,%.6f,%.6f,%d\n", r.num_chunks,
+                         r.variant, r.fraction, r.recomputed, r.mean_kl, r.gap_closed,
+                         r.top1_agreement, r.perplexity, r.full_perplexity, r.compute_saved,
+                         r.rows);
+  }
+  if (!q) return absl::InternalError(absl::StrCat("could not write the CSV in ", dir.string()));
+  std::cout << "\nCSV: " << (dir / "chunks_quality.csv").string() << "\n";
+  return absl::OkStatus();
+}
+
+// --setting independent-chunks: the study, its table and its CSV. Exit 0, or 2 on an error.
+int RunChunks(StudyShiftFlags& flags) {
+  absl::Status status = ApplyChunksFlags(flags);
+  absl::StatusOr<ChunksStudyReport> report =
+      status.ok() ? RunChunksStudy(flags.chunks) : absl::StatusOr<ChunksStudyReport>(status);
+  if (report.ok()) {
+    PrintChunksReport(*report, flags.chunks);
+    status = WriteChunksCsv(*report, flags.out_dir);
+  } else {
+    status = report.status();
+  }
+  if (!status.ok()) {
+    std::cerr << "study-shift: " << status.message() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
 int Run(StudyShiftFlags& flags) {
+  if (flags.setting != "one-chunk" && flags.setting != "independent-chunks") {
+    std::cerr << "study-shift: --setting '" << flags.setting
+              << "' is unknown; use one-chunk or independent-chunks\n";
+    return 2;
+  }
+  const bool chunks = flags.setting == "independent-chunks";
+  if (chunks) {  // the one-chunk parser must not see the independent-chunks variant names
+    flags.chunk_variant_names = flags.variants;
+    flags.variants = {"rerotated"};
+  }
   absl::Status status = ApplyFlagNames(flags);
   if (status.ok()) status = LoadStudyWeights(flags);
   if (!status.ok()) {
     std::cerr << "study-shift: " << status.message() << "\n";
     return 2;
   }
+  if (chunks) return RunChunks(flags);
   absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(flags.study);
   if (!report.ok()) {
     std::cerr << report.status().message() << "\n";
@@ -347,7 +442,10 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--dtypes", flags->dtypes, "KV storage dtypes: f32, bf16, f16")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--variants", flags->variants, "rerotated, naive, firstk, selective")
+  sub->add_option("--variants", flags->variants,
+                  "one-chunk: rerotated, naive, firstk, selective; independent-chunks: full, "
+                  "naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: all "
+                  "of these), engine")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--first-k", o.recompute_first, "k of the first-k recompute variant (EPIC)")
@@ -370,7 +468,29 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--out-dir", flags->out_dir, "Folder for the CSVs and the plot")
       ->capture_default_str();
   sub->add_flag("--no-plot", flags->no_plot, "Do not run gnuplot");
-  sub->callback([flags, exit_code]() { *exit_code = Run(*flags); });
+  ChunksStudyOptions& c = flags->chunks;
+  sub->add_option("--setting", flags->setting,
+                  "one-chunk (A||C then B||C||D) or independent-chunks (CacheBlend's and EPIC's: "
+                  "k chunks computed alone, concatenated, then a continuation)")
+      ->capture_default_str();
+  sub->add_option("--chunks", c.chunk_counts, "independent-chunks: numbers of chunks, e.g. 2,4,6")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--system-prefix", c.system_prefix,
+                  "independent-chunks: tokens of the shared system prefix (BOS first) each chunk "
+                  "is computed after; 0: each chunk from position 0")
+      ->capture_default_str();
+  sub->add_option("--fractions", c.fractions,
+                  "independent-chunks: recompute fractions of the selectors, e.g. 0.05,0.15,0.3")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--first-k-max", c.first_k_max,
+                  "independent-chunks: most tokens per chunk the firstk selector recomputes")
+      ->capture_default_str();
+  sub->callback([flags, exit_code, sub]() {
+    flags->variants_given = sub->count("--variants") > 0;
+    *exit_code = Run(*flags);
+  });
 }
 
 }  // namespace pagedkv::cli

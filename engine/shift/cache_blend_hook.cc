@@ -25,15 +25,16 @@ int32_t NumToRecompute(double fraction, int32_t n) {
 
 std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<const float> v_a,
                                          std::span<const float> k_b, std::span<const float> v_b,
-                                         int64_t width, int32_t count) {
+                                         int64_t width, int32_t count, BlendScore score) {
+  const bool with_keys = score == BlendScore::kKeyValue;
   const size_t w = static_cast<size_t>(width);
-  const size_t n = k_a.size() / w;
+  const size_t n = v_a.size() / w;
   std::vector<std::pair<double, int32_t>> deviation;
   deviation.reserve(n);
   for (size_t j = 0; j < n; ++j) {
     double sum = 0.0;
     for (size_t e = j * w; e < (j + 1) * w; ++e) {
-      const double dk = double{k_a[e]} - k_b[e];
+      const double dk = with_keys ? double{k_a[e]} - k_b[e] : 0.0;
       const double dv = double{v_a[e]} - v_b[e];
       sum += dk * dk + dv * dv;
     }
@@ -51,8 +52,9 @@ std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a, std::span<c
   return picked;
 }
 
-CacheBlendHook::CacheBlendHook(absl::Span<const BlendGroup> groups, int32_t deviation_layer)
-    : groups_(groups.begin(), groups.end()), deviation_layer_(deviation_layer) {}
+CacheBlendHook::CacheBlendHook(absl::Span<const BlendGroup> groups, int32_t deviation_layer,
+                               BlendScore score)
+    : groups_(groups.begin(), groups.end()), deviation_layer_(deviation_layer), score_(score) {}
 
 absl::Status CacheBlendHook::Validate(const ModelInput& in, const ModelConfig& config) const {
   if (groups_.empty()) return absl::OkStatus();
@@ -130,7 +132,7 @@ absl::Status CacheBlendHook::AfterKvWrite(const LayerView& view,
     };
     std::fill_n(continues.begin() + group.first_row, group.num_rows, 0);
     for (int32_t j : MostDeviatingTokens(span(k_old_), span(v_old_), span(k_new), span(v_new),
-                                         width, group.num_keep)) {
+                                         width, group.num_keep, score_)) {
       continues[static_cast<size_t>(group.first_row + j)] = 1;
       kept_rows_.push_back(group.first_row + j);
     }

@@ -39,6 +39,13 @@ struct PAGEDKV_EXPORT BlendGroup {
   int32_t num_keep = 0;   // most deviating rows that go on past deviation_layer; in [0, num_rows]
 };
 
+// What a token's deviation sums: its K and V elements (CacheBlend's paper, ShiftedPrefill), or
+// its V elements only (CacheBlend's public code: values' squared difference summed over heads).
+enum class BlendScore {
+  kKeyValue,
+  kValue,
+};
+
 // How many of `n` tokens CacheBlend recomputes at `fraction`: ceil(fraction * n) in [0, n].
 // REQUIRES: 0 <= fraction <= 1, n >= 0.
 PAGEDKV_EXPORT int32_t NumToRecompute(double fraction, int32_t n);
@@ -48,19 +55,22 @@ PAGEDKV_EXPORT int32_t NumToRecompute(double fraction, int32_t n);
 // and its `width` V elements (CacheBlend's KV deviation; ShiftedPrefill and CacheBlendHook both
 // rank with it); ties go to the smaller index. Spans are [num_tokens, width], row-major.
 // REQUIRES: the four spans have the same size, a multiple of width > 0; 0 <= count <= num_tokens.
+// `score` kValue leaves the K spans out of the sum (they may then be empty).
 PAGEDKV_EXPORT std::vector<int32_t> MostDeviatingTokens(std::span<const float> k_a,
                                                         std::span<const float> v_a,
                                                         std::span<const float> k_b,
                                                         std::span<const float> v_b, int64_t width,
-                                                        int32_t count);
+                                                        int32_t count,
+                                                        BlendScore score = BlendScore::kKeyValue);
 
 class PAGEDKV_EXPORT CacheBlendHook final : public LayerHook {
  public:
   // `groups`: sorted by first_row, non-overlapping, each inside one sequence, with slots (not -1)
   // and no row in logits_indices (Validate checks it). Empty: the hook does nothing.
   // `deviation_layer`: the layer whose K/V deviation ranks the rows; [0, n_layers).
-  // `groups` is copied.
-  CacheBlendHook(absl::Span<const BlendGroup> groups, int32_t deviation_layer);
+  // `score`: what the deviation sums (K and V, or V only). `groups` is copied.
+  CacheBlendHook(absl::Span<const BlendGroup> groups, int32_t deviation_layer,
+                 BlendScore score = BlendScore::kKeyValue);
 
   absl::Status Validate(const ModelInput& input, const ModelConfig& config) const override;
   absl::Status BeforeKvWrite(const LayerView& view) override;
@@ -76,6 +86,7 @@ class PAGEDKV_EXPORT CacheBlendHook final : public LayerHook {
 
   std::vector<BlendGroup> groups_;
   int32_t deviation_layer_ = 0;
+  BlendScore score_ = BlendScore::kKeyValue;
   std::vector<float> k_old_, v_old_;  // the groups' K/V at deviation_layer before the write
   std::vector<int32_t> kept_rows_;
 };
