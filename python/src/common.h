@@ -111,6 +111,7 @@ void BindScheduler(py::module_& m);
 void BindReplay(py::module_& m);
 void BindEngine(py::module_& m);
 void BindGguf(py::module_& m);
+void BindHybrid(py::module_& m);
 
 }  // namespace pagedkv::python
 

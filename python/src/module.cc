@@ -17,4 +17,5 @@ PYBIND11_MODULE(_pagedkv, m) {
   python::BindReplay(m);
   python::BindEngine(m);
   python::BindGguf(m);
+  python::BindHybrid(m);
 }
