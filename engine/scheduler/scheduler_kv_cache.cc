@@ -79,10 +79,10 @@ class HybridKvCache final : public SchedulerKvCache {
   absl::StatusOr<CacheRequest> NewRequest(RequestId id, std::span<const TokenId> prompt,
                                           const RequestCacheKeys& keys) const override {
     if (!(keys.priority == CachePriority{}) || !keys.priority_spans.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request ", id,
-          ": cache priorities are not supported over a HybridKvCacheManager; leave "
-          "cache_priority and cache_priority_spans at their defaults"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", id,
+                       ": cache priorities are not supported over a HybridKvCacheManager; leave "
+                       "cache_priority and cache_priority_spans at their defaults"));
     }
     return cache_.NewRequest(id, prompt, keys);
   }
@@ -118,8 +118,8 @@ class HybridKvCache final : public SchedulerKvCache {
 
  private:
   bool Cached(const CacheRequest& request, int32_t g, int64_t i) const {
-    return cache_.pool().FindCached(HybridKvCacheManager::FoldGroupHash(
-               request.block_hashes()[i], g)) != kNullBlock;
+    return cache_.pool().FindCached(
+               HybridKvCacheManager::FoldGroupHash(request.block_hashes()[i], g)) != kNullBlock;
   }
   // Group g's (sliding window) hit of at most `max_blocks` blocks, by hash only: the end of the
   // rightmost run of cdiv(window - 1, block_size) cached blocks, or a shorter run from block 0.

@@ -30,8 +30,8 @@ namespace scheduler_internal {
 // A prefix hit from SchedulerKvCache::GetComputedBlocks.
 struct CacheHit {
   int64_t num_computed_tokens = 0;
-  ComputedBlocks plain;          // KvCacheManager adapter
-  HybridComputedBlocks hybrid;   // HybridKvCacheManager adapter
+  ComputedBlocks plain;         // KvCacheManager adapter
+  HybridComputedBlocks hybrid;  // HybridKvCacheManager adapter
 };
 
 class SchedulerKvCache {
