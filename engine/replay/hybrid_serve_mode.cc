@@ -64,19 +64,21 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ServeReplayOptio
       "workload %s\nserve mode, hybrid KV: %s (%d layers) on %s, capacity %d full-model blocks "
       "of %d tokens, policy %s\n\n",
       Describe(w), o.model.name, o.model.num_layers, o.gpu.name, capacity, c.block_size, o.policy);
-  out << absl::StrFormat("%-9s %8s %10s %10s %9s %9s %8s %10s %8s %8s %9s %8s\n", "kv cache",
+  out << absl::StrFormat("%-9s %8s %10s %10s %9s %9s %8s %10s %8s %9s %8s %9s %8s\n", "kv cache",
                          "pages", "tok/s", "out tok/s", "TTFT mean", "TTFT p99", "running",
-                         "KV/request", "hit", "preempt", "evictions", "rejected");
+                         "KV/request", "hit", "1st hit", "preempt", "evictions", "rejected");
   for (const HybridServeRun& r : runs) {
     const ServeReplayResult& s = r.result;
     out << absl::StrFormat(
-        "%-9s %8d %10.0f %10.0f %8.3fs %8.3fs %8.1f %10.1f %7.2f%% %8d %9d %8d\n", r.name, r.pages,
-        s.total_tokens_per_second(), s.output_tokens_per_second(), s.ttft_mean_s, s.ttft_p99_s,
-        s.mean_running, KvPerRequest(r, o.model), 100 * s.prefix_hit_rate(), s.preemptions,
-        s.evictions, s.rejected);
+        "%-9s %8d %10.0f %10.0f %8.3fs %8.3fs %8.1f %10.1f %7.2f%% %8.2f%% %8d %9d %8d\n", r.name,
+        r.pages, s.total_tokens_per_second(), s.output_tokens_per_second(), s.ttft_mean_s,
+        s.ttft_p99_s, s.mean_running, KvPerRequest(r, o.model), 100 * s.prefix_hit_rate(),
+        100 * s.first_admission_hit_rate(), s.preemptions, s.evictions, s.rejected);
   }
-  out << absl::StrFormat("\nKV per running request in full-model blocks; %.2f s wall\n",
-                         runs[0].result.wall_seconds + runs[1].result.wall_seconds);
+  out << absl::StrFormat(
+      "\nKV per running request in full-model blocks; hit: prefix hits over admissions "
+      "(re-admissions after preemption included), 1st hit: first admissions only; %.2f s wall\n",
+      runs[0].result.wall_seconds + runs[1].result.wall_seconds);
 }
 
 void PrintJson(const ReplayConfig& c, const Workload& w, const ServeReplayOptions& o,
@@ -94,6 +96,9 @@ void PrintJson(const ReplayConfig& c, const Workload& w, const ServeReplayOption
     run["mean_running"] = r.result.mean_running;
     run["mean_used_pages"] = r.result.mean_used_blocks;
     run["kv_blocks_per_running_request"] = KvPerRequest(r, o.model);
+    run["first_admission_hit_tokens"] = r.result.first_admission_hit_tokens;
+    run["first_admission_prompt_tokens"] = r.result.first_admission_prompt_tokens;
+    run["first_admission_hit_rate"] = r.result.first_admission_hit_rate();
     j[r.name] = std::move(run);
   }
   out << j.dump(2) << "\n";

@@ -96,6 +96,15 @@ struct PAGEDKV_EXPORT ServeReplayResult {
   double mean_running = 0;
   double mean_used_blocks = 0;
   bool hybrid = false;  // options.hybrid_groups was set
+  // Prefix hits of first admissions only (prefix_hit_tokens also counts re-admissions after
+  // preemption, which mostly hit the request's own blocks), and their prompt tokens.
+  int64_t first_admission_hit_tokens = 0;
+  int64_t first_admission_prompt_tokens = 0;
+  double first_admission_hit_rate() const {
+    return first_admission_prompt_tokens > 0
+               ? static_cast<double>(first_admission_hit_tokens) / first_admission_prompt_tokens
+               : 0;
+  }
   // Shifted-position reuse (all zero unless shifted_counted). Counted over admissions, like
   // admitted_tokens (a request re-admitted after preemption counts again).
   bool shifted_counted = false;          // chunks were marked and count_shifted was on

@@ -268,6 +268,7 @@ absl::Status ServeSimulation::AdmitRequest(size_t index) {
 absl::Status ServeSimulation::RunBatch() {
   StepWork work;
   ++batches_run_;
+  CountFirstAdmissions();
   sum_running_ += batch_.stats.num_running;
   sum_used_blocks_ += batch_.stats.num_used_blocks;
   if (reuse_ != nullptr) {
@@ -293,6 +294,17 @@ absl::Status ServeSimulation::RunBatch() {
   }
   RecordOutputs(outputs);
   return absl::OkStatus();
+}
+
+void ServeSimulation::CountFirstAdmissions() {
+  for (const ScheduledSequence& seq : batch_.sequences) {
+    if (!seq.newly_admitted) continue;
+    auto it = live_.find(seq.request_id);
+    if (it == live_.end() || it->second.admitted) continue;
+    it->second.admitted = true;
+    result_.first_admission_prompt_tokens += it->second.prompt_tokens;
+    result_.first_admission_hit_tokens += seq.num_prefix_hit_tokens;
+  }
 }
 
 // Adds each sequence's work and one synthetic token per sampling sequence.

@@ -33,6 +33,7 @@ namespace pagedkv::replay {
 struct TrackedRequest {
   double arrival_s = 0;
   double first_token_s = -1;  // -1 until its first token
+  bool admitted = false;      // admitted at least once (its first admission's hit is counted)
   int64_t prompt_tokens = 0;
   std::vector<PromptChunk> chunks;  // marked chunks (only with shifted reuse on)
   std::vector<TokenId> prompt;      // the prompt, kept only when chunks is not empty
@@ -66,6 +67,8 @@ class ServeSimulation {
   absl::Status AdmitRequest(size_t index);
   absl::Status RunBatch();
   void SampleTokens(StepWork& work);
+  // Counts the prefix hits of first admissions (re-admissions after preemption excluded).
+  void CountFirstAdmissions();
   absl::Status RegisterFinishedChunks(StepWork& work);
   void RecordOutputs(const std::vector<RequestOutput>& outputs);
   void CountDone();
