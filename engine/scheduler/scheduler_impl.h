@@ -9,6 +9,7 @@
 //   scheduler_reuse.cc     chunk reuse planning through the ChunkReuseProvider
 //   scheduler_emit.cc      the decisions written out as one flat ScheduledBatch
 //   scheduler_output.cc    UpdateFromOutput: sampled tokens checked, appended, drafts kept
+//   scheduler_kv_cache.*   the KV cache calls, over KvCacheManager or HybridKvCacheManager
 #ifndef PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 #define PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 

@@ -2,7 +2,8 @@
 //
 // Continuous-batching scheduler in the style of vLLM's v1 scheduler. It decides, step by step,
 // which tokens of which requests the model computes, allocates their KV blocks through a
-// KvCacheManager (prefix-cache hits count as already computed) and emits one flat batch per step:
+// KvCacheManager, or a HybridKvCacheManager for models with sliding-window layers (see the second
+// Create; prefix-cache hits count as already computed) and emits one flat batch per step:
 // every token with its own position id and KV slot, plus each sequence's block table.
 //
 // Each step has a token budget (max_num_batched_tokens) and a cap on running sequences
