@@ -76,9 +76,10 @@ void AddWorkloadFlags(CLI::App* sub, ReplayConfig* config) {
   sub->add_flag("--skip-bad-lines", config->skip_bad_lines,
                 "Skip (and count) malformed trace lines instead of stopping");
   sub->add_flag("--hybrid-kv", config->hybrid_kv,
-                "Cache mode: replay through the hybrid KV cache manager with the --model preset's "
+                "Replay through the hybrid KV cache manager with the --model preset's "
                 "sliding-window layers (gpt-oss-20b, gemma-3-27b) and report KV memory per "
-                "request beside the same model treated as all full attention");
+                "request (serve mode: also throughput, TTFT, running requests) beside the same "
+                "model treated as all full attention at the same KV memory");
   sub->add_flag("--cache-partial-tail", config->cache_partial_tail,
                 "Cache mode: the block model before issue 29 (a trace's partial last hash id is "
                 "a cached block, no hit cap); default: vLLM's rules (full blocks only, a hit "

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/replay/memory_budget.h"
 #include "engine/replay/replay_runner.h"
+#include "engine/replay/serve_replay.h"
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
 
@@ -33,6 +34,13 @@ absl::Status RunHybridCacheMode(const ReplayConfig& config, const Workload& work
 
 // Serve mode: arrivals through the scheduler on a simulated GPU (one or several instances).
 absl::Status RunServeMode(const ReplayConfig& config, const Workload& workload, std::ostream& out);
+
+// Serve mode with --hybrid-kv (hybrid_serve_mode.cc): the scheduler over a HybridKvCacheManager
+// with the model's KV cache groups, against the same model treated as all full attention at the
+// same KV memory; throughput, TTFT, running requests, KV per request and hit rates.
+// `options` comes from serve mode's flag handling (capacity in full-model blocks).
+absl::Status RunHybridServeMode(const ReplayConfig& config, const Workload& workload,
+                                ServeReplayOptions options, std::ostream& out);
 
 // Blocks that `gib` GiB of KV hold for the model preset `model_name` at `block_size`.
 // InvalidArgument when that is no block at all.

@@ -189,11 +189,6 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
     return absl::InvalidArgumentError(absl::StrFormat(
         "--max-memory-gib must be a finite number >= 0 (got %g)", c.max_memory_gib));
   }
-  if (c.hybrid_kv && c.mode != "cache") {
-    return absl::InvalidArgumentError(
-        "--hybrid-kv needs --mode cache: serve mode runs the engine Scheduler, which drives the "
-        "plain KvCacheManager (every layer full attention)");
-  }
   PAGEDKV_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(c, BudgetOf(c)));
   if (workload.requests.empty()) {
     return absl::InvalidArgumentError(

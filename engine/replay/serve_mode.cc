@@ -205,6 +205,7 @@ absl::StatusOr<SingleInstanceRuns> RunSingleInstance(const ReplayConfig& c,
 
 absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
   PAGEDKV_ASSIGN_OR_RETURN(ServeReplayOptions o, ServeOptionsFrom(c, workload));
+  if (c.hybrid_kv) return RunHybridServeMode(c, workload, std::move(o), out);
   if (c.instances > 1 || c.router != "round-robin") {
     return RunMultiInstanceMode(c, workload, std::move(o), out);
   }

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/replay/cost_model.h"
@@ -34,6 +35,7 @@
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/export.h"
+#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/scheduler.h"
 
@@ -63,6 +65,10 @@ struct PAGEDKV_EXPORT ServeReplayOptions {
   // Simulated host / remote KV tiers below the pool and the links their loads are charged on
   // (serve_tiers.h); off by default.
   ServeTierOptions tiers = {};
+  // Non-empty: the scheduler drives a HybridKvCacheManager with these KV cache groups
+  // (HybridGroupsFor / AllFullGroupsFor in hybrid_cache_replay.h) and capacity_blocks counts its
+  // pages. Tiers are refused; shifted reuse is off (the hybrid manager has no chunk reuse).
+  std::vector<KvCacheGroupSpec> hybrid_groups;
 };
 
 struct PAGEDKV_EXPORT ServeReplayResult {
@@ -84,6 +90,21 @@ struct PAGEDKV_EXPORT ServeReplayResult {
   double tpot_mean_s = 0;                // mean time per output token after the first
   double e2e_mean_s = 0, e2e_p99_s = 0;  // arrival to last token
   double wall_seconds = 0;               // real time the replay took
+  // Means over steps that ran a batch: running requests, and pool blocks (pages, for a hybrid
+  // manager) held by them after scheduling. KV per running request = mean_used_blocks /
+  // mean_running.
+  double mean_running = 0;
+  double mean_used_blocks = 0;
+  bool hybrid = false;  // options.hybrid_groups was set
+  // Prefix hits of first admissions only (prefix_hit_tokens also counts re-admissions after
+  // preemption, which mostly hit the request's own blocks), and their prompt tokens.
+  int64_t first_admission_hit_tokens = 0;
+  int64_t first_admission_prompt_tokens = 0;
+  double first_admission_hit_rate() const {
+    return first_admission_prompt_tokens > 0
+               ? static_cast<double>(first_admission_hit_tokens) / first_admission_prompt_tokens
+               : 0;
+  }
   // Shifted-position reuse (all zero unless shifted_counted). Counted over admissions, like
   // admitted_tokens (a request re-admitted after preemption counts again).
   bool shifted_counted = false;          // chunks were marked and count_shifted was on

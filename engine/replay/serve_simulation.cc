@@ -116,16 +116,8 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
     const Workload& workload, const ServeReplayOptions& options, int64_t capacity_blocks) {
   auto sim = std::unique_ptr<ServeSimulation>(new ServeSimulation(
       workload, options, RooflineCostModel(options.gpu, options.model, options.cost)));
-  KvCacheManagerOptions manager_options;
-  manager_options.num_blocks = static_cast<int32_t>(capacity_blocks);
-  manager_options.block_size = options.block_size;
-  manager_options.eviction_policy = options.policy;
-  manager_options.vocab_size = options.vocab_size;
-  manager_options.model_fingerprint = options.model.name;
-  manager_options.collect_event_batches = options.on_event_batch != nullptr;
-  PAGEDKV_ASSIGN_OR_RETURN(sim->manager_, KvCacheManager::Create(std::move(manager_options)));
-  PAGEDKV_ASSIGN_OR_RETURN(sim->scheduler_, Scheduler::Create(options.scheduler, *sim->manager_));
-  if (options.count_shifted && AnyChunks(workload)) {
+  PAGEDKV_RETURN_IF_ERROR(sim->CreateCacheAndScheduler(capacity_blocks));
+  if (sim->manager_ != nullptr && options.count_shifted && AnyChunks(workload)) {
     PAGEDKV_ASSIGN_OR_RETURN(sim->reuse_, SimulatedChunkReuse::Create(
                                               &KvCacheManagerInternal::MutablePool(*sim->manager_),
                                               {.first_k = options.chunk_first_k,
@@ -146,6 +138,7 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   sim->result_.host_store = {.rule = options.tiers.host_store,
                              .threshold = options.tiers.host_store_threshold};
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
+  sim->result_.hybrid = sim->hybrid_ != nullptr;
   sim->result_.requests = static_cast<int64_t>(workload.requests.size());
   sim->result_.capacity_blocks = capacity_blocks;
   sim->ttft_.reserve(workload.requests.size());
@@ -154,6 +147,53 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   sim->start_s_ = workload.requests.empty() ? 0 : sim->ArrivalSeconds(0);
   sim->now_s_ = sim->start_s_;
   return sim;
+}
+
+absl::Status ServeSimulation::CreateCacheAndScheduler(int64_t capacity_blocks) {
+  if (!options_.hybrid_groups.empty()) {
+    if (options_.tiers.enabled()) {
+      return absl::InvalidArgumentError(
+          "serve replay over a hybrid KV cache has no tiers; drop the host / remote capacities");
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(hybrid_,
+                             HybridKvCacheManager::Create(
+                                 {.num_blocks = static_cast<int32_t>(capacity_blocks),
+                                  .block_size = options_.block_size,
+                                  .groups = options_.hybrid_groups,
+                                  .eviction_policy = options_.policy,
+                                  .vocab_size = options_.vocab_size,
+                                  .model_fingerprint = options_.model.name,
+                                  .collect_event_batches = options_.on_event_batch != nullptr}));
+    PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(options_.scheduler, *hybrid_));
+    return absl::OkStatus();
+  }
+  KvCacheManagerOptions manager_options;
+  manager_options.num_blocks = static_cast<int32_t>(capacity_blocks);
+  manager_options.block_size = options_.block_size;
+  manager_options.eviction_policy = options_.policy;
+  manager_options.vocab_size = options_.vocab_size;
+  manager_options.model_fingerprint = options_.model.name;
+  manager_options.collect_event_batches = options_.on_event_batch != nullptr;
+  PAGEDKV_ASSIGN_OR_RETURN(manager_, KvCacheManager::Create(std::move(manager_options)));
+  PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(options_.scheduler, *manager_));
+  return absl::OkStatus();
+}
+
+CacheStats ServeSimulation::ManagerStats() const {
+  return hybrid_ != nullptr ? hybrid_->stats() : manager_->stats();
+}
+
+const BlockPool& ServeSimulation::Pool() const {
+  return hybrid_ != nullptr ? hybrid_->pool() : manager_->pool();
+}
+
+absl::Status ServeSimulation::ValidateManager() const {
+  return hybrid_ != nullptr ? hybrid_->ValidateInvariants() : manager_->ValidateInvariants();
+}
+
+KvEventBatch ServeSimulation::TakeEventBatch(double timestamp) {
+  return hybrid_ != nullptr ? hybrid_->TakeEventBatch(timestamp)
+                            : manager_->TakeEventBatch(timestamp);
 }
 
 bool ServeSimulation::HasWork() const {
@@ -227,6 +267,10 @@ absl::Status ServeSimulation::AdmitRequest(size_t index) {
 // Charges the scheduled batch to the clock, samples its tokens and records the outputs.
 absl::Status ServeSimulation::RunBatch() {
   StepWork work;
+  ++batches_run_;
+  CountFirstAdmissions();
+  sum_running_ += batch_.stats.num_running;
+  sum_used_blocks_ += batch_.stats.num_used_blocks;
   if (reuse_ != nullptr) {
     // The engine re-rotates the acquired chunks here, then releases them.
     work.num_rerotated_tokens += CountShiftedHits(batch_, live_, result_);
@@ -245,11 +289,22 @@ absl::Status ServeSimulation::RunBatch() {
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
                            scheduler_->UpdateFromOutput(sampled_));
   if (options_.on_event_batch) {
-    KvEventBatch events = manager_->TakeEventBatch(now_s_);
+    KvEventBatch events = TakeEventBatch(now_s_);
     if (!events.events.empty()) options_.on_event_batch(std::move(events));
   }
   RecordOutputs(outputs);
   return absl::OkStatus();
+}
+
+void ServeSimulation::CountFirstAdmissions() {
+  for (const ScheduledSequence& seq : batch_.sequences) {
+    if (!seq.newly_admitted) continue;
+    auto it = live_.find(seq.request_id);
+    if (it == live_.end() || it->second.admitted) continue;
+    it->second.admitted = true;
+    result_.first_admission_prompt_tokens += it->second.prompt_tokens;
+    result_.first_admission_hit_tokens += seq.num_prefix_hit_tokens;
+  }
 }
 
 // Adds each sequence's work and one synthetic token per sampling sequence.
@@ -310,8 +365,8 @@ absl::StatusOr<ServeReplayResult> ServeSimulation::Finish() {
   result_.preemptions = stats.num_preemptions;
   result_.admitted_tokens = stats.num_admitted_tokens;
   result_.prefix_hit_tokens = stats.num_prefix_hit_tokens;
-  result_.evictions = manager_->stats().evictions;
-  result_.stored_blocks = manager_->stats().stored_blocks;
+  result_.evictions = ManagerStats().evictions;
+  result_.stored_blocks = ManagerStats().stored_blocks;
   if (tiers_ != nullptr) {
     const InstanceTierCounts counts = tiers_->counts();
     result_.host_hit_tokens = counts.host_hit_tokens;
@@ -325,13 +380,17 @@ absl::StatusOr<ServeReplayResult> ServeSimulation::Finish() {
         result_.shifted_hit_tokens, stats.num_shifted_hit_tokens));
   }
   // Every request finished and every chunk was released: no block may still be held.
-  PAGEDKV_RETURN_IF_ERROR(manager_->ValidateInvariants());
+  PAGEDKV_RETURN_IF_ERROR(ValidateManager());
   if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse_->index().ValidateInvariants());
-  if (manager_->pool().NumUsedBlocks() != 0 || (reuse_ != nullptr && reuse_->num_acquired() != 0)) {
-    return absl::InternalError(absl::StrFormat("serve replay ended with %d blocks still held",
-                                               manager_->pool().NumUsedBlocks()));
+  if (Pool().NumUsedBlocks() != 0 || (reuse_ != nullptr && reuse_->num_acquired() != 0)) {
+    return absl::InternalError(
+        absl::StrFormat("serve replay ended with %d blocks still held", Pool().NumUsedBlocks()));
   }
   result_.simulated_seconds = now_s_ - start_s_;
+  if (batches_run_ > 0) {
+    result_.mean_running = sum_running_ / static_cast<double>(batches_run_);
+    result_.mean_used_blocks = sum_used_blocks_ / static_cast<double>(batches_run_);
+  }
   std::sort(ttft_.begin(), ttft_.end());
   std::sort(e2e_.begin(), e2e_.end());
   result_.ttft_mean_s = Mean(ttft_);

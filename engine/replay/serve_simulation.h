@@ -23,6 +23,7 @@
 #include "engine/replay/serve_replay.h"
 #include "engine/replay/simulated_chunk_reuse.h"
 #include "engine/replay/workload.h"
+#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 
@@ -32,6 +33,7 @@ namespace pagedkv::replay {
 struct TrackedRequest {
   double arrival_s = 0;
   double first_token_s = -1;  // -1 until its first token
+  bool admitted = false;      // admitted at least once (its first admission's hit is counted)
   int64_t prompt_tokens = 0;
   std::vector<PromptChunk> chunks;  // marked chunks (only with shifted reuse on)
   std::vector<TokenId> prompt;      // the prompt, kept only when chunks is not empty
@@ -65,14 +67,24 @@ class ServeSimulation {
   absl::Status AdmitRequest(size_t index);
   absl::Status RunBatch();
   void SampleTokens(StepWork& work);
+  // Counts the prefix hits of first admissions (re-admissions after preemption excluded).
+  void CountFirstAdmissions();
   absl::Status RegisterFinishedChunks(StepWork& work);
   void RecordOutputs(const std::vector<RequestOutput>& outputs);
   void CountDone();
+  // Create's part: the KV cache manager (plain or hybrid) and the scheduler over it.
+  absl::Status CreateCacheAndScheduler(int64_t capacity_blocks);
+  // The manager's statistics, pool, invariants and event batch, whichever manager it is.
+  CacheStats ManagerStats() const;
+  const BlockPool& Pool() const;
+  absl::Status ValidateManager() const;
+  KvEventBatch TakeEventBatch(double timestamp);
 
   const Workload& workload_;
   const ServeReplayOptions& options_;
   const RooflineCostModel cost_;
-  std::unique_ptr<KvCacheManager> manager_;
+  std::unique_ptr<KvCacheManager> manager_;       // null with options.hybrid_groups
+  std::unique_ptr<HybridKvCacheManager> hybrid_;  // null without
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SimulatedChunkReuse> reuse_;  // null without shifted reuse
   std::unique_ptr<InstanceTiers> tiers_;        // null without tiers
@@ -86,6 +98,8 @@ class ServeSimulation {
   int64_t done_ = 0;    // finished or rejected requests
   ScheduledBatch batch_;
   std::vector<SampledToken> sampled_;
+  double sum_running_ = 0, sum_used_blocks_ = 0;  // over steps that ran a batch
+  int64_t batches_run_ = 0;
 };
 
 }  // namespace pagedkv::replay

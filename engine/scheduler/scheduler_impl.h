@@ -9,20 +9,22 @@
 //   scheduler_reuse.cc     chunk reuse planning through the ChunkReuseProvider
 //   scheduler_emit.cc      the decisions written out as one flat ScheduledBatch
 //   scheduler_output.cc    UpdateFromOutput: sampled tokens checked, appended, drafts kept
+//   scheduler_kv_cache.*   the KV cache calls, over KvCacheManager or HybridKvCacheManager
 #ifndef PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 #define PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/scheduler/request_state.h"
+#include "engine/scheduler/scheduler_kv_cache.h"
 #include "engine/scheduler/waiting_queue.h"
-#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
@@ -58,8 +60,12 @@ class Scheduler::Impl {
   using RequestState = internal::RequestState;
   using ReusableRange = scheduler_internal::ReusableRange;
 
-  Impl(const SchedulerOptions& options, KvCacheManager& cache)
-      : options_(options), cache_(cache), waiting_(options.policy) {}
+  // REQUIRES: cache != nullptr.
+  Impl(const SchedulerOptions& options, std::unique_ptr<scheduler_internal::SchedulerKvCache> cache)
+      : options_(options),
+        owned_cache_(std::move(cache)),
+        cache_(*owned_cache_),
+        waiting_(options.policy) {}
 
   absl::Status AddRequest(SchedulerRequest request);
   absl::Status Schedule(ScheduledBatch* batch);
@@ -89,9 +95,6 @@ class Scheduler::Impl {
   absl::StatusOr<bool> TryAdmit(RequestState* request, int32_t* budget);
   // Waiting requests in admission order for this step.
   void OrderWaiting(std::vector<RequestState*>* order) const;
-  // Leading full blocks of `request` found in the pool's hash index (hash only, no verification,
-  // no statistics): the cache-aware order's estimate of its prefix hit.
-  int64_t ProbeCachedBlocks(const RequestState& request) const;
   // Preempts `victim` (REQUIRES: not scheduled in this step): frees its blocks and queues it at
   // the front.
   absl::Status Preempt(RequestState* victim, ScheduledBatch* batch);
@@ -132,7 +135,8 @@ class Scheduler::Impl {
 
   ChunkReuseProvider* reuse_ = nullptr;  // not owned; null: chunk reuse off
   SchedulerOptions options_;
-  KvCacheManager& cache_;
+  std::unique_ptr<scheduler_internal::SchedulerKvCache> owned_cache_;
+  scheduler_internal::SchedulerKvCache& cache_;  // *owned_cache_
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> requests_;
   internal::WaitingQueue<RequestState> waiting_;
   // Sorted by rank (priority, then arrival order): served in this order, preempted from the back.

@@ -2,7 +2,8 @@
 //
 // Continuous-batching scheduler in the style of vLLM's v1 scheduler. It decides, step by step,
 // which tokens of which requests the model computes, allocates their KV blocks through a
-// KvCacheManager (prefix-cache hits count as already computed) and emits one flat batch per step:
+// KvCacheManager, or a HybridKvCacheManager for models with sliding-window layers (see the second
+// Create; prefix-cache hits count as already computed) and emits one flat batch per step:
 // every token with its own position id and KV slot, plus each sequence's block table.
 //
 // Each step has a token budget (max_num_batched_tokens) and a cap on running sequences
@@ -50,6 +51,7 @@
 namespace pagedkv {
 
 class KvCacheManager;
+class HybridKvCacheManager;
 
 // A span of a prompt that may be reused from a cached chunk computed at another position
 // (shifted-position reuse): prompt tokens [offset, offset + length).
@@ -357,6 +359,18 @@ class PAGEDKV_EXPORT Scheduler {
   // scheduler's requests in it. InvalidArgument (options.Validate()'s error) for bad options.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
                                                            KvCacheManager& cache);
+  // A scheduler over a hybrid manager (full-attention and sliding-window groups, issue #31), same
+  // ownership rules. Admission and preemption go by HybridKvCacheManager::AllocateSlots, so the
+  // pool budget counts every group's blocks (and the out-of-window blocks it releases); prefix
+  // hits follow its hybrid rule, and the cache-aware order probes that rule on the hash index.
+  // Each ScheduledSequence carries GROUP 0's block table and slot mapping only (kNullBlock
+  // entries where group 0 is a sliding window and released a block); per-group tables for the
+  // model runner are not emitted yet. Refused, as the hybrid manager lacks them: draft tokens
+  // (SetDraftTokens: FailedPrecondition), a ChunkReuseProvider (Schedule: FailedPrecondition,
+  // nothing changed), cache priorities (AddRequest: InvalidArgument). InvalidArgument
+  // (options.Validate()'s error) for bad options.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
+                                                           HybridKvCacheManager& cache);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -419,6 +433,7 @@ class PAGEDKV_EXPORT Scheduler {
  private:
   class Impl;
   Scheduler(const SchedulerOptions& options, KvCacheManager& cache);
+  Scheduler(const SchedulerOptions& options, HybridKvCacheManager& cache);
   SchedulerOptions options_;
   std::unique_ptr<Impl> impl_;
 };

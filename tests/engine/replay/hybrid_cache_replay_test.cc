@@ -70,8 +70,10 @@ TEST(HybridCacheReplayTest, CacheModeFlagReportsBothModels) {
   c.model = "llama-3-8b";
   EXPECT_EQ(RunCacheMode(c, w, out).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(RunHybridCacheReplay(ExpandedWorkload{}, {.capacity_blocks = 0}).ok());
+  // Serve mode takes --hybrid-kv too (hybrid_serve_replay_test.cc), on one instance only.
   c.model = "gpt-oss-20b";
   c.mode = "serve";
+  c.instances = 2;
   std::ostringstream err;
   EXPECT_EQ(RunReplay(c, out, err).code(), absl::StatusCode::kInvalidArgument);
 }
