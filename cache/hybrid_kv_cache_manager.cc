@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
+#include "cache/ref_count_check.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
@@ -419,14 +420,7 @@ absl::Status HybridKvCacheManager::ValidateInvariants() const {
   for (const auto& [id, state] : requests_) {
     PAGEDKV_RETURN_IF_ERROR(CheckTables(id, state, refs));
   }
-  for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
-    if (pool_->RefCount(b) != refs[b]) {
-      return absl::InternalError(absl::StrCat("block ", b, " has reference count ",
-                                              pool_->RefCount(b), " but ", refs[b],
-                                              " block-table entries"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckRefCounts(*pool_, refs);
 }
 
 }  // namespace pagedkv

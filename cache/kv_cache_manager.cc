@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
+#include "cache/ref_count_check.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
@@ -547,14 +548,7 @@ absl::Status KvCacheManager::ValidateInvariants() const {
       ++refs[b];
     }
   }
-  for (BlockId b = 0; b < pool_->num_blocks(); ++b) {
-    if (pool_->RefCount(b) != refs[b]) {
-      return absl::InternalError(absl::StrCat("block ", b, " has reference count ",
-                                              pool_->RefCount(b), " but ", refs[b],
-                                              " block-table entries"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckRefCounts(*pool_, refs);
 }
 
 }  // namespace pagedkv
