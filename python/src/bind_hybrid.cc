@@ -26,8 +26,10 @@ KvCacheGroupKind ParseGroupKind(const std::string& kind) {
   if (kind == KvCacheGroupKindName(KvCacheGroupKind::kSlidingWindow)) {
     return KvCacheGroupKind::kSlidingWindow;
   }
-  ThrowInvalidArgument("KvCacheGroupSpec: kind must be \"full_attention\" or \"sliding_window\"; "
-                       "got \"" + kind + "\"");
+  ThrowInvalidArgument(
+      "KvCacheGroupSpec: kind must be \"full_attention\" or \"sliding_window\"; "
+      "got \"" +
+      kind + "\"");
 }
 
 std::unique_ptr<HybridKvCacheManager> MakeHybrid(int32_t num_blocks, int32_t block_size,
@@ -37,16 +39,15 @@ std::unique_ptr<HybridKvCacheManager> MakeHybrid(int32_t num_blocks, int32_t blo
                                                  std::string model_fingerprint,
                                                  bool collect_event_batches,
                                                  std::optional<int32_t> data_parallel_rank) {
-  return Unwrap(HybridKvCacheManager::Create(
-      {.num_blocks = num_blocks,
-       .block_size = block_size,
-       .groups = std::move(groups),
-       .enable_prefix_caching = enable_prefix_caching,
-       .eviction_policy = std::move(eviction_policy),
-       .vocab_size = vocab_size,
-       .model_fingerprint = std::move(model_fingerprint),
-       .collect_event_batches = collect_event_batches,
-       .data_parallel_rank = data_parallel_rank}));
+  return Unwrap(HybridKvCacheManager::Create({.num_blocks = num_blocks,
+                                              .block_size = block_size,
+                                              .groups = std::move(groups),
+                                              .enable_prefix_caching = enable_prefix_caching,
+                                              .eviction_policy = std::move(eviction_policy),
+                                              .vocab_size = vocab_size,
+                                              .model_fingerprint = std::move(model_fingerprint),
+                                              .collect_event_batches = collect_event_batches,
+                                              .data_parallel_rank = data_parallel_rank}));
 }
 
 void BindGroupTypes(py::module_& m) {
@@ -59,7 +60,8 @@ void BindGroupTypes(py::module_& m) {
            }),
            arg("kind") = "full_attention", arg("sliding_window") = 0, arg("num_layers") = 1)
       .def_property_readonly(
-          "kind", [](const KvCacheGroupSpec& s) { return std::string(KvCacheGroupKindName(s.kind)); },
+          "kind",
+          [](const KvCacheGroupSpec& s) { return std::string(KvCacheGroupKindName(s.kind)); },
           "\"full_attention\" or \"sliding_window\" (vLLM's KVCacheSpecKind values).")
       .def_readonly("sliding_window", &KvCacheGroupSpec::sliding_window,
                     "Window in tokens for a sliding-window group (> 0); 0 otherwise.")
@@ -121,8 +123,7 @@ void BindHybridQueries(py::class_<HybridKvCacheManager>& c) {
                              "Requests the manager tracks.")
       .def_property_readonly("num_groups", &HybridKvCacheManager::num_groups, "KV cache groups.")
       .def_property_readonly(
-          "groups",
-          [](const HybridKvCacheManager& self) { return self.options().groups; },
+          "groups", [](const HybridKvCacheManager& self) { return self.options().groups; },
           "The groups' specs, in group-index order.")
       .def_property_readonly("block_size", &HybridKvCacheManager::block_size, "Tokens per block.")
       .def_property_readonly("num_available_blocks", &HybridKvCacheManager::NumAvailableBlocks,
@@ -142,8 +143,8 @@ void BindHybridManager(py::module_& m) {
       "table per KV cache group over one pool, vLLM's hybrid hit rule. Not thread-safe.");
   c.def(py::init(&MakeHybrid), py::kw_only(), arg("num_blocks"), arg("block_size") = 16,
         arg("groups"), arg("enable_prefix_caching") = true, arg("eviction_policy") = "lru",
-        arg("vocab_size") = 0, arg("model_fingerprint") = "",
-        arg("collect_event_batches") = false, arg("data_parallel_rank") = py::none())
+        arg("vocab_size") = 0, arg("model_fingerprint") = "", arg("collect_event_batches") = false,
+        arg("data_parallel_rank") = py::none())
       .def(
           "new_request",
           [](const HybridKvCacheManager& self, RequestId id, std::vector<TokenId> prompt,
@@ -185,8 +186,8 @@ void BindHybridManager(py::module_& m) {
           "take_event_batch",
           [](HybridKvCacheManager& self, double timestamp, const std::string& encoding) {
             const KvEventBatch batch = self.TakeEventBatch(timestamp);
-            const std::string bytes = EncodeKvEventBatch(
-                batch, {.encoding = Unwrap(ParseKvEventEncoding(encoding))});
+            const std::string bytes =
+                EncodeKvEventBatch(batch, {.encoding = Unwrap(ParseKvEventEncoding(encoding))});
             return py::bytes(bytes);
           },
           arg("timestamp"), py::kw_only(), arg("encoding") = "vllm",
