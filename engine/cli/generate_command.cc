@@ -65,9 +65,8 @@ struct GenerateFlags {
 // root is RootHash("", fingerprint).
 absl::StatusOr<std::vector<GenerationResult>> GenerateWithEvents(
     Engine& engine, std::vector<GenerationRequest> requests, KvEventPublisher& publisher) {
-  KvCacheManager& cache = engine.kv_cache_manager();
   KvEventBatcher batcher;
-  batcher.NoteRoot(RootHash("", cache.options().model_fingerprint));
+  batcher.NoteRoot(RootHash("", engine.kv_cache_fingerprint()));
   // The device pool's events and the tiers' (each with its medium).
   const int listener = engine.AddEventListener([&batcher](const KvEvent& e) { batcher.Add(e); });
   std::vector<RequestId> ids;
@@ -266,7 +265,7 @@ void PrintStats(const Engine& engine) {
 // --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).
 absl::Status WriteMetricsFile(const std::string& path, Engine& engine) {
   std::string text;
-  PAGEDKV_RETURN_IF_ERROR(engine.kv_cache_manager().WritePrometheus(&text));
+  PAGEDKV_RETURN_IF_ERROR(engine.WriteKvCachePrometheus(&text));
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file << text;
   file.close();

@@ -357,7 +357,7 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             PrometheusOptions options;
             for (auto& [k, v] : labels) options.labels.emplace_back(k, v);
             std::string text;
-            CheckStatus(self.get().kv_cache_manager().WritePrometheus(&text, options));
+            CheckStatus(self.get().WriteKvCachePrometheus(&text, options));
             return text;
           },
           py::kw_only(), arg("labels") = std::map<std::string, std::string>{},
