@@ -260,6 +260,9 @@ void PrintStats(const Engine& engine) {
   const KvPoolSize& pool = engine.kv_pool();
   std::cout << absl::StrFormat("kv pool: %d blocks, %.1f MiB (%s)\n", pool.num_blocks,
                                static_cast<double>(pool.bytes) / (1 << 20), pool.reason);
+  const KvCacheLayout& layout = engine.kv_cache_layout();
+  std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
+            << layout.layers_per_block << " layers per block (" << layout.reason << ")\n";
 }
 
 // --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).

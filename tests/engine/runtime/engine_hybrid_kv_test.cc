@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/backend.h"
 #include "engine/runtime/kv_groups.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -70,9 +71,9 @@ struct RunResult {
 RunResult RunEngine(std::shared_ptr<const ModelWeights> weights, HybridKvCacheMode mode,
                     int32_t block_size, int32_t chunk,
                     const std::vector<std::vector<TokenId>>& prompts,
-                    const std::vector<TokenId>& later) {
+                    const std::vector<TokenId>& later, BackendKind backend = BackendKind::kCpu) {
   EngineOptions options;
-  options.backend = BackendKind::kCpu;
+  options.backend = backend;
   options.block_size = block_size;
   options.num_kv_blocks = 96;
   options.scheduler.long_prefill_token_threshold = chunk;
@@ -163,6 +164,27 @@ TEST(EngineHybridKvTest, HybridGivesTheSameGreedyIdsAsAllFull) {
   }
 }
 
+// The CUDA backend (skipped without a device): hybrid on gives hybrid off's ids.
+TEST(EngineHybridKvTest, CudaHybridMatchesAllFull) {
+  if (!CudaBackendAvailable()) GTEST_SKIP() << "no CUDA device";
+  const HfTestModel model = Qwen2("sfsf", 47);
+  std::shared_ptr<const ModelWeights> weights = Load(model, "cuda");
+  ASSERT_NE(weights, nullptr);
+  const int vocab = model.spec.vocab;
+  const std::vector<std::vector<TokenId>> prompts = {Prompt(22, 29, 3, vocab),
+                                                     Prompt(30, 7, 11, vocab)};
+  std::vector<TokenId> later(prompts[0].begin(), prompts[0].begin() + 16);
+  for (int t = 0; t < 9; ++t) later.push_back((t * 13 + 1) % vocab);
+  for (int32_t block_size : {4, 16}) {
+    const RunResult cuda = RunEngine(weights, HybridKvCacheMode::kOn, block_size, 5, prompts, later,
+                                     BackendKind::kCuda);
+    const RunResult off = RunEngine(weights, HybridKvCacheMode::kOff, block_size, 5, prompts, later,
+                                    BackendKind::kCuda);
+    EXPECT_TRUE(cuda.hybrid);
+    EXPECT_EQ(cuda.outputs, off.outputs) << "block_size " << block_size;
+  }
+}
+
 TEST(EngineHybridKvTest, HoldsFewerLayerBlocksAndBuysMoreBlocks) {
   const HfTestModel model = Qwen2("sfsf", 53);
   std::shared_ptr<const ModelWeights> weights = Load(model, "held");
@@ -200,6 +222,9 @@ TEST(EngineHybridKvTest, HoldsFewerLayerBlocksAndBuysMoreBlocks) {
   }
   // All-full: every one of the 4 layers keeps every block of the request's tokens.
   const int64_t all_full = 4 * NumBlocksFor(tokens, 4);
+  RecordProperty("tokens", static_cast<int>(tokens));
+  RecordProperty("hybrid_layer_blocks", static_cast<int>(held));
+  RecordProperty("all_full_layer_blocks", static_cast<int>(all_full));
   EXPECT_LT(held, all_full) << "tokens " << tokens;
   EXPECT_LE(held, 2 * NumBlocksFor(tokens, 4) + 2 * 3) << "window groups keep about 2 blocks";
 }
