@@ -28,8 +28,10 @@
 // extension such as selective recompute (engine/shift/cache_blend_hook.h) plugs in there.
 //
 // The runner owns the KV pages (K and V per layer, [num_blocks, block_size, n_kv_heads,
-// head_dim] of options.kv_dtype), the RoPE table and the activations, all in the backend's
-// memory; it does not decide which slots a token uses (the scheduler / KV cache manager do).
+// head_dim] of options.kv_dtype; with KV cache groups, options.layer_kv_group, one such array per
+// layer of the largest group, shared by the groups, each through its own block tables and slots),
+// the RoPE table and the activations, all in the backend's memory; it does not decide which slots
+// a token uses (the scheduler / KV cache manager do).
 // RoPE is llama2.c's (interleaved pairs, base 10000) unless options.rope overrides it.
 //
 // Example (one sequence of 3 prompt tokens in block 0, block_size 16):

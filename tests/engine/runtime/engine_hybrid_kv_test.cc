@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/backend.h"
+#include "engine/model/model_runner.h"
 #include "engine/runtime/kv_groups.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -66,16 +67,18 @@ struct RunResult {
   std::vector<std::vector<TokenId>> outputs;
   int32_t later_hit_tokens = 0;
   bool hybrid = false;
+  int64_t preemptions = 0;
 };
 
 RunResult RunEngine(std::shared_ptr<const ModelWeights> weights, HybridKvCacheMode mode,
                     int32_t block_size, int32_t chunk,
                     const std::vector<std::vector<TokenId>>& prompts,
-                    const std::vector<TokenId>& later, BackendKind backend = BackendKind::kCpu) {
+                    const std::vector<TokenId>& later, BackendKind backend = BackendKind::kCpu,
+                    int32_t num_kv_blocks = 96) {
   EngineOptions options;
   options.backend = backend;
   options.block_size = block_size;
-  options.num_kv_blocks = 96;
+  options.num_kv_blocks = num_kv_blocks;
   options.scheduler.long_prefill_token_threshold = chunk;
   options.hybrid_kv_cache = mode;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(weights), options);
@@ -100,6 +103,7 @@ RunResult RunEngine(std::shared_ptr<const ModelWeights> weights, HybridKvCacheMo
   if (!out.ok()) return result;
   result.outputs.push_back((*out)[0].output_tokens);
   result.later_hit_tokens = (*out)[0].num_prefix_hit_tokens;
+  result.preemptions = (*engine)->stats().num_preemptions;
   if (HybridKvCacheManager* h = (*engine)->hybrid_kv_cache_manager(); h != nullptr) {
     EXPECT_TRUE(h->ValidateInvariants().ok()) << h->ValidateInvariants();
     EXPECT_EQ(h->NumRequests(), 0);
@@ -182,6 +186,43 @@ TEST(EngineHybridKvTest, CudaHybridMatchesAllFull) {
                                     BackendKind::kCuda);
     EXPECT_TRUE(cuda.hybrid);
     EXPECT_EQ(cuda.outputs, off.outputs) << "block_size " << block_size;
+  }
+}
+
+// A pool too small for the three requests at once: preemption (recompute) over the hybrid manager
+// keeps the ids.
+TEST(EngineHybridKvTest, PreemptionKeepsTheIds) {
+  const HfTestModel model = Qwen2("sfs", 61);
+  std::shared_ptr<const ModelWeights> weights = Load(model, "preempt");
+  ASSERT_NE(weights, nullptr);
+  const int vocab = model.spec.vocab;
+  const std::vector<std::vector<TokenId>> prompts = {
+      Prompt(22, 29, 3, vocab), Prompt(26, 17, 5, vocab), Prompt(30, 7, 11, vocab)};
+  const std::vector<TokenId> later = Prompt(12, 5, 2, vocab);
+  const RunResult on = RunEngine(weights, HybridKvCacheMode::kOn, 4, 5, prompts, later,
+                                 BackendKind::kCpu, /*num_kv_blocks=*/30);
+  const RunResult off = RunEngine(weights, HybridKvCacheMode::kOff, 4, 5, prompts, later);
+  EXPECT_TRUE(on.hybrid);
+  EXPECT_GT(on.preemptions, 0);
+  EXPECT_EQ(on.outputs, off.outputs);
+}
+
+TEST(EngineHybridKvTest, ModelRunnerChecksLayerGroups) {
+  const HfTestModel model = Qwen2("sfsf", 67);
+  std::shared_ptr<const ModelWeights> weights = Load(model, "runner");
+  ASSERT_NE(weights, nullptr);
+  absl::StatusOr<std::unique_ptr<ModelRunner>> runner = ModelRunner::Create(
+      weights, {.backend = BackendKind::kCpu, .num_blocks = 8, .layer_kv_group = {1, 0, 1, 0}});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  EXPECT_EQ((*runner)->num_kv_groups(), 2);
+  EXPECT_EQ((*runner)->num_kv_page_arrays(), 2);
+  EXPECT_EQ((*runner)->kv_layout(0).k, (*runner)->kv_layout(1).k);  // both index 0 of a group
+  EXPECT_NE((*runner)->kv_layout(0).k, (*runner)->kv_layout(2).k);
+  for (const std::vector<int32_t>& bad :
+       std::vector<std::vector<int32_t>>{{0, 0, 0}, {0, 2, 0, 2}, {0, -1, 0, 1}}) {
+    runner = ModelRunner::Create(
+        weights, {.backend = BackendKind::kCpu, .num_blocks = 8, .layer_kv_group = bad});
+    EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument) << bad.size();
   }
 }
 
