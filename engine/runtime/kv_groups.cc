@@ -78,9 +78,9 @@ absl::StatusOr<KvCacheLayout> ChooseKvCacheLayout(const EngineOptions& options,
   absl::StatusOr<KvCacheLayout> hybrid = HybridKvCacheLayout(config);
   if (!hybrid.ok()) {
     if (on) {
-      return absl::InvalidArgumentError(absl::StrCat("EngineOptions.hybrid_kv_cache is on but ",
-                                                     hybrid.status().message(),
-                                                     "; use kAuto or kOff"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("EngineOptions.hybrid_kv_cache is on but ", hybrid.status().message(),
+                       "; use kAuto or kOff (--hybrid-kv-cache auto or off)"));
     }
     plain.reason = absl::StrCat("auto: ", hybrid.status().message());
     return plain;
@@ -91,7 +91,7 @@ absl::StatusOr<KvCacheLayout> ChooseKvCacheLayout(const EngineOptions& options,
       return absl::InvalidArgumentError(
           absl::StrCat("EngineOptions.hybrid_kv_cache is on, but ", incompatible,
                        " need a plain KvCacheManager; turn them off or use hybrid_kv_cache kAuto "
-                       "(falls back to all-full) or kOff"));
+                       "(falls back to all-full) or kOff (--hybrid-kv-cache auto or off)"));
     }
     plain.reason = absl::StrCat("auto: ", incompatible, " need a plain KvCacheManager");
     return plain;

@@ -27,6 +27,12 @@
 // EngineOptions.remote_cache_url the lookup goes on into a Redis server shared by every engine
 // pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
 //
+// Hybrid KV cache (EngineOptions.hybrid_kv_cache, docs/prefix_cache.md): a model mixing full and
+// sliding-window layers keeps KV in one KV cache group per kind over a HybridKvCacheManager; the
+// blocks a window group's requests have moved past are freed and a block holds one layer per
+// group, so the same memory holds more tokens. Greedy outputs equal the all-full engine's.
+// kv_cache_layout() says which layout was chosen and why.
+//
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
 //
