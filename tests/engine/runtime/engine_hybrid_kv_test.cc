@@ -307,6 +307,13 @@ TEST(EngineHybridKvTest, OnRefusesIncompatibleOptionsAndAutoFallsBack) {
   EngineOptions options;
   options.backend = BackendKind::kCpu;
   options.num_kv_blocks = 32;
+  options.remote_cache_url = "redis://127.0.0.1:1";  // refused before any connection
+  options.hybrid_kv_cache = HybridKvCacheMode::kOn;
+  absl::StatusOr<std::unique_ptr<Engine>> remote = Engine::Create(weights, options);
+  EXPECT_EQ(remote.status().code(), absl::StatusCode::kInvalidArgument) << remote.status();
+  EXPECT_NE(remote.status().message().find("remote_cache_url"), std::string::npos);
+  options.remote_cache_url.clear();
+  options.hybrid_kv_cache = HybridKvCacheMode::kAuto;
   absl::StatusOr<std::unique_ptr<Engine>> automatic = Engine::Create(weights, options);
   ASSERT_TRUE(automatic.ok()) << automatic.status();
   EXPECT_TRUE((*automatic)->kv_cache_layout().hybrid) << (*automatic)->kv_cache_layout().reason;
