@@ -178,9 +178,10 @@ absl::Status CheckPagedAttentionContents(const PagedAttentionArgs& a) {
     const int32_t* table = a.block_tables + int64_t{s} * a.max_blocks_per_seq;
     const int64_t used = UsedBlocks(kv_len, a.cache.block_size);
     for (int64_t b = 0; b < used; ++b) {
-      if (!BlockIdValid(table[b], a.cache.num_blocks)) {
-        return Invalid(op, absl::StrCat("block_tables[", s, "][", b, "] = ", table[b],
-                                        " is outside [0, ", a.cache.num_blocks, ")"));
+      if (!AttentionTableEntryValid(a, s, b)) {
+        return Invalid(
+            op, absl::StrCat("block_tables[", s, "][", b, "] = ", table[b], " is outside [0, ",
+                             a.cache.num_blocks, ") (-1 only before a sliding window)"));
       }
     }
   }
@@ -253,7 +254,7 @@ uint64_t FirstBadEntry(const PagedAttentionArgs& a) {
     }
     const int64_t row = int64_t{s} * a.max_blocks_per_seq;
     for (int64_t b = 0; b < UsedBlocks(kv_len, a.cache.block_size); ++b) {
-      if (!BlockIdValid(a.block_tables[row + b], a.cache.num_blocks)) {
+      if (!AttentionTableEntryValid(a, s, b)) {
         mark(CheckedArray::kBlockTables, row + b);
       }
     }

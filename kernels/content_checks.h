@@ -52,6 +52,23 @@ PAGEDKV_HD bool BlockIdValid(int64_t block, int64_t num_blocks) {
   return block >= 0 && block < num_blocks;
 }
 
+// Entry b (< UsedBlocks) of sequence s's block table: a block id in [0, num_blocks), or, with a
+// sliding window, kNullBlock (-1) for a block wholly before the window of the sequence's earliest
+// query, whose keys no query reads (a hybrid KV cache releases such blocks, issue #31). Reads
+// the sequence's positions, clipped to [0, num_tokens).
+PAGEDKV_HD bool AttentionTableEntryValid(const PagedAttentionArgs& a, int64_t s, int64_t b) {
+  const int32_t block = a.block_tables[s * a.max_blocks_per_seq + b];
+  if (BlockIdValid(block, a.cache.num_blocks)) return true;
+  if (block != -1 || a.sliding_window <= 0) return false;
+  const int64_t begin = a.query_start_loc[s] < 0 ? 0 : a.query_start_loc[s];
+  const int64_t end =
+      a.query_start_loc[s + 1] > a.num_tokens ? a.num_tokens : a.query_start_loc[s + 1];
+  if (begin >= end) return false;
+  int64_t first = a.positions[begin];
+  for (int64_t t = begin + 1; t < end; ++t) first = a.positions[t] < first ? a.positions[t] : first;
+  return (b + 1) * a.cache.block_size <= first - a.sliding_window + 1;
+}
+
 // Finite temperature (<= 0: greedy) and top_p in (0, 1].
 PAGEDKV_HD bool SamplingParamsValid(const SamplingParams& p) {
   const bool finite = fabsf(p.temperature) <= 3.402823466e38f;  // false for inf and NaN

@@ -92,6 +92,12 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--speculative", flags->speculative,
                   "speculative decoding: ngram:K proposes K draft tokens per step by prompt "
                   "lookup (greedy requests; same ids as without it)");
+  cmd->add_option("--hybrid-kv-cache", flags->hybrid_kv_cache,
+                  "KV cache groups for sliding-window layers, whose out-of-window blocks are "
+                  "freed (same ids, less KV memory): auto (default: on for a model with "
+                  "sliding-window and full layers unless tiers, speculative decoding or "
+                  "--metrics-file need a plain cache), on (refuse what it cannot run) or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 
 absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
@@ -112,6 +118,15 @@ absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;
   PAGEDKV_ASSIGN_OR_RETURN(options.speculative, ParseSpeculative(flags.speculative));
+  if (flags.hybrid_kv_cache == "auto" || flags.hybrid_kv_cache == "on" ||
+      flags.hybrid_kv_cache == "off") {
+    options.hybrid_kv_cache = flags.hybrid_kv_cache == "on"    ? HybridKvCacheMode::kOn
+                              : flags.hybrid_kv_cache == "off" ? HybridKvCacheMode::kOff
+                                                               : HybridKvCacheMode::kAuto;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--hybrid-kv-cache '", flags.hybrid_kv_cache, "': expected auto, on or off"));
+  }
   return options;
 }
 

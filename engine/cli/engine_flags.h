@@ -36,7 +36,8 @@ struct EngineFlags {
   int32_t num_kv_blocks = 0;
   std::string kv_cache_memory;  // "" (automatic) or a size: bytes, or with a K, M or G suffix
   int32_t max_batched_tokens = 2048;
-  std::string speculative;  // "ngram:K" (prompt lookup, K drafts per step); empty: off
+  std::string speculative;               // "ngram:K" (prompt lookup, K drafts per step); empty: off
+  std::string hybrid_kv_cache = "auto";  // auto, on or off (EngineOptions::hybrid_kv_cache)
 };
 
 // --model (required) and --tokenizer.

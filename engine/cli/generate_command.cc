@@ -65,9 +65,8 @@ struct GenerateFlags {
 // root is RootHash("", fingerprint).
 absl::StatusOr<std::vector<GenerationResult>> GenerateWithEvents(
     Engine& engine, std::vector<GenerationRequest> requests, KvEventPublisher& publisher) {
-  KvCacheManager& cache = engine.kv_cache_manager();
   KvEventBatcher batcher;
-  batcher.NoteRoot(RootHash("", cache.options().model_fingerprint));
+  batcher.NoteRoot(RootHash("", engine.kv_cache_fingerprint()));
   // The device pool's events and the tiers' (each with its medium).
   const int listener = engine.AddEventListener([&batcher](const KvEvent& e) { batcher.Add(e); });
   std::vector<RequestId> ids;
@@ -261,12 +260,15 @@ void PrintStats(const Engine& engine) {
   const KvPoolSize& pool = engine.kv_pool();
   std::cout << absl::StrFormat("kv pool: %d blocks, %.1f MiB (%s)\n", pool.num_blocks,
                                static_cast<double>(pool.bytes) / (1 << 20), pool.reason);
+  const KvCacheLayout& layout = engine.kv_cache_layout();
+  std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
+            << layout.layers_per_block << " layers per block (" << layout.reason << ")\n";
 }
 
 // --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).
 absl::Status WriteMetricsFile(const std::string& path, Engine& engine) {
   std::string text;
-  PAGEDKV_RETURN_IF_ERROR(engine.kv_cache_manager().WritePrometheus(&text));
+  PAGEDKV_RETURN_IF_ERROR(engine.WriteKvCachePrometheus(&text));
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file << text;
   file.close();

@@ -103,8 +103,7 @@ absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, Engin
   absl::StatusOr<std::string> chat_template = ReadChatTemplate(flags.engine.model);
   if (chat_template.ok()) model.chat_template = std::move(*chat_template);
   model.context_length = engine.context_length();
-  const KvCacheManager& cache = engine.kv_cache_manager();
-  model.pool_tokens = static_cast<int64_t>(cache.num_blocks()) * cache.block_size();
+  model.pool_tokens = engine.kv_pool().num_blocks * engine.options().block_size;
   model.priority_scheduling = engine.options().scheduler.policy == SchedulingPolicy::kPriority;
   return model;
 }
@@ -112,8 +111,8 @@ absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, Engin
 absl::Status WriteMetricsFile(const std::string& path, server::EngineLoop& loop) {
   std::string text;
   absl::Status status;
-  PAGEDKV_RETURN_IF_ERROR(loop.RunOnLoop(
-      [&](Engine& engine) { status = engine.kv_cache_manager().WritePrometheus(&text); }));
+  PAGEDKV_RETURN_IF_ERROR(
+      loop.RunOnLoop([&](Engine& engine) { status = engine.WriteKvCachePrometheus(&text); }));
   PAGEDKV_RETURN_IF_ERROR(status);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file << text;

@@ -96,6 +96,7 @@ absl::Status ModelRunner::Init() {
   PAGEDKV_ASSIGN_OR_RETURN(backend_,
                            CreateBackend(options_.backend, {.num_threads = options_.num_threads}));
   PAGEDKV_RETURN_IF_ERROR(BuildRopeTable());
+  PAGEDKV_RETURN_IF_ERROR(InitKvGroups());
   PAGEDKV_RETURN_IF_ERROR(PlaceWeights());
   return AllocateKvPages();
 }
@@ -119,9 +120,12 @@ absl::Status ModelRunner::BuildRopeTable() {
 
 absl::Status ModelRunner::AllocateKvPages() {
   const ModelConfig& c = weights_->config();
-  kv_layouts_.resize(static_cast<size_t>(c.n_layers));
-  kv_pages_.reserve(2 * static_cast<size_t>(c.n_layers));
-  for (int32_t l = 0; l < c.n_layers; ++l) {
+  // One page array per layer of the largest group (every layer without groups).
+  const int32_t num_arrays =
+      c.n_layers == 0 ? 0 : *std::max_element(layer_page_.begin(), layer_page_.end()) + 1;
+  std::vector<PagedKvLayout> arrays(static_cast<size_t>(num_arrays));
+  kv_pages_.reserve(2 * static_cast<size_t>(num_arrays));
+  for (int32_t a = 0; a < num_arrays; ++a) {
     PagedKvLayout layout{.k = nullptr,
                          .v = nullptr,
                          .dtype = options_.kv_dtype,
@@ -136,14 +140,18 @@ absl::Status ModelRunner::AllocateKvPages() {
     layout.v = v.data();
     kv_pages_.push_back(std::move(k));
     kv_pages_.push_back(std::move(v));
-    kv_layouts_[static_cast<size_t>(l)] = layout;
+    arrays[static_cast<size_t>(a)] = layout;
+  }
+  kv_layouts_.resize(static_cast<size_t>(c.n_layers));
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    kv_layouts_[static_cast<size_t>(l)] = arrays[static_cast<size_t>(layer_page_[l])];
   }
   return absl::OkStatus();
 }
 
 int64_t ModelRunner::kv_cache_bytes() const {
   int64_t total = 0;
-  for (const PagedKvLayout& layout : kv_layouts_) total += 2 * layout.NumBytes();
+  for (const DeviceBuffer& pages : kv_pages_) total += static_cast<int64_t>(pages.bytes());
   return total;
 }
 

@@ -28,8 +28,10 @@
 // extension such as selective recompute (engine/shift/cache_blend_hook.h) plugs in there.
 //
 // The runner owns the KV pages (K and V per layer, [num_blocks, block_size, n_kv_heads,
-// head_dim] of options.kv_dtype), the RoPE table and the activations, all in the backend's
-// memory; it does not decide which slots a token uses (the scheduler / KV cache manager do).
+// head_dim] of options.kv_dtype; with KV cache groups, options.layer_kv_group, one such array per
+// layer of the largest group, shared by the groups, each through its own block tables and slots),
+// the RoPE table and the activations, all in the backend's memory; it does not decide which slots
+// a token uses (the scheduler / KV cache manager do).
 // RoPE is llama2.c's (interleaved pairs, base 10000) unless options.rope overrides it.
 //
 // Example (one sequence of 3 prompt tokens in block 0, block_size 16):
@@ -88,6 +90,11 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   // CPU backend threads, the caller included; 0: every hardware thread. Logits are bit-identical
   // for any count. In [0, 1024]; ignored by the CUDA backend.
   int32_t num_threads = 0;
+  // Hybrid KV cache (vLLM's layout): [n_layers] KV cache group of each layer, groups 0..G-1 each
+  // non-empty; empty: one group of every layer. Layer (group g, j-th of its group) reads and
+  // writes page array j through group g's block tables and slots (ModelInput's group_* fields),
+  // so the runner allocates max_g |group g| page arrays instead of n_layers.
+  std::vector<int32_t> layer_kv_group = {};
 };
 
 // The model's trained context under `rope`: seq_len without scaling; seq_len * factor for linear
@@ -110,6 +117,12 @@ struct PAGEDKV_EXPORT ModelInput {
   absl::Span<const BlockId> block_tables = {};  // [n, max_blocks_per_seq], row-major
   int32_t max_blocks_per_seq = 0;               // row stride of block_tables
   absl::Span<const int32_t> logits_indices = {};  // rows of the batch whose logits are wanted
+  // With G > 1 KV cache groups (ModelRunnerOptions::layer_kv_group), groups 1..G-1; group 0 is
+  // slot_mapping and block_tables above. [(G - 1) * T]: group g's slot of token t at
+  // (g - 1) * T + t. [(G - 1) * n * max_blocks_per_seq]: group g's tables, each laid out as
+  // block_tables; kNullBlock allowed for blocks wholly before a sliding-window group's window.
+  absl::Span<const int64_t> group_slot_mapping = {};
+  absl::Span<const BlockId> group_block_tables = {};
 };
 
 struct PAGEDKV_EXPORT ForwardOptions {
@@ -169,8 +182,11 @@ class PAGEDKV_EXPORT ModelRunner {
   // Parts the layers of the last Forward that reached them ran in: 1 when the step ran whole (see
   // the split pass above), 0 before any did.
   int32_t last_forward_parts() const { return last_forward_parts_; }
-  // Bytes of KV pages over all layers.
+  // Bytes of KV pages over all layers (page arrays shared by KV cache groups counted once).
   int64_t kv_cache_bytes() const;
+  // KV cache groups (1 unless options.layer_kv_group says more) and page arrays allocated.
+  int32_t num_kv_groups() const { return num_kv_groups_; }
+  int32_t num_kv_page_arrays() const { return static_cast<int32_t>(kv_pages_.size() / 2); }
 
  private:
   ModelRunner() = default;
@@ -190,6 +206,8 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::StatusOr<const float*> PlaceTensor(const float* host, int64_t count);
   absl::Status PlaceWeights();
   absl::Status AllocateKvPages();
+  // model_runner_groups.cc: checks options.layer_kv_group and fills layer_page_ / group_window_.
+  absl::Status InitKvGroups();
 
   // ValidateInput steps (model_runner_validate.cc), in order: sizes of the spans; token ids and
   // slot ranges; each sequence's query range, kv_len, block table, positions and slots; logits
@@ -199,6 +217,11 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status ValidateTokens(const ModelInput& input) const;
   absl::Status ValidateSequence(const ModelInput& input, int64_t seq) const;
   absl::Status ValidateOutputs(const ModelInput& input, const ForwardOptions& options) const;
+  // The group_* spans: sizes, slots and tables of groups 1..G-1 (model_runner_groups.cc).
+  absl::Status ValidateGroups(const ModelInput& input, const ForwardOptions& options) const;
+  absl::Status ValidateGroupSequence(const ModelInput& input, int32_t g, int64_t seq) const;
+  // Uploads the group_* spans (growing their buffers).
+  absl::Status UploadGroups(const ModelInput& input);
   absl::Status EnsureCapacity(int64_t num_tokens, int64_t num_seqs, int64_t num_blocks_entries,
                               int64_t num_logits);
 
@@ -214,7 +237,14 @@ class PAGEDKV_EXPORT ModelRunner {
     const int32_t* query_start_loc = nullptr;  // [num_seqs + 1], from 0
     const int32_t* kv_lens = nullptr;          // [num_seqs]
     const BlockId* block_tables = nullptr;     // [num_seqs, max_blocks_per_seq]
+    // Groups 1..G-1: the same rows' slots / tables of group 1, group g at (g - 1) * stride.
+    const int64_t* group_slots = nullptr;
+    const BlockId* group_block_tables = nullptr;
+    int64_t group_slot_stride = 0;   // tokens of the whole batch
+    int64_t group_table_stride = 0;  // block table entries of the whole batch
   };
+  // `rows` with the slots and block tables of layer `layer`'s KV cache group.
+  StepRows ForLayer(const StepRows& rows, int32_t layer) const;
   // The current rows of the whole batch (the metadata buffers as uploaded or compacted).
   StepRows WholeBatch(int64_t num_rows, int32_t num_seqs, int32_t max_blocks_per_seq) const;
 
@@ -272,8 +302,14 @@ class PAGEDKV_EXPORT ModelRunner {
   const float* classifier_ = nullptr;
   NativeMatrix native_token_embedding_;  // block-format embedding / classifier (CPU backend only)
   NativeMatrix native_classifier_;
-  std::vector<DeviceBuffer> kv_pages_;  // K then V per layer
-  std::vector<PagedKvLayout> kv_layouts_;
+  std::vector<DeviceBuffer> kv_pages_;     // K then V per layer
+  std::vector<PagedKvLayout> kv_layouts_;  // [n_layers], page array layer_page_[l]'s
+  int32_t num_kv_groups_ = 1;
+  std::vector<int32_t> layer_page_;    // [n_layers]: the layer's index within its group
+  std::vector<int32_t> group_window_;  // [G]: smallest window of the group's layers (0: full)
+  int64_t group_slot_capacity_ = 0, group_table_capacity_ = 0;
+  int64_t token_count_ = 0, table_entry_count_ = 0;  // this Forward's T and block table entries
+  DeviceBuffer group_slots_, group_block_tables_;    // ModelInput's group_* spans
 
   // Activations and batch metadata, grown on demand.
   int64_t token_capacity_ = 0, seq_capacity_ = 0, block_entry_capacity_ = 0, logits_capacity_ = 0;

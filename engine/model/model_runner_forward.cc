@@ -30,6 +30,8 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   Backend& b = *backend_;
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   const auto num_logits = static_cast<int64_t>(in.logits_indices.size());
+  token_count_ = num_tokens;
+  table_entry_count_ = static_cast<int64_t>(in.block_tables.size());
   if (num_tokens == 0) {
     if (num_logits != 0) return absl::InvalidArgumentError("logits wanted from an empty batch");
     return absl::OkStatus();
@@ -43,6 +45,7 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, query_start_loc_, in.query_start_loc));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, kv_lens_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(CopySpan(b, block_tables_, in.block_tables));
+  PAGEDKV_RETURN_IF_ERROR(UploadGroups(in));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(GatherEmbeddings(num_tokens));
   ActiveRows active = AllRows(in);
@@ -91,7 +94,11 @@ ModelRunner::StepRows ModelRunner::WholeBatch(int64_t num_rows, int32_t num_seqs
           .slots = slots_.as<const int64_t>(),
           .query_start_loc = query_start_loc_.as<const int32_t>(),
           .kv_lens = kv_lens_.as<const int32_t>(),
-          .block_tables = block_tables_.as<const BlockId>()};
+          .block_tables = block_tables_.as<const BlockId>(),
+          .group_slots = group_slots_.as<const int64_t>(),
+          .group_block_tables = group_block_tables_.as<const BlockId>(),
+          .group_slot_stride = num_kv_groups_ > 1 ? token_count_ : 0,
+          .group_table_stride = num_kv_groups_ > 1 ? table_entry_count_ : 0};
 }
 
 absl::Status ModelRunner::ProjectQkv(const LayerWeights& w, const StepRows& rows) {
@@ -128,7 +135,7 @@ absl::Status ModelRunner::AttendAndMlp(const LayerWeights& w, int32_t layer, con
   attn.positions = rows.positions;
   attn.query_start_loc = rows.query_start_loc;
   attn.kv_lens = rows.kv_lens;
-  attn.block_tables = rows.block_tables;
+  attn.block_tables = ForLayer(rows, layer).block_tables;  // the layer's KV cache group
   attn.num_tokens = num_rows;
   attn.num_seqs = rows.num_seqs;
   attn.num_q_heads = c.n_heads;

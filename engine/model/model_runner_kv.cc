@@ -55,7 +55,7 @@ ReshapeAndCacheArgs ModelRunner::KvWrite(int32_t layer, const StepRows& rows) co
   write.k = k_.as<const float>() + rows.row0 * c.kv_dim();
   write.v = v_.as<const float>() + rows.row0 * c.kv_dim();
   write.positions = rows.positions;
-  write.slot_mapping = rows.slots;
+  write.slot_mapping = ForLayer(rows, layer).slots;  // the layer's KV cache group
   write.num_tokens = rows.num_rows;
   write.num_q_heads = c.n_heads;
   write.rotate = true;

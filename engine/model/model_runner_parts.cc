@@ -69,7 +69,14 @@ absl::Status ModelRunner::RunLayersInParts(const ModelInput& in,
                .slots = whole.slots + part.first_token,
                .query_start_loc = part_qsl[p].data(),
                .kv_lens = whole.kv_lens + seq0,
-               .block_tables = whole.block_tables + seq0 * in.max_blocks_per_seq};
+               .block_tables = whole.block_tables + seq0 * in.max_blocks_per_seq,
+               .group_slots =
+                   whole.group_slots == nullptr ? nullptr : whole.group_slots + part.first_token,
+               .group_block_tables = whole.group_block_tables == nullptr
+                                         ? nullptr
+                                         : whole.group_block_tables + seq0 * in.max_blocks_per_seq,
+               .group_slot_stride = whole.group_slot_stride,
+               .group_table_stride = whole.group_table_stride};
   }
   for (int32_t l = 0; l <= c.n_layers; ++l) {
     PAGEDKV_RETURN_IF_ERROR(

@@ -19,6 +19,7 @@ absl::Status ModelRunner::ValidateInput(const ModelInput& in, const ForwardOptio
   const auto num_seqs = static_cast<int64_t>(in.query_start_loc.size()) - 1;
   for (int64_t s = 0; s < num_seqs; ++s) PAGEDKV_RETURN_IF_ERROR(ValidateSequence(in, s));
   PAGEDKV_RETURN_IF_ERROR(ValidateOutputs(in, options));
+  PAGEDKV_RETURN_IF_ERROR(ValidateGroups(in, options));
   if (options.hook != nullptr) return options.hook->Validate(in, config());
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 // engine_tiers.cc (the KV tiers).
 #include "pagedkv/engine.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,8 +21,10 @@
 #include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"  // ~Engine destroys the records
+#include "engine/runtime/kv_groups.h"
 #include "engine/runtime/kv_pool_size.h"
 #include "engine/shift/engine_chunk_reuse.h"
+#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/model_source.h"
 #include "pagedkv/status_macros.h"
@@ -121,7 +124,9 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEngineOptions(options_, c));
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
-  PAGEDKV_ASSIGN_OR_RETURN(kv_pool_, engine_internal::ChooseKvPoolSize(options_, c, context));
+  PAGEDKV_ASSIGN_OR_RETURN(kv_layout_, engine_internal::ChooseKvCacheLayout(options_, c));
+  PAGEDKV_ASSIGN_OR_RETURN(kv_pool_,
+                           engine_internal::ChooseKvPoolSize(options_, c, context, kv_layout_));
   const int64_t num_blocks = kv_pool_.num_blocks;
   ModelRunnerOptions runner_options;
   runner_options.backend = options_.backend;
@@ -130,6 +135,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   runner_options.block_size = options_.block_size;
   runner_options.kv_dtype = options_.kv_dtype;
   runner_options.rope = rope;
+  runner_options.layer_kv_group = kv_layout_.layer_group;  // empty unless hybrid
   internals_ = std::make_unique<Internals>();
   PAGEDKV_ASSIGN_OR_RETURN(internals_->runner,
                            ModelRunner::Create(std::move(weights), runner_options));
@@ -138,8 +144,34 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
       internals_->context,
       EngineContextLimit(c, runner->rope_config(), runner->context_length(), options_));
 
+  PAGEDKV_RETURN_IF_ERROR(CreateKvCache(absl::StrCat(options_.model_id, "|", c.ToString(), "|",
+                                                     runner->rope_config().Fingerprint(),
+                                                     "|kv=", DTypeName(options_.kv_dtype))));
+  PAGEDKV_RETURN_IF_ERROR(CreateTiers());
+  return CreateChunkReuse();
+}
+
+absl::Status Engine::CreateKvCache(const std::string& fingerprint) {
+  const ModelConfig& c = internals_->runner->config();
+  const auto num_blocks = static_cast<int32_t>(kv_pool_.num_blocks);
+  SchedulerOptions scheduler_options = options_.scheduler;
+  scheduler_options.max_model_len =
+      options_.allow_context_overrun ? 0 : static_cast<int32_t>(internals_->context.positions + 1);
+  if (kv_layout_.hybrid) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        hybrid_cache_,
+        HybridKvCacheManager::Create({.num_blocks = num_blocks,
+                                      .block_size = options_.block_size,
+                                      .groups = kv_layout_.groups,
+                                      .enable_prefix_caching = options_.enable_prefix_caching,
+                                      .eviction_policy = options_.eviction_policy,
+                                      .vocab_size = c.vocab_size,
+                                      .model_fingerprint = fingerprint}));
+    PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *hybrid_cache_));
+    return absl::OkStatus();
+  }
   KvCacheManagerOptions cache_options;
-  cache_options.num_blocks = static_cast<int32_t>(num_blocks);
+  cache_options.num_blocks = num_blocks;
   cache_options.block_size = options_.block_size;
   cache_options.enable_prefix_caching = options_.enable_prefix_caching;
   cache_options.eviction_policy = options_.eviction_policy;
@@ -147,17 +179,10 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   cache_options.enable_priorities = options_.enable_cache_priorities;
   cache_options.max_high_priority_fraction = options_.max_high_priority_fraction;
   cache_options.vocab_size = c.vocab_size;
-  cache_options.model_fingerprint =
-      absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
-                   "|kv=", DTypeName(options_.kv_dtype));
+  cache_options.model_fingerprint = fingerprint;
   PAGEDKV_ASSIGN_OR_RETURN(cache_, KvCacheManager::Create(std::move(cache_options)));
-
-  SchedulerOptions scheduler_options = options_.scheduler;
-  scheduler_options.max_model_len =
-      options_.allow_context_overrun ? 0 : static_cast<int32_t>(internals_->context.positions + 1);
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
-  PAGEDKV_RETURN_IF_ERROR(CreateTiers());
-  return CreateChunkReuse();
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CreateChunkReuse() {
@@ -179,6 +204,36 @@ absl::Status Engine::CreateChunkReuse() {
     }
   }
   return absl::InvalidArgumentError("EngineOptions.chunk_reuse.mode must be kOff or kReRotate");
+}
+
+const std::string& Engine::kv_cache_fingerprint() const {
+  return hybrid_cache_ != nullptr ? hybrid_cache_->options().model_fingerprint
+                                  : cache_->options().model_fingerprint;
+}
+
+absl::Status Engine::WriteKvCachePrometheus(std::string* out,
+                                            const PrometheusOptions& options) const {
+  if (hybrid_cache_ == nullptr) return cache_->WritePrometheus(out, options);
+  PAGEDKV_RETURN_IF_ERROR(PrometheusWriter::CheckLabels(options));
+  PrometheusWriter w(out, options);
+  const CacheStats s = hybrid_cache_->stats();
+  const BlockPool& pool = hybrid_cache_->pool();
+  w.Counter("pagedkv_prefix_cache_lookups_total", "Prefix-cache lookups (one per admission).",
+            s.lookups);
+  w.Counter("pagedkv_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
+            s.queried_tokens);
+  w.Counter("pagedkv_prefix_cache_hits_total",
+            "Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits).", s.hit_tokens);
+  w.Gauge("pagedkv_kv_cache_usage_ratio",
+          "Fraction of KV blocks referenced by requests, in [0, 1].",
+          static_cast<double>(pool.NumUsedBlocks()) / std::max(1, pool.num_blocks()));
+  w.Gauge("pagedkv_kv_cache_blocks", "KV blocks in the pool.", pool.num_blocks());
+  w.Gauge("pagedkv_kv_cache_cached_blocks", "KV blocks in the prefix index.",
+          pool.NumCachedBlocks());
+  w.Gauge("pagedkv_kv_cache_groups", "KV cache groups of the hybrid KV cache.",
+          hybrid_cache_->num_groups());
+  return absl::OkStatus();
 }
 
 int64_t Engine::context_length() const { return internals_->context.positions; }

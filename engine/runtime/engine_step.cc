@@ -85,12 +85,23 @@ Engine::StepBatch Engine::BuildStepBatch() {
   }
   step.tables.assign(static_cast<size_t>(n) * static_cast<size_t>(step.max_blocks), 0);
   step.kv_lens.resize(static_cast<size_t>(n));
+  const auto extra_groups = static_cast<size_t>(batch_.num_kv_cache_groups() - 1);
+  step.group_tables.assign(extra_groups * step.tables.size(), 0);
+  for (const std::vector<int64_t>& slots : batch_.group_slot_mapping) {
+    step.group_slots.insert(step.group_slots.end(), slots.begin(), slots.end());
+  }
   for (int32_t i = 0; i < n; ++i) {
     const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
     const auto table = batch_.BlockTable(i);
     std::copy(table.begin(), table.end(),
               step.tables.begin() + static_cast<ptrdiff_t>(i) * step.max_blocks);
     step.kv_lens[static_cast<size_t>(i)] = s.seq_len();
+    for (int32_t g = 1; g < batch_.num_kv_cache_groups(); ++g) {
+      const auto group_table = batch_.GroupBlockTable(g, i);
+      std::copy(
+          group_table.begin(), group_table.end(),
+          step.group_tables.begin() + (static_cast<ptrdiff_t>(g - 1) * n + i) * step.max_blocks);
+    }
     RequestRecord& record = *requests_.at(s.request_id);
     RecordAdmission(s, record);
     if (!s.samples) continue;
@@ -125,7 +136,9 @@ absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
                          .kv_lens = step.kv_lens,
                          .block_tables = step.tables,
                          .max_blocks_per_seq = step.max_blocks,
-                         .logits_indices = step.logits_indices};
+                         .logits_indices = step.logits_indices,
+                         .group_slot_mapping = step.group_slots,
+                         .group_block_tables = step.group_tables};
   ModelOutput model_out;
   PAGEDKV_RETURN_IF_ERROR(
       internals_->runner->Forward(input,

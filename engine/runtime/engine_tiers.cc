@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/hybrid_kv_cache_manager_internal.h"
 #include "cache/kv_cache_manager_internal.h"
 #include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
@@ -111,7 +112,14 @@ std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
 
 int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
-  std::pair<int, std::vector<int>> ids{cache_->AddEventListener(listener), {}};
+  // Hybrid: the shared pool's events (without vLLM's per-group fields; no tiers then).
+  BlockPool* hybrid_pool = hybrid_cache_ == nullptr
+                               ? nullptr
+                               : &HybridKvCacheManagerInternal::MutablePool(*hybrid_cache_);
+  std::pair<int, std::vector<int>> ids{hybrid_pool != nullptr
+                                           ? hybrid_pool->AddEventListener(listener)
+                                           : cache_->AddEventListener(listener),
+                                       {}};
   if (internals_->tiers != nullptr) {
     for (const auto& t : internals_->tiers->tiers())
       ids.second.push_back(t->AddEventListener(listener));
@@ -123,7 +131,11 @@ int Engine::AddEventListener(const KvEventListener& listener) {
 bool Engine::RemoveEventListener(int id) {
   auto it = internals_->listeners.find(id);
   if (it == internals_->listeners.end()) return false;
-  cache_->RemoveEventListener(it->second.first);
+  if (hybrid_cache_ != nullptr) {
+    HybridKvCacheManagerInternal::MutablePool(*hybrid_cache_).RemoveEventListener(it->second.first);
+  } else {
+    cache_->RemoveEventListener(it->second.first);
+  }
   if (internals_->tiers != nullptr) {
     const auto& tiers = internals_->tiers->tiers();
     for (size_t i = 0; i < tiers.size() && i < it->second.second.size(); ++i) {

@@ -15,8 +15,10 @@
 
 namespace pagedkv::engine_internal {
 
-int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config) {
-  return 2 * int64_t{config.n_layers} * options.block_size * config.n_kv_heads * config.head_dim() *
+int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
+                     int32_t layers_per_block) {
+  const int32_t layers = layers_per_block > 0 ? layers_per_block : config.n_layers;
+  return 2 * int64_t{layers} * options.block_size * config.n_kv_heads * config.head_dim() *
          static_cast<int64_t>(DTypeSize(options.kv_dtype));
 }
 
@@ -31,8 +33,10 @@ int64_t AvailableMemoryBytes() {
 }
 
 absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const ModelConfig& config,
-                                            int64_t context_length) {
-  const int64_t block_bytes = KvBlockBytes(options, config);
+                                            int64_t context_length, const KvCacheLayout& layout) {
+  const int64_t block_bytes =
+      KvBlockBytes(options, config, layout.hybrid ? layout.layers_per_block : 0);
+  const int64_t groups = layout.hybrid ? static_cast<int64_t>(layout.groups.size()) : 1;
   KvPoolSize size;
   if (options.num_kv_blocks > 0) {
     size.num_blocks = options.num_kv_blocks;
@@ -49,8 +53,9 @@ absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const 
   } else {
     const int64_t tokens = options.kv_token_budget;
     // One more block per sequence of slack for a partly filled last block is in NumBlocksFor.
-    size.num_blocks = tokens > 0 ? NumBlocksFor(tokens, options.block_size) + 1
-                                 : 32 * NumBlocksFor(context_length + 1, options.block_size);
+    size.num_blocks =
+        groups * (tokens > 0 ? NumBlocksFor(tokens, options.block_size) + 1
+                             : 32 * NumBlocksFor(context_length + 1, options.block_size));
     size.reason = tokens > 0 ? absl::StrCat("room for this run's ", tokens, " tokens")
                              : "room for 32 sequences of the full context";
     const int64_t available = AvailableMemoryBytes();

@@ -22,17 +22,23 @@
 
 namespace pagedkv::engine_internal {
 
-// Bytes of K and V of one block over every layer.
-PAGEDKV_EXPORT int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config);
+// Bytes of K and V of one block over `layers_per_block` layers (0: every layer; a hybrid KV
+// cache's block holds one layer of each group's, KvCacheLayout::layers_per_block).
+PAGEDKV_EXPORT int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
+                                    int32_t layers_per_block = 0);
 
 // Bytes the system could give now (MemAvailable), or -1 when unknown.
 PAGEDKV_EXPORT int64_t AvailableMemoryBytes();
 
 // The pool for `options` (see the banner); InvalidArgument when it needs more than INT32_MAX
 // blocks or kv_cache_memory is below one block.
+// A hybrid layout's blocks are KvBlockBytes(.., layout.layers_per_block) each, so a memory budget
+// buys more of them; a token budget buys one block per group per block of tokens (the same bytes
+// as all-full: sliding-window groups free theirs as requests move past their window).
 PAGEDKV_EXPORT absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options,
                                                            const ModelConfig& config,
-                                                           int64_t context_length);
+                                                           int64_t context_length,
+                                                           const KvCacheLayout& layout = {});
 
 }  // namespace pagedkv::engine_internal
 

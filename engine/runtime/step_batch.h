@@ -20,6 +20,10 @@ namespace pagedkv {
 struct Engine::StepBatch {
   int32_t max_blocks = 0;
   std::vector<BlockId> tables;  // [num_sequences, max_blocks]
+  // Hybrid KV cache with G groups: groups 1..G-1's tables, [G - 1, num_sequences, max_blocks],
+  // and slots, [G - 1, num_tokens] (ModelInput's group_* fields). Empty otherwise.
+  std::vector<BlockId> group_tables;
+  std::vector<int64_t> group_slots;
   std::vector<int32_t> kv_lens;
   std::vector<int32_t> logits_indices;
   std::vector<SamplingParams> sampling;  // per logits row

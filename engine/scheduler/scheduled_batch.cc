@@ -41,6 +41,13 @@ std::span<const BlockId> ScheduledBatch::BlockTable(int32_t i) const {
                static_cast<size_t>(block_table_start[i + 1] - block_table_start[i]));
 }
 
+std::span<const BlockId> ScheduledBatch::GroupBlockTable(int32_t g, int32_t i) const {
+  if (g == 0) return BlockTable(i);
+  return std::span<const BlockId>(group_block_table_ids[static_cast<size_t>(g - 1)])
+      .subspan(static_cast<size_t>(block_table_start[i]),
+               static_cast<size_t>(block_table_start[i + 1] - block_table_start[i]));
+}
+
 void ScheduledBatch::Clear() {
   token_ids.clear();
   positions.clear();
@@ -51,6 +58,8 @@ void ScheduledBatch::Clear() {
   block_table_start.clear();
   finished_request_ids.clear();
   preempted_request_ids.clear();
+  for (std::vector<BlockId>& ids : group_block_table_ids) ids.clear();
+  for (std::vector<int64_t>& slots : group_slot_mapping) slots.clear();
   slot_moves.clear();
   block_size = 0;
   stats = SchedulerStepStats{};

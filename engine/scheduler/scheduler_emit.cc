@@ -36,6 +36,34 @@ void Scheduler::Impl::ReserveBatch(ScheduledBatch* batch) const {
   batch->block_table_start.reserve(decisions_.size() + 1);
   batch->query_start_loc.push_back(0);
   batch->block_table_start.push_back(0);
+  const auto extra_groups = static_cast<size_t>(cache_.num_groups() - 1);
+  batch->group_block_table_ids.resize(extra_groups);
+  batch->group_slot_mapping.resize(extra_groups);
+  for (std::vector<int64_t>& slots : batch->group_slot_mapping) {
+    slots.reserve(static_cast<size_t>(total_tokens));
+  }
+}
+
+absl::Status Scheduler::Impl::EmitGroupTokens(const RequestState& r, int32_t start, int32_t last,
+                                              ScheduledBatch* batch) const {
+  const int32_t bs = cache_.block_size();
+  for (int32_t g = 1; g < cache_.num_groups(); ++g) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetGroupBlockTable(r.id, g));
+    std::vector<int64_t>& slots = batch->group_slot_mapping[static_cast<size_t>(g - 1)];
+    for (int32_t pos = start; pos < last; ++pos) {
+      const BlockId block = table[static_cast<size_t>(pos / bs)];
+      if (block == kNullBlock) {
+        return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " group ", g,
+                                                " has no block for scheduled position ", pos));
+      }
+      slots.push_back(static_cast<int64_t>(block) * bs + pos % bs);
+    }
+    if (options_.emit_block_tables) {
+      std::vector<BlockId>& ids = batch->group_block_table_ids[static_cast<size_t>(g - 1)];
+      ids.insert(ids.end(), table.begin(), table.end());
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
@@ -118,6 +146,7 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   seq.num_shifted_hit_tokens = d.num_reused;
   seq.num_blend_tokens = d.blend ? d.num_reused : 0;
   seq.num_draft_tokens = d.num_drafts;
+  PAGEDKV_RETURN_IF_ERROR(EmitGroupTokens(r, start, end + d.num_drafts, batch));
   EmitTokens(r, table, start, end, r.scheduled_drafts, batch);
   CountSequence(d, seq, batch->stats);
   if (seq.samples) {

@@ -112,6 +112,9 @@ class Scheduler::Impl {
                      ScheduledBatch* batch) const;
   void EmitTokens(const RequestState& r, std::span<const BlockId> table, int32_t start, int32_t end,
                   std::span<const TokenId> drafts, ScheduledBatch* batch) const;
+  // Groups 1.. of a hybrid cache: slots of positions [start, last) and the tables.
+  absl::Status EmitGroupTokens(const RequestState& r, int32_t start, int32_t last,
+                               ScheduledBatch* batch) const;
   void CountSequence(const Decision& d, const ScheduledSequence& seq, SchedulerStepStats& st);
   // UpdateFromOutput's parts: every sampled token is checked (and its request collected in
   // update_targets_) before any is appended; then each is appended and its output reported.

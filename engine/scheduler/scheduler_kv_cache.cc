@@ -52,6 +52,15 @@ class PlainKvCache final : public SchedulerKvCache {
   absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id) const override {
     return cache_.GetBlockTable(id);
   }
+  int32_t num_groups() const override { return 1; }
+  absl::StatusOr<std::span<const BlockId>> GetGroupBlockTable(RequestId id,
+                                                              int32_t group) const override {
+    if (group != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV cache group ", group, " of a plain KvCacheManager (only group 0)"));
+    }
+    return cache_.GetBlockTable(id);
+  }
   int64_t ProbeCachedBlocks(const CacheRequest& request) const override {
     const int64_t max_blocks = MaxHitBlocks(request, cache_.block_size());
     const auto hashes = request.block_hashes();
@@ -107,6 +116,11 @@ class HybridKvCache final : public SchedulerKvCache {
   bool HasRequest(RequestId id) const override { return cache_.HasRequest(id); }
   absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id) const override {
     return cache_.GetBlockTable(id, 0);
+  }
+  int32_t num_groups() const override { return cache_.num_groups(); }
+  absl::StatusOr<std::span<const BlockId>> GetGroupBlockTable(RequestId id,
+                                                              int32_t group) const override {
+    return cache_.GetBlockTable(id, group);
   }
   int64_t ProbeCachedBlocks(const CacheRequest& request) const override;
   int64_t MaxBlocksFor(int64_t num_tokens, int64_t max_chunk) const override;

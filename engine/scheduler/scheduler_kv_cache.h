@@ -52,6 +52,11 @@ class SchedulerKvCache {
   virtual bool HasRequest(RequestId id) const = 0;
   // The table the batch carries: the request's only table, or the hybrid manager's group 0.
   virtual absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id) const = 0;
+  // KV cache groups: 1 for a plain manager. Group g's table (kNullBlock for released blocks) as
+  // the hybrid manager's GetBlockTable(id, g); group 0 is GetBlockTable(id).
+  virtual int32_t num_groups() const = 0;
+  virtual absl::StatusOr<std::span<const BlockId>> GetGroupBlockTable(RequestId id,
+                                                                      int32_t group) const = 0;
   // Leading full blocks of `request` whose hashes the index holds (no verification, no
   // statistics), at most (num_tokens - 1) / block_size: the cache-aware order's estimate. The
   // hybrid adapter applies vLLM's hybrid rule to the hash index (see scheduler_kv_cache.cc).

@@ -220,7 +220,7 @@ void EngineLoop::Run() {
 }
 
 void EngineLoop::Admit(std::vector<std::shared_ptr<Pending>>& pending) {
-  const std::string& fingerprint = engine_->kv_cache_manager().options().model_fingerprint;
+  const std::string& fingerprint = engine_->kv_cache_fingerprint();
   for (const std::shared_ptr<Pending>& p : pending) {
     const std::string salt = p->request.cache_salt;
     const int64_t prompt_tokens = static_cast<int64_t>(p->request.prompt_tokens.size());

@@ -171,7 +171,7 @@ void HttpServer::AddRoutes() {
     absl::Status cache_status;
     if (loop != nullptr) {
       absl::Status run = loop->RunOnLoop(
-          [&](Engine& engine) { cache_status = engine.kv_cache_manager().WritePrometheus(&text); });
+          [&](Engine& engine) { cache_status = engine.WriteKvCachePrometheus(&text); });
       if (cache_status.ok()) cache_status = run;
     }
     if (!cache_status.ok() && !absl::IsUnavailable(cache_status)) {

@@ -27,6 +27,12 @@
 // EngineOptions.remote_cache_url the lookup goes on into a Redis server shared by every engine
 // pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
 //
+// Hybrid KV cache (EngineOptions.hybrid_kv_cache, docs/prefix_cache.md): a model mixing full and
+// sliding-window layers keeps KV in one KV cache group per kind over a HybridKvCacheManager; the
+// blocks a window group's requests have moved past are freed and a block holds one layer per
+// group, so the same memory holds more tokens. Greedy outputs equal the all-full engine's.
+// kv_cache_layout() says which layout was chosen and why.
+//
 // Requests that would use positions past the model's trained context (seq_len, or the extended
 // context of a configured RoPE scaling) are refused unless EngineOptions.allow_context_overrun.
 //
@@ -61,10 +67,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/backend_kind.h"
+#include "pagedkv/cache_metrics.h"
 #include "pagedkv/cache_priority.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 #include "pagedkv/host_tier.h"
+#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
@@ -142,6 +150,31 @@ struct PAGEDKV_EXPORT KvPoolSize {
   std::string reason;  // e.g. "room for this run's 42 tokens"
 };
 
+// Whether the Engine keeps KV through a HybridKvCacheManager (issue #31): one KV cache group per
+// kind of layer (full attention; each sliding window), sliding-window groups releasing the blocks
+// that fall out of their window. Greedy outputs are identical either way; only KV memory differs.
+enum class HybridKvCacheMode : uint8_t {
+  // On when the model has sliding-window layers whose groups the hybrid layout can hold (at least
+  // one full-attention layer, layer counts that split into equal groups) and no option needs a
+  // plain KvCacheManager (see kOn); else off. Engine::kv_cache_layout() says which and why.
+  kAuto,
+  // Always, or Engine creation fails (InvalidArgument) naming the reason: a model without
+  // windowed layers or whose groups don't fit, KV tiers (host_tier, remote_cache_url), chunk
+  // reuse, speculative decoding, cache priorities or collect_block_metrics.
+  kOn,
+  kOff,  // a plain KvCacheManager: every layer keeps every block
+};
+
+// The KV cache layout the Engine chose (Engine::kv_cache_layout()).
+struct PAGEDKV_EXPORT KvCacheLayout {
+  bool hybrid = false;                   // a HybridKvCacheManager over `groups`
+  std::vector<KvCacheGroupSpec> groups;  // hybrid: group 0 full attention, equal num_layers
+  std::vector<int32_t> layer_group;      // hybrid: [n_layers] each layer's group
+  // Layers whose K/V one block holds (page arrays): n_layers, or hybrid the groups' num_layers.
+  int32_t layers_per_block = 0;
+  std::string reason;  // why hybrid is on or off, e.g. "auto: no sliding-window layers"
+};
+
 struct PAGEDKV_EXPORT EngineOptions {
   BackendKind backend = BackendKind::kAuto;  // CPU always; CUDA when built with it and visible
   // CPU backend threads (the engine's thread included); 0: every hardware thread. Greedy ids and
@@ -198,6 +231,8 @@ struct PAGEDKV_EXPORT EngineOptions {
   // most max_high_priority_fraction of the pool.
   bool enable_cache_priorities = false;
   double max_high_priority_fraction = 0.5;
+  // Hybrid KV cache for sliding-window models (see HybridKvCacheMode).
+  HybridKvCacheMode hybrid_kv_cache = HybridKvCacheMode::kAuto;
 };
 
 // How to pick each next token.
@@ -384,7 +419,19 @@ class PAGEDKV_EXPORT Engine {
   bool RemoveEventListener(int id);
 
   // The cache and the scheduler, for engines that build on this one (e.g. their statistics).
+  // REQUIRES: !kv_cache_layout().hybrid (then the cache is hybrid_kv_cache_manager()).
   KvCacheManager& kv_cache_manager() { return *cache_; }
+  // The hybrid manager when kv_cache_layout().hybrid, else null.
+  HybridKvCacheManager* hybrid_kv_cache_manager() { return hybrid_cache_.get(); }
+  // The KV cache groups and why (EngineOptions::hybrid_kv_cache).
+  const KvCacheLayout& kv_cache_layout() const { return kv_layout_; }
+  // The prefix cache's model fingerprint (hashed into every chain root), either manager's.
+  const std::string& kv_cache_fingerprint() const;
+  // The KV cache's metrics in Prometheus text: KvCacheManager::WritePrometheus, or for a hybrid
+  // cache the same prefix-cache counters and pool gauges (no block histograms) plus
+  // pagedkv_kv_cache_groups. InvalidArgument for a bad label.
+  absl::Status WriteKvCachePrometheus(std::string* out,
+                                      const PrometheusOptions& options = {}) const;
   Scheduler& scheduler() { return *scheduler_; }
 
  private:
@@ -398,6 +445,8 @@ class PAGEDKV_EXPORT Engine {
   // With EngineOptions.chunk_reuse on: the reuse provider on the cache's pool, given to the
   // scheduler.
   absl::Status CreateChunkReuse();
+  // The KV cache manager for kv_layout_ and the scheduler over it.
+  absl::Status CreateKvCache(const std::string& fingerprint);
   // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
   absl::Status RegisterChunks(int32_t i);
   // Marks the chunk of `record` that sequence `s` reused tokens of in this step.
@@ -432,7 +481,9 @@ class PAGEDKV_EXPORT Engine {
   EngineOptions options_;
   KvPoolSize kv_pool_;
   std::shared_ptr<const Tokenizer> tokenizer_;
-  std::unique_ptr<KvCacheManager> cache_;
+  KvCacheLayout kv_layout_;
+  std::unique_ptr<KvCacheManager> cache_;               // null when kv_layout_.hybrid
+  std::unique_ptr<HybridKvCacheManager> hybrid_cache_;  // null unless kv_layout_.hybrid
   std::unique_ptr<Scheduler> scheduler_;
   // Declared after cache_ and scheduler_: its chunk reuse goes before the pool it pins blocks of.
   std::unique_ptr<Internals> internals_;

@@ -282,6 +282,14 @@ struct PAGEDKV_EXPORT ScheduledBatch {
   std::vector<RequestId> finished_request_ids;
   // Requests preempted in this step (blocks freed, back in the waiting queue).
   std::vector<RequestId> preempted_request_ids;
+  // Scheduling over a HybridKvCacheManager of G > 1 KV cache groups: groups 1..G-1 (group 0 is
+  // block_table_ids and slot_mapping above). group_block_table_ids[g - 1] is group g's tables in
+  // block_table_ids' layout (same block_table_start offsets; kNullBlock for blocks released out
+  // of a sliding window, never for a block a scheduled token is written to; empty when
+  // emit_block_tables is false); group_slot_mapping[g - 1][t] is token t's slot in group g.
+  // Both empty (size 0) over a plain KvCacheManager.
+  std::vector<std::vector<BlockId>> group_block_table_ids;
+  std::vector<std::vector<int64_t>> group_slot_mapping;
   // KV to move (re-rotate) before the forward pass: shifted-position reuse of cached chunks.
   std::vector<KvSlotMove> slot_moves;
   // Tokens per block of the KV cache (for slot arithmetic).
@@ -293,6 +301,13 @@ struct PAGEDKV_EXPORT ScheduledBatch {
   // Sequence i's block table (empty when emit_block_tables is false).
   // REQUIRES: 0 <= i < num_sequences().
   std::span<const BlockId> BlockTable(int32_t i) const;
+  // Sequence i's block table in KV cache group g (group 0: BlockTable(i)).
+  // REQUIRES: 0 <= i < num_sequences(), 0 <= g < num_kv_cache_groups().
+  std::span<const BlockId> GroupBlockTable(int32_t g, int32_t i) const;
+  // 1 + group_slot_mapping.size().
+  int32_t num_kv_cache_groups() const {
+    return 1 + static_cast<int32_t>(group_slot_mapping.size());
+  }
   // True when no token is scheduled (nothing to run this step).
   bool empty() const { return token_ids.empty(); }
   // Empties every field, keeping capacity.

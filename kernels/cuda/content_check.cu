@@ -110,7 +110,7 @@ __global__ void CheckPagedAttentionKernel(PagedAttentionArgs a, uint64_t* words)
     const int32_t kv_len = a.kv_lens[e / a.max_blocks_per_seq];
     if (!KvLenValid(kv_len, capacity)) continue;  // reported above
     if (e % a.max_blocks_per_seq >= UsedBlocks(kv_len, a.cache.block_size)) continue;
-    if (!BlockIdValid(a.block_tables[e], a.cache.num_blocks)) {
+    if (!AttentionTableEntryValid(a, e / a.max_blocks_per_seq, e % a.max_blocks_per_seq)) {
       Report(words, kOp, CheckedArray::kBlockTables, e);
     }
   }

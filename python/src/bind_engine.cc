@@ -268,16 +268,14 @@ struct PyEngine {
   }
 };
 
-std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
-                                     const std::string& tokenizer_path, const std::string& backend,
-                                     int32_t num_threads, int32_t block_size, int32_t num_kv_blocks,
-                                     const std::string& kv_dtype, bool enable_prefix_caching,
-                                     std::string eviction_policy, int32_t max_num_batched_tokens,
-                                     int32_t max_num_seqs, bool enable_chunked_prefill,
-                                     bool allow_context_overrun, bool return_logits,
-                                     std::string model_id, int32_t num_speculative_tokens,
-                                     bool collect_block_metrics, bool enable_cache_priorities,
-                                     const std::string& weights, int64_t kv_cache_memory) {
+std::unique_ptr<PyEngine> LoadEngine(
+    const std::string& model_path, const std::string& tokenizer_path, const std::string& backend,
+    int32_t num_threads, int32_t block_size, int32_t num_kv_blocks, const std::string& kv_dtype,
+    bool enable_prefix_caching, std::string eviction_policy, int32_t max_num_batched_tokens,
+    int32_t max_num_seqs, bool enable_chunked_prefill, bool allow_context_overrun,
+    bool return_logits, std::string model_id, int32_t num_speculative_tokens,
+    bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
+    int64_t kv_cache_memory, const std::string& hybrid_kv_cache) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -285,7 +283,14 @@ std::unique_ptr<PyEngine> LoadEngine(const std::string& model_path,
     ThrowInvalidArgument("Engine.load: kv_cache_memory = " + std::to_string(kv_cache_memory) +
                          " must be >= 0 (bytes; 0: automatic)");
   }
+  if (hybrid_kv_cache != "auto" && hybrid_kv_cache != "on" && hybrid_kv_cache != "off") {
+    ThrowInvalidArgument("Engine.load: hybrid_kv_cache = '" + hybrid_kv_cache +
+                         "': expected 'auto', 'on' or 'off'");
+  }
   EngineOptions o;
+  o.hybrid_kv_cache = hybrid_kv_cache == "on"    ? HybridKvCacheMode::kOn
+                      : hybrid_kv_cache == "off" ? HybridKvCacheMode::kOff
+                                                 : HybridKvCacheMode::kAuto;
   o.weights = weights == "f32" ? WeightStorage::kF32 : WeightStorage::kNative;
   o.kv_cache_memory = kv_cache_memory;
   o.backend = Unwrap(ParseBackendKind(backend));
@@ -349,6 +354,19 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
           "backend_name", [](PyEngine& self) { return self.get().backend_name(); },
           "The compute backend, e.g. \"cpu\".")
       .def_property_readonly(
+          "kv_cache_layout",
+          [](PyEngine& self) {
+            const KvCacheLayout& l = self.get().kv_cache_layout();
+            py::dict d;
+            d["hybrid"] = l.hybrid;
+            d["num_groups"] = l.hybrid ? static_cast<int>(l.groups.size()) : 1;
+            d["layers_per_block"] = l.layers_per_block;
+            d["reason"] = l.reason;
+            return d;
+          },
+          "The KV cache layout the engine chose (hybrid_kv_cache): a dict with hybrid, "
+          "num_groups, layers_per_block and reason.")
+      .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
       .def(
@@ -357,7 +375,7 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             PrometheusOptions options;
             for (auto& [k, v] : labels) options.labels.emplace_back(k, v);
             std::string text;
-            CheckStatus(self.get().kv_cache_manager().WritePrometheus(&text, options));
+            CheckStatus(self.get().WriteKvCachePrometheus(&text, options));
             return text;
           },
           py::kw_only(), arg("labels") = std::map<std::string, std::string>{},
@@ -392,12 +410,13 @@ void BindEngineClass(py::module_& m) {
                arg("return_logits") = false, arg("model_id") = "llama2c",
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
                arg("enable_cache_priorities") = false, arg("weights") = "native",
-               arg("kv_cache_memory") = 0,
+               arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
                "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
-               "KV pool when num_kv_blocks is 0 (0: automatic).");
+               "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
+               "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -197,6 +197,24 @@ TEST(SlidingWindowAttentionTest, WindowOfOneReturnsTheQueryTokensOwnValue) {
   }
 }
 
+// A hybrid KV cache releases blocks wholly before a window (issue 31): their table entries may be
+// kNullBlock (-1), and the result is that of the full table; a -1 the window reads is refused.
+TEST(SlidingWindowAttentionTest, NullBlocksBeforeTheWindowAreAccepted) {
+  WindowCase c(DType::kF32, 4, {{13, 3}});  // queries at 13..15, window 5: keys from 9 (block 2)
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  std::vector<float> full(c.q.size(), 0.0f), released(c.q.size(), 0.0f);
+  ASSERT_TRUE(cpu::PagedAttention(c.Args(full.data(), 5)).ok());
+  c.block_tables[0] = -1;
+  c.block_tables[1] = -1;
+  ASSERT_TRUE(cpu::PagedAttention(c.Args(released.data(), 5)).ok());
+  EXPECT_EQ(released, full);
+  c.block_tables[2] = -1;  // holds key 9, which query 13 reads
+  const absl::Status s = cpu::PagedAttention(c.Args(released.data(), 5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(cpu::PagedAttention(c.Args(released.data(), 0)).code(),
+            absl::StatusCode::kInvalidArgument);  // full attention reads every block
+}
+
 TEST(SlidingWindowAttentionTest, FirstKeyFollowsTheMaskInequality) {
   for (int64_t position : {0, 1, 5, 63, 1000}) {
     for (int64_t window : {0, 1, 2, 7, 64, 5000}) {

@@ -20,6 +20,8 @@ def test_load_errors():
         pagedkv.Engine.load("/nonexistent/model.bin", weights="int4")
     with pytest.raises(pagedkv.InvalidArgumentError, match="kv_cache_memory"):
         pagedkv.Engine.load("/nonexistent/model.bin", kv_cache_memory=-1)
+    with pytest.raises(pagedkv.InvalidArgumentError, match="hybrid_kv_cache"):
+        pagedkv.Engine.load("/nonexistent/model.bin", hybrid_kv_cache="maybe")
 
 
 def test_threads_do_not_change_the_output(aidreams):
@@ -39,6 +41,15 @@ def test_threads_do_not_change_the_output(aidreams):
 def engine(aidreams):
     return pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
                                backend="cpu", block_size=8, return_logits=True)
+
+
+def test_kv_cache_layout(engine, aidreams):
+    layout = engine.kv_cache_layout
+    assert layout["hybrid"] is False and layout["num_groups"] == 1
+    assert "no sliding-window layers" in layout["reason"]
+    with pytest.raises(pagedkv.InvalidArgumentError, match="hybrid_kv_cache is on"):
+        pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
+                            backend="cpu", hybrid_kv_cache="on")
 
 
 def test_generate_matches_cli(engine, aidreams, cli):

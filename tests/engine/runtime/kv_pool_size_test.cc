@@ -69,6 +69,32 @@ TEST(KvPoolSizeTest, EachRuleSaysWhy) {
   }
 }
 
+// A hybrid layout (issue 31) of 3 groups of 10 layers: a block is 10 layers' pages, so a memory
+// budget buys 3x the blocks; a token budget buys one block per group per block of tokens.
+TEST(KvPoolSizeTest, HybridBlocksHoldLayersPerBlock) {
+  const ModelConfig c = SmolLm2Shape();
+  KvCacheLayout layout{
+      .hybrid = true,
+      .groups = {{.kind = KvCacheGroupKind::kFullAttention, .num_layers = 10},
+                 {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = 64, .num_layers = 10},
+                 {.kind = KvCacheGroupKind::kSlidingWindow,
+                  .sliding_window = 64,
+                  .num_layers = 10}},
+      .layers_per_block = 10};
+  EngineOptions o;
+  EXPECT_EQ(KvBlockBytes(o, c, 10), 2 * 10 * 16 * 3 * 64 * 4);
+  o.kv_cache_memory = 100 * KvBlockBytes(o, c);
+  absl::StatusOr<KvPoolSize> s = ChooseKvPoolSize(o, c, 8192, layout);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_blocks, 300);
+  EXPECT_EQ(s->bytes, o.kv_cache_memory);
+  o.kv_cache_memory = 0;
+  o.kv_token_budget = 42;
+  s = ChooseKvPoolSize(o, c, 8192, layout);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_blocks, 3 * 4);
+}
+
 TEST(KvPoolSizeTest, RefusesABudgetBelowOneBlock) {
   EngineOptions o;
   o.kv_cache_memory = 1000;

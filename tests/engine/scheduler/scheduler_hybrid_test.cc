@@ -9,9 +9,11 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -58,6 +60,30 @@ struct RunResult {
   int64_t finished = 0;
 };
 
+// Groups 1.. of the batch (issue 31): each sequence's table is the manager's, and every scheduled
+// token's slot comes from a non-null entry of it.
+void ExpectGroupTablesConsistent(const ScheduledBatch& batch, const HybridKvCacheManager& m) {
+  ASSERT_EQ(batch.num_kv_cache_groups(), m.num_groups());
+  const int32_t bs = batch.block_size;
+  for (int32_t g = 1; g < m.num_groups(); ++g) {
+    const std::vector<int64_t>& slots = batch.group_slot_mapping[static_cast<size_t>(g - 1)];
+    ASSERT_EQ(slots.size(), batch.token_ids.size());
+    for (int32_t i = 0; i < batch.num_sequences(); ++i) {
+      const ScheduledSequence& seq = batch.sequences[static_cast<size_t>(i)];
+      const std::span<const BlockId> table = batch.GroupBlockTable(g, i);
+      absl::StatusOr<std::span<const BlockId>> held = m.GetBlockTable(seq.request_id, g);
+      ASSERT_TRUE(held.ok()) << held.status();
+      EXPECT_TRUE(std::equal(table.begin(), table.end(), held->begin(), held->end()));
+      for (int32_t t = seq.query_start; t < seq.query_start + seq.num_scheduled_tokens; ++t) {
+        const int32_t pos = batch.positions[static_cast<size_t>(t)];
+        const BlockId block = table[static_cast<size_t>(pos / bs)];
+        ASSERT_NE(block, kNullBlock) << "group " << g << " token " << t;
+        EXPECT_EQ(slots[static_cast<size_t>(t)], int64_t{block} * bs + pos % bs);
+      }
+    }
+  }
+}
+
 // Runs every request to completion, checking each batch and the manager after each step.
 RunResult RunToCompletion(Scheduler& s, HybridKvCacheManager& m) {
   RunResult out;
@@ -66,6 +92,7 @@ RunResult RunToCompletion(Scheduler& s, HybridKvCacheManager& m) {
   while (s.HasUnfinishedRequests() && out.steps < 10000) {
     EXPECT_TRUE(s.Schedule(&batch).ok());
     ExpectBatchConsistent(batch);
+    ExpectGroupTablesConsistent(batch, m);
     EXPECT_TRUE(m.ValidateInvariants().ok()) << m.ValidateInvariants();
     out.max_running = std::max(out.max_running, s.num_running());
     sampled.clear();
