@@ -34,12 +34,17 @@ void KvEventBatcher::Add(const KvEvent& event) {
   }
 }
 
+std::optional<int32_t> KvEventBatcher::GroupOf(const KvEvent& event) const {
+  return event.group_idx >= 0 ? std::optional<int32_t>(event.group_idx) : options_.group_idx;
+}
+
 void KvEventBatcher::AddStored(const KvEvent& event) {
   const std::string medium = event.medium.empty() ? options_.medium : std::string(event.medium);
+  const std::optional<int32_t> group = GroupOf(event);
   if (!events_.empty()) {
     KvBatchEvent& last = events_.back();
     if (last.type == KvEventType::kBlockStored && last.block_size == event.token_count &&
-        last.medium == medium && !last.block_hashes.empty() &&
+        last.medium == medium && last.group_idx == group && !last.block_hashes.empty() &&
         last.block_hashes.back() == event.parent_hash) {
       last.block_hashes.push_back(event.hash);
       last.token_ids.insert(last.token_ids.end(), event.token_ids.begin(), event.token_ids.end());
@@ -51,16 +56,24 @@ void KvEventBatcher::AddStored(const KvEvent& event) {
                       .token_ids = {event.token_ids.begin(), event.token_ids.end()},
                       .block_size = event.token_count,
                       .medium = medium,
-                      .group_idx = options_.group_idx};
+                      .group_idx = group};
+  if (!event.kv_cache_spec_kind.empty()) {
+    stored.kv_cache_spec_kind = std::string(event.kv_cache_spec_kind);
+  }
+  if (event.kv_cache_spec_sliding_window > 0) {
+    stored.kv_cache_spec_sliding_window = event.kv_cache_spec_sliding_window;
+  }
   if (!roots_.contains(event.parent_hash)) stored.parent_block_hash = event.parent_hash;
   events_.push_back(std::move(stored));
 }
 
 void KvEventBatcher::AddRemoved(const KvEvent& event) {
   const std::string medium = event.medium.empty() ? options_.medium : std::string(event.medium);
+  const std::optional<int32_t> group = GroupOf(event);
   if (options_.merge_removed && !events_.empty()) {
     KvBatchEvent& last = events_.back();
-    if (last.type == KvEventType::kBlockRemoved && last.medium == medium) {
+    if (last.type == KvEventType::kBlockRemoved && last.medium == medium &&
+        last.group_idx == group) {
       last.block_hashes.push_back(event.hash);
       return;
     }
@@ -68,7 +81,7 @@ void KvEventBatcher::AddRemoved(const KvEvent& event) {
   events_.push_back(KvBatchEvent{.type = KvEventType::kBlockRemoved,
                                  .block_hashes = {event.hash},
                                  .medium = medium,
-                                 .group_idx = options_.group_idx});
+                                 .group_idx = group});
 }
 
 KvEventBatch KvEventBatcher::Take(double timestamp) {

@@ -26,6 +26,30 @@
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
+namespace {
+
+// `listener` behind a stamp of each event's KV cache group (index, vLLM's kind, window), read
+// from the manager's block-to-group map, which it sets before the pool emits a stored event.
+KvEventListener GroupStamped(const HybridKvCacheManager& hybrid, KvEventListener listener) {
+  return [&hybrid, listener = std::move(listener)](const KvEvent& event) {
+    const int32_t g =
+        event.type == KvEventType::kAllBlocksCleared ? -1 : hybrid.BlockGroup(event.block);
+    if (g < 0) {
+      listener(event);
+      return;
+    }
+    const KvCacheGroupSpec& spec = hybrid.group(g);
+    KvEvent stamped = event;
+    stamped.group_idx = g;
+    stamped.kv_cache_spec_kind = KvCacheGroupKindName(spec.kind);
+    if (spec.kind == KvCacheGroupKind::kSlidingWindow) {
+      stamped.kv_cache_spec_sliding_window = spec.sliding_window;
+    }
+    listener(stamped);
+  };
+}
+
+}  // namespace
 
 void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources) {
   const int64_t end = hits.device_blocks + hits.host_blocks + hits.remote_blocks;
@@ -112,14 +136,14 @@ std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
 
 int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
-  // Hybrid: the shared pool's events (without vLLM's per-group fields; no tiers then).
+  // Hybrid: the shared pool's events, each stamped with its block's group (no tiers then).
   BlockPool* hybrid_pool = hybrid_cache_ == nullptr
                                ? nullptr
                                : &HybridKvCacheManagerInternal::MutablePool(*hybrid_cache_);
-  std::pair<int, std::vector<int>> ids{hybrid_pool != nullptr
-                                           ? hybrid_pool->AddEventListener(listener)
-                                           : cache_->AddEventListener(listener),
-                                       {}};
+  std::pair<int, std::vector<int>> ids{
+      hybrid_pool != nullptr ? hybrid_pool->AddEventListener(GroupStamped(*hybrid_cache_, listener))
+                             : cache_->AddEventListener(listener),
+      {}};
   if (internals_->tiers != nullptr) {
     for (const auto& t : internals_->tiers->tiers())
       ids.second.push_back(t->AddEventListener(listener));

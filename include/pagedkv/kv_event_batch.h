@@ -62,8 +62,9 @@ struct PAGEDKV_EXPORT KvBatchEvent {
   std::optional<std::string> lora_name;  // stored: LoRA name; nullopt = none / unknown
   std::optional<std::string> medium;     // stored / removed: kMediumGpu, kMediumCpu, ...
   // vLLM 0.33's fields with defaults (nullopt = None, omitted on the wire by the kVllm layout and
-  // not sent by the older ones). KvEventBatcher sets group_idx (0 for the one KV cache group, as
-  // vLLM sends for a plain model); pagedkv leaves the rest unset. extra_keys and
+  // not sent by the older ones). KvEventBatcher sets group_idx (the event's own group when it
+  // carries one, as an Engine over a HybridKvCacheManager stamps it with the kind and window;
+  // else 0, as vLLM sends for a plain model); pagedkv leaves the rest unset. extra_keys and
   // lookahead_token_ids are not represented: pagedkv folds extra keys into the hash, and the
   // decoder skips both.
   std::optional<int32_t> group_idx;                     // stored / removed: KV cache group
@@ -92,7 +93,8 @@ struct PAGEDKV_EXPORT KvEventBatcherOptions {
   std::optional<int32_t> data_parallel_rank;  // copied into every batch
   std::string medium = kMediumGpu;            // medium of the pool the events come from
   bool merge_removed = true;                  // merge consecutive removed events into one
-  std::optional<int32_t> group_idx = 0;       // KV cache group of every stored / removed event
+  // KV cache group of stored / removed events that carry none (KvEvent::group_idx < 0).
+  std::optional<int32_t> group_idx = 0;
 };
 
 class PAGEDKV_EXPORT KvEventBatcher {
@@ -116,6 +118,8 @@ class PAGEDKV_EXPORT KvEventBatcher {
  private:
   void AddStored(const KvEvent& event);
   void AddRemoved(const KvEvent& event);
+  // The event's own group when it carries one, else options_.group_idx.
+  std::optional<int32_t> GroupOf(const KvEvent& event) const;
 
   KvEventBatcherOptions options_;
   std::vector<KvBatchEvent> events_;

@@ -58,6 +58,13 @@ struct PAGEDKV_EXPORT KvEvent {
   // tier's medium (kv_tier.h, e.g. "CPU") for a tier's events. Valid only during the callback.
   std::string_view medium = {};
   BlockDomain domain = BlockDomain::kPrefix;  // stored / removed: the block's kind of chain
+  // The block's KV cache group when the emitter knows it (an Engine over a HybridKvCacheManager
+  // stamps it); -1: unknown, a KvEventBatcher then uses its own group_idx option. The kind is
+  // vLLM's KVCacheSpecKind name ("full_attention", "sliding_window"; empty: unknown), the window
+  // 0 for none. The kind's characters are static.
+  int32_t group_idx = -1;
+  std::string_view kv_cache_spec_kind = {};
+  int32_t kv_cache_spec_sliding_window = 0;
 
   // One line, e.g. "stored hash=… parent=… tokens=16 block=3".
   std::string ToString() const;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "nlohmann/json.hpp"
 #include "pagedkv/engine.h"
 #include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_event_batch.h"
+#include "pagedkv/kv_events.h"
 #include "pagedkv/model_source.h"
 #include "pagedkv/types.h"
 #include "tests/engine/model/hf_test_model.h"
@@ -349,6 +352,41 @@ TEST(EngineHybridKvTest, LayoutsOfLayerWindows) {
   ASSERT_TRUE(automatic.ok());
   EXPECT_FALSE(automatic->hybrid);
   EXPECT_EQ(automatic->layers_per_block, 5);
+}
+
+// The engine's KV events name each block's group, as vLLM 0.33's BlockStored does: a router that
+// reads them can tell the full-attention chain from the window group's folded hashes.
+TEST(EngineHybridKvTest, EventsCarryEachBlocksGroup) {
+  const HfTestModel model = Qwen2("sfsf", 53);
+  EngineOptions options;
+  options.backend = BackendKind::kCpu;
+  options.block_size = 4;
+  options.num_kv_blocks = 64;
+  options.hybrid_kv_cache = HybridKvCacheMode::kOn;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(Load(model, "events"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  KvEventBatcher batcher;
+  const int listener = (*engine)->AddEventListener([&](const KvEvent& e) { batcher.Add(e); });
+  GenerationRequest r{.prompt_tokens = Prompt(24, 7, 2, model.spec.vocab), .max_new_tokens = 2};
+  r.stop_at_eos = false;
+  ASSERT_TRUE((*engine)->Generate({r}).ok());
+  EXPECT_TRUE((*engine)->RemoveEventListener(listener));
+  int64_t full_blocks = 0, window_blocks = 0;
+  for (const KvBatchEvent& e : batcher.Take(1.0).events) {
+    if (e.type != KvEventType::kBlockStored) continue;
+    ASSERT_TRUE(e.group_idx.has_value() && e.kv_cache_spec_kind.has_value());
+    if (*e.kv_cache_spec_kind == "full_attention") {
+      EXPECT_EQ(e.kv_cache_spec_sliding_window, std::nullopt);
+      full_blocks += static_cast<int64_t>(e.block_hashes.size());
+    } else {
+      EXPECT_EQ(*e.kv_cache_spec_kind, "sliding_window");
+      EXPECT_EQ(e.kv_cache_spec_sliding_window, 4);
+      EXPECT_NE(*e.group_idx, 0);
+      window_blocks += static_cast<int64_t>(e.block_hashes.size());
+    }
+  }
+  EXPECT_EQ(full_blocks, 6) << "24 prompt tokens: 6 full blocks cached in the full group";
+  EXPECT_EQ(window_blocks, 6) << "and under the window group's folded hashes";
 }
 
 }  // namespace
