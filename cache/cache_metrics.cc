@@ -182,4 +182,14 @@ void PrometheusWriter::Histogram(const std::string& name, const std::string& hel
   absl::StrAppend(out_, name, "_count", Labels(""), " ", h.count(), "\n");
 }
 
+void WritePrefixCacheLookups(PrometheusWriter& w, const CacheStats& s) {
+  w.Counter("pagedkv_prefix_cache_lookups_total", "Prefix-cache lookups (one per admission).",
+            s.lookups);
+  w.Counter("pagedkv_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
+            s.queried_tokens);
+  w.Counter("pagedkv_prefix_cache_hits_total",
+            "Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits).", s.hit_tokens);
+}
+
 }  // namespace pagedkv

@@ -15,13 +15,7 @@ absl::Status KvCacheManager::WritePrometheus(std::string* out,
   PAGEDKV_RETURN_IF_ERROR(PrometheusWriter::CheckLabels(options));
   PrometheusWriter w(out, options);
   const CacheStats s = stats();
-  w.Counter("pagedkv_prefix_cache_lookups_total", "Prefix-cache lookups (one per admission).",
-            s.lookups);
-  w.Counter("pagedkv_prefix_cache_queries_total",
-            "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
-            s.queried_tokens);
-  w.Counter("pagedkv_prefix_cache_hits_total",
-            "Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits).", s.hit_tokens);
+  WritePrefixCacheLookups(w, s);
   w.Counter("pagedkv_prefix_cache_stored_blocks_total", "Blocks inserted into the prefix index.",
             s.stored_blocks);
   w.Counter("pagedkv_prefix_cache_evicted_blocks_total",

@@ -218,13 +218,7 @@ absl::Status Engine::WriteKvCachePrometheus(std::string* out,
   PrometheusWriter w(out, options);
   const CacheStats s = hybrid_cache_->stats();
   const BlockPool& pool = hybrid_cache_->pool();
-  w.Counter("pagedkv_prefix_cache_lookups_total", "Prefix-cache lookups (one per admission).",
-            s.lookups);
-  w.Counter("pagedkv_prefix_cache_queries_total",
-            "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
-            s.queried_tokens);
-  w.Counter("pagedkv_prefix_cache_hits_total",
-            "Prompt tokens served from the prefix cache (vLLM's prefix_cache_hits).", s.hit_tokens);
+  WritePrefixCacheLookups(w, s);
   w.Gauge("pagedkv_kv_cache_usage_ratio",
           "Fraction of KV blocks referenced by requests, in [0, 1].",
           static_cast<double>(pool.NumUsedBlocks()) / std::max(1, pool.num_blocks()));

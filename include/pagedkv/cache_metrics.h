@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "pagedkv/block_lifecycle_observer.h"
+#include "pagedkv/cache_stats.h"
 #include "pagedkv/export.h"
 #include "pagedkv/types.h"
 
@@ -123,6 +124,11 @@ class PAGEDKV_EXPORT PrometheusWriter {
   std::string* out_;
   std::string labels_;  // the options' labels, rendered and escaped, without braces
 };
+
+// The lookup counters every cache manager writes, under the names vLLM users know:
+// pagedkv_prefix_cache_lookups_total, _queries_total (vLLM's prefix_cache_queries) and
+// _hits_total (prefix_cache_hits), from `stats`.
+PAGEDKV_EXPORT void WritePrefixCacheLookups(PrometheusWriter& w, const CacheStats& stats);
 
 }  // namespace pagedkv
 

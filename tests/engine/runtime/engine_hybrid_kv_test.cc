@@ -27,11 +27,13 @@
 #include "pagedkv/kv_events.h"
 #include "pagedkv/model_source.h"
 #include "pagedkv/types.h"
+#include "tests/engine/model/hf_reference_check.h"
 #include "tests/engine/model/hf_test_model.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::ExpectGreedyMatchesReference;
 using ::pagedkv::testing::HfTestModel;
 using ::pagedkv::testing::HfTestSpec;
 using ::pagedkv::testing::MakeHfTestModel;
@@ -114,27 +116,6 @@ RunResult RunEngine(std::shared_ptr<const ModelWeights> weights, HybridKvCacheMo
   return result;
 }
 
-// Generated tokens against the reference's argmax (teacher-forced), near-ties skipped.
-int ExpectMatchesReference(const HfTestModel& model, const std::vector<TokenId>& prompt,
-                           const std::vector<TokenId>& output, const std::string& trace) {
-  std::vector<int> all(prompt.begin(), prompt.end());
-  all.insert(all.end(), output.begin(), output.end());
-  const std::vector<std::vector<double>> logits = model.Logits(all);
-  int checked = 0;
-  for (size_t i = 0; i < output.size(); ++i) {
-    const std::vector<double>& row = logits[prompt.size() - 1 + i];
-    double scale = 1.0;
-    for (double v : row) scale = std::max(scale, std::abs(v));
-    std::vector<double> sorted = row;
-    std::sort(sorted.rbegin(), sorted.rend());
-    if (sorted[0] - sorted[1] <= 4e-4 * scale) continue;
-    EXPECT_EQ(output[i], std::max_element(row.begin(), row.end()) - row.begin())
-        << trace << " token " << i;
-    ++checked;
-  }
-  return checked;
-}
-
 TEST(EngineHybridKvTest, HybridGivesTheSameGreedyIdsAsAllFull) {
   // "sfsf": 2 groups of 2 layers (2 page arrays); "sfs": 3 groups of 1 layer.
   for (const std::string types : {"sfsf", "sfs"}) {
@@ -163,7 +144,7 @@ TEST(EngineHybridKvTest, HybridGivesTheSameGreedyIdsAsAllFull) {
         int checked = 0;
         for (size_t i = 0; i < on.outputs.size(); ++i) {
           const std::vector<TokenId>& prompt = i < prompts.size() ? prompts[i] : later;
-          checked += ExpectMatchesReference(model, prompt, on.outputs[i], trace);
+          checked += ExpectGreedyMatchesReference(model, prompt, on.outputs[i], trace);
         }
         EXPECT_GE(checked, 2 * kNewTokens) << trace << ": too many near-ties";
       }

@@ -19,11 +19,13 @@
 #include "nlohmann/json.hpp"
 #include "pagedkv/engine.h"
 #include "pagedkv/model_source.h"
+#include "tests/engine/model/hf_reference_check.h"
 #include "tests/engine/model/hf_test_model.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::ExpectGreedyMatchesReference;
 using ::pagedkv::testing::HfTestModel;
 using ::pagedkv::testing::HfTestSpec;
 using ::pagedkv::testing::MakeHfTestModel;
@@ -52,29 +54,6 @@ std::vector<WindowModel> Models() {
       {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}}};
   return {{"mistral_every_layer", MakeHfTestModel(mistral, 41)},
           {"qwen2_mixed", MakeHfTestModel(qwen2, 43)}};
-}
-
-// Checks each generated token against the reference's argmax at the position before it (the
-// reference runs on the prompt and the engine's own output), skipping near-ties. Returns the
-// number of positions checked.
-int ExpectGreedyMatchesReference(const HfTestModel& model, const std::vector<TokenId>& prompt,
-                                 const std::vector<TokenId>& output, const std::string& trace) {
-  std::vector<int> all(prompt.begin(), prompt.end());
-  all.insert(all.end(), output.begin(), output.end());
-  const std::vector<std::vector<double>> logits = model.Logits(all);
-  int checked = 0;
-  for (size_t i = 0; i < output.size(); ++i) {
-    const std::vector<double>& row = logits[prompt.size() - 1 + i];
-    double scale = 1.0;
-    for (double v : row) scale = std::max(scale, std::abs(v));
-    std::vector<double> sorted = row;
-    std::sort(sorted.rbegin(), sorted.rend());
-    if (sorted[0] - sorted[1] <= 4e-4 * scale) continue;  // a near-tie: either id is right
-    const auto best = std::max_element(row.begin(), row.end()) - row.begin();
-    EXPECT_EQ(output[i], best) << trace << " new token " << i;
-    ++checked;
-  }
-  return checked;
 }
 
 TEST(EngineSlidingWindowTest, GreedyIdsMatchTheMaskedReference) {
