@@ -16,6 +16,14 @@ namespace {
 constexpr uint32_t kAllMedia = 0xffffffffu;
 constexpr size_t kMaxMedia = 32;
 
+// Among instances of equal cost: the smaller load, then fewer blocks held, then the smaller id.
+bool TieBreakBefore(const InstancePrefixMatch& a, double load_a, const InstancePrefixMatch& b,
+                    double load_b) {
+  if (load_a != load_b) return load_a < load_b;
+  if (a.held_blocks != b.held_blocks) return a.held_blocks < b.held_blocks;
+  return a.instance < b.instance;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PrefixRouterIndex>> PrefixRouterIndex::Create(
@@ -138,7 +146,10 @@ int64_t PrefixRouterIndex::NumBlocks(InstanceId instance) const {
 std::vector<InstancePrefixMatch> PrefixRouterIndex::Match(std::span<const BlockHash> hashes) const {
   std::vector<InstancePrefixMatch> out;
   out.reserve(instances_.size());
-  for (const auto& [id, blocks] : instances_) out.push_back(InstancePrefixMatch{.instance = id});
+  for (const auto& [id, blocks] : instances_) {
+    out.push_back(
+        InstancePrefixMatch{.instance = id, .held_blocks = static_cast<int64_t>(blocks.size())});
+  }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.instance < b.instance; });
   // `active`: indexes into `out` of instances that held every block so far.
@@ -172,9 +183,7 @@ InstanceId PickInstance(std::span<const InstancePrefixMatch> matches, std::span<
     const double cost = options.prefill_weight * uncached + options.load_weight * loads[k];
     const bool better =
         k == 0 || cost < best_cost ||
-        (cost == best_cost &&
-         (loads[k] < loads[best] ||
-          (loads[k] == loads[best] && matches[k].instance < matches[best].instance)));
+        (cost == best_cost && TieBreakBefore(matches[k], loads[k], matches[best], loads[best]));
     if (better) {
       best = k;
       best_cost = cost;

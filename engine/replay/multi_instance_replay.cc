@@ -394,7 +394,8 @@ absl::StatusOr<size_t> Driver::Pick(const std::vector<TokenId>& prompt, RequestI
       const auto blocks = static_cast<int64_t>(hit.blocks.size());
       matches.push_back({.instance = static_cast<InstanceId>(i),
                          .matched_blocks = blocks,
-                         .weighted_blocks = static_cast<double>(blocks)});
+                         .weighted_blocks = static_cast<double>(blocks),
+                         .held_blocks = instances_[i]->manager().pool().NumCachedBlocks()});
     }
   }
   return static_cast<size_t>(PickInstance(matches, loads, request_blocks, options_.cost));

@@ -9,7 +9,9 @@
 //
 //   cost(i) = prefill_weight * (request_blocks - weighted_prefix_blocks(i)) + load_weight * load(i)
 //
-// the instance with the smallest cost wins (ties: smaller load, then smaller id).
+// the instance with the smallest cost wins (ties: smaller load, then fewer blocks held, which
+// spreads new prefixes over the instances as a text-tree router's smallest-tree rule does, then
+// smaller id).
 //
 // Keys are the hashes as they arrive (for pagedkv publishers WireBlockHash of the 128-bit
 // hash); query with the same projection. Semantics per event: BlockStored adds (instance, hash,
@@ -58,6 +60,7 @@ struct PAGEDKV_EXPORT InstancePrefixMatch {
   InstanceId instance = 0;
   int64_t matched_blocks = 0;  // leading request blocks held, in any medium
   double weighted_blocks = 0;  // the same blocks, each at its best medium's weight
+  int64_t held_blocks = 0;     // every block the instance holds, in any medium (a tie-break)
 };
 
 class PAGEDKV_EXPORT PrefixRouterIndex {

@@ -164,5 +164,35 @@ TEST(PrefixRouterIndexTest, PickInstanceWeighsPrefillAgainstLoad) {
   EXPECT_EQ(PickInstance(m, std::vector<double>{3, 1, 3}, 0, {.prefill_weight = 0}), 1);
 }
 
+TEST(PrefixRouterIndexTest, PickInstanceBreaksTiesByFewerBlocksHeld) {
+  // Three idle instances, none holding the request's blocks: equal cost and load.
+  std::vector<InstancePrefixMatch> m = {{.instance = 0, .held_blocks = 40},
+                                        {.instance = 1, .held_blocks = 12},
+                                        {.instance = 2, .held_blocks = 12}};
+  const std::vector<double> idle = {0, 0, 0};
+  EXPECT_EQ(PickInstance(m, idle, 10, {}), 1);  // fewest held; then the smaller id
+  // The load still comes before the blocks held.
+  EXPECT_EQ(PickInstance(m, std::vector<double>{0, 2, 2}, 10, {}), 0);
+  // And the cost before both.
+  m[2].weighted_blocks = 1;
+  EXPECT_EQ(PickInstance(m, idle, 10, {}), 2);
+}
+
+TEST(PrefixRouterIndexTest, MatchReportsEveryBlockEachInstanceHolds) {
+  auto index = PrefixRouterIndex::Create({}).value();
+  index->Apply(0, KvEventBatch{.events = {{.type = KvEventType::kBlockStored,
+                                           .block_hashes = {H(1), H(2), H(3)},
+                                           .medium = "GPU"}}});
+  index->Apply(1, KvEventBatch{.events = {{.type = KvEventType::kBlockStored,
+                                           .block_hashes = {H(9)},
+                                           .medium = "GPU"}}});
+  const std::vector<InstancePrefixMatch> m = index->Match(std::vector<BlockHash>{H(1)});
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].held_blocks, 3);
+  EXPECT_EQ(m[1].held_blocks, 1);
+  EXPECT_EQ(m[0].matched_blocks, 1);
+  EXPECT_EQ(m[1].matched_blocks, 0);
+}
+
 }  // namespace
 }  // namespace pagedkv
