@@ -198,6 +198,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--sessions", type=int, default=8, help="conversation sessions")
     g.add_argument("--turns", type=int, default=4, help="turns per conversation session")
     g.add_argument("--system-tokens", type=int, default=1000)
+    g.add_argument("--shared-system-tokens", type=int, default=0,
+                   help="conversation: a system part every session shares, before its own")
     g.add_argument("--user-tokens", type=int, default=32)
     g.add_argument("--output-tokens", type=int, default=64)
     g.add_argument("--text", action="store_true", help="text prompts (words) instead of ids")
@@ -250,7 +252,8 @@ def build(args: argparse.Namespace) -> tuple[list[workloads.Session], list[workl
         return both[:args.num_requests], both[args.num_requests:]
     if args.workload == "conversation":
         sessions = workloads.conversation(args.sessions, args.turns, args.system_tokens,
-                                          args.user_tokens, args.output_tokens, space, args.text)
+                                          args.user_tokens, args.output_tokens, space, args.text,
+                                          getattr(args, "shared_system_tokens", 0))
     else:
         scaling = workloads.MooncakeScaling(args.block_tokens, 512, args.max_input_tokens,
                                             args.max_output_tokens, args.time_scale)

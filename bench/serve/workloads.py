@@ -108,9 +108,12 @@ def shared_prefix(num_requests: int, system_tokens: int, user_tokens: int, outpu
 
 
 def conversation(num_sessions: int, turns: int, system_tokens: int, user_tokens: int,
-                 output_tokens: int, space: TokenSpace, text: bool = False) -> list[Session]:
-    """Multi-turn sessions. Turn 0 = system part (own per session) + user part; turn k+1 = turn k's
-    prompt + turn k's output + a new user part.
+                 output_tokens: int, space: TokenSpace, text: bool = False,
+                 shared_system_tokens: int = 0) -> list[Session]:
+    """Multi-turn sessions. Turn 0 = shared system part (the same in every session, e.g. a
+    product's system prompt; `shared_system_tokens`, 0 = none) + system part (own per session,
+    e.g. the user's profile or memory) + user part; turn k+1 = turn k's prompt + turn k's output +
+    a new user part.
 
     The "output" put back into the next prompt is a pseudo-random reply of `output_tokens` tokens
     fixed in advance, not what the server answered (the client builds the whole workload before it
@@ -118,10 +121,14 @@ def conversation(num_sessions: int, turns: int, system_tokens: int, user_tokens:
     not the KV it computed for its own reply (as for a client that re-tokenises the reply
     differently).
     """
+    if shared_system_tokens < 0:
+        raise ValueError(f"shared_system_tokens must be >= 0, got {shared_system_tokens}")
+    shared = _part(space, text, "conv:shared-system", shared_system_tokens)
     sessions = []
     for s in range(num_sessions):
-        prompt = _join(_part(space, text, f"conv:{s}:system", system_tokens),
-                       _part(space, text, f"conv:{s}:user:0", user_tokens))
+        own = _join(_part(space, text, f"conv:{s}:system", system_tokens),
+                    _part(space, text, f"conv:{s}:user:0", user_tokens))
+        prompt = _join(shared, own) if shared_system_tokens else own
         requests = []
         for t in range(turns):
             requests.append(Request(prompt, output_tokens, session=s, turn=t))

@@ -73,6 +73,20 @@ def test_conversation_turns_extend_the_previous_prompt() -> None:
     assert len({tuple(p[:100]) for p in firsts}) == 3  # each session has its own system part
 
 
+def test_conversation_shared_system_part_comes_first_in_every_session() -> None:
+    sessions = workloads.conversation(3, turns=2, system_tokens=40, user_tokens=10,
+                                      output_tokens=5, space=SPACE, shared_system_tokens=24)
+    firsts = [s.requests[0].prompt for s in sessions]
+    assert all(len(p) == 24 + 40 + 10 for p in firsts)
+    assert len({tuple(p[:24]) for p in firsts}) == 1  # one shared part
+    assert len({tuple(p[24:64]) for p in firsts}) == 3  # then each session's own
+    plain = workloads.conversation(3, turns=2, system_tokens=40, user_tokens=10,
+                                   output_tokens=5, space=SPACE)
+    assert [s.requests[0].prompt[24:] for s in sessions] == [s.requests[0].prompt for s in plain]
+    with pytest.raises(ValueError, match="shared_system_tokens"):
+        workloads.conversation(1, 1, 4, 4, 4, SPACE, shared_system_tokens=-1)
+
+
 def _write_trace(path: pathlib.Path, rows: list[dict]) -> None:
     with gzip.open(path, "wt") as f:
         for r in rows:
