@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
 #include "cache/ref_count_check.h"
+#include "cache/request_check.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 
@@ -99,12 +100,7 @@ absl::StatusOr<CacheRequest> HybridKvCacheManager::NewRequest(RequestId id,
 }
 
 absl::Status HybridKvCacheManager::CheckRequest(const CacheRequest& request) const {
-  if (request.block_size() != options_.block_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request ", request.id(), " was hashed with block size ", request.block_size(),
-                     " but the manager uses ", options_.block_size, "; create it with NewRequest"));
-  }
-  return absl::OkStatus();
+  return CheckRequestMatchesManager(request, options_.block_size, options_.vocab_size);
 }
 
 int64_t HybridKvCacheManager::FirstNeededBlock(int32_t g, int64_t computed) const {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
 #include "cache/ref_count_check.h"
+#include "cache/request_check.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
@@ -86,17 +87,7 @@ absl::StatusOr<CacheRequest> KvCacheManager::NewRequest(RequestId id,
 }
 
 absl::Status KvCacheManager::CheckRequest(const CacheRequest& request) const {
-  if (request.block_size() != options_.block_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request ", request.id(), " was hashed with block size ", request.block_size(),
-                     " but the manager uses ", options_.block_size, "; create it with NewRequest"));
-  }
-  if (options_.vocab_size > 0 && request.vocab_size() != options_.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request ", request.id(), " was checked against vocabulary size ", request.vocab_size(),
-        " but the manager uses ", options_.vocab_size, "; create it with NewRequest"));
-  }
-  return absl::OkStatus();
+  return CheckRequestMatchesManager(request, options_.block_size, options_.vocab_size);
 }
 
 bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int64_t i,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/hybrid_kv_cache_manager_internal.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_event_codec.h"
@@ -240,6 +241,28 @@ TEST_F(HybridTest, FailedAllocationChangesNothing) {
   EXPECT_EQ(manager_->GetBlockTable(2, 2).status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(manager_->Free(1).ok());
   ASSERT_TRUE(manager_->Free(2).ok());
+}
+
+TEST_F(HybridTest, RequestsOfAnotherBlockSizeOrVocabularyAreRefused) {
+  manager_ =
+      HybridKvCacheManager::Create(
+          {.num_blocks = 32, .block_size = kBs, .groups = {Full(), Window(8)}, .vocab_size = 1000})
+          .value();
+  const std::vector<TokenId> prompt = Prompt(12);
+  const int32_t available = manager_->NumAvailableBlocks();
+  CacheRequest other_size =
+      CacheRequest::Create({.id = 1, .block_size = kBs * 2, .vocab_size = 1000}, prompt).value();
+  CacheRequest unchecked = CacheRequest::Create({.id = 2, .block_size = kBs}, prompt).value();
+  for (const CacheRequest* r : {&other_size, &unchecked}) {
+    const absl::Status s = manager_->AllocateSlots(*r, 12);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("create it with NewRequest"));
+    EXPECT_EQ(manager_->GetComputedBlocks(*r).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_FALSE(manager_->HasRequest(r->id()));
+  }
+  EXPECT_THAT(manager_->AllocateSlots(unchecked, 12).message(),
+              ::testing::HasSubstr("vocabulary size 0 but the manager uses 1000"));
+  EXPECT_EQ(manager_->NumAvailableBlocks(), available);
 }
 
 TEST_F(HybridTest, StaleOrMalformedComputedBlocksAreRefused) {
