@@ -5,8 +5,8 @@
 #
 # Workloads (WORKLOADS, default "private shared80 shared160 shared320"):
 #   private: every session its own 200-token system part, 4 turns, pools that hold everything;
-#            setups none (one router, no tier), redis (the shared Redis tier), 2routers (two
-#            router replicas behind a round-robin balancer, no tier).
+#            setups none (one router, no tier), redis (the shared Redis tier), Krouters (K
+#            router replicas behind a round-robin balancer, no tier; default 2routers).
 #   sharedP: a 64-token system part every session shares + 64 of its own, 10 turns, and pools of
 #            P blocks of 16 tokens (80 blocks hold two sessions at their longest): where KV
 #            memory binds; setups SHARED_SETUPS (default none; redis adds the Redis tier), and
@@ -69,7 +69,7 @@ for workload in ${WORKLOADS:-private shared80 shared160 shared320}; do
         ps="$policies"
         case "$setup" in
           redis) flags=() ;;
-          2routers) flags=(--no-redis --routers 2); ps="${POLICIES_2ROUTERS:-$policies}" ;;
+          *routers) flags=(--no-redis --routers "${setup%routers}"); ps="${POLICIES_2ROUTERS:-$policies}" ;;
         esac
         for policy in $ps; do run "private_${policy}_$setup" private "$policy" "${flags[@]}"; done
       done
