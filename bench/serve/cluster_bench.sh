@@ -6,7 +6,7 @@
 # Workloads (WORKLOADS, default "private shared80 shared160 shared320"):
 #   private: every session its own 200-token system part, 4 turns, pools that hold everything;
 #            setups none (one router, no tier), redis (the shared Redis tier), Krouters (K
-#            router replicas behind a round-robin balancer, no tier; default 2routers).
+#            router replicas behind a round-robin balancer, no tier; 2routers and 4routers).
 #   sharedP: a 64-token system part every session shares + 64 of its own, 10 turns, and pools of
 #            P blocks of 16 tokens (80 blocks hold two sessions at their longest): where KV
 #            memory binds; setups SHARED_SETUPS (default none; redis adds the Redis tier), and
@@ -14,8 +14,8 @@
 #            (--balance-abs-threshold 2, no tier).
 # Usage: bash bench/serve/cluster_bench.sh [OUT_DIR]   (default out/cluster_bench)
 # Env: WORKLOADS, SESSIONS (16), POLICIES ("round_robin cache_aware kv_aware"),
-#      SETUPS ("none redis 2routers", private), SHARED_SETUPS ("none", sharedP),
-#      POLICIES_2ROUTERS (POLICIES), INSTANCES (4),
+#      SETUPS ("none redis 2routers 4routers", private), SHARED_SETUPS ("none", sharedP),
+#      POLICIES_2ROUTERS (POLICIES; the policies of every Krouters setup), INSTANCES (4),
 #      ROUTER_LOG_LEVEL (info; debug logs kv_aware's "KV prefix decision" per request).
 #      Each instance gets --threads 1. Runs are named WORKLOAD_POLICY_SETUP.
 set -euo pipefail
@@ -64,7 +64,7 @@ replay() {
 for workload in ${WORKLOADS:-private shared80 shared160 shared320}; do
   case "$workload" in
     private)
-      for setup in ${SETUPS:-none redis 2routers}; do
+      for setup in ${SETUPS:-none redis 2routers 4routers}; do
         flags=(--no-redis)
         ps="$policies"
         case "$setup" in
