@@ -33,13 +33,30 @@ for pin in sys.argv[1:]:
 PY
 }
 
+# NumPy stays below 2 (pyproject.toml says why: the module's pybind11 2.10 speaks NumPy 1 only).
+# Without the bound pip may put a NumPy 2 into the environment for gguf, which Debian's 1.24
+# satisfies, and the module's arrays then read wrong.
+constraints="$(mktemp)"
+trap 'rm -f "$constraints"' EXIT
+echo 'numpy<2' >"$constraints"
+
+numpy_ok() {
+  "$pyref/bin/python" -c 'import sys, numpy; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)'
+}
+
 for group in "${groups[@]}"; do
   read -r -a pins <<<"$group"
   have_pins && continue
   [ -x "$pyref/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$pyref"
-  if ! "$pyref/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"; then
+  if ! "$pyref/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" \
+      "${pins[@]}"; then
     echo "python_refs: could not install ${pins[*]} from PyPI into $pyref;" \
          "the tests that compare against them will skip" >&2
   fi
 done
+# An environment made before the bound may hold a NumPy 2: take it out, so Debian's shows through.
+if [ -x "$pyref/bin/python" ] && ! numpy_ok; then
+  "$pyref/bin/python" -m pip uninstall -q -y numpy
+  numpy_ok || "$pyref/bin/python" -m pip install -q --disable-pip-version-check 'numpy<2'
+fi
 echo "$site"

@@ -25,9 +25,26 @@ from typing import Iterator as _Iterator
 from typing import Optional as _Optional
 from typing import Sequence as _Sequence
 
+import numpy as _numpy
+
 from . import _pagedkv
-from ._pagedkv import *  # noqa: F401,F403  (the bound classes and functions)
-from ._pagedkv import (  # noqa: F401  (names used below)
+
+
+def _check_numpy(numpy_version: str, pybind11_version: tuple) -> None:
+    """ImportError when the module's pybind11 cannot hand arrays to this NumPy: pybind11 before
+    2.12 (Debian 12 has 2.10) speaks NumPy 1's C API only, and under NumPy 2 its arrays come back
+    with wrong strides (every element reads as the first)."""
+    if int(numpy_version.split(".")[0]) >= 2 and tuple(pybind11_version) < (2, 12):
+        raise ImportError(
+            f"pagedkv was built with pybind11 {'.'.join(map(str, pybind11_version))}, which "
+            f"supports NumPy 1 only, but NumPy {numpy_version} was imported: install "
+            "'numpy<2' (Debian 12's python3-numpy is 1.24) or rebuild pagedkv with pybind11 >= 2.12")
+
+
+_check_numpy(_numpy.__version__, _pagedkv._pybind11_version)
+
+from ._pagedkv import *  # noqa: E402,F401,F403  (the bound classes and functions)
+from ._pagedkv import (  # noqa: E402,F401  (names used below)
     ChunkIndex,
     ChunkLocation,
     Engine,

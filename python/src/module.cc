@@ -10,6 +10,10 @@ PYBIND11_MODULE(_pagedkv, m) {
   m.doc() = "pagedkv: paged KV cache, prefix caching, scheduler, replay and engine (C++ core).";
   // The linked library's version, which equals the C++ headers' PAGEDKV_VERSION_STRING.
   m.attr("__version__") = pagedkv::VersionString();
+  // The pybind11 this module was built with: before 2.12 it speaks NumPy 1's C API only, and the
+  // package refuses NumPy 2 at import (__init__.py) rather than hand out arrays with wrong strides.
+  m.attr("_pybind11_version") =
+      pybind11::make_tuple(PYBIND11_VERSION_MAJOR, PYBIND11_VERSION_MINOR);
   python::RegisterErrors(m);
   python::BindCache(m);
   python::BindPool(m);

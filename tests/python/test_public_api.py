@@ -7,6 +7,9 @@ import inspect
 import pathlib
 import re
 
+import numpy as np
+import pytest
+
 import pagedkv
 import pagedkv.replay
 from pagedkv import _pagedkv
@@ -165,3 +168,13 @@ def test_has_docstring_rejects_a_bare_signature():
     assert not has_docstring(f)
     f.__doc__ = "f(x: int) -> int\n\nDoubles x."
     assert has_docstring(f)
+
+
+def test_import_refuses_numpy_2_when_pybind11_cannot_speak_it():
+    # The module's own pybind11 and this NumPy load together (this test runs at all).
+    pagedkv._check_numpy(np.__version__, _pagedkv._pybind11_version)
+    assert len(_pagedkv._pybind11_version) == 2
+    pagedkv._check_numpy("1.24.2", (2, 10))
+    pagedkv._check_numpy("2.4.6", (2, 12))
+    with pytest.raises(ImportError, match=r"pybind11 2\.10.*NumPy 2\.4\.6.*numpy<2"):
+        pagedkv._check_numpy("2.4.6", (2, 10))
