@@ -253,7 +253,7 @@ def build(args: argparse.Namespace) -> tuple[list[workloads.Session], list[workl
     if args.workload == "conversation":
         sessions = workloads.conversation(args.sessions, args.turns, args.system_tokens,
                                           args.user_tokens, args.output_tokens, space, args.text,
-                                          getattr(args, "shared_system_tokens", 0))
+                                          args.shared_system_tokens)
     else:
         scaling = workloads.MooncakeScaling(args.block_tokens, 512, args.max_input_tokens,
                                             args.max_output_tokens, args.time_scale)

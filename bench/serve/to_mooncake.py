@@ -43,7 +43,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--block-tokens", type=int, default=16)
     args = p.parse_args(argv)
     run = json.loads(args.run_json.read_text())
-    cfg = argparse.Namespace(**run["config"])
+    # The run's flags over today's defaults: a run recorded before a flag existed gets its default.
+    defaults = vars(load_client.parse_args(["--base-url", "http://127.0.0.1:1"]))
+    cfg = argparse.Namespace(**{**defaults, **run["config"]})
     if cfg.text or cfg.workload == "mooncake":
         print("to_mooncake: needs a built-in workload with token-id prompts (no --text); a "
               "mooncake run already has its trace", file=sys.stderr)
