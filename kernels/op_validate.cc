@@ -222,6 +222,11 @@ absl::Status ValidateQuantLinear(const QuantLinearArgs& args) {
     return Invalid(op, absl::StrCat("k = ", args.k, " must be a multiple of the block size ",
                                     QuantBlockValuesOf(args.w_type), " of w_type ", type));
   }
+  const int activations = static_cast<int>(args.activations);
+  if (activations != static_cast<int>(ActivationType::kF32) &&
+      activations != static_cast<int>(ActivationType::kInt8)) {
+    return Invalid(op, absl::StrCat("activations ", activations, " must be kF32 (0) or kInt8 (1)"));
+  }
   if (static_cast<const void*>(args.y) == args.x || static_cast<const void*>(args.y) == args.w) {
     return Invalid(op, "y must not alias x or w");
   }

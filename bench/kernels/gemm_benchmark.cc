@@ -140,21 +140,32 @@ std::vector<unsigned char> QuantRows(WeightType type, int64_t n, int64_t k) {
   return w;
 }
 
-void BM_GemmQuant(benchmark::State& state) {
+void GemmQuant(benchmark::State& state, ActivationType activations) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto type = static_cast<WeightType>(state.range(4));
   std::unique_ptr<cpu::ThreadPool> pool = PoolFor(static_cast<int32_t>(state.range(3)));
   Operands o(m, 1, k);
   o.y.resize(static_cast<size_t>(m * n));
   const std::vector<unsigned char> w = QuantRows(type, n, k);
-  const QuantLinearArgs args{
-      .x = o.x.data(), .w = w.data(), .w_type = type, .y = o.y.data(), .m = m, .n = n, .k = k};
+  const QuantLinearArgs args{.x = o.x.data(),
+                             .w = w.data(),
+                             .w_type = type,
+                             .y = o.y.data(),
+                             .m = m,
+                             .n = n,
+                             .k = k,
+                             .activations = activations};
   for (auto _ : state) {
     if (!cpu::QuantLinear(args, pool.get()).ok()) return state.SkipWithError("QuantLinear failed");
     benchmark::DoNotOptimize(o.y.data());
   }
   SetCounters(state, m, n, k);
 }
+
+// Native weights times fp32 activations (today's default) and times int8 activations
+// (kernels/cpu/int8_linear.h): the same shapes, so the two rows compare directly.
+void BM_GemmQuant(benchmark::State& state) { GemmQuant(state, ActivationType::kF32); }
+void BM_GemmQuantInt8(benchmark::State& state) { GemmQuant(state, ActivationType::kInt8); }
 
 // (n, k) of SmolLM2-135M: q/o, k/v, gate/up, down, and the tied LM head (Q8_0 in the GGUF file).
 void SmolLm2Shapes(benchmark::internal::Benchmark* b, bool with_type) {
@@ -216,6 +227,9 @@ BENCHMARK(BM_GemmPacked)
     ->Name("BM_GemmPackedSmolLm2")
     ->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, false); });
 BENCHMARK(BM_GemmQuant)->Apply([](benchmark::internal::Benchmark* b) { SmolLm2Shapes(b, true); });
+BENCHMARK(BM_GemmQuantInt8)->Apply([](benchmark::internal::Benchmark* b) {
+  SmolLm2Shapes(b, true);
+});
 // Every other native type on SmolLM2's gate/up and down shapes (Q4_K / Q6_K need k a multiple
 // of 256: down only), one thread; type is the WeightType value.
 BENCHMARK(BM_GemmQuant)->Name("BM_GemmQuantTypes")->Apply([](benchmark::internal::Benchmark* b) {

@@ -12,9 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/threaded_ops.h"
 #include "kernels/op_validate.h"
+#include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::cpu {
@@ -59,6 +61,9 @@ void PanelLinear(const QuantLinearArgs& args, ThreadPool* pool) {
 absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
   if (args.m == 0) return absl::OkStatus();
+  if (args.activations == ActivationType::kInt8 && Int8ActivationsSupport(args.w_type)) {
+    return Int8QuantLinear(args, pool);
+  }
   // The panel decode addresses a panel's rows by 32-bit byte offsets.
   const bool offsets_fit = simd::PackedPanelWidth() * WeightRowBytes(args.w_type, args.k) <=
                            std::numeric_limits<int32_t>::max();

@@ -30,6 +30,8 @@ namespace pagedkv::cpu {
 // blocks in registers (memory-bound decode).
 inline constexpr int64_t kQuantPanelMinRows = 16;
 
+// With args.activations == kInt8 and Q4_0 / Q4_1 / Q8_0 weights it runs Int8QuantLinear
+// (kernels/cpu/int8_linear.h); other weight types ignore kInt8.
 // InvalidArgument (y untouched) for invalid args: null pointers, n or k <= 0, m < 0, a w_type
 // that is kF32 or not a WeightType, k not a multiple of QuantBlockValuesOf(w_type) (32 for Q4_0,
 // Q4_1, Q8_0; 256 for Q4_K, Q6_K; any k for F16, BF16), y aliasing x or w. pool may be null.

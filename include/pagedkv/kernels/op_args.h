@@ -17,6 +17,7 @@
 
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kernels/activation_type.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/kernels/quant_blocks.h"
 #include "pagedkv/kernels/rope_table.h"
@@ -45,6 +46,7 @@ struct PAGEDKV_EXPORT QuantLinearArgs {
   int64_t n = 0;                          // output features
   int64_t k = 0;                          // input features
   bool accumulate = false;                // true: y += x W^T (fused residual add)
+  ActivationType activations = ActivationType::kF32;  // kInt8: see ActivationType
 };
 
 // out[t] = table[token_ids[t]].

@@ -1,0 +1,150 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Int8QuantLinear: quantize x once (on the calling thread), then output columns in groups of 8
+// over the pool, each group through the AVX2 tile kernel or the portable loop.
+#include "kernels/cpu/int8_linear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/threaded_ops.h"
+#include "pagedkv/kernels/int8_activations.h"
+#include "pagedkv/kernels/quant_blocks.h"
+
+namespace pagedkv::cpu {
+
+namespace {
+
+enum class Kernel : int { kAuto, kAvx2, kPortable };
+std::atomic<int> forced_kernel{static_cast<int>(Kernel::kAuto)};
+
+bool UseAvx2() {
+  const auto forced = static_cast<Kernel>(forced_kernel.load(std::memory_order_relaxed));
+  if (forced == Kernel::kPortable) return false;
+  return int8_kernels::Avx2Supported();
+}
+
+// Output columns per work item: the AVX2 tile's W rows.
+constexpr int64_t kGroup = 8;
+
+struct FreeBytes {
+  void operator()(unsigned char* p) const { std::free(p); }
+};
+
+// This thread's buffer for the quantized x, at least `bytes` long and 64-byte aligned; null when
+// it cannot be allocated. Kept between calls (the largest m * k of a step, about 1.25 bytes a
+// value).
+unsigned char* QuantizedScratch(size_t bytes) {
+  thread_local std::unique_ptr<unsigned char, FreeBytes> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    buffer.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
+    capacity = buffer == nullptr ? 0 : rounded;
+  }
+  return buffer.get();
+}
+
+// Lays the quantized rows out in one buffer: q, then scale, sum and qsum per block.
+bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
+  const int64_t blocks = a.m * (a.k / kQuantBlockValues);
+  const size_t q_bytes = static_cast<size_t>(a.m * a.k + 63) / 64 * 64;
+  const size_t per_block = sizeof(float) * 2 + sizeof(int32_t);
+  unsigned char* base = QuantizedScratch(q_bytes + static_cast<size_t>(blocks) * per_block);
+  if (base == nullptr) return false;
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(base + q_bytes);
+  auto* sum = scale + blocks;
+  auto* qsum = reinterpret_cast<int32_t*>(sum + blocks);
+  if (UseAvx2()) {
+    int8_kernels::Avx2QuantizeRows(a.x, a.m, a.k, q, scale, qsum);
+  } else {
+    for (int64_t b = 0; b < blocks; ++b) {
+      QuantizeActivationBlock(a.x + b * kQuantBlockValues, q + b * kQuantBlockValues, &scale[b],
+                              &qsum[b]);
+    }
+  }
+  for (int64_t b = 0; b < blocks; ++b) sum[b] = scale[b] * static_cast<float>(qsum[b]);
+  *rows = {
+      .q = q, .scale = scale, .sum = sum, .qsum = qsum, .blocks_per_row = a.k / kQuantBlockValues};
+  return true;
+}
+
+// The chain of int8_activations.h for columns [j_begin, j_end), one output at a time.
+void PortableColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end) {
+  const int64_t bb = QuantBlockBytes(a.w_type);
+  const int64_t blocks = x.blocks_per_row;
+  for (int64_t i = 0; i < a.m; ++i) {
+    for (int64_t j = j_begin; j < j_end; ++j) {
+      const unsigned char* row = QuantRow(a.w, a.w_type, a.k, j);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t xb = i * blocks + b;
+        const int32_t isum = Int8BlockDot(a.w_type, row + b * bb, x.q + xb * kQuantBlockValues);
+        acc = Int8BlockAccumulate(a.w_type, row + b * bb, x.scale[xb], x.sum[xb], isum, acc);
+      }
+      float* out = a.y + i * a.n + j;
+      *out = a.accumulate ? *out + acc : acc;
+    }
+  }
+}
+
+}  // namespace
+
+const char* Int8KernelName() { return UseAvx2() ? "avx2" : "portable"; }
+
+absl::Status ForceInt8Kernel(const char* name) {
+  const std::string n = name == nullptr ? "" : name;
+  Kernel k;
+  if (n == "auto") {
+    k = Kernel::kAuto;
+  } else if (n == "portable") {
+    k = Kernel::kPortable;
+  } else if (n == "avx2") {
+    if (!int8_kernels::Avx2Supported()) {
+      return absl::InvalidArgumentError(
+          "ForceInt8Kernel: this CPU lacks AVX2, FMA or F16C; use auto or portable");
+    }
+    k = Kernel::kAvx2;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForceInt8Kernel: unknown kernel '", n, "': expected auto, avx2 or portable"));
+  }
+  forced_kernel.store(static_cast<int>(k), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
+  if (args.m == 0) return absl::OkStatus();
+  Int8Rows x;
+  if (!QuantizeX(args, &x)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("QuantLinear: cannot allocate the int8 copy of x (", args.m, " x ", args.k,
+                     "); use ActivationType::kF32 or fewer rows per step"));
+  }
+  const bool avx2 = UseAvx2();
+  const int64_t groups = (args.n + kGroup - 1) / kGroup;
+  const double work_per_group =
+      static_cast<double>(kGroup) * static_cast<double>(args.m) * static_cast<double>(args.k);
+  const auto min_groups =
+      static_cast<int64_t>(std::max(1.0, static_cast<double>(kMinWorkPerThread) / work_per_group));
+  ParallelFor(pool, groups, min_groups, [&](int64_t begin, int64_t end) {
+    const int64_t j_begin = begin * kGroup;
+    const int64_t j_end = std::min(args.n, end * kGroup);
+    if (avx2) {
+      int8_kernels::Avx2Columns(args, x, j_begin, j_end);
+    } else {
+      PortableColumns(args, x, j_begin, j_end);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv::cpu

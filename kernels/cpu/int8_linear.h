@@ -1,0 +1,61 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// QuantLinear with int8 activations (QuantLinearArgs::activations = ActivationType::kInt8) over
+// Q4_0 / Q4_1 / Q8_0 weights: x is quantized once per call into 32-value blocks, then every
+// output is the chain of pagedkv/kernels/int8_activations.h. Kernels: AVX2 (maddubs + madd,
+// 8 W rows by up to 4 x rows a tile) when the CPU has AVX2, FMA and F16C, otherwise the portable
+// loop over the same PAGEDKV_HD functions; both give the same bits, and a y[i][j] is the same for
+// any m, column split, thread count or batch composition (batch invariant, unlike the fp32
+// path's two regimes below and from kQuantPanelMinRows rows).
+//
+// Example:
+//   QuantLinearArgs a{.x = x, .w = q4_1_rows, .w_type = WeightType::kQ4_1, .y = y,
+//                     .m = m, .n = n, .k = k, .activations = ActivationType::kInt8};
+//   PAGEDKV_RETURN_IF_ERROR(cpu::Int8QuantLinear(a, pool));
+#ifndef PAGEDKV_KERNELS_CPU_INT8_LINEAR_H_
+#define PAGEDKV_KERNELS_CPU_INT8_LINEAR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/thread_pool.h"
+#include "pagedkv/export.h"
+#include "pagedkv/kernels/op_args.h"
+
+namespace pagedkv::cpu {
+
+// x quantized by QuantizeActivationBlock, row after row: [m, k / 32] blocks.
+struct Int8Rows {
+  const int8_t* q = nullptr;      // [m, k]
+  const float* scale = nullptr;   // [m, k / 32]: dx of each block
+  const float* sum = nullptr;     // [m, k / 32]: sx = dx * qsum (Q4_1's offset term)
+  const int32_t* qsum = nullptr;  // [m, k / 32]: sum of each block's q (Q4_0's bias term)
+  int64_t blocks_per_row = 0;     // k / 32
+};
+
+// Which kernel Int8QuantLinear runs here: "avx2" or "portable" (the forced one when set).
+PAGEDKV_EXPORT const char* Int8KernelName();
+
+// Forces the kernel for comparisons and tests: "auto" (the default: the best this CPU runs),
+// "avx2" or "portable". InvalidArgument for another name or for "avx2" on a CPU without it.
+// Not thread-safe against running kernels: call before work starts.
+PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
+
+// y = x W^T (+ y) with int8 activations. REQUIRES: args validated (ValidateQuantLinear) and
+// Int8ActivationsSupport(args.w_type). ResourceExhausted (y untouched) when the quantized copy
+// of x cannot be allocated.
+PAGEDKV_EXPORT absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool);
+
+namespace int8_kernels {
+
+// Columns [j_begin, j_end) of every row of y; j_begin a multiple of 8.
+void Avx2Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);
+bool Avx2Supported();
+// Quantizes rows [0, m) of x (the AVX2 form of QuantizeActivationBlock, same bits).
+void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* scale, int32_t* qsum);
+
+}  // namespace int8_kernels
+
+}  // namespace pagedkv::cpu
+
+#endif  // PAGEDKV_KERNELS_CPU_INT8_LINEAR_H_
