@@ -95,6 +95,10 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   // writes page array j through group g's block tables and slots (ModelInput's group_* fields),
   // so the runner allocates max_g |group g| page arrays instead of n_layers.
   std::vector<int32_t> layer_kv_group = {};
+  // How block-format weights (Q4_0 / Q4_1 / Q8_0) multiply the activations on the CPU backend:
+  // kF32 (decoded weights times fp32 x) or kInt8 (x quantized per 32-value block, exact integer
+  // dots; docs/kernels.md gives the error). Other weights, fp32 weights and CUDA ignore it.
+  ActivationType activations = ActivationType::kF32;
 };
 
 // The model's trained context under `rope`: seq_len without scaling; seq_len * factor for linear

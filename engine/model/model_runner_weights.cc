@@ -106,7 +106,8 @@ absl::Status ModelRunner::MatMul(const LinearArgs& a, const NativeMatrix& native
                                 .m = a.m,
                                 .n = a.n,
                                 .k = a.k,
-                                .accumulate = a.accumulate});
+                                .accumulate = a.accumulate,
+                                .activations = options_.activations});
 }
 
 absl::Status ModelRunner::Project(const float* x, const float* w, const NativeMatrix& native,

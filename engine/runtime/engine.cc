@@ -134,6 +134,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   runner_options.num_blocks = static_cast<int32_t>(num_blocks);
   runner_options.block_size = options_.block_size;
   runner_options.kv_dtype = options_.kv_dtype;
+  runner_options.activations = options_.activations;
   runner_options.rope = rope;
   runner_options.layer_kv_group = kv_layout_.layer_group;  // empty unless hybrid
   internals_ = std::make_unique<Internals>();

@@ -73,6 +73,7 @@
 #include "pagedkv/export.h"
 #include "pagedkv/host_tier.h"
 #include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kernels/activation_type.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
@@ -186,6 +187,12 @@ struct PAGEDKV_EXPORT EngineOptions {
   // and prefill: bench/RESULTS.md, issue #28); kF32 converted at load. A run that gets the CUDA
   // backend loads kF32 either way.
   WeightStorage weights = WeightStorage::kNative;
+  // How those block-format weights (Q4_0 / Q4_1 / Q8_0) multiply the activations on the CPU
+  // backend: kInt8 (the default: activations quantized per 32 values, exact integer dots; 1.4-1.9x
+  // the prefill and batched-decode speed, a sequence's logits independent of its batch) or kF32
+  // (decoded weights times fp32 activations, as before; closer to fp32 weights). docs/kernels.md
+  // gives the measurements behind the default.
+  ActivationType activations = ActivationType::kInt8;
   // KV blocks in the pool (per layer). 0: from kv_cache_memory, else automatic: room for
   // kv_token_budget tokens (else 32 sequences of the full context), capped at half of the memory
   // available at start. Engine::kv_pool() says which rule applied.

@@ -275,9 +275,13 @@ std::unique_ptr<PyEngine> LoadEngine(
     int32_t max_num_seqs, bool enable_chunked_prefill, bool allow_context_overrun,
     bool return_logits, std::string model_id, int32_t num_speculative_tokens,
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
-    int64_t kv_cache_memory, const std::string& hybrid_kv_cache) {
+    int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
+  }
+  if (activations != "f32" && activations != "int8") {
+    ThrowInvalidArgument("Engine.load: activations = '" + activations +
+                         "': expected 'f32' or 'int8'");
   }
   if (kv_cache_memory < 0) {
     ThrowInvalidArgument("Engine.load: kv_cache_memory = " + std::to_string(kv_cache_memory) +
@@ -292,6 +296,7 @@ std::unique_ptr<PyEngine> LoadEngine(
                       : hybrid_kv_cache == "off" ? HybridKvCacheMode::kOff
                                                  : HybridKvCacheMode::kAuto;
   o.weights = weights == "f32" ? WeightStorage::kF32 : WeightStorage::kNative;
+  o.activations = activations == "int8" ? ActivationType::kInt8 : ActivationType::kF32;
   o.kv_cache_memory = kv_cache_memory;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.num_threads = num_threads;
@@ -411,12 +416,15 @@ void BindEngineClass(py::module_& m) {
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
                arg("enable_cache_priorities") = false, arg("weights") = "native",
                arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
+               arg("activations") = "int8",
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
                "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
                "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
-               "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout).");
+               "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
+               "'int8' (EngineOptions::activations: native Q4_0 / Q4_1 / Q8_0 weights times "
+               "int8-quantized activations).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -131,14 +131,19 @@ def test_chat_prompt_uses_the_models_chatml(model_path):
 
 
 def test_native_and_f32_weights_give_the_same_greedy_ids(model_path):
-    """Engine.load(weights=...) reaches EngineOptions: the file's Q4_1 blocks kept native (the
-    default) and converted to fp32 give the same greedy continuation; kv_cache_memory sizes the
-    pool."""
+    """Engine.load(weights=..., activations=...) reaches EngineOptions: the file's Q4_1 blocks
+    kept native (the default) times fp32 activations and converted to fp32 give the same greedy
+    continuation; with int8 activations (the default) the answer is still right;
+    kv_cache_memory sizes the pool."""
     outputs = []
-    for weights in ("native", "f32"):
+    for weights, activations in (("native", "f32"), ("f32", "f32"), ("native", "int8")):
         e = pagedkv.Engine.load(str(model_path), backend="cpu", weights=weights,
-                                kv_cache_memory=32 << 20)
+                                activations=activations, kv_cache_memory=32 << 20)
         result = e.generate([pagedkv.GenerationRequest(prompt_text="The capital of France is",
                                                        max_new_tokens=8)])[0]
-        outputs.append(result.output_tokens)
-    assert len(outputs[0]) == 8 and outputs[0] == outputs[1]
+        outputs.append(result)
+    assert len(outputs[0].output_tokens) == 8
+    assert outputs[0].output_tokens == outputs[1].output_tokens
+    assert "Paris" in outputs[2].text
+    with pytest.raises(pagedkv.InvalidArgumentError, match="activations"):
+        pagedkv.Engine.load(str(model_path), backend="cpu", activations="int4")
