@@ -21,7 +21,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/backend.h"
-#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
@@ -51,7 +50,7 @@ class CpuBackend final : public Backend {
   std::string name() const override {
     const int32_t threads = pool_ == nullptr ? 1 : pool_->num_threads();
     return absl::StrCat("cpu (", threads, threads == 1 ? " thread, " : " threads, ",
-                        cpu::simd::TargetName(), "; int8 dots: ", cpu::Int8KernelName(), ")");
+                        cpu::simd::TargetName(), ")");
   }
   bool host_memory() const override { return true; }
 

@@ -24,6 +24,7 @@
 #include "engine/runtime/kv_groups.h"
 #include "engine/runtime/kv_pool_size.h"
 #include "engine/shift/engine_chunk_reuse.h"
+#include "kernels/cpu/int8_linear.h"
 #include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/model_source.h"
@@ -233,7 +234,17 @@ absl::Status Engine::WriteKvCachePrometheus(std::string* out,
 
 int64_t Engine::context_length() const { return internals_->context.positions; }
 const ModelConfig& Engine::config() const { return internals_->runner->config(); }
-std::string Engine::backend_name() const { return internals_->runner->backend().name(); }
+std::string Engine::backend_name() const {
+  ModelRunner& runner = *internals_->runner;
+  std::string name = runner.backend().name();
+  if (runner.weights().has_native() && runner.backend().kind() == BackendKind::kCpu) {
+    const bool int8 = runner.options().activations == ActivationType::kInt8;
+    absl::StrAppend(&name, ", native weights x ",
+                    int8 ? absl::StrCat("int8 activations (", cpu::Int8KernelName(), ")")
+                         : std::string("fp32 activations"));
+  }
+  return name;
+}
 
 bool Engine::HasUnfinishedRequests() const { return scheduler_->HasUnfinishedRequests(); }
 

@@ -408,6 +408,8 @@ class PAGEDKV_EXPORT Engine {
   int64_t context_length() const;
   const ModelConfig& config() const;
   // The compute backend, e.g. "cpu" or "cuda:0 (NVIDIA H100)".
+  // The backend and its dispatch, e.g. "cpu (2 threads, AVX2), native weights x int8 activations
+  // (avx2)" (the activations part only for native block weights on the CPU).
   std::string backend_name() const;
   const EngineOptions& options() const { return options_; }
   // The KV pool's size and the rule that chose it.
