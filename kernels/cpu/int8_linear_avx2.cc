@@ -10,6 +10,7 @@
 //     less 8 * sum(qx), the nibbles' bias), and the fp32 chain of int8_activations.h runs in
 //     the 8 lanes, one lane per output column: the portable loop's operations in its order,
 //     so the same bits.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -364,8 +365,13 @@ PAGEDKV_AVX2 void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t
 }  // namespace
 
 bool Avx2Supported() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c". AVX2's
+  // check includes the OS's YMM state, which F16C needs too.
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && ((ecx >> 29) & 1u) != 0;
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   return supported;
 }
 
