@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -229,6 +230,38 @@ absl::StatusOr<bool> ChunkIndex::Insert(const ChunkInsert& insert) {
   chunks_.emplace(key, std::move(entry));
   ++stats_.inserts;
   return true;
+}
+
+absl::StatusOr<ChunkCopyResult> ChunkIndex::InsertCopy(
+    const ChunkCopy& copy, absl::FunctionRef<absl::Status(std::span<const BlockId>)> fill) {
+  if (copy.tokens.empty() || copy.position < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ChunkIndex::InsertCopy: need a non-empty chunk at a position >= 0 (got ",
+                     copy.tokens.size(), " tokens at ", copy.position, ")"));
+  }
+  if (Contains(copy.key)) return ChunkCopyResult::kAlreadyRegistered;
+  const int64_t num_blocks =
+      NumBlocksFor(static_cast<int64_t>(copy.tokens.size()), pool_->block_size());
+  std::vector<BlockId> blocks;
+  if (num_blocks > pool_->NumAvailableBlocks() ||
+      !pool_->Allocate(static_cast<int32_t>(num_blocks), &blocks).ok()) {
+    return ChunkCopyResult::kNoRoom;  // the chunk is simply not cached
+  }
+  absl::Status status = fill(blocks);
+  bool inserted = false;
+  if (status.ok()) {
+    absl::StatusOr<bool> result = Insert({.key = copy.key,
+                                          .tokens = copy.tokens,
+                                          .position = copy.position,
+                                          .blocks = blocks,
+                                          .start_offset = 0});
+    if (result.ok()) inserted = *result;
+    status = result.status();
+  }
+  const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
+  status.Update(pool_->Unpin(tail_first));  // pinned by Allocate just above
+  PAGEDKV_RETURN_IF_ERROR(status);
+  return inserted ? ChunkCopyResult::kInserted : ChunkCopyResult::kAlreadyRegistered;
 }
 
 std::optional<ChunkLocation> ChunkIndex::Find(const BlockHash& key,

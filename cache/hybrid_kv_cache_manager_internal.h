@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Mutable access to a HybridKvCacheManager's BlockPool, for tests that shape the cache (e.g.
-// Uncache chosen blocks to make holes). Not part of the public API: never take or pin a block
-// that is in a request's table.
+// Mutable access to a HybridKvCacheManager's BlockPool, for tests only, that shape the cache (e.g.
+// Uncache chosen blocks to make holes). Not part of the public API: production code listens to
+// the pool through HybridKvCacheManager::AddEventListener, and no file outside cache/ may name
+// this (the CTest layering_front_doors). Never take or pin a block that is in a request's table.
 //
 // Example:
 //   BlockPool& pool = pagedkv::HybridKvCacheManagerInternal::MutablePool(*manager);

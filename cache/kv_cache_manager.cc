@@ -5,6 +5,7 @@
 #include "pagedkv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -498,6 +499,11 @@ absl::StatusOr<int64_t> KvCacheManager::NumAllocatedTokens(RequestId id) const {
 }
 
 void KvCacheManager::ResetPrefixCache() { pool_->ResetPrefixCache(); }
+
+absl::StatusOr<std::unique_ptr<ChunkIndex>> KvCacheManager::AttachChunkIndex(
+    const ChunkIndexOptions& options) {
+  return ChunkIndex::Create(pool_.get(), options);
+}
 
 double KvCacheManager::Usage() const {
   return static_cast<double>(pool_->NumUsedBlocks()) / pool_->num_blocks();

@@ -1,13 +1,16 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Mutable access to a KvCacheManager's BlockPool, for indexes inside pagedkv that share its
-// blocks and eviction order (the Engine's ChunkIndex, replay's simulated chunk reuse). Not part
-// of the public API: such an index must never take a block that is in a request's table, which
-// the manager cannot check.
+// Mutable access to a KvCacheManager's BlockPool. Who may use it: cache/ itself (TierChain::Create
+// attaches the tier glue with it) and tests that shape the cache. Not part of the public API, and
+// no production file outside cache/ may name it: what shares the pool attaches through the
+// manager's front doors instead (KvCacheManager::AttachChunkIndex, TierChain::Create in
+// cache/tier_chain.h, AddEventListener). The CTest layering_front_doors
+// (tests/layering/check_front_doors.py) enforces that. A user of this pool must never take or
+// unpin a block that is in a request's table, which the manager cannot check.
 //
-// Example:
+// Example (a test):
 //   BlockPool& pool = pagedkv::KvCacheManagerInternal::MutablePool(*manager);
-//   auto index = pagedkv::ChunkIndex::Create(&pool, {});
+//   PAGEDKV_RETURN_IF_ERROR(pool.Uncache(block));
 #ifndef PAGEDKV_CACHE_KV_CACHE_MANAGER_INTERNAL_H_
 #define PAGEDKV_CACHE_KV_CACHE_MANAGER_INTERNAL_H_
 

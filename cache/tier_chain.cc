@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/kv_cache_manager_internal.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
@@ -21,6 +22,15 @@ bool WritesThrough(const KvTier& tier) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<TierChain>> TierChain::Create(
+    std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, KvCacheManager* manager) {
+  if (io == nullptr || manager == nullptr) {
+    return absl::InvalidArgumentError("TierChain::Create: io and manager are required");
+  }
+  return std::make_unique<TierChain>(std::move(tiers), io,
+                                     &KvCacheManagerInternal::MutablePool(*manager));
+}
 
 TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool)
     : tiers_(std::move(tiers)), io_(io), pool_(pool) {

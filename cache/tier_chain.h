@@ -34,10 +34,11 @@
 // are kept for at most kMaxTrackedHashes hashes (cleared when full, so a count can restart: a
 // block then waits for k more hits).
 //
-// Not thread-safe. The io, the pool and the tiers must outlive it.
+// Not thread-safe. The io and the pool (its KvCacheManager) must outlive it; it owns the tiers.
 //
-// Example (engine.cc):
-//   TierChain tiers(std::move(kv_tiers), &copier, &pool);
+// Example (engine_tiers.cc):
+//   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<TierChain> tiers,
+//                            TierChain::Create(std::move(kv_tiers), &copier, manager));
 //   PAGEDKV_ASSIGN_OR_RETURN(TierHits hits, tiers->Onboard(cache_request));
 //   PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));
 //   PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
@@ -62,6 +63,7 @@
 #include "pagedkv/block_pool.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_tier.h"
 
 namespace pagedkv {
@@ -104,7 +106,15 @@ struct PAGEDKV_EXPORT TierHits {
 
 class PAGEDKV_EXPORT TierChain {
  public:
-  // `tiers`: top (host) first. REQUIRES: io and pool outlive the result.
+  // The tier glue over `manager`'s pool: how the engine and serve-mode replay attach tiers to a
+  // KvCacheManager (its front door; code outside cache/ never reaches the pool). The chain pins
+  // only the blocks Onboard allocates or hits (until ReleasePins) and listens to the pool's
+  // events. `tiers`: top (host) first. InvalidArgument for a null io or manager.
+  // REQUIRES: io and manager outlive the result.
+  static absl::StatusOr<std::unique_ptr<TierChain>> Create(
+      std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, KvCacheManager* manager);
+  // Over a bare pool (tests, and Create). `tiers`: top (host) first. REQUIRES: io and pool
+  // outlive the result.
   TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool);
   ~TierChain();
   TierChain(const TierChain&) = delete;

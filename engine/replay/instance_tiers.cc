@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "cache/kv_cache_manager_internal.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
@@ -15,9 +14,8 @@ absl::StatusOr<std::unique_ptr<InstanceTiers>> InstanceTiers::Create(
   auto tiers = std::unique_ptr<InstanceTiers>(
       new InstanceTiers(manager, std::max<int64_t>(1, onboard_budget_tokens)));
   tiers->block_size_ = manager->block_size();
-  PAGEDKV_ASSIGN_OR_RETURN(
-      tiers->tiers_, ServeTiers::Create(options, &KvCacheManagerInternal::MutablePool(*manager),
-                                        block_bytes, shared_remote));
+  PAGEDKV_ASSIGN_OR_RETURN(tiers->tiers_,
+                           ServeTiers::Create(options, manager, block_bytes, shared_remote));
   return tiers;
 }
 

@@ -3,11 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <span>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "cache/kv_cache_manager_internal.h"
+#include "pagedkv/chunk_index.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
@@ -118,10 +119,11 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
       workload, options, RooflineCostModel(options.gpu, options.model, options.cost)));
   PAGEDKV_RETURN_IF_ERROR(sim->CreateCacheAndScheduler(capacity_blocks));
   if (sim->manager_ != nullptr && options.count_shifted && AnyChunks(workload)) {
-    PAGEDKV_ASSIGN_OR_RETURN(sim->reuse_, SimulatedChunkReuse::Create(
-                                              &KvCacheManagerInternal::MutablePool(*sim->manager_),
-                                              {.first_k = options.chunk_first_k,
-                                               .model_fingerprint = options.model.name}));
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, sim->manager_->AttachChunkIndex());
+    PAGEDKV_ASSIGN_OR_RETURN(
+        sim->reuse_,
+        SimulatedChunkReuse::Create(std::move(index), {.first_k = options.chunk_first_k,
+                                                       .model_fingerprint = options.model.name}));
     sim->scheduler_->SetChunkReuseProvider(sim->reuse_.get());
   }
   if (options.tiers.enabled()) {

@@ -35,7 +35,8 @@ absl::StatusOr<LinkPreset> FindLinkPreset(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOptions& options,
-                                                               BlockPool* pool, double block_bytes,
+                                                               KvCacheManager* manager,
+                                                               double block_bytes,
                                                                HostTier* shared_remote) {
   if (options.host_capacity_blocks < 0 || options.remote_capacity_blocks < 0) {
     return absl::InvalidArgumentError("tier capacities must be >= 0 blocks");
@@ -64,7 +65,8 @@ absl::StatusOr<std::unique_ptr<ServeTiers>> ServeTiers::Create(const ServeTierOp
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(o)));
     chain.push_back(std::move(tier));
   }
-  tiers->chain_ = std::make_unique<TierChain>(std::move(chain), &tiers->io_, pool);
+  PAGEDKV_ASSIGN_OR_RETURN(tiers->chain_,
+                           TierChain::Create(std::move(chain), &tiers->io_, manager));
   return tiers;
 }
 

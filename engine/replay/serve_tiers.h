@@ -15,7 +15,7 @@
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ServeTiers> tiers,
-//                            ServeTiers::Create(options.tiers, &pool, block_bytes));
+//                            ServeTiers::Create(options.tiers, manager, block_bytes));
 //   PAGEDKV_ASSIGN_OR_RETURN(TierHits hits, tiers->Onboard(cache_request));
 //   ... schedule ...; tiers->ReleasePins(); now += tiers->TakeLoadSeconds();
 #ifndef PAGEDKV_ENGINE_REPLAY_SERVE_TIERS_H_
@@ -30,9 +30,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/tier_chain.h"
-#include "pagedkv/block_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/host_tier.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_tier.h"
 
 namespace pagedkv::replay {
@@ -61,12 +61,14 @@ struct PAGEDKV_EXPORT ServeTierOptions {
 
 class PAGEDKV_EXPORT ServeTiers {
  public:
-  // InvalidArgument for negative capacities or threshold, an unknown policy or a link without
-  // bandwidth. With `shared_remote` (several instances, one remote tier: not owned, must outlive
-  // the result) the remote tier is a SharedTierView of it (shared_tier.h) and
-  // options.remote_capacity_blocks only has to be > 0.
+  // The tiers attach to `manager`'s pool through TierChain::Create (REQUIRES: the manager
+  // outlives the result). InvalidArgument for a null manager, negative capacities or threshold,
+  // an unknown policy or a link without bandwidth. With `shared_remote` (several instances, one
+  // remote tier: not owned, must outlive the result) the remote tier is a SharedTierView of it
+  // (shared_tier.h) and options.remote_capacity_blocks only has to be > 0.
   static absl::StatusOr<std::unique_ptr<ServeTiers>> Create(const ServeTierOptions& options,
-                                                            BlockPool* pool, double block_bytes,
+                                                            KvCacheManager* manager,
+                                                            double block_bytes,
                                                             HostTier* shared_remote = nullptr);
 
   absl::StatusOr<TierHits> Onboard(const CacheRequest& request) { return chain_->Onboard(request); }

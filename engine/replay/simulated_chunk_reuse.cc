@@ -7,7 +7,6 @@
 #include <span>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,18 +17,16 @@
 namespace pagedkv::replay {
 
 absl::StatusOr<std::unique_ptr<SimulatedChunkReuse>> SimulatedChunkReuse::Create(
-    BlockPool* pool, const SimulatedChunkReuseOptions& options) {
-  if (pool == nullptr) {
-    return absl::InvalidArgumentError("SimulatedChunkReuse::Create: the pool is null");
+    std::unique_ptr<ChunkIndex> index, const SimulatedChunkReuseOptions& options) {
+  if (index == nullptr) {
+    return absl::InvalidArgumentError("SimulatedChunkReuse::Create: the index is null");
   }
   if (options.first_k < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "SimulatedChunkReuse: first_k (tokens recomputed per chunk) must be >= 0, got ",
         options.first_k));
   }
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, ChunkIndex::Create(pool));
-  return std::unique_ptr<SimulatedChunkReuse>(
-      new SimulatedChunkReuse(pool, options, std::move(index)));
+  return std::unique_ptr<SimulatedChunkReuse>(new SimulatedChunkReuse(options, std::move(index)));
 }
 
 SimulatedChunkReuse::~SimulatedChunkReuse() = default;
@@ -66,31 +63,25 @@ absl::StatusOr<bool> SimulatedChunkReuse::Register(std::span<const TokenId> toke
                      "(got ",
                      tokens.size(), " tokens at ", position, ")"));
   }
-  const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
-  if (index_->Contains(key)) {
-    ++stats_.already_registered;
-    return false;
+  // The index takes the blocks from the pool; there is no KV to write into them.
+  PAGEDKV_ASSIGN_OR_RETURN(
+      const ChunkCopyResult result,
+      index_->InsertCopy(
+          {.key = KeyOf(tokens, cache_salt, adapter_id), .tokens = tokens, .position = position},
+          [](std::span<const BlockId>) { return absl::OkStatus(); }));
+  switch (result) {
+    case ChunkCopyResult::kInserted:
+      ++stats_.registered;
+      stats_.registered_tokens += static_cast<int64_t>(tokens.size());
+      return true;
+    case ChunkCopyResult::kAlreadyRegistered:
+      ++stats_.already_registered;
+      return false;
+    case ChunkCopyResult::kNoRoom:
+      ++stats_.register_failures;  // the chunk is simply not cached (as in the engine)
+      return false;
   }
-  const int32_t bs = pool_->block_size();
-  const auto n = static_cast<int64_t>(tokens.size());
-  const int64_t num_blocks = NumBlocksFor(n, bs);
-  std::vector<BlockId> blocks;
-  if (num_blocks > pool_->NumAvailableBlocks() ||
-      !pool_->Allocate(static_cast<int32_t>(num_blocks), &blocks).ok()) {
-    ++stats_.register_failures;  // no room: the chunk is simply not cached (as in the engine)
-    return false;
-  }
-  absl::StatusOr<bool> inserted = index_->Insert(
-      {.key = key, .tokens = tokens, .position = position, .blocks = blocks, .start_offset = 0});
-  const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
-  absl::Status status = inserted.status();
-  status.Update(pool_->Unpin(tail_first));
-  PAGEDKV_RETURN_IF_ERROR(status);
-  if (*inserted) {
-    ++stats_.registered;
-    stats_.registered_tokens += n;
-  }
-  return *inserted;
+  return false;
 }
 
 }  // namespace pagedkv::replay

@@ -15,14 +15,15 @@
 // The caller charges the moved and copied tokens' KV traffic in its cost model.
 //
 // Example:
-//   auto reuse = SimulatedChunkReuse::Create(&KvCacheManagerInternal::MutablePool(*manager),
-//   {.first_k = 0}).value(); scheduler->SetChunkReuseProvider(reuse.get());
+//   auto reuse =
+//       SimulatedChunkReuse::Create(manager->AttachChunkIndex().value(), {.first_k = 0}).value();
+//   scheduler->SetChunkReuseProvider(reuse.get());
 //   PAGEDKV_RETURN_IF_ERROR(scheduler->Schedule(&batch));   // may Acquire chunks
 //   PAGEDKV_RETURN_IF_ERROR(reuse->ReleaseAcquired());      // moves "done"
 //   ... simulate the forward pass ...
 //   PAGEDKV_ASSIGN_OR_RETURN(bool copied, reuse->Register(chunk_tokens, "", 0, offset));
 //
-// Not thread-safe; the pool must outlive it.
+// Not thread-safe; the index's pool (its KvCacheManager) must outlive it.
 #ifndef PAGEDKV_ENGINE_REPLAY_SIMULATED_CHUNK_REUSE_H_
 #define PAGEDKV_ENGINE_REPLAY_SIMULATED_CHUNK_REUSE_H_
 
@@ -36,7 +37,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/shift/chunk_pins.h"
-#include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
@@ -61,9 +61,10 @@ struct PAGEDKV_EXPORT SimulatedChunkReuseStats {
 
 class PAGEDKV_EXPORT SimulatedChunkReuse final : public ChunkReuseProvider {
  public:
-  // InvalidArgument for a null pool or a negative first_k.
+  // `index`: the KvCacheManager's (KvCacheManager::AttachChunkIndex), so chunks share the prefix
+  // cache's pool; it owns it. InvalidArgument for a null index or a negative first_k.
   static absl::StatusOr<std::unique_ptr<SimulatedChunkReuse>> Create(
-      BlockPool* pool, const SimulatedChunkReuseOptions& options);
+      std::unique_ptr<ChunkIndex> index, const SimulatedChunkReuseOptions& options);
 
   // Unpins every chunk still acquired.
   ~SimulatedChunkReuse() override;
@@ -92,13 +93,11 @@ class PAGEDKV_EXPORT SimulatedChunkReuse final : public ChunkReuseProvider {
   const ChunkIndex& index() const { return *index_; }
 
  private:
-  SimulatedChunkReuse(BlockPool* pool, const SimulatedChunkReuseOptions& options,
-                      std::unique_ptr<ChunkIndex> index)
-      : pool_(pool), options_(options), index_(std::move(index)), pins_(index_.get()) {}
+  SimulatedChunkReuse(const SimulatedChunkReuseOptions& options, std::unique_ptr<ChunkIndex> index)
+      : options_(options), index_(std::move(index)), pins_(index_.get()) {}
   BlockHash KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                   uint64_t adapter_id) const;
 
-  BlockPool* pool_;
   SimulatedChunkReuseOptions options_;
   std::unique_ptr<ChunkIndex> index_;
   ChunkPins pins_;  // after index_: released before the index goes

@@ -15,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "cache/kv_cache_manager_internal.h"
 #include "engine/model/backend.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/context_limit.h"
@@ -25,6 +24,7 @@
 #include "engine/runtime/kv_pool_size.h"
 #include "engine/shift/engine_chunk_reuse.h"
 #include "kernels/cpu/int8_linear.h"
+#include "pagedkv/chunk_index.h"
 #include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/model_source.h"
@@ -193,10 +193,10 @@ absl::Status Engine::CreateChunkReuse() {
     case ChunkReuseMode::kOff:
       return absl::OkStatus();
     case ChunkReuseMode::kReRotate: {
+      PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, cache_->AttachChunkIndex());
       PAGEDKV_ASSIGN_OR_RETURN(
           internals_->reuse,
-          EngineChunkReuse::Create(internals_->runner.get(),
-                                   &KvCacheManagerInternal::MutablePool(*cache_),
+          EngineChunkReuse::Create(internals_->runner.get(), std::move(index),
                                    {.first_k = reuse.first_k,
                                     .recompute_fraction = reuse.recompute_fraction,
                                     .deviation_layer = reuse.deviation_layer,

@@ -12,8 +12,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache/hybrid_kv_cache_manager_internal.h"
-#include "cache/kv_cache_manager_internal.h"
 #include "cache/tier_chain.h"
 #include "engine/model/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
@@ -21,6 +19,7 @@
 #include "engine/runtime/engine_request.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/host_tier.h"
+#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/redis_tier.h"
 #include "pagedkv/status_macros.h"
@@ -96,8 +95,9 @@ absl::Status Engine::CreateTiers() {
         "tiers");
   }
   internals_->copier = std::make_unique<BlockKvCopier>(runner);
-  internals_->tiers = std::make_unique<TierChain>(std::move(tiers), internals_->copier.get(),
-                                                  &KvCacheManagerInternal::MutablePool(*cache_));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      internals_->tiers,
+      TierChain::Create(std::move(tiers), internals_->copier.get(), cache_.get()));
   return absl::OkStatus();
 }
 
@@ -137,12 +137,10 @@ std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
 int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
   // Hybrid: the shared pool's events, each stamped with its block's group (no tiers then).
-  BlockPool* hybrid_pool = hybrid_cache_ == nullptr
-                               ? nullptr
-                               : &HybridKvCacheManagerInternal::MutablePool(*hybrid_cache_);
   std::pair<int, std::vector<int>> ids{
-      hybrid_pool != nullptr ? hybrid_pool->AddEventListener(GroupStamped(*hybrid_cache_, listener))
-                             : cache_->AddEventListener(listener),
+      hybrid_cache_ != nullptr
+          ? hybrid_cache_->AddEventListener(GroupStamped(*hybrid_cache_, listener))
+          : cache_->AddEventListener(listener),
       {}};
   if (internals_->tiers != nullptr) {
     for (const auto& t : internals_->tiers->tiers())
@@ -156,7 +154,7 @@ bool Engine::RemoveEventListener(int id) {
   auto it = internals_->listeners.find(id);
   if (it == internals_->listeners.end()) return false;
   if (hybrid_cache_ != nullptr) {
-    HybridKvCacheManagerInternal::MutablePool(*hybrid_cache_).RemoveEventListener(it->second.first);
+    hybrid_cache_->RemoveEventListener(it->second.first);
   } else {
     cache_->RemoveEventListener(it->second.first);
   }

@@ -13,15 +13,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/shift/rerotate_slots.h"
+#include "pagedkv/block_pool.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
 
 absl::StatusOr<std::unique_ptr<EngineChunkReuse>> EngineChunkReuse::Create(
-    ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options) {
-  if (runner == nullptr || pool == nullptr) {
-    return absl::InvalidArgumentError("EngineChunkReuse::Create: runner and pool are required");
+    ModelRunner* runner, std::unique_ptr<ChunkIndex> index,
+    const EngineChunkReuseOptions& options) {
+  if (runner == nullptr || index == nullptr) {
+    return absl::InvalidArgumentError("EngineChunkReuse::Create: runner and index are required");
   }
   if (options.first_k < 0) {
     return absl::InvalidArgumentError(
@@ -40,23 +42,20 @@ absl::StatusOr<std::unique_ptr<EngineChunkReuse>> EngineChunkReuse::Create(
         absl::StrCat("EngineChunkReuse: deviation_layer must be in [0, ", num_layers,
                      ") (the model's layers), got ", options.deviation_layer));
   }
-  if (pool->num_blocks() != runner->options().num_blocks ||
-      pool->block_size() != runner->options().block_size) {
+  const BlockPool& pool = index->pool();
+  if (pool.num_blocks() != runner->options().num_blocks ||
+      pool.block_size() != runner->options().block_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("EngineChunkReuse::Create: the pool has ", pool->num_blocks(), " blocks of ",
-                     pool->block_size(), " tokens but the model runner's KV pages have ",
+        absl::StrCat("EngineChunkReuse::Create: the pool has ", pool.num_blocks(), " blocks of ",
+                     pool.block_size(), " tokens but the model runner's KV pages have ",
                      runner->options().num_blocks, " blocks of ", runner->options().block_size));
   }
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, ChunkIndex::Create(pool));
-  return std::unique_ptr<EngineChunkReuse>(
-      new EngineChunkReuse(runner, pool, options, std::move(index)));
+  return std::unique_ptr<EngineChunkReuse>(new EngineChunkReuse(runner, options, std::move(index)));
 }
 
-EngineChunkReuse::EngineChunkReuse(ModelRunner* runner, BlockPool* pool,
-                                   const EngineChunkReuseOptions& options,
+EngineChunkReuse::EngineChunkReuse(ModelRunner* runner, const EngineChunkReuseOptions& options,
                                    std::unique_ptr<ChunkIndex> index)
     : runner_(runner),
-      pool_(pool),
       options_(options),
       rope_fingerprint_(runner->rope_config().Fingerprint()),
       index_(std::move(index)) {}
@@ -122,35 +121,27 @@ absl::Status EngineChunkReuse::Register(std::span<const TokenId> tokens,
                                                    " tokens but ", slots.size(),
                                                    " slots (need equal, non-zero counts)"));
   }
-  const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
-  if (index_->Contains(key)) return absl::OkStatus();
-  const int32_t bs = pool_->block_size();
+  const int32_t bs = index_->pool().block_size();
   const auto n = static_cast<int32_t>(tokens.size());
-  std::vector<BlockId> blocks;
-  if (!pool_->Allocate(static_cast<int32_t>(NumBlocksFor(n, bs)), &blocks).ok()) {
-    return absl::OkStatus();  // no room: the chunk is simply not cached
-  }
-  std::vector<int64_t> dst;
-  std::vector<int32_t> pos;
-  dst.reserve(tokens.size());
-  pos.reserve(tokens.size());
-  for (int32_t i = 0; i < n; ++i) {
-    dst.push_back(int64_t{blocks[static_cast<size_t>(i / bs)]} * bs + i % bs);
-    pos.push_back(position + i);
-  }
-  absl::Status status = ReRotateSlots(
-      *runner_, {.src = slots, .dst = dst, .old_positions = pos, .new_positions = pos});
-  if (status.ok())
-    status = index_
-                 ->Insert({.key = key,
-                           .tokens = tokens,
-                           .position = position,
-                           .blocks = blocks,
-                           .start_offset = 0})
-                 .status();
-  const std::vector<BlockId> tail_first(blocks.rbegin(), blocks.rend());
-  status.Update(pool_->Unpin(tail_first));
-  return status;
+  // The index takes the blocks (nothing is cached when the pool has no room, or the chunk is
+  // cached already); the copy re-rotates from and to the same positions, i.e. copies K and V.
+  const auto copy = [&](std::span<const BlockId> blocks) {
+    std::vector<int64_t> dst;
+    std::vector<int32_t> pos;
+    dst.reserve(tokens.size());
+    pos.reserve(tokens.size());
+    for (int32_t i = 0; i < n; ++i) {
+      dst.push_back(int64_t{blocks[static_cast<size_t>(i / bs)]} * bs + i % bs);
+      pos.push_back(position + i);
+    }
+    return ReRotateSlots(*runner_,
+                         {.src = slots, .dst = dst, .old_positions = pos, .new_positions = pos});
+  };
+  return index_
+      ->InsertCopy(
+          {.key = KeyOf(tokens, cache_salt, adapter_id), .tokens = tokens, .position = position},
+          copy)
+      .status();
 }
 
 }  // namespace pagedkv

@@ -24,14 +24,15 @@
 // step, and layers 0..deviation_layer end with fresh K/V for every chunk token, as in CacheBlend.
 //
 // Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<pagedkv::ChunkIndex> index, cache.AttachChunkIndex());
 //   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, pagedkv::EngineChunkReuse::Create(
-//       &runner, &KvCacheManagerInternal::MutablePool(cache), {.model_fingerprint = fingerprint}));
+//       &runner, std::move(index), {.model_fingerprint = fingerprint}));
 //   scheduler.SetChunkReuseProvider(reuse.get());
 //   PAGEDKV_RETURN_IF_ERROR(scheduler.Schedule(&batch));
 //   PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch.slot_moves));
 //   ...  // forward pass, then Register the spans it completed
 //
-// Not thread-safe; the runner and the pool must outlive it.
+// Not thread-safe; the runner and the index's pool (its KvCacheManager) must outlive it.
 #ifndef PAGEDKV_ENGINE_SHIFT_ENGINE_CHUNK_REUSE_H_
 #define PAGEDKV_ENGINE_SHIFT_ENGINE_CHUNK_REUSE_H_
 
@@ -48,7 +49,6 @@
 #include "engine/model/model_runner.h"
 #include "engine/shift/cache_blend_hook.h"
 #include "engine/shift/chunk_pins.h"
-#include "pagedkv/block_pool.h"
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/export.h"
 #include "pagedkv/scheduler.h"
@@ -68,11 +68,13 @@ struct PAGEDKV_EXPORT EngineChunkReuseOptions {
 
 class PAGEDKV_EXPORT EngineChunkReuse final : public ChunkReuseProvider {
  public:
-  // InvalidArgument for null arguments, a negative first_k, a recompute_fraction outside [0, 1], a
-  // deviation_layer outside [0, n_layers) with blending on (< 0 in any case), or a pool whose
-  // shape differs from the runner's KV pages.
+  // `index`: the KvCacheManager's (KvCacheManager::AttachChunkIndex), so chunks share the prefix
+  // cache's pool; it owns it. InvalidArgument for null arguments, a negative first_k, a
+  // recompute_fraction outside [0, 1], a deviation_layer outside [0, n_layers) with blending on
+  // (< 0 in any case), or an index whose pool's shape differs from the runner's KV pages.
   static absl::StatusOr<std::unique_ptr<EngineChunkReuse>> Create(
-      ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options);
+      ModelRunner* runner, std::unique_ptr<ChunkIndex> index,
+      const EngineChunkReuseOptions& options);
 
   ~EngineChunkReuse() override;
   EngineChunkReuse(const EngineChunkReuse&) = delete;
@@ -104,13 +106,12 @@ class PAGEDKV_EXPORT EngineChunkReuse final : public ChunkReuseProvider {
   const EngineChunkReuseOptions& options() const { return options_; }
 
  private:
-  EngineChunkReuse(ModelRunner* runner, BlockPool* pool, const EngineChunkReuseOptions& options,
+  EngineChunkReuse(ModelRunner* runner, const EngineChunkReuseOptions& options,
                    std::unique_ptr<ChunkIndex> index);
   BlockHash KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                   uint64_t adapter_id) const;
 
   ModelRunner* runner_;
-  BlockPool* pool_;
   EngineChunkReuseOptions options_;
   std::string rope_fingerprint_;
   std::unique_ptr<ChunkIndex> index_;

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
@@ -120,6 +121,21 @@ struct PAGEDKV_EXPORT ChunkInsert {
   int32_t start_offset = 0;              // slot of token 0 in blocks[0]; in [0, block_size)
 };
 
+// What ChunkIndex::InsertCopy registers: a chunk whose KV the caller writes into blocks of its
+// own that the index takes from the pool.
+struct PAGEDKV_EXPORT ChunkCopy {
+  BlockHash key;                         // ChunkKey of the tokens
+  std::span<const TokenId> tokens = {};  // the chunk's tokens; not empty
+  int32_t position = 0;                  // position token 0 was computed at; >= 0
+};
+
+// How ChunkIndex::InsertCopy ended when it returned no error.
+enum class ChunkCopyResult {
+  kInserted,           // registered in blocks of its own, now evictable in the pool's order
+  kAlreadyRegistered,  // a chunk with this key is registered; nothing changed
+  kNoRoom,             // the pool could not spare the blocks; nothing changed
+};
+
 class PAGEDKV_EXPORT ChunkIndex {
  public:
   // An empty index over `pool` (not owned; must outlive the index). Registers a pool event
@@ -139,6 +155,17 @@ class PAGEDKV_EXPORT ChunkIndex {
   // a negative position or offset, an offset >= block_size, or blocks that are out of range,
   // repeated, free, or too few / too many for start_offset + tokens.size().
   absl::StatusOr<bool> Insert(const ChunkInsert& insert);
+
+  // Registers a copy of chunk `copy.key` in blocks of its own: takes ceil(tokens / block_size)
+  // blocks from the pool (evicting through its policy), calls `fill(blocks)` to write the chunk's
+  // KV into them (token i at slot blocks[i / block_size] * block_size + i % block_size), registers
+  // them as Insert does (start_offset 0) and unpins them tail first, so they are evictable in the
+  // pool's order. This is how a holder of an index from KvCacheManager::AttachChunkIndex caches
+  // a chunk: it never touches the pool. Errors: InvalidArgument (nothing changes) for an empty
+  // chunk or a negative position; an error `fill` returns, or Insert's, is returned after the
+  // blocks are unpinned again (then free: nothing registered). `fill` must not call this index.
+  absl::StatusOr<ChunkCopyResult> InsertCopy(
+      const ChunkCopy& copy, absl::FunctionRef<absl::Status(std::span<const BlockId>)> fill);
 
   // The location of chunk `key` when it is registered and every block still holds its KV (and,
   // with verify_tokens, its tokens equal `tokens`); nullopt otherwise. Pins nothing: call Acquire

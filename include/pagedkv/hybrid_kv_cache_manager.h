@@ -48,6 +48,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -189,6 +190,15 @@ class PAGEDKV_EXPORT HybridKvCacheManager {
   // kv_cache_spec_kind and (sliding-window stored events) kv_cache_spec_sliding_window.
   // Consecutive events of one group and chain merge, as KvEventBatcher does.
   KvEventBatch TakeEventBatch(double timestamp);
+
+  // As KvCacheManager's: `listener` is called with every event of the shared pool as it happens,
+  // inside the call that caused it, and must not call this manager. Unlike TakeEventBatch, the
+  // events carry no group fields (BlockGroup(event.block) gives the group of a stored or
+  // removed block). The id removes it again (false for an unknown id).
+  int AddEventListener(KvEventListener listener) {
+    return pool_->AddEventListener(std::move(listener));
+  }
+  bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
   const BlockPool& pool() const { return *pool_; }
   const HybridKvCacheManagerOptions& options() const { return options_; }

@@ -67,6 +67,7 @@
 #include "pagedkv/cache_metrics.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/cache_stats.h"
+#include "pagedkv/chunk_index.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kv_event_batch.h"
@@ -222,10 +223,23 @@ class PAGEDKV_EXPORT KvCacheManager {
   // The block histograms; null unless options.collect_block_metrics.
   const BlockLifecycleMetrics* block_metrics() const { return block_metrics_.get(); }
 
+  // ---- Attachments: what shares the pool (no caller outside cache/ touches it) -------------
+  // Event listeners: `listener` is called with every event of the pool (stored, removed, all
+  // cleared) as it happens, inside the call that caused it; it must not call this manager. The
+  // id removes it again (false for an unknown id).
   int AddEventListener(KvEventListener listener) {
     return pool_->AddEventListener(std::move(listener));
   }
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
+
+  // A ChunkIndex over this manager's pool (shifted-position chunk reuse): chunks share its
+  // blocks, reference counts and eviction order with the prefix cache. The index pins only
+  // chunks it registered (Acquire/Release) and caches a chunk in blocks it takes from the pool
+  // itself (ChunkIndex::InsertCopy); never pass ChunkIndex::Insert a block of a request's table.
+  // The tier glue attaches the same way, through TierChain::Create (cache/tier_chain.h).
+  // REQUIRES: this manager outlives the index. Errors as ChunkIndex::Create (none for a manager).
+  absl::StatusOr<std::unique_ptr<ChunkIndex>> AttachChunkIndex(
+      const ChunkIndexOptions& options = {});
 
   // The events since the last call as one batch (vLLM's EventBatch), stamped `timestamp`
   // (seconds; the wall clock by default). Call once per engine step. Empty events (and nothing
@@ -241,7 +255,8 @@ class PAGEDKV_EXPORT KvCacheManager {
   absl::Status ValidateInvariants() const;
 
  private:
-  // cache/kv_cache_manager_internal.h: the mutable pool, for indexes inside pagedkv that share it.
+  // cache/kv_cache_manager_internal.h: the mutable pool, for cache/ itself (TierChain::Create)
+  // and tests. Everything else attaches through the methods above.
   friend class KvCacheManagerInternal;
 
   struct RequestState {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "pagedkv/block_hash.h"
 #include "pagedkv/block_pool.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
@@ -105,6 +107,77 @@ TEST(ChunkIndexTest, InsertFindAcquireReleaseUnaligned) {
   EXPECT_FALSE(index->Find(key, other).has_value());
   EXPECT_FALSE(index->Find(key, Tokens(8, 100)).has_value());
   EXPECT_TRUE(index->ValidateInvariants().ok());
+}
+
+TEST(ChunkIndexTest, InsertCopyTakesFillsAndReleasesItsOwnBlocks) {
+  auto pool = MakePool(4);
+  auto index = ChunkIndex::Create(pool.get()).value();
+  const std::vector<TokenId> doc = Tokens(6, 100);  // 2 blocks
+  const BlockHash key = ChunkKey(doc, {});
+  std::vector<BlockId> filled;
+  const auto fill = [&](std::span<const BlockId> blocks) {
+    filled.assign(blocks.begin(), blocks.end());
+    for (BlockId b : blocks) EXPECT_EQ(pool->RefCount(b), 1);  // held while the KV is written
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(index->InsertCopy({.key = key, .tokens = doc, .position = 7}, fill).value(),
+            ChunkCopyResult::kInserted);
+  ASSERT_EQ(filled.size(), 2u);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);  // unpinned: evictable in the pool's order
+  EXPECT_EQ(pool->NumCachedBlocks(), 2);
+  const std::optional<ChunkLocation> hit = index->Find(key, doc);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->blocks, filled);
+  EXPECT_EQ(hit->start_offset, 0);
+  EXPECT_EQ(hit->position, 7);
+  filled.clear();
+  EXPECT_EQ(index->InsertCopy({.key = key, .tokens = doc, .position = 7}, fill).value(),
+            ChunkCopyResult::kAlreadyRegistered);
+  EXPECT_TRUE(filled.empty());
+  // Five blocks from a pool of four: no room, fill never called, nothing changed.
+  const std::vector<TokenId> big = Tokens(20, 500);
+  EXPECT_EQ(index->InsertCopy({.key = ChunkKey(big, {}), .tokens = big}, fill).value(),
+            ChunkCopyResult::kNoRoom);
+  EXPECT_TRUE(filled.empty());
+  EXPECT_EQ(index->size(), 1);
+  EXPECT_TRUE(index->ValidateInvariants().ok());
+  EXPECT_TRUE(pool->ValidateInvariants().ok());
+}
+
+TEST(ChunkIndexTest, FailedInsertCopyRegistersNothingAndHoldsNothing) {
+  auto pool = MakePool(4);
+  auto index = ChunkIndex::Create(pool.get()).value();
+  const std::vector<TokenId> doc = Tokens(5, 1);
+  const auto fail = [](std::span<const BlockId>) { return absl::DataLossError("copy failed"); };
+  EXPECT_EQ(index->InsertCopy({.key = ChunkKey(doc, {}), .tokens = doc}, fail).status().code(),
+            absl::StatusCode::kDataLoss);
+  const auto ok = [](std::span<const BlockId>) { return absl::OkStatus(); };
+  EXPECT_EQ(index->InsertCopy({.key = ChunkKey(doc, {}), .tokens = {}}, ok).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(index->InsertCopy({.key = ChunkKey(doc, {}), .tokens = doc, .position = -1}, ok)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(index->size(), 0);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+  EXPECT_EQ(pool->NumCachedBlocks(), 0);
+  EXPECT_TRUE(pool->ValidateInvariants().ok());
+}
+
+// The front door the engine and serve replay use: an index over a KvCacheManager's own pool.
+TEST(ChunkIndexTest, AttachedToAManagerSharesItsPool) {
+  auto manager = KvCacheManager::Create({.num_blocks = 8, .block_size = kBlockSize}).value();
+  auto index = manager->AttachChunkIndex().value();
+  EXPECT_EQ(&index->pool(), &manager->pool());
+  const std::vector<TokenId> doc = Tokens(8, 40);
+  const auto ok = [](std::span<const BlockId>) { return absl::OkStatus(); };
+  EXPECT_EQ(index->InsertCopy({.key = ChunkKey(doc, {}), .tokens = doc}, ok).value(),
+            ChunkCopyResult::kInserted);
+  EXPECT_EQ(manager->pool().NumCachedBlocks(), 2);
+  EXPECT_EQ(manager->NumAvailableBlocks(), 8);  // the copy is evictable
+  manager->ResetPrefixCache();                  // the manager's reset drops the chunk too
+  EXPECT_EQ(index->size(), 0);
+  EXPECT_TRUE(manager->ValidateInvariants().ok());
 }
 
 TEST(ChunkIndexTest, BadInsertChangesNothing) {

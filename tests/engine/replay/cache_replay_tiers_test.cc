@@ -11,7 +11,6 @@
 #include <set>
 #include <vector>
 
-#include "cache/kv_cache_manager_internal.h"
 #include "cache/tier_chain.h"
 #include "engine/replay/block_expansion.h"
 #include "engine/replay/cache_replay.h"
@@ -234,8 +233,7 @@ TierHitCounts EngineTierHits(const Prompts& prompts, const TierSetup& s) {
                               .vocab_size = kVocab});
   EXPECT_TRUE(manager.ok()) << manager.status();
   if (!manager.ok()) return {};
-  BlockPool& pool = KvCacheManagerInternal::MutablePool(**manager);
-  ByteIo io(pool.num_blocks());
+  ByteIo io((*manager)->num_blocks());
   std::vector<std::unique_ptr<KvTier>> tiers;
   const std::pair<int64_t, const char*> wanted[] = {{s.host_blocks, "host"},
                                                     {s.remote_blocks, "remote"}};
@@ -250,7 +248,12 @@ TierHitCounts EngineTierHits(const Prompts& prompts, const TierSetup& s) {
     EXPECT_TRUE(tier.ok()) << tier.status();
     tiers.push_back(*std::move(tier));
   }
-  TierChain chain(std::move(tiers), &io, &pool);
+  // As the engine attaches its tiers: through the manager's front door.
+  absl::StatusOr<std::unique_ptr<TierChain>> attached =
+      TierChain::Create(std::move(tiers), &io, manager->get());
+  EXPECT_TRUE(attached.ok()) << attached.status();
+  if (!attached.ok()) return {};
+  TierChain& chain = **attached;
   TierHitCounts out;
   for (size_t r = 0; r < w.requests.size(); ++r) {
     const std::vector<TokenId> prompt = MaterializePrompt(w.requests[r], kVocab);
@@ -283,6 +286,16 @@ TierHitCounts EngineTierHits(const Prompts& prompts, const TierSetup& s) {
     out.remote += hits->remote_blocks;
   }
   return out;
+}
+
+TEST(CacheReplayTiersTest, TierChainCreateNeedsAnIoAndAManager) {
+  auto manager = KvCacheManager::Create({.num_blocks = 4, .block_size = kBlockSize}).value();
+  ByteIo io(4);
+  EXPECT_EQ(TierChain::Create({}, nullptr, manager.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TierChain::Create({}, &io, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(TierChain::Create({}, &io, manager.get()).ok());
 }
 
 TEST(CacheReplayTiersTest, EngineTierChainGivesTheHandDerivedHits) {

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "cache/kv_cache_manager_internal.h"
 #include "engine/replay/cost_model.h"
 #include "engine/replay/generators.h"
 #include "engine/replay/serve_replay.h"
@@ -19,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/block_pool.h"
+#include "pagedkv/chunk_index.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 
@@ -35,7 +35,9 @@ std::vector<TokenId> Tokens(TokenId first, int n) {
 
 TEST(SimulatedChunkReuseTest, RegisterAcquireReleaseAndEviction) {
   auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
-  auto reuse = SimulatedChunkReuse::Create(pool.get(), {.model_fingerprint = "m"}).value();
+  auto reuse = SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(),
+                                           {.model_fingerprint = "m"})
+                   .value();
   const std::vector<TokenId> doc = Tokens(100, 10);  // 3 blocks
   auto registered = reuse->Register(doc, "", 0, /*position=*/8);
   ASSERT_TRUE(registered.ok()) << registered.status();
@@ -79,7 +81,7 @@ TEST(SimulatedChunkReuseTest, RegisterAcquireReleaseAndEviction) {
 
 TEST(SimulatedChunkReuseTest, ReleaseUnpinsOneChunkAndBadCallsChangeNothing) {
   auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 4}).value();
-  auto reuse = SimulatedChunkReuse::Create(pool.get(), {}).value();
+  auto reuse = SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), {}).value();
   const std::vector<TokenId> doc = Tokens(5, 4);
   ASSERT_TRUE(*reuse->Register(doc, "", 0, 0));
   std::optional<AcquiredChunk> a = reuse->Acquire(doc, "", 0);
@@ -103,7 +105,9 @@ TEST(SimulatedChunkReuseTest, ReleaseUnpinsOneChunkAndBadCallsChangeNothing) {
 
   EXPECT_EQ(SimulatedChunkReuse::Create(nullptr, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SimulatedChunkReuse::Create(pool.get(), {.first_k = -1}).status().code(),
+  EXPECT_EQ(SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), {.first_k = -1})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -116,7 +120,7 @@ TEST(SimulatedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
     auto manager = KvCacheManager::Create({.num_blocks = 48, .block_size = 4}).value();
     auto scheduler =
         Scheduler::Create({.max_num_batched_tokens = 40, .max_num_seqs = 4}, *manager).value();
-    auto reuse = SimulatedChunkReuse::Create(&KvCacheManagerInternal::MutablePool(*manager),
+    auto reuse = SimulatedChunkReuse::Create(manager->AttachChunkIndex().value(),
                                              {.first_k = static_cast<int32_t>(seed % 2)})
                      .value();
     scheduler->SetChunkReuseProvider(reuse.get());
