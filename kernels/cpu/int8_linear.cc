@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cpu/threaded_ops.h"
 #include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/quant_blocks.h"
@@ -34,30 +35,16 @@ bool UseAvx2() {
 // Output columns per work item: the AVX2 tile's W rows.
 constexpr int64_t kGroup = 8;
 
-struct FreeBytes {
-  void operator()(unsigned char* p) const { std::free(p); }
-};
-
-// This thread's buffer for the quantized x, at least `bytes` long and 64-byte aligned; null when
-// it cannot be allocated. Kept between calls (the largest m * k of a step, about 1.25 bytes a
-// value).
-unsigned char* QuantizedScratch(size_t bytes) {
-  thread_local std::unique_ptr<unsigned char, FreeBytes> buffer;
-  thread_local size_t capacity = 0;
-  if (capacity < bytes) {
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    buffer.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
-    capacity = buffer == nullptr ? 0 : rounded;
-  }
-  return buffer.get();
-}
+// The quantized x's buffer (ThreadScratch): the largest m * k of a step, about 1.25 bytes a value.
+struct QuantizedXTag {};
 
 // Lays the quantized rows out in one buffer: q, then scale, sum and qsum per block.
 bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
   const int64_t blocks = a.m * (a.k / kQuantBlockValues);
   const size_t q_bytes = static_cast<size_t>(a.m * a.k + 63) / 64 * 64;
   const size_t per_block = sizeof(float) * 2 + sizeof(int32_t);
-  unsigned char* base = QuantizedScratch(q_bytes + static_cast<size_t>(blocks) * per_block);
+  unsigned char* base =
+      ThreadScratch<QuantizedXTag>(q_bytes + static_cast<size_t>(blocks) * per_block);
   if (base == nullptr) return false;
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* scale = reinterpret_cast<float*>(base + q_bytes);
@@ -133,9 +120,7 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
   const int64_t groups = (args.n + kGroup - 1) / kGroup;
   const double work_per_group =
       static_cast<double>(kGroup) * static_cast<double>(args.m) * static_cast<double>(args.k);
-  const auto min_groups =
-      static_cast<int64_t>(std::max(1.0, static_cast<double>(kMinWorkPerThread) / work_per_group));
-  ParallelFor(pool, groups, min_groups, [&](int64_t begin, int64_t end) {
+  ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
     const int64_t j_begin = begin * kGroup;
     const int64_t j_end = std::min(args.n, end * kGroup);
     if (avx2) {

@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "kernels/cpu/int8_linear.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/quant_blocks.h"
 
@@ -262,22 +263,9 @@ PAGEDKV_AVX2 void RowsTimesPanel(const QuantLinearArgs& a, const Int8Rows& x,
   }
 }
 
-struct FreeBytes {
-  void operator()(unsigned char* p) const { std::free(p); }
-};
-
-// This thread's decoded-tile scratch, at least `bytes` long and 32-byte aligned; null when it
-// cannot be allocated (the caller then reads the file's bytes: the same bits).
-unsigned char* TileScratch(int64_t bytes) {
-  thread_local std::unique_ptr<unsigned char, FreeBytes> buffer;
-  thread_local int64_t capacity = 0;
-  if (capacity < bytes) {
-    const auto rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
-    buffer.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
-    capacity = buffer == nullptr ? 0 : bytes;
-  }
-  return buffer.get();
-}
+// The decoded panel's buffer (ThreadScratch); when it cannot be allocated the caller reads the
+// file's bytes instead (the same bits).
+struct DecodedPanelTag {};
 
 // A column past the last whole tile: the portable chain for every row (same bits).
 void TailColumn(const QuantLinearArgs& a, const Int8Rows& x, int64_t j) {
@@ -305,7 +293,10 @@ PAGEDKV_AVX2 void Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j
   // row reads ready vectors. The columns past the last whole tile run the portable chain.
   const int64_t whole_end = j_begin + (j_end - j_begin) / 8 * 8;
   const int64_t tile_bytes = x.blocks_per_row * kDecodedBlockBytes;
-  unsigned char* panel = a.m >= kDecodeMinRows ? TileScratch(kPanelTiles * tile_bytes) : nullptr;
+  unsigned char* panel =
+      a.m >= kDecodeMinRows
+          ? ThreadScratch<DecodedPanelTag>(static_cast<size_t>(kPanelTiles * tile_bytes))
+          : nullptr;
   for (int64_t j0 = j_begin; j0 < whole_end; j0 += 8 * kPanelTiles) {
     const int64_t tiles = std::min(kPanelTiles, (whole_end - j0) / 8);
     if (panel == nullptr) {

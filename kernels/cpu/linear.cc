@@ -37,9 +37,7 @@ absl::Status Linear(const LinearArgs& args, ThreadPool* pool) {
   // In double: m * k of a caller's (validated but unchecked-size) shape may not fit int64.
   const double work_per_group =
       static_cast<double>(args.m) * static_cast<double>(args.k) * static_cast<double>(kColumnGroup);
-  const auto min_groups = static_cast<int64_t>(
-      std::max(1.0, static_cast<double>(kMinWorkPerThread) / std::max(work_per_group, 1.0)));
-  ParallelFor(pool, groups, min_groups, [&](int64_t begin, int64_t end) {
+  ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
     simd::LinearColumns(args, begin * kColumnGroup, std::min(args.n, end * kColumnGroup));
   });
   return absl::OkStatus();

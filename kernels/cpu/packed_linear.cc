@@ -59,11 +59,10 @@ absl::Status PackedLinear(const LinearArgs& args, const PackedWeights& packed, T
   // In double: the multiply-adds of one item, a shape the caller validated but did not size.
   const double work_per_item = static_cast<double>(simd::kPackedTileRows) *
                                static_cast<double>(width) * static_cast<double>(args.k);
-  const auto min_items =
-      static_cast<int64_t>(std::max(1.0, static_cast<double>(kMinWorkPerThread) / work_per_item));
-  ParallelFor(pool, panels * row_blocks, min_items, [&](int64_t begin, int64_t end) {
-    simd::PackedLinearTiles(args, packed.data(), begin, end);
-  });
+  ParallelFor(pool, panels * row_blocks, MinItemsPerRange(work_per_item),
+              [&](int64_t begin, int64_t end) {
+                simd::PackedLinearTiles(args, packed.data(), begin, end);
+              });
   return absl::OkStatus();
 }
 

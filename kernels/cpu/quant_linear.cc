@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cpu/threaded_ops.h"
 #include "kernels/op_validate.h"
 #include "pagedkv/kernels/int8_activations.h"
@@ -23,21 +24,13 @@ namespace pagedkv::cpu {
 
 namespace {
 
-struct FreeFloats {
-  void operator()(float* p) const { std::free(p); }
-};
+struct PanelScratchTag {};
 
 // This thread's panel scratch, at least `floats` long and 64-byte aligned; null when it cannot be
 // allocated. Kept between calls (a model's largest k times the panel width: well under 1 MB).
 float* PanelScratch(int64_t floats) {
-  thread_local std::unique_ptr<float, FreeFloats> buffer;
-  thread_local int64_t capacity = 0;
-  if (capacity < floats) {
-    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    buffer.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    capacity = buffer == nullptr ? 0 : floats;
-  }
-  return buffer.get();
+  return reinterpret_cast<float*>(
+      ThreadScratch<PanelScratchTag>(static_cast<size_t>(floats) * sizeof(float)));
 }
 
 // Output columns in panels of the packed width, each decoded once per call and run against every
@@ -75,9 +68,7 @@ absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
   const int64_t groups = (args.n + kGroup - 1) / kGroup;
   const double work_per_group =
       static_cast<double>(kGroup) * static_cast<double>(args.m) * static_cast<double>(args.k);
-  const auto min_groups =
-      static_cast<int64_t>(std::max(1.0, static_cast<double>(kMinWorkPerThread) / work_per_group));
-  ParallelFor(pool, groups, min_groups, [&](int64_t begin, int64_t end) {
+  ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
     simd::QuantLinearColumns(args, begin * kGroup, std::min(args.n, end * kGroup));
   });
   return absl::OkStatus();

@@ -14,6 +14,9 @@
 #ifndef PAGEDKV_KERNELS_CPU_THREADED_OPS_H_
 #define PAGEDKV_KERNELS_CPU_THREADED_OPS_H_
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
@@ -29,6 +32,13 @@ PAGEDKV_EXPORT absl::Status PagedAttention(const PagedAttentionArgs& args, Threa
 
 // Multiply-adds (or elements) a range must hold before work is split off to another thread.
 inline constexpr int64_t kMinWorkPerThread = int64_t{1} << 16;
+
+// Items a ParallelFor range must hold so that it does kMinWorkPerThread of work (at least 1).
+// work_per_item in double: a shape the caller validated but did not size may overflow int64.
+inline int64_t MinItemsPerRange(double work_per_item) {
+  return static_cast<int64_t>(
+      std::max(1.0, static_cast<double>(kMinWorkPerThread) / std::max(work_per_item, 1.0)));
+}
 
 }  // namespace pagedkv::cpu
 
