@@ -1,7 +1,17 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KvCacheManager: request-level prefix caching over a BlockPool. See
-// include/pagedkv/kv_cache_manager.h for the contract.
+// KvCacheManager: request-level prefix caching over a BlockPool, for one KV cache group or
+// several. See include/pagedkv/kv_cache_manager.h for the contract. This file holds creation,
+// AllocateSlots and Free; planning and checks live in kv_cache_manager_plan.cc, lookups in
+// kv_cache_manager_hit.cc, indexing in kv_cache_manager_caching.cc, rollback and invariants in
+// kv_cache_manager_rollback.cc.
+//
+// Invariants (checked by ValidateInvariants):
+//   - every group's table of a request has NumBlocksFor(num_tokens + num_lookahead) entries;
+//   - entry i of a sliding-window table is kNullBlock exactly when i < FirstNeededBlock(g,
+//     num_computed); full-attention tables have no null entry;
+//   - each block's reference count equals the number of non-null table entries holding it;
+//   - with several groups, a cached block held by group g's table was cached for group g.
 #include "pagedkv/kv_cache_manager.h"
 
 #include <algorithm>
@@ -11,7 +21,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
-#include "cache/ref_count_check.h"
 #include "cache/request_check.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
@@ -33,6 +42,7 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "KvCacheManagerOptions.vocab_size must be >= 0 (0 = unchecked), got ", options.vocab_size));
   }
+  PAGEDKV_RETURN_IF_ERROR(CheckKvCacheGroups(options.groups));
   BlockPoolOptions pool_options{
       .num_blocks = options.num_blocks,
       .block_size = options.block_size,
@@ -49,16 +59,36 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
 
 KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<BlockPool> pool)
     : options_(std::move(options)), pool_(std::move(pool)) {
+  groups_ = options_.groups;
+  if (groups_.empty()) groups_.push_back(KvCacheGroupSpec{});
+  if (num_groups() > 1) block_group_.assign(pool_->num_blocks(), -1);
   if (options_.collect_event_batches) {
     batcher_ = std::make_unique<KvEventBatcher>(
         KvEventBatcherOptions{.data_parallel_rank = options_.data_parallel_rank});
-    pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
+    if (num_groups() > 1) {
+      pool_->AddEventListener([this](const KvEvent& e) { OnGroupedEvent(e); });
+    } else {
+      pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
+    }
   }
   if (options_.collect_block_metrics) {
     block_metrics_ =
         std::make_unique<BlockLifecycleMetrics>(pool_->num_blocks(), options_.metrics_clock);
     pool_->SetLifecycleObserver(block_metrics_.get());
   }
+}
+
+void KvCacheManager::OnGroupedEvent(const KvEvent& event) {
+  KvEvent stamped = event;
+  if (event.type != KvEventType::kAllBlocksCleared) {
+    const int32_t g = BlockGroup(event.block);
+    stamped.group_idx = g;
+    if (event.type == KvEventType::kBlockStored && g >= 0) {
+      stamped.kv_cache_spec_kind = KvCacheGroupKindName(groups_[g].kind);
+      if (IsSlidingWindow(g)) stamped.kv_cache_spec_sliding_window = groups_[g].sliding_window;
+    }
+  }
+  batcher_->Add(stamped);
 }
 
 KvEventBatch KvCacheManager::TakeEventBatch(double timestamp) {
@@ -91,372 +121,143 @@ absl::Status KvCacheManager::CheckRequest(const CacheRequest& request) const {
   return CheckRequestMatchesManager(request, options_.block_size, options_.vocab_size);
 }
 
-bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int64_t i,
+BlockHash KvCacheManager::GroupHash(const CacheRequest& request, int32_t g, int64_t i) {
+  const BlockHash& hash = request.block_hashes()[i];
+  return g == 0 ? hash : FoldGroupHash(hash, g);
+}
+
+BlockHash KvCacheManager::GroupParentHash(const CacheRequest& request, int32_t g, int64_t i) {
+  return g == 0 ? request.ParentHashOf(i) : FoldGroupHash(request.ParentHashOf(i), g);
+}
+
+int64_t KvCacheManager::FirstNeededBlock(int32_t g, int64_t computed) const {
+  if (!IsSlidingWindow(g)) return 0;
+  const int64_t first_token = computed - groups_[g].sliding_window + 1;
+  return first_token <= 0 ? 0 : first_token / options_.block_size;
+}
+
+bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int32_t g, int64_t i,
                             BlockId prev) const {
-  return pool_->MatchesChain(block, request.ParentHashOf(i), request.BlockTokens(i),
+  if (!linked_chains()) {
+    // Inserted with no parent block: the stored parent hash, tokens and extra keys are compared
+    // (no chain link: a sliding-window group's chain has holes).
+    if (pool_->CachedHash(block) != GroupHash(request, g, i)) return false;
+    if (!options_.verify_tokens) return true;
+    prev = kNullBlock;
+  }
+  return pool_->MatchesChain(block, GroupParentHash(request, g, i), request.BlockTokens(i),
                              request.BlockExtraDigest(i), prev);
-}
-
-absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequest& request) {
-  absl::Status ok = CheckRequest(request);
-  if (!ok.ok()) return ok;
-  ComputedBlocks result;
-  ++stats_.lookups;
-  stats_.queried_tokens += request.num_tokens();
-  stats_.queried_blocks += request.num_full_blocks();
-  if (!options_.enable_prefix_caching || request.num_tokens() == 0) return result;
-  // At least one token must be computed, so the last token's block is never a hit.
-  const int64_t max_blocks = std::min<int64_t>((request.num_tokens() - 1) / options_.block_size,
-                                               request.num_full_blocks());
-  const std::span<const BlockHash> hashes = request.block_hashes();
-  // Two passes: probe every hash first, then verify, so the loads of independent blocks overlap.
-  result.blocks.resize(max_blocks);
-  BlockId* const out = result.blocks.data();
-  int64_t found = 0;
-  for (; found < max_blocks; ++found) {
-    const BlockId block = pool_->FindCached(hashes[found]);
-    if (block == kNullBlock) break;
-    out[found] = block;
-  }
-  result.blocks.resize(found);
-  if (options_.verify_tokens) {
-    BlockId prev = kNullBlock;
-    for (size_t i = 0; i < result.blocks.size(); ++i) {
-      if (!Verify(result.blocks[i], request, static_cast<int64_t>(i), prev)) {
-        ++stats_.verification_failures;
-        result.blocks.resize(i);
-        break;
-      }
-      prev = result.blocks[i];
-    }
-  }
-  result.num_computed_tokens = static_cast<int64_t>(result.blocks.size()) * options_.block_size;
-  stats_.hit_blocks += static_cast<int64_t>(result.blocks.size());
-  stats_.hit_tokens += result.num_computed_tokens;
-  return result;
-}
-
-absl::Status KvCacheManager::CheckComputed(const CacheRequest& request,
-                                           const ComputedBlocks& computed, Plan& plan) const {
-  const int64_t num_computed = static_cast<int64_t>(computed.blocks.size());
-  if (num_computed > 0) {
-    if (!plan.is_new) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request ", request.id(),
-          " already has blocks; pass computed blocks only on its first AllocateSlots"));
-    }
-    if (!options_.enable_prefix_caching) {
-      return absl::InvalidArgumentError("prefix caching is off; there are no computed blocks");
-    }
-  }
-  if (computed.num_computed_tokens != num_computed * options_.block_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("computed blocks hold ", num_computed, " blocks of ", options_.block_size,
-                     " tokens but num_computed_tokens is ", computed.num_computed_tokens));
-  }
-  if (num_computed > request.num_full_blocks()) {
-    return absl::InvalidArgumentError(absl::StrCat("request ", request.id(), " has ",
-                                                   request.num_full_blocks(), " full blocks but ",
-                                                   num_computed, " computed blocks were passed"));
-  }
-  BlockId prev = kNullBlock;
-  for (int64_t i = 0; i < num_computed; ++i) {
-    const BlockId block = computed.blocks[i];
-    const std::optional<BlockHash> hash = pool_->CachedHash(block);
-    if (!hash.has_value() || *hash != request.block_hashes()[i] ||
-        (options_.verify_tokens && !Verify(block, request, i, prev))) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "computed block ", i, " (block id ", block, ") of request ", request.id(),
-          " is no longer cached for it; call GetComputedBlocks again in the same step"));
-    }
-    if (pool_->RefCount(block) == 0) ++plan.evictable_hits;
-    prev = block;
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<KvCacheManager::Plan> KvCacheManager::MakePlan(
-    const CacheRequest& request, int64_t num_new_tokens, const ComputedBlocks& new_computed_blocks,
-    int64_t num_lookahead) const {
-  absl::Status ok = CheckRequest(request);
-  if (!ok.ok()) return ok;
-  if (num_new_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_new_tokens must be >= 0, got ", num_new_tokens));
-  }
-  if (num_lookahead < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AllocateOptions.num_lookahead_tokens must be >= 0, got ", num_lookahead));
-  }
-  const auto it = requests_.find(request.id());
-  Plan plan;
-  plan.is_new = it == requests_.end();
-  plan.lookahead = num_lookahead;
-  PAGEDKV_RETURN_IF_ERROR(CheckComputed(request, new_computed_blocks, plan));
-  const int64_t have_tokens =
-      plan.is_new ? new_computed_blocks.num_computed_tokens : it->second.num_tokens;
-  if (!CheckedAdd(have_tokens, num_new_tokens, &plan.total_tokens) ||
-      plan.total_tokens > request.num_tokens()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request ", request.id(), " has ", request.num_tokens(),
-                     " tokens; cannot allocate slots for ", have_tokens, " + ", num_new_tokens,
-                     "; append tokens to the CacheRequest first"));
-  }
-  const int64_t bs = options_.block_size;
-  int64_t slots = 0;
-  if (!CheckedAdd(plan.total_tokens, num_lookahead, &slots)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request ", request.id(), " cannot reserve ", num_lookahead, " lookahead tokens past ",
-        plan.total_tokens, " tokens (overflow); propose fewer draft tokens"));
-  }
-  const int64_t blocks_needed = NumBlocksFor(slots, bs);
-  const int64_t blocks_held = plan.is_new ? static_cast<int64_t>(new_computed_blocks.blocks.size())
-                                          : static_cast<int64_t>(it->second.table.size());
-  // Saturated: more than the pool holds is ResourceExhausted in AllocateSlots.
-  plan.new_blocks = static_cast<int32_t>(
-      std::clamp<int64_t>(blocks_needed - blocks_held, 0, options_.num_blocks + int64_t{1}));
-  plan.release_blocks = static_cast<int32_t>(std::max<int64_t>(0, blocks_held - blocks_needed));
-  return plan;
-}
-
-absl::StatusOr<int32_t> KvCacheManager::NumBlocksToAllocate(
-    const CacheRequest& request, int64_t num_new_tokens, const ComputedBlocks& new_computed_blocks,
-    const AllocateOptions& options) const {
-  auto plan = MakePlan(request, num_new_tokens, new_computed_blocks, options.num_lookahead_tokens);
-  if (!plan.ok()) return plan.status();
-  return plan->new_blocks + plan->evictable_hits;
 }
 
 absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t num_new_tokens,
                                            const ComputedBlocks& new_computed_blocks,
                                            const AllocateOptions& options) {
-  auto plan_or =
-      MakePlan(request, num_new_tokens, new_computed_blocks, options.num_lookahead_tokens);
-  if (!plan_or.ok()) return plan_or.status();
-  const Plan& plan = *plan_or;
-  if (plan.new_blocks + plan.evictable_hits > pool_->NumAvailableBlocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request ", request.id(), " needs ", plan.new_blocks + plan.evictable_hits,
-        " more KV blocks but only ", pool_->NumAvailableBlocks(), " of ", pool_->num_blocks(),
-        " are free or evictable; wait for requests to finish or preempt one"));
+  PAGEDKV_ASSIGN_OR_RETURN(const Plan plan, MakePlan(request, num_new_tokens, new_computed_blocks,
+                                                     options.num_lookahead_tokens));
+  const int32_t available = pool_->NumAvailableBlocks() + plan.releasable;
+  if (plan.taken > available) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request ", request.id(), " needs ", plan.taken, " more KV blocks but only ",
+                     available, " of ", pool_->num_blocks(), " are free or evictable",
+                     plan.releasable > 0 ? " (counting those this call releases)" : "",
+                     "; wait for requests to finish or preempt one"));
   }
   // Nothing below can fail on caller input: every check is done. Only a misbehaving eviction
   // policy can make the pool's Allocate fail; then the computed blocks pinned here are unpinned
-  // and a new request's state is dropped, so nothing has changed.
-  std::vector<BlockId> table;
+  // and a new request's state is dropped (the window releases of a running request stay).
+  RequestState fresh_state;
+  RequestState* state = &fresh_state;
   if (plan.is_new) {
-    if (batcher_ != nullptr) batcher_->NoteRoot(request.root_hash());
-    table.reserve(new_computed_blocks.blocks.size() + plan.new_blocks);
-    for (const BlockId block : new_computed_blocks.blocks) {
-      DebugCheckOk(pool_->Pin(block), "MakePlan checked that each computed block is cached");
-      if (options_.enable_priorities) {
-        DebugCheckOk(pool_->RaisePriority(block, request.BlockPriorityOf(table.size())),
-                     "the request's priorities were validated and the block is cached");
-      }
-      table.push_back(block);
-    }
+    fresh_state = PinComputed(request, new_computed_blocks);
   } else {
-    table = std::move(requests_.find(request.id())->second.table);
+    state = &requests_.find(request.id())->second;
+    ReleaseWindow(*state, plan.computed_tokens);
   }
-  const size_t held = table.size();
-  if (absl::Status allocated = pool_->Allocate(plan.new_blocks, &table); !allocated.ok()) {
-    if (plan.is_new) {
-      std::reverse(table.begin(), table.end());  // tail first, as Free does
-      DebugCheckOk(pool_->Unpin(table), "the computed blocks were pinned just above");
-    } else {
-      table.resize(held);
-      requests_.find(request.id())->second.table = std::move(table);
-    }
+  fresh_.clear();
+  if (absl::Status allocated = pool_->Allocate(plan.new_blocks * num_groups(), &fresh_);
+      !allocated.ok()) {
+    if (plan.is_new) UnpinAll(fresh_state);
     return allocated;
   }
-  RequestState& state =
-      plan.is_new ? requests_[request.id()] : requests_.find(request.id())->second;
-  state.table = std::move(table);
-  if (plan.is_new) StartState(new_computed_blocks, state);
-  // Blocks past the new coverage held only old lookahead slots: never cached, released here.
-  if (plan.release_blocks > 0) ReleaseTail(state, state.table.size() - plan.release_blocks);
-  state.num_tokens = plan.total_tokens;
-  state.num_lookahead = plan.lookahead;
-  if (options.no_cache_from_token >= 0) {
-    state.max_cached_blocks =
-        std::min(state.max_cached_blocks, options.no_cache_from_token / options_.block_size);
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    const auto from = fresh_.begin() + static_cast<int64_t>(g) * plan.new_blocks;
+    std::vector<BlockId>& table = state->groups[g].table;
+    table.insert(table.end(), from, from + plan.new_blocks);
   }
-  if (options_.enable_prefix_caching) CacheFullBlocks(request, state);
+  if (plan.is_new) state = &(requests_[request.id()] = std::move(fresh_state));
+  // Blocks past the new coverage held only old lookahead slots: never cached, released here.
+  if (plan.release_blocks > 0) {
+    ReleaseTail(*state, state->groups[0].table.size() - plan.release_blocks);
+  }
+  state->num_tokens = plan.total_tokens;
+  state->num_computed = plan.computed_tokens;
+  state->num_lookahead = plan.lookahead;
+  if (options.no_cache_from_token >= 0) {
+    state->max_cached_blocks =
+        std::min(state->max_cached_blocks, options.no_cache_from_token / options_.block_size);
+  }
+  if (options_.enable_prefix_caching) CacheFullBlocks(request, *state);
   return absl::OkStatus();
+}
+
+KvCacheManager::RequestState KvCacheManager::PinComputed(const CacheRequest& request,
+                                                         const ComputedBlocks& computed) {
+  RequestState state;
+  state.groups.resize(num_groups());
+  const int64_t n = static_cast<int64_t>(computed.blocks.size());
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    if (batcher_ != nullptr) batcher_->NoteRoot(FoldGroupHash(request.root_hash(), g));
+    GroupState& group = state.groups[g];
+    if (n == 0) continue;
+    const std::span<const BlockId> blocks = computed.group(g);
+    group.table.reserve(blocks.size());
+    for (const BlockId block : blocks) {
+      if (block != kNullBlock) {
+        DebugCheckOk(pool_->Pin(block), "MakePlan checked that each computed block is cached");
+        if (options_.enable_priorities) {
+          DebugCheckOk(pool_->RaisePriority(block, request.BlockPriorityOf(group.table.size())),
+                       "the request's priorities were validated and the block is cached");
+        }
+      }
+      group.table.push_back(block);
+    }
+    group.num_cached_blocks = n;
+    if (linked_chains()) {
+      group.last_canonical = group.table.back();
+      group.last_canonical_generation = pool_->Generation(group.last_canonical);
+    }
+  }
+  return state;
+}
+
+void KvCacheManager::UnpinAll(RequestState& state) {
+  for (int32_t g = num_groups() - 1; g >= 0; --g) {
+    const std::vector<BlockId>& table = state.groups[g].table;
+    for (auto b = table.rbegin(); b != table.rend(); ++b) {  // tail first
+      if (*b != kNullBlock) DebugCheckOk(pool_->Unpin(*b), "the table holds one reference");
+    }
+  }
+}
+
+void KvCacheManager::ReleaseWindow(RequestState& state, int64_t computed) {
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    if (!IsSlidingWindow(g)) continue;
+    std::vector<BlockId>& table = state.groups[g].table;
+    for (int64_t i = FirstNeededBlock(g, computed) - 1; i >= 0 && table[i] != kNullBlock; --i) {
+      DebugCheckOk(pool_->Unpin(table[i]), "the table holds one reference per entry");
+      table[i] = kNullBlock;
+    }
+  }
 }
 
 void KvCacheManager::ReleaseTail(RequestState& state, size_t keep) {
-  for (size_t i = state.table.size(); i > keep; --i) {
-    DebugCheckOk(pool_->Unpin(state.table[i - 1]), "the table holds one reference per entry");
-  }
-  state.table.resize(keep);
-}
-
-absl::Status KvCacheManager::TruncateRequest(CacheRequest& request, int64_t num_tokens) {
-  PAGEDKV_RETURN_IF_ERROR(CheckRequest(request));
-  const auto it = requests_.find(request.id());
-  if (it == requests_.end()) {
-    return absl::NotFoundError(absl::StrCat("request ", request.id(), " holds no KV blocks"));
-  }
-  if (num_tokens < 0 || num_tokens > request.num_tokens()) {
-    return absl::InvalidArgumentError(absl::StrCat("request ", request.id(), " has ",
-                                                   request.num_tokens(),
-                                                   " tokens; cannot truncate it to ", num_tokens));
-  }
-  RequestState& state = it->second;
-  const int64_t bs = options_.block_size;
-  const int64_t kept_slots = std::min(state.num_tokens, num_tokens);
-  const size_t keep = static_cast<size_t>(NumBlocksFor(kept_slots, bs));
-  const size_t first_dirty = static_cast<size_t>(num_tokens / bs);  // holds token num_tokens
-  if (first_dirty < keep && pool_->RefCount(state.table[first_dirty]) > 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "block ", first_dirty, " of request ", request.id(), " holds kept and rejected tokens and ",
-        "is shared with another request; truncate at a multiple of ", bs,
-        " tokens or past the shared prefix"));
-  }
-  DebugCheckOk(request.Truncate(num_tokens), "the length was checked above");
-  // Blocks other requests also hold keep their index entry: those tokens are theirs too. A
-  // duplicate cut into no longer holds its holder's content.
-  for (size_t i = first_dirty; i < state.table.size(); ++i) {
-    if (pool_->IsCached(state.table[i]) && pool_->RefCount(state.table[i]) == 1) {
-      DebugCheckOk(pool_->Uncache(state.table[i]), "IsCached just said so");
+  for (GroupState& group : state.groups) {
+    for (size_t i = group.table.size(); i > keep; --i) {
+      const BlockId block = group.table[i - 1];
+      if (block != kNullBlock) DebugCheckOk(pool_->Unpin(block), "one reference per entry");
     }
-    DebugCheckOk(pool_->DropDuplicate(state.table[i]), "the block is in the table");
+    group.table.resize(keep);
   }
-  ReleaseTail(state, keep);
-  state.num_tokens = kept_slots;
-  state.num_lookahead = 0;
-  if (state.num_cached_blocks > static_cast<int64_t>(first_dirty)) {
-    state.num_cached_blocks = static_cast<int64_t>(first_dirty);
-    ResetCanonical(request, state);
-  }
-  return absl::OkStatus();
-}
-
-void KvCacheManager::ResetCanonical(const CacheRequest& request, RequestState& state) {
-  state.last_canonical = kNullBlock;
-  if (state.num_cached_blocks == 0 || !options_.verify_tokens) return;
-  const int64_t i = state.num_cached_blocks - 1;
-  const BlockId holder = pool_->FindCached(request.block_hashes()[i]);
-  const BlockId prev = i > 0 ? pool_->FindCached(request.block_hashes()[i - 1]) : kNullBlock;
-  if (holder == kNullBlock || !Verify(holder, request, i, prev)) {
-    // The chain cannot be followed from here: later blocks of this request are not cached.
-    state.chain_broken = true;
-    return;
-  }
-  state.last_canonical = holder;
-  state.last_canonical_generation = pool_->Generation(holder);
-}
-
-void KvCacheManager::StartState(const ComputedBlocks& computed, RequestState& state) const {
-  state.num_cached_blocks = static_cast<int64_t>(computed.blocks.size());
-  if (!computed.blocks.empty()) {
-    state.last_canonical = computed.blocks.back();
-    state.last_canonical_generation = pool_->Generation(state.last_canonical);
-  }
-}
-
-void KvCacheManager::CacheFullBlocks(const CacheRequest& request, RequestState& state) {
-  const int64_t full = std::min({state.num_tokens / options_.block_size, request.num_full_blocks(),
-                                 std::max(state.num_cached_blocks, state.max_cached_blocks)});
-  for (int64_t i = state.num_cached_blocks; i < full; ++i) {
-    if (!options_.verify_tokens) {
-      CacheHashOnly(request, state, i);
-    } else if (!state.chain_broken) {
-      CacheVerified(request, state, i);
-    }
-  }
-  state.num_cached_blocks = std::max(state.num_cached_blocks, full);
-}
-
-void KvCacheManager::CacheHashOnly(const CacheRequest& request, const RequestState& state,
-                                   int64_t i) {
-  // Index the block unless its hash is already present (Insert's false); then it is recorded as
-  // a duplicate of the holder, which it replaces if the holder is evicted first.
-  const BlockInsert insert{.block = state.table[i],
-                           .hash = request.block_hashes()[i],
-                           .parent_hash = request.ParentHashOf(i),
-                           .tokens = request.BlockTokens(i),
-                           .parent_block = kNullBlock,
-                           .extra_digest = request.BlockExtraDigest(i),
-                           .priority = request.BlockPriorityOf(i)};
-  const absl::StatusOr<bool> indexed = pool_->Insert(insert);
-  DebugCheckOk(indexed.status(), "the block is in this request's table and was never cached");
-  if (indexed.ok() && !*indexed) {
-    DebugCheckOk(pool_->AddDuplicate(insert).status(), "the block is used and uncached");
-  }
-}
-
-void KvCacheManager::RelinkToOwnBlock(const CacheRequest& request, int64_t i,
-                                      RequestState& state) const {
-  // The verified block before block i left the cache; if this request's own copy of it was
-  // promoted into its place (a duplicate), the chain continues from there.
-  const BlockId own = state.table[i - 1];
-  if (pool_->FindCached(request.block_hashes()[i - 1]) != own) return;
-  state.last_canonical = own;
-  state.last_canonical_generation = pool_->Generation(own);
-}
-
-void KvCacheManager::CacheVerified(const CacheRequest& request, RequestState& state, int64_t i) {
-  const BlockId block = state.table[i];
-  const BlockHash& hash = request.block_hashes()[i];
-  BlockId prev = kNullBlock;
-  if (i > 0) {
-    if (state.last_canonical == kNullBlock || !pool_->IsCached(state.last_canonical) ||
-        pool_->Generation(state.last_canonical) != state.last_canonical_generation) {
-      RelinkToOwnBlock(request, i, state);
-    }
-    prev = state.last_canonical;
-    if (prev == kNullBlock || !pool_->IsCached(prev) ||
-        pool_->Generation(prev) != state.last_canonical_generation) {
-      // The verified block before this one left the cache: this block's context cannot be
-      // linked any more, so neither it nor its successors are offered to the index.
-      state.chain_broken = true;
-      return;
-    }
-  }
-  BlockId canonical = block;
-  const BlockId holder = pool_->FindCached(hash);
-  if (holder != kNullBlock && holder == prev) {
-    // The block's hash collides with its own parent's: it cannot be indexed without dropping
-    // the parent, so the chain ends here.
-    state.chain_broken = true;
-    return;
-  }
-  if (holder != kNullBlock) {
-    if (Verify(holder, request, i, prev)) {
-      // Same content already cached (e.g. computed concurrently): this block is a duplicate that
-      // keeps the hash reachable should the holder be evicted while this request runs.
-      canonical = holder;
-      DebugCheckOk(pool_
-                       ->AddDuplicate({.block = block,
-                                       .hash = hash,
-                                       .parent_hash = request.ParentHashOf(i),
-                                       .tokens = request.BlockTokens(i),
-                                       .extra_digest = request.BlockExtraDigest(i)})
-                       .status(),
-                   "the block is used and uncached");
-    } else {
-      // A different block (hash collision, or a block whose parent changed) holds the hash:
-      // replace it with this request's verified block.
-      ++stats_.replaced_blocks;
-      DebugCheckOk(pool_->Uncache(holder), "FindCached just returned the holder");
-    }
-  }
-  if (canonical == block) {
-    // The hash is free now (no holder, or the holder was uncached) and prev is cached under
-    // parent_hash (checked above): the block is indexed.
-    DebugCheckOk(pool_->Insert({.block = block,
-                                .hash = hash,
-                                .parent_hash = request.ParentHashOf(i),
-                                .tokens = request.BlockTokens(i),
-                                .parent_block = prev,
-                                .extra_digest = request.BlockExtraDigest(i),
-                                .priority = request.BlockPriorityOf(i)}),
-                 "the block is in use, uncached, its hash free and its parent cached");
-  }
-  state.last_canonical = canonical;
-  state.last_canonical_generation = pool_->Generation(canonical);
 }
 
 absl::Status KvCacheManager::Free(RequestId id) {
@@ -465,21 +266,54 @@ absl::Status KvCacheManager::Free(RequestId id) {
     return absl::NotFoundError(
         absl::StrCat("request ", id, " holds no KV blocks (never allocated, or already freed)"));
   }
-  const std::vector<BlockId>& table = it->second.table;
   // Tail first, so a chain's tail becomes evictable before its parents.
-  for (auto b = table.rbegin(); b != table.rend(); ++b) {
-    DebugCheckOk(pool_->Unpin(*b), "the table holds one reference per entry");
+  for (const GroupState& group : it->second.groups) {
+    for (auto b = group.table.rbegin(); b != group.table.rend(); ++b) {
+      if (*b != kNullBlock) DebugCheckOk(pool_->Unpin(*b), "one reference per entry");
+    }
   }
   requests_.erase(it);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::span<const BlockId>> KvCacheManager::GetBlockTable(RequestId id) const {
+absl::StatusOr<std::span<const BlockId>> KvCacheManager::GetBlockTable(RequestId id,
+                                                                       int32_t group) const {
+  if (group < 0 || group >= num_groups()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache group ", group, " is out of range [0, ", num_groups(), ")"));
+  }
   const auto it = requests_.find(id);
   if (it == requests_.end()) {
     return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
   }
-  return std::span<const BlockId>(it->second.table);
+  return std::span<const BlockId>(it->second.groups[group].table);
+}
+
+absl::StatusOr<int64_t> KvCacheManager::NumHeldBlocks(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
+  }
+  int64_t n = 0;
+  for (const GroupState& group : it->second.groups) {
+    n += std::count_if(group.table.begin(), group.table.end(),
+                       [](BlockId b) { return b != kNullBlock; });
+  }
+  return n;
+}
+
+absl::StatusOr<int64_t> KvCacheManager::NumHeldLayerBlocks(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
+  }
+  int64_t n = 0;
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    const std::vector<BlockId>& t = it->second.groups[g].table;
+    n += std::count_if(t.begin(), t.end(), [](BlockId b) { return b != kNullBlock; }) *
+         int64_t{groups_[g].num_layers};
+  }
+  return n;
 }
 
 absl::StatusOr<int64_t> KvCacheManager::NumLookaheadTokens(RequestId id) const {
@@ -496,6 +330,12 @@ absl::StatusOr<int64_t> KvCacheManager::NumAllocatedTokens(RequestId id) const {
     return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV blocks"));
   }
   return it->second.num_tokens;
+}
+
+int32_t KvCacheManager::BlockGroup(BlockId block) const {
+  if (block < 0 || block >= pool_->num_blocks()) return -1;
+  if (block_group_.empty()) return 0;
+  return block_group_[block];
 }
 
 void KvCacheManager::ResetPrefixCache() { pool_->ResetPrefixCache(); }
@@ -524,28 +364,6 @@ void KvCacheManager::ResetStats() {
   stats_ = CacheStats{};
   pool_->ResetStats();
   if (block_metrics_ != nullptr) block_metrics_->Clear();
-}
-
-absl::Status KvCacheManager::ValidateInvariants() const {
-  absl::Status pool_ok = pool_->ValidateInvariants();
-  if (!pool_ok.ok()) return pool_ok;
-  std::vector<int32_t> refs(pool_->num_blocks(), 0);
-  const int64_t bs = options_.block_size;
-  for (const auto& [id, state] : requests_) {
-    const int64_t expected_blocks = NumBlocksFor(state.num_tokens + state.num_lookahead, bs);
-    if (static_cast<int64_t>(state.table.size()) != expected_blocks) {
-      return absl::InternalError(absl::StrCat(
-          "request ", id, " covers ", state.num_tokens, " tokens + ", state.num_lookahead,
-          " lookahead slots with ", state.table.size(), " blocks"));
-    }
-    for (const BlockId b : state.table) {
-      if (b < 0 || b >= pool_->num_blocks()) {
-        return absl::InternalError(absl::StrCat("request ", id, " holds invalid block ", b));
-      }
-      ++refs[b];
-    }
-  }
-  return CheckRefCounts(*pool_, refs);
 }
 
 }  // namespace pagedkv

@@ -27,6 +27,10 @@ absl::Status KvCacheManager::WritePrometheus(std::string* out,
   w.Gauge("pagedkv_kv_cache_blocks", "KV blocks in the pool.", num_blocks());
   w.Gauge("pagedkv_kv_cache_cached_blocks", "KV blocks in the prefix index.",
           pool_->NumCachedBlocks());
+  if (num_groups() > 1) {
+    w.Gauge("pagedkv_kv_cache_groups", "KV cache groups (kinds of attention layers).",
+            num_groups());
+  }
   if (block_metrics_ != nullptr) {
     w.Histogram("pagedkv_kv_block_lifetime_seconds",
                 "Seconds from a block's store into the prefix index to its eviction.",

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CheckRefCounts: the ValidateInvariants step that KvCacheManager and HybridKvCacheManager share.
+// CheckRefCounts: the ValidateInvariants step of KvCacheManager (every layout).
 // `table_refs[b]` is how many block-table entries of the manager's requests hold block b; every
 // block's reference count in the pool must equal it.
 //

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CheckRequestMatchesManager: the check KvCacheManager and HybridKvCacheManager run on every
+// CheckRequestMatchesManager: the check KvCacheManager runs on every
 // CacheRequest a caller hands them. A request made by another manager's NewRequest (another block
 // size, or tokens checked against another vocabulary) would hash or index the wrong blocks; it
 // gets InvalidArgument naming what differs, before anything changes.

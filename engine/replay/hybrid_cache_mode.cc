@@ -2,11 +2,11 @@
 //
 // `pagedkv replay --mode cache --hybrid-kv`: the --model preset's KV cache groups
 // (HybridGroupsFor) and the same model treated as all full attention, each replayed through
-// HybridKvCacheManager at the same KV memory, and a table (or JSON) of hit rates and KV memory
-// per request. Capacities are given in full-model blocks (--capacity-blocks, or --capacity-gib
-// with the preset's KV bytes per token): a pool of pages holding LayersPerPage layers has
-// capacity * num_layers / LayersPerPage pages. KV memory is reported in full-model blocks
-// (layer-blocks / num_layers), so both rows use one unit.
+// KvCacheManager (several groups) at the same KV memory, and a table (or JSON) of hit rates and KV
+// memory per request. Capacities are given in full-model blocks (--capacity-blocks, or
+// --capacity-gib with the preset's KV bytes per token): a pool of pages holding LayersPerPage
+// layers has capacity * num_layers / LayersPerPage pages. KV memory is reported in full-model
+// blocks (layer-blocks / num_layers), so both rows use one unit.
 #include <algorithm>
 #include <cmath>
 #include <string>

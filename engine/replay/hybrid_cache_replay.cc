@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
@@ -49,11 +50,11 @@ struct Held {
 };
 
 // Admits, decodes and frees request r. Returns false when the pool refused it.
-bool ReplayOne(HybridKvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id,
+bool ReplayOne(KvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id,
                int64_t decode_tokens, Held& held, HybridReplayResult& result) {
   absl::StatusOr<CacheRequest> req = m.NewRequest(id, prompt);
   if (!req.ok()) return false;
-  absl::StatusOr<HybridComputedBlocks> hit = m.GetComputedBlocks(*req);
+  absl::StatusOr<ComputedBlocks> hit = m.GetComputedBlocks(*req);
   if (!hit.ok() ||
       !m.AllocateSlots(*req, req->num_tokens() - hit->num_computed_tokens, *hit).ok()) {
     return false;
@@ -113,11 +114,11 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
     return absl::InvalidArgumentError("hybrid replay: decode_tokens must be >= 0");
   }
   PAGEDKV_ASSIGN_OR_RETURN(
-      std::unique_ptr<HybridKvCacheManager> m,
-      HybridKvCacheManager::Create({.num_blocks = static_cast<int32_t>(options.capacity_blocks),
-                                    .block_size = options.block_size,
-                                    .groups = options.groups,
-                                    .eviction_policy = options.policy}));
+      std::unique_ptr<KvCacheManager> m,
+      KvCacheManager::Create({.num_blocks = static_cast<int32_t>(options.capacity_blocks),
+                              .block_size = options.block_size,
+                              .eviction_policy = options.policy,
+                              .groups = options.groups}));
   HybridReplayResult result;
   Held held;
   const double start = CpuSeconds();

@@ -1,10 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Hybrid cache-mode replay (`pagedkv replay --hybrid-kv`): drives the real HybridKvCacheManager
-// (cache/) with a workload, in file order and without timing, for a model preset whose layers
-// mix full attention and sliding windows (ModelPreset::layer_windows), and reports the KV memory
-// each request holds (blocks weighted by layers) and the hit rates, beside the same preset
-// treated as all full attention.
+// Hybrid cache-mode replay (`pagedkv replay --hybrid-kv`): drives the real KvCacheManager over
+// KV cache groups (cache/) with a workload, in file order and without timing, for a model preset
+// whose layers mix full attention and sliding windows (ModelPreset::layer_windows), and reports the
+// KV memory each request holds (blocks weighted by layers) and the hit rates, beside the same
+// preset treated as all full attention.
 //
 // Groups (HybridGroupsFor): layers with the same window form a kind; as vLLM does, each kind is
 // cut into groups of the same number of layers (the smallest kind's count; a last group may be
@@ -34,7 +34,7 @@
 #include "engine/replay/block_expansion.h"
 #include "engine/replay/cost_model.h"
 #include "pagedkv/export.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_groups.h"
 
 namespace pagedkv::replay {
 

@@ -2,11 +2,11 @@
 //
 // `pagedkv replay --mode serve --hybrid-kv`: the --model preset's KV cache groups
 // (HybridGroupsFor) and the same model treated as all full attention (AllFullGroupsFor), each
-// served by the Scheduler over a HybridKvCacheManager at the same KV memory, with the simulated
-// GPU's step costs. The capacity is in full-model blocks (--capacity-blocks, --capacity-gib, or
-// what fits the GPU); a pool of pages holding LayersPerPage layers has
-// capacity * num_layers / LayersPerPage pages, as in cache mode (hybrid_cache_mode.cc). KV per
-// running request is reported in full-model blocks (pages * LayersPerPage / num_layers).
+// served by the Scheduler over a KvCacheManager (several groups) at the same KV memory, with the
+// simulated GPU's step costs. The capacity is in full-model blocks (--capacity-blocks,
+// --capacity-gib, or what fits the GPU); a pool of pages holding LayersPerPage layers has capacity
+// * num_layers / LayersPerPage pages, as in cache mode (hybrid_cache_mode.cc). KV per running
+// request is reported in full-model blocks (pages * LayersPerPage / num_layers).
 //
 // The simulated cost of a step is the model's full cost (cost_model.h has no per-layer window
 // term), so the hybrid row's gain is what its memory buys: more running requests, fewer

@@ -35,10 +35,10 @@ absl::Status RunHybridCacheMode(const ReplayConfig& config, const Workload& work
 // Serve mode: arrivals through the scheduler on a simulated GPU (one or several instances).
 absl::Status RunServeMode(const ReplayConfig& config, const Workload& workload, std::ostream& out);
 
-// Serve mode with --hybrid-kv (hybrid_serve_mode.cc): the scheduler over a HybridKvCacheManager
-// with the model's KV cache groups, against the same model treated as all full attention at the
-// same KV memory; throughput, TTFT, running requests, KV per request and hit rates.
-// `options` comes from serve mode's flag handling (capacity in full-model blocks).
+// Serve mode with --hybrid-kv (hybrid_serve_mode.cc): the scheduler over a KvCacheManager (several
+// groups) with the model's KV cache groups, against the same model treated as all full attention at
+// the same KV memory; throughput, TTFT, running requests, KV per request and hit rates. `options`
+// comes from serve mode's flag handling (capacity in full-model blocks).
 absl::Status RunHybridServeMode(const ReplayConfig& config, const Workload& workload,
                                 ServeReplayOptions options, std::ostream& out);
 

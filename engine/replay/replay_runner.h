@@ -42,8 +42,8 @@ struct PAGEDKV_EXPORT ReplayConfig {
   double capacity_gib = -1;           // cache capacity in GiB of KV (-1 = unset; uses `model`)
   std::vector<int64_t> sweep;         // capacities (blocks) to sweep in cache mode
   std::vector<std::string> policies;  // eviction policies; empty = lru (one capacity) or all
-  // Cache mode: replay through HybridKvCacheManager with the --model preset's layer windows
-  // (hybrid_cache_replay.h), beside the same preset treated as all full attention.
+  // Cache mode: replay through KvCacheManager (several groups) with the --model preset's layer
+  // windows (hybrid_cache_replay.h), beside the same preset treated as all full attention.
   bool hybrid_kv = false;
   bool count_shifted = true;  // count (serve mode: reuse) shifted hits of chunks
   // Cache mode: simulated KV tiers below the pool (cache_replay.h); 0 = none.

@@ -35,7 +35,7 @@
 #include "engine/replay/workload.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/export.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_groups.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/scheduler.h"
 
@@ -65,9 +65,9 @@ struct PAGEDKV_EXPORT ServeReplayOptions {
   // Simulated host / remote KV tiers below the pool and the links their loads are charged on
   // (serve_tiers.h); off by default.
   ServeTierOptions tiers = {};
-  // Non-empty: the scheduler drives a HybridKvCacheManager with these KV cache groups
+  // Non-empty: the scheduler drives a KvCacheManager with these KV cache groups
   // (HybridGroupsFor / AllFullGroupsFor in hybrid_cache_replay.h) and capacity_blocks counts its
-  // pages. Tiers are refused; shifted reuse is off (the hybrid manager has no chunk reuse).
+  // pages. Tiers are refused; shifted reuse is off (both fill group 0's blocks only).
   std::vector<KvCacheGroupSpec> hybrid_groups;
 };
 

@@ -140,7 +140,7 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   sim->result_.host_store = {.rule = options.tiers.host_store,
                              .threshold = options.tiers.host_store_threshold};
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
-  sim->result_.hybrid = sim->hybrid_ != nullptr;
+  sim->result_.hybrid = !options.hybrid_groups.empty();
   sim->result_.requests = static_cast<int64_t>(workload.requests.size());
   sim->result_.capacity_blocks = capacity_blocks;
   sim->ttft_.reserve(workload.requests.size());
@@ -152,22 +152,9 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
 }
 
 absl::Status ServeSimulation::CreateCacheAndScheduler(int64_t capacity_blocks) {
-  if (!options_.hybrid_groups.empty()) {
-    if (options_.tiers.enabled()) {
-      return absl::InvalidArgumentError(
-          "serve replay over a hybrid KV cache has no tiers; drop the host / remote capacities");
-    }
-    PAGEDKV_ASSIGN_OR_RETURN(hybrid_,
-                             HybridKvCacheManager::Create(
-                                 {.num_blocks = static_cast<int32_t>(capacity_blocks),
-                                  .block_size = options_.block_size,
-                                  .groups = options_.hybrid_groups,
-                                  .eviction_policy = options_.policy,
-                                  .vocab_size = options_.vocab_size,
-                                  .model_fingerprint = options_.model.name,
-                                  .collect_event_batches = options_.on_event_batch != nullptr}));
-    PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(options_.scheduler, *hybrid_));
-    return absl::OkStatus();
+  if (!options_.hybrid_groups.empty() && options_.tiers.enabled()) {
+    return absl::InvalidArgumentError(
+        "serve replay over a hybrid KV cache has no tiers; drop the host / remote capacities");
   }
   KvCacheManagerOptions manager_options;
   manager_options.num_blocks = static_cast<int32_t>(capacity_blocks);
@@ -176,26 +163,20 @@ absl::Status ServeSimulation::CreateCacheAndScheduler(int64_t capacity_blocks) {
   manager_options.vocab_size = options_.vocab_size;
   manager_options.model_fingerprint = options_.model.name;
   manager_options.collect_event_batches = options_.on_event_batch != nullptr;
+  manager_options.groups = options_.hybrid_groups;
   PAGEDKV_ASSIGN_OR_RETURN(manager_, KvCacheManager::Create(std::move(manager_options)));
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(options_.scheduler, *manager_));
   return absl::OkStatus();
 }
 
-CacheStats ServeSimulation::ManagerStats() const {
-  return hybrid_ != nullptr ? hybrid_->stats() : manager_->stats();
-}
+CacheStats ServeSimulation::ManagerStats() const { return manager_->stats(); }
 
-const BlockPool& ServeSimulation::Pool() const {
-  return hybrid_ != nullptr ? hybrid_->pool() : manager_->pool();
-}
+const BlockPool& ServeSimulation::Pool() const { return manager_->pool(); }
 
-absl::Status ServeSimulation::ValidateManager() const {
-  return hybrid_ != nullptr ? hybrid_->ValidateInvariants() : manager_->ValidateInvariants();
-}
+absl::Status ServeSimulation::ValidateManager() const { return manager_->ValidateInvariants(); }
 
 KvEventBatch ServeSimulation::TakeEventBatch(double timestamp) {
-  return hybrid_ != nullptr ? hybrid_->TakeEventBatch(timestamp)
-                            : manager_->TakeEventBatch(timestamp);
+  return manager_->TakeEventBatch(timestamp);
 }
 
 bool ServeSimulation::HasWork() const {

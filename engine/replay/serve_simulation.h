@@ -23,7 +23,7 @@
 #include "engine/replay/serve_replay.h"
 #include "engine/replay/simulated_chunk_reuse.h"
 #include "engine/replay/workload.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_groups.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 
@@ -72,7 +72,7 @@ class ServeSimulation {
   absl::Status RegisterFinishedChunks(StepWork& work);
   void RecordOutputs(const std::vector<RequestOutput>& outputs);
   void CountDone();
-  // Create's part: the KV cache manager (plain or hybrid) and the scheduler over it.
+  // Create's part: the KV cache manager (one group or options.hybrid_groups) and the scheduler.
   absl::Status CreateCacheAndScheduler(int64_t capacity_blocks);
   // The manager's statistics, pool, invariants and event batch, whichever manager it is.
   CacheStats ManagerStats() const;
@@ -83,8 +83,7 @@ class ServeSimulation {
   const Workload& workload_;
   const ServeReplayOptions& options_;
   const RooflineCostModel cost_;
-  std::unique_ptr<KvCacheManager> manager_;       // null with options.hybrid_groups
-  std::unique_ptr<HybridKvCacheManager> hybrid_;  // null without
+  std::unique_ptr<KvCacheManager> manager_;  // over options.hybrid_groups when given
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SimulatedChunkReuse> reuse_;  // null without shifted reuse
   std::unique_ptr<InstanceTiers> tiers_;        // null without tiers

@@ -25,7 +25,6 @@
 #include "engine/shift/engine_chunk_reuse.h"
 #include "kernels/cpu/int8_linear.h"
 #include "pagedkv/chunk_index.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/model_source.h"
 #include "pagedkv/status_macros.h"
@@ -159,19 +158,6 @@ absl::Status Engine::CreateKvCache(const std::string& fingerprint) {
   SchedulerOptions scheduler_options = options_.scheduler;
   scheduler_options.max_model_len =
       options_.allow_context_overrun ? 0 : static_cast<int32_t>(internals_->context.positions + 1);
-  if (kv_layout_.hybrid) {
-    PAGEDKV_ASSIGN_OR_RETURN(
-        hybrid_cache_,
-        HybridKvCacheManager::Create({.num_blocks = num_blocks,
-                                      .block_size = options_.block_size,
-                                      .groups = kv_layout_.groups,
-                                      .enable_prefix_caching = options_.enable_prefix_caching,
-                                      .eviction_policy = options_.eviction_policy,
-                                      .vocab_size = c.vocab_size,
-                                      .model_fingerprint = fingerprint}));
-    PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *hybrid_cache_));
-    return absl::OkStatus();
-  }
   KvCacheManagerOptions cache_options;
   cache_options.num_blocks = num_blocks;
   cache_options.block_size = options_.block_size;
@@ -182,6 +168,7 @@ absl::Status Engine::CreateKvCache(const std::string& fingerprint) {
   cache_options.max_high_priority_fraction = options_.max_high_priority_fraction;
   cache_options.vocab_size = c.vocab_size;
   cache_options.model_fingerprint = fingerprint;
+  if (kv_layout_.hybrid) cache_options.groups = kv_layout_.groups;
   PAGEDKV_ASSIGN_OR_RETURN(cache_, KvCacheManager::Create(std::move(cache_options)));
   PAGEDKV_ASSIGN_OR_RETURN(scheduler_, Scheduler::Create(scheduler_options, *cache_));
   return absl::OkStatus();
@@ -209,27 +196,12 @@ absl::Status Engine::CreateChunkReuse() {
 }
 
 const std::string& Engine::kv_cache_fingerprint() const {
-  return hybrid_cache_ != nullptr ? hybrid_cache_->options().model_fingerprint
-                                  : cache_->options().model_fingerprint;
+  return cache_->options().model_fingerprint;
 }
 
 absl::Status Engine::WriteKvCachePrometheus(std::string* out,
                                             const PrometheusOptions& options) const {
-  if (hybrid_cache_ == nullptr) return cache_->WritePrometheus(out, options);
-  PAGEDKV_RETURN_IF_ERROR(PrometheusWriter::CheckLabels(options));
-  PrometheusWriter w(out, options);
-  const CacheStats s = hybrid_cache_->stats();
-  const BlockPool& pool = hybrid_cache_->pool();
-  WritePrefixCacheLookups(w, s);
-  w.Gauge("pagedkv_kv_cache_usage_ratio",
-          "Fraction of KV blocks referenced by requests, in [0, 1].",
-          static_cast<double>(pool.NumUsedBlocks()) / std::max(1, pool.num_blocks()));
-  w.Gauge("pagedkv_kv_cache_blocks", "KV blocks in the pool.", pool.num_blocks());
-  w.Gauge("pagedkv_kv_cache_cached_blocks", "KV blocks in the prefix index.",
-          pool.NumCachedBlocks());
-  w.Gauge("pagedkv_kv_cache_groups", "KV cache groups of the hybrid KV cache.",
-          hybrid_cache_->num_groups());
-  return absl::OkStatus();
+  return cache_->WritePrometheus(out, options);
 }
 
 int64_t Engine::context_length() const { return internals_->context.positions; }

@@ -19,7 +19,6 @@
 #include "engine/runtime/engine_request.h"
 #include "pagedkv/engine.h"
 #include "pagedkv/host_tier.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/redis_tier.h"
 #include "pagedkv/status_macros.h"
@@ -29,7 +28,7 @@ namespace {
 
 // `listener` behind a stamp of each event's KV cache group (index, vLLM's kind, window), read
 // from the manager's block-to-group map, which it sets before the pool emits a stored event.
-KvEventListener GroupStamped(const HybridKvCacheManager& hybrid, KvEventListener listener) {
+KvEventListener GroupStamped(const KvCacheManager& hybrid, KvEventListener listener) {
   return [&hybrid, listener = std::move(listener)](const KvEvent& event) {
     const int32_t g =
         event.type == KvEventType::kAllBlocksCleared ? -1 : hybrid.BlockGroup(event.block);
@@ -136,11 +135,10 @@ std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
 
 int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
-  // Hybrid: the shared pool's events, each stamped with its block's group (no tiers then).
+  // Several groups: the shared pool's events, each stamped with its block's group.
   std::pair<int, std::vector<int>> ids{
-      hybrid_cache_ != nullptr
-          ? hybrid_cache_->AddEventListener(GroupStamped(*hybrid_cache_, listener))
-          : cache_->AddEventListener(listener),
+      cache_->num_groups() > 1 ? cache_->AddEventListener(GroupStamped(*cache_, listener))
+                               : cache_->AddEventListener(listener),
       {}};
   if (internals_->tiers != nullptr) {
     for (const auto& t : internals_->tiers->tiers())
@@ -153,11 +151,7 @@ int Engine::AddEventListener(const KvEventListener& listener) {
 bool Engine::RemoveEventListener(int id) {
   auto it = internals_->listeners.find(id);
   if (it == internals_->listeners.end()) return false;
-  if (hybrid_cache_ != nullptr) {
-    hybrid_cache_->RemoveEventListener(it->second.first);
-  } else {
-    cache_->RemoveEventListener(it->second.first);
-  }
+  cache_->RemoveEventListener(it->second.first);
   if (internals_->tiers != nullptr) {
     const auto& tiers = internals_->tiers->tiers();
     for (size_t i = 0; i < tiers.size() && i < it->second.second.size(); ++i) {

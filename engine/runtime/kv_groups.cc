@@ -22,7 +22,7 @@ absl::StatusOr<KvCacheLayout> HybridKvCacheLayout(const ModelConfig& c) {
     return absl::FailedPreconditionError(
         layers_of.contains(0)
             ? "the model has no sliding-window layers"
-            : "every layer is windowed, and HybridKvCacheManager needs a full-attention group");
+            : "every layer is windowed, and a KvCacheManager needs a full-attention group");
   }
   int32_t per_group = c.n_layers;
   for (const auto& [w, layers] : layers_of) {
@@ -61,9 +61,6 @@ std::string HybridIncompatibleOptions(const EngineOptions& o) {
   }
   if (!o.remote_cache_url.empty()) names.push_back("remote_cache_url");
   if (o.chunk_reuse.mode != ChunkReuseMode::kOff) names.push_back("chunk_reuse");
-  if (o.speculative.num_speculative_tokens > 0) names.push_back("speculative");
-  if (o.enable_cache_priorities) names.push_back("enable_cache_priorities");
-  if (o.collect_block_metrics) names.push_back("collect_block_metrics");
   return absl::StrJoin(names, ", ");
 }
 
@@ -90,7 +87,7 @@ absl::StatusOr<KvCacheLayout> ChooseKvCacheLayout(const EngineOptions& options,
     if (on) {
       return absl::InvalidArgumentError(
           absl::StrCat("EngineOptions.hybrid_kv_cache is on, but ", incompatible,
-                       " need a plain KvCacheManager; turn them off or use hybrid_kv_cache kAuto "
+                       " need one KV cache group; turn them off or use hybrid_kv_cache kAuto "
                        "(falls back to all-full) or kOff (--hybrid-kv-cache auto or off)"));
     }
     plain.reason = absl::StrCat("auto: ", incompatible, " need a plain KvCacheManager");

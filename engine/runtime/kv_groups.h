@@ -4,7 +4,7 @@
 // which KV cache group, by vLLM's rule. Full-attention layers are one kind and each sliding
 // window another; every kind splits into groups of n layers, n = the smallest kind's count, so
 // that one block's page holds one layer of each group (n page arrays). When a kind's count is not
-// a multiple of n, or no layer is full attention (HybridKvCacheManager needs a full group), the
+// a multiple of n, or no layer is full attention (a KvCacheManager needs a full group), the
 // model cannot use the hybrid layout.
 //
 // Example (Qwen2 with 4 layers, the last 2 windowed at 8): groups {full x2, window 8 x2},

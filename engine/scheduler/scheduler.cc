@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Scheduler: continuous batching over a KvCacheManager or a HybridKvCacheManager (see
-// include/pagedkv/scheduler.h; engine/scheduler/scheduler_kv_cache.h adapts both).
+// Scheduler: continuous batching over a KvCacheManager of any layout (see
+// include/pagedkv/scheduler.h).
 //
 // One step (Schedule):
 //   1. Running requests, in rank order (priority under kPriority, then arrival order), get their
@@ -31,23 +31,12 @@
 namespace pagedkv {
 
 Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager& cache)
-    : options_(options),
-      impl_(std::make_unique<Impl>(options, scheduler_internal::MakeSchedulerKvCache(cache))) {}
-
-Scheduler::Scheduler(const SchedulerOptions& options, HybridKvCacheManager& cache)
-    : options_(options),
-      impl_(std::make_unique<Impl>(options, scheduler_internal::MakeSchedulerKvCache(cache))) {}
+    : options_(options), impl_(std::make_unique<Impl>(options, cache)) {}
 
 Scheduler::~Scheduler() = default;
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
                                                              KvCacheManager& cache) {
-  PAGEDKV_RETURN_IF_ERROR(options.Validate());
-  return std::unique_ptr<Scheduler>(new Scheduler(options, cache));
-}
-
-absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options,
-                                                             HybridKvCacheManager& cache) {
   PAGEDKV_RETURN_IF_ERROR(options.Validate());
   return std::unique_ptr<Scheduler>(new Scheduler(options, cache));
 }

@@ -48,7 +48,7 @@ absl::Status Scheduler::Impl::EmitGroupTokens(const RequestState& r, int32_t sta
                                               ScheduledBatch* batch) const {
   const int32_t bs = cache_.block_size();
   for (int32_t g = 1; g < cache_.num_groups(); ++g) {
-    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetGroupBlockTable(r.id, g));
+    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id, g));
     std::vector<int64_t>& slots = batch->group_slot_mapping[static_cast<size_t>(g - 1)];
     for (int32_t pos = start; pos < last; ++pos) {
       const BlockId block = table[static_cast<size_t>(pos / bs)];

@@ -9,7 +9,6 @@
 //   scheduler_reuse.cc     chunk reuse planning through the ChunkReuseProvider
 //   scheduler_emit.cc      the decisions written out as one flat ScheduledBatch
 //   scheduler_output.cc    UpdateFromOutput: sampled tokens checked, appended, drafts kept
-//   scheduler_kv_cache.*   the KV cache calls, over KvCacheManager or HybridKvCacheManager
 #ifndef PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 #define PAGEDKV_ENGINE_SCHEDULER_SCHEDULER_IMPL_H_
 
@@ -23,8 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/scheduler/request_state.h"
-#include "engine/scheduler/scheduler_kv_cache.h"
 #include "engine/scheduler/waiting_queue.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 #include "pagedkv/types.h"
 
@@ -60,12 +59,9 @@ class Scheduler::Impl {
   using RequestState = internal::RequestState;
   using ReusableRange = scheduler_internal::ReusableRange;
 
-  // REQUIRES: cache != nullptr.
-  Impl(const SchedulerOptions& options, std::unique_ptr<scheduler_internal::SchedulerKvCache> cache)
-      : options_(options),
-        owned_cache_(std::move(cache)),
-        cache_(*owned_cache_),
-        waiting_(options.policy) {}
+  // REQUIRES: `cache` outlives this.
+  Impl(const SchedulerOptions& options, KvCacheManager& cache)
+      : options_(options), cache_(cache), waiting_(options.policy) {}
 
   absl::Status AddRequest(SchedulerRequest request);
   absl::Status Schedule(ScheduledBatch* batch);
@@ -138,8 +134,7 @@ class Scheduler::Impl {
 
   ChunkReuseProvider* reuse_ = nullptr;  // not owned; null: chunk reuse off
   SchedulerOptions options_;
-  std::unique_ptr<scheduler_internal::SchedulerKvCache> owned_cache_;
-  scheduler_internal::SchedulerKvCache& cache_;  // *owned_cache_
+  KvCacheManager& cache_;  // not owned
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> requests_;
   internal::WaitingQueue<RequestState> waiting_;
   // Sorted by rank (priority, then arrival order): served in this order, preempted from the back.

@@ -106,7 +106,7 @@ absl::Status Scheduler::Impl::KeepAcceptedDrafts(RequestState& r, int32_t num_ac
   r.scheduled_drafts.clear();
   // Cannot fail: the slots exist (lookahead), so no block is allocated, and the count is within
   // the request's tokens. Full blocks of accepted drafts are cached now: their KV was computed.
-  PAGEDKV_RETURN_IF_ERROR(cache_.AllocateSlots(r.cache, num_accepted, nullptr, {}));
+  PAGEDKV_RETURN_IF_ERROR(cache_.AllocateSlots(r.cache, num_accepted));
   r.num_computed_tokens += num_accepted;
   return absl::OkStatus();
 }

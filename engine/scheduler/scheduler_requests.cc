@@ -40,7 +40,7 @@ absl::Status CheckPromptAndBudget(const SchedulerRequest& request) {
 // The request's longest sequence fits the model, the pool and, without chunked prefill, one
 // step's token budget.
 absl::Status CheckFits(const SchedulerRequest& request, const SchedulerOptions& options,
-                       const scheduler_internal::SchedulerKvCache& cache) {
+                       const KvCacheManager& cache) {
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
   const int64_t max_len = prompt_len + request.max_new_tokens;
   if (options.max_model_len > 0 && max_len > options.max_model_len) {
@@ -56,7 +56,7 @@ absl::Status CheckFits(const SchedulerRequest& request, const SchedulerOptions& 
       max_chunk = std::min<int64_t>(max_chunk, options.long_prefill_token_threshold);
     }
   }
-  const int64_t max_blocks = cache.MaxBlocksFor(max_len - 1, max_chunk);
+  const int64_t max_blocks = cache.PeakBlocksFor(max_len - 1, max_chunk);
   if (max_blocks > cache.num_blocks()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request ", request.id, ": prompt (", prompt_len, ") + max_new_tokens (",
@@ -153,12 +153,6 @@ absl::Status Scheduler::Impl::SetDraftTokens(RequestId id, std::span<const Token
   if (it == requests_.end()) {
     return absl::NotFoundError(absl::StrCat("SetDraftTokens: unknown request ", id,
                                             " (never added, finished or aborted)"));
-  }
-  if (!cache_.supports_lookahead_and_reuse()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "SetDraftTokens: request ", id,
-        ": draft tokens need lookahead slots, which a scheduler over a HybridKvCacheManager does "
-        "not have; run without speculative decoding"));
   }
   RequestState& r = *it->second;
   if (r.status != RequestStatus::kRunning || r.awaiting_sample ||

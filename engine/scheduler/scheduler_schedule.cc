@@ -40,10 +40,10 @@ absl::Status Scheduler::Impl::Schedule(ScheduledBatch* batch) {
         " sequence(s) of the previous batch await their sampled token; call UpdateFromOutput "
         "first"));
   }
-  if (reuse_ != nullptr && !cache_.supports_lookahead_and_reuse()) {
+  if (reuse_ != nullptr && cache_.num_groups() > 1) {
     return absl::FailedPreconditionError(
-        "Schedule(): a ChunkReuseProvider is set but the scheduler runs over a "
-        "HybridKvCacheManager, which has no chunk reuse; call SetChunkReuseProvider(nullptr)");
+        "Schedule(): a ChunkReuseProvider is set but the KvCacheManager has several KV cache "
+        "groups; chunk reuse fills group 0's slots only, so call SetChunkReuseProvider(nullptr)");
   }
   batch->Clear();
   batch->block_size = cache_.block_size();
@@ -95,7 +95,7 @@ absl::StatusOr<bool> Scheduler::Impl::AllocateOrPreempt(RequestState* request, i
                                                         Decision* d, ScheduledBatch* batch) {
   while (true) {
     const absl::Status status = cache_.AllocateSlots(
-        request->cache, d->num_reused + num_new, nullptr,
+        request->cache, d->num_reused + num_new, {},
         {.no_cache_from_token = d->num_reused > 0 ? request->num_computed_tokens : -1,
          .num_lookahead_tokens = d->num_drafts});
     if (status.ok()) return true;
@@ -156,7 +156,7 @@ void Scheduler::Impl::OrderWaiting(std::vector<RequestState*>* order) const {
   // Admission stops at the first request that does not fit, so at most max_num_seqs candidates
   // matter under the queue order; the cache-aware order needs them all.
   const bool cache_aware =
-      options_.cache_aware && cache_.prefix_caching_enabled() &&
+      options_.cache_aware && cache_.options().enable_prefix_caching &&
       static_cast<int32_t>(waiting_.size()) <= options_.cache_aware_max_waiting;
   const size_t limit =
       cache_aware ? waiting_.size()
@@ -174,8 +174,7 @@ void Scheduler::Impl::OrderWaiting(std::vector<RequestState*>* order) const {
 }
 
 absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* budget) {
-  PAGEDKV_ASSIGN_OR_RETURN(const scheduler_internal::CacheHit hit,
-                           cache_.GetComputedBlocks(request->cache));
+  PAGEDKV_ASSIGN_OR_RETURN(const ComputedBlocks hit, cache_.GetComputedBlocks(request->cache));
   const int32_t num_hit = static_cast<int32_t>(hit.num_computed_tokens);
   int32_t num_new = request->num_tokens() - num_hit;
   if (!options_.enable_chunked_prefill) {
@@ -189,7 +188,7 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
   Decision d{request, 0, /*newly_admitted=*/true};
   PlanReuse(*request, num_hit, &num_new, &d);
   const absl::Status status =
-      cache_.AllocateSlots(request->cache, d.num_reused + num_new, &hit,
+      cache_.AllocateSlots(request->cache, d.num_reused + num_new, hit,
                            {.no_cache_from_token = d.num_reused > 0 ? num_hit : -1});
   if (!status.ok()) ReleaseChunk(&d);
   if (absl::IsResourceExhausted(status)) return false;

@@ -28,7 +28,7 @@
 // pointed at it (pagedkv/redis_tier.h); its faults are misses, never errors.
 //
 // Hybrid KV cache (EngineOptions.hybrid_kv_cache, docs/prefix_cache.md): a model mixing full and
-// sliding-window layers keeps KV in one KV cache group per kind over a HybridKvCacheManager; the
+// sliding-window layers keeps KV in one KV cache group per kind of its KvCacheManager; the
 // blocks a window group's requests have moved past are freed and a block holds one layer per
 // group, so the same memory holds more tokens. Greedy outputs equal the all-full engine's.
 // kv_cache_layout() says which layout was chosen and why.
@@ -72,8 +72,8 @@
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 #include "pagedkv/host_tier.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kernels/activation_type.h"
+#include "pagedkv/kv_cache_groups.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/kv_tier.h"
 #include "pagedkv/model_config.h"
@@ -151,24 +151,24 @@ struct PAGEDKV_EXPORT KvPoolSize {
   std::string reason;  // e.g. "room for this run's 42 tokens"
 };
 
-// Whether the Engine keeps KV through a HybridKvCacheManager (issue #31): one KV cache group per
+// Whether the Engine's KvCacheManager keeps one KV cache group per
 // kind of layer (full attention; each sliding window), sliding-window groups releasing the blocks
 // that fall out of their window. Greedy outputs are identical either way; only KV memory differs.
 enum class HybridKvCacheMode : uint8_t {
   // On when the model has sliding-window layers whose groups the hybrid layout can hold (at least
   // one full-attention layer, layer counts that split into equal groups) and no option needs a
-  // plain KvCacheManager (see kOn); else off. Engine::kv_cache_layout() says which and why.
+  // single group (see kOn); else off. Engine::kv_cache_layout() says which and why.
   kAuto,
   // Always, or Engine creation fails (InvalidArgument) naming the reason: a model without
-  // windowed layers or whose groups don't fit, KV tiers (host_tier, remote_cache_url), chunk
-  // reuse, speculative decoding, cache priorities or collect_block_metrics.
+  // windowed layers or whose groups don't fit, KV tiers (host_tier, remote_cache_url) or chunk
+  // reuse (they fill group 0's blocks only).
   kOn,
-  kOff,  // a plain KvCacheManager: every layer keeps every block
+  kOff,  // one KV cache group: every layer keeps every block
 };
 
 // The KV cache layout the Engine chose (Engine::kv_cache_layout()).
 struct PAGEDKV_EXPORT KvCacheLayout {
-  bool hybrid = false;                   // a HybridKvCacheManager over `groups`
+  bool hybrid = false;                   // a KvCacheManager over `groups`
   std::vector<KvCacheGroupSpec> groups;  // hybrid: group 0 full attention, equal num_layers
   std::vector<int32_t> layer_group;      // hybrid: [n_layers] each layer's group
   // Layers whose K/V one block holds (page arrays): n_layers, or hybrid the groups' num_layers.
@@ -427,18 +427,15 @@ class PAGEDKV_EXPORT Engine {
   // False when `id` is unknown.
   bool RemoveEventListener(int id);
 
-  // The cache and the scheduler, for engines that build on this one (e.g. their statistics).
-  // REQUIRES: !kv_cache_layout().hybrid (then the cache is hybrid_kv_cache_manager()).
+  // The cache (one KV cache group, or one per kind of layer when kv_cache_layout().hybrid) and
+  // the scheduler, for engines that build on this one (e.g. their statistics).
   KvCacheManager& kv_cache_manager() { return *cache_; }
-  // The hybrid manager when kv_cache_layout().hybrid, else null.
-  HybridKvCacheManager* hybrid_kv_cache_manager() { return hybrid_cache_.get(); }
   // The KV cache groups and why (EngineOptions::hybrid_kv_cache).
   const KvCacheLayout& kv_cache_layout() const { return kv_layout_; }
-  // The prefix cache's model fingerprint (hashed into every chain root), either manager's.
+  // The prefix cache's model fingerprint (hashed into every chain root).
   const std::string& kv_cache_fingerprint() const;
-  // The KV cache's metrics in Prometheus text: KvCacheManager::WritePrometheus, or for a hybrid
-  // cache the same prefix-cache counters and pool gauges (no block histograms) plus
-  // pagedkv_kv_cache_groups. InvalidArgument for a bad label.
+  // The KV cache's metrics in Prometheus text: KvCacheManager::WritePrometheus (with
+  // pagedkv_kv_cache_groups for several groups). InvalidArgument for a bad label.
   absl::Status WriteKvCachePrometheus(std::string* out,
                                       const PrometheusOptions& options = {}) const;
   Scheduler& scheduler() { return *scheduler_; }
@@ -491,8 +488,7 @@ class PAGEDKV_EXPORT Engine {
   KvPoolSize kv_pool_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   KvCacheLayout kv_layout_;
-  std::unique_ptr<KvCacheManager> cache_;               // null when kv_layout_.hybrid
-  std::unique_ptr<HybridKvCacheManager> hybrid_cache_;  // null unless kv_layout_.hybrid
+  std::unique_ptr<KvCacheManager> cache_;  // over kv_layout_.groups when hybrid
   std::unique_ptr<Scheduler> scheduler_;
   // Declared after cache_ and scheduler_: its chunk reuse goes before the pool it pins blocks of.
   std::unique_ptr<Internals> internals_;

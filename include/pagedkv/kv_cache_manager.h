@@ -1,6 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KvCacheManager: request-level prefix caching over a BlockPool (vLLM v1 style).
+// KvCacheManager: request-level prefix caching over a BlockPool (vLLM v1 style), for every KV
+// cache layout: a coordinator over KV cache groups (kv_cache_groups.h). One full-attention group
+// (options.groups empty) is the common case; a model with sliding-window layers (gpt-oss,
+// Gemma 3) gets one block table per group, all drawn from one pool (one eviction order), as
+// vLLM's KVCacheCoordinator does. Every feature below (lookahead, rollback, priorities, events,
+// chunk index, tiers, metrics) works for every layout.
 //
 // Per step, for each request the scheduler
 //   1. on admission: GetComputedBlocks(request) -> the longest cached prefix (never the whole
@@ -25,6 +30,16 @@
 //
 //   tokens:  | computed ............ | new (this call) | lookahead (k) |
 //   slots:   | allocated, full blocks cached          | allocated, never cached |
+//
+// Groups (more than one): GetComputedBlocks starts from the longest prefix every full-attention
+// group holds; each sliding-window group must hold the last cdiv(window - 1, block_size) blocks
+// ending at the hit point (searched right to left, earlier blocks may be gone); a group that
+// cannot cuts the hit back and the groups are asked again until all agree. AllocateSlots grows
+// every table alike and releases a sliding-window group's blocks that lie wholly before
+// (tokens with slots before the call - window + 1): they are unpinned (cached blocks stay
+// reusable) and their entries become kNullBlock (vLLM's null block). With several groups, a hit
+// block is verified by its hash, tokens, extra keys and parent hash but not by chain links (a
+// sliding-window group's chain has holes by design).
 //
 // Verification (options.verify_tokens, on by default): a hash hit is accepted only when the
 // cached block's tokens, extra keys (adapter, multimodal) and parent hash equal the request's and
@@ -60,6 +75,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/block_hash.h"
@@ -70,6 +86,7 @@
 #include "pagedkv/chunk_index.h"
 #include "pagedkv/eviction_policy.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kv_cache_groups.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/types.h"
@@ -96,6 +113,10 @@ struct PAGEDKV_EXPORT KvCacheManagerOptions {
   // Costs a clock read per store, hit, release and eviction.
   bool collect_block_metrics = false;
   std::function<double()> metrics_clock;  // monotonic seconds for them; null = steady clock
+  // KV cache groups (kv_cache_groups.h); empty = one full-attention group, today's only layout
+  // before groups existed. Event batches of more than one group carry each block's group and
+  // spec kind.
+  std::vector<KvCacheGroupSpec> groups;
 };
 
 // Per-request cache keys beyond the tokens.
@@ -121,8 +142,25 @@ struct PAGEDKV_EXPORT AllocateOptions {
 
 // The longest cached prefix of a request, as found by GetComputedBlocks.
 struct PAGEDKV_EXPORT ComputedBlocks {
-  std::vector<BlockId> blocks;      // cached blocks holding the request's first tokens, in order
+  std::vector<BlockId> blocks;      // group 0's cached blocks for the request's first tokens
   int64_t num_computed_tokens = 0;  // blocks.size() * block_size
+  // Groups 1 .. G-1 (empty for one group): [g - 1][blocks.size()]. In every group, kNullBlock
+  // where a sliding-window group needs no block (wholly outside the window).
+  std::vector<std::vector<BlockId>> other_groups;
+
+  // Group g's blocks. REQUIRES: 0 <= g < 1 + other_groups.size().
+  std::span<const BlockId> group(int32_t g) const {
+    return g == 0 ? std::span<const BlockId>(blocks)
+                  : std::span<const BlockId>(other_groups[g - 1]);
+  }
+};
+
+// What AllocateSlots would do, from PlanAllocation.
+struct PAGEDKV_EXPORT AllocationPlan {
+  std::vector<int32_t> per_group;  // blocks each group takes from the pool (new + evictable hits)
+  int32_t total = 0;               // sum of per_group (saturated at num_blocks + 1, as are they)
+  std::vector<int32_t> released;   // blocks each sliding-window group unpins (out of the window)
+  int32_t total_released = 0;      // sum of released
 };
 
 class PAGEDKV_EXPORT KvCacheManager {
@@ -162,10 +200,15 @@ class PAGEDKV_EXPORT KvCacheManager {
                              const AllocateOptions& options = {});
 
   // How many new blocks AllocateSlots(request, num_new_tokens, new_computed_blocks, options)
-  // would take from the pool (including computed blocks that are now evictable). Changes nothing.
+  // would take from the pool (including computed blocks that are now evictable), over all
+  // groups. Changes nothing. Errors as AllocateSlots' InvalidArgument / FailedPrecondition.
   absl::StatusOr<int32_t> NumBlocksToAllocate(const CacheRequest& request, int64_t num_new_tokens,
                                               const ComputedBlocks& new_computed_blocks = {},
                                               const AllocateOptions& options = {}) const;
+  // The same per group, with the sliding-window blocks the call would release.
+  absl::StatusOr<AllocationPlan> PlanAllocation(const CacheRequest& request, int64_t num_new_tokens,
+                                                const ComputedBlocks& new_computed_blocks = {},
+                                                const AllocateOptions& options = {}) const;
 
   // Rolls `request` back to its first `num_tokens` tokens (rejected draft tokens): truncates the
   // CacheRequest, drops the lookahead reservation, releases (tail first) the blocks that hold no
@@ -177,16 +220,24 @@ class PAGEDKV_EXPORT KvCacheManager {
   //   InvalidArgument    - num_tokens outside [0, request.num_tokens()], wrong block size;
   //   FailedPrecondition - the block holding token num_tokens - 1 also holds rejected tokens and
   //                        is shared with another request (its slots cannot be rewritten);
-  //                        truncate at a block boundary or after the shared prefix.
+  //                        truncate at a block boundary or after the shared prefix; or a
+  //                        sliding-window group already released a block the kept tokens'
+  //                        window needs (roll back less than the window).
   absl::Status TruncateRequest(CacheRequest& request, int64_t num_tokens);
 
   // Releases the request's blocks (tail first) and forgets it. NotFound when the request has no
   // blocks here (never allocated, or already freed: a double free).
   absl::Status Free(RequestId id);
 
-  // The request's block table: entry i holds its tokens [i*bs, (i+1)*bs). Valid until the next
-  // AllocateSlots / Free. NotFound for an unknown request.
-  absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id) const;
+  // The request's block table of group `group` (0: the only group of a full-attention model):
+  // entry i holds its tokens [i*bs, (i+1)*bs), kNullBlock for a released sliding-window block.
+  // Valid until the next AllocateSlots / Free. NotFound for an unknown request, InvalidArgument
+  // for a group outside [0, num_groups()).
+  absl::StatusOr<std::span<const BlockId>> GetBlockTable(RequestId id, int32_t group = 0) const;
+  // Non-null entries of the request's tables, and the same weighted by each group's num_layers
+  // (proportional to the KV memory it holds). NotFound for an unknown request.
+  absl::StatusOr<int64_t> NumHeldBlocks(RequestId id) const;
+  absl::StatusOr<int64_t> NumHeldLayerBlocks(RequestId id) const;
 
   // Tokens of the request that have KV slots (computed prefix + every allocated new token).
   absl::StatusOr<int64_t> NumAllocatedTokens(RequestId id) const;
@@ -202,6 +253,22 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   int32_t num_blocks() const { return pool_->num_blocks(); }
   int32_t block_size() const { return pool_->block_size(); }
+  // KV cache groups: 1 when options.groups is empty.
+  int32_t num_groups() const { return static_cast<int32_t>(groups_.size()); }
+  const KvCacheGroupSpec& group(int32_t g) const { return groups_[g]; }
+  // The group whose hash `block` was last cached under (always 0 with one group); -1 when out
+  // of range or, with several groups, never cached.
+  int32_t BlockGroup(BlockId block) const;
+
+  // Leading full blocks of `request` that GetComputedBlocks' rule finds on hashes alone (no
+  // verification, no statistics), at most (num_tokens - 1) / block_size: a cache-aware
+  // scheduler's cheap estimate.
+  int64_t ProbeCachedBlocks(const CacheRequest& request) const;
+  // Blocks a request of `num_tokens` KV tokens holds at its peak when each AllocateSlots call
+  // adds at most `max_chunk` tokens: NumBlocksFor(num_tokens) per full-attention group plus, per
+  // sliding-window group, its window's blocks and one chunk's (never more than
+  // NumBlocksFor(num_tokens)). A request needing more than num_blocks() can never run.
+  int64_t PeakBlocksFor(int64_t num_tokens, int64_t max_chunk) const;
   // Free + evictable blocks.
   int32_t NumAvailableBlocks() const { return pool_->NumAvailableBlocks(); }
   // Fraction of blocks referenced by requests, in [0, 1].
@@ -216,7 +283,8 @@ class PAGEDKV_EXPORT KvCacheManager {
   // pagedkv_prefix_cache_{lookups,queries,hits}_total (queries and hits in tokens, as vLLM's
   // prefix_cache_queries / prefix_cache_hits), pagedkv_prefix_cache_{stored,evicted}_blocks_total,
   // gauges pagedkv_kv_cache_usage_ratio (blocks referenced by requests / all) and
-  // pagedkv_kv_cache_{blocks,cached_blocks}, and with options.collect_block_metrics the histograms
+  // pagedkv_kv_cache_{blocks,cached_blocks} (and pagedkv_kv_cache_groups with several groups),
+  // and with options.collect_block_metrics the histograms
   // pagedkv_kv_block_{lifetime,idle_before_evict,reuse_gap}_seconds (pagedkv/cache_metrics.h).
   // InvalidArgument for a bad label name; nothing is appended then.
   absl::Status WritePrometheus(std::string* out, const PrometheusOptions& options = {}) const;
@@ -250,8 +318,10 @@ class PAGEDKV_EXPORT KvCacheManager {
   const BlockPool& pool() const { return *pool_; }
   const KvCacheManagerOptions& options() const { return options_; }
 
-  // Pool invariants plus: every request's table is referenced (reference counts equal the number
-  // of table entries holding each block). Internal with a description when broken.
+  // Pool invariants plus: every request's tables are referenced (reference counts equal the
+  // number of non-null table entries holding each block), every table covers its tokens and
+  // lookahead, sliding-window entries before the window are null, and no block is cached for two
+  // groups. Internal with a description when broken.
   absl::Status ValidateInvariants() const;
 
  private:
@@ -259,60 +329,121 @@ class PAGEDKV_EXPORT KvCacheManager {
   // and tests. Everything else attaches through the methods above.
   friend class KvCacheManagerInternal;
 
-  struct RequestState {
-    std::vector<BlockId> table;           // block table
-    int64_t num_tokens = 0;               // tokens with slots
-    int64_t num_lookahead = 0;            // slots reserved past num_tokens (never cached)
+  // One group's part of a request: its table and its cache cursor.
+  struct GroupState {
+    std::vector<BlockId> table;           // block table; kNullBlock: released (sliding window)
     int64_t num_cached_blocks = 0;        // leading full blocks already offered to the index
     BlockId last_canonical = kNullBlock;  // verified cached block for block num_cached_blocks-1
     uint32_t last_canonical_generation = 0;
     bool chain_broken = false;  // a block could not be linked; later ones are not cached
+  };
+  struct RequestState {
+    absl::InlinedVector<GroupState, 1> groups;  // [num_groups()]
+    int64_t num_tokens = 0;                     // tokens with slots
+    int64_t num_computed = 0;   // tokens with slots before the latest AllocateSlots (windows)
+    int64_t num_lookahead = 0;  // slots reserved past num_tokens (never cached)
     int64_t max_cached_blocks = INT64_MAX;  // blocks at or past this index are never cached
   };
 
-  // What AllocateSlots would do; computed by MakePlan without changing anything.
+  // What AllocateSlots would do; computed by MakePlan without changing anything. Every group's
+  // table has the same length, so new and released tail blocks are the same in each.
   struct Plan {
-    bool is_new = false;         // the request has no state yet
-    int64_t total_tokens = 0;    // tokens with slots after the call
-    int64_t lookahead = 0;       // lookahead slots after the call
-    int32_t new_blocks = 0;      // blocks to allocate from the pool
-    int32_t release_blocks = 0;  // tail blocks only the old lookahead needed
-    int32_t evictable_hits = 0;  // computed blocks that are evictable now (pinning takes them)
+    bool is_new = false;          // the request has no state yet
+    int64_t computed_tokens = 0;  // tokens with slots before the call
+    int64_t total_tokens = 0;     // tokens with slots after the call
+    int64_t lookahead = 0;        // lookahead slots after the call
+    int32_t new_blocks = 0;       // blocks each group allocates from the pool
+    int32_t release_blocks = 0;   // tail blocks only the old lookahead needed, per group
+    // Per group: computed blocks that are evictable now (pinning takes them), and blocks the
+    // window leaves behind (released before allocating).
+    absl::InlinedVector<int32_t, 1> evictable_hits;
+    absl::InlinedVector<int32_t, 1> window_released;
+    int32_t taken = 0;       // blocks taken from the pool over all groups (saturated)
+    int32_t releasable = 0;  // window-released blocks that become available (count 1)
   };
 
   KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<BlockPool> pool);
 
-  // Validates the arguments of AllocateSlots / NumBlocksToAllocate and plans the allocation.
+  // cache/kv_cache_manager_plan.cc: validates the arguments of AllocateSlots /
+  // NumBlocksToAllocate and plans the allocation.
   absl::StatusOr<Plan> MakePlan(const CacheRequest& request, int64_t num_new_tokens,
                                 const ComputedBlocks& new_computed_blocks,
                                 int64_t num_lookahead) const;
   // Checks of MakePlan on the computed blocks; counts the evictable ones into `plan`.
   absl::Status CheckComputed(const CacheRequest& request, const ComputedBlocks& computed,
                              Plan& plan) const;
-  // Unpins table entries [keep, end), tail first, and shrinks the table.
+  absl::Status CheckComputedGroup(const CacheRequest& request, const ComputedBlocks& computed,
+                                  int32_t g, Plan& plan) const;
+  // Sliding-window blocks an existing request's tables release before `computed` tokens.
+  void PlanWindowReleases(const RequestState& state, Plan& plan) const;
+
+  // AllocateSlots' steps: a new request's state with its computed blocks pinned; the
+  // sliding-window blocks before the window unpinned; unpin entries [keep, end) of every table,
+  // tail first, and shrink them.
+  RequestState PinComputed(const CacheRequest& request, const ComputedBlocks& computed);
+  void UnpinAll(RequestState& state);
+  void ReleaseWindow(RequestState& state, int64_t computed);
   void ReleaseTail(RequestState& state, size_t keep);
   // After truncation to `num_cached` cached blocks: the verified canonical block of the last one.
-  void ResetCanonical(const CacheRequest& request, RequestState& state);
+  void ResetCanonical(const CacheRequest& request, int32_t g, GroupState& state);
+  // TruncateRequest's checks: the shared dirty block and the window of the kept tokens.
+  absl::Status CheckTruncation(const CacheRequest& request, const RequestState& state,
+                               int64_t num_tokens) const;
 
-  // Whether cached `block` may serve block `i` of `request` whose previous block is `prev`.
-  bool Verify(BlockId block, const CacheRequest& request, int64_t i, BlockId prev) const;
-  // A new request's cache cursor: its computed blocks are cached, the last one verified.
-  void StartState(const ComputedBlocks& computed, RequestState& state) const;
-  // Offers the request's newly full blocks to the index.
+  // Group g's hash of block i of `request` and of its parent (FoldGroupHash for g > 0).
+  static BlockHash GroupHash(const CacheRequest& request, int32_t g, int64_t i);
+  static BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i);
+  bool IsSlidingWindow(int32_t g) const {
+    return groups_[g].kind == KvCacheGroupKind::kSlidingWindow;
+  }
+  // Whether blocks are indexed and verified along chain links: one group with verify_tokens.
+  // Several groups index every block unlinked (a sliding-window chain has holes, and the
+  // coordinator's hit needs every group anyway).
+  bool linked_chains() const { return options_.verify_tokens && groups_.size() == 1; }
+  // Index of the first block group g still needs once `computed` tokens have slots (0 for full
+  // attention): the next token attends to [computed - window + 1, computed].
+  int64_t FirstNeededBlock(int32_t g, int64_t computed) const;
+
+  // Whether cached `block` may serve group g's block `i` of `request` whose previous block is
+  // `prev` (linked chains; otherwise prev is ignored and the block's own hash is checked).
+  bool Verify(BlockId block, const CacheRequest& request, int32_t g, int64_t i, BlockId prev) const;
+  // cache/kv_cache_manager_hit.cc: the coordinator's lookup over several groups, and each
+  // group's longest hit of at most `max_blocks` blocks.
+  // FullAttentionHit counts verification failures.
+  int64_t CoordinatedHit(const CacheRequest& request, int64_t max_blocks, ComputedBlocks& result);
+  std::vector<BlockId> FullAttentionHit(const CacheRequest& request, int32_t g, int64_t max_blocks);
+  std::vector<BlockId> SlidingWindowHit(const CacheRequest& request, int32_t g,
+                                        int64_t max_blocks) const;
+  int64_t SlidingWindowProbe(const CacheRequest& request, int32_t g, int64_t max_blocks) const;
+
+  // cache/kv_cache_manager_caching.cc: offers the request's newly full blocks to the index.
   void CacheFullBlocks(const CacheRequest& request, RequestState& state);
-  // Block i of the request into the index: by hash alone (verify_tokens off), or verified and
-  // linked to the previous canonical block (a block whose chain broke is not offered).
-  void CacheHashOnly(const CacheRequest& request, const RequestState& state, int64_t i);
-  void CacheVerified(const CacheRequest& request, RequestState& state, int64_t i);
+  // Block i of group g into the index: by hash alone (verify_tokens off), unlinked (sliding
+  // window), or verified and linked to the previous canonical block (a block whose chain broke
+  // is not offered).
+  void CacheHashOnly(const CacheRequest& request, const GroupState& state, int32_t g, int64_t i);
+  void CacheUnlinked(const CacheRequest& request, const GroupState& state, int32_t g, int64_t i);
+  void CacheVerified(const CacheRequest& request, GroupState& state, int32_t g, int64_t i);
   // REQUIRES: i > 0. When block i - 1's canonical block left the index and the request's own
   // block i - 1 (a promoted duplicate) holds its hash now, makes that the canonical block.
-  void RelinkToOwnBlock(const CacheRequest& request, int64_t i, RequestState& state) const;
+  void RelinkToOwnBlock(const CacheRequest& request, int32_t g, int64_t i, GroupState& state) const;
+  // Records that `block` is cached for group g (before its stored event is sent).
+  void NoteBlockGroup(BlockId block, int32_t g) {
+    if (!block_group_.empty()) block_group_[block] = g;
+  }
+  // Stamps a pool event with its block's group and spec (more than one group) for the batcher.
+  void OnGroupedEvent(const KvEvent& event);
   absl::Status CheckRequest(const CacheRequest& request) const;
+  absl::Status CheckTables(RequestId id, const RequestState& state,
+                           std::vector<int32_t>& refs) const;
 
   KvCacheManagerOptions options_;
+  std::vector<KvCacheGroupSpec> groups_;  // options_.groups, or one full-attention group
   std::unique_ptr<BlockPool> pool_;
   absl::flat_hash_map<RequestId, RequestState> requests_;
-  CacheStats stats_;                         // lookup counters only
+  std::vector<int32_t> block_group_;  // [num_blocks] with > 1 group: group of the latest entry
+  std::vector<BlockId> fresh_;        // AllocateSlots' scratch: blocks taken this call
+  CacheStats stats_;                  // lookup counters only
   std::unique_ptr<KvEventBatcher> batcher_;  // set when options_.collect_event_batches
   // Set when options_.collect_block_metrics; observes pool_ (destroyed first; the pool calls no
   // hook while it is destroyed).

@@ -63,7 +63,7 @@ struct PAGEDKV_EXPORT KvBatchEvent {
   std::optional<std::string> medium;     // stored / removed: kMediumGpu, kMediumCpu, ...
   // vLLM 0.33's fields with defaults (nullopt = None, omitted on the wire by the kVllm layout and
   // not sent by the older ones). KvEventBatcher sets group_idx (the event's own group when it
-  // carries one, as an Engine over a HybridKvCacheManager stamps it with the kind and window;
+  // carries one, as a KvCacheManager of several groups stamps it with the kind and window;
   // else 0, as vLLM sends for a plain model); pagedkv leaves the rest unset. extra_keys and
   // lookahead_token_ids are not represented: pagedkv folds extra keys into the hash, and the
   // decoder skips both.

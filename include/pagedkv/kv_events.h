@@ -58,7 +58,7 @@ struct PAGEDKV_EXPORT KvEvent {
   // tier's medium (kv_tier.h, e.g. "CPU") for a tier's events. Valid only during the callback.
   std::string_view medium = {};
   BlockDomain domain = BlockDomain::kPrefix;  // stored / removed: the block's kind of chain
-  // The block's KV cache group when the emitter knows it (an Engine over a HybridKvCacheManager
+  // The block's KV cache group when the emitter knows it (a KvCacheManager of several groups
   // stamps it); -1: unknown, a KvEventBatcher then uses its own group_idx option. The kind is
   // vLLM's KVCacheSpecKind name ("full_attention", "sliding_window"; empty: unknown), the window
   // 0 for none. The kind's characters are static.

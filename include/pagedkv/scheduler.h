@@ -2,8 +2,8 @@
 //
 // Continuous-batching scheduler in the style of vLLM's v1 scheduler. It decides, step by step,
 // which tokens of which requests the model computes, allocates their KV blocks through a
-// KvCacheManager, or a HybridKvCacheManager for models with sliding-window layers (see the second
-// Create; prefix-cache hits count as already computed) and emits one flat batch per step:
+// KvCacheManager of any layout (one full-attention group, or groups with sliding windows; prefix-
+// cache hits count as already computed) and emits one flat batch per step:
 // every token with its own position id and KV slot, plus each sequence's block table.
 //
 // Each step has a token budget (max_num_batched_tokens) and a cap on running sequences
@@ -51,7 +51,6 @@
 namespace pagedkv {
 
 class KvCacheManager;
-class HybridKvCacheManager;
 
 // A span of a prompt that may be reused from a cached chunk computed at another position
 // (shifted-position reuse): prompt tokens [offset, offset + length).
@@ -282,12 +281,12 @@ struct PAGEDKV_EXPORT ScheduledBatch {
   std::vector<RequestId> finished_request_ids;
   // Requests preempted in this step (blocks freed, back in the waiting queue).
   std::vector<RequestId> preempted_request_ids;
-  // Scheduling over a HybridKvCacheManager of G > 1 KV cache groups: groups 1..G-1 (group 0 is
+  // Scheduling over a KvCacheManager of G > 1 KV cache groups: groups 1..G-1 (group 0 is
   // block_table_ids and slot_mapping above). group_block_table_ids[g - 1] is group g's tables in
   // block_table_ids' layout (same block_table_start offsets; kNullBlock for blocks released out
   // of a sliding window, never for a block a scheduled token is written to; empty when
   // emit_block_tables is false); group_slot_mapping[g - 1][t] is token t's slot in group g.
-  // Both empty (size 0) over a plain KvCacheManager.
+  // Both empty (size 0) over a manager of one group.
   std::vector<std::vector<BlockId>> group_block_table_ids;
   std::vector<std::vector<int64_t>> group_slot_mapping;
   // KV to move (re-rotate) before the forward pass: shifted-position reuse of cached chunks.
@@ -372,20 +371,14 @@ class PAGEDKV_EXPORT Scheduler {
  public:
   // A scheduler over `cache`, which must outlive it; nothing else may allocate for or free the
   // scheduler's requests in it. InvalidArgument (options.Validate()'s error) for bad options.
+  // Over several KV cache groups (sliding-window layers), admission and preemption go by
+  // AllocateSlots, so the pool budget counts every group's blocks (and the out-of-window blocks
+  // it releases); prefix hits follow the coordinator's rule, and the cache-aware order probes it
+  // on the hash index. The batch carries every group's tables (group_block_table_ids). A
+  // ChunkReuseProvider is refused there (Schedule: FailedPrecondition, nothing changed): chunk
+  // reuse fills group 0's slots only.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
                                                            KvCacheManager& cache);
-  // A scheduler over a hybrid manager (full-attention and sliding-window groups, issue #31), same
-  // ownership rules. Admission and preemption go by HybridKvCacheManager::AllocateSlots, so the
-  // pool budget counts every group's blocks (and the out-of-window blocks it releases); prefix
-  // hits follow its hybrid rule, and the cache-aware order probes that rule on the hash index.
-  // Each ScheduledSequence carries GROUP 0's block table and slot mapping only (kNullBlock
-  // entries where group 0 is a sliding window and released a block); per-group tables for the
-  // model runner are not emitted yet. Refused, as the hybrid manager lacks them: draft tokens
-  // (SetDraftTokens: FailedPrecondition), a ChunkReuseProvider (Schedule: FailedPrecondition,
-  // nothing changed), cache priorities (AddRequest: InvalidArgument). InvalidArgument
-  // (options.Validate()'s error) for bad options.
-  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
-                                                           HybridKvCacheManager& cache);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -448,7 +441,6 @@ class PAGEDKV_EXPORT Scheduler {
  private:
   class Impl;
   Scheduler(const SchedulerOptions& options, KvCacheManager& cache);
-  Scheduler(const SchedulerOptions& options, HybridKvCacheManager& cache);
   SchedulerOptions options_;
   std::unique_ptr<Impl> impl_;
 };

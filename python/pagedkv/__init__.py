@@ -21,6 +21,7 @@ Example::
 # it, the docstrings and the stubs in step).
 import contextlib as _contextlib
 import importlib as _importlib
+import warnings as _warnings
 from typing import Iterator as _Iterator
 from typing import Optional as _Optional
 from typing import Sequence as _Sequence
@@ -49,12 +50,14 @@ from ._pagedkv import (  # noqa: E402,F401  (names used below)
     ChunkLocation,
     Engine,
     GenerationRequest,
+    KvCacheManager,
     TokenOutput,
 )
 
 __all__ = [
     "AbortedError",
     "AllBlocksCleared",
+    "AllocationPlan",
     "AlreadyExistsError",
     "BlockPool",
     "BlockRemoved",
@@ -76,8 +79,6 @@ __all__ = [
     "GenerationRequest",
     "GenerationResult",
     "GgufFile",
-    "HybridAllocationPlan",
-    "HybridComputedBlocks",
     "HybridKvCacheManager",
     "InternalError",
     "InvalidArgumentError",
@@ -184,6 +185,31 @@ def _engine_stream(
 
 
 Engine.stream = _engine_stream  # type: ignore[attr-defined]
+
+class HybridKvCacheManager(KvCacheManager):
+    """Deprecated since issue #40 (one release): ``KvCacheManager(groups=[...])`` is the same
+    manager, with every feature of a one-group manager. This alias keeps the old constructor
+    (keyword arguments, ``groups`` required, no Python event recording) and
+    ``num_blocks_to_allocate`` returning the per-group plan (``plan_allocation``). Its
+    ``get_computed_blocks`` returns a ComputedBlocks: ``blocks`` is group 0's list now and
+    ``group_blocks`` holds every group's (the old ``blocks``)."""
+
+    def __init__(self, *, num_blocks, block_size=16, groups, enable_prefix_caching=True,
+                 eviction_policy="lru", vocab_size=0, model_fingerprint="",
+                 collect_event_batches=False, data_parallel_rank=None):
+        _warnings.warn("pagedkv.HybridKvCacheManager is deprecated: use "
+                       "pagedkv.KvCacheManager(groups=...)", DeprecationWarning, stacklevel=2)
+        super().__init__(num_blocks=num_blocks, block_size=block_size, groups=groups,
+                         enable_prefix_caching=enable_prefix_caching,
+                         eviction_policy=eviction_policy, vocab_size=vocab_size,
+                         model_fingerprint=model_fingerprint, record_events=False,
+                         collect_event_batches=collect_event_batches,
+                         data_parallel_rank=data_parallel_rank)
+
+    def num_blocks_to_allocate(self, request, num_new_tokens, computed=None):
+        """Deprecated: plan_allocation (what allocate_slots would take and release, per group)."""
+        return self.plan_allocation(request, num_new_tokens, computed)
+
 
 # The star import above bound `replay` to the extension's submodule; the package's replay.py
 # (which wraps it) takes its place.

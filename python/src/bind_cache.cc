@@ -30,12 +30,12 @@ std::vector<MultimodalInput> MultimodalArgument(const std::optional<py::list>& i
   return out;
 }
 
-std::unique_ptr<PyKvCacheManager> MakeManager(int32_t num_blocks, int32_t block_size,
-                                              bool enable_prefix_caching, bool verify_tokens,
-                                              py::object eviction_policy, int32_t vocab_size,
-                                              std::string model_fingerprint, bool record_events,
-                                              bool collect_block_metrics, bool enable_priorities,
-                                              double max_high_priority_fraction) {
+std::unique_ptr<PyKvCacheManager> MakeManager(
+    int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, bool verify_tokens,
+    py::object eviction_policy, int32_t vocab_size, std::string model_fingerprint,
+    bool record_events, bool collect_block_metrics, bool enable_priorities,
+    double max_high_priority_fraction, std::vector<KvCacheGroupSpec> groups,
+    bool collect_event_batches, std::optional<int32_t> data_parallel_rank) {
   KvCacheManagerOptions options{.num_blocks = num_blocks,
                                 .block_size = block_size,
                                 .enable_prefix_caching = enable_prefix_caching,
@@ -44,7 +44,10 @@ std::unique_ptr<PyKvCacheManager> MakeManager(int32_t num_blocks, int32_t block_
                                 .model_fingerprint = std::move(model_fingerprint),
                                 .enable_priorities = enable_priorities,
                                 .max_high_priority_fraction = max_high_priority_fraction,
-                                .collect_block_metrics = collect_block_metrics};
+                                .collect_block_metrics = collect_block_metrics,
+                                .groups = std::move(groups)};
+  options.collect_event_batches = collect_event_batches;
+  options.data_parallel_rank = data_parallel_rank;
   std::unique_ptr<EvictionPolicy> policy =
       PolicyArgument(eviction_policy, &options.eviction_policy);
   auto out = std::make_unique<PyKvCacheManager>();
@@ -138,15 +141,28 @@ void BindCacheRequest(py::module_& m) {
   py::class_<ComputedBlocks> computed(m, "ComputedBlocks",
                                       "The longest cached prefix found by get_computed_blocks.");
   computed
-      .def(py::init([](std::vector<BlockId> blocks, int64_t num_computed_tokens) {
-             return ComputedBlocks{std::move(blocks), num_computed_tokens};
+      .def(py::init([](std::vector<BlockId> blocks, int64_t num_computed_tokens,
+                       std::vector<std::vector<BlockId>> other_groups) {
+             return ComputedBlocks{std::move(blocks), num_computed_tokens, std::move(other_groups)};
            }),
-           arg("blocks") = std::vector<BlockId>{}, arg("num_computed_tokens") = 0)
+           arg("blocks") = std::vector<BlockId>{}, arg("num_computed_tokens") = 0,
+           arg("other_groups") = std::vector<std::vector<BlockId>>{})
       .def_readonly("blocks", &ComputedBlocks::blocks,
-                    "Cached blocks holding the request's first tokens, in order.")
+                    "Group 0's cached blocks holding the request's first tokens, in order.")
       .def_readonly("num_computed_tokens", &ComputedBlocks::num_computed_tokens,
-                    "Tokens those blocks hold (len(blocks) * block_size).");
-  AddDataclassMethods(computed, {"blocks", "num_computed_tokens"});
+                    "Tokens those blocks hold (len(blocks) * block_size).")
+      .def_readonly("other_groups", &ComputedBlocks::other_groups,
+                    "Groups 1.. of a manager of several groups: their blocks (-1 where a "
+                    "sliding-window group needs none); empty for one group.")
+      .def_property_readonly(
+          "group_blocks",
+          [](const ComputedBlocks& c) {
+            std::vector<std::vector<BlockId>> out = {c.blocks};
+            out.insert(out.end(), c.other_groups.begin(), c.other_groups.end());
+            return out;
+          },
+          "Every group's blocks, group 0 first.");
+  AddDataclassMethods(computed, {"blocks", "num_computed_tokens", "other_groups"});
 }
 
 void BindStats(py::module_& m) {
@@ -183,13 +199,13 @@ void BindStats(py::module_& m) {
 void BindManagerQueries(py::class_<PyKvCacheManager>& c) {
   c.def(
        "block_table",
-       [](PyKvCacheManager& self, RequestId id) {
-         std::span<const BlockId> t = Unwrap(self.get().GetBlockTable(id));
+       [](PyKvCacheManager& self, RequestId id, int32_t group) {
+         std::span<const BlockId> t = Unwrap(self.get().GetBlockTable(id, group));
          return ReadOnlyCopy(t.data(), t.size());
        },
-       arg("request_id"),
-       "The request's block table: a read-only int32 array (a copy, so it stays valid after "
-       "allocate_slots / free).")
+       arg("request_id"), arg("group") = 0,
+       "The request's block table of KV cache group `group`: a read-only int32 array (a copy, "
+       "so it stays valid after allocate_slots / free), -1 for released sliding-window blocks.")
       .def(
           "slot_mapping",
           [](PyKvCacheManager& self, RequestId id, int64_t start, int64_t stop) {
@@ -275,12 +291,16 @@ void BindManagerEvents(py::class_<PyKvCacheManager>& c) {
 void BindManager(py::module_& m) {
   py::class_<PyKvCacheManager> c(
       m, "KvCacheManager",
-      "Request-level prefix caching over a block pool (vLLM v1 style). Not thread-safe.");
+      "Request-level prefix caching over a block pool (vLLM v1 style), for one KV cache group "
+      "or several (groups=[KvCacheGroupSpec...]: full-attention and sliding-window layers, "
+      "one block table per group over one pool). Not thread-safe.");
   c.def(py::init(&MakeManager), py::kw_only(), arg("num_blocks"), arg("block_size") = 16,
         arg("enable_prefix_caching") = true, arg("verify_tokens") = true,
         arg("eviction_policy") = "lru", arg("vocab_size") = 0, arg("model_fingerprint") = "",
         arg("record_events") = true, arg("collect_block_metrics") = false,
-        arg("enable_priorities") = false, arg("max_high_priority_fraction") = 0.5)
+        arg("enable_priorities") = false, arg("max_high_priority_fraction") = 0.5,
+        arg("groups") = std::vector<KvCacheGroupSpec>{}, arg("collect_event_batches") = false,
+        arg("data_parallel_rank") = py::none())
       .def(
           "new_request",
           [](PyKvCacheManager& self, RequestId id, std::vector<TokenId> prompt,
@@ -356,6 +376,7 @@ void BindManager(py::module_& m) {
       });
   BindManagerQueries(c);
   BindManagerEvents(c);
+  BindManagerGroups(c);
 }
 
 }  // namespace

@@ -111,7 +111,8 @@ void BindScheduler(py::module_& m);
 void BindReplay(py::module_& m);
 void BindEngine(py::module_& m);
 void BindGguf(py::module_& m);
-void BindHybrid(py::module_& m);
+// bind_cache_groups.cc: KvCacheGroupSpec and AllocationPlan (before BindCache).
+void BindCacheGroupTypes(py::module_& m);
 
 }  // namespace pagedkv::python
 

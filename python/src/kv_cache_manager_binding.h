@@ -33,6 +33,9 @@ struct PyKvCacheManager {
 // NotFound for an unknown request; InvalidArgument outside its allocated tokens.
 py::array SlotMapping(const KvCacheManager& manager, RequestId id, int64_t start, int64_t stop);
 
+// bind_cache_groups.cc: the manager's KV cache group methods (called by BindManager).
+void BindManagerGroups(py::class_<PyKvCacheManager>& c);
+
 }  // namespace pagedkv::python
 
 #endif  // PAGEDKV_PYTHON_SRC_KV_CACHE_MANAGER_BINDING_H_

@@ -15,11 +15,11 @@ PYBIND11_MODULE(_pagedkv, m) {
   m.attr("_pybind11_version") =
       pybind11::make_tuple(PYBIND11_VERSION_MAJOR, PYBIND11_VERSION_MINOR);
   python::RegisterErrors(m);
+  python::BindCacheGroupTypes(m);
   python::BindCache(m);
   python::BindPool(m);
   python::BindScheduler(m);
   python::BindReplay(m);
   python::BindEngine(m);
   python::BindGguf(m);
-  python::BindHybrid(m);
 }

@@ -3,7 +3,7 @@
 interface; no code outside cache/ reaches into the pool, and no component includes another's
 *_internal.h). In the production folders (engine/, python/src/, kernels/, include/) a source
 file must not
-  * name `MutablePool` (KvCacheManagerInternal / HybridKvCacheManagerInternal: tests and cache/
+  * name `MutablePool` (KvCacheManagerInternal: tests and cache/
     only), nor
   * include a `*_internal.h` from another folder than its own (a folder is a component).
 Each violation is printed as `path:line: what`; the exit status is 1 when there is any.

@@ -1,8 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Hybrid cache-mode replay (engine/replay/hybrid_cache_replay.h): the presets' groups, and a
-// conversation workload through HybridKvCacheManager holding less KV per request than the same
-// model treated as all full attention, at the same KV memory.
+// conversation workload through KvCacheManager (several groups) holding less KV per request than
+// the same model treated as all full attention, at the same KV memory.
 #include "engine/replay/hybrid_cache_replay.h"
 
 #include <sstream>

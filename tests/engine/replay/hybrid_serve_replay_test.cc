@@ -1,9 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Serve-mode replay over a HybridKvCacheManager (`--mode serve --hybrid-kv`): one full-attention
-// group gives exactly the plain replay, a windowed model holds less KV per running request and
-// runs more requests than the same model all full at the same KV memory, and the mode's flag
-// path reports both.
+// Serve-mode replay over a KvCacheManager (several groups) (`--mode serve --hybrid-kv`): one
+// full-attention group gives exactly the plain replay, a windowed model holds less KV per running
+// request and runs more requests than the same model all full at the same KV memory, and the mode's
+// flag path reports both.
 #include <cstdint>
 #include <sstream>
 #include <string>

@@ -1,12 +1,12 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The engine over a HybridKvCacheManager (issue 31, EngineOptions::hybrid_kv_cache): random-weight
-// Qwen2 directories mixing full and sliding-window layers run with hybrid on and off give EQUAL
-// greedy ids (block sizes 4 and 16, whole and chunked prefill, three concurrent requests, a
-// prefix hit on a later request), and those ids match the masked float64 reference
-// (tests/engine/model/hf_test_model.h). The hybrid engine holds fewer layer-blocks for a long
-// request, buys more blocks with the same memory, refuses incompatible options when on, and falls
-// back to all-full under auto.
+// The engine over a KvCacheManager of several KV cache groups (issue 31,
+// EngineOptions::hybrid_kv_cache): random-weight Qwen2 directories mixing full and sliding-window
+// layers run with hybrid on and off give EQUAL greedy ids (block sizes 4 and 16, whole and chunked
+// prefill, three concurrent requests, a prefix hit on a later request), and those ids match the
+// masked float64 reference (tests/engine/model/hf_test_model.h). The hybrid engine holds fewer
+// layer-blocks for a long request, buys more blocks with the same memory, refuses incompatible
+// options when on, and falls back to all-full under auto.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/engine.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_event_batch.h"
 #include "pagedkv/kv_events.h"
 #include "pagedkv/model_source.h"
@@ -109,10 +109,9 @@ RunResult RunEngine(std::shared_ptr<const ModelWeights> weights, HybridKvCacheMo
   result.outputs.push_back((*out)[0].output_tokens);
   result.later_hit_tokens = (*out)[0].num_prefix_hit_tokens;
   result.preemptions = (*engine)->stats().num_preemptions;
-  if (HybridKvCacheManager* h = (*engine)->hybrid_kv_cache_manager(); h != nullptr) {
-    EXPECT_TRUE(h->ValidateInvariants().ok()) << h->ValidateInvariants();
-    EXPECT_EQ(h->NumRequests(), 0);
-  }
+  const KvCacheManager& h = (*engine)->kv_cache_manager();
+  EXPECT_TRUE(h.ValidateInvariants().ok()) << h.ValidateInvariants();
+  EXPECT_EQ(h.NumRequests(), 0);
   return result;
 }
 
@@ -233,8 +232,8 @@ TEST(EngineHybridKvTest, HoldsFewerLayerBlocksAndBuysMoreBlocks) {
   r.stop_at_eos = false;
   absl::StatusOr<RequestId> id = (*hybrid)->AddRequest(r);
   ASSERT_TRUE(id.ok()) << id.status();
-  HybridKvCacheManager* cache = (*hybrid)->hybrid_kv_cache_manager();
-  ASSERT_NE(cache, nullptr);
+  KvCacheManager* cache = &(*hybrid)->kv_cache_manager();
+  ASSERT_EQ(cache->num_groups(), 2);
   int64_t held = 0, tokens = 0;
   for (int step = 0; step < 4; ++step) {  // the prompt, then 3 decode steps
     ASSERT_TRUE((*hybrid)->Step().ok());
@@ -254,6 +253,52 @@ TEST(EngineHybridKvTest, HoldsFewerLayerBlocksAndBuysMoreBlocks) {
   EXPECT_LE(held, 2 * NumBlocksFor(tokens, 4) + 2 * 3) << "window groups keep about 2 blocks";
 }
 
+// Speculative decoding, cache priorities and block metrics run over several KV cache groups
+// (issue #40) and keep the all-full engine's greedy ids: drafts get lookahead slots in every
+// group.
+TEST(EngineHybridKvTest, SpeculationPrioritiesAndMetricsRunOverGroups) {
+  const HfTestModel model = Qwen2("sfsf", 61);
+  std::shared_ptr<const ModelWeights> weights = Load(model, "features");
+  ASSERT_NE(weights, nullptr);
+  // Repeating prompts, so prompt lookup finds n-grams to propose.
+  std::vector<TokenId> repeating;
+  for (int r = 0; r < 6; ++r) {
+    for (int t = 0; t < 5; ++t) repeating.push_back((t * 7 + 3) % model.spec.vocab);
+  }
+  std::vector<std::vector<TokenId>> outputs[2];
+  int64_t drafts[2] = {0, 0};
+  for (int on = 0; on < 2; ++on) {
+    EngineOptions options;
+    options.backend = BackendKind::kCpu;
+    options.block_size = 4;
+    options.num_kv_blocks = 96;
+    options.speculative.num_speculative_tokens = 3;
+    options.enable_cache_priorities = true;
+    options.collect_block_metrics = true;
+    options.hybrid_kv_cache = on ? HybridKvCacheMode::kOn : HybridKvCacheMode::kOff;
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(weights, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ((*engine)->kv_cache_layout().hybrid, on == 1);
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 2; ++i) {
+      GenerationRequest r{.prompt_tokens = repeating, .max_new_tokens = 12};
+      r.prompt_tokens.push_back(i + 1);
+      r.stop_at_eos = false;
+      r.cache_priority = {.priority = 80};
+      requests.push_back(std::move(r));
+    }
+    absl::StatusOr<std::vector<GenerationResult>> out = (*engine)->Generate(std::move(requests));
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (const GenerationResult& r : *out) outputs[on].push_back(r.output_tokens);
+    drafts[on] = (*engine)->stats().num_draft_tokens;
+    const KvCacheManager& cache = (*engine)->kv_cache_manager();
+    EXPECT_TRUE(cache.ValidateInvariants().ok()) << cache.ValidateInvariants();
+    EXPECT_NE(cache.block_metrics(), nullptr);
+  }
+  EXPECT_EQ(outputs[1], outputs[0]);
+  EXPECT_GT(drafts[1], 0) << "no drafts were proposed: the test proves nothing";
+}
+
 TEST(EngineHybridKvTest, OnRefusesIncompatibleOptionsAndAutoFallsBack) {
   const HfTestModel model = Qwen2("sfsf", 59);
   std::shared_ptr<const ModelWeights> weights = Load(model, "refuse");
@@ -265,9 +310,6 @@ TEST(EngineHybridKvTest, OnRefusesIncompatibleOptionsAndAutoFallsBack) {
   const Case cases[] = {
       {"host_tier", [](EngineOptions& o) { o.host_tier.capacity_blocks = 8; }},
       {"chunk_reuse", [](EngineOptions& o) { o.chunk_reuse.mode = ChunkReuseMode::kReRotate; }},
-      {"speculative", [](EngineOptions& o) { o.speculative.num_speculative_tokens = 2; }},
-      {"enable_cache_priorities", [](EngineOptions& o) { o.enable_cache_priorities = true; }},
-      {"collect_block_metrics", [](EngineOptions& o) { o.collect_block_metrics = true; }},
   };
   for (const Case& c : cases) {
     EngineOptions options;
@@ -283,7 +325,7 @@ TEST(EngineHybridKvTest, OnRefusesIncompatibleOptionsAndAutoFallsBack) {
     absl::StatusOr<std::unique_ptr<Engine>> fallback = Engine::Create(weights, options);
     ASSERT_TRUE(fallback.ok()) << c.name << ": " << fallback.status();
     EXPECT_FALSE((*fallback)->kv_cache_layout().hybrid) << c.name;
-    EXPECT_EQ((*fallback)->hybrid_kv_cache_manager(), nullptr);
+    EXPECT_EQ((*fallback)->kv_cache_manager().num_groups(), 1);
     EXPECT_NE((*fallback)->kv_cache_layout().reason.find(c.name), std::string::npos)
         << (*fallback)->kv_cache_layout().reason;
     EXPECT_EQ((*fallback)->kv_cache_manager().num_blocks(), 32) << c.name;

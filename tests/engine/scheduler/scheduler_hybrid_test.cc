@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Scheduler over a HybridKvCacheManager (issue #31): a windowed model keeps more long requests
-// running than an all-full one in the same pool, preemption and resume work, prefix hits follow
-// the hybrid rule, a one-group (full attention) hybrid scheduler behaves exactly as the plain one
-// on a random workload, and what the hybrid manager lacks is refused with a status.
+// Scheduler over a KvCacheManager of several KV cache groups (issues #31, #40): a windowed model
+// keeps more long requests running than an all-full one in the same pool, preemption and resume
+// work, prefix hits follow the hybrid rule, a one-group (full attention) hybrid scheduler behaves
+// exactly as the plain one on a random workload, and what the hybrid manager lacks is refused with
+// a status.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -15,7 +16,6 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/scheduler.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
@@ -33,18 +33,19 @@ KvCacheGroupSpec Window(int32_t w) {
   return {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = w, .num_layers = 1};
 }
 
-std::unique_ptr<HybridKvCacheManager> MakeHybrid(int32_t num_blocks, int32_t block_size,
-                                                 std::vector<KvCacheGroupSpec> groups) {
-  auto m = HybridKvCacheManager::Create({.num_blocks = num_blocks,
-                                         .block_size = block_size,
-                                         .groups = std::move(groups),
-                                         .model_fingerprint = "scheduler-test"});
+std::unique_ptr<KvCacheManager> MakeHybrid(int32_t num_blocks, int32_t block_size,
+                                           std::vector<KvCacheGroupSpec> groups,
+                                           bool enable_priorities = false) {
+  auto m = KvCacheManager::Create({.num_blocks = num_blocks,
+                                   .block_size = block_size,
+                                   .model_fingerprint = "scheduler-test",
+                                   .enable_priorities = enable_priorities,
+                                   .groups = std::move(groups)});
   EXPECT_TRUE(m.ok()) << m.status();
   return std::move(m).value();
 }
 
-std::unique_ptr<Scheduler> MakeScheduler(const SchedulerOptions& options,
-                                         HybridKvCacheManager& cache) {
+std::unique_ptr<Scheduler> MakeScheduler(const SchedulerOptions& options, KvCacheManager& cache) {
   auto s = Scheduler::Create(options, cache);
   EXPECT_TRUE(s.ok()) << s.status();
   return std::move(s).value();
@@ -62,7 +63,7 @@ struct RunResult {
 
 // Groups 1.. of the batch (issue 31): each sequence's table is the manager's, and every scheduled
 // token's slot comes from a non-null entry of it.
-void ExpectGroupTablesConsistent(const ScheduledBatch& batch, const HybridKvCacheManager& m) {
+void ExpectGroupTablesConsistent(const ScheduledBatch& batch, const KvCacheManager& m) {
   ASSERT_EQ(batch.num_kv_cache_groups(), m.num_groups());
   const int32_t bs = batch.block_size;
   for (int32_t g = 1; g < m.num_groups(); ++g) {
@@ -85,7 +86,7 @@ void ExpectGroupTablesConsistent(const ScheduledBatch& batch, const HybridKvCach
 }
 
 // Runs every request to completion, checking each batch and the manager after each step.
-RunResult RunToCompletion(Scheduler& s, HybridKvCacheManager& m) {
+RunResult RunToCompletion(Scheduler& s, KvCacheManager& m) {
   RunResult out;
   ScheduledBatch batch;
   std::vector<SampledToken> sampled;
@@ -254,25 +255,22 @@ class NoChunks final : public ChunkReuseProvider {
   void Release(int64_t) override {}
 };
 
-TEST(SchedulerHybridTest, RefusesWhatTheHybridManagerLacks) {
-  auto m = MakeHybrid(16, 16, {kFull, Window(32)});
+TEST(SchedulerHybridTest, PrioritiesAndDraftsWorkChunkReuseIsRefused) {
+  auto m = MakeHybrid(16, 16, {kFull, Window(32)}, /*enable_priorities=*/true);
   auto s = MakeScheduler({.max_num_batched_tokens = 256}, *m);
-  // Cache priorities.
-  absl::Status st =
-      s->AddRequest({.id = 1, .prompt = Iota(20, 1), .cache_priority = {.priority = 80}});
-  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
-  EXPECT_FALSE(s->HasUnfinishedRequests());
   // A request that could never fit the pool in both groups (17 + 4 blocks > 16).
-  st = s->AddRequest({.id = 2, .prompt = Iota(200, 1), .max_new_tokens = 60});
+  absl::Status st = s->AddRequest({.id = 2, .prompt = Iota(200, 1), .max_new_tokens = 60});
   EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
-  // Draft tokens.
-  ASSERT_TRUE(s->AddRequest({.id = 3, .prompt = Iota(20, 1), .max_new_tokens = 8}).ok());
+  // Cache priorities are taken.
+  SchedulerRequest request{.id = 3, .prompt = Iota(20, 1), .max_new_tokens = 8};
+  request.cache_priority = {.priority = 80};
+  ASSERT_TRUE(s->AddRequest(std::move(request)).ok());
   ScheduledBatch batch;
   ASSERT_TRUE(s->Schedule(&batch).ok());
   ASSERT_TRUE(s->UpdateFromOutput(std::vector<SampledToken>{{3, 5}}).ok());
+  // Draft tokens get lookahead slots in every group.
   const std::vector<TokenId> drafts = {6, 7};
-  st = s->SetDraftTokens(3, drafts);
-  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  ASSERT_TRUE(s->SetDraftTokens(3, drafts).ok());
   // A chunk reuse provider: Schedule refuses and changes nothing.
   NoChunks provider;
   s->SetChunkReuseProvider(&provider);
@@ -281,8 +279,13 @@ TEST(SchedulerHybridTest, RefusesWhatTheHybridManagerLacks) {
   EXPECT_EQ(s->GetRequestInfo(3)->num_computed_tokens, 20);
   s->SetChunkReuseProvider(nullptr);
   ASSERT_TRUE(s->Schedule(&batch).ok());
-  EXPECT_EQ(Describe(batch), "id=3 c=20 s=1 sample");
-  EXPECT_TRUE(m->ValidateInvariants().ok());
+  ASSERT_EQ(batch.num_sequences(), 1);
+  EXPECT_EQ(batch.slot_mapping.size(), 3u);  // the sampled token and two drafts
+  ASSERT_EQ(batch.group_slot_mapping.size(), 1u);
+  EXPECT_EQ(batch.group_slot_mapping[0].size(), 3u);
+  for (const int64_t slot : batch.group_slot_mapping[0]) EXPECT_GE(slot, 0);
+  EXPECT_EQ(m->NumLookaheadTokens(3).value(), 2);
+  EXPECT_TRUE(m->ValidateInvariants().ok()) << m->ValidateInvariants();
 }
 
 }  // namespace

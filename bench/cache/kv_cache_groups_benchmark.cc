@@ -1,8 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// HybridKvCacheManager benchmarks: the KV memory one long request holds on a gpt-oss-style model
-// (24 layers, half of them with a 128-token sliding window, blocks of 16 tokens) against the same
-// model treated as all full attention, in the same run:
+// KvCacheManager benchmarks over KV cache groups: the KV memory one long request holds on a
+// gpt-oss-style model (24 layers, half of them with a 128-token sliding window, blocks of 16
+// tokens) against the same model treated as all full attention, in the same run:
 //   BM_HybridKvBlocks_8k/hybrid:0   all full: one group of 24 layers (the floor to compare with);
 //   BM_HybridKvBlocks_8k/hybrid:1   12 full layers + 12 window layers.
 // Each iteration admits an 8,192-token prompt, allocates it in one chunk, decodes 32 tokens one
@@ -19,7 +19,7 @@
 
 #include "bench/cache/bench_util.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {
@@ -41,7 +41,7 @@ struct Run {
 };
 
 // One request: prompt, decode, free; returns the layer-weighted blocks held at the end.
-Run OneRequest(HybridKvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id) {
+Run OneRequest(KvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id) {
   Run run;
   // A salt per request: no hits and no duplicates of an earlier request's cached blocks.
   CacheRequest r = *m.NewRequest(id, prompt, {.cache_salt = std::to_string(id)});
@@ -57,8 +57,8 @@ Run OneRequest(HybridKvCacheManager& m, const std::vector<TokenId>& prompt, Requ
   return run;
 }
 
-std::unique_ptr<HybridKvCacheManager> Make(bool hybrid) {
-  return *HybridKvCacheManager::Create(
+std::unique_ptr<KvCacheManager> Make(bool hybrid) {
+  return *KvCacheManager::Create(
       {.num_blocks = 4096, .block_size = kBlockSize, .groups = Groups(hybrid)});
 }
 

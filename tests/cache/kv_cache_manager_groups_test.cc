@@ -1,17 +1,15 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// HybridKvCacheManager: vLLM's hybrid hit rule on hand-made caches (holes made with Uncache),
-// release of out-of-window blocks to the evictable set and their reuse, all-or-nothing failures,
-// per-group hashes and event fields. The randomised differential test against a brute-force
-// reference is hybrid_kv_cache_manager_random_test.cc.
-#include "pagedkv/hybrid_kv_cache_manager.h"
-
+// KvCacheManager (several groups): vLLM's hybrid hit rule on hand-made caches (holes made with
+// Uncache), release of out-of-window blocks to the evictable set and their reuse, all-or-nothing
+// failures, per-group hashes and event fields. The randomised differential test against a
+// brute-force reference is kv_cache_manager_groups_random_test.cc.
 #include <cstdint>
 #include <memory>
 #include <numeric>
 #include <vector>
 
-#include "cache/hybrid_kv_cache_manager_internal.h"
+#include "cache/kv_cache_manager_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/kv_cache_manager.h"
@@ -35,13 +33,13 @@ std::vector<TokenId> Prompt(int n, int start = 1) {
   return p;
 }
 
-class HybridTest : public ::testing::Test {
+class KvCacheGroupsTest : public ::testing::Test {
  protected:
   void Make(std::vector<KvCacheGroupSpec> groups, int num_blocks = 256, bool events = false) {
-    manager_ = HybridKvCacheManager::Create({.num_blocks = num_blocks,
-                                             .block_size = kBs,
-                                             .groups = std::move(groups),
-                                             .collect_event_batches = events})
+    manager_ = KvCacheManager::Create({.num_blocks = num_blocks,
+                                       .block_size = kBs,
+                                       .collect_event_batches = events,
+                                       .groups = std::move(groups)})
                    .value();
   }
   void TearDown() override {
@@ -52,7 +50,7 @@ class HybridTest : public ::testing::Test {
   // blocks end cached and evictable.
   void Prime(RequestId id, const std::vector<TokenId>& prompt) {
     CacheRequest r = manager_->NewRequest(id, prompt).value();
-    HybridComputedBlocks hit = manager_->GetComputedBlocks(r).value();
+    ComputedBlocks hit = manager_->GetComputedBlocks(r).value();
     ASSERT_TRUE(manager_->AllocateSlots(r, r.num_tokens() - hit.num_computed_tokens, hit).ok());
     ASSERT_TRUE(manager_->ValidateInvariants().ok()) << manager_->ValidateInvariants();
     ASSERT_TRUE(manager_->Free(id).ok());
@@ -60,44 +58,44 @@ class HybridTest : public ::testing::Test {
   // Drops group g's cached block i of `prompt` from the index.
   void Hole(const std::vector<TokenId>& prompt, int32_t g, int64_t i) {
     CacheRequest r = manager_->NewRequest(999, prompt).value();
-    BlockPool& pool = HybridKvCacheManagerInternal::MutablePool(*manager_);
-    const BlockId b = pool.FindCached(HybridKvCacheManager::FoldGroupHash(r.block_hashes()[i], g));
+    BlockPool& pool = KvCacheManagerInternal::MutablePool(*manager_);
+    const BlockId b = pool.FindCached(FoldGroupHash(r.block_hashes()[i], g));
     ASSERT_NE(b, kNullBlock);
     ASSERT_TRUE(pool.Uncache(b).ok());
   }
-  HybridComputedBlocks Hit(const std::vector<TokenId>& prompt) {
+  ComputedBlocks Hit(const std::vector<TokenId>& prompt) {
     CacheRequest r = manager_->NewRequest(1000, prompt).value();
     return manager_->GetComputedBlocks(r).value();
   }
   // Positions of group g's non-null hit blocks.
-  static std::vector<int64_t> Real(const HybridComputedBlocks& hit, int32_t g) {
+  static std::vector<int64_t> Real(const ComputedBlocks& hit, int32_t g) {
     std::vector<int64_t> out;
-    for (size_t i = 0; i < hit.blocks[g].size(); ++i) {
-      if (hit.blocks[g][i] != kNullBlock) out.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < hit.group(g).size(); ++i) {
+      if (hit.group(g)[i] != kNullBlock) out.push_back(static_cast<int64_t>(i));
     }
     return out;
   }
 
-  std::unique_ptr<HybridKvCacheManager> manager_;
+  std::unique_ptr<KvCacheManager> manager_;
 };
 
-TEST_F(HybridTest, CreateRejectsBadGroups) {
-  EXPECT_FALSE(HybridKvCacheManager::Create({.num_blocks = 8, .groups = {}}).ok());
-  EXPECT_FALSE(HybridKvCacheManager::Create({.num_blocks = 8, .groups = {Window(8)}}).ok());
-  EXPECT_FALSE(HybridKvCacheManager::Create({.num_blocks = 8, .groups = {Full(), Window(0)}}).ok());
-  EXPECT_FALSE(HybridKvCacheManager::Create({.num_blocks = 8, .groups = {Full(0)}}).ok());
-  EXPECT_FALSE(HybridKvCacheManager::Create({.num_blocks = 0, .groups = {Full()}}).ok());
+TEST_F(KvCacheGroupsTest, CreateRejectsBadGroups) {
+  EXPECT_TRUE(KvCacheManager::Create({.num_blocks = 8, .groups = {}}).ok());  // one full group
+  EXPECT_FALSE(KvCacheManager::Create({.num_blocks = 8, .groups = {Window(8)}}).ok());
+  EXPECT_FALSE(KvCacheManager::Create({.num_blocks = 8, .groups = {Full(), Window(0)}}).ok());
+  EXPECT_FALSE(KvCacheManager::Create({.num_blocks = 8, .groups = {Full(0)}}).ok());
+  EXPECT_FALSE(KvCacheManager::Create({.num_blocks = 0, .groups = {Full()}}).ok());
 }
 
 // Window 6 with blocks of 4: a hit needs the last cdiv(5, 4) = 2 blocks before it.
-TEST_F(HybridTest, WindowNotAMultipleOfBlockSize) {
+TEST_F(KvCacheGroupsTest, WindowNotAMultipleOfBlockSize) {
   Make({Full(), Window(6)});
   const std::vector<TokenId> p = Prompt(41);  // at most 40 tokens = 10 blocks hit
   Prime(1, p);
-  HybridComputedBlocks hit = Hit(p);
+  ComputedBlocks hit = Hit(p);
   EXPECT_EQ(hit.num_computed_tokens, 40);
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{8, 9}));
-  EXPECT_EQ(hit.blocks[0].size(), 10u);
+  EXPECT_EQ(hit.group(0).size(), 10u);
   Hole(p, 1, 9);  // the window at 10 is broken: the next one ends at 9
   hit = Hit(p);
   EXPECT_EQ(hit.num_computed_tokens, 36);
@@ -108,23 +106,23 @@ TEST_F(HybridTest, WindowNotAMultipleOfBlockSize) {
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{5, 6}));
 }
 
-TEST_F(HybridTest, FullAttentionHoleCapsEveryGroup) {
+TEST_F(KvCacheGroupsTest, FullAttentionHoleCapsEveryGroup) {
   Make({Full(), Window(6)});
   const std::vector<TokenId> p = Prompt(41);
   Prime(1, p);
   Hole(p, 0, 5);
-  const HybridComputedBlocks hit = Hit(p);
+  const ComputedBlocks hit = Hit(p);
   EXPECT_EQ(hit.num_computed_tokens, 20);
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{3, 4}));
 }
 
 // No full window anywhere: only a run from block 0 shorter than the window counts.
-TEST_F(HybridTest, ShortRunFromTheStart) {
+TEST_F(KvCacheGroupsTest, ShortRunFromTheStart) {
   Make({Full(), Window(13)});                 // needs 3 blocks
   const std::vector<TokenId> p = Prompt(17);  // 4 blocks at most
   Prime(1, p);
   Hole(p, 1, 2);
-  HybridComputedBlocks hit = Hit(p);
+  ComputedBlocks hit = Hit(p);
   EXPECT_EQ(hit.num_computed_tokens, 8);
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{0, 1}));
   Hole(p, 1, 0);
@@ -133,28 +131,28 @@ TEST_F(HybridTest, ShortRunFromTheStart) {
 }
 
 // Two window groups cut each other back until they agree (the coordinator's loop).
-TEST_F(HybridTest, CutBackIteratesUntilAllAgree) {
+TEST_F(KvCacheGroupsTest, CutBackIteratesUntilAllAgree) {
   Make({Full(), Window(6), Window(10)});  // need 2 and 3 blocks
   const std::vector<TokenId> p = Prompt(41);
   Prime(1, p);
   Hole(p, 1, 9);  // group 1: 10 -> 9
   Hole(p, 2, 6);  // group 2 at 9: blocks 6..8 broken -> 3..5, hit 6
   Hole(p, 1, 4);  // group 1 at 6: 4..5 broken -> 2..3, hit 4; group 2 at 4: 1..3 -> 4
-  const HybridComputedBlocks hit = Hit(p);
+  const ComputedBlocks hit = Hit(p);
   EXPECT_EQ(hit.num_computed_tokens, 16);
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(Real(hit, 2), (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_EQ(hit.blocks[0].size(), 4u);
+  EXPECT_EQ(hit.group(0).size(), 4u);
 }
 
-TEST_F(HybridTest, HitNeverCoversTheWholePrompt) {
+TEST_F(KvCacheGroupsTest, HitNeverCoversTheWholePrompt) {
   Make({Full(), Window(6)});
   const std::vector<TokenId> p = Prompt(40);  // exactly 10 blocks: at most 9 hit
   Prime(1, p);
   EXPECT_EQ(Hit(p).num_computed_tokens, 36);
 }
 
-TEST_F(HybridTest, GroupHashesNeverShareBlocksAndGroupZeroMatchesPlainManager) {
+TEST_F(KvCacheGroupsTest, GroupHashesNeverShareBlocksAndGroupZeroMatchesPlainManager) {
   Make({Full(), Window(8)}, 256, /*events=*/true);
   const std::vector<TokenId> p = Prompt(16);
   auto plain = KvCacheManager::Create({.num_blocks = 16, .block_size = kBs}).value();
@@ -176,14 +174,14 @@ TEST_F(HybridTest, GroupHashesNeverShareBlocksAndGroupZeroMatchesPlainManager) {
   ASSERT_TRUE(manager_->Free(1).ok());
 }
 
-TEST_F(HybridTest, OutOfWindowBlocksBecomeEvictableAndAreReused) {
+TEST_F(KvCacheGroupsTest, OutOfWindowBlocksBecomeEvictableAndAreReused) {
   Make({Full(), Window(8)});  // needs 2 blocks
   std::vector<TokenId> p = Prompt(32);
   CacheRequest a = manager_->NewRequest(1, p).value();
   ASSERT_TRUE(manager_->AllocateSlots(a, 32).ok());
   EXPECT_EQ(manager_->pool().NumEvictableBlocks(), 0);
   ASSERT_TRUE(a.AppendToken(7).ok());
-  const HybridAllocationPlan plan = manager_->NumBlocksToAllocate(a, 1).value();
+  const AllocationPlan plan = manager_->PlanAllocation(a, 1).value();
   EXPECT_EQ(plan.per_group, (std::vector<int32_t>{1, 1}));
   EXPECT_EQ(plan.released, (std::vector<int32_t>{0, 6}));  // token 32 attends to 25..32
   ASSERT_TRUE(manager_->AllocateSlots(a, 1).ok());
@@ -198,21 +196,21 @@ TEST_F(HybridTest, OutOfWindowBlocksBecomeEvictableAndAreReused) {
   std::vector<TokenId> q(p.begin(), p.begin() + 24);
   q.push_back(99);
   CacheRequest b = manager_->NewRequest(2, q).value();
-  const HybridComputedBlocks hit = manager_->GetComputedBlocks(b).value();
+  const ComputedBlocks hit = manager_->GetComputedBlocks(b).value();
   EXPECT_EQ(hit.num_computed_tokens, 24);
   EXPECT_EQ(Real(hit, 1), (std::vector<int64_t>{4, 5}));
-  const HybridAllocationPlan plan_b = manager_->NumBlocksToAllocate(b, 1, hit).value();
+  const AllocationPlan plan_b = manager_->PlanAllocation(b, 1, hit).value();
   EXPECT_EQ(plan_b.per_group, (std::vector<int32_t>{1, 3}));  // a new block + 2 evictable hits
   ASSERT_TRUE(manager_->AllocateSlots(b, 1, hit).ok());
   EXPECT_EQ(manager_->pool().NumEvictableBlocks(), 4);
-  EXPECT_EQ(manager_->GetBlockTable(2, 1).value()[4], hit.blocks[1][4]);
+  EXPECT_EQ(manager_->GetBlockTable(2, 1).value()[4], hit.group(1)[4]);
   EXPECT_EQ(manager_->stats().hit_tokens, 24);
   ASSERT_TRUE(manager_->Free(1).ok());
   ASSERT_TRUE(manager_->Free(2).ok());
   EXPECT_EQ(manager_->pool().NumUsedBlocks(), 0);
 }
 
-TEST_F(HybridTest, FailedAllocationChangesNothing) {
+TEST_F(KvCacheGroupsTest, FailedAllocationChangesNothing) {
   Make({Full(), Window(8)}, /*num_blocks=*/10);
   CacheRequest a = manager_->NewRequest(1, Prompt(24)).value();
   const int32_t available = manager_->NumAvailableBlocks();
@@ -243,10 +241,10 @@ TEST_F(HybridTest, FailedAllocationChangesNothing) {
   ASSERT_TRUE(manager_->Free(2).ok());
 }
 
-TEST_F(HybridTest, RequestsOfAnotherBlockSizeOrVocabularyAreRefused) {
+TEST_F(KvCacheGroupsTest, RequestsOfAnotherBlockSizeOrVocabularyAreRefused) {
   manager_ =
-      HybridKvCacheManager::Create(
-          {.num_blocks = 32, .block_size = kBs, .groups = {Full(), Window(8)}, .vocab_size = 1000})
+      KvCacheManager::Create(
+          {.num_blocks = 32, .block_size = kBs, .vocab_size = 1000, .groups = {Full(), Window(8)}})
           .value();
   const std::vector<TokenId> prompt = Prompt(12);
   const int32_t available = manager_->NumAvailableBlocks();
@@ -265,18 +263,18 @@ TEST_F(HybridTest, RequestsOfAnotherBlockSizeOrVocabularyAreRefused) {
   EXPECT_EQ(manager_->NumAvailableBlocks(), available);
 }
 
-TEST_F(HybridTest, StaleOrMalformedComputedBlocksAreRefused) {
+TEST_F(KvCacheGroupsTest, StaleOrMalformedComputedBlocksAreRefused) {
   Make({Full(), Window(8)});
   const std::vector<TokenId> p = Prompt(17);
   Prime(1, p);
   CacheRequest r = manager_->NewRequest(2, p).value();
-  HybridComputedBlocks hit = manager_->GetComputedBlocks(r).value();
+  ComputedBlocks hit = manager_->GetComputedBlocks(r).value();
   ASSERT_EQ(hit.num_computed_tokens, 16);
-  HybridComputedBlocks bad = hit;
+  ComputedBlocks bad = hit;
   bad.blocks.pop_back();
   EXPECT_EQ(manager_->AllocateSlots(r, 1, bad).code(), absl::StatusCode::kInvalidArgument);
   bad = hit;
-  bad.blocks[1][0] = hit.blocks[0][0];  // must be null (before the window)
+  bad.other_groups[0][0] = hit.blocks[0];  // must be null (before the window)
   EXPECT_EQ(manager_->AllocateSlots(r, 1, bad).code(), absl::StatusCode::kInvalidArgument);
   Hole(p, 0, 3);
   EXPECT_EQ(manager_->AllocateSlots(r, 1, hit).code(), absl::StatusCode::kFailedPrecondition);
@@ -284,7 +282,7 @@ TEST_F(HybridTest, StaleOrMalformedComputedBlocksAreRefused) {
   EXPECT_EQ(manager_->pool().NumUsedBlocks(), 0);
 }
 
-TEST_F(HybridTest, EventsCarryGroupFields) {
+TEST_F(KvCacheGroupsTest, EventsCarryGroupFields) {
   Make({Full(), Window(8)}, /*num_blocks=*/8, /*events=*/true);
   const std::vector<TokenId> p = Prompt(12);
   CacheRequest r = manager_->NewRequest(1, p).value();
@@ -306,7 +304,7 @@ TEST_F(HybridTest, EventsCarryGroupFields) {
   EXPECT_EQ(e1.kv_cache_spec_sliding_window, 8);
   EXPECT_EQ(e1.parent_block_hash, std::nullopt);
   ASSERT_EQ(e1.block_hashes.size(), 3u);
-  EXPECT_EQ(e1.block_hashes[2], HybridKvCacheManager::FoldGroupHash(r.block_hashes()[2], 1));
+  EXPECT_EQ(e1.block_hashes[2], FoldGroupHash(r.block_hashes()[2], 1));
   ASSERT_TRUE(manager_->Free(1).ok());
   // A new 8-block request evicts all 6 cached blocks: removed events name their groups.
   CacheRequest s = manager_->NewRequest(2, Prompt(16, 100)).value();
@@ -324,7 +322,7 @@ TEST_F(HybridTest, EventsCarryGroupFields) {
 }
 
 // The group fields travel on the wire in vLLM 0.33's layout and come back unchanged.
-TEST_F(HybridTest, GroupFieldsSurviveTheVllmWireFormat) {
+TEST_F(KvCacheGroupsTest, GroupFieldsSurviveTheVllmWireFormat) {
   Make({Full(), Window(8)}, /*num_blocks=*/16, /*events=*/true);
   CacheRequest r = manager_->NewRequest(1, Prompt(12)).value();
   ASSERT_TRUE(manager_->AllocateSlots(r, 12).ok());
@@ -341,9 +339,9 @@ TEST_F(HybridTest, GroupFieldsSurviveTheVllmWireFormat) {
   ASSERT_TRUE(manager_->Free(1).ok());
 }
 
-TEST_F(HybridTest, LayerWeightedBlocksOfALongRequest) {
+TEST_F(KvCacheGroupsTest, LayerWeightedBlocksOfALongRequest) {
   // gpt-oss-style: 12 full layers, 12 layers with a 128-token window, blocks of 16.
-  manager_ = HybridKvCacheManager::Create(
+  manager_ = KvCacheManager::Create(
                  {.num_blocks = 2048, .block_size = 16, .groups = {Full(12), Window(128, 12)}})
                  .value();
   CacheRequest r = manager_->NewRequest(1, Prompt(8192)).value();

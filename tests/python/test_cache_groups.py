@@ -1,5 +1,5 @@
 # Copyright 2026 The pagedkv Authors.
-"""pagedkv.HybridKvCacheManager from Python: KV cache groups (full attention, sliding window)
+"""pagedkv.KvCacheManager over several KV cache groups from Python: KV cache groups (full attention, sliding window)
 over one pool, vLLM's hybrid hit rule, out-of-window blocks released as evictable, failures that
 change nothing, and event batches that vLLM 0.33's own decoder reads with their group fields.
 
@@ -20,7 +20,7 @@ WINDOW = 6  # a token reads itself and 5 earlier tokens: cdiv(5, 4) = 2 blocks b
 def gpt_oss_style(num_blocks=64, **kw):
     groups = [pagedkv.KvCacheGroupSpec("full_attention", num_layers=2),
               pagedkv.KvCacheGroupSpec("sliding_window", sliding_window=WINDOW, num_layers=2)]
-    return pagedkv.HybridKvCacheManager(num_blocks=num_blocks, block_size=BS, groups=groups, **kw)
+    return pagedkv.KvCacheManager(num_blocks=num_blocks, block_size=BS, groups=groups, **kw)
 
 
 def run_prompt(m, rid, prompt):
@@ -70,8 +70,8 @@ def test_released_cached_blocks_stay_evictable_and_serve_a_later_hit():
     r2 = m.new_request(2, prompt + [7, 7, 7, 7, 1])
     hit = m.get_computed_blocks(r2)
     assert hit.num_computed_tokens == 40
-    assert len(hit.blocks) == 2 and len(hit.blocks[0]) == 10
-    assert hit.blocks[1][:8] == [-1] * 8 and -1 not in hit.blocks[1][8:]
+    assert len(hit.group_blocks) == 2 and len(hit.group_blocks[0]) == 10
+    assert hit.group_blocks[1][:8] == [-1] * 8 and -1 not in hit.group_blocks[1][8:]
     assert m.stats.hit_tokens == 40
     m.allocate_slots(r2, r2.num_tokens - 40, hit)
     m.validate_invariants()
@@ -81,7 +81,7 @@ def test_plan_counts_every_group_and_eviction_shortens_the_hit():
     m = gpt_oss_style()
     prompt = list(range(40))
     run_prompt(m, 1, prompt)
-    plan = m.num_blocks_to_allocate(m.new_request(5, list(range(100, 140))), 40)
+    plan = m.plan_allocation(m.new_request(5, list(range(100, 140))), 40)
     assert plan.per_group == [10, 10] and plan.total == 20 and plan.total_released == 0
     m.free(1)
     # 20 cached blocks are evictable, 44 free: a 60-block request must evict 16 of them.
@@ -105,10 +105,10 @@ def test_bad_configs_say_what_to_fix():
     with pytest.raises(pagedkv.InvalidArgumentError, match="full_attention"):
         pagedkv.KvCacheGroupSpec("chunked")
     with pytest.raises(pagedkv.InvalidArgumentError):
-        pagedkv.HybridKvCacheManager(num_blocks=8, block_size=BS, groups=[
+        pagedkv.KvCacheManager(num_blocks=8, block_size=BS, groups=[
             pagedkv.KvCacheGroupSpec("sliding_window", sliding_window=8)])
     with pytest.raises(pagedkv.InvalidArgumentError):
-        pagedkv.HybridKvCacheManager(num_blocks=8, block_size=BS, groups=[
+        pagedkv.KvCacheManager(num_blocks=8, block_size=BS, groups=[
             pagedkv.KvCacheGroupSpec("full_attention"),
             pagedkv.KvCacheGroupSpec("sliding_window", sliding_window=0)])
     with pytest.raises(pagedkv.NotFoundError):
@@ -152,3 +152,20 @@ def test_vllm_decoder_reads_the_hybrid_batches():
             for e in stored} == {(0, "full_attention", None), (1, "sliding_window", WINDOW)}
     assert removed and {e.group_idx for e in removed} <= {0, 1}
     assert sum(len(e.block_hashes) for e in stored) == 16
+
+
+def test_deprecated_hybrid_alias_still_works():
+    groups = [pagedkv.KvCacheGroupSpec("full_attention"),
+              pagedkv.KvCacheGroupSpec("sliding_window", sliding_window=WINDOW)]
+    with pytest.warns(DeprecationWarning, match="KvCacheManager"):
+        m = pagedkv.HybridKvCacheManager(num_blocks=64, block_size=BS, groups=groups)
+    assert isinstance(m, pagedkv.KvCacheManager) and m.num_groups == 2
+    r = m.new_request(1, list(range(40)))
+    hit = m.get_computed_blocks(r)
+    assert isinstance(hit, pagedkv.ComputedBlocks)
+    plan = m.num_blocks_to_allocate(r, 40, hit)
+    assert isinstance(plan, pagedkv.AllocationPlan) and plan.total == 20
+    m.allocate_slots(r, 40, hit)
+    assert len(m.block_table(1, 1)) == 10
+    m.free(1)
+    m.validate_invariants()

@@ -1,8 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Randomised differential test of HybridKvCacheManager against a brute-force reference of KV
-// cache groups over one pool. The reference keys a cached block by (group, every token up to the
-// block's end) instead of a hash, finds hits by trying every hit length from the longest down
+// Randomised differential test of KvCacheManager (several groups) against a brute-force reference
+// of KV cache groups over one pool. The reference keys a cached block by (group, every token up to
+// the block's end) instead of a hash, finds hits by trying every hit length from the longest down
 // (the largest length at which every full-attention group holds all blocks and every
 // sliding-window group holds the blocks its window needs), and models the pool by its documented
 // rules: a LIFO free stack, LRU over released cached blocks, duplicates promoted when their
@@ -20,13 +20,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "pagedkv/hybrid_kv_cache_manager.h"
+#include "pagedkv/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {
 
 constexpr int kBs = 4;
 using Key = std::vector<TokenId>;  // group, then the tokens up to the block's end
+
+// Every group's blocks of a hit, group 0 first.
+std::vector<std::vector<BlockId>> AllGroups(const ComputedBlocks& hit) {
+  std::vector<std::vector<BlockId>> out = {hit.blocks};
+  out.insert(out.end(), hit.other_groups.begin(), hit.other_groups.end());
+  return out;
+}
 
 class RefModel {
  public:
@@ -263,10 +270,10 @@ class Driver {
  public:
   Driver(const Layout& layout, uint32_t seed)
       : rng_(seed), num_blocks_(layout.num_blocks), ref_(layout.num_blocks, layout.groups) {
-    manager_ = HybridKvCacheManager::Create({.num_blocks = layout.num_blocks,
-                                             .block_size = kBs,
-                                             .groups = layout.groups,
-                                             .collect_event_batches = layout.events})
+    manager_ = KvCacheManager::Create({.num_blocks = layout.num_blocks,
+                                       .block_size = kBs,
+                                       .collect_event_batches = layout.events,
+                                       .groups = layout.groups})
                    .value();
     for (auto& base : bases_) {
       base.resize(48);
@@ -316,12 +323,12 @@ class Driver {
     prompt.resize(1 + rng_() % prompt.size());
     if (rng_() % 3 == 0) prompt[rng_() % prompt.size()] = static_cast<TokenId>(3 + rng_() % 2);
     CacheRequest r = manager_->NewRequest(id, prompt).value();
-    const HybridComputedBlocks hit = manager_->GetComputedBlocks(r).value();
+    const ComputedBlocks hit = manager_->GetComputedBlocks(r).value();
     const auto want = ref_.Hit(prompt);
-    ASSERT_EQ(hit.blocks, want) << "hit of request " << id;
+    ASSERT_EQ(AllGroups(hit), want) << "hit of request " << id;
     const int64_t left = r.num_tokens() - hit.num_computed_tokens;
     const int64_t chunk = 1 + static_cast<int64_t>(rng_() % left);
-    const HybridAllocationPlan plan = manager_->NumBlocksToAllocate(r, chunk, hit).value();
+    const AllocationPlan plan = manager_->PlanAllocation(r, chunk, hit).value();
     const absl::Status s = manager_->AllocateSlots(r, chunk, hit);
     const bool ref_ok = ref_.Allocate(id, prompt, chunk, want);
     ASSERT_EQ(s.ok(), ref_ok) << s;
@@ -346,7 +353,7 @@ class Driver {
       ASSERT_TRUE(r.AppendToken(static_cast<TokenId>(rng_() % 3)).ok());
     }
     const std::vector<TokenId> tokens(r.tokens().begin(), r.tokens().end());
-    const HybridAllocationPlan plan = manager_->NumBlocksToAllocate(r, chunk).value();
+    const AllocationPlan plan = manager_->PlanAllocation(r, chunk).value();
     const absl::Status s = manager_->AllocateSlots(r, chunk);
     ASSERT_EQ(s.ok(), ref_.Allocate(id, tokens, chunk, {})) << s;
     ASSERT_EQ(plan.total, std::min(ref_.last_need(), num_blocks_ + 1));
@@ -360,7 +367,7 @@ class Driver {
   std::mt19937 rng_;
   int num_blocks_;
   RefModel ref_;
-  std::unique_ptr<HybridKvCacheManager> manager_;
+  std::unique_ptr<KvCacheManager> manager_;
   std::vector<TokenId> bases_[3];
   std::map<RequestId, CacheRequest> requests_;
   std::vector<RequestId> live_;
@@ -368,7 +375,7 @@ class Driver {
   int refused_ = 0;
 };
 
-TEST(HybridKvCacheManagerRandomTest, MatchesReference) {
+TEST(KvCacheManagerGroupsRandomTest, MatchesReference) {
   int64_t promoted = 0;
   for (const Layout& layout : Layouts()) {
     for (uint32_t seed = 1; seed <= 6; ++seed) {
