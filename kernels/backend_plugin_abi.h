@@ -29,6 +29,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <type_traits>
 
 #include "pagedkv/kernels/op_args.h"
 
@@ -110,6 +112,55 @@ struct PagedkvBackendPlugin {
 
 // The entry point: the table for `abi_version`, or null when the plugin does not speak it.
 typedef const PagedkvBackendPlugin* (*PagedkvBackendPluginEntry)(uint32_t abi_version);
+
+}  // extern "C"
+
+// The compute ops of PagedkvBackendPlugin, in table order, as X(member, ArgsType): the list code
+// that walks every op reads (the op-case coverage test, tests/kernels/op_cases.h). They end the
+// table; the static_asserts below fail when an op is added to the table and not here, or here and
+// not there, or when a member's signature is not `int32_t (backend, const pagedkv::ArgsType*,
+// error)`.
+#define PAGEDKV_PLUGIN_OPS(X)               \
+  X(linear, LinearArgs)                     \
+  X(embedding_gather, EmbeddingGatherArgs)  \
+  X(gather_rows, GatherRowsArgs)            \
+  X(rms_norm, RmsNormArgs)                  \
+  X(swiglu, SwiGluArgs)                     \
+  X(lm_head, LmHeadArgs)                    \
+  X(reshape_and_cache, ReshapeAndCacheArgs) \
+  X(rerotate, ReRotateArgs)                 \
+  X(paged_attention, PagedAttentionArgs)    \
+  X(sample, SampleArgs)
+
+// The member names of PAGEDKV_PLUGIN_OPS, in order ("linear", ..., "sample").
+#define PAGEDKV_PLUGIN_OP_NAME(member, Args) #member,
+inline constexpr const char* kPagedkvPluginOpNames[] = {PAGEDKV_PLUGIN_OPS(PAGEDKV_PLUGIN_OP_NAME)};
+#undef PAGEDKV_PLUGIN_OP_NAME
+inline constexpr size_t kPagedkvPluginNumOps = std::size(kPagedkvPluginOpNames);
+
+#define PAGEDKV_PLUGIN_OP_SIGNATURE(member, Args)                                      \
+  static_assert(std::is_same_v<decltype(PagedkvBackendPlugin::member),                 \
+                               int32_t (*)(PagedkvPluginBackend, const pagedkv::Args*, \
+                                           PagedkvPluginError*)>,                      \
+                "PagedkvBackendPlugin::" #member " must take const pagedkv::" #Args "*");
+PAGEDKV_PLUGIN_OPS(PAGEDKV_PLUGIN_OP_SIGNATURE)
+#undef PAGEDKV_PLUGIN_OP_SIGNATURE
+
+// True when the members of PAGEDKV_PLUGIN_OPS are, in order, the last members of the table.
+constexpr bool PagedkvPluginOpsEndTheTable() {
+#define PAGEDKV_PLUGIN_OP_OFFSET(member, Args) offsetof(PagedkvBackendPlugin, member),
+  constexpr size_t offsets[] = {PAGEDKV_PLUGIN_OPS(PAGEDKV_PLUGIN_OP_OFFSET)};
+#undef PAGEDKV_PLUGIN_OP_OFFSET
+  constexpr size_t slot = sizeof(PagedkvBackendPlugin::linear);
+  for (size_t i = 0; i < std::size(offsets); ++i) {
+    if (offsets[i] != offsets[0] + i * slot) return false;
+  }
+  return offsets[0] + std::size(offsets) * slot == sizeof(PagedkvBackendPlugin);
+}
+static_assert(PagedkvPluginOpsEndTheTable(),
+              "PAGEDKV_PLUGIN_OPS must list every compute op of PagedkvBackendPlugin, in order");
+
+extern "C" {
 
 // ---- Optional extension: asynchronous KV-tier copies on a copy stream ---------------------------
 //

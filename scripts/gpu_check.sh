@@ -3,7 +3,8 @@
 #   1. configures a minimal Release build with CUDA for the visible GPU's architecture only,
 #   2. builds only the CUDA plugin (libpagedkv_cuda.so) and the GPU test and benchmark targets (-j16),
 #   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest,
-#      CudaCopyStreamTest (the tier copy stream: fenced loads, stores after compute); engine: ModelRunnerCudaTest)
+#      CudaCopyStreamTest (the tier copy stream: fenced loads, stores after compute); engine: ModelRunnerCudaTest,
+#      EveryBackendTest (every op case of tests/kernels/op_cases.h through the CUDA plugin))
 #      and fails if any of them failed or was skipped,
 #   4. runs cuda_kernels_bench,
 #   5. when compute-sanitizer is installed, runs the kernel parity tests under memcheck.
@@ -38,15 +39,15 @@ if ! timeout 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA
   exit 1
 fi
 
-log "build pagedkv_cuda kernels_cuda_test model_runner_test cuda_kernels_bench"
-if ! timeout 300 cmake --build "$build" -j16 \
-  --target pagedkv_cuda kernels_cuda_test model_runner_test cuda_kernels_bench >"$out/build.log" 2>&1; then
+log "build pagedkv_cuda kernels_cuda_test model_runner_test backend_ops_test cuda_kernels_bench"
+if ! timeout 300 cmake --build "$build" -j16 --target pagedkv_cuda kernels_cuda_test \
+  model_runner_test backend_ops_test cuda_kernels_bench >"$out/build.log" 2>&1; then
   fail "build (see build.log)"
   exit 1
 fi
 
 log "GPU parity tests (ctest)"
-tests='^(CudaParityTest|CudaBadInputTest|CudaValidationTest|CudaCopyStreamTest|ModelRunnerCudaTest)\.'
+tests='^(CudaParityTest|CudaBadInputTest|CudaValidationTest|CudaCopyStreamTest|ModelRunnerCudaTest|EveryBackendTest)\.'
 if ! (cd "$build" && timeout 240 ctest -R "$tests" -V --timeout 200) >"$out/ctest.log" 2>&1; then
   fail "GPU parity tests (see ctest.log)"
 fi
@@ -66,7 +67,7 @@ if [[ -n "$sanitizer" ]]; then
   log "compute-sanitizer memcheck on the kernel parity tests"
   if ! timeout 150 "$sanitizer" --tool memcheck --error-exitcode 3 \
     "$build/tests/kernels/kernels_cuda_test" \
-    --gtest_filter='CudaParityTest.PagedAttention*:CudaBadInputTest.BadIndex*:CudaBadInputTest.Trusted*:CudaParityTest.Sample*:CudaParityTest.EmbeddingRmsNormSwiGlu' \
+    --gtest_filter='CudaParityTest.EveryOpCaseMatchesTheCpuOpsValidated:CudaBadInputTest.EveryBadInput*:CudaBadInputTest.Trusted*' \
     >"$out/memcheck.log" 2>&1; then
     fail "memcheck (see memcheck.log; exit 124 means it timed out)"
   fi

@@ -413,22 +413,15 @@ int Run(StudyShiftFlags& flags) {
   return pass ? 0 : 1;
 }
 
-}  // namespace
-
-void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
-  auto flags = std::make_shared<StudyShiftFlags>();
-  ShiftStudyOptions& o = flags->study;
-  CLI::App* sub = app.add_subcommand(
-      "study-shift",
-      "Shifted-position reuse study: re-rotation exactness per layer and dtype, rotation forms "
-      "and drift, and next-token quality of reuse variants against full recompute. Writes a "
-      "table, CSVs and a plot; PASS/FAIL only for the layer-0 re-rotation check.");
-  sub->add_option("--model", flags->model,
+// The model, the chunk, the shifts it is reused at, the KV dtypes and the reuse variants.
+void AddModelAndShiftOptions(CLI::App* sub, StudyShiftFlags& flags) {
+  ShiftStudyOptions& o = flags.study;
+  sub->add_option("--model", flags.model,
                   "llama2.c checkpoint (e.g. ../shared/data/aidreams260K/aidreams260K.bin) or a "
                   "Hugging Face model directory (e.g. ../shared/data/tinystories656K) or a GGUF "
                   "file (e.g. SmolLM2, scripts/fetch_models.sh); default: a built-in "
                   "random-weights model");
-  sub->add_option("--backend", flags->backend, "cpu, cuda or auto")->capture_default_str();
+  sub->add_option("--backend", flags.backend, "cpu, cuda or auto")->capture_default_str();
   sub->add_option("--chunk-len", o.chunk_length, "Tokens of the reused chunk")
       ->capture_default_str();
   sub->add_option("--chunk-pos", o.chunk_position, "Position p0 the chunk is first computed at")
@@ -439,15 +432,20 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--continuation", o.continuation_length,
                   "Tokens after the chunk scored for quality")
       ->capture_default_str();
-  sub->add_option("--dtypes", flags->dtypes, "KV storage dtypes: f32, bf16, f16")
+  sub->add_option("--dtypes", flags.dtypes, "KV storage dtypes: f32, bf16, f16")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--variants", flags->variants,
+  sub->add_option("--variants", flags.variants,
                   "one-chunk: rerotated, naive, firstk, selective; independent-chunks: full, "
                   "naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: all "
                   "of these), engine")
       ->delimiter(',')
       ->capture_default_str();
+}
+
+// What the recompute variants recompute, the drift measurement, the sampled texts and the outputs.
+void AddRecomputeDriftAndOutputOptions(CLI::App* sub, StudyShiftFlags& flags) {
+  ShiftStudyOptions& o = flags.study;
   sub->add_option("--first-k", o.recompute_first, "k of the first-k recompute variant (EPIC)")
       ->capture_default_str();
   sub->add_option("--fraction", o.recompute_fraction,
@@ -465,11 +463,15 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--seed", o.seed, "Seed of the sampled texts")->capture_default_str();
   sub->add_option("--block-size", o.block_size, "Tokens per KV block")->capture_default_str();
-  sub->add_option("--out-dir", flags->out_dir, "Folder for the CSVs and the plot")
+  sub->add_option("--out-dir", flags.out_dir, "Folder for the CSVs and the plot")
       ->capture_default_str();
-  sub->add_flag("--no-plot", flags->no_plot, "Do not run gnuplot");
-  ChunksStudyOptions& c = flags->chunks;
-  sub->add_option("--setting", flags->setting,
+  sub->add_flag("--no-plot", flags.no_plot, "Do not run gnuplot");
+}
+
+// The setting, and the independent-chunks setting's own options.
+void AddIndependentChunksOptions(CLI::App* sub, StudyShiftFlags& flags) {
+  ChunksStudyOptions& c = flags.chunks;
+  sub->add_option("--setting", flags.setting,
                   "one-chunk (A||C then B||C||D) or independent-chunks (CacheBlend's and EPIC's: "
                   "k chunks computed alone, concatenated, then a continuation)")
       ->capture_default_str();
@@ -487,6 +489,20 @@ void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--first-k-max", c.first_k_max,
                   "independent-chunks: most tokens per chunk the firstk selector recomputes")
       ->capture_default_str();
+}
+
+}  // namespace
+
+void AddStudyShiftCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<StudyShiftFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "study-shift",
+      "Shifted-position reuse study: re-rotation exactness per layer and dtype, rotation forms "
+      "and drift, and next-token quality of reuse variants against full recompute. Writes a "
+      "table, CSVs and a plot; PASS/FAIL only for the layer-0 re-rotation check.");
+  AddModelAndShiftOptions(sub, *flags);
+  AddRecomputeDriftAndOutputOptions(sub, *flags);
+  AddIndependentChunksOptions(sub, *flags);
   sub->callback([flags, exit_code, sub]() {
     flags->variants_given = sub->count("--variants") > 0;
     *exit_code = Run(*flags);

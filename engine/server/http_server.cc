@@ -121,6 +121,13 @@ void HttpServer::Stop() {
 }
 
 void HttpServer::AddRoutes() {
+  AddErrorHandlers();
+  AddStatusRoutes();
+  AddGenerationRoutes();
+  AddTokenRoutes();
+}
+
+void HttpServer::AddErrorHandlers() {
   // No compression: cpp-httplib 0.11 would gzip text/event-stream and hold streamed tokens back.
   http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
     // The request object is the server's own, non-const; only this header is dropped.
@@ -153,6 +160,9 @@ void HttpServer::AddRoutes() {
         }
         SendError(res, 500, absl::StrCat("internal error: ", what));
       });
+}
+
+void HttpServer::AddStatusRoutes() {
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     EngineLoop* loop = loop_.load();
     if (loop != nullptr && loop->healthy() && !draining_.load()) {
@@ -190,8 +200,6 @@ void HttpServer::AddRoutes() {
                         {"max_model_len", model_.context_length}};
     SendJson(res, {{"object", "list"}, {"data", json::array({model})}});
   });
-  AddGenerationRoutes();
-  AddTokenRoutes();
 }
 
 bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res) const {

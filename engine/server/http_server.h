@@ -77,7 +77,13 @@ class HttpServer {
 
  private:
   HttpServer(const HttpServerOptions& options, ServerMetrics* metrics);
+  // Registers every handler: AddErrorHandlers, AddStatusRoutes, AddGenerationRoutes and
+  // AddTokenRoutes.
   void AddRoutes();
+  // No compression, and JSON errors for bad requests, unknown routes and exceptions.
+  void AddErrorHandlers();
+  // GET /health, /metrics and /v1/models.
+  void AddStatusRoutes();
   void AddGenerationRoutes();
   void AddTokenRoutes();
   // False (with the 401 sent) when the API key is required and missing or wrong.
