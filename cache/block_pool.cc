@@ -345,15 +345,11 @@ absl::Status BlockPool::AllocateOneByOne(int32_t count, std::vector<BlockId>* ou
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
+absl::Status BlockPool::CheckInsertable(const BlockInsert& insert) const {
   const BlockId block = insert.block;
-  const BlockHash& hash = insert.hash;
-  const BlockHash& parent_hash = insert.parent_hash;
-  const std::span<const TokenId> tokens = insert.tokens;
   const BlockId parent_block = insert.parent_block;
-  const BlockHash& extra_digest = insert.extra_digest;
   if (!InRange(block)) return OutOfRange(block, num_blocks_);
-  BlockMeta& m = meta_[block];
+  const BlockMeta& m = meta_[block];
   if (m.state != State::kUsed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot cache block ", block, ": it is not in use (allocate or pin it first)"));
@@ -363,24 +359,35 @@ absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
         absl::StrCat("cannot cache block ", block, ": it is already cached"));
   }
   if (priorities_ != nullptr) PAGEDKV_RETURN_IF_ERROR(insert.priority.Validate("BlockInsert"));
-  if (!tokens.empty() && tokens.size() != static_cast<size_t>(block_size_)) {
+  if (!insert.tokens.empty() && insert.tokens.size() != static_cast<size_t>(block_size_)) {
     return absl::InvalidArgumentError(absl::StrCat("cannot cache block ", block, " with ",
-                                                   tokens.size(), " tokens: pass none or exactly ",
-                                                   block_size_));
+                                                   insert.tokens.size(),
+                                                   " tokens: pass none or exactly ", block_size_));
   }
-  if (parent_block != kNullBlock) {
-    if (!InRange(parent_block)) return OutOfRange(parent_block, num_blocks_);
-    // A parent link to the block itself would outlive the entry it names.
-    if (parent_block == block) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("block ", block, " cannot be its own parent block"));
-    }
-    if (!meta_[parent_block].cached || meta_[parent_block].hash != parent_hash) {
-      return absl::InvalidArgumentError(absl::StrCat("parent block ", parent_block,
-                                                     " is not cached under the parent hash ",
-                                                     parent_hash.ToString()));
-    }
+  if (parent_block == kNullBlock) return absl::OkStatus();
+  if (!InRange(parent_block)) return OutOfRange(parent_block, num_blocks_);
+  // A parent link to the block itself would outlive the entry it names.
+  if (parent_block == block) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", block, " cannot be its own parent block"));
   }
+  if (!meta_[parent_block].cached || meta_[parent_block].hash != insert.parent_hash) {
+    return absl::InvalidArgumentError(absl::StrCat("parent block ", parent_block,
+                                                   " is not cached under the parent hash ",
+                                                   insert.parent_hash.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
+  PAGEDKV_RETURN_IF_ERROR(CheckInsertable(insert));
+  const BlockId block = insert.block;
+  const BlockHash& hash = insert.hash;
+  const BlockHash& parent_hash = insert.parent_hash;
+  const std::span<const TokenId> tokens = insert.tokens;
+  const BlockId parent_block = insert.parent_block;
+  const BlockHash& extra_digest = insert.extra_digest;
+  BlockMeta& m = meta_[block];
   if (!index_.Insert(hash, block, KeyOf{this})) return false;
   if (m.is_duplicate) ForgetDuplicate(block);
   m.hash = hash;

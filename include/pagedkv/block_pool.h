@@ -348,6 +348,8 @@ class PAGEDKV_EXPORT BlockPool {
   void Release(BlockId block);
   void RemoveFromIndex(BlockId block);
   // Victim `block`, already marked free, leaves the index; its earliest duplicate takes its place.
+  // Every reason Insert refuses `insert`, checked before it changes anything.
+  absl::Status CheckInsertable(const BlockInsert& insert) const;
   void EvictFromIndex(BlockId block);
   // Duplicates (block_pool_duplicates.cc): index `holder`'s earliest duplicate in its place and
   // hand it the others; forget one duplicate / all of one holder's / all.

@@ -31,9 +31,6 @@ BINDING_TABLE = re.compile(r"^python/src/bind_[^/]*\.cc$")
 # Long functions in code that another change is rewriting, (path, name): why they wait. Each must
 # still be over the limit (a stale entry fails), so the list only shrinks.
 PENDING = {
-    ("cache/block_pool.cc", "BlockPool::Insert"):
-        "cache/ is being rewritten for issue 40 (one KvCacheManager over KV cache groups); split "
-        "it there, e.g. its argument checks into a CheckInsertable step",
 }
 
 
