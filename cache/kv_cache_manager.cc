@@ -66,7 +66,7 @@ KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<Bl
     batcher_ = std::make_unique<KvEventBatcher>(
         KvEventBatcherOptions{.data_parallel_rank = options_.data_parallel_rank});
     if (num_groups() > 1) {
-      pool_->AddEventListener([this](const KvEvent& e) { OnGroupedEvent(e); });
+      pool_->AddEventListener([this](const KvEvent& e) { batcher_->Add(StampGroup(e)); });
     } else {
       pool_->AddEventListener([batcher = batcher_.get()](const KvEvent& e) { batcher->Add(e); });
     }
@@ -78,7 +78,7 @@ KvCacheManager::KvCacheManager(KvCacheManagerOptions options, std::unique_ptr<Bl
   }
 }
 
-void KvCacheManager::OnGroupedEvent(const KvEvent& event) {
+KvEvent KvCacheManager::StampGroup(const KvEvent& event) const {
   KvEvent stamped = event;
   if (event.type != KvEventType::kAllBlocksCleared) {
     const int32_t g = BlockGroup(event.block);
@@ -88,7 +88,13 @@ void KvCacheManager::OnGroupedEvent(const KvEvent& event) {
       if (IsSlidingWindow(g)) stamped.kv_cache_spec_sliding_window = groups_[g].sliding_window;
     }
   }
-  batcher_->Add(stamped);
+  return stamped;
+}
+
+int KvCacheManager::AddEventListener(KvEventListener listener) {
+  if (num_groups() == 1) return pool_->AddEventListener(std::move(listener));
+  return pool_->AddEventListener(
+      [this, listener = std::move(listener)](const KvEvent& e) { listener(StampGroup(e)); });
 }
 
 KvEventBatch KvCacheManager::TakeEventBatch(double timestamp) {
@@ -121,15 +127,6 @@ absl::Status KvCacheManager::CheckRequest(const CacheRequest& request) const {
   return CheckRequestMatchesManager(request, options_.block_size, options_.vocab_size);
 }
 
-BlockHash KvCacheManager::GroupHash(const CacheRequest& request, int32_t g, int64_t i) {
-  const BlockHash& hash = request.block_hashes()[i];
-  return g == 0 ? hash : FoldGroupHash(hash, g);
-}
-
-BlockHash KvCacheManager::GroupParentHash(const CacheRequest& request, int32_t g, int64_t i) {
-  return g == 0 ? request.ParentHashOf(i) : FoldGroupHash(request.ParentHashOf(i), g);
-}
-
 int64_t KvCacheManager::FirstNeededBlock(int32_t g, int64_t computed) const {
   if (!IsSlidingWindow(g)) return 0;
   const int64_t first_token = computed - groups_[g].sliding_window + 1;
@@ -141,7 +138,7 @@ bool KvCacheManager::Verify(BlockId block, const CacheRequest& request, int32_t 
   if (!linked_chains()) {
     // Inserted with no parent block: the stored parent hash, tokens and extra keys are compared
     // (no chain link: a sliding-window group's chain has holes).
-    if (pool_->CachedHash(block) != GroupHash(request, g, i)) return false;
+    if (pool_->CachedHash(block) != GroupBlockHash(request, g, i)) return false;
     if (!options_.verify_tokens) return true;
     prev = kNullBlock;
   }

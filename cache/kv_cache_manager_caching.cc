@@ -36,7 +36,7 @@ void KvCacheManager::CacheUnlinked(const CacheRequest& request, const GroupState
   // Index the block unless its hash is already present (Insert's false); then it is recorded as
   // a duplicate of the holder, which it replaces if the holder is evicted first.
   const BlockInsert insert{.block = block,
-                           .hash = GroupHash(request, g, i),
+                           .hash = GroupBlockHash(request, g, i),
                            .parent_hash = GroupParentHash(request, g, i),
                            .tokens = request.BlockTokens(i),
                            .parent_block = kNullBlock,
@@ -55,7 +55,7 @@ void KvCacheManager::RelinkToOwnBlock(const CacheRequest& request, int32_t g, in
   // The verified block before block i left the cache; if this request's own copy of it was
   // promoted into its place (a duplicate), the chain continues from there.
   const BlockId own = state.table[i - 1];
-  if (pool_->FindCached(GroupHash(request, g, i - 1)) != own) return;
+  if (pool_->FindCached(GroupBlockHash(request, g, i - 1)) != own) return;
   state.last_canonical = own;
   state.last_canonical_generation = pool_->Generation(own);
 }
@@ -63,7 +63,7 @@ void KvCacheManager::RelinkToOwnBlock(const CacheRequest& request, int32_t g, in
 void KvCacheManager::CacheVerified(const CacheRequest& request, GroupState& state, int32_t g,
                                    int64_t i) {
   const BlockId block = state.table[i];
-  const BlockHash hash = GroupHash(request, g, i);
+  const BlockHash hash = GroupBlockHash(request, g, i);
   BlockId prev = kNullBlock;
   if (i > 0) {
     if (state.last_canonical == kNullBlock || !pool_->IsCached(state.last_canonical) ||

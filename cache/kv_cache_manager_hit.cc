@@ -52,7 +52,7 @@ std::vector<BlockId> KvCacheManager::FullAttentionHit(const CacheRequest& reques
   std::vector<BlockId> blocks(max_blocks);
   int64_t found = 0;
   for (; found < max_blocks; ++found) {
-    const BlockId block = pool_->FindCached(GroupHash(request, g, found));
+    const BlockId block = pool_->FindCached(GroupBlockHash(request, g, found));
     if (block == kNullBlock) break;
     blocks[found] = block;
   }
@@ -77,7 +77,7 @@ std::vector<BlockId> KvCacheManager::SlidingWindowHit(const CacheRequest& reques
   if (need == 0) return hit;
   int64_t run = 0;  // cached blocks in a row ending at block i + run - 1
   for (int64_t i = max_blocks - 1; i >= 0; --i) {
-    const BlockId b = pool_->FindCached(GroupHash(request, g, i));
+    const BlockId b = pool_->FindCached(GroupBlockHash(request, g, i));
     if (b == kNullBlock || (options_.verify_tokens && !Verify(b, request, g, i, kNullBlock))) {
       run = 0;
       continue;
@@ -128,7 +128,7 @@ int64_t KvCacheManager::SlidingWindowProbe(const CacheRequest& request, int32_t 
   if (need == 0) return max_blocks;
   int64_t run = 0;
   for (int64_t i = max_blocks - 1; i >= 0; --i) {
-    if (pool_->FindCached(GroupHash(request, g, i)) == kNullBlock) {
+    if (pool_->FindCached(GroupBlockHash(request, g, i)) == kNullBlock) {
       run = 0;
       continue;
     }
@@ -142,7 +142,7 @@ int64_t KvCacheManager::ProbeCachedBlocks(const CacheRequest& request) const {
   for (int32_t g = 0; g < num_groups(); ++g) {
     if (IsSlidingWindow(g)) continue;
     int64_t n = 0;
-    while (n < hit && pool_->FindCached(GroupHash(request, g, n)) != kNullBlock) ++n;
+    while (n < hit && pool_->FindCached(GroupBlockHash(request, g, n)) != kNullBlock) ++n;
     hit = n;
   }
   for (bool cut = true; cut && num_groups() > 1;) {

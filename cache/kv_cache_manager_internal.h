@@ -23,6 +23,11 @@ namespace pagedkv {
 class PAGEDKV_EXPORT KvCacheManagerInternal {
  public:
   static BlockPool& MutablePool(KvCacheManager& manager) { return *manager.pool_; }
+  // Records that `block` holds group g's KV (before the pool's stored event for it), for a block
+  // a tier loads into the pool.
+  static void NoteBlockGroup(KvCacheManager& manager, BlockId block, int32_t g) {
+    manager.NoteBlockGroup(block, g);
+  }
 };
 
 }  // namespace pagedkv

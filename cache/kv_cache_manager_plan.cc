@@ -34,7 +34,7 @@ absl::Status KvCacheManager::CheckComputedGroup(const CacheRequest& request,
     }
     if (block == kNullBlock && window) continue;
     const std::optional<BlockHash> hash = pool_->CachedHash(block);
-    if (!hash.has_value() || *hash != GroupHash(request, g, i) ||
+    if (!hash.has_value() || *hash != GroupBlockHash(request, g, i) ||
         (options_.verify_tokens && !Verify(block, request, g, i, prev))) {
       return absl::FailedPreconditionError(
           absl::StrCat("computed block ", i, g > 0 ? absl::StrCat(" of group ", g) : "",

@@ -86,8 +86,8 @@ void KvCacheManager::ResetCanonical(const CacheRequest& request, int32_t g, Grou
   state.last_canonical = kNullBlock;
   if (state.num_cached_blocks == 0 || !options_.verify_tokens) return;
   const int64_t i = state.num_cached_blocks - 1;
-  const BlockId holder = pool_->FindCached(GroupHash(request, g, i));
-  const BlockId prev = i > 0 ? pool_->FindCached(GroupHash(request, g, i - 1)) : kNullBlock;
+  const BlockId holder = pool_->FindCached(GroupBlockHash(request, g, i));
+  const BlockId prev = i > 0 ? pool_->FindCached(GroupBlockHash(request, g, i - 1)) : kNullBlock;
   if (holder == kNullBlock || !Verify(holder, request, g, i, prev)) {
     // The chain cannot be followed from here: later blocks of this request are not cached.
     state.chain_broken = true;

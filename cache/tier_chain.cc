@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -28,8 +29,13 @@ absl::StatusOr<std::unique_ptr<TierChain>> TierChain::Create(
   if (io == nullptr || manager == nullptr) {
     return absl::InvalidArgumentError("TierChain::Create: io and manager are required");
   }
-  return std::make_unique<TierChain>(std::move(tiers), io,
-                                     &KvCacheManagerInternal::MutablePool(*manager));
+  auto chain = std::make_unique<TierChain>(std::move(tiers), io,
+                                           &KvCacheManagerInternal::MutablePool(*manager));
+  chain->manager_ = manager;
+  if (manager->num_groups() > 1) {
+    for (int32_t g = 0; g < manager->num_groups(); ++g) chain->groups_.push_back(manager->group(g));
+  }
+  return chain;
 }
 
 TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool)
@@ -110,65 +116,113 @@ absl::Status TierChain::StoreFromDevice(KvTier& tier, BlockId block, const Block
   return tier.Store(std::span<const TierStoreItem>(&item, 1));
 }
 
-absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int64_t limit) {
-  device_run_.clear();
-  const auto hashes = request.block_hashes();
-  BlockId prev = kNullBlock;
-  for (int64_t i = 0; i < limit; ++i) {
-    const BlockId b = pool_->FindCached(hashes[i]);
-    if (b == kNullBlock || !pool_->MatchesChain(b, request.ParentHashOf(i), request.BlockTokens(i),
-                                                request.BlockExtraDigest(i), prev)) {
+absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int32_t g, int64_t begin,
+                                              int64_t limit) {
+  // One group: a linked chain from the last block of this walk; several: unlinked blocks.
+  BlockId prev = groups_.empty() ? last_placed_ : kNullBlock;
+  int64_t i = begin;
+  for (; i < limit; ++i) {
+    const BlockHash hash = GroupBlockHash(request, g, i);
+    const BlockId b = pool_->FindCached(hash);
+    if (b == kNullBlock ||
+        !pool_->MatchesChain(b, GroupParentHash(request, g, i), request.BlockTokens(i),
+                             request.BlockExtraDigest(i), prev)) {
       break;
     }
-    const int32_t hits = gate_.NoteHit(hashes[i]);
+    const int32_t hits = gate_.NoteHit(hash);
     for (const auto& t : tiers_) {
       if (TierStoreGate::StoresAtHit(t->store_options(), hits)) {
-        PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hashes[i], request.BlockTokens(i)));
+        PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hash, request.BlockTokens(i)));
       }
     }
-    device_run_.push_back(b);
-    prev = b;
+    unpinned_hits_.push_back(b);
+    if (groups_.empty()) prev = b;
+    last_placed_ = b;
   }
-  return static_cast<int64_t>(device_run_.size());
+  return i - begin;
 }
 
 absl::StatusOr<TierHits> TierChain::Onboard(const CacheRequest& request) {
-  TierHits hits;
   const int64_t limit = std::min<int64_t>(request.num_full_blocks(),
                                           (request.num_tokens() - 1) / pool_->block_size());
-  PAGEDKV_ASSIGN_OR_RETURN(hits.device_blocks, DeviceHits(request, limit));
-  device_run_pinned_ = false;
-  last_placed_ = device_run_.empty() ? kNullBlock : device_run_.back();
-  int64_t next = hits.device_blocks;
-  for (const auto& t : tiers_) {
-    if (next >= limit) break;
-    PAGEDKV_ASSIGN_OR_RETURN(const int64_t n, LoadFrom(*t, request, limit, &next));
-    if (t->name() == "host") hits.host_blocks += n;
-    if (t->name() == "remote") hits.remote_blocks += n;
-  }
+  unpinned_hits_.clear();
+  absl::StatusOr<TierHits> hits =
+      groups_.empty() ? OnboardPrefix(request, 0, limit) : OnboardGroups(request, limit);
   // One fence for the request's loads: compute queued from now on (the next forward) reads them.
   if (unfenced_writes_) {
     unfenced_writes_ = false;
     PAGEDKV_RETURN_IF_ERROR(io_->FenceWrites());
   }
+  PAGEDKV_RETURN_IF_ERROR(hits.status());
   PAGEDKV_RETURN_IF_ERROR(FlushDeferred());
   return hits;
 }
 
-absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& request,
+absl::StatusOr<TierHits> TierChain::OnboardPrefix(const CacheRequest& request, int32_t g,
+                                                  int64_t limit) {
+  TierHits hits;
+  last_placed_ = kNullBlock;
+  PAGEDKV_ASSIGN_OR_RETURN(hits.device_blocks, DeviceHits(request, g, 0, limit));
+  int64_t next = hits.device_blocks;
+  for (const auto& t : tiers_) {
+    if (next >= limit) break;
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t n, LoadFrom(*t, request, g, limit, &next));
+    if (t->name() == "host") hits.host_blocks += n;
+    if (t->name() == "remote") hits.remote_blocks += n;
+  }
+  return hits;
+}
+
+absl::StatusOr<TierHits> TierChain::OnboardGroups(const CacheRequest& request, int64_t limit) {
+  std::optional<TierHits> first;
+  int64_t end = limit;
+  for (int32_t g = 0; g < static_cast<int32_t>(groups_.size()); ++g) {
+    if (groups_[g].kind != KvCacheGroupKind::kFullAttention) continue;
+    PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, OnboardPrefix(request, g, end));
+    if (!first.has_value()) first = hits;
+    end = std::min(end, hits.device_blocks + hits.host_blocks + hits.remote_blocks);
+  }
+  const int64_t bs = pool_->block_size();
+  for (int32_t g = 0; g < static_cast<int32_t>(groups_.size()); ++g) {
+    if (groups_[g].kind != KvCacheGroupKind::kSlidingWindow) continue;
+    const int64_t window_blocks = (groups_[g].sliding_window - 1 + bs - 1) / bs;
+    PAGEDKV_RETURN_IF_ERROR(
+        OnboardWindow(request, g, std::max<int64_t>(0, end - window_blocks), end));
+  }
+  return first.value_or(TierHits{});
+}
+
+absl::Status TierChain::OnboardWindow(const CacheRequest& request, int32_t g, int64_t begin,
+                                      int64_t end) {
+  int64_t next = begin;
+  while (next < end) {
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t on_device, DeviceHits(request, g, next, end));
+    next += on_device;
+    int64_t loaded = 0;
+    for (const auto& t : tiers_) {
+      if (next >= end) break;
+      PAGEDKV_ASSIGN_OR_RETURN(const int64_t n, LoadFrom(*t, request, g, end, &next));
+      loaded += n;
+    }
+    if (on_device == 0 && loaded == 0) break;  // block `next` is nowhere
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& request, int32_t g,
                                             int64_t limit, int64_t* next) {
   const int64_t start = *next;
   std::vector<TierBlock> blocks;
   blocks.reserve(static_cast<size_t>(limit - start));
   for (int64_t i = start; i < limit; ++i) {
-    blocks.push_back({.hash = request.block_hashes()[i], .tokens = request.BlockTokens(i)});
+    blocks.push_back({.hash = GroupBlockHash(request, g, i), .tokens = request.BlockTokens(i)});
   }
   KvTier* host = Host();
   PAGEDKV_ASSIGN_OR_RETURN(
       const int64_t n,
       tier.LoadPrefix(
           blocks, [&](int64_t j, std::span<const std::byte> value) -> absl::StatusOr<bool> {
-            PAGEDKV_ASSIGN_OR_RETURN(const bool placed, Place(request, start + j, value));
+            PAGEDKV_ASSIGN_OR_RETURN(const bool placed, Place(request, g, start + j, value));
             if (placed && host != nullptr && host != &tier) {
               // A remote hit is kept in the host tier too (it is now one copy away).
               const TierStoreItem item{.block = blocks[static_cast<size_t>(j)], .value = value};
@@ -180,19 +234,20 @@ absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& re
   return n;
 }
 
-absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int64_t i,
+absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int32_t g, int64_t i,
                                       std::span<const std::byte> value) {
-  if (!device_run_pinned_) {
-    for (BlockId b : device_run_) {
-      PAGEDKV_RETURN_IF_ERROR(pool_->Pin(b));
-      pins_.push_back(b);
-    }
-    device_run_pinned_ = true;
+  // The device hits so far stay put while blocks are allocated.
+  for (BlockId b : unpinned_hits_) {
+    PAGEDKV_RETURN_IF_ERROR(pool_->Pin(b));
+    pins_.push_back(b);
   }
-  // Leave room for the rest of the request: its uncached blocks, and one for the last token.
+  unpinned_hits_.clear();
+  // Leave room for the rest of the request (each group's share): its uncached blocks, and one
+  // for the last token.
   const int64_t bs = pool_->block_size();
-  const int64_t still_needed = (request.num_tokens() + bs - 1) / bs - (i + 1);
-  const auto hash = request.block_hashes()[i];
+  const int64_t still_needed = ((request.num_tokens() + bs - 1) / bs - (i + 1)) *
+                               std::max<int64_t>(1, static_cast<int64_t>(groups_.size()));
+  const BlockHash hash = GroupBlockHash(request, g, i);
   if (pool_->NumAvailableBlocks() < 1 + still_needed || pool_->FindCached(hash) != kNullBlock) {
     return false;
   }
@@ -202,13 +257,15 @@ absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int64_t i,
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));
     return w;
   }
+  if (!groups_.empty()) KvCacheManagerInternal::NoteBlockGroup(*manager_, b, g);
   placing_ = true;
-  absl::StatusOr<bool> inserted = pool_->Insert({.block = b,
-                                                 .hash = hash,
-                                                 .parent_hash = request.ParentHashOf(i),
-                                                 .tokens = request.BlockTokens(i),
-                                                 .parent_block = last_placed_,
-                                                 .extra_digest = request.BlockExtraDigest(i)});
+  absl::StatusOr<bool> inserted =
+      pool_->Insert({.block = b,
+                     .hash = hash,
+                     .parent_hash = GroupParentHash(request, g, i),
+                     .tokens = request.BlockTokens(i),
+                     .parent_block = groups_.empty() ? last_placed_ : kNullBlock,
+                     .extra_digest = request.BlockExtraDigest(i)});
   placing_ = false;
   if (!inserted.ok() || !*inserted) {
     PAGEDKV_RETURN_IF_ERROR(pool_->Unpin(b));

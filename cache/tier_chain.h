@@ -34,6 +34,13 @@
 // are kept for at most kMaxTrackedHashes hashes (cleared when full, so a count can restart: a
 // block then waits for k more hits).
 //
+// KV cache groups (a KvCacheManager with several): each group's blocks are stored and loaded
+// under the group's hashes (GroupBlockHash), unlinked as the manager caches them. Onboard walks
+// each full-attention group's prefix as above (the shortest sets the hit), then loads the blocks
+// each sliding-window group needs before that hit (its window), skipping those on the device; the
+// manager's GetComputedBlocks then decides the hit every group agrees on. TierHits counts the
+// first full-attention group's blocks. The io's value is one block of any group.
+//
 // Not thread-safe. The io and the pool (its KvCacheManager) must outlive it; it owns the tiers.
 //
 // Example (engine_tiers.cc):
@@ -63,6 +70,7 @@
 #include "pagedkv/block_pool.h"
 #include "pagedkv/cache_request.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kv_cache_groups.h"
 #include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/kv_tier.h"
 
@@ -145,14 +153,25 @@ class PAGEDKV_EXPORT TierChain {
   void OnPoolEvent(const KvEvent& event);
   void WriteBack(const KvEvent& event);
   absl::Status FlushDeferred();
-  // Device hits of `request` (verified like KvCacheManager's), counting each for the threshold.
-  absl::StatusOr<int64_t> DeviceHits(const CacheRequest& request, int64_t limit);
-  // Loads blocks [*next, limit) from `tier`; advances *next past the blocks it took.
-  absl::StatusOr<int64_t> LoadFrom(KvTier& tier, const CacheRequest& request, int64_t limit,
-                                   int64_t* next);
-  // Allocates a device block for block `i` of `request`, writes `value` and indexes it. False
-  // (nothing changed) when the pool has no room to spare or the hash is already cached.
-  absl::StatusOr<bool> Place(const CacheRequest& request, int64_t i,
+  // Group g's blocks [0, limit) of `request`: the device prefix hit, then each tier's
+  // continuation in order.
+  absl::StatusOr<TierHits> OnboardPrefix(const CacheRequest& request, int32_t g, int64_t limit);
+  // Several groups: every full-attention group's prefix, then each sliding-window group's window
+  // before the shortest (OnboardWindow).
+  absl::StatusOr<TierHits> OnboardGroups(const CacheRequest& request, int64_t limit);
+  // Sliding-window group g's blocks [begin, end): device hits and tier loads in turn, until a
+  // block is nowhere.
+  absl::Status OnboardWindow(const CacheRequest& request, int32_t g, int64_t begin, int64_t end);
+  // Group g's device hits from block `begin` up to `limit` (verified like KvCacheManager's),
+  // counting each for the threshold; each is noted in unpinned_hits_ (Place pins them).
+  absl::StatusOr<int64_t> DeviceHits(const CacheRequest& request, int32_t g, int64_t begin,
+                                     int64_t limit);
+  // Loads group g's blocks [*next, limit) from `tier`; advances *next past the blocks it took.
+  absl::StatusOr<int64_t> LoadFrom(KvTier& tier, const CacheRequest& request, int32_t g,
+                                   int64_t limit, int64_t* next);
+  // Allocates a device block for group g's block `i` of `request`, writes `value` and indexes it.
+  // False (nothing changed) when the pool has no room to spare or the hash is already cached.
+  absl::StatusOr<bool> Place(const CacheRequest& request, int32_t g, int64_t i,
                              std::span<const std::byte> value);
   // Stores `block`'s KV in `tier` now (reading it from the device).
   absl::Status StoreFromDevice(KvTier& tier, BlockId block, const BlockHash& hash,
@@ -162,13 +181,14 @@ class PAGEDKV_EXPORT TierChain {
   std::vector<std::unique_ptr<KvTier>> tiers_;
   BlockValueIo* io_;
   BlockPool* pool_;
+  KvCacheManager* manager_ = nullptr;     // set by Create; null over a bare pool (one group)
+  std::vector<KvCacheGroupSpec> groups_;  // the manager's groups; empty: one full group
   int listener_id_ = -1;
-  bool placing_ = false;              // inside Place: the pool's stored events are ours
-  bool unfenced_writes_ = false;      // WriteAsync issued since the last FenceWrites
-  std::vector<BlockId> pins_;         // pinned by Onboard, in pin order
-  BlockId last_placed_ = kNullBlock;  // the chain's last block during Onboard
-  std::vector<BlockId> device_run_;   // the device hit of the request being onboarded
-  bool device_run_pinned_ = false;
+  bool placing_ = false;                // inside Place: the pool's stored events are ours
+  bool unfenced_writes_ = false;        // WriteAsync issued since the last FenceWrites
+  std::vector<BlockId> pins_;           // pinned by Onboard, in pin order
+  BlockId last_placed_ = kNullBlock;    // the chain's last block during Onboard
+  std::vector<BlockId> unpinned_hits_;  // device hits of this Onboard not pinned yet
   std::vector<DeferredStore> deferred_stores_;
   std::vector<std::pair<BlockId, BlockHash>> pending_;  // cached this step, not computed yet
   absl::flat_hash_set<BlockId> pending_ids_;

@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/runtime/block_kv_copier.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,11 +20,19 @@ namespace pagedkv {
 BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
   const PagedKvLayout& l = runner_->kv_layout(0);
   page_bytes_ = l.PageElements() * DTypeSize(l.dtype);
-  value_bytes_ = int64_t{runner_->config().n_layers} * 2 * page_bytes_;
-  format_ = absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=", l.num_kv_heads,
-                         " head_dim=", l.head_dim, " token_stride=", l.TokenStride(),
-                         " head_stride=", l.HeadStride(), " layers=", runner_->config().n_layers,
-                         " block=", l.block_size);
+  // With KV cache groups, layers of different groups share page arrays: each array once.
+  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+    const void* k = runner_->kv_layout(layer).k;
+    const bool seen = std::any_of(page_layers_.begin(), page_layers_.end(),
+                                  [&](int32_t o) { return runner_->kv_layout(o).k == k; });
+    if (!seen) page_layers_.push_back(layer);
+  }
+  const auto num_pages = static_cast<int32_t>(page_layers_.size());
+  value_bytes_ = int64_t{num_pages} * 2 * page_bytes_;
+  format_ =
+      absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=", l.num_kv_heads,
+                   " head_dim=", l.head_dim, " token_stride=", l.TokenStride(),
+                   " head_stride=", l.HeadStride(), " layers=", num_pages, " block=", l.block_size);
 }
 
 TierValueFormat BlockKvCopier::value_format() const {
@@ -31,7 +40,7 @@ TierValueFormat BlockKvCopier::value_format() const {
   return TierValueFormat{.dtype = static_cast<uint8_t>(l.dtype),
                          .layout = 1,
                          .block_size = l.block_size,
-                         .num_layers = runner_->config().n_layers,
+                         .num_layers = static_cast<int32_t>(page_layers_.size()),
                          .value_bytes = value_bytes_,
                          .layout_digest = RootHash("", format_).low};
 }
@@ -52,7 +61,7 @@ absl::Status BlockKvCopier::Check(BlockId block, size_t bytes) const {
 absl::Status BlockKvCopier::Read(BlockId block, std::span<std::byte> out) {
   PAGEDKV_RETURN_IF_ERROR(Check(block, out.size()));
   std::byte* dst = out.data();
-  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+  for (const int32_t layer : page_layers_) {
     const PagedKvLayout& l = runner_->kv_layout(layer);
     const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
     for (void* base : {l.k, l.v}) {
@@ -67,7 +76,7 @@ absl::Status BlockKvCopier::Read(BlockId block, std::span<std::byte> out) {
 absl::Status BlockKvCopier::Write(BlockId block, std::span<const std::byte> value) {
   PAGEDKV_RETURN_IF_ERROR(Check(block, value.size()));
   const std::byte* src = value.data();
-  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+  for (const int32_t layer : page_layers_) {
     const PagedKvLayout& l = runner_->kv_layout(layer);
     const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
     for (void* base : {l.k, l.v}) {
@@ -108,7 +117,7 @@ absl::Status BlockKvCopier::WriteAsync(BlockId block, std::span<const std::byte>
   PAGEDKV_ASSIGN_OR_RETURN(std::byte * staged, TakeStaging());
   std::memcpy(staged, value.data(), value.size());  // the tier's bytes may go when we return
   const std::byte* src = staged;
-  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+  for (const int32_t layer : page_layers_) {
     for (int kv = 0; kv < 2; ++kv) {
       PAGEDKV_RETURN_IF_ERROR(
           backend.LoadAsync(Page(block, layer, kv), src, static_cast<size_t>(page_bytes_)));
@@ -127,7 +136,7 @@ absl::Status BlockKvCopier::ReadAsync(BlockId block, std::span<std::byte> out) {
   PAGEDKV_ASSIGN_OR_RETURN(std::byte * staged, TakeStaging());
   reads_.push_back({.staged = staged, .out = out});
   std::byte* dst = staged;
-  for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
+  for (const int32_t layer : page_layers_) {
     for (int kv = 0; kv < 2; ++kv) {
       PAGEDKV_RETURN_IF_ERROR(
           backend.StoreAsync(dst, Page(block, layer, kv), static_cast<size_t>(page_bytes_)));

@@ -2,7 +2,9 @@
 //
 // BlockKvCopier: one device block's K/V pages of every layer as one contiguous value, the form a
 // KV tier (pagedkv/kv_tier.h) stores; the engine's BlockValueIo (cache/tier_chain.h). The value is,
-// for layer 0..n_layers-1, the block's K page then its V page, each PagedKvLayout::PageElements()
+// for each page array in layer order, the block's K page then its V page (one array per layer;
+// with KV cache groups, layers of different groups share arrays, and a block holds one group's
+// layers: each shared array is copied once), each PagedKvLayout::PageElements()
 // elements of the KV dtype, as they lie in the model runner's pages (so strides and padding inside
 // a page are kept). Copies go through the backend: Read and Write synchronously (a memcpy on the
 // CPU backend); the asynchronous forms (BlockValueIo) on a backend with async_copies() (the CUDA
@@ -43,7 +45,7 @@ class PAGEDKV_EXPORT BlockKvCopier final : public BlockValueIo {
  public:
   explicit BlockKvCopier(ModelRunner* runner);
 
-  // Bytes of one block's value: n_layers * 2 * PageElements * dtype size.
+  // Bytes of one block's value: page arrays * 2 * PageElements * dtype size.
   int64_t value_bytes() const override { return value_bytes_; }
   // "dtype=f32 layout=kv-pages-v1 heads=2 head_dim=8 layers=2 block=16": what a value's bytes
   // mean, for tier headers (a reader with another format must not use the bytes).
@@ -81,7 +83,8 @@ class PAGEDKV_EXPORT BlockKvCopier final : public BlockValueIo {
   std::byte* Page(BlockId block, int32_t layer, int kv) const;
 
   ModelRunner* runner_;
-  int64_t page_bytes_ = 0;  // bytes of one K (or V) page
+  int64_t page_bytes_ = 0;            // bytes of one K (or V) page
+  std::vector<int32_t> page_layers_;  // the first layer of each distinct page array
   int64_t value_bytes_ = 0;
   std::string format_;
   std::vector<std::byte*> staging_;  // slots from Backend::AllocateStaging, value_bytes_ each

@@ -24,31 +24,6 @@
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {
-namespace {
-
-// `listener` behind a stamp of each event's KV cache group (index, vLLM's kind, window), read
-// from the manager's block-to-group map, which it sets before the pool emits a stored event.
-KvEventListener GroupStamped(const KvCacheManager& hybrid, KvEventListener listener) {
-  return [&hybrid, listener = std::move(listener)](const KvEvent& event) {
-    const int32_t g =
-        event.type == KvEventType::kAllBlocksCleared ? -1 : hybrid.BlockGroup(event.block);
-    if (g < 0) {
-      listener(event);
-      return;
-    }
-    const KvCacheGroupSpec& spec = hybrid.group(g);
-    KvEvent stamped = event;
-    stamped.group_idx = g;
-    stamped.kv_cache_spec_kind = KvCacheGroupKindName(spec.kind);
-    if (spec.kind == KvCacheGroupKind::kSlidingWindow) {
-      stamped.kv_cache_spec_sliding_window = spec.sliding_window;
-    }
-    listener(stamped);
-  };
-}
-
-}  // namespace
-
 void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources) {
   const int64_t end = hits.device_blocks + hits.host_blocks + hits.remote_blocks;
   if (static_cast<int64_t>(sources->size()) < end) {
@@ -135,11 +110,8 @@ std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
 
 int Engine::AddEventListener(const KvEventListener& listener) {
   const int id = internals_->next_listener_id++;
-  // Several groups: the shared pool's events, each stamped with its block's group.
-  std::pair<int, std::vector<int>> ids{
-      cache_->num_groups() > 1 ? cache_->AddEventListener(GroupStamped(*cache_, listener))
-                               : cache_->AddEventListener(listener),
-      {}};
+  // With several groups the manager stamps each event with its block's group.
+  std::pair<int, std::vector<int>> ids{cache_->AddEventListener(listener), {}};
   if (internals_->tiers != nullptr) {
     for (const auto& t : internals_->tiers->tiers())
       ids.second.push_back(t->AddEventListener(listener));
@@ -185,7 +157,7 @@ absl::Status Engine::OnboardWaiting() {
     if (planned > 0 && planned + tokens > budget) break;
     // Loads for a request that cannot fit beside the running ones (the blocks their next tokens
     // take) would only be evicted again before it is admitted: wait until the pool has room.
-    const int64_t need = NumBlocksFor(tokens, options_.block_size);
+    const int64_t need = cache_->PeakBlocksFor(tokens, budget);
     if (running_blocks < 0) running_blocks = BlocksForRunning();
     if (need + unmet_blocks + running_blocks > cache_->NumAvailableBlocks()) break;
     planned += tokens;

@@ -55,13 +55,7 @@ absl::StatusOr<KvCacheLayout> HybridKvCacheLayout(const ModelConfig& c) {
 }
 
 std::string HybridIncompatibleOptions(const EngineOptions& o) {
-  std::vector<std::string> names;
-  if (o.host_tier.capacity_blocks != 0 || o.host_tier.capacity_bytes != 0) {
-    names.push_back("host_tier");
-  }
-  if (!o.remote_cache_url.empty()) names.push_back("remote_cache_url");
-  if (o.chunk_reuse.mode != ChunkReuseMode::kOff) names.push_back("chunk_reuse");
-  return absl::StrJoin(names, ", ");
+  return o.chunk_reuse.mode != ChunkReuseMode::kOff ? "chunk_reuse" : "";
 }
 
 absl::StatusOr<KvCacheLayout> ChooseKvCacheLayout(const EngineOptions& options,

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "pagedkv/block_hash.h"
+#include "pagedkv/cache_request.h"
 #include "pagedkv/export.h"
 
 namespace pagedkv {
@@ -50,6 +51,11 @@ PAGEDKV_EXPORT absl::Status CheckKvCacheGroups(std::span<const KvCacheGroupSpec>
 // Group g's hash of a group-0 hash: `hash` for g == 0, else XXH3-128(hash.low ‖ hash.high ‖
 // "pagedkv-group-v1" ‖ u32 g), little-endian.
 PAGEDKV_EXPORT BlockHash FoldGroupHash(const BlockHash& hash, int32_t g);
+
+// Group g's hash of block i of `request` and of its parent (block i's hash and parent hash,
+// folded for g > 0). REQUIRES: 0 <= i < request.num_full_blocks().
+PAGEDKV_EXPORT BlockHash GroupBlockHash(const CacheRequest& request, int32_t g, int64_t i);
+PAGEDKV_EXPORT BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i);
 
 }  // namespace pagedkv
 

@@ -293,11 +293,11 @@ class PAGEDKV_EXPORT KvCacheManager {
 
   // ---- Attachments: what shares the pool (no caller outside cache/ touches it) -------------
   // Event listeners: `listener` is called with every event of the pool (stored, removed, all
-  // cleared) as it happens, inside the call that caused it; it must not call this manager. The
-  // id removes it again (false for an unknown id).
-  int AddEventListener(KvEventListener listener) {
-    return pool_->AddEventListener(std::move(listener));
-  }
+  // cleared) as it happens, inside the call that caused it; it must not call this manager. With
+  // several groups each event names its block's group (group_idx; a stored event also its
+  // kv_cache_spec_kind and window), as the batched events do. The id removes it again (false
+  // for an unknown id).
+  int AddEventListener(KvEventListener listener);
   bool RemoveEventListener(int id) { return pool_->RemoveEventListener(id); }
 
   // A ChunkIndex over this manager's pool (shifted-position chunk reuse): chunks share its
@@ -390,9 +390,6 @@ class PAGEDKV_EXPORT KvCacheManager {
   absl::Status CheckTruncation(const CacheRequest& request, const RequestState& state,
                                int64_t num_tokens) const;
 
-  // Group g's hash of block i of `request` and of its parent (FoldGroupHash for g > 0).
-  static BlockHash GroupHash(const CacheRequest& request, int32_t g, int64_t i);
-  static BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i);
   bool IsSlidingWindow(int32_t g) const {
     return groups_[g].kind == KvCacheGroupKind::kSlidingWindow;
   }
@@ -431,8 +428,9 @@ class PAGEDKV_EXPORT KvCacheManager {
   void NoteBlockGroup(BlockId block, int32_t g) {
     if (!block_group_.empty()) block_group_[block] = g;
   }
-  // Stamps a pool event with its block's group and spec (more than one group) for the batcher.
-  void OnGroupedEvent(const KvEvent& event);
+  // `event` stamped with its block's group and, for a stored event, the group's spec (the
+  // form listeners and the batcher get when there is more than one group).
+  KvEvent StampGroup(const KvEvent& event) const;
   absl::Status CheckRequest(const CacheRequest& request) const;
   absl::Status CheckTables(RequestId id, const RequestState& state,
                            std::vector<int32_t>& refs) const;
