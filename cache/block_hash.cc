@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Block hashing: byte layouts documented in include/pagedkv/block_hash.h.
-#include "pagedkv/block_hash.h"
+// Block hashing: byte layouts documented in include/pagedkv/cache/block_hash.h.
+#include "pagedkv/cache/block_hash.h"
 
 #define XXH_INLINE_ALL  // header-only xxHash: no library to link or install
 #include <xxhash.h>

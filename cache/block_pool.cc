@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // BlockPool: flat per-block metadata, a LIFO stack of free blocks, a BlockIndex (hash -> block) and
-// an EvictionPolicy over the evictable blocks. See include/pagedkv/block_pool.h for the contract.
-#include "pagedkv/block_pool.h"
+// an EvictionPolicy over the evictable blocks. See include/pagedkv/cache/block_pool.h for the
+// contract.
+#include "pagedkv/cache/block_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "cache/priority_policy.h"
+#include "cache/policies/priority_policy.h"
 #include "pagedkv/checked_math.h"
 #include "pagedkv/status_macros.h"
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// BlockPool's chain links (include/pagedkv/block_pool.h): which cached block is the parent of
+// BlockPool's chain links (include/pagedkv/cache/block_pool.h): which cached block is the parent of
 // which, so that a block whose chain can no longer be reached from its root is never kept in
 // preference to a reachable one.
 //
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "pagedkv/block_pool.h"
+#include "pagedkv/cache/block_pool.h"
 
 namespace pagedkv {
 

@@ -1,15 +1,16 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // BlockPool's duplicates: used, uncached blocks holding the same KV as an indexed block, promoted
-// into the index when that block is evicted. See AddDuplicate in include/pagedkv/block_pool.h.
+// into the index when that block is evicted. See AddDuplicate in
+// include/pagedkv/cache/block_pool.h.
 #include <algorithm>
 #include <cstddef>
 #include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cache/priority_policy.h"
-#include "pagedkv/block_pool.h"
+#include "cache/policies/priority_policy.h"
+#include "pagedkv/cache/block_pool.h"
 
 namespace pagedkv {
 

@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Block residency histograms and the Prometheus text writer; see include/pagedkv/cache_metrics.h.
-#include "pagedkv/cache_metrics.h"
+// Block residency histograms and the Prometheus text writer; see
+// include/pagedkv/cache/cache_metrics.h.
+#include "pagedkv/cache/cache_metrics.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/cache_priority.h"
+#include "pagedkv/cache/cache_priority.h"
 
 #include <cmath>
 

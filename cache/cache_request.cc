@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // CacheRequest: incremental chained hashing of a request's full blocks.
-#include "pagedkv/cache_request.h"
+#include "pagedkv/cache/cache_request.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/cache_stats.h"
+#include "pagedkv/cache/cache_stats.h"
 
 #include "absl/strings/str_format.h"
 

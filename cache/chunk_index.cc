@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/chunk_index.h"
+#include "pagedkv/cache/chunk_index.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -19,9 +19,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
-#include "pagedkv/block_hash.h"
-#include "pagedkv/block_pool.h"
-#include "pagedkv/kv_events.h"
+#include "pagedkv/cache/block_hash.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/events/kv_events.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 

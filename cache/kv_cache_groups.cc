@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KV cache group names, checks and hash folding (include/pagedkv/kv_cache_groups.h).
-#include "pagedkv/kv_cache_groups.h"
+// KV cache group names, checks and hash folding (include/pagedkv/cache/kv_cache_groups.h).
+#include "pagedkv/cache/kv_cache_groups.h"
 
 #include <array>
 #include <cstddef>

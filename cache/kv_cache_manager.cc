@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // KvCacheManager: request-level prefix caching over a BlockPool, for one KV cache group or
-// several. See include/pagedkv/kv_cache_manager.h for the contract. This file holds creation,
+// several. See include/pagedkv/cache/kv_cache_manager.h for the contract. This file holds creation,
 // AllocateSlots and Free; planning and checks live in kv_cache_manager_plan.cc, lookups in
 // kv_cache_manager_hit.cc, indexing in kv_cache_manager_caching.cc, rollback and invariants in
 // kv_cache_manager_rollback.cc.
@@ -12,7 +12,7 @@
 //     num_computed); full-attention tables have no null entry;
 //   - each block's reference count equals the number of non-null table entries holding it;
 //   - with several groups, a cached block held by group g's table was cached for group g.
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 #include <algorithm>
 #include <memory>

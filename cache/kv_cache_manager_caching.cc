@@ -1,13 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KvCacheManager's indexing (include/pagedkv/kv_cache_manager.h): the blocks of a request that
-// become full are offered to the pool's prefix index, per group. A full-attention group keeps a
-// verified chain (each block linked to the canonical block before it); a sliding-window group
+// KvCacheManager's indexing (include/pagedkv/cache/kv_cache_manager.h): the blocks of a request
+// that become full are offered to the pool's prefix index, per group. A full-attention group keeps
+// a verified chain (each block linked to the canonical block before it); a sliding-window group
 // indexes its blocks unlinked, since its chain has holes by design.
 #include <algorithm>
 
 #include "cache/debug_check.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 

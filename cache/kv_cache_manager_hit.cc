@@ -1,13 +1,13 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KvCacheManager's prefix lookup (include/pagedkv/kv_cache_manager.h): one group's verified
+// KvCacheManager's prefix lookup (include/pagedkv/cache/kv_cache_manager.h): one group's verified
 // chain walk, and for several groups the coordinator that cuts the hit back until every group
 // agrees, as vLLM's HybridKVCacheCoordinator.find_longest_cache_hit does. ProbeCachedBlocks
 // applies the same rules to the hash index alone.
 #include <algorithm>
 #include <vector>
 
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

@@ -4,7 +4,7 @@
 // attaches the tier glue with it) and tests that shape the cache. Not part of the public API, and
 // no production file outside cache/ may name it: what shares the pool attaches through the
 // manager's front doors instead (KvCacheManager::AttachChunkIndex, TierChain::Create in
-// cache/tier_chain.h, AddEventListener). The CTest layering_front_doors
+// cache/tiers/tier_chain.h, AddEventListener). The CTest layering_front_doors
 // (tests/layering/check_front_doors.py) enforces that. A user of this pool must never take or
 // unpin a block that is in a request's table, which the manager cannot check.
 //
@@ -14,9 +14,9 @@
 #ifndef PAGEDKV_CACHE_KV_CACHE_MANAGER_INTERNAL_H_
 #define PAGEDKV_CACHE_KV_CACHE_MANAGER_INTERNAL_H_
 
-#include "pagedkv/block_pool.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/export.h"
-#include "pagedkv/kv_cache_manager.h"
 
 namespace pagedkv {
 

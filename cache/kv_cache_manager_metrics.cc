@@ -1,11 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // KvCacheManager::WritePrometheus: the manager's counters, gauges and block histograms in the
-// Prometheus text format (see include/pagedkv/kv_cache_manager.h for the metric names).
+// Prometheus text format (see include/pagedkv/cache/kv_cache_manager.h for the metric names).
 #include <string>
 
-#include "pagedkv/cache_metrics.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/cache_metrics.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

@@ -1,14 +1,14 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// KvCacheManager's planning (include/pagedkv/kv_cache_manager.h): the checks of AllocateSlots'
-// arguments and what the call would take and release, shared by AllocateSlots,
+// KvCacheManager's planning (include/pagedkv/cache/kv_cache_manager.h): the checks of
+// AllocateSlots' arguments and what the call would take and release, shared by AllocateSlots,
 // NumBlocksToAllocate and PlanAllocation so that a plan never disagrees with the call.
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/checked_math.h"
-#include "pagedkv/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

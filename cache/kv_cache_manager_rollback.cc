@@ -1,14 +1,14 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // KvCacheManager's rollback of rejected draft tokens (TruncateRequest) and its invariant check
-// (include/pagedkv/kv_cache_manager.h), over every group of a request.
+// (include/pagedkv/cache/kv_cache_manager.h), over every group of a request.
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cache/debug_check.h"
 #include "cache/ref_count_check.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "pagedkv/block_pool.h"
+#include "pagedkv/cache/block_pool.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {

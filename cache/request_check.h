@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "pagedkv/cache_request.h"
+#include "pagedkv/cache/cache_request.h"
 
 namespace pagedkv {
 

@@ -13,8 +13,8 @@ add_library(pagedkv_xxhash_headers INTERFACE)
 target_include_directories(pagedkv_xxhash_headers INTERFACE ${PAGEDKV_XXHASH_INCLUDE_DIR})
 
 if(PAGEDKV_BUILD_EVENTS)
-  # KV events on the wire (cache/kv_event_codec*, engine/events/): msgpack-cxx (headers, needs
-  # Boost's headers) and cppzmq over libzmq.
+  # KV events on the wire (cache/events/kv_event_codec*, engine/serve/events/): msgpack-cxx
+  # (headers, needs Boost's headers) and cppzmq over libzmq.
   find_package(Boost REQUIRED)
   find_package(msgpack REQUIRED CONFIG)
   find_package(cppzmq REQUIRED CONFIG)
@@ -24,13 +24,13 @@ if(PAGEDKV_BUILD_REPLAY)
   find_package(ZLIB REQUIRED)
 endif()
 if(PAGEDKV_BUILD_REDIS)
-  # The Redis KV tier (cache/redis/): hiredis through pkg-config (libhiredis-dev).
+  # The Redis KV tier (cache/tiers/redis/): hiredis through pkg-config (libhiredis-dev).
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET GLOBAL hiredis)
 endif()
 if(PAGEDKV_BUILD_TOOLS OR PAGEDKV_BUILD_TESTS)
   find_package(CLI11 REQUIRED)
-  # `pagedkv serve` (engine/server/): cpp-httplib, Debian's build (libcpp-httplib-dev). Its
+  # `pagedkv serve` (engine/serve/http/): cpp-httplib, Debian's build (libcpp-httplib-dev). Its
   # pkg-config Cflags carry the feature macros the library was built with (OpenSSL, zlib,
   # brotli), which change its classes' layout, so every includer must use them.
   find_package(PkgConfig REQUIRED)

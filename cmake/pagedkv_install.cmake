@@ -5,8 +5,10 @@ include(CMakePackageConfigHelpers)
 
 set(PAGEDKV_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pagedkv)
 
+# Headers only: the README.md of each folder stays in the checkout.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/pagedkv
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel
+        FILES_MATCHING PATTERN "*.h")
 install(FILES ${PAGEDKV_GENERATED_INCLUDE_DIR}/pagedkv/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pagedkv COMPONENT devel)
 

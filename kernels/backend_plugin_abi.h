@@ -18,7 +18,7 @@
 // Errors: every fallible function returns 0 (absl::StatusCode::kOk) or an absl::StatusCode value
 // and writes a NUL-terminated message into the caller's PagedkvPluginError.
 //
-// Example (what engine/model/plugin_backend.cc does):
+// Example (what engine/model/runner/plugin_backend.cc does):
 //   auto entry = reinterpret_cast<PagedkvBackendPluginEntry>(dlsym(lib, kPagedkvPluginEntryName));
 //   const PagedkvBackendPlugin* table = entry(kPagedkvPluginAbiVersion);
 //   PagedkvPluginError error{};
@@ -116,10 +116,10 @@ typedef const PagedkvBackendPlugin* (*PagedkvBackendPluginEntry)(uint32_t abi_ve
 }  // extern "C"
 
 // The compute ops of PagedkvBackendPlugin, in table order, as X(member, ArgsType): the list code
-// that walks every op reads (the op-case coverage test, tests/kernels/op_cases.h). They end the
-// table; the static_asserts below fail when an op is added to the table and not here, or here and
-// not there, or when a member's signature is not `int32_t (backend, const pagedkv::ArgsType*,
-// error)`.
+// that walks every op reads (the op-case coverage test, tests/kernels/op_cases/op_cases.h). They
+// end the table; the static_asserts below fail when an op is added to the table and not here, or
+// here and not there, or when a member's signature is not `int32_t (backend, const
+// pagedkv::ArgsType*, error)`.
 #define PAGEDKV_PLUGIN_OPS(X)               \
   X(linear, LinearArgs)                     \
   X(embedding_gather, EmbeddingGatherArgs)  \

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 # Copyright 2026 The pagedkv Authors.
 #
-# Writes engine/model/unicode_categories_table.inc: the code point ranges of the Unicode general
-# categories L* (letters) and N* (numbers), from Python's unicodedata (its Unicode version is
-# recorded in the output). The byte-level BPE split regexes (\p{L}, \p{N}) use them.
+# Writes engine/model/tokenizers/unicode_categories_table.inc: the code point ranges of the Unicode
+# general categories L* (letters) and N* (numbers), from Python's unicodedata (its Unicode version
+# is recorded in the output). The byte-level BPE split regexes (\p{L}, \p{N}) use them.
 #
-#   python3 scripts/gen_unicode_categories.py > engine/model/unicode_categories_table.inc
+#   python3 scripts/gen_unicode_categories.py > engine/model/tokenizers/unicode_categories_table.inc
 import sys
 import unicodedata
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # Copyright 2026 The pagedkv Authors.
 #
-# Writes engine/model/unicode_nfc_table.inc: the data of Unicode NFC (canonical combining classes,
-# full canonical decompositions, primary composites; Hangul is algorithmic and not listed), from
-# Python's unicodedata (its Unicode version is recorded in the output). The tokenizer.json "NFC"
-# normalizer (Qwen2) uses it.
+# Writes engine/model/tokenizers/unicode_nfc_table.inc: the data of Unicode NFC (canonical combining
+# classes, full canonical decompositions, primary composites; Hangul is algorithmic and not listed),
+# from Python's unicodedata (its Unicode version is recorded in the output). The tokenizer.json
+# "NFC" normalizer (Qwen2) uses it.
 #
-#   python3 scripts/gen_unicode_nfc.py > engine/model/unicode_nfc_table.inc
+#   python3 scripts/gen_unicode_nfc.py > engine/model/tokenizers/unicode_nfc_table.inc
 import unicodedata
 
 HANGUL = range(0xAC00, 0xD7A4)

@@ -4,8 +4,8 @@
 #   2. builds only the CUDA plugin (libpagedkv_cuda.so) and the GPU test and benchmark targets (-j16),
 #   3. runs every GPU parity test with CTest (kernels: CudaParityTest, CudaBadInputTest, CudaValidationTest,
 #      CudaCopyStreamTest (the tier copy stream: fenced loads, stores after compute); engine: ModelRunnerCudaTest,
-#      EveryBackendTest (every op case of tests/kernels/op_cases.h through the CUDA plugin))
-#      and fails if any of them failed or was skipped,
+#      EveryBackendTest (every op case of tests/kernels/op_cases/op_cases.h through the CUDA
+#      plugin)) and fails if any of them failed or was skipped,
 #   4. runs cuda_kernels_bench,
 #   5. when compute-sanitizer is installed, runs the kernel parity tests under memcheck.
 # Every step has a timeout; the whole script fits in 8 minutes on an H200 with 16 cores.

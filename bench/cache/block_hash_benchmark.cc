@@ -17,8 +17,8 @@
 
 #include "bench/cache/bench_util.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/block_hash.h"
-#include "pagedkv/cache_request.h"
+#include "pagedkv/cache/block_hash.h"
+#include "pagedkv/cache/cache_request.h"
 
 namespace pagedkv {
 namespace {

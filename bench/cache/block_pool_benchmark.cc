@@ -16,7 +16,7 @@
 
 #include "bench/cache/bench_util.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/block_pool.h"
+#include "pagedkv/cache/block_pool.h"
 
 namespace pagedkv {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "bench/cache/bench_util.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "bench/cache/bench_util.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {

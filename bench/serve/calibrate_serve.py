@@ -11,7 +11,7 @@ It measures, with unique random token-id prompts (nothing cached):
   - decode: the median inter-token gap of --decode-batch-sizes streams running together (at a
     short context and at --long-context).
 Each measurement is one engine step (or a run of equal ones) whose FLOPs and bytes the replay's
-cost model (engine/replay/cost_model.h) counts; the script fits
+cost model (engine/tools/replay/serve_mode/cost_model.h) counts; the script fits
   step seconds = linear FLOPs / F + attention FLOPs / Fa + bytes / B + sequences * s
 (the cost model's "additive" form) by least squares (F, B > 0; Fa, s >= 0) and writes F and Fa
 (achieved FLOP/s), B (achieved bytes/s; it also carries the fixed per-step cost, which the
@@ -39,7 +39,8 @@ import sse_http  # noqa: E402
 import stats  # noqa: E402
 import workloads  # noqa: E402
 
-# Model shapes, the same numbers as engine/replay/cost_model.cc's presets of these names.
+# Model shapes, the same numbers as engine/tools/replay/serve_mode/cost_model.cc's presets of these
+# names.
 MODEL_SHAPES = {
     "smollm2-135m": dict(params=134.5e6, layers=30, q_heads=9, kv_heads=3, head_dim=64),
     "llama-3-8b": dict(params=8.03e9, layers=32, q_heads=32, kv_heads=8, head_dim=128),

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/model_config.h"
+#include "pagedkv/model/model_config.h"
 
 #include <algorithm>
 #include <cmath>

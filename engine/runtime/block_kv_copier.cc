@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "pagedkv/block_hash.h"
+#include "pagedkv/cache/block_hash.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/paged_kv_layout.h"
 #include "pagedkv/status_macros.h"

@@ -1,19 +1,18 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // BlockKvCopier: one device block's K/V pages of every layer as one contiguous value, the form a
-// KV tier (pagedkv/kv_tier.h) stores; the engine's BlockValueIo (cache/tier_chain.h). The value is,
-// for each page array in layer order, the block's K page then its V page (one array per layer;
-// with KV cache groups, layers of different groups share arrays, and a block holds one group's
-// layers: each shared array is copied once), each PagedKvLayout::PageElements()
-// elements of the KV dtype, as they lie in the model runner's pages (so strides and padding inside
-// a page are kept). Copies go through the backend: Read and Write synchronously (a memcpy on the
-// CPU backend); the asynchronous forms (BlockValueIo) on a backend with async_copies() (the CUDA
-// plugin's copy stream) stage each value in the backend's pinned staging memory and use
-// LoadAsync / FenceLoads / StoreAsync / SynchronizeCopies; on other backends they are Read and
-// Write, so the CPU backend copies exactly as before.
-// Staging contract: a slot is taken per WriteAsync / ReadAsync and handed back only by
-// SynchronizeCopies (after the backend's copies completed; a ReadAsync's bytes are copied into its
-// `out` then). At most kMaxStagingSlots are held: the next one synchronizes first.
+// KV tier (pagedkv/tiers/kv_tier.h) stores; the engine's BlockValueIo (cache/tiers/tier_chain.h).
+// The value is, for each page array in layer order, the block's K page then its V page (one array
+// per layer; with KV cache groups, layers of different groups share arrays, and a block holds one
+// group's layers: each shared array is copied once), each PagedKvLayout::PageElements() elements of
+// the KV dtype, as they lie in the model runner's pages (so strides and padding inside a page are
+// kept). Copies go through the backend: Read and Write synchronously (a memcpy on the CPU backend);
+// the asynchronous forms (BlockValueIo) on a backend with async_copies() (the CUDA plugin's copy
+// stream) stage each value in the backend's pinned staging memory and use LoadAsync / FenceLoads /
+// StoreAsync / SynchronizeCopies; on other backends they are Read and Write, so the CPU backend
+// copies exactly as before. Staging contract: a slot is taken per WriteAsync / ReadAsync and handed
+// back only by SynchronizeCopies (after the backend's copies completed; a ReadAsync's bytes are
+// copied into its `out` then). At most kMaxStagingSlots are held: the next one synchronizes first.
 //
 // Example:
 //   BlockKvCopier copier(runner);
@@ -33,10 +32,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache/tier_chain.h"
-#include "engine/model/model_runner.h"
+#include "cache/tiers/tier_chain.h"
+#include "engine/model/runner/model_runner.h"
 #include "pagedkv/export.h"
-#include "pagedkv/kv_tier.h"
+#include "pagedkv/tiers/kv_tier.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/model/step_rope.h"
+#include "engine/model/runner/step_rope.h"
 
 namespace pagedkv {
 namespace {

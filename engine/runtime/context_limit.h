@@ -4,11 +4,11 @@
 //
 // Usually the limit is the runner's context (the trained context, or the longer one a RoPE scaling
 // gives). One case is capped: dynamic NTK scaling in the per-step mode (Hugging Face's `dynamic`,
-// engine/model/step_rope.h) rotates the keys of a step past max_position_embeddings with a base
-// that depends on that step's length, so such a key is not a function of its tokens and position
-// alone and must never be reused. With key reuse on (prefix caching, chunk reuse, KV tiers), the
-// engine therefore stops at max_position_embeddings, where dynamic scaling does nothing and every
-// key is the plain RoPE key; with key reuse off it allows the whole scaled context.
+// engine/model/runner/step_rope.h) rotates the keys of a step past max_position_embeddings with a
+// base that depends on that step's length, so such a key is not a function of its tokens and
+// position alone and must never be reused. With key reuse on (prefix caching, chunk reuse, KV
+// tiers), the engine therefore stops at max_position_embeddings, where dynamic scaling does nothing
+// and every key is the plain RoPE key; with key reuse off it allows the whole scaled context.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ContextLimit limit,
@@ -21,9 +21,9 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_config.h"
+#include "pagedkv/model/model_config.h"
 #include "pagedkv/rope_config.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv {
 

@@ -4,7 +4,7 @@
 // manager, the scheduler, the tiers and chunk reuse). The other parts: engine_admission.cc
 // (requests in), engine_step.cc (the step loop), engine_outputs.cc (sampled tokens and results),
 // engine_tiers.cc (the KV tiers).
-#include "pagedkv/engine.h"
+#include "pagedkv/runtime/engine.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -15,18 +15,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "engine/model/backend.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/runner/backend.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"  // ~Engine destroys the records
 #include "engine/runtime/kv_groups.h"
 #include "engine/runtime/kv_pool_size.h"
-#include "engine/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/engine_chunk_reuse.h"
 #include "kernels/cpu/int8_linear.h"
-#include "pagedkv/chunk_index.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/model_source.h"
+#include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_source.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

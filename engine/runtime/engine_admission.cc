@@ -17,7 +17,7 @@
 #include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
-#include "pagedkv/engine.h"
+#include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

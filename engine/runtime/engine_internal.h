@@ -2,7 +2,7 @@
 //
 // The Engine's internal parts, for the engine's own code and for tests: the model runner and the
 // chunk reuse (when EngineOptions.chunk_reuse is on). Not part of the public API: an embedding
-// engine goes through include/pagedkv/engine.h only.
+// engine goes through include/pagedkv/runtime/engine.h only.
 //
 // Example (a test reading the K/V a step wrote):
 //   ModelRunner& runner = pagedkv::EngineInternal::Runner(*engine);
@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "cache/tier_chain.h"
-#include "engine/model/model_runner.h"
+#include "cache/tiers/tier_chain.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/context_limit.h"
-#include "engine/shift/engine_chunk_reuse.h"
-#include "pagedkv/engine.h"
+#include "engine/runtime/shift/engine_chunk_reuse.h"
 #include "pagedkv/export.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv {
 

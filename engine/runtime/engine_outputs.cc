@@ -17,7 +17,7 @@
 #include "engine/runtime/ngram_proposer.h"
 #include "engine/runtime/step_batch.h"
 #include "kernels/sample_math.h"
-#include "pagedkv/engine.h"
+#include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv {

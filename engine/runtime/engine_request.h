@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/tier_chain.h"
-#include "pagedkv/engine.h"
+#include "cache/tiers/tier_chain.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv {
 

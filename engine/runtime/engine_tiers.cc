@@ -12,16 +12,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache/tier_chain.h"
-#include "engine/model/model_runner.h"
+#include "cache/tiers/tier_chain.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/host_tier.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/redis_tier.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/tiers/host_tier.h"
+#include "pagedkv/tiers/redis_tier.h"
 
 namespace pagedkv {
 void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources) {

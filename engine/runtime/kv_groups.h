@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "pagedkv/engine.h"
 #include "pagedkv/export.h"
-#include "pagedkv/model_config.h"
+#include "pagedkv/model/model_config.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv::engine_internal {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "kernels/sample_math.h"
-#include "pagedkv/engine.h"
 #include "pagedkv/kernels/op_args.h"
+#include "pagedkv/runtime/engine.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {

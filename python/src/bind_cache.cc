@@ -13,9 +13,9 @@
 #include "common.h"
 #include "events.h"
 #include "kv_cache_manager_binding.h"
-#include "pagedkv/cache_request.h"
-#include "pagedkv/cache_stats.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/cache_request.h"
+#include "pagedkv/cache/cache_stats.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv::python {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Bindings of KV cache groups (include/pagedkv/kv_cache_groups.h): KvCacheGroupSpec,
+// Bindings of KV cache groups (include/pagedkv/cache/kv_cache_groups.h): KvCacheGroupSpec,
 // AllocationPlan, and the KvCacheManager methods that name groups (block tables per group, held
 // blocks, plan_allocation, msgpack event batches with group fields). The deprecated
 // HybridKvCacheManager alias lives in python/pagedkv/__init__.py.
@@ -10,9 +10,9 @@
 
 #include "common.h"
 #include "kv_cache_manager_binding.h"
-#include "pagedkv/kv_cache_groups.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/kv_event_codec.h"
+#include "pagedkv/cache/kv_cache_groups.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/events/kv_event_codec.h"
 
 namespace pagedkv::python {
 namespace {

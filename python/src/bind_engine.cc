@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "common.h"
-#include "pagedkv/backend_kind.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/dtype.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/tokenizer.h"
+#include "pagedkv/model/backend_kind.h"
+#include "pagedkv/model/tokenizer.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv::python {
 namespace {

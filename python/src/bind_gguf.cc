@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common.h"
-#include "engine/model/gguf_file.h"
-#include "engine/model/gguf_tokenizer.h"
-#include "pagedkv/chat_template.h"
+#include "engine/model/formats/gguf_file.h"
+#include "engine/model/tokenizers/gguf_tokenizer.h"
+#include "pagedkv/model/chat_template.h"
 #include "pybind11/numpy.h"
 #include "pybind11/stl.h"
 

@@ -11,9 +11,9 @@
 
 #include "common.h"
 #include "events.h"
-#include "pagedkv/block_pool.h"
-#include "pagedkv/chunk_index.h"
-#include "pagedkv/eviction_policy.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/eviction_policy.h"
 
 namespace pagedkv::python {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Bindings of the replay tool (engine/replay, library pagedkv_replay) as the submodule
+// Bindings of the replay tool (engine/tools/replay, library pagedkv_replay) as the submodule
 // pagedkv._pagedkv.replay: the whole `pagedkv replay --json` run, a capacity sweep without files
 // unless asked, cache-mode replay of a Workload built in Python, and the workload generators.
 // Results are JSON text (the CLI's fields); pagedkv/replay.py parses them into dicts. Every
@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "common.h"
-#include "engine/replay/block_expansion.h"
-#include "engine/replay/cache_replay.h"
-#include "engine/replay/generators.h"
-#include "engine/replay/mooncake_trace.h"
-#include "engine/replay/replay_runner.h"
-#include "engine/replay/report.h"
-#include "engine/replay/workload.h"
+#include "engine/tools/replay/cache_mode/cache_replay.h"
+#include "engine/tools/replay/replay_runner.h"
+#include "engine/tools/replay/report.h"
+#include "engine/tools/replay/workload/block_expansion.h"
+#include "engine/tools/replay/workload/generators.h"
+#include "engine/tools/replay/workload/mooncake_trace.h"
+#include "engine/tools/replay/workload/workload.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/status_macros.h"
 
@@ -404,7 +404,7 @@ void BindGenerators(py::module_& r) {
 }  // namespace
 
 void BindReplay(py::module_& m) {
-  py::module_ r = m.def_submodule("replay", "The replay tool (engine/replay) as functions.");
+  py::module_ r = m.def_submodule("replay", "The replay tool (engine/tools/replay) as functions.");
   r.def("default_config", &DefaultConfig, "The options of run() and their C++ defaults.");
   r.def("run_json", &RunJson, arg("options"), "pagedkv.replay.run, returning the JSON text.");
   r.def("sweep_json", &SweepJson, arg("capacities"), arg("policies"), arg("options"),

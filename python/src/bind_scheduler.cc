@@ -11,8 +11,8 @@
 
 #include "common.h"
 #include "kv_cache_manager_binding.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/scheduler.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/runtime/scheduler.h"
 
 namespace pagedkv::python {
 namespace {

@@ -25,9 +25,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "pagedkv/block_hash.h"
-#include "pagedkv/cache_priority.h"
-#include "pagedkv/eviction_policy.h"
+#include "pagedkv/cache/block_hash.h"
+#include "pagedkv/cache/cache_priority.h"
+#include "pagedkv/cache/eviction_policy.h"
 
 namespace pagedkv::python {
 

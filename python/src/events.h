@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common.h"
-#include "pagedkv/kv_events.h"
+#include "pagedkv/events/kv_events.h"
 
 namespace pagedkv::python {
 

@@ -14,7 +14,7 @@
 
 #include "common.h"
 #include "events.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv::python {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/block_hash.h"
+#include "pagedkv/cache/block_hash.h"
 
 #include <xxhash.h>
 

@@ -2,7 +2,7 @@
 //
 // BlockIndex against a brute-force map: random inserts, finds and erases on small tables (so probe
 // runs are long and wrap around the end of the table), checking every key after every step.
-#include "pagedkv/block_index.h"
+#include "pagedkv/cache/block_index.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "pagedkv/block_hash.h"
+#include "pagedkv/cache/block_hash.h"
 
 namespace pagedkv {
 namespace {

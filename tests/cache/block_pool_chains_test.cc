@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "pagedkv/eviction_policy.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/eviction_policy.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/block_pool.h"
+#include "pagedkv/cache/block_pool.h"
 
 #include <algorithm>
 #include <memory>

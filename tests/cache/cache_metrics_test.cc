@@ -3,7 +3,7 @@
 // Block residency histograms (fed by the pool's lifecycle hooks, on a fake clock) and
 // KvCacheManager::WritePrometheus. tests/python/test_metrics.py parses the text with Debian's
 // prometheus_client.
-#include "pagedkv/cache_metrics.h"
+#include "pagedkv/cache/cache_metrics.h"
 
 #include <algorithm>
 #include <memory>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {

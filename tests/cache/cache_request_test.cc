@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/cache_request.h"
+#include "pagedkv/cache/cache_request.h"
 
 #include <limits>
 #include <memory>

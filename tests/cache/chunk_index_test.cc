@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/chunk_index.h"
+#include "pagedkv/cache/chunk_index.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,9 +13,9 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "pagedkv/block_hash.h"
-#include "pagedkv/block_pool.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/block_hash.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {

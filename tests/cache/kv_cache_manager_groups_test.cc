@@ -12,8 +12,8 @@
 #include "cache/kv_cache_manager_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/kv_event_codec.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/events/kv_event_codec.h"
 
 namespace pagedkv {
 namespace {

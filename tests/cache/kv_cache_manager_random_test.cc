@@ -23,7 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "tests/cache/kv_cache_reference_model.h"
 #include "tests/cache/test_hashers.h"
 

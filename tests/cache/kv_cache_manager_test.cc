@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 #include <memory>
 #include <string>

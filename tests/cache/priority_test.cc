@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pagedkv/block_pool.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace pagedkv {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "pagedkv/block_hash.h"
+#include "pagedkv/cache/block_hash.h"
 
 namespace pagedkv::testing {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "pagedkv/engine.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/kernels/cpu_ops.h"
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/runtime/engine.h"
 #include "pagedkv/version.h"
 
 namespace {

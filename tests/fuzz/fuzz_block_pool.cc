@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pagedkv/block_pool.h"
-#include "pagedkv/eviction_policy.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/eviction_policy.h"
 
 namespace {
 

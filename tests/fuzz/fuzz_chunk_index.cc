@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "pagedkv/block_pool.h"
-#include "pagedkv/chunk_index.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/chunk_index.h"
 
 namespace {
 

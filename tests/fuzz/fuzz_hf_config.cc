@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/model/hf_config.h"
+#include "engine/model/formats/hf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "pagedkv/bpe_tokenizer.h"
-#include "pagedkv/hf_tokenizer.h"
+#include "pagedkv/model/bpe_tokenizer.h"
+#include "pagedkv/model/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "pagedkv/kv_cache_manager.h"
+#include "pagedkv/cache/kv_cache_manager.h"
 
 namespace {
 

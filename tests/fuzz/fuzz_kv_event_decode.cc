@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "pagedkv/kv_event_codec.h"
+#include "pagedkv/events/kv_event_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view payload(reinterpret_cast<const char*>(data), size);

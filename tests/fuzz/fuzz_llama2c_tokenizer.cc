@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "pagedkv/tokenizer.h"
+#include "pagedkv/model/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/replay/mooncake_trace.h"
+#include "engine/tools/replay/workload/mooncake_trace.h"
 #include "tests/fuzz/fuzz_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/replay/mooncake_trace.h"
+#include "engine/tools/replay/workload/mooncake_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider input(data, size);

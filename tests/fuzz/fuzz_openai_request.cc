@@ -1,16 +1,16 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Fuzz target: the bodies `pagedkv serve` parses (engine/server/openai_request.h). The first byte
-// picks the parser (completions, chat, tokenize, detokenize), the rest is the body. A body that
-// parses must give values inside the documented ranges, and the response bodies built from it
+// Fuzz target: the bodies `pagedkv serve` parses (engine/serve/http/openai_request.h). The first
+// byte picks the parser (completions, chat, tokenize, detokenize), the rest is the body. A body
+// that parses must give values inside the documented ranges, and the response bodies built from it
 // must be valid JSON (text is replaced, never thrown on, when not UTF-8).
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
 
-#include "engine/server/openai_request.h"
-#include "engine/server/openai_response.h"
+#include "engine/serve/http/openai_request.h"
+#include "engine/serve/http/openai_response.h"
 #include "nlohmann/json.hpp"
 
 namespace {

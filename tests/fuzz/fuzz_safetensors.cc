@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/safetensors.h"
+#include "engine/model/formats/safetensors.h"
 #include "tests/fuzz/fuzz_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

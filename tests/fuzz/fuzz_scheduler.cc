@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/scheduler.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/runtime/scheduler.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // For tests and benchmarks that call the CUDA kernels directly (no Backend): typed RAII device
 // memory from cudaMalloc, and a device copy of a RopeTable. Move-only; every failure is an
 // absl::Status. The engine allocates through its Backend instead (CudaArray in
-// engine/model/backend.h, the library's one device-buffer type).
+// engine/model/runner/backend.h, the library's one device-buffer type).
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(auto q, pagedkv::cuda::CudaArray<float>::FromHost(host_q));

@@ -1,12 +1,12 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Bad input on the CUDA launchers: every bad-input case of tests/kernels/op_cases.h (index arrays
-// out of range, refused arguments) gives InvalidArgument with the CPU's message and leaves device
-// memory untouched (ContentCheck::kValidate), as does a negative RoPE position; the trusted path
-// skips bad entries; the deferred path (ContentCheck::kDeferred) records the first bad entry of the
-// first bad call in a device flag, the same word FirstBadEntry computes on the host, skips bad
-// entries, and works under CUDA graph capture; size validation needs no device and always runs. The
-// device tests skip when no CUDA device is visible.
+// Bad input on the CUDA launchers: every bad-input case of tests/kernels/op_cases/op_cases.h (index
+// arrays out of range, refused arguments) gives InvalidArgument with the CPU's message and leaves
+// device memory untouched (ContentCheck::kValidate), as does a negative RoPE position; the trusted
+// path skips bad entries; the deferred path (ContentCheck::kDeferred) records the first bad entry
+// of the first bad call in a device flag, the same word FirstBadEntry computes on the host, skips
+// bad entries, and works under CUDA graph capture; size validation needs no device and always runs.
+// The device tests skip when no CUDA device is visible.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,7 +29,7 @@
 #include "tests/kernels/cuda_op_backend.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
-#include "tests/kernels/op_cases.h"
+#include "tests/kernels/op_cases/op_cases.h"
 
 namespace pagedkv {
 namespace {
@@ -41,8 +41,8 @@ using ::pagedkv::testing::RandomFloats;
 
 class CudaBadInputTest : public cuda_testing::CudaDeviceTest {};
 
-// Every bad-input case of tests/kernels/op_cases.h on validated launches: InvalidArgument with the
-// CPU ops' message, and no device memory written.
+// Every bad-input case of tests/kernels/op_cases/op_cases.h on validated launches: InvalidArgument
+// with the CPU ops' message, and no device memory written.
 TEST_F(CudaBadInputTest, EveryBadInputCaseIsTheCpuErrorAndWritesNothing) {
   cuda_testing::CudaLauncherBackend backend(cublas_.get(),
                                             {.check = cuda::ContentCheck::kValidate});

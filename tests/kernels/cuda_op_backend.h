@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CudaLauncherBackend: the pagedkv::cuda launchers as an OpBackend (tests/kernels/op_backend.h),
-// so the op cases of tests/kernels/op_cases.h run on them. Memory is cudaMalloc'ed; the launchers
-// run on the legacy default stream, so a CopyToHost (cudaMemcpy) waits for them. Every launcher
-// that takes LaunchOptions gets the ones given here; RMSNorm and SwiGLU take none. Needs a visible
-// device (use it inside cuda_testing::CudaDeviceTest).
+// CudaLauncherBackend: the pagedkv::cuda launchers as an OpBackend
+// (tests/kernels/op_cases/op_backend.h), so the op cases of tests/kernels/op_cases/op_cases.h run
+// on them. Memory is cudaMalloc'ed; the launchers run on the legacy default stream, so a CopyToHost
+// (cudaMemcpy) waits for them. Every launcher that takes LaunchOptions gets the ones given here;
+// RMSNorm and SwiGLU take none. Needs a visible device (use it inside
+// cuda_testing::CudaDeviceTest).
 //
 // Example:
 //   CudaLauncherBackend cuda(cublas_.get(), {.check = cuda::ContentCheck::kTrusted});
@@ -21,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
 #include "pagedkv/kernels/cuda_ops.h"
-#include "tests/kernels/op_backend.h"
+#include "tests/kernels/op_cases/op_backend.h"
 
 namespace pagedkv::cuda_testing {
 

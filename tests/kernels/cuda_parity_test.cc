@@ -1,10 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// GPU parity: every op case of tests/kernels/op_cases.h (every op of the plugin table: linear and
-// LM head, embedding and row gathers, RMSNorm, SwiGLU, the KV write and re-rotation for every RoPE
-// variant, dtype and strided layout of tests/kernels/layout_cases.h with guard bytes, paged
-// attention over mixed batches, split-K shapes, sliding windows and every layout, sampling) on the
-// pagedkv::cuda launchers against the CPU ops, validated and trusted, with a caller-owned
+// GPU parity: every op case of tests/kernels/op_cases/op_cases.h (every op of the plugin table:
+// linear and LM head, embedding and row gathers, RMSNorm, SwiGLU, the KV write and re-rotation for
+// every RoPE variant, dtype and strided layout of tests/kernels/layout_cases.h with guard bytes,
+// paged attention over mixed batches, split-K shapes, sliding windows and every layout, sampling)
+// on the pagedkv::cuda launchers against the CPU ops, validated and trusted, with a caller-owned
 // workspace and the default one. Skips when no CUDA device is visible. Bad input is in
 // cuda_bad_input_test.cc.
 #include "gtest/gtest.h"
@@ -12,7 +12,7 @@
 #include "pagedkv/kernels/cuda_workspace.h"
 #include "tests/kernels/cuda_op_backend.h"
 #include "tests/kernels/cuda_test_util.h"
-#include "tests/kernels/op_cases.h"
+#include "tests/kernels/op_cases/op_cases.h"
 
 namespace pagedkv {
 namespace {

@@ -1,11 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The op case list itself (tests/kernels/op_cases.h): every compute op of the plugin table
+// The op case list itself (tests/kernels/op_cases/op_cases.h): every compute op of the plugin table
 // (PAGEDKV_PLUGIN_OPS) has a case and a bad-input case, names are unique, and on the CPU ops every
 // case runs cleanly, twice alike, within its float64 reference, and every bad input is refused.
 // The other backends run the same list in cuda_parity_test.cc, cuda_bad_input_test.cc and
-// tests/engine/model/backend_ops_test.cc.
-#include "tests/kernels/op_cases.h"
+// tests/engine/model/runner/backend_ops_test.cc.
+#include "tests/kernels/op_cases/op_cases.h"
 
 #include <set>
 #include <string>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kernels/backend_plugin_abi.h"
-#include "tests/kernels/op_backend.h"
+#include "tests/kernels/op_cases/op_backend.h"
 
 namespace pagedkv::testing {
 namespace {
@@ -36,7 +36,7 @@ TEST(OpCasesTest, EveryPluginOpHasACase) {
   const std::vector<std::string> missing = Uncovered(covered);
   EXPECT_TRUE(missing.empty()) << "plugin table ops without an op case: "
                                << absl::StrJoin(missing, ", ")
-                               << " (add one to tests/kernels/op_cases_*.cc)";
+                               << " (add one to tests/kernels/op_cases/op_cases_*.cc)";
   EXPECT_EQ(AllPluginOps().size(), kPagedkvPluginNumOps);
 }
 
@@ -46,7 +46,7 @@ TEST(OpCasesTest, EveryPluginOpHasABadInputCase) {
   const std::vector<std::string> missing = Uncovered(covered);
   EXPECT_TRUE(missing.empty()) << "plugin table ops without a bad-input case: "
                                << absl::StrJoin(missing, ", ")
-                               << " (add one to tests/kernels/op_cases_bad_input.cc)";
+                               << " (add one to tests/kernels/op_cases/op_cases_bad_input.cc)";
 }
 
 TEST(OpCasesTest, OpForNamesTheTableMember) {

@@ -64,7 +64,7 @@ def self_test() -> int:
     files = {
         "engine/runtime/a.cc": '#include "engine/runtime/a_internal.h"\nint x;\n',  # own: fine
         "engine/runtime/a_internal.h": "int y;\n",
-        "engine/replay/b.cc": '#include "cache/kv_cache_manager_internal.h"\n',
+        "engine/tools/replay/b.cc": '#include "cache/kv_cache_manager_internal.h"\n',
         "kernels/c.cu": "auto& p = KvCacheManagerInternal::MutablePool(m);\n",
         "tests/cache/d.cc": "auto& p = KvCacheManagerInternal::MutablePool(m);\n",  # tests: fine
     }
@@ -74,7 +74,7 @@ def self_test() -> int:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         got = sorted((rel.as_posix(), number) for rel, number, _ in violations(root))
-    want = [("engine/replay/b.cc", 1), ("kernels/c.cu", 1)]
+    want = [("engine/tools/replay/b.cc", 1), ("kernels/c.cu", 1)]
     if got != want:
         print(f"self-test: expected violations {want}, got {got}", file=sys.stderr)
         return 1

@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "pagedkv/model_source.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/model/model_weights.h"
 
 namespace pagedkv::bench {
 

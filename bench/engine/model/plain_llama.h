@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bench/engine/model/plain_ops.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/model/model_weights.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::bench {

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "engine/model/model_files.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_source.h"
+#include "engine/model/formats/model_files.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv::bench {
 namespace {

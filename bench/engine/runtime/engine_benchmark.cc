@@ -20,7 +20,7 @@
 #include "bench/engine/model/bench_models.h"
 #include "bench/engine/model/plain_decode_benchmark.h"
 #include "benchmark/benchmark.h"
-#include "pagedkv/engine.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv::bench {
 namespace {

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the small Mooncake-format trace that tests/engine/replay/vllm_reference_test.cc replays
-(tests/engine/replay/data/small_trace.jsonl): deterministic (fixed seed, Python's own Mersenne
+"""Writes the small Mooncake-format trace that tests/engine/tools/replay/vllm_reference_test.cc replays
+(tests/engine/tools/replay/data/small_trace.jsonl): deterministic (fixed seed, Python's own Mersenne
 Twister), 16-token hash ids, multi-turn conversations under a few shared system prompts, so that
 prefixes are shared, caches evict at small capacities, and prompts end both inside a block and on
 a block boundary (where vLLM's hit cap, num_tokens - 1, binds).
 
-  python3 bench/replay/real_peers/make_small_trace.py > tests/engine/replay/data/small_trace.jsonl
+  python3 bench/replay/real_peers/make_small_trace.py > tests/engine/tools/replay/data/small_trace.jsonl
 """
 
 import json

@@ -3,7 +3,7 @@
 // CPU backend ops: every op over host memory on the calling thread, fp32 arithmetic; Linear, LM
 // head, RMSNorm, SwiGLU and paged attention use vector kernels picked at run time for the CPU
 // (Google Highway: SSE2 baseline, SSE4, AVX2+FMA, AVX-512). The CPU Backend
-// (engine/model/backend.h) runs the same kernels split over its threads, with bit-identical
+// (engine/model/runner/backend.h) runs the same kernels split over its threads, with bit-identical
 // results. Each call validates its arguments (shapes, head dims, dtypes, and the contents of slot
 // lists, positions and block tables) before writing anything: on InvalidArgument no output has been
 // touched. The argument structs (pagedkv/kernels/op_args.h) are the same ones the CUDA backend

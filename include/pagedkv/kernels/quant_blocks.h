@@ -13,7 +13,7 @@
 //         16 int8 scales (one per 16 values), f16 d;                         x = d (sc (q - 32))
 // Byte j of a Q4_0 / Q4_1 block holds value j (low nibble) and value j + 16 (high nibble); Q4_K's
 // 64-value halves take the low nibbles of 32 bytes, then their high ones. Every decode rounds
-// exactly as the loader's fp32 conversion (engine/model/gguf_dequant.cc) does, operation by
+// exactly as the loader's fp32 conversion (engine/model/formats/gguf_dequant.cc) does, operation by
 // operation, so a kernel that decodes with these functions sees the converted weights' bits.
 //
 // A matrix W [n, k] is n rows of k / QuantBlockValuesOf(type) blocks each, row after row.

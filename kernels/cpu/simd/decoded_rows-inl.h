@@ -3,8 +3,8 @@
 // Per-target (Highway -inl.h convention, like panel_tile-inl.h, whose tile it runs)
 // QuantLinear over the weight types without a block-in-registers decode (F16, BF16, Q4_K, Q6_K;
 // layouts in pagedkv/kernels/quant_blocks.h). Values are decoded with the bits of the load-time
-// conversion (QuantValue; engine/model/gguf_dequant.cc), a vector at a time (F16C, shifts, the
-// super-blocks' integer and scale steps in lanes), and then
+// conversion (QuantValue; engine/model/formats/gguf_dequant.cc), a vector at a time (F16C, shifts,
+// the super-blocks' integer and scale steps in lanes), and then
 //   - m < kQuantPanelMinRows: F16 / BF16 rows are widened in registers and multiplied with x
 //     (HalvesDot; SSE4 and scalar F16: as Q4_K / Q6_K); Q4_K / Q6_K rows are decoded once into
 //     an fp32 row in cache and dotted with every row of x (RowDot). Both use four vector chains in

@@ -11,8 +11,8 @@
 // depend on m, on the tile or on the thread split.
 // Many rows of x (QuantLinearPanels, m >= kQuantPanelMinRows): each column panel of W is decoded
 // once per call into the packed fp32 layout (value = q * d + m, a multiply then an add, as the
-// load-time conversion of engine/model/gguf_dequant.cc computes it) and every row of x runs the
-// packed kernel's outer-product tile over it (panel_tile-inl.h): the same bits as PackedLinear
+// load-time conversion of engine/model/formats/gguf_dequant.cc computes it) and every row of x runs
+// the packed kernel's outer-product tile over it (panel_tile-inl.h): the same bits as PackedLinear
 // over the converted fp32 weights.
 // F16, BF16, Q4_K and Q6_K (the row decode): each W row is decoded whole into fp32 (DecodeRow,
 // the load-time conversion's bits: F16C / shifts for the half types, one scale per sub-block for

@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// A test-made GGUF writer (written from the format description in engine/model/gguf_file.h, not
-// from the reader) and a converter of test-made Hugging Face models (hf_test_model.h) into GGUF
+// A test-made GGUF writer (written from the format description in engine/model/formats/gguf_file.h,
+// not from the reader) and a converter of test-made Hugging Face models (hf_test_model.h) into GGUF
 // `llama` files: names mapped as llama.cpp's converter does, attn_q / attn_k rows permuted as its
 // LlamaModel.permute does (reshape(heads, 2, hd/2, cols).swapaxes(1, 2)), 2-D weights stored as
 // F32, F16, Q8_0 or Q4_1, norms as F32. Quantizing changes the weights, so the converter writes

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/model/layer_hook.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/runner/layer_hook.h"
+#include "engine/model/runner/model_runner.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 

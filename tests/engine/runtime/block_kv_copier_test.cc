@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/runner/model_runner.h"
 #include "gtest/gtest.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/model/model_weights.h"
 #include "tests/engine/model/tiny_llama2c.h"
 
 namespace pagedkv {

@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/engine_internal.h"
-#include "engine/shift/cache_blend_hook.h"
-#include "engine/shift/engine_chunk_reuse.h"
-#include "engine/shift/rerotate_slots.h"
+#include "engine/runtime/shift/cache_blend_hook.h"
+#include "engine/runtime/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/rerotate_slots.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
 #include "tests/shared_data.h"
 

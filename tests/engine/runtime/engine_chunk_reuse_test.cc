@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Shifted-position reuse inside the Engine (EngineOptions.chunk_reuse, GenerationRequest.chunks).
-#include "engine/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/engine_chunk_reuse.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/model/model_runner.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/engine_internal.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
 
 namespace pagedkv {

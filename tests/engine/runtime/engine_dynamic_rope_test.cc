@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_source.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/hf_test_model.h"
 
 namespace pagedkv {

@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_source.h"
-#include "pagedkv/tokenizer.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/model/tokenizer.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/shared_data.h"
 
 namespace pagedkv {

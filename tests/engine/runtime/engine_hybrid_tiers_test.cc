@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/kv_tier.h"
-#include "pagedkv/model_source.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/runtime/engine.h"
+#include "pagedkv/tiers/kv_tier.h"
 #include "pagedkv/types.h"
 #include "tests/engine/model/hf_test_model.h"
 
@@ -35,10 +35,11 @@ std::shared_ptr<const ModelWeights> SlidingFullModel() {
   spec.arch = "Qwen2ForCausalLM";
   spec.layers = 4;
   spec.layer_window = {4, 0, 4, 0};
-  spec.config_patch = {{"use_sliding_window", true},
-                       {"sliding_window", 4},
-                       {"layer_types", {"sliding_attention", "full_attention",
-                                        "sliding_attention", "full_attention"}}};
+  spec.config_patch = {
+      {"use_sliding_window", true},
+      {"sliding_window", 4},
+      {"layer_types",
+       {"sliding_attention", "full_attention", "sliding_attention", "full_attention"}}};
   const HfTestModel model = MakeHfTestModel(spec, 67);
   absl::StatusOr<LoadedModel> loaded = LoadModel(model.Write("hybrid_tiers").string());
   EXPECT_TRUE(loaded.ok()) << loaded.status();

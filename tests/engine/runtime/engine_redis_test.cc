@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
 #include "tests/redis_server.h"
 

@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_source.h"
+#include "pagedkv/model/model_source.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/hf_reference_check.h"
 #include "tests/engine/model/hf_test_model.h"
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/kv_cache_manager.h"
-#include "pagedkv/model_weights.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
 #include "tests/shared_data.h"
 

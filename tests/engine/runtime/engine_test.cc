@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "pagedkv/engine.h"
+#include "pagedkv/runtime/engine.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/model_weights.h"
-#include "pagedkv/tokenizer.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/model/tokenizer.h"
 #include "tests/engine/model/tiny_llama2c.h"
 #include "tests/shared_data.h"
 

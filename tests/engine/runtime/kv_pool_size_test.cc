@@ -9,8 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/engine.h"
-#include "pagedkv/model_config.h"
+#include "pagedkv/model/model_config.h"
+#include "pagedkv/runtime/engine.h"
 
 namespace pagedkv::engine_internal {
 namespace {

@@ -1,0 +1,44 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The value format of the Redis tier: a 48-byte header, the block's token ids (int32 each), then
+// the payload (the serialised KV). Little-endian, as written by the host (pagedkv builds only on
+// little-endian hosts). Header fields, by byte offset:
+//    0 u32 magic "PKVB"          4 u16 version (1)      6 u8 dtype        7 u8 layout
+//    8 u32 block size           12 u32 layer count     16 u32 token count 20 u32 reserved (0)
+//   24 u64 layout digest        32 u64 payload bytes   40 u64 checksum
+// The checksum is XXH3-64 of bytes [0, 40), the tokens and the payload.
+//
+// Example:
+//   std::string v = EncodeTierValue(format, tokens, payload);
+//   absl::StatusOr<std::span<const std::byte>> kv = DecodeTierValue(format, tokens, bytes);
+#ifndef PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_
+#define PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/tiers/kv_tier.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+inline constexpr size_t kTierValueHeaderBytes = 48;
+inline constexpr uint16_t kTierValueVersion = 1;
+
+// The value for `tokens` and `payload` in `format`.
+std::string EncodeTierValue(const TierValueFormat& format, std::span<const TokenId> tokens,
+                            std::span<const std::byte> payload);
+
+// The payload of `bytes` (a view into it), when the header matches `format`, the tokens equal
+// `tokens`, the sizes add up and the checksum is right. DataLoss naming the first mismatch
+// otherwise.
+absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat& format,
+                                                           std::span<const TokenId> tokens,
+                                                           std::span<const std::byte> bytes);
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_

@@ -1,0 +1,60 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ChunkPins: the chunks a ChunkReuseProvider has acquired for the scheduler (pinned through a
+// ChunkIndex, so they cannot be evicted while their KV is read) and not yet released, keyed by the
+// handle the scheduler holds. Shared by the engine's provider (EngineChunkReuse) and the replay's
+// simulated one, which differ only in what they do with the chunks.
+//
+// Example:
+//   ChunkPins pins(index.get());
+//   std::optional<AcquiredChunk> chunk = pins.Acquire(key, tokens);  // pinned, slots filled
+//   ...                                 // re-rotate chunk->slots into the request's own slots
+//   PAGEDKV_RETURN_IF_ERROR(pins.ReleaseAll());
+//
+// Not thread-safe. The index must outlive the pins; destroying them releases every pin.
+#ifndef PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_PINS_H_
+#define PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_PINS_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "pagedkv/cache/block_hash.h"
+#include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/export.h"
+#include "pagedkv/runtime/scheduler.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv {
+
+class PAGEDKV_EXPORT ChunkPins {
+ public:
+  explicit ChunkPins(ChunkIndex* index) : index_(index) {}
+  ~ChunkPins();
+  ChunkPins(const ChunkPins&) = delete;
+  ChunkPins& operator=(const ChunkPins&) = delete;
+
+  // Finds chunk `key` (with `tokens`, for the index's verification) and pins its blocks; the
+  // returned chunk lists each token's slot and the position it was computed at, under a new
+  // handle. nullopt when the chunk is not cached (or no longer is).
+  std::optional<AcquiredChunk> Acquire(const BlockHash& key, std::span<const TokenId> tokens);
+
+  // Unpins the chunk of `handle`; false when no chunk is pinned under it.
+  bool Release(int64_t handle);
+
+  // Unpins every pinned chunk; the first error of the index, if any (all are released anyway).
+  absl::Status ReleaseAll();
+
+  int32_t size() const { return static_cast<int32_t>(pinned_.size()); }
+
+ private:
+  ChunkIndex* index_;
+  int64_t next_handle_ = 1;
+  absl::flat_hash_map<int64_t, ChunkLocation> pinned_;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_PINS_H_

@@ -1,0 +1,80 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/runtime/shift/rerotate_slots.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/runner/backend.h"
+#include "pagedkv/kernels/op_args.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv {
+namespace {
+
+// A host array placed where `backend` computes: the host pointer itself on a host backend, a
+// device copy otherwise.
+template <typename T>
+absl::StatusOr<const T*> Place(Backend& backend, const std::vector<T>& host,
+                               DeviceBuffer* storage) {
+  if (backend.host_memory()) return host.data();
+  const size_t bytes = host.size() * sizeof(T);
+  PAGEDKV_ASSIGN_OR_RETURN(*storage, DeviceBuffer::Create(backend, bytes));
+  PAGEDKV_RETURN_IF_ERROR(backend.CopyToDevice(storage->data(), host.data(), bytes));
+  return storage->as<const T>();
+}
+
+}  // namespace
+
+absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
+  const size_t n = move.src.size();
+  if (move.dst.size() != n || move.old_positions.size() != n || move.new_positions.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReRotateSlots: src, dst, old_positions and new_positions need equal sizes, got ", n, ", ",
+        move.dst.size(), ", ", move.old_positions.size(), ", ", move.new_positions.size()));
+  }
+  const int32_t layers = runner.config().n_layers;
+  const int32_t count = move.num_layers < 0 ? layers - move.first_layer : move.num_layers;
+  if (move.first_layer < 0 || count < 0 || move.first_layer + count > layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ReRotateSlots: layers [", move.first_layer,
+                                                   ", +", count, ") outside the model's ", layers));
+  }
+  Backend& backend = runner.backend();
+  // Pass 0: unshifted tokens through R(0) (exact copy); pass 1: shifted ones in `move.mode`.
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<int64_t> s, d;
+    std::vector<int32_t> o, p;
+    for (size_t i = 0; i < n; ++i) {
+      if ((move.old_positions[i] == move.new_positions[i]) != (pass == 0)) continue;
+      s.push_back(move.src[i]);
+      d.push_back(move.dst[i]);
+      o.push_back(move.old_positions[i]);
+      p.push_back(move.new_positions[i]);
+    }
+    if (s.empty()) continue;
+    DeviceBuffer sb, db, ob, pb;
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* s_ptr, Place(backend, s, &sb));
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr, Place(backend, d, &db));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr, Place(backend, o, &ob));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr, Place(backend, p, &pb));
+    for (int32_t l = move.first_layer; l < move.first_layer + count; ++l) {
+      ReRotateArgs args;
+      args.src_slots = s_ptr;
+      args.dst_slots = d_ptr;
+      args.old_positions = o_ptr;
+      args.new_positions = p_ptr;
+      args.num_tokens = static_cast<int64_t>(s.size());
+      args.mode = pass == 0 ? ReRotateMode::kDelta : move.mode;
+      args.rope = runner.rope_view();
+      args.cache = runner.kv_layout(l);
+      PAGEDKV_RETURN_IF_ERROR(backend.ReRotate(args));
+    }
+    PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv

@@ -1,0 +1,70 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// CompletionJob: one accepted completion or chat request on its HTTP thread, from the engine's
+// tokens to the response: the whole body (RunWhole), or Server-Sent Events written as tokens
+// arrive (Pump, from cpp-httplib's chunked content provider). It polls the client's socket
+// between tokens, and aborts the engine request (its blocks freed before the next step) when the
+// client has gone, when a write fails, or when a stop string ends the text.
+//
+// Example:
+//   auto job = std::make_shared<CompletionJob>(loop, channel, api, meta, tokenizer, fd);
+//   if (!api.stream) { res.status = job->RunWhole(&body); }
+//   else res.set_chunked_content_provider("text/event-stream",
+//            [job](size_t, httplib::DataSink& sink) { return job->Pump(sink); });
+//
+// Not thread-safe: one HTTP thread drives a job.
+#ifndef PAGEDKV_ENGINE_SERVE_HTTP_COMPLETION_JOB_H_
+#define PAGEDKV_ENGINE_SERVE_HTTP_COMPLETION_JOB_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "engine/serve/http/engine_loop.h"
+#include "engine/serve/http/openai_request.h"
+#include "engine/serve/http/openai_response.h"
+#include "engine/serve/http/text_stream.h"
+
+namespace pagedkv::server {
+
+class CompletionJob {
+ public:
+  // `writer` sends bytes to the client (false: the connection failed).
+  using Writer = std::function<bool(absl::string_view)>;
+
+  // REQUIRES: `loop` and `tokenizer` outlive the job; `peer_fd` is the client's socket or -1.
+  CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> channel, const ApiRequest& api,
+                ResponseMeta meta, const Tokenizer& tokenizer, TokenId prev, int peer_fd);
+  ~CompletionJob();  // aborts the request when it has not ended (e.g. the stream broke)
+
+  // Waits for the end and writes the JSON body to *body; returns the HTTP status (200, or 500
+  // when the engine failed; 0 when the client disconnected: nothing to send).
+  int RunWhole(std::string* body);
+
+  // Streams the whole response through `write` (chunks, the usage chunk when asked, [DONE]).
+  // False when the client went away or a write failed (the request is aborted then).
+  bool Stream(const Writer& write);
+
+ private:
+  // Waits for the next update and feeds its tokens to the text. False when the client is gone.
+  bool Next(RequestChannel::Update* update);
+  ChoiceDelta FinalChoice(const GenerationResult& result) const;
+  Usage UsageOf(const GenerationResult& result) const;
+
+  EngineLoop* loop_;
+  std::shared_ptr<RequestChannel> channel_;
+  ResponseMeta meta_;
+  bool include_usage_;
+  std::vector<TokenId> stop_token_ids_;
+  TextStream text_;
+  std::vector<TokenId> tokens_;  // every token the engine produced (text_ may stop earlier)
+  int peer_fd_;
+  bool ended_ = false;      // the channel delivered the result
+  bool stop_sent_ = false;  // aborted for a stop string
+};
+
+}  // namespace pagedkv::server
+
+#endif  // PAGEDKV_ENGINE_SERVE_HTTP_COMPLETION_JOB_H_

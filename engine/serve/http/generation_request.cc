@@ -1,0 +1,71 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ToGenerationRequest (see generation_request.h).
+#include "engine/serve/http/generation_request.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "pagedkv/model/chat_template.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::server {
+namespace {
+
+// A fresh seed for a request that sent none (vLLM samples such requests at random too).
+uint64_t RandomSeed() {
+  static std::atomic<uint64_t> counter{std::random_device{}()};
+  return counter.fetch_add(0x9E3779B97F4A7C15ull);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TokenId>> PromptTokens(const ApiRequest& api, const ServedModel& model) {
+  if (api.endpoint == ApiEndpoint::kCompletions && api.prompt_is_tokens) return api.prompt_tokens;
+  if (model.tokenizer == nullptr) {
+    return FieldError("prompt", "must be token ids: the model has no tokenizer");
+  }
+  std::string text = api.prompt_text;
+  if (api.endpoint == ApiEndpoint::kChatCompletions) {
+    absl::StatusOr<std::string> chat = FormatChatMessages(model.chat_template, api.messages);
+    if (!chat.ok()) return FieldError("messages", chat.status().message());
+    text = std::move(*chat);
+  }
+  absl::StatusOr<std::vector<TokenId>> ids = model.tokenizer->Encode(text);
+  if (!ids.ok()) return FieldError("prompt", ids.status().message());
+  return ids;
+}
+
+absl::StatusOr<GenerationRequest> ToGenerationRequest(const ApiRequest& api,
+                                                      const ServedModel& model) {
+  if (api.priority != 0 && !model.priority_scheduling) {
+    return FieldError("priority",
+                      "must be 0: the server schedules first come, first served (start it "
+                      "with --scheduling-policy priority)");
+  }
+  GenerationRequest g;
+  PAGEDKV_ASSIGN_OR_RETURN(g.prompt_tokens, PromptTokens(api, model));
+  if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no token; send some text");
+  const int64_t prompt = static_cast<int64_t>(g.prompt_tokens.size());
+  // Up to the end of the context and of the pool: the last sampled token needs no position.
+  const int64_t room = std::min(model.context_length, model.pool_tokens) + 1 - prompt;
+  g.max_new_tokens =
+      api.max_tokens.value_or(static_cast<int32_t>(std::clamp<int64_t>(room, 1, INT32_MAX)));
+  g.sampling = {.temperature = api.temperature,
+                .top_p = api.top_p,
+                .seed = api.seed.has_value() ? static_cast<uint64_t>(*api.seed) : RandomSeed()};
+  g.stop_at_eos = !api.ignore_eos;
+  g.stop_tokens = api.stop_token_ids;
+  g.cache_salt = api.cache_salt;
+  g.priority = api.priority;
+  return g;
+}
+
+}  // namespace pagedkv::server

@@ -1,0 +1,322 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// HttpServer (see http_server.h): routes, authentication, limits and the generation handler.
+#include "engine/serve/http/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "engine/serve/http/completion_job.h"
+#include "engine/serve/http/openai_response.h"
+#include "engine/serve/http/peer_socket.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "pagedkv/cache/kv_cache_manager.h"
+
+namespace pagedkv::server {
+namespace {
+
+using nlohmann::json;
+
+void SendError(httplib::Response& res, int status, absl::string_view message,
+               absl::string_view param = "") {
+  res.status = status;
+  res.set_content(ErrorBody(status, message, param), "application/json");
+}
+
+int HttpStatusOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+void SendJson(httplib::Response& res, const json& body) {
+  res.status = 200;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+// "cmpl-" + 24 hex digits, unique in this process and unlikely to repeat across processes.
+std::string NewResponseId(const char* prefix) {
+  static std::atomic<uint64_t> counter{std::random_device{}()};
+  static const uint64_t salt = (static_cast<uint64_t>(std::random_device{}()) << 32) ^
+                               static_cast<uint64_t>(std::random_device{}());
+  return absl::StrFormat("%s%016x%08x", prefix, salt ^ counter.fetch_add(1),
+                         static_cast<uint32_t>(counter.load()));
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              ServerMetrics* metrics) {
+  if (options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError("--max-request-bytes must be >= 1");
+  }
+  if (options.http_threads < 2) return absl::InvalidArgumentError("--http-threads must be >= 2");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port ", options.port, " is not in [0, 65535]"));
+  }
+  std::unique_ptr<HttpServer> server(new HttpServer(options, metrics));
+  httplib::Server& http = *server->http_;
+  if (options.port == 0) {
+    server->port_ = http.bind_to_any_port(options.host);
+  } else if (http.bind_to_port(options.host, options.port)) {
+    server->port_ = options.port;
+  }
+  if (server->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.host, ":", options.port,
+                                               " (in use, or not an address here)"));
+  }
+  server->listener_ = std::thread([raw = server.get()] { raw->http_->listen_after_bind(); });
+  return server;
+}
+
+HttpServer::HttpServer(const HttpServerOptions& options, ServerMetrics* metrics)
+    : options_(options), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+  const size_t threads = static_cast<size_t>(options_.http_threads);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(static_cast<size_t>(options_.max_request_bytes));
+  http_->set_keep_alive_max_count(100000);
+  AddRoutes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Attach(EngineLoop* loop, const ServedModel& model) {
+  model_ = model;
+  loop_.store(loop);
+}
+
+void HttpServer::Stop() {
+  if (stopped_.exchange(true)) return;
+  http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+void HttpServer::AddRoutes() {
+  AddErrorHandlers();
+  AddStatusRoutes();
+  AddGenerationRoutes();
+  AddTokenRoutes();
+}
+
+void HttpServer::AddErrorHandlers() {
+  // No compression: cpp-httplib 0.11 would gzip text/event-stream and hold streamed tokens back.
+  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    // The request object is the server's own, non-const; only this header is dropped.
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  const httplib::Server::HandlerWithResponse on_error = [this](const httplib::Request& req,
+                                                               httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413) {
+      SendError(res, 413,
+                absl::StrCat("the request body is larger than ", options_.max_request_bytes,
+                             " bytes (--max-request-bytes)"));
+    } else if (res.status == 404) {
+      SendError(res, 404, absl::StrCat("no route ", req.method, " ", req.path));
+    } else {
+      SendError(res, res.status, "malformed HTTP request");
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  http_->set_error_handler(on_error);
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string what = "unknown error";
+        try {
+          if (error) std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, 500, absl::StrCat("internal error: ", what));
+      });
+}
+
+void HttpServer::AddStatusRoutes() {
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    EngineLoop* loop = loop_.load();
+    if (loop != nullptr && loop->healthy() && !draining_.load()) {
+      res.status = 200;
+      return;
+    }
+    SendError(res, 503,
+              draining_.load()  ? "the server is draining"
+              : loop == nullptr ? "the model is loading"
+                                : "the engine failed");
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::string text;
+    if (metrics_ != nullptr) metrics_->WritePrometheus(&text);
+    EngineLoop* loop = loop_.load();
+    absl::Status cache_status;
+    if (loop != nullptr) {
+      absl::Status run = loop->RunOnLoop(
+          [&](Engine& engine) { cache_status = engine.WriteKvCachePrometheus(&text); });
+      if (cache_status.ok()) cache_status = run;
+    }
+    if (!cache_status.ok() && !absl::IsUnavailable(cache_status)) {
+      return SendError(res, 500, cache_status.message());
+    }
+    res.set_content(text, "text/plain; version=0.0.4");
+  });
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res) || ReadyLoop(res) == nullptr) return;
+    const json model = {{"id", model_.name},
+                        {"object", "model"},
+                        {"created", UnixSeconds()},
+                        {"owned_by", "pagedkv"},
+                        {"root", model_.name},
+                        {"parent", nullptr},
+                        {"max_model_len", model_.context_length}};
+    SendJson(res, {{"object", "list"}, {"data", json::array({model})}});
+  });
+}
+
+bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (options_.api_key.empty() ||
+      req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
+    return true;
+  }
+  if (metrics_ != nullptr) metrics_->CountRejected();
+  SendError(res, 401, "a valid API key is required: send Authorization: Bearer <key>");
+  return false;
+}
+
+EngineLoop* HttpServer::ReadyLoop(httplib::Response& res) const {
+  EngineLoop* loop = loop_.load();
+  const char* why = loop == nullptr    ? "the model is still loading; retry when /health is 200"
+                    : draining_.load() ? "the server is shutting down"
+                    : !loop->healthy() ? "the engine failed; restart the server"
+                                       : nullptr;
+  if (why == nullptr) return loop;
+  if (metrics_ != nullptr) metrics_->CountRejected();
+  SendError(res, 503, why);
+  return nullptr;
+}
+
+void HttpServer::AddGenerationRoutes() {
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGeneration(req, res, ApiEndpoint::kCompletions);
+  });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGeneration(req, res, ApiEndpoint::kChatCompletions);
+  });
+}
+
+void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response& res,
+                                  ApiEndpoint endpoint) {
+  if (!Authorized(req, res)) return;
+  EngineLoop* loop = ReadyLoop(res);
+  if (loop == nullptr) return;
+  auto reject = [&](const absl::Status& status) {
+    if (metrics_ != nullptr) metrics_->CountRejected();
+    const int code = HttpStatusOf(status);
+    if (code == 429) res.set_header("Retry-After", std::to_string(options_.retry_after_s));
+    SendError(res, code, status.message(), ErrorParam(status));
+  };
+  absl::StatusOr<ApiRequest> api = ParseApiRequest(req.body, endpoint);
+  if (!api.ok()) return reject(api.status());
+  if (!api->model.empty() && api->model != model_.name) {
+    return reject(absl::NotFoundError(absl::StrCat(
+        "the model '", api->model, "' does not exist; this server serves '", model_.name, "'")));
+  }
+  absl::StatusOr<GenerationRequest> generation = ToGenerationRequest(*api, model_);
+  if (!generation.ok()) return reject(generation.status());
+  std::vector<TokenId> prompt = generation->prompt_tokens;
+  absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(std::move(*generation));
+  if (!channel.ok()) return reject(channel.status());
+  const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  ResponseMeta meta = {.id = NewResponseId(chat ? "chatcmpl-" : "cmpl-"),
+                       .created = UnixSeconds(),
+                       .model = model_.name,
+                       .endpoint = endpoint,
+                       .return_token_ids = api->return_token_ids,
+                       .prompt_token_ids = prompt};
+  const int fd = FindPeerSocket(req.local_port, req.remote_addr, req.remote_port);
+  auto job = std::make_shared<CompletionJob>(loop, std::move(*channel), *api, std::move(meta),
+                                             *model_.tokenizer, prompt.back(), fd);
+  if (!api->stream) {
+    std::string body;
+    const int status = job->RunWhole(&body);
+    if (status == 0) return;  // the client has gone; the request was aborted
+    res.status = status;
+    res.set_content(body, "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [job](size_t, httplib::DataSink& sink) {
+    const bool ok = job->Stream(
+        [&sink](absl::string_view bytes) { return sink.write(bytes.data(), bytes.size()); });
+    if (ok) sink.done();
+    return ok;
+  });
+}
+
+void HttpServer::AddTokenRoutes() {
+  http_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenize(req, res);
+  });
+  http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleDetokenize(req, res);
+  });
+}
+
+void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!Authorized(req, res) || ReadyLoop(res) == nullptr) return;
+  absl::StatusOr<TokenizeRequest> r = ParseTokenizeRequest(req.body);
+  if (!r.ok()) return SendError(res, 400, r.status().message(), ErrorParam(r.status()));
+  std::string text = r->prompt.value_or("");
+  if (!r->messages.empty()) {
+    absl::StatusOr<std::string> chat = FormatChatMessages(model_.chat_template, r->messages);
+    if (!chat.ok()) return SendError(res, 400, chat.status().message(), "messages");
+    text = std::move(*chat);
+  }
+  absl::StatusOr<std::vector<TokenId>> ids =
+      model_.tokenizer->Encode(text, {.add_bos = r->add_special_tokens});
+  if (!ids.ok()) return SendError(res, 400, ids.status().message(), "prompt");
+  SendJson(res, {{"count", ids->size()},
+                 {"max_model_len", model_.context_length},
+                 {"tokens", *ids},
+                 {"token_strs", nullptr}});
+}
+
+void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!Authorized(req, res) || ReadyLoop(res) == nullptr) return;
+  absl::StatusOr<std::vector<TokenId>> ids = ParseDetokenizeRequest(req.body);
+  if (!ids.ok()) return SendError(res, 400, ids.status().message(), ErrorParam(ids.status()));
+  absl::StatusOr<std::string> text = model_.tokenizer->Decode(*ids);
+  if (!text.ok()) return SendError(res, 400, text.status().message(), "tokens");
+  SendJson(res, {{"prompt", *text}});
+}
+
+}  // namespace pagedkv::server

@@ -1,0 +1,320 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ParseApiRequest and friends (see openai_request.h). nlohmann-json in its non-throwing uses only:
+// parse with allow_exceptions = false, and every value's type checked before it is read.
+#include "engine/serve/http/openai_request.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kParamPayload[] = "pagedkv.dev/openai-param";
+
+// The object's value under `key`; null when absent or JSON null.
+const json* Field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<json> ParseObject(absl::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "the request body is not valid JSON (UTF-8, one object); check the quoting");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError("the request body must be a JSON object");
+  }
+  return j;
+}
+
+absl::StatusOr<std::optional<int64_t>> OptionalInteger(const json& object, const char* key,
+                                                       int64_t min, int64_t max) {
+  const json* v = Field(object, key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
+    return FieldError(key, absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+  }
+  if (!v->is_number_integer() || v->get<int64_t>() < min || v->get<int64_t>() > max) {
+    return FieldError(key, absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+  }
+  return v->get<int64_t>();
+}
+
+absl::StatusOr<std::optional<double>> OptionalNumber(const json& object, const char* key,
+                                                     double min, double max) {
+  const json* v = Field(object, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < min ||
+      v->get<double>() > max) {
+    return FieldError(key, absl::StrCat("must be a number in [", min, ", ", max, "]"));
+  }
+  return v->get<double>();
+}
+
+absl::StatusOr<bool> OptionalBool(const json& object, const char* key, bool default_value) {
+  const json* v = Field(object, key);
+  if (v == nullptr) return default_value;
+  if (!v->is_boolean()) return FieldError(key, "must be true or false");
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::string> OptionalString(const json& object, const char* key) {
+  const json* v = Field(object, key);
+  if (v == nullptr) return std::string();
+  if (!v->is_string()) return FieldError(key, "must be a string");
+  return v->get_ref<const std::string&>();
+}
+
+absl::StatusOr<std::vector<TokenId>> TokenList(const json& list, absl::string_view key) {
+  std::vector<TokenId> ids;
+  ids.reserve(list.size());
+  for (const json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<TokenId>::max()) {
+      return FieldError(key, "must hold token ids: integers >= 0");
+    }
+    ids.push_back(static_cast<TokenId>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
+// "prompt": a string, token ids, or a one-element list of either.
+absl::Status ReadPrompt(const json& object, ApiRequest* r) {
+  const json* p = Field(object, "prompt");
+  if (p == nullptr) return FieldError("prompt", "is required");
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];
+  }
+  if (p->is_string()) {
+    r->prompt_text = p->get_ref<const std::string&>();
+    return absl::OkStatus();
+  }
+  if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    PAGEDKV_ASSIGN_OR_RETURN(r->prompt_tokens, TokenList(*p, "prompt"));
+    r->prompt_is_tokens = true;
+    return absl::OkStatus();
+  }
+  if (p->is_array() && p->size() > 1) {
+    return FieldError("prompt", "holds several prompts; send one request per prompt");
+  }
+  return FieldError("prompt", "must be a string or a non-empty list of token ids");
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+absl::StatusOr<std::string> MessageContent(const json& message) {
+  const json* c = Field(message, "content");
+  if (c == nullptr) return std::string();
+  if (c->is_string()) return c->get_ref<const std::string&>();
+  if (!c->is_array()) return FieldError("messages", "content must be a string or a list of parts");
+  std::string text;
+  for (const json& part : *c) {
+    const json* type = part.is_object() ? Field(part, "type") : nullptr;
+    const json* t = part.is_object() ? Field(part, "text") : nullptr;
+    if (type == nullptr || !type->is_string() || *type != "text" || t == nullptr ||
+        !t->is_string()) {
+      return FieldError("messages", "content parts must be {\"type\": \"text\", \"text\": ...}");
+    }
+    text += t->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& object) {
+  const json* m = Field(object, "messages");
+  if (m == nullptr || !m->is_array() || m->empty()) {
+    return FieldError("messages", "must be a non-empty list of {\"role\", \"content\"}");
+  }
+  std::vector<ChatMessage> messages;
+  for (const json& message : *m) {
+    const json* role = message.is_object() ? Field(message, "role") : nullptr;
+    if (role == nullptr || !role->is_string()) {
+      return FieldError("messages", "each message needs a string \"role\"");
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(std::string content, MessageContent(message));
+    messages.push_back({.role = role->get<std::string>(), .content = std::move(content)});
+  }
+  return messages;
+}
+
+absl::Status ReadStop(const json& object, const ApiLimits& limits, ApiRequest* r) {
+  const json* s = Field(object, "stop");
+  if (s == nullptr) return absl::OkStatus();
+  std::vector<const json*> items;
+  if (s->is_string()) {
+    items.push_back(s);
+  } else if (s->is_array()) {
+    for (const json& item : *s) items.push_back(&item);
+  } else {
+    return FieldError("stop", "must be a string or a list of strings");
+  }
+  if (static_cast<int64_t>(items.size()) > limits.max_stop_strings) {
+    return FieldError("stop", absl::StrCat("has more than ", limits.max_stop_strings, " strings"));
+  }
+  for (const json* item : items) {
+    if (!item->is_string() || item->get_ref<const std::string&>().empty() ||
+        static_cast<int64_t>(item->get_ref<const std::string&>().size()) >
+            limits.max_stop_string_bytes) {
+      return FieldError("stop", absl::StrCat("entries must be non-empty strings of at most ",
+                                             limits.max_stop_string_bytes, " bytes"));
+    }
+    r->stop.push_back(item->get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// Known fields pagedkv does not implement: refused unless at their "off" value.
+absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInteger(object, "n", 1, 1 << 20));
+  if (n.has_value() && *n != 1) return FieldError("n", "must be 1 (one choice per request)");
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
+                           OptionalInteger(object, "best_of", 1, 1 << 20));
+  if (best_of.has_value() && *best_of != 1) return FieldError("best_of", "must be 1");
+  PAGEDKV_ASSIGN_OR_RETURN(bool echo, OptionalBool(object, "echo", false));
+  if (echo) return FieldError("echo", "is not supported");
+  const json* logprobs = Field(object, "logprobs");
+  if (logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>())) {
+    return FieldError("logprobs", "is not supported");
+  }
+  if (endpoint == ApiEndpoint::kChatCompletions) {
+    const json* tools = Field(object, "tools");
+    if (tools != nullptr && !(tools->is_array() && tools->empty())) {
+      return FieldError("tools", "are not supported");
+    }
+    const json* format = Field(object, "response_format");
+    if (format != nullptr &&
+        !(format->is_object() && format->value("type", json()) == json("text"))) {
+      return FieldError("response_format", "must be {\"type\": \"text\"}");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const json& object, ApiRequest* r) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> temperature,
+                           OptionalNumber(object, "temperature", 0.0, 2.0));
+  if (temperature.has_value()) r->temperature = static_cast<float>(*temperature);
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> top_p, OptionalNumber(object, "top_p", 0.0, 1.0));
+  if (top_p.has_value()) {
+    if (*top_p <= 0.0) return FieldError("top_p", "must be in (0, 1]");
+    r->top_p = static_cast<float>(*top_p);
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(r->seed,
+                           OptionalInteger(object, "seed", std::numeric_limits<int64_t>::min(),
+                                           std::numeric_limits<int64_t>::max()));
+  return absl::OkStatus();
+}
+
+absl::Status ReadMaxTokens(const json& object, ApiRequest* r) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens,
+                           OptionalInteger(object, "max_tokens", 1, kMax));
+  if (r->endpoint == ApiEndpoint::kChatCompletions) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> completion,
+                             OptionalInteger(object, "max_completion_tokens", 1, kMax));
+    if (completion.has_value()) max_tokens = completion;
+  }
+  if (max_tokens.has_value()) r->max_tokens = static_cast<int32_t>(*max_tokens);
+  return absl::OkStatus();
+}
+
+absl::Status ReadStreamAndExtensions(const json& object, ApiRequest* r) {
+  PAGEDKV_ASSIGN_OR_RETURN(r->stream, OptionalBool(object, "stream", false));
+  const json* options = Field(object, "stream_options");
+  if (options != nullptr) {
+    if (!options->is_object()) return FieldError("stream_options", "must be an object");
+    PAGEDKV_ASSIGN_OR_RETURN(r->include_usage, OptionalBool(*options, "include_usage", false));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(r->ignore_eos, OptionalBool(object, "ignore_eos", false));
+  PAGEDKV_ASSIGN_OR_RETURN(r->return_token_ids, OptionalBool(object, "return_token_ids", false));
+  PAGEDKV_ASSIGN_OR_RETURN(r->cache_salt, OptionalString(object, "cache_salt"));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> priority,
+                           OptionalInteger(object, "priority", std::numeric_limits<int32_t>::min(),
+                                           std::numeric_limits<int32_t>::max()));
+  r->priority = static_cast<int32_t>(priority.value_or(0));
+  const json* stop_ids = Field(object, "stop_token_ids");
+  if (stop_ids != nullptr) {
+    if (!stop_ids->is_array()) return FieldError("stop_token_ids", "must be a list of token ids");
+    PAGEDKV_ASSIGN_OR_RETURN(r->stop_token_ids, TokenList(*stop_ids, "stop_token_ids"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ApiRequest> ParseApiRequest(absl::string_view body, ApiEndpoint endpoint,
+                                           const ApiLimits& limits) {
+  PAGEDKV_ASSIGN_OR_RETURN(const json object, ParseObject(body));
+  ApiRequest r;
+  r.endpoint = endpoint;
+  PAGEDKV_ASSIGN_OR_RETURN(r.model, OptionalString(object, "model"));
+  if (endpoint == ApiEndpoint::kCompletions) {
+    PAGEDKV_RETURN_IF_ERROR(ReadPrompt(object, &r));
+  } else {
+    PAGEDKV_ASSIGN_OR_RETURN(r.messages, ReadMessages(object));
+  }
+  PAGEDKV_RETURN_IF_ERROR(RefuseUnsupported(object, endpoint));
+  PAGEDKV_RETURN_IF_ERROR(ReadMaxTokens(object, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadSampling(object, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadStop(object, limits, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadStreamAndExtensions(object, &r));
+  return r;
+}
+
+absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(absl::string_view body) {
+  PAGEDKV_ASSIGN_OR_RETURN(const json object, ParseObject(body));
+  TokenizeRequest r;
+  PAGEDKV_ASSIGN_OR_RETURN(r.model, OptionalString(object, "model"));
+  PAGEDKV_ASSIGN_OR_RETURN(r.add_special_tokens, OptionalBool(object, "add_special_tokens", true));
+  if (Field(object, "messages") != nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(r.messages, ReadMessages(object));
+    return r;
+  }
+  const json* prompt = Field(object, "prompt");
+  if (prompt == nullptr || !prompt->is_string()) {
+    return FieldError("prompt", "must be a string (or send \"messages\")");
+  }
+  r.prompt = prompt->get<std::string>();
+  return r;
+}
+
+absl::StatusOr<std::vector<TokenId>> ParseDetokenizeRequest(absl::string_view body) {
+  PAGEDKV_ASSIGN_OR_RETURN(const json object, ParseObject(body));
+  const json* tokens = Field(object, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    return FieldError("tokens", "must be a list of token ids");
+  }
+  return TokenList(*tokens, "tokens");
+}
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  const std::string name(field);
+  absl::Status status =
+      absl::InvalidArgumentError(absl::StrCat("'", name, "' ", std::string(message)));
+  status.SetPayload(kParamPayload, absl::Cord(name));
+  return status;
+}
+
+std::string ErrorParam(const absl::Status& status) {
+  const auto param = status.GetPayload(kParamPayload);
+  return param.has_value() ? std::string(*param) : std::string();
+}
+
+}  // namespace pagedkv::server

@@ -1,0 +1,120 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The response bodies (see openai_response.h).
+#include "engine/serve/http/openai_response.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace pagedkv::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool IsChat(const ResponseMeta& meta) { return meta.endpoint == ApiEndpoint::kChatCompletions; }
+
+json Envelope(const ResponseMeta& meta, bool chunk) {
+  const char* object =
+      IsChat(meta) ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return json{
+      {"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+json FinishFields(const ChoiceDelta& c, json choice) {
+  choice["finish_reason"] = c.finish_reason.empty() ? json() : json(c.finish_reason);
+  if (c.stop_string.has_value()) {
+    choice["stop_reason"] = *c.stop_string;
+  } else if (c.stop_token.has_value()) {
+    choice["stop_reason"] = *c.stop_token;
+  } else {
+    choice["stop_reason"] = nullptr;
+  }
+  return choice;
+}
+
+json UsageJson(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+}  // namespace
+
+std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
+                           const Usage& usage) {
+  json body = Envelope(meta, /*chunk=*/false);
+  json c = {{"index", 0}, {"logprobs", nullptr}};
+  if (IsChat(meta)) {
+    c["message"] = {{"role", "assistant"}, {"content", choice.text}};
+  } else {
+    c["text"] = choice.text;
+  }
+  if (meta.return_token_ids) c["token_ids"] = choice.token_ids;
+  body["choices"] = json::array({FinishFields(choice, std::move(c))});
+  body["usage"] = UsageJson(usage);
+  if (meta.return_token_ids) body["prompt_token_ids"] = meta.prompt_token_ids;
+  return Dump(body);
+}
+
+std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta) {
+  json body = Envelope(meta, /*chunk=*/true);
+  json c = {{"index", 0}, {"logprobs", nullptr}};
+  if (IsChat(meta)) {
+    c["delta"] = delta.first ? json{{"role", "assistant"}, {"content", delta.text}}
+                             : json{{"content", delta.text}};
+  } else {
+    c["text"] = delta.text;
+  }
+  if (meta.return_token_ids) c["token_ids"] = delta.token_ids;
+  body["choices"] = json::array({FinishFields(delta, std::move(c))});
+  if (meta.return_token_ids && delta.first) body["prompt_token_ids"] = meta.prompt_token_ids;
+  return Dump(body);
+}
+
+std::string UsageChunk(const ResponseMeta& meta, const Usage& usage) {
+  json body = Envelope(meta, /*chunk=*/true);
+  body["choices"] = json::array();
+  body["usage"] = UsageJson(usage);
+  return Dump(body);
+}
+
+std::string SseEvent(absl::string_view json_text) {
+  std::string event = "data: ";
+  event.append(json_text.data(), json_text.size());
+  event += "\n\n";
+  return event;
+}
+
+std::string ErrorType(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 413:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable_error";
+    default:
+      return http_status >= 500 ? "internal_server_error" : "invalid_request_error";
+  }
+}
+
+std::string ErrorBody(int http_status, absl::string_view message, absl::string_view param) {
+  const json error = {{"message", std::string(message)},
+                      {"type", ErrorType(http_status)},
+                      {"param", param.empty() ? json() : json(std::string(param))},
+                      {"code", http_status}};
+  return Dump(json{{"error", error}});
+}
+
+}  // namespace pagedkv::server

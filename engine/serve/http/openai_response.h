@@ -1,0 +1,80 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The JSON bodies pagedkv serve answers with, in the shapes of OpenAI's API as vLLM writes them:
+//   completion:  {"id", "object": "text_completion", "created", "model",
+//                 "choices": [{"index": 0, "text", "logprobs": null, "finish_reason",
+//                              "stop_reason"}],
+//                 "usage": {"prompt_tokens", "completion_tokens", "total_tokens",
+//                           "prompt_tokens_details": {"cached_tokens"}}}
+//   chat:        "object": "chat.completion", choices[0].message = {"role": "assistant", "content"}
+//   stream chunk: "object": "text_completion" / "chat.completion.chunk", choices[0].text or .delta
+//                 ({"role": "assistant", "content": ""} first, then {"content"}), finish_reason
+//                 null until the last; a usage chunk has "choices": [] and "usage".
+//   error:       {"error": {"message", "type", "param", "code"}} (OpenAI's error object).
+// With return_token_ids (vLLM's extension) choices also carry "token_ids" and the response (the
+// first chunk when streaming) "prompt_token_ids". Invalid UTF-8 in text is replaced by U+FFFD.
+//
+// Example:
+//   std::string body = CompletionBody(meta, {.text = "Paris", .finish_reason = "stop"}, usage);
+//   std::string event = SseEvent(StreamChunk(meta, {.text = "Par"}));  // "data: {...}\n\n"
+//
+// Thread-safe: pure functions.
+#ifndef PAGEDKV_ENGINE_SERVE_HTTP_OPENAI_RESPONSE_H_
+#define PAGEDKV_ENGINE_SERVE_HTTP_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "engine/serve/http/openai_request.h"
+#include "pagedkv/types.h"
+
+namespace pagedkv::server {
+
+// What every body of one response repeats.
+struct ResponseMeta {
+  std::string id;       // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  ApiEndpoint endpoint = ApiEndpoint::kCompletions;
+  bool return_token_ids = false;
+  std::vector<TokenId> prompt_token_ids;  // sent with return_token_ids
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// One choice, or the part of it a stream chunk carries.
+struct ChoiceDelta {
+  std::string text;
+  std::vector<TokenId> token_ids;  // with return_token_ids
+  std::string finish_reason;       // "stop", "length", "abort"; empty: not finished
+  // vLLM's stop_reason: the stop string or token that ended it; unset: EOS or not stopped.
+  std::optional<std::string> stop_string;
+  std::optional<TokenId> stop_token;
+  bool first = false;  // stream: the first chunk (chat sends the assistant role in it)
+};
+
+// The non-streaming response body.
+std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice, const Usage& usage);
+// One streamed chunk's JSON (without the "data: " framing).
+std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta);
+// The last chunk of a stream with stream_options.include_usage.
+std::string UsageChunk(const ResponseMeta& meta, const Usage& usage);
+// "data: <json>\n\n".
+std::string SseEvent(absl::string_view json);
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+
+// OpenAI's error object for an HTTP status; `param` empty: null.
+std::string ErrorBody(int http_status, absl::string_view message, absl::string_view param = "");
+// The error object's "type" for an HTTP status ("invalid_request_error", ...).
+std::string ErrorType(int http_status);
+
+}  // namespace pagedkv::server
+
+#endif  // PAGEDKV_ENGINE_SERVE_HTTP_OPENAI_RESPONSE_H_

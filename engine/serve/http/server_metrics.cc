@@ -1,0 +1,102 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ServerMetrics (see server_metrics.h).
+#include "engine/serve/http/server_metrics.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "pagedkv/cache/cache_metrics.h"
+
+namespace pagedkv::server {
+namespace {
+
+// Seconds, from 1 ms (a small model's decode step on a CPU) to 10 minutes.
+std::vector<double> LatencyBounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.15, 0.2,   0.3,   0.4,
+          0.5,   0.75,   1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0};
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : ttft_(LatencyBounds()), itl_(LatencyBounds()), e2e_(LatencyBounds()) {}
+
+void ServerMetrics::CountReceived(int64_t prompt_tokens) {
+  absl::MutexLock lock(&mu_);
+  ++received_;
+  prompt_tokens_ += prompt_tokens;
+}
+
+void ServerMetrics::CountFinished(bool aborted) {
+  absl::MutexLock lock(&mu_);
+  ++(aborted ? aborted_ : finished_);
+}
+
+void ServerMetrics::CountRejected() {
+  absl::MutexLock lock(&mu_);
+  ++rejected_;
+}
+
+void ServerMetrics::CountGenerated(int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  generated_tokens_ += tokens;
+}
+
+void ServerMetrics::SetQueue(int32_t running, int32_t waiting) {
+  absl::MutexLock lock(&mu_);
+  running_ = running;
+  waiting_ = waiting;
+}
+
+void ServerMetrics::ObserveFirstToken(double seconds) {
+  absl::MutexLock lock(&mu_);
+  ttft_.Observe(seconds);
+}
+
+void ServerMetrics::ObserveInterToken(double seconds) {
+  absl::MutexLock lock(&mu_);
+  itl_.Observe(seconds);
+}
+
+void ServerMetrics::ObserveEndToEnd(double seconds) {
+  absl::MutexLock lock(&mu_);
+  e2e_.Observe(seconds);
+}
+
+int32_t ServerMetrics::num_running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+int32_t ServerMetrics::num_waiting() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_;
+}
+
+void ServerMetrics::WritePrometheus(std::string* out) const {
+  absl::MutexLock lock(&mu_);
+  PrometheusWriter w(out, {});
+  w.Counter("pagedkv_requests_received_total", "Generation requests that reached the engine queue.",
+            received_);
+  w.Counter("pagedkv_requests_finished_total",
+            "Requests finished by a stop condition or their length.", finished_);
+  w.Counter("pagedkv_requests_aborted_total",
+            "Requests aborted (client disconnected, drain timeout).", aborted_);
+  w.Counter("pagedkv_requests_rejected_total",
+            "Requests answered with an error before reaching the engine.", rejected_);
+  w.Counter("pagedkv_prompt_tokens_total", "Prompt tokens of received requests.", prompt_tokens_);
+  w.Counter("pagedkv_generation_tokens_total", "Tokens generated.", generated_tokens_);
+  w.Gauge("pagedkv_num_requests_running", "Requests running after the last step.", running_);
+  w.Gauge("pagedkv_num_requests_waiting", "Requests waiting after the last step.", waiting_);
+  w.Histogram("pagedkv_time_to_first_token_seconds",
+              "Seconds from a request's arrival to its first token.", ttft_);
+  w.Histogram("pagedkv_inter_token_latency_seconds",
+              "Seconds between consecutive tokens of a request.", itl_);
+  w.Histogram("pagedkv_e2e_request_latency_seconds",
+              "Seconds from a request's arrival to its last token.", e2e_);
+}
+
+}  // namespace pagedkv::server

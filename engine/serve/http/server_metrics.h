@@ -1,0 +1,73 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ServerMetrics: the request counters, queue gauges and latency histograms that GET /metrics
+// shows next to the KV cache manager's pagedkv_ metrics (vLLM's names, pagedkv_ prefix):
+//   pagedkv_requests_received_total     generation requests that reached the engine queue
+//   pagedkv_requests_finished_total     of those, finished by a stop condition or length
+//   pagedkv_requests_aborted_total      of those, aborted (client gone, drain, stop-string cut)
+//   pagedkv_requests_rejected_total     answered with an error before reaching the engine
+//   pagedkv_prompt_tokens_total / pagedkv_generation_tokens_total
+//   pagedkv_num_requests_running / pagedkv_num_requests_waiting       (gauges, after each step)
+//   pagedkv_time_to_first_token_seconds, pagedkv_inter_token_latency_seconds,
+//   pagedkv_e2e_request_latency_seconds                               (histograms)
+// Latencies are measured at the server: from the request's arrival in the engine queue to the
+// step that produced its first token (TTFT), between its consecutive tokens' steps, and to its
+// last step (end to end). A stop-string cut counts as aborted in the engine but "stop" to the
+// client; it is counted in requests_finished_total, not aborted.
+//
+// Example:
+//   ServerMetrics metrics;
+//   metrics.ObserveFirstToken(0.120);
+//   std::string text;
+//   metrics.WritePrometheus(&text);
+//
+// Thread-safe: every method takes the metrics' mutex.
+#ifndef PAGEDKV_ENGINE_SERVE_HTTP_SERVER_METRICS_H_
+#define PAGEDKV_ENGINE_SERVE_HTTP_SERVER_METRICS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "pagedkv/cache/cache_metrics.h"
+
+namespace pagedkv::server {
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  void CountReceived(int64_t prompt_tokens);
+  void CountFinished(bool aborted);
+  void CountRejected();
+  void CountGenerated(int64_t tokens);
+  void SetQueue(int32_t running, int32_t waiting);
+  void ObserveFirstToken(double seconds);
+  void ObserveInterToken(double seconds);
+  void ObserveEndToEnd(double seconds);
+
+  int32_t num_running() const;
+  int32_t num_waiting() const;
+
+  // Appends the families above in the Prometheus text format.
+  void WritePrometheus(std::string* out) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t aborted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t generated_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  Histogram ttft_ ABSL_GUARDED_BY(mu_);
+  Histogram itl_ ABSL_GUARDED_BY(mu_);
+  Histogram e2e_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pagedkv::server
+
+#endif  // PAGEDKV_ENGINE_SERVE_HTTP_SERVER_METRICS_H_

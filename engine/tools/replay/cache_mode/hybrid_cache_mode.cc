@@ -1,0 +1,152 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// `pagedkv replay --mode cache --hybrid-kv`: the --model preset's KV cache groups
+// (HybridGroupsFor) and the same model treated as all full attention, each replayed through
+// KvCacheManager (several groups) at the same KV memory, and a table (or JSON) of hit rates and KV
+// memory per request. Capacities are given in full-model blocks (--capacity-blocks, or
+// --capacity-gib with the preset's KV bytes per token): a pool of pages holding LayersPerPage
+// layers has capacity * num_layers / LayersPerPage pages. KV memory is reported in full-model
+// blocks (layer-blocks / num_layers), so both rows use one unit.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
+#include "engine/tools/replay/replay_modes.h"
+#include "engine/tools/replay/workload/block_expansion.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::replay {
+namespace {
+
+struct HybridRun {
+  std::string name;  // "hybrid" or "all_full"
+  std::vector<KvCacheGroupSpec> groups;
+  int64_t pages = 0;
+  HybridReplayResult result;
+};
+
+// "full x12 | window 128 x12"; groups of one kind and window are summed ("x52 in 6 groups").
+std::string GroupsText(const std::vector<KvCacheGroupSpec>& groups) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < groups.size();) {
+    size_t j = i;
+    int32_t layers = 0;
+    for (; j < groups.size() && groups[j].kind == groups[i].kind &&
+           groups[j].sliding_window == groups[i].sliding_window;
+         ++j) {
+      layers += groups[j].num_layers;
+    }
+    std::string part = groups[i].kind == KvCacheGroupKind::kFullAttention
+                           ? absl::StrFormat("full x%d", layers)
+                           : absl::StrFormat("window %d x%d", groups[i].sliding_window, layers);
+    if (j - i > 1) absl::StrAppendFormat(&part, " in %d groups", j - i);
+    parts.push_back(part);
+    i = j;
+  }
+  return absl::StrJoin(parts, " | ");
+}
+
+absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedWorkload& e) {
+  if (c.capacity_blocks > 0) return c.capacity_blocks;
+  if (c.capacity_gib > 0) return GibToBlocks(c.capacity_gib, c.model, c.block_size);
+  // Default: a fifth of the workload's distinct blocks (a cache that has to evict).
+  return std::max<int64_t>(1, e.distinct_blocks / 5);
+}
+
+void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& model,
+                int64_t capacity, const std::vector<HybridRun>& runs, std::ostream& out) {
+  out << absl::StrFormat(
+      "workload %s\nmodel %s: %d layers; capacity %d full-model blocks of %d "
+      "tokens\n\n",
+      Describe(w), model.name, model.num_layers, capacity, c.block_size);
+  out << absl::StrFormat("%-9s %-36s %8s %9s %12s %12s %12s %9s %8s\n", "kv cache", "groups",
+                         "pages", "tok hit", "prefill mean", "prefill peak", "decode mean",
+                         "evictions", "refused");
+  const double layers = model.num_layers;
+  for (const HybridRun& r : runs) {
+    out << absl::StrFormat(
+        "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name, GroupsText(r.groups),
+        r.pages, 100 * r.result.TokenHitRate(), r.result.mean_prefill_layer_blocks / layers,
+        r.result.peak_prefill_layer_blocks / layers, r.result.mean_decode_layer_blocks / layers,
+        r.result.evictions, r.result.refused);
+  }
+  const double full = runs[1].result.mean_decode_layer_blocks;
+  out << absl::StrFormat(
+      "\nKV per request after decode, hybrid / all-full: %.3f (blocks weighted by layers; "
+      "%.3f CPU s)\n",
+      full > 0 ? runs[0].result.mean_decode_layer_blocks / full : 0.0,
+      runs[0].result.seconds + runs[1].result.seconds);
+}
+
+void PrintJson(const ReplayConfig& c, const Workload& w, const ModelPreset& model, int64_t capacity,
+               const std::vector<HybridRun>& runs, std::ostream& out) {
+  nlohmann::json j = WorkloadJson(w, c);
+  j["mode"] = "cache";
+  j["hybrid_kv"] = true;
+  j["model"] = model.name;
+  j["capacity_full_model_blocks"] = capacity;
+  for (const HybridRun& r : runs) {
+    const double layers = model.num_layers;
+    j[r.name] = {{"groups", GroupsText(r.groups)},
+                 {"pages", r.pages},
+                 {"requests", r.result.requests},
+                 {"refused", r.result.refused},
+                 {"prefix_cache_queries", r.result.queried_tokens},
+                 {"prefix_cache_hits", r.result.hit_tokens},
+                 {"token_hit_rate", r.result.TokenHitRate()},
+                 {"mean_prefill_blocks", r.result.mean_prefill_layer_blocks / layers},
+                 {"peak_prefill_blocks", r.result.peak_prefill_layer_blocks / layers},
+                 {"mean_decode_blocks", r.result.mean_decode_layer_blocks / layers},
+                 {"peak_decode_blocks", r.result.peak_decode_layer_blocks / layers},
+                 {"evictions", r.result.evictions}};
+  }
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
+                                std::ostream& out) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(c.model));
+  if (model.layer_windows.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--hybrid-kv needs a --model preset with sliding-window layers (gpt-oss-20b, "
+        "gemma-3-27b); %s has only full attention",
+        model.name));
+  }
+  const std::string policy = c.policies.empty() ? "lru" : c.policies[0];
+  if (c.policies.size() > 1 || policy == "belady" || !c.sweep.empty()) {
+    return absl::InvalidArgumentError(
+        "--hybrid-kv replays one capacity with one of lru, lfu, fifo; drop --sweep and extra "
+        "--policy values");
+  }
+  PAGEDKV_RETURN_IF_ERROR(CheckExpansionFits(workload, c.block_size, BudgetOf(c)));
+  PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload expanded,
+                           ExpandWorkload(workload, {.block_size = c.block_size}));
+  PAGEDKV_ASSIGN_OR_RETURN(int64_t capacity, FullModelCapacity(c, expanded));
+  std::vector<HybridRun> runs = {{.name = "hybrid", .groups = HybridGroupsFor(model)},
+                                 {.name = "all_full", .groups = AllFullGroupsFor(model)}};
+  for (HybridRun& r : runs) {
+    r.pages = capacity * model.num_layers / LayersPerPage(r.groups);
+    HybridReplayOptions options{.capacity_blocks = r.pages,
+                                .block_size = c.block_size,
+                                .policy = policy,
+                                .groups = r.groups};
+    for (const ReplayRequest& q : workload.requests) {
+      options.output_tokens.push_back(q.output_length);
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(r.result, RunHybridCacheReplay(expanded, options));
+  }
+  if (c.json) {
+    PrintJson(c, workload, model, capacity, runs, out);
+  } else {
+    PrintTable(c, workload, model, capacity, runs, out);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv::replay

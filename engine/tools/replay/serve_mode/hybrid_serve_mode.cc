@@ -1,0 +1,141 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// `pagedkv replay --mode serve --hybrid-kv`: the --model preset's KV cache groups
+// (HybridGroupsFor) and the same model treated as all full attention (AllFullGroupsFor), each
+// served by the Scheduler over a KvCacheManager (several groups) at the same KV memory, with the
+// simulated GPU's step costs. The capacity is in full-model blocks (--capacity-blocks,
+// --capacity-gib, or what fits the GPU); a pool of pages holding LayersPerPage layers has capacity
+// * num_layers / LayersPerPage pages, as in cache mode (hybrid_cache_mode.cc). KV per running
+// request is reported in full-model blocks (pages * LayersPerPage / num_layers).
+//
+// The simulated cost of a step is the model's full cost (cost_model.h has no per-layer window
+// term), so the hybrid row's gain is what its memory buys: more running requests, fewer
+// preemptions, more of the prefix cache kept.
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
+#include "engine/tools/replay/progress_bar.h"
+#include "engine/tools/replay/replay_modes.h"
+#include "engine/tools/replay/serve_mode/serve_replay.h"
+#include "pagedkv/status_macros.h"
+
+namespace pagedkv::replay {
+namespace {
+
+struct HybridServeRun {
+  std::string name;  // "hybrid" or "all_full"
+  std::vector<KvCacheGroupSpec> groups;
+  int64_t pages = 0;
+  ServeReplayResult result;
+};
+
+// Mean KV held per running request, in full-model blocks.
+double KvPerRequest(const HybridServeRun& r, const ModelPreset& model) {
+  if (r.result.mean_running <= 0) return 0;
+  return r.result.mean_used_blocks / r.result.mean_running * LayersPerPage(r.groups) /
+         model.num_layers;
+}
+
+absl::Status CheckHybridServe(const ReplayConfig& c, const ServeReplayOptions& o) {
+  if (o.model.layer_windows.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--hybrid-kv needs a --model preset with sliding-window layers (gpt-oss-20b, "
+        "gemma-3-27b); %s has only full attention",
+        o.model.name));
+  }
+  if (c.instances > 1 || c.router != "round-robin") {
+    return absl::InvalidArgumentError("--hybrid-kv serves one instance; drop --instances/--router");
+  }
+  if (o.tiers.enabled() || c.kv_events != nullptr) {
+    return absl::InvalidArgumentError(
+        "--hybrid-kv in serve mode has no tiers and publishes no events; drop the host / remote "
+        "capacities and --kv-events-endpoint");
+  }
+  return absl::OkStatus();
+}
+
+void PrintTable(const ReplayConfig& c, const Workload& w, const ServeReplayOptions& o,
+                int64_t capacity, const std::vector<HybridServeRun>& runs, std::ostream& out) {
+  out << absl::StrFormat(
+      "workload %s\nserve mode, hybrid KV: %s (%d layers) on %s, capacity %d full-model blocks "
+      "of %d tokens, policy %s\n\n",
+      Describe(w), o.model.name, o.model.num_layers, o.gpu.name, capacity, c.block_size, o.policy);
+  out << absl::StrFormat("%-9s %8s %10s %10s %9s %9s %8s %10s %8s %9s %8s %9s %8s\n", "kv cache",
+                         "pages", "tok/s", "out tok/s", "TTFT mean", "TTFT p99", "running",
+                         "KV/request", "hit", "1st hit", "preempt", "evictions", "rejected");
+  for (const HybridServeRun& r : runs) {
+    const ServeReplayResult& s = r.result;
+    out << absl::StrFormat(
+        "%-9s %8d %10.0f %10.0f %8.3fs %8.3fs %8.1f %10.1f %7.2f%% %8.2f%% %8d %9d %8d\n", r.name,
+        r.pages, s.total_tokens_per_second(), s.output_tokens_per_second(), s.ttft_mean_s,
+        s.ttft_p99_s, s.mean_running, KvPerRequest(r, o.model), 100 * s.prefix_hit_rate(),
+        100 * s.first_admission_hit_rate(), s.preemptions, s.evictions, s.rejected);
+  }
+  out << absl::StrFormat(
+      "\nKV per running request in full-model blocks; hit: prefix hits over admissions "
+      "(re-admissions after preemption included), 1st hit: first admissions only; %.2f s wall\n",
+      runs[0].result.wall_seconds + runs[1].result.wall_seconds);
+}
+
+void PrintJson(const ReplayConfig& c, const Workload& w, const ServeReplayOptions& o,
+               int64_t capacity, const std::vector<HybridServeRun>& runs, std::ostream& out) {
+  nlohmann::json j = WorkloadJson(w, c);
+  j["mode"] = "serve";
+  j["hybrid_kv"] = true;
+  j["gpu"] = o.gpu.name;
+  j["model"] = o.model.name;
+  j["policy"] = o.policy;
+  j["capacity_full_model_blocks"] = capacity;
+  for (const HybridServeRun& r : runs) {
+    nlohmann::json run = ServeResultJson(r.result);
+    run["pages"] = r.pages;
+    run["mean_running"] = r.result.mean_running;
+    run["mean_used_pages"] = r.result.mean_used_blocks;
+    run["kv_blocks_per_running_request"] = KvPerRequest(r, o.model);
+    run["first_admission_hit_tokens"] = r.result.first_admission_hit_tokens;
+    run["first_admission_prompt_tokens"] = r.result.first_admission_prompt_tokens;
+    run["first_admission_hit_rate"] = r.result.first_admission_hit_rate();
+    j[r.name] = std::move(run);
+  }
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+absl::Status RunHybridServeMode(const ReplayConfig& c, const Workload& workload,
+                                ServeReplayOptions o, std::ostream& out) {
+  PAGEDKV_RETURN_IF_ERROR(CheckHybridServe(c, o));
+  int64_t capacity = o.capacity_blocks;
+  if (capacity == 0) {
+    PAGEDKV_ASSIGN_OR_RETURN(
+        capacity, KvCapacityBlocks(o.gpu, o.model, o.gpu_memory_utilization, o.block_size));
+  }
+  std::vector<HybridServeRun> runs = {{.name = "hybrid", .groups = HybridGroupsFor(o.model)},
+                                      {.name = "all_full", .groups = AllFullGroupsFor(o.model)}};
+  const auto n = static_cast<int64_t>(workload.requests.size());
+  ProgressBar bar("serve", 2 * n, {.enabled = c.progress && !c.json});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    HybridServeRun& r = runs[i];
+    r.pages = capacity * o.model.num_layers / LayersPerPage(r.groups);
+    ServeReplayOptions run = o;
+    run.capacity_blocks = r.pages;
+    run.hybrid_groups = r.groups;
+    run.progress = [&bar, offset = static_cast<int64_t>(i) * n](int64_t done) {
+      bar.Update(offset + done);
+    };
+    PAGEDKV_ASSIGN_OR_RETURN(r.result, RunServeReplay(workload, run));
+  }
+  bar.Finish();
+  if (c.json) {
+    PrintJson(c, workload, o, capacity, runs, out);
+  } else {
+    PrintTable(c, workload, o, capacity, runs, out);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pagedkv::replay

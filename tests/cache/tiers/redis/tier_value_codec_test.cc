@@ -1,0 +1,94 @@
+// Copyright 2026 The pagedkv Authors.
+#include "cache/tiers/redis/tier_value_codec.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/tiers/redis_tier.h"
+
+namespace pagedkv {
+namespace {
+
+using ::testing::HasSubstr;
+
+TierValueFormat Format() {
+  return {.dtype = 0,
+          .layout = 1,
+          .block_size = 2,
+          .num_layers = 3,
+          .value_bytes = 16,
+          .layout_digest = 77};
+}
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+TEST(TierValueCodecTest, RoundTripsAndRejectsEveryMismatch) {
+  const std::vector<TokenId> tokens = {5, 9};
+  std::vector<std::byte> payload(16);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
+  const std::string v = EncodeTierValue(Format(), tokens, payload);
+  ASSERT_EQ(v.size(), kTierValueHeaderBytes + 8 + 16);
+  absl::StatusOr<std::span<const std::byte>> got = DecodeTierValue(Format(), tokens, Bytes(v));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(std::equal(got->begin(), got->end(), payload.begin(), payload.end()));
+
+  const std::vector<TokenId> other_tokens = {5, 8};
+  EXPECT_THAT(DecodeTierValue(Format(), other_tokens, Bytes(v)).status().message(),
+              HasSubstr("other tokens"));
+  TierValueFormat f = Format();
+  f.dtype = 1;
+  EXPECT_THAT(DecodeTierValue(f, tokens, Bytes(v)).status().message(), HasSubstr("dtype"));
+  f = Format();
+  f.num_layers = 4;
+  EXPECT_THAT(DecodeTierValue(f, tokens, Bytes(v)).status().message(), HasSubstr("layer count"));
+  f = Format();
+  f.layout_digest = 78;
+  EXPECT_THAT(DecodeTierValue(f, tokens, Bytes(v)).status().message(), HasSubstr("layout"));
+  // Every single flipped byte is caught (header field, token or checksum).
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string bad = v;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(bad)).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, v.size() - 1))).ok());
+  EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, 10))).ok());
+}
+
+TEST(RedisUrlTest, ParsesUserPasswordHostPortAndDb) {
+  absl::StatusOr<RedisEndpoint> e = ParseRedisUrl("redis://app:s%40cret@cache.local:6380/3");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->user, "app");
+  EXPECT_EQ(e->password, "s@cret");
+  EXPECT_EQ(e->host, "cache.local");
+  EXPECT_EQ(e->port, 6380);
+  EXPECT_EQ(e->db, 3);
+  e = ParseRedisUrl("redis://:pw@10.0.0.5");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->user, "");
+  EXPECT_EQ(e->password, "pw");
+  EXPECT_EQ(e->port, 6379);
+  EXPECT_EQ(e->db, 0);
+  e = ParseRedisUrl("redis://localhost");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->host, "localhost");
+  EXPECT_TRUE(e->password.empty());
+}
+
+TEST(RedisUrlTest, BadUrlsSayWhatIsWrong) {
+  EXPECT_THAT(ParseRedisUrl("http://x").status().message(), HasSubstr("redis://"));
+  EXPECT_THAT(ParseRedisUrl("redis://h:0").status().message(), HasSubstr("port"));
+  EXPECT_THAT(ParseRedisUrl("redis://h:99999").status().message(), HasSubstr("port"));
+  EXPECT_THAT(ParseRedisUrl("redis://h:6379/x").status().message(), HasSubstr("database"));
+  EXPECT_THAT(ParseRedisUrl("redis://:6379").status().message(), HasSubstr("no host"));
+  EXPECT_THAT(ParseRedisUrl("redis://u:%4@h").status().message(), HasSubstr("hex"));
+}
+
+}  // namespace
+}  // namespace pagedkv

@@ -1,0 +1,160 @@
+// Copyright 2026 The pagedkv Authors.
+#include "engine/serve/http/openai_request.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pagedkv::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ApiRequest Completion(const std::string& body) {
+  absl::StatusOr<ApiRequest> r = ParseApiRequest(body, ApiEndpoint::kCompletions);
+  EXPECT_TRUE(r.ok()) << r.status() << " for " << body;
+  return r.ok() ? *r : ApiRequest{};
+}
+
+// The error's field and message for a body that must be refused.
+std::pair<std::string, std::string> Refusal(const std::string& body,
+                                            ApiEndpoint endpoint = ApiEndpoint::kCompletions) {
+  absl::StatusOr<ApiRequest> r = ParseApiRequest(body, endpoint);
+  EXPECT_FALSE(r.ok()) << body;
+  if (r.ok()) return {};
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return {ErrorParam(r.status()), std::string(r.status().message())};
+}
+
+TEST(OpenAiRequestTest, ReadsEveryFieldOfACompletion) {
+  const ApiRequest r = Completion(R"({"model": "m", "prompt": "Hi", "max_tokens": 7,
+      "temperature": 0.5, "top_p": 0.9, "seed": -3, "stop": ["\n", "END"], "stream": true,
+      "stream_options": {"include_usage": true}, "ignore_eos": true, "stop_token_ids": [2, 5],
+      "return_token_ids": true, "cache_salt": "tenant-a", "priority": -2, "n": 1,
+      "logprobs": null, "echo": false})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "Hi");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.seed, -3);
+  EXPECT_THAT(r.stop, ElementsAre("\n", "END"));
+  EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos && r.return_token_ids);
+  EXPECT_THAT(r.stop_token_ids, ElementsAre(2, 5));
+  EXPECT_EQ(r.cache_salt, "tenant-a");
+  EXPECT_EQ(r.priority, -2);
+}
+
+TEST(OpenAiRequestTest, DefaultsAreOpenAis) {
+  const ApiRequest r = Completion(R"({"prompt": "Hi"})");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.stream || r.include_usage || r.ignore_eos || r.return_token_ids);
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(OpenAiRequestTest, PromptShapes) {
+  EXPECT_THAT(Completion(R"({"prompt": [1, 5, 9]})").prompt_tokens, ElementsAre(1, 5, 9));
+  EXPECT_TRUE(Completion(R"({"prompt": [1, 5, 9]})").prompt_is_tokens);
+  EXPECT_EQ(Completion(R"({"prompt": ["one"]})").prompt_text, "one");
+  EXPECT_THAT(Completion(R"({"prompt": [[4, 2]]})").prompt_tokens, ElementsAre(4, 2));
+  EXPECT_EQ(Completion(R"({"prompt": "x", "stop": "\n"})").stop, std::vector<std::string>{"\n"});
+}
+
+TEST(OpenAiRequestTest, UnknownFieldsAreIgnored) {
+  const ApiRequest r = Completion(
+      R"({"prompt": "Hi", "router_hint": {"x": [1, 2]}, "user": "u", "frequency_penalty": 0})");
+  EXPECT_EQ(r.prompt_text, "Hi");
+}
+
+TEST(OpenAiRequestTest, RefusesWhatItCannotServeNamingTheField) {
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 2})").first, "n");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "best_of": 3})").first, "best_of");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "echo": true})").first, "echo");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "logprobs": 2})").first, "logprobs");
+  EXPECT_EQ(Refusal(R"({"prompt": ["a", "b"]})").first, "prompt");
+  EXPECT_THAT(Refusal(R"({"prompt": ["a", "b"]})").second, HasSubstr("one request per prompt"));
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
+                    ApiEndpoint::kChatCompletions)
+                .first,
+            "tools");
+}
+
+TEST(OpenAiRequestTest, RefusesWrongTypesAndRanges) {
+  EXPECT_EQ(Refusal(R"({})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": 3})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": []})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": [1, -2]})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": [1, 2.5]})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": [1, 99999999999]})").first, "prompt");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": 0})").first, "max_tokens");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": "5"})").first, "max_tokens");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": 1e30})").first, "max_tokens");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": 18446744073709551615})").first, "max_tokens");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "temperature": -1})").first, "temperature");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "temperature": 2.5})").first, "temperature");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "top_p": 0})").first, "top_p");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "stream": "yes"})").first, "stream");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "stop": [""]})").first, "stop");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "stop": [1]})").first, "stop");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k",
+      "l","m","n","o","p","q"]})")
+                .first,
+            "stop");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "cache_salt": 5})").first, "cache_salt");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "priority": 1.5})").first, "priority");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "stream_options": true})").first, "stream_options");
+}
+
+TEST(OpenAiRequestTest, RefusesMalformedBodiesWithoutAField) {
+  for (const char* body : {"", "{", "[1, 2]", "\"text\"", "{\"prompt\": \"a\",}", "nul",
+                           "{\"prompt\": \"\xff\xfe\"}"}) {
+    absl::StatusOr<ApiRequest> r = ParseApiRequest(body, ApiEndpoint::kCompletions);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ErrorParam(r.status()), "") << body;
+  }
+}
+
+TEST(OpenAiRequestTest, ChatMessagesAndTheirContentParts) {
+  absl::StatusOr<ApiRequest> r = ParseApiRequest(
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+          {"role": "user", "content": [{"type": "text", "text": "Hi "},
+                                       {"type": "text", "text": "there"}]}],
+          "max_tokens": 9, "max_completion_tokens": 4})",
+      ApiEndpoint::kChatCompletions);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "Hi there");
+  EXPECT_EQ(r->max_tokens, 4);  // max_completion_tokens wins
+  EXPECT_EQ(Refusal(R"({"messages": []})", ApiEndpoint::kChatCompletions).first, "messages");
+  EXPECT_EQ(Refusal(R"({"messages": [{"content": "x"}]})", ApiEndpoint::kChatCompletions).first,
+            "messages");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                    ApiEndpoint::kChatCompletions)
+                .first,
+            "messages");
+}
+
+TEST(OpenAiRequestTest, TokenizeAndDetokenizeBodies) {
+  absl::StatusOr<TokenizeRequest> t =
+      ParseTokenizeRequest(R"({"prompt": "Hi", "add_special_tokens": false})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->prompt, "Hi");
+  EXPECT_FALSE(t->add_special_tokens);
+  EXPECT_FALSE(ParseTokenizeRequest(R"({"prompt": 1})").ok());
+  absl::StatusOr<std::vector<TokenId>> d = ParseDetokenizeRequest(R"({"tokens": [1, 2]})");
+  ASSERT_TRUE(d.ok());
+  EXPECT_THAT(*d, ElementsAre(1, 2));
+  EXPECT_EQ(ErrorParam(ParseDetokenizeRequest(R"({"tokens": "x"})").status()), "tokens");
+}
+
+}  // namespace
+}  // namespace pagedkv::server
