@@ -59,13 +59,4 @@ BlockHash FoldGroupHash(const BlockHash& hash, int32_t g) {
   return Xxh3Hash128(bytes);
 }
 
-BlockHash GroupBlockHash(const CacheRequest& request, int32_t g, int64_t i) {
-  const BlockHash& hash = request.block_hashes()[i];
-  return g == 0 ? hash : FoldGroupHash(hash, g);
-}
-
-BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i) {
-  return g == 0 ? request.ParentHashOf(i) : FoldGroupHash(request.ParentHashOf(i), g);
-}
-
 }  // namespace pagedkv

@@ -170,16 +170,9 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
     state = &requests_.find(request.id())->second;
     ReleaseWindow(*state, plan.computed_tokens);
   }
-  fresh_.clear();
-  if (absl::Status allocated = pool_->Allocate(plan.new_blocks * num_groups(), &fresh_);
-      !allocated.ok()) {
+  if (absl::Status allocated = AllocateNewBlocks(plan.new_blocks, *state); !allocated.ok()) {
     if (plan.is_new) UnpinAll(fresh_state);
     return allocated;
-  }
-  for (int32_t g = 0; g < num_groups(); ++g) {
-    const auto from = fresh_.begin() + static_cast<int64_t>(g) * plan.new_blocks;
-    std::vector<BlockId>& table = state->groups[g].table;
-    table.insert(table.end(), from, from + plan.new_blocks);
   }
   if (plan.is_new) state = &(requests_[request.id()] = std::move(fresh_state));
   // Blocks past the new coverage held only old lookahead slots: never cached, released here.
@@ -194,6 +187,19 @@ absl::Status KvCacheManager::AllocateSlots(const CacheRequest& request, int64_t 
         std::min(state->max_cached_blocks, options.no_cache_from_token / options_.block_size);
   }
   if (options_.enable_prefix_caching) CacheFullBlocks(request, *state);
+  return absl::OkStatus();
+}
+
+absl::Status KvCacheManager::AllocateNewBlocks(int32_t per_group, RequestState& state) {
+  // One group: straight into its table (the pool appends all or nothing).
+  if (num_groups() == 1) return pool_->Allocate(per_group, &state.groups[0].table);
+  fresh_.clear();
+  PAGEDKV_RETURN_IF_ERROR(pool_->Allocate(per_group * num_groups(), &fresh_));
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    const auto from = fresh_.begin() + static_cast<int64_t>(g) * per_group;
+    std::vector<BlockId>& table = state.groups[g].table;
+    table.insert(table.end(), from, from + per_group);
+  }
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 // agrees, as vLLM's HybridKVCacheCoordinator.find_longest_cache_hit does. ProbeCachedBlocks
 // applies the same rules to the hash index alone.
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "pagedkv/cache/kv_cache_manager.h"
@@ -25,6 +26,29 @@ int64_t WindowBlocks(const KvCacheGroupSpec& spec, int64_t bs) {
 }
 
 }  // namespace
+
+int64_t KvCacheManager::ProbeRun(std::span<const BlockHash> hashes, int64_t max_blocks,
+                                 BlockId* out) const {
+  // Group 0 (the only one of a plain manager): the request's hashes as they are.
+  int64_t found = 0;
+  for (; found < max_blocks; ++found) {
+    const BlockId block = pool_->FindCached(hashes[found]);
+    if (block == kNullBlock) break;
+    out[found] = block;
+  }
+  return found;
+}
+
+int64_t KvCacheManager::ProbeGroupRun(const CacheRequest& request, int32_t g, int64_t max_blocks,
+                                      BlockId* out) const {
+  int64_t found = 0;
+  for (; found < max_blocks; ++found) {
+    const BlockId block = pool_->FindCached(GroupBlockHash(request, g, found));
+    if (block == kNullBlock) break;
+    out[found] = block;
+  }
+  return found;
+}
 
 absl::StatusOr<ComputedBlocks> KvCacheManager::GetComputedBlocks(const CacheRequest& request) {
   PAGEDKV_RETURN_IF_ERROR(CheckRequest(request));
@@ -50,12 +74,8 @@ std::vector<BlockId> KvCacheManager::FullAttentionHit(const CacheRequest& reques
                                                       int64_t max_blocks) {
   // Two passes: probe every hash first, then verify, so the loads of independent blocks overlap.
   std::vector<BlockId> blocks(max_blocks);
-  int64_t found = 0;
-  for (; found < max_blocks; ++found) {
-    const BlockId block = pool_->FindCached(GroupBlockHash(request, g, found));
-    if (block == kNullBlock) break;
-    blocks[found] = block;
-  }
+  const int64_t found = g == 0 ? ProbeRun(request.block_hashes(), max_blocks, blocks.data())
+                               : ProbeGroupRun(request, g, max_blocks, blocks.data());
   blocks.resize(found);
   if (!options_.verify_tokens) return blocks;
   BlockId prev = kNullBlock;

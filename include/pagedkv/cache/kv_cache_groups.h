@@ -54,8 +54,14 @@ PAGEDKV_EXPORT BlockHash FoldGroupHash(const BlockHash& hash, int32_t g);
 
 // Group g's hash of block i of `request` and of its parent (block i's hash and parent hash,
 // folded for g > 0). REQUIRES: 0 <= i < request.num_full_blocks().
-PAGEDKV_EXPORT BlockHash GroupBlockHash(const CacheRequest& request, int32_t g, int64_t i);
-PAGEDKV_EXPORT BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i);
+// Inline: the one-group lookup calls them per block.
+inline BlockHash GroupBlockHash(const CacheRequest& request, int32_t g, int64_t i) {
+  const BlockHash& hash = request.block_hashes()[i];
+  return g == 0 ? hash : FoldGroupHash(hash, g);
+}
+inline BlockHash GroupParentHash(const CacheRequest& request, int32_t g, int64_t i) {
+  return g == 0 ? request.ParentHashOf(i) : FoldGroupHash(request.ParentHashOf(i), g);
+}
 
 }  // namespace pagedkv
 

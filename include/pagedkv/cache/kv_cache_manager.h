@@ -382,6 +382,8 @@ class PAGEDKV_EXPORT KvCacheManager {
   // sliding-window blocks before the window unpinned; unpin entries [keep, end) of every table,
   // tail first, and shrink them.
   RequestState PinComputed(const CacheRequest& request, const ComputedBlocks& computed);
+  // Appends `per_group` new pool blocks to every group's table of `state`; all or nothing.
+  absl::Status AllocateNewBlocks(int32_t per_group, RequestState& state);
   void UnpinAll(RequestState& state);
   void ReleaseWindow(RequestState& state, int64_t computed);
   void ReleaseTail(RequestState& state, size_t keep);
@@ -409,6 +411,11 @@ class PAGEDKV_EXPORT KvCacheManager {
   // group's longest hit of at most `max_blocks` blocks.
   // FullAttentionHit counts verification failures.
   int64_t CoordinatedHit(const CacheRequest& request, int64_t max_blocks, ComputedBlocks& result);
+  // The cached run of block hashes from block 0, up to max_blocks, into out[0..): group 0's
+  // hashes as they are (ProbeRun), or group g's folded ones (ProbeGroupRun). Returns its length.
+  int64_t ProbeRun(std::span<const BlockHash> hashes, int64_t max_blocks, BlockId* out) const;
+  int64_t ProbeGroupRun(const CacheRequest& request, int32_t g, int64_t max_blocks,
+                        BlockId* out) const;
   std::vector<BlockId> FullAttentionHit(const CacheRequest& request, int32_t g, int64_t max_blocks);
   std::vector<BlockId> SlidingWindowHit(const CacheRequest& request, int32_t g,
                                         int64_t max_blocks) const;
@@ -441,7 +448,7 @@ class PAGEDKV_EXPORT KvCacheManager {
   std::unique_ptr<BlockPool> pool_;
   absl::flat_hash_map<RequestId, RequestState> requests_;
   std::vector<int32_t> block_group_;  // [num_blocks] with > 1 group: group of the latest entry
-  std::vector<BlockId> fresh_;        // AllocateSlots' scratch: blocks taken this call
+  std::vector<BlockId> fresh_;        // AllocateNewBlocks' scratch with several groups
   CacheStats stats_;                  // lookup counters only
   std::unique_ptr<KvEventBatcher> batcher_;  // set when options_.collect_event_batches
   // Set when options_.collect_block_metrics; observes pool_ (destroyed first; the pool calls no
