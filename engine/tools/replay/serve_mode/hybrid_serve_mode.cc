@@ -8,6 +8,8 @@
 // * num_layers / LayersPerPage pages, as in cache mode (hybrid_cache_mode.cc). KV per running
 // request is reported in full-model blocks (pages * LayersPerPage / num_layers).
 //
+// Host and remote tier capacities are full-model blocks as well (the same bytes per run).
+//
 // The simulated cost of a step is the model's full cost (cost_model.h has no per-layer window
 // term), so the hybrid row's gain is what its memory buys: more running requests, fewer
 // preemptions, more of the prefix cache kept.
@@ -33,6 +35,11 @@ struct HybridServeRun {
   ServeReplayResult result;
 };
 
+// `blocks` full-model blocks as pages of run r's layout (LayersPerPage layers each).
+int64_t FullModelToPages(int64_t blocks, const HybridServeRun& r, const ModelPreset& model) {
+  return blocks * model.num_layers / LayersPerPage(r.groups);
+}
+
 // Mean KV held per running request, in full-model blocks.
 double KvPerRequest(const HybridServeRun& r, const ModelPreset& model) {
   if (r.result.mean_running <= 0) return 0;
@@ -50,10 +57,9 @@ absl::Status CheckHybridServe(const ReplayConfig& c, const ServeReplayOptions& o
   if (c.instances > 1 || c.router != "round-robin") {
     return absl::InvalidArgumentError("--hybrid-kv serves one instance; drop --instances/--router");
   }
-  if (o.tiers.enabled() || c.kv_events != nullptr) {
+  if (c.kv_events != nullptr) {
     return absl::InvalidArgumentError(
-        "--hybrid-kv in serve mode has no tiers and publishes no events; drop the host / remote "
-        "capacities and --kv-events-endpoint");
+        "--hybrid-kv in serve mode publishes no events; drop --kv-events-endpoint");
   }
   return absl::OkStatus();
 }
@@ -74,6 +80,13 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ServeReplayOptio
         r.pages, s.total_tokens_per_second(), s.output_tokens_per_second(), s.ttft_mean_s,
         s.ttft_p99_s, s.mean_running, KvPerRequest(r, o.model), 100 * s.prefix_hit_rate(),
         100 * s.first_admission_hit_rate(), s.preemptions, s.evictions, s.rejected);
+  }
+  if (o.tiers.enabled()) {
+    out << "\n";
+    for (const HybridServeRun& r : runs) {
+      out << absl::StrFormat("%-9s tiers: %d host / %d remote hit tokens\n", r.name,
+                             r.result.host_hit_tokens, r.result.remote_hit_tokens);
+    }
   }
   out << absl::StrFormat(
       "\nKV per running request in full-model blocks; hit: prefix hits over admissions "
@@ -123,6 +136,9 @@ absl::Status RunHybridServeMode(const ReplayConfig& c, const Workload& workload,
     r.pages = capacity * o.model.num_layers / LayersPerPage(r.groups);
     ServeReplayOptions run = o;
     run.capacity_blocks = r.pages;
+    // Tier capacities are full-model blocks too: the same bytes in pages of this layout.
+    run.tiers.host_capacity_blocks = FullModelToPages(o.tiers.host_capacity_blocks, r, o.model);
+    run.tiers.remote_capacity_blocks = FullModelToPages(o.tiers.remote_capacity_blocks, r, o.model);
     run.hybrid_groups = r.groups;
     run.progress = [&bar, offset = static_cast<int64_t>(i) * n](int64_t done) {
       bar.Update(offset + done);

@@ -8,12 +8,24 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "pagedkv/cache/chunk_index.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::replay {
 namespace {
+
+// Bytes of one pool block: the full model's KV of block_size tokens, or with KV cache groups the
+// layers one page holds (LayersPerPage of num_layers).
+double PageBytes(const ServeReplayOptions& options) {
+  double bytes = static_cast<double>(options.block_size) *
+                 static_cast<double>(options.model.KvBytesPerToken());
+  if (!options.hybrid_groups.empty() && options.model.num_layers > 0) {
+    bytes = bytes * LayersPerPage(options.hybrid_groups) / options.model.num_layers;
+  }
+  return bytes;
+}
 
 // Nearest-rank percentile of sorted values (0 when empty).
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -129,9 +141,7 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   if (options.tiers.enabled()) {
     PAGEDKV_ASSIGN_OR_RETURN(
         sim->tiers_,
-        InstanceTiers::Create(options.tiers, sim->manager_.get(),
-                              static_cast<double>(options.block_size) *
-                                  static_cast<double>(options.model.KvBytesPerToken()),
+        InstanceTiers::Create(options.tiers, sim->manager_.get(), PageBytes(options),
                               2 * int64_t{std::max(1, options.scheduler.max_num_batched_tokens)}));
   }
   sim->result_.tiers_enabled = sim->tiers_ != nullptr;
@@ -152,10 +162,6 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
 }
 
 absl::Status ServeSimulation::CreateCacheAndScheduler(int64_t capacity_blocks) {
-  if (!options_.hybrid_groups.empty() && options_.tiers.enabled()) {
-    return absl::InvalidArgumentError(
-        "serve replay over a hybrid KV cache has no tiers; drop the host / remote capacities");
-  }
   KvCacheManagerOptions manager_options;
   manager_options.num_blocks = static_cast<int32_t>(capacity_blocks);
   manager_options.block_size = options_.block_size;

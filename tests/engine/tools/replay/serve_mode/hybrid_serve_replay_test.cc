@@ -2,8 +2,8 @@
 //
 // Serve-mode replay over a KvCacheManager (several groups) (`--mode serve --hybrid-kv`): one
 // full-attention group gives exactly the plain replay, a windowed model holds less KV per running
-// request and runs more requests than the same model all full at the same KV memory, and the mode's
-// flag path reports both.
+// request and runs more requests than the same model all full at the same KV memory, the host
+// tier runs over groups, and the mode's flag path reports both.
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -65,6 +65,36 @@ TEST(HybridServeReplayTest, WindowedModelRunsMoreRequestsInTheSameMemory) {
   EXPECT_LE(h.preemptions, f.preemptions);
 }
 
+// Tiers over KV cache groups (issue 40): one full group with a host tier is the plain replay with
+// it, and a windowed model's blocks come back from the host tier.
+TEST(HybridServeReplayTest, HostTierRunsOverGroups) {
+  const Workload w = GenerateConversationWorkload({.num_conversations = 16, .seed = 7});
+  ServeReplayOptions plain = SmallServeOptions();
+  plain.capacity_blocks = 300;
+  plain.tiers.host_capacity_blocks = 4000;
+  ServeReplayOptions one_group = plain;
+  one_group.hybrid_groups = AllFullGroupsFor(plain.model);
+  const ServeReplayResult p = RunServeReplay(w, plain).value();
+  const ServeReplayResult g = RunServeReplay(w, one_group).value();
+  EXPECT_TRUE(g.tiers_enabled);
+  EXPECT_GT(p.host_hit_tokens, 0);
+  EXPECT_EQ(g.host_hit_tokens, p.host_hit_tokens);
+  EXPECT_EQ(g.prefix_hit_tokens, p.prefix_hit_tokens);
+  EXPECT_EQ(g.steps, p.steps);
+  EXPECT_DOUBLE_EQ(g.simulated_seconds, p.simulated_seconds);
+
+  ServeReplayOptions hybrid = plain;
+  hybrid.model = FindModelPreset("gpt-oss-20b").value();
+  hybrid.hybrid_groups = HybridGroupsFor(hybrid.model);
+  ServeReplayOptions no_tier = hybrid;
+  no_tier.tiers.host_capacity_blocks = 0;
+  const ServeReplayResult h = RunServeReplay(w, hybrid).value();
+  const ServeReplayResult n = RunServeReplay(w, no_tier).value();
+  EXPECT_GT(h.host_hit_tokens, 0);
+  EXPECT_GT(h.prefix_hit_tokens, n.prefix_hit_tokens);
+  EXPECT_EQ(h.finished + h.rejected, h.requests);
+}
+
 TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
   const Workload w = GenerateConversationWorkload({.num_conversations = 8, .seed = 3});
   ReplayConfig c;
@@ -87,6 +117,13 @@ TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
   EXPECT_EQ(j["all_full"]["pages"], 800);
   EXPECT_EQ(j["hybrid"]["pages"], 1600);
   EXPECT_TRUE(j["hybrid"].contains("kv_blocks_per_running_request"));
+  // A host tier (in full-model blocks, pages per layout as the device capacity).
+  c.json = false;
+  c.host_capacity_blocks = 2000;
+  std::ostringstream tiers;
+  ASSERT_TRUE(RunServeMode(c, w, tiers).ok());
+  EXPECT_NE(tiers.str().find("tiers:"), std::string::npos) << tiers.str();
+  c.host_capacity_blocks = 0;
   // Refused: a model without windows, several instances.
   c.model = "llama-3-8b";
   EXPECT_EQ(RunServeMode(c, w, out).code(), absl::StatusCode::kInvalidArgument);
