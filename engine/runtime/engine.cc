@@ -22,7 +22,7 @@
 #include "engine/runtime/engine_request.h"  // ~Engine destroys the records
 #include "engine/runtime/kv_groups.h"
 #include "engine/runtime/kv_pool_size.h"
-#include "engine/runtime/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/runner_kv_mover.h"
 #include "kernels/cpu/int8_linear.h"
 #include "pagedkv/cache/chunk_index.h"
 #include "pagedkv/cache/kv_cache_manager.h"
@@ -183,11 +183,11 @@ absl::Status Engine::CreateChunkReuse() {
       PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, cache_->AttachChunkIndex());
       PAGEDKV_ASSIGN_OR_RETURN(
           internals_->reuse,
-          EngineChunkReuse::Create(internals_->runner.get(), std::move(index),
-                                   {.first_k = reuse.first_k,
-                                    .recompute_fraction = reuse.recompute_fraction,
-                                    .deviation_layer = reuse.deviation_layer,
-                                    .model_fingerprint = cache_->options().model_fingerprint}));
+          CreateRunnerChunkReuse(internals_->runner.get(), std::move(index),
+                                 {.first_k = reuse.first_k,
+                                  .recompute_fraction = reuse.recompute_fraction,
+                                  .deviation_layer = reuse.deviation_layer,
+                                  .model_fingerprint = cache_->options().model_fingerprint}));
       scheduler_->SetChunkReuseProvider(internals_->reuse.get());
       return absl::OkStatus();
     }

@@ -19,7 +19,7 @@
 #include "engine/model/runner/model_runner.h"
 #include "engine/runtime/block_kv_copier.h"
 #include "engine/runtime/context_limit.h"
-#include "engine/runtime/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "pagedkv/export.h"
 #include "pagedkv/runtime/engine.h"
 
@@ -28,10 +28,10 @@ namespace pagedkv {
 struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
   ContextLimit context;  // what AddRequest enforces (engine/runtime/context_limit.h)
-  std::unique_ptr<EngineChunkReuse> reuse;  // after runner: destroyed first (it uses the runner)
-  std::unique_ptr<BlockKvCopier> copier;    // the tiers' io (over the runner); null without tiers
-  std::unique_ptr<TierChain> tiers;         // after copier: destroyed first; null without tiers
-  std::vector<RequestId> onboard_queue;     // added, not yet admitted: looked up in the tiers
+  std::unique_ptr<ShiftedChunkReuse> reuse;  // after runner: destroyed first (uses the runner)
+  std::unique_ptr<BlockKvCopier> copier;     // the tiers' io (over the runner); null without tiers
+  std::unique_ptr<TierChain> tiers;          // after copier: destroyed first; null without tiers
+  std::vector<RequestId> onboard_queue;      // added, not yet admitted: looked up in the tiers
   // Engine::AddEventListener id -> (device pool listener id, one listener id per tier).
   absl::flat_hash_map<int, std::pair<int, std::vector<int>>> listeners;
   int next_listener_id = 0;
@@ -41,7 +41,7 @@ class PAGEDKV_EXPORT EngineInternal {
  public:
   static ModelRunner& Runner(Engine& engine) { return *engine.internals_->runner; }
   // Null unless EngineOptions.chunk_reuse is on.
-  static EngineChunkReuse* ChunkReuse(Engine& engine) { return engine.internals_->reuse.get(); }
+  static ShiftedChunkReuse* ChunkReuse(Engine& engine) { return engine.internals_->reuse.get(); }
   // Null without tiers.
   static TierChain* Tiers(Engine& engine) { return engine.internals_->tiers.get(); }
 };

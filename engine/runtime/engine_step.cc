@@ -19,7 +19,7 @@
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/shift/cache_blend_hook.h"
-#include "engine/runtime/shift/engine_chunk_reuse.h"
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "engine/runtime/step_batch.h"
 #include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
@@ -58,7 +58,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
   RequeuePreempted();
   out.batch = batch_.stats;
   ReportAborted(&out);
-  EngineChunkReuse* reuse = internals_->reuse.get();
+  ShiftedChunkReuse* reuse = internals_->reuse.get();
   if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves));
   if (batch_.empty()) return out;
 
@@ -127,7 +127,7 @@ absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
   // CacheBlend: the reused tokens scheduled in this batch are recomputed selectively.
   std::optional<CacheBlendHook> blend;
   if (internals_->reuse != nullptr && batch_.stats.num_blend_tokens > 0) {
-    blend = internals_->reuse->MakeBlendHook(batch_);
+    blend = MakeBlendHook(batch_, internals_->reuse->options());
   }
   const ModelInput input{.token_ids = batch_.token_ids,
                          .positions = batch_.positions,
@@ -188,8 +188,10 @@ absl::Status Engine::RegisterChunks(int32_t i) {
     const auto tokens =
         std::span<const TokenId>(record.prompt)
             .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
-    PAGEDKV_RETURN_IF_ERROR(internals_->reuse->Register(tokens, record.cache_salt, /*adapter_id=*/0,
-                                                        chunk.offset, slots));
+    PAGEDKV_RETURN_IF_ERROR(
+        internals_->reuse
+            ->Register(tokens, record.cache_salt, /*adapter_id=*/0, chunk.offset, slots)
+            .status());
   }
   return absl::OkStatus();
 }

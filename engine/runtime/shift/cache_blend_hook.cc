@@ -146,4 +146,18 @@ absl::Status CacheBlendHook::AfterKvWrite(const LayerView& view,
   return absl::OkStatus();
 }
 
+std::optional<CacheBlendHook> MakeBlendHook(const ScheduledBatch& batch,
+                                            const ShiftedChunkReuseOptions& options) {
+  std::vector<BlendGroup> groups;
+  for (const ScheduledSequence& s : batch.sequences) {
+    if (s.num_blend_tokens <= 0) continue;
+    groups.push_back(
+        BlendGroup{.first_row = s.query_start,
+                   .num_rows = s.num_blend_tokens,
+                   .num_keep = NumToRecompute(options.recompute_fraction, s.num_blend_tokens)});
+  }
+  if (groups.empty()) return std::nullopt;
+  return CacheBlendHook(groups, options.deviation_layer);
+}
+
 }  // namespace pagedkv

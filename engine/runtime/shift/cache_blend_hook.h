@@ -27,8 +27,10 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/model/runner/layer_hook.h"
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "pagedkv/export.h"
 #include "pagedkv/model/model_config.h"
+#include "pagedkv/runtime/scheduler.h"
 
 namespace pagedkv {
 
@@ -90,6 +92,13 @@ class PAGEDKV_EXPORT CacheBlendHook final : public LayerHook {
   std::vector<float> k_old_, v_old_;  // the groups' K/V at deviation_layer before the write
   std::vector<int32_t> kept_rows_;
 };
+
+// The selective-recompute hook of `batch`'s forward pass for a ShiftedChunkReuse with `options`:
+// one BlendGroup per sequence with blend tokens (its first num_blend_tokens rows;
+// NumToRecompute(options.recompute_fraction, rows) kept), ranked at options.deviation_layer.
+// nullopt when the batch has no blend tokens.
+PAGEDKV_EXPORT std::optional<CacheBlendHook> MakeBlendHook(const ScheduledBatch& batch,
+                                                           const ShiftedChunkReuseOptions& options);
 
 }  // namespace pagedkv
 

@@ -2,8 +2,7 @@
 //
 // ChunkPins: the chunks a ChunkReuseProvider has acquired for the scheduler (pinned through a
 // ChunkIndex, so they cannot be evicted while their KV is read) and not yet released, keyed by the
-// handle the scheduler holds. Shared by the engine's provider (EngineChunkReuse) and the replay's
-// simulated one, which differ only in what they do with the chunks.
+// handle the scheduler holds. ShiftedChunkReuse (shifted_chunk_reuse.h) keeps its pins here.
 //
 // Example:
 //   ChunkPins pins(index.get());

@@ -25,7 +25,7 @@
 //   cacheblend  CacheBlend's public code: every chunk token runs layers 0 and 1 fresh; at layer 1
 //               the values' squared deviation summed over heads picks the top ceil(f kL) tokens,
 //               which alone go on through the later layers (the others keep reused K/V there);
-//   engine      the Engine's selective recompute (CacheBlendHook as EngineChunkReuse sets it up):
+//   engine      the Engine's selective recompute (CacheBlendHook as MakeBlendHook sets it up):
 //               like deviation, but in one pass that keeps layers 0..deviation_layer fresh for
 //               every chunk token (opt-in: not in the default variant list).
 //

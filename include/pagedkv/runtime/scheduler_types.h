@@ -38,8 +38,8 @@ struct PAGEDKV_EXPORT AcquiredChunk {
   int32_t position = 0;        // position chunk token 0 was computed at (its keys' rotation)
 };
 
-// Where the scheduler finds chunks to reuse at admission (implemented by the engine's shifted
-// reuse; see engine/runtime/shift/engine_chunk_reuse.h). When a request's computed tokens reach one
+// Where the scheduler finds chunks to reuse at admission (shifted reuse, the engine's and replay's:
+// engine/runtime/shift/shifted_chunk_reuse.h). When a request's computed tokens reach one
 // of its PromptChunks (past the first num_leading_tokens_to_compute() tokens), the scheduler asks
 // for the chunk; on a hit it allocates the request's slots for the chunk's remaining tokens,
 // counts them as computed and lists one KvSlotMove per token in the batch. The owner runs the

@@ -1,8 +1,6 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Shifted-position reuse inside the Engine (EngineOptions.chunk_reuse, GenerationRequest.chunks).
-#include "engine/runtime/shift/engine_chunk_reuse.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +13,7 @@
 #include "absl/status/status.h"
 #include "engine/model/runner/model_runner.h"
 #include "engine/runtime/engine_internal.h"
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "gtest/gtest.h"
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/model/model_weights.h"

@@ -7,13 +7,14 @@
 // Reports TTFT, time per output token, throughput and the prefix hit rate.
 //
 // Shifted hits: when requests mark chunks (ChunkSpan, e.g. the rag workload's documents) and
-// count_shifted is on, the scheduler gets a SimulatedChunkReuse provider over a ChunkIndex on the
+// count_shifted is on, the scheduler gets the engine's provider, ShiftedChunkReuse
+// (engine/runtime/shift/shifted_chunk_reuse.h) with no ChunkKvMover, over a ChunkIndex on the
 // KvCacheManager's pool (one set of reference counts, one eviction order): a chunk cached at any
 // position is acquired (pinned) at admission or when a running prefill reaches it, its tokens
 // count as computed (shifted hits, separate from prefix hits), and the step is charged the
 // re-rotation pass over their KV instead of their prefill (cost_model.h). Every chunk span a step
-// finishes computing is registered as a copy in blocks of its own, exactly as the engine does
-// (engine/runtime/shift/engine_chunk_reuse.h), and its copy is charged as the same memory pass.
+// finishes computing is registered as a copy in blocks of its own by the same code as in the
+// engine (only the KV copy is left out), and its copy is charged as the same memory pass.
 //
 // Example:
 //   ServeReplayOptions options;

@@ -95,7 +95,7 @@ int64_t CountShiftedHits(const ScheduledBatch& batch,
 // Registers every chunk span of `seq` that this step finished computing, as the engine does
 // (Engine::RegisterChunks); returns the tokens copied.
 absl::StatusOr<int64_t> RegisterChunks(const ScheduledSequence& seq, const TrackedRequest& tracked,
-                                       SimulatedChunkReuse& reuse, ServeReplayResult& result) {
+                                       ShiftedChunkReuse& reuse, ServeReplayResult& result) {
   int64_t copied = 0;
   for (const PromptChunk& chunk : tracked.chunks) {
     const int32_t end = chunk.offset + chunk.length;
@@ -104,7 +104,8 @@ absl::StatusOr<int64_t> RegisterChunks(const ScheduledSequence& seq, const Track
         std::span<const TokenId>(tracked.prompt)
             .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
     const int64_t failures = reuse.stats().register_failures;
-    PAGEDKV_ASSIGN_OR_RETURN(bool registered, reuse.Register(tokens, "", 0, chunk.offset));
+    PAGEDKV_ASSIGN_OR_RETURN(bool registered,
+                             reuse.Register(tokens, "", 0, chunk.offset, /*slots=*/{}));
     if (registered) {
       ++result.chunks_registered;
       copied += chunk.length;
@@ -132,10 +133,10 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   PAGEDKV_RETURN_IF_ERROR(sim->CreateCacheAndScheduler(capacity_blocks));
   if (sim->manager_ != nullptr && options.count_shifted && AnyChunks(workload)) {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, sim->manager_->AttachChunkIndex());
-    PAGEDKV_ASSIGN_OR_RETURN(
-        sim->reuse_,
-        SimulatedChunkReuse::Create(std::move(index), {.first_k = options.chunk_first_k,
-                                                       .model_fingerprint = options.model.name}));
+    PAGEDKV_ASSIGN_OR_RETURN(sim->reuse_,
+                             ShiftedChunkReuse::Create(std::move(index), /*mover=*/nullptr,
+                                                       {.first_k = options.chunk_first_k,
+                                                        .model_fingerprint = options.model.name}));
     sim->scheduler_->SetChunkReuseProvider(sim->reuse_.get());
   }
   if (options.tiers.enabled()) {
@@ -261,9 +262,10 @@ absl::Status ServeSimulation::RunBatch() {
   sum_running_ += batch_.stats.num_running;
   sum_used_blocks_ += batch_.stats.num_used_blocks;
   if (reuse_ != nullptr) {
-    // The engine re-rotates the acquired chunks here, then releases them.
+    // The engine re-rotates the acquired chunks here, then releases them; with no mover nothing
+    // moves (the cost model charges the re-rotation), and the chunks are released.
     work.num_rerotated_tokens += CountShiftedHits(batch_, live_, result_);
-    PAGEDKV_RETURN_IF_ERROR(reuse_->ReleaseAcquired());
+    PAGEDKV_RETURN_IF_ERROR(reuse_->RunMoves(batch_.slot_moves));
   }
   SampleTokens(work);
   if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(RegisterFinishedChunks(work));

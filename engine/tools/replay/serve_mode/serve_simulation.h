@@ -18,10 +18,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "engine/tools/replay/serve_mode/cost_model.h"
 #include "engine/tools/replay/serve_mode/instance_tiers.h"
 #include "engine/tools/replay/serve_mode/serve_replay.h"
-#include "engine/tools/replay/serve_mode/simulated_chunk_reuse.h"
 #include "engine/tools/replay/workload/workload.h"
 #include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/cache/kv_cache_manager.h"
@@ -85,8 +85,8 @@ class ServeSimulation {
   const RooflineCostModel cost_;
   std::unique_ptr<KvCacheManager> manager_;  // over options.hybrid_groups when given
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<SimulatedChunkReuse> reuse_;  // null without shifted reuse
-  std::unique_ptr<InstanceTiers> tiers_;        // null without tiers
+  std::unique_ptr<ShiftedChunkReuse> reuse_;  // no mover; null without shifted reuse
+  std::unique_ptr<InstanceTiers> tiers_;      // null without tiers
   ServeReplayResult result_;
   absl::flat_hash_map<RequestId, TrackedRequest> live_;
   std::vector<double> ttft_, e2e_, tpot_;  // seconds, per finished request

@@ -1,182 +1,23 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Shifted hits in serve-mode replay: the SimulatedChunkReuse provider on its own, the provider
-// driven by the real Scheduler with pool invariants checked after every step, and
-// RunServeReplay's counts on rag workloads (with reuse on and off, and with no chunk marked).
+// Shifted hits in serve-mode replay: RunServeReplay's counts on rag workloads (with reuse on and
+// off, and with no chunk marked). The provider itself (ShiftedChunkReuse, with no mover here) is
+// tested in tests/engine/runtime/shift/shifted_chunk_reuse_test.cc.
 #include <algorithm>
 #include <cstdint>
-#include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "engine/tools/replay/serve_mode/cost_model.h"
 #include "engine/tools/replay/serve_mode/serve_replay.h"
-#include "engine/tools/replay/serve_mode/simulated_chunk_reuse.h"
 #include "engine/tools/replay/workload/generators.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pagedkv/cache/block_pool.h"
-#include "pagedkv/cache/chunk_index.h"
-#include "pagedkv/cache/kv_cache_manager.h"
-#include "pagedkv/runtime/scheduler.h"
 
 namespace pagedkv::replay {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::vector<TokenId> Tokens(TokenId first, int n) {
-  std::vector<TokenId> t(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = first + i;
-  return t;
-}
-
-TEST(SimulatedChunkReuseTest, RegisterAcquireReleaseAndEviction) {
-  auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
-  auto reuse = SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(),
-                                           {.model_fingerprint = "m"})
-                   .value();
-  const std::vector<TokenId> doc = Tokens(100, 10);  // 3 blocks
-  auto registered = reuse->Register(doc, "", 0, /*position=*/8);
-  ASSERT_TRUE(registered.ok()) << registered.status();
-  EXPECT_TRUE(*registered);
-  EXPECT_EQ(pool->NumEvictableBlocks(), 3);  // a copy in blocks of its own, released
-  EXPECT_EQ(pool->NumUsedBlocks(), 0);
-  EXPECT_FALSE(*reuse->Register(doc, "", 0, 20));  // already cached: no second copy
-  EXPECT_EQ(reuse->stats().already_registered, 1);
-
-  // Another salt, adapter or content is another chunk.
-  EXPECT_FALSE(reuse->Acquire(doc, "other salt", 0).has_value());
-  EXPECT_FALSE(reuse->Acquire(doc, "", 7).has_value());
-  EXPECT_FALSE(reuse->Acquire(Tokens(101, 10), "", 0).has_value());
-
-  std::optional<AcquiredChunk> hit = reuse->Acquire(doc, "", 0);
-  ASSERT_TRUE(hit.has_value());
-  EXPECT_EQ(hit->position, 8);
-  ASSERT_EQ(hit->slots.size(), doc.size());
-  for (int64_t slot : hit->slots) EXPECT_EQ(pool->RefCount(static_cast<BlockId>(slot / 4)), 1);
-  EXPECT_EQ(reuse->num_acquired(), 1);
-  // Pinned: a pool that needs every block cannot take the chunk's.
-  std::vector<BlockId> held;
-  EXPECT_FALSE(pool->Allocate(4, &held).ok());
-  ASSERT_TRUE(reuse->ReleaseAcquired().ok());
-  EXPECT_EQ(reuse->num_acquired(), 0);
-  EXPECT_EQ(pool->NumUsedBlocks(), 0);
-
-  // Released: evictable like any cached block; an evicted chunk is never acquired.
-  ASSERT_TRUE(pool->Allocate(6, &held).ok());
-  EXPECT_FALSE(reuse->Acquire(doc, "", 0).has_value());
-  EXPECT_EQ(reuse->index().size(), 0);
-  // No room: not registered, nothing changes.
-  auto full = reuse->Register(doc, "", 0, 0);
-  ASSERT_TRUE(full.ok());
-  EXPECT_FALSE(*full);
-  EXPECT_EQ(reuse->stats().register_failures, 1);
-  EXPECT_EQ(pool->NumUsedBlocks(), 6);
-  ASSERT_TRUE(pool->Unpin(held).ok());
-  EXPECT_TRUE(reuse->index().ValidateInvariants().ok());
-}
-
-TEST(SimulatedChunkReuseTest, ReleaseUnpinsOneChunkAndBadCallsChangeNothing) {
-  auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 4}).value();
-  auto reuse = SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), {}).value();
-  const std::vector<TokenId> doc = Tokens(5, 4);
-  ASSERT_TRUE(*reuse->Register(doc, "", 0, 0));
-  std::optional<AcquiredChunk> a = reuse->Acquire(doc, "", 0);
-  std::optional<AcquiredChunk> b = reuse->Acquire(doc, "", 0);
-  ASSERT_TRUE(a.has_value() && b.has_value());
-  EXPECT_NE(a->handle, b->handle);
-  const auto block = static_cast<BlockId>(a->slots[0] / 4);
-  EXPECT_EQ(pool->RefCount(block), 2);
-  reuse->Release(a->handle);
-  reuse->Release(a->handle);  // unknown now: ignored
-  EXPECT_EQ(pool->RefCount(block), 1);
-  EXPECT_EQ(reuse->stats().released_unused, 1);
-
-  EXPECT_EQ(reuse->Register({}, "", 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(reuse->Register(Tokens(50, 3), "", 0, -1).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(reuse->index().size(), 1);
-  EXPECT_EQ(pool->NumUsedBlocks(), 1);
-  reuse.reset();  // the destructor releases b
-  EXPECT_EQ(pool->NumUsedBlocks(), 0);
-
-  EXPECT_EQ(SimulatedChunkReuse::Create(nullptr, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SimulatedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), {.first_k = -1})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-// The provider under the real scheduler: random requests that share documents at varying
-// positions; after every step the pool and the chunk index are consistent, every chunk being
-// moved is pinned, and at the end no block is held.
-TEST(SimulatedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    SCOPED_TRACE(testing::Message() << "seed " << seed);
-    auto manager = KvCacheManager::Create({.num_blocks = 48, .block_size = 4}).value();
-    auto scheduler =
-        Scheduler::Create({.max_num_batched_tokens = 40, .max_num_seqs = 4}, *manager).value();
-    auto reuse = SimulatedChunkReuse::Create(manager->AttachChunkIndex().value(),
-                                             {.first_k = static_cast<int32_t>(seed % 2)})
-                     .value();
-    scheduler->SetChunkReuseProvider(reuse.get());
-    uint64_t state = seed;
-    auto next = [&state](int n) {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return static_cast<int>((state >> 33) % static_cast<uint64_t>(n));
-    };
-    absl::flat_hash_map<RequestId, SchedulerRequest> requests;
-    for (RequestId id = 0; id < 30; ++id) {
-      SchedulerRequest r{.id = id, .max_new_tokens = 1 + next(4)};
-      const int head = 1 + next(6);
-      r.prompt = Tokens(1000 + static_cast<TokenId>(id) * 10, head);
-      const int doc = next(3);
-      const int doc_len = 5 + doc * 3;
-      r.chunks.push_back({.offset = head, .length = doc_len});
-      const std::vector<TokenId> d = Tokens(100 * (doc + 1), doc_len);
-      r.prompt.insert(r.prompt.end(), d.begin(), d.end());
-      r.prompt.push_back(7);
-      requests[id] = r;
-      ASSERT_TRUE(scheduler->AddRequest(r).ok());
-    }
-    int64_t shifted = 0;
-    ScheduledBatch batch;
-    for (int step = 0; scheduler->HasUnfinishedRequests(); ++step) {
-      ASSERT_LT(step, 2000);
-      ASSERT_TRUE(scheduler->Schedule(&batch).ok());
-      for (const KvSlotMove& m : batch.slot_moves) {
-        EXPECT_GE(manager->pool().RefCount(static_cast<BlockId>(m.src_slot / 4)), 1);
-      }
-      shifted += static_cast<int64_t>(batch.slot_moves.size());
-      ASSERT_TRUE(reuse->ReleaseAcquired().ok());
-      std::vector<SampledToken> sampled;
-      for (const ScheduledSequence& s : batch.sequences) {
-        const SchedulerRequest& r = requests.at(s.request_id);
-        for (const PromptChunk& c : r.chunks) {
-          const int32_t end = c.offset + c.length;
-          if (end <= s.num_computed_tokens || end > s.seq_len()) continue;
-          auto done =
-              reuse->Register(std::span<const TokenId>(r.prompt).subspan(
-                                  static_cast<size_t>(c.offset), static_cast<size_t>(c.length)),
-                              "", 0, c.offset);
-          ASSERT_TRUE(done.ok()) << done.status();
-        }
-        if (s.samples) sampled.push_back({.request_id = s.request_id, .token = 3});
-      }
-      ASSERT_TRUE(scheduler->UpdateFromOutput(sampled).ok());
-      ASSERT_TRUE(manager->ValidateInvariants().ok());
-      ASSERT_TRUE(reuse->index().ValidateInvariants().ok());
-    }
-    EXPECT_GT(shifted, 0);
-    EXPECT_EQ(shifted, scheduler->stats().num_shifted_hit_tokens);
-    EXPECT_EQ(manager->pool().NumUsedBlocks(), 0);
-    EXPECT_EQ(reuse->num_acquired(), 0);
-  }
-}
 
 ServeReplayOptions RagServeOptions() {
   ServeReplayOptions o;

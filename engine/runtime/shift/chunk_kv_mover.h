@@ -1,0 +1,53 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ChunkKvMover: the data movement behind shifted-position chunk reuse. ShiftedChunkReuse
+// (shifted_chunk_reuse.h) does the bookkeeping (chunk keys, pins, block allocation, stats) and
+// calls a mover, when it has one, for the two things that touch KV: running the scheduler's slot
+// moves (keys re-rotated from the old to the new position, values copied) and copying a computed
+// chunk span into the blocks a registered chunk gets. The engine's mover works on the model
+// runner's pages (runner_kv_mover.h); serve-mode replay has no KV and passes no mover.
+//
+// Example (a mover that records what it was asked to do, as in the tests):
+//   class RecordingMover final : public ChunkKvMover {
+//    public:
+//     std::string RopeFingerprint() const override { return "rope"; }
+//     absl::Status MoveSlots(std::span<const KvSlotMove> moves) override { ... }
+//     absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
+//                            int32_t first_position) override { ... }
+//   };
+//
+// Implementations say their own thread safety; ShiftedChunkReuse calls a mover from one thread.
+#ifndef PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_KV_MOVER_H_
+#define PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_KV_MOVER_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "pagedkv/export.h"
+#include "pagedkv/runtime/scheduler.h"
+
+namespace pagedkv {
+
+class PAGEDKV_EXPORT ChunkKvMover {
+ public:
+  virtual ~ChunkKvMover() = default;
+
+  // Names the rotation the mover's keys carry (RoPE variant, base, scaling); hashed into every
+  // chunk key, so KV computed under another rotation is another chunk.
+  virtual std::string RopeFingerprint() const = 0;
+
+  // Writes the KV of each move's src_slot (keys rotated for old_position) into its dst_slot with
+  // the keys re-rotated to new_position; values copied. REQUIRES: `moves` is not empty.
+  virtual absl::Status MoveSlots(std::span<const KvSlotMove> moves) = 0;
+
+  // Copies the KV of `src` into `dst` unchanged ([n] slots each); token i was computed at position
+  // first_position + i. REQUIRES: src.size() == dst.size() > 0.
+  virtual absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
+                                 int32_t first_position) = 0;
+};
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_ENGINE_RUNTIME_SHIFT_CHUNK_KV_MOVER_H_

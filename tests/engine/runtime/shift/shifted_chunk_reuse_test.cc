@@ -1,0 +1,343 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// ShiftedChunkReuse: the one chunk-reuse provider of the engine and serve-mode replay. Without a
+// mover (replay): register, acquire, release and eviction on a bare pool, bad calls changing
+// nothing, and the provider under the real Scheduler with pool invariants checked after every
+// step. With a recording ChunkKvMover: the mover gets the slot moves and the chunk copies (into
+// the blocks the index allocated), its errors pass through, and the pins, pool state and stats
+// are the same as without one.
+#include "engine/runtime/shift/shifted_chunk_reuse.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "engine/runtime/shift/chunk_kv_mover.h"
+#include "gtest/gtest.h"
+#include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/runtime/scheduler.h"
+
+namespace pagedkv {
+namespace {
+
+std::vector<TokenId> Tokens(TokenId first, int n) {
+  std::vector<TokenId> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = first + i;
+  return t;
+}
+
+// What a RecordingMover was asked to do, and the errors it returns.
+struct MoverLog {
+  std::vector<KvSlotMove> moves;        // every MoveSlots move, in order
+  int32_t move_calls = 0;               // MoveSlots calls
+  std::vector<int64_t> copy_src;        // every CopySlots source slot, in order
+  std::vector<int64_t> copy_dst;        // every CopySlots destination slot, in order
+  std::vector<int32_t> copy_positions;  // first_position of each CopySlots call
+  absl::Status move_error;              // returned by MoveSlots
+  absl::Status copy_error;              // returned by CopySlots
+};
+
+// A ChunkKvMover that moves nothing and records its calls in a MoverLog the test keeps.
+class RecordingMover final : public ChunkKvMover {
+ public:
+  explicit RecordingMover(MoverLog* log) : log_(log) {}
+  std::string RopeFingerprint() const override { return "recording rope"; }
+  absl::Status MoveSlots(std::span<const KvSlotMove> moves) override {
+    ++log_->move_calls;
+    log_->moves.insert(log_->moves.end(), moves.begin(), moves.end());
+    return log_->move_error;
+  }
+  absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
+                         int32_t first_position) override {
+    log_->copy_src.insert(log_->copy_src.end(), src.begin(), src.end());
+    log_->copy_dst.insert(log_->copy_dst.end(), dst.begin(), dst.end());
+    log_->copy_positions.push_back(first_position);
+    return log_->copy_error;
+  }
+
+ private:
+  MoverLog* log_;
+};
+
+TEST(ShiftedChunkReuseTest, RegisterAcquireReleaseAndEviction) {
+  auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
+  auto reuse = ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), nullptr,
+                                         {.model_fingerprint = "m"})
+                   .value();
+  const std::vector<TokenId> doc = Tokens(100, 10);  // 3 blocks
+  auto registered = reuse->Register(doc, "", 0, /*position=*/8, {});
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_TRUE(*registered);
+  EXPECT_EQ(pool->NumEvictableBlocks(), 3);  // a copy in blocks of its own, released
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+  EXPECT_FALSE(*reuse->Register(doc, "", 0, 20, {}));  // already cached: no second copy
+  EXPECT_EQ(reuse->stats().already_registered, 1);
+
+  // Another salt, adapter or content is another chunk.
+  EXPECT_FALSE(reuse->Acquire(doc, "other salt", 0).has_value());
+  EXPECT_FALSE(reuse->Acquire(doc, "", 7).has_value());
+  EXPECT_FALSE(reuse->Acquire(Tokens(101, 10), "", 0).has_value());
+
+  std::optional<AcquiredChunk> hit = reuse->Acquire(doc, "", 0);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->position, 8);
+  ASSERT_EQ(hit->slots.size(), doc.size());
+  for (int64_t slot : hit->slots) EXPECT_EQ(pool->RefCount(static_cast<BlockId>(slot / 4)), 1);
+  EXPECT_EQ(reuse->num_acquired(), 1);
+  // Pinned: a pool that needs every block cannot take the chunk's.
+  std::vector<BlockId> held;
+  EXPECT_FALSE(pool->Allocate(4, &held).ok());
+  ASSERT_TRUE(reuse->RunMoves({}).ok());
+  EXPECT_EQ(reuse->num_acquired(), 0);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+
+  // Released: evictable like any cached block; an evicted chunk is never acquired.
+  ASSERT_TRUE(pool->Allocate(6, &held).ok());
+  EXPECT_FALSE(reuse->Acquire(doc, "", 0).has_value());
+  EXPECT_EQ(reuse->index().size(), 0);
+  // No room: not registered, nothing changes.
+  auto full = reuse->Register(doc, "", 0, 0, {});
+  ASSERT_TRUE(full.ok());
+  EXPECT_FALSE(*full);
+  EXPECT_EQ(reuse->stats().register_failures, 1);
+  EXPECT_EQ(pool->NumUsedBlocks(), 6);
+  ASSERT_TRUE(pool->Unpin(held).ok());
+  EXPECT_TRUE(reuse->index().ValidateInvariants().ok());
+}
+
+TEST(ShiftedChunkReuseTest, ReleaseUnpinsOneChunkAndBadCallsChangeNothing) {
+  auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 4}).value();
+  auto reuse =
+      ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), nullptr, {}).value();
+  const std::vector<TokenId> doc = Tokens(5, 4);
+  ASSERT_TRUE(*reuse->Register(doc, "", 0, 0, {}));
+  std::optional<AcquiredChunk> a = reuse->Acquire(doc, "", 0);
+  std::optional<AcquiredChunk> b = reuse->Acquire(doc, "", 0);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_NE(a->handle, b->handle);
+  const auto block = static_cast<BlockId>(a->slots[0] / 4);
+  EXPECT_EQ(pool->RefCount(block), 2);
+  reuse->Release(a->handle);
+  reuse->Release(a->handle);  // unknown now: ignored
+  EXPECT_EQ(pool->RefCount(block), 1);
+  EXPECT_EQ(reuse->stats().released_unused, 1);
+
+  EXPECT_EQ(reuse->Register({}, "", 0, 0, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reuse->Register(Tokens(50, 3), "", 0, -1, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reuse->index().size(), 1);
+  EXPECT_EQ(pool->NumUsedBlocks(), 1);
+  reuse.reset();  // the destructor releases b
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+
+  EXPECT_EQ(ShiftedChunkReuse::Create(nullptr, nullptr, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), nullptr, {.first_k = -1})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// The provider under the real scheduler: random requests that share documents at varying
+// positions; after every step the pool and the chunk index are consistent, every chunk being
+// moved is pinned, and at the end no block is held.
+TEST(ShiftedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    auto manager = KvCacheManager::Create({.num_blocks = 48, .block_size = 4}).value();
+    auto scheduler =
+        Scheduler::Create({.max_num_batched_tokens = 40, .max_num_seqs = 4}, *manager).value();
+    auto reuse = ShiftedChunkReuse::Create(manager->AttachChunkIndex().value(), nullptr,
+                                           {.first_k = static_cast<int32_t>(seed % 2)})
+                     .value();
+    scheduler->SetChunkReuseProvider(reuse.get());
+    uint64_t state = seed;
+    auto next = [&state](int n) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<int>((state >> 33) % static_cast<uint64_t>(n));
+    };
+    absl::flat_hash_map<RequestId, SchedulerRequest> requests;
+    for (RequestId id = 0; id < 30; ++id) {
+      SchedulerRequest r{.id = id, .max_new_tokens = 1 + next(4)};
+      const int head = 1 + next(6);
+      r.prompt = Tokens(1000 + static_cast<TokenId>(id) * 10, head);
+      const int doc = next(3);
+      const int doc_len = 5 + doc * 3;
+      r.chunks.push_back({.offset = head, .length = doc_len});
+      const std::vector<TokenId> d = Tokens(100 * (doc + 1), doc_len);
+      r.prompt.insert(r.prompt.end(), d.begin(), d.end());
+      r.prompt.push_back(7);
+      requests[id] = r;
+      ASSERT_TRUE(scheduler->AddRequest(r).ok());
+    }
+    int64_t shifted = 0;
+    ScheduledBatch batch;
+    for (int step = 0; scheduler->HasUnfinishedRequests(); ++step) {
+      ASSERT_LT(step, 2000);
+      ASSERT_TRUE(scheduler->Schedule(&batch).ok());
+      for (const KvSlotMove& m : batch.slot_moves) {
+        EXPECT_GE(manager->pool().RefCount(static_cast<BlockId>(m.src_slot / 4)), 1);
+      }
+      shifted += static_cast<int64_t>(batch.slot_moves.size());
+      ASSERT_TRUE(reuse->RunMoves(batch.slot_moves).ok());  // no mover: nothing moves
+      std::vector<SampledToken> sampled;
+      for (const ScheduledSequence& s : batch.sequences) {
+        const SchedulerRequest& r = requests.at(s.request_id);
+        for (const PromptChunk& c : r.chunks) {
+          const int32_t end = c.offset + c.length;
+          if (end <= s.num_computed_tokens || end > s.seq_len()) continue;
+          auto done =
+              reuse->Register(std::span<const TokenId>(r.prompt).subspan(
+                                  static_cast<size_t>(c.offset), static_cast<size_t>(c.length)),
+                              "", 0, c.offset, {});
+          ASSERT_TRUE(done.ok()) << done.status();
+        }
+        if (s.samples) sampled.push_back({.request_id = s.request_id, .token = 3});
+      }
+      ASSERT_TRUE(scheduler->UpdateFromOutput(sampled).ok());
+      ASSERT_TRUE(manager->ValidateInvariants().ok());
+      ASSERT_TRUE(reuse->index().ValidateInvariants().ok());
+    }
+    EXPECT_GT(shifted, 0);
+    EXPECT_EQ(shifted, scheduler->stats().num_shifted_hit_tokens);
+    EXPECT_EQ(manager->pool().NumUsedBlocks(), 0);
+    EXPECT_EQ(reuse->num_acquired(), 0);
+  }
+}
+
+// The same calls on two pools, one provider with a mover and one without: the mover sees the
+// moves and the copies (destination: the blocks the index allocated, in order), and the pins,
+// the pool's blocks and the stats come out the same.
+TEST(ShiftedChunkReuseTest, AMoverGetsTheKvWorkAndChangesNoBookkeeping) {
+  MoverLog log;
+  auto pool_a = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
+  auto pool_b = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
+  auto with = ShiftedChunkReuse::Create(ChunkIndex::Create(pool_a.get()).value(),
+                                        std::make_unique<RecordingMover>(&log), {})
+                  .value();
+  auto without =
+      ShiftedChunkReuse::Create(ChunkIndex::Create(pool_b.get()).value(), nullptr, {}).value();
+  EXPECT_TRUE(with->has_mover());
+  EXPECT_FALSE(without->has_mover());
+  const std::vector<TokenId> doc = Tokens(100, 6);              // 2 blocks
+  const std::vector<int64_t> slots = {40, 41, 42, 43, 44, 45};  // where it was computed
+  for (ShiftedChunkReuse* reuse : {with.get(), without.get()}) {
+    const std::span<const int64_t> s =
+        reuse->has_mover() ? std::span<const int64_t>(slots) : std::span<const int64_t>();
+    ASSERT_TRUE(*reuse->Register(doc, "", 0, /*position=*/3, s));
+    EXPECT_FALSE(*reuse->Register(doc, "", 0, 9, s));  // already registered
+    std::optional<AcquiredChunk> used = reuse->Acquire(doc, "", 0);
+    std::optional<AcquiredChunk> unused = reuse->Acquire(doc, "", 0);
+    ASSERT_TRUE(used.has_value() && unused.has_value());
+    EXPECT_EQ(used->position, 3);
+    reuse->Release(unused->handle);
+    const std::vector<KvSlotMove> moves = {
+        {.src_slot = used->slots[0], .dst_slot = 7, .old_position = 3, .new_position = 20}};
+    ASSERT_TRUE(reuse->RunMoves(moves).ok());
+    ASSERT_TRUE(reuse->RunMoves({}).ok());  // an empty step: the mover is not called
+    EXPECT_EQ(reuse->num_acquired(), 0);
+  }
+  EXPECT_EQ(log.move_calls, 1);
+  ASSERT_EQ(log.moves.size(), 1u);
+  EXPECT_EQ(log.moves[0].dst_slot, 7);
+  EXPECT_EQ(log.moves[0].new_position, 20);
+  EXPECT_EQ(log.copy_src, slots);
+  ASSERT_EQ(log.copy_dst.size(), slots.size());
+  EXPECT_EQ(log.copy_positions, std::vector<int32_t>{3});
+  // The copy went to the chunk's own blocks: the ones Acquire hands out.
+  std::optional<AcquiredChunk> chunk = with->Acquire(doc, "", 0);
+  ASSERT_TRUE(chunk.has_value());
+  EXPECT_EQ(chunk->slots, log.copy_dst);
+  ASSERT_TRUE(with->RunMoves({}).ok());
+  ASSERT_TRUE(without->Acquire(doc, "", 0).has_value());
+  ASSERT_TRUE(without->RunMoves({}).ok());
+
+  const ShiftedChunkReuseStats& a = with->stats();
+  const ShiftedChunkReuseStats& b = without->stats();
+  EXPECT_EQ(a.acquired, b.acquired);
+  EXPECT_EQ(a.acquired, 3);
+  EXPECT_EQ(a.released_unused, b.released_unused);
+  EXPECT_EQ(a.registered, b.registered);
+  EXPECT_EQ(a.registered_tokens, b.registered_tokens);
+  EXPECT_EQ(a.already_registered, b.already_registered);
+  EXPECT_EQ(a.register_failures, b.register_failures);
+  EXPECT_EQ(pool_a->NumEvictableBlocks(), pool_b->NumEvictableBlocks());
+  EXPECT_EQ(pool_a->NumUsedBlocks(), 0);
+  EXPECT_EQ(pool_b->NumUsedBlocks(), 0);
+  for (BlockId block = 0; block < 6; ++block) {
+    EXPECT_EQ(pool_a->RefCount(block), pool_b->RefCount(block));
+  }
+  EXPECT_TRUE(with->index().ValidateInvariants().ok());
+  EXPECT_TRUE(without->index().ValidateInvariants().ok());
+}
+
+// The mover's errors pass through: RunMoves still releases every chunk, a failed copy leaves
+// nothing registered and no block held.
+TEST(ShiftedChunkReuseTest, MoverErrorsPassThroughAndLeaveNothingHeld) {
+  MoverLog log;
+  auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
+  auto reuse = ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(),
+                                         std::make_unique<RecordingMover>(&log), {})
+                   .value();
+  const std::vector<TokenId> doc = Tokens(7, 4);
+  const std::vector<int64_t> slots = {0, 1, 2, 3};
+  log.copy_error = absl::InternalError("copy failed");
+  EXPECT_EQ(reuse->Register(doc, "", 0, 0, slots).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(reuse->index().size(), 0);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+  EXPECT_EQ(reuse->stats().registered, 0);
+
+  log.copy_error = absl::OkStatus();
+  ASSERT_TRUE(*reuse->Register(doc, "", 0, 0, slots));
+  std::optional<AcquiredChunk> chunk = reuse->Acquire(doc, "", 0);
+  ASSERT_TRUE(chunk.has_value());
+  log.move_error = absl::InternalError("move failed");
+  const std::vector<KvSlotMove> moves = {{.src_slot = chunk->slots[0], .dst_slot = 20}};
+  EXPECT_EQ(reuse->RunMoves(moves).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(reuse->num_acquired(), 0);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+}
+
+TEST(ShiftedChunkReuseTest, OptionsAndSlotsThatDoNotFitAreInvalidArgument) {
+  MoverLog log;
+  auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
+  auto index = [&pool] { return ChunkIndex::Create(pool.get()).value(); };
+  auto mover = [&log] { return std::make_unique<RecordingMover>(&log); };
+  // CacheBlend needs KV to recompute: a mover.
+  EXPECT_EQ(
+      ShiftedChunkReuse::Create(index(), nullptr, {.recompute_fraction = 0.5}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ShiftedChunkReuse::Create(index(), mover(), {.recompute_fraction = 0.5}).ok());
+  EXPECT_EQ(
+      ShiftedChunkReuse::Create(index(), mover(), {.recompute_fraction = 1.5}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShiftedChunkReuse::Create(index(), mover(), {.deviation_layer = -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto reuse = ShiftedChunkReuse::Create(index(), mover(), {}).value();
+  EXPECT_FALSE(reuse->blend_reused_tokens());
+  const std::vector<TokenId> doc = Tokens(7, 4);
+  const std::vector<int64_t> three = {0, 1, 2};
+  // With a mover every token needs its slot; nothing changes on error.
+  EXPECT_EQ(reuse->Register(doc, "", 0, 0, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reuse->Register(doc, "", 0, 0, three).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reuse->index().size(), 0);
+  EXPECT_TRUE(log.copy_src.empty());
+  // Without one, slots may be left out, or given in full, but not in part.
+  auto bare = ShiftedChunkReuse::Create(index(), nullptr, {}).value();
+  EXPECT_EQ(bare->Register(doc, "", 0, 0, three).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(*bare->Register(doc, "", 0, 0, std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace pagedkv
