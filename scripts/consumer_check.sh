@@ -14,16 +14,27 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 
+# Runs "$@" with its output in the log file $1; on failure prints the log's tail, so CI shows why.
+logged() {
+  local log="$1"
+  shift
+  if ! "$@" >"$log" 2>&1; then
+    echo "consumer_check: FAILED: $*" >&2
+    tail -n 60 "$log" >&2
+    return 1
+  fi
+}
+
 echo "consumer_check: cmake --install $build --prefix $prefix"
-cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+logged "$work/install.log" cmake --install "$build" --prefix "$prefix"
 test -f "$prefix/lib/cmake/pagedkv/pagedkvConfig.cmake"
 test -f "$prefix/lib/pkgconfig/pagedkv.pc"
 test -f "$prefix/include/pagedkv/version.h"
 
 echo "consumer_check: find_package build"
-cmake -S tests/consumer -B "$work/find" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$work/find-configure.log"
-cmake --build "$work/find" >"$work/find-build.log"
+logged "$work/find-configure.log" cmake -S tests/consumer -B "$work/find" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+logged "$work/find-build.log" cmake --build "$work/find"
 (cd "$work/find" && ./consumer)
 
 echo "consumer_check: pkg-config build"
@@ -34,9 +45,16 @@ g++ -O2 -o "$work/consumer-pc" tests/consumer/consumer.cc \
 (cd "$work" && ./consumer-pc)
 
 echo "consumer_check: add_subdirectory build, shared libraries"
-cmake -S tests/consumer -B "$work/subdir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DPAGEDKV_SOURCE_DIR="$PWD" -DPAGEDKV_CUDA=OFF -DBUILD_SHARED_LIBS=ON >"$work/subdir-configure.log"
-cmake --build "$work/subdir" >"$work/subdir-build.log"
-ldd "$work/subdir/consumer" | grep -q "libpagedkv_engine.so" # really linked as shared libraries
+logged "$work/subdir-configure.log" cmake -S tests/consumer -B "$work/subdir" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Debug -DPAGEDKV_SOURCE_DIR="$PWD" -DPAGEDKV_CUDA=OFF -DBUILD_SHARED_LIBS=ON
+logged "$work/subdir-build.log" cmake --build "$work/subdir"
+# Really linked as shared libraries. ldd's output is captured first: `ldd | grep -q` under
+# pipefail fails at random when grep exits early and ldd dies of SIGPIPE.
+linked="$(ldd "$work/subdir/consumer")"
+if ! grep -q "libpagedkv_engine.so" <<<"$linked"; then
+  echo "consumer_check: consumer is not linked against libpagedkv_engine.so:" >&2
+  echo "$linked" >&2
+  exit 1
+fi
 (cd "$work/subdir" && ./consumer)
 echo "consumer_check: install, find_package, pkg-config and add_subdirectory (shared) builds passed"
