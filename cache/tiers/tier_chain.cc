@@ -38,10 +38,9 @@ absl::StatusOr<std::unique_ptr<TierChain>> TierChain::Create(
   return chain;
 }
 
-TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool)
-    : tiers_(std::move(tiers)), io_(io), pool_(pool) {
-  block_tokens_.resize(static_cast<size_t>(pool_->num_blocks()) *
-                       static_cast<size_t>(pool_->block_size()));
+TierChain::TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool,
+                     PoolBlocks blocks)
+    : tiers_(std::move(tiers)), io_(io), pool_(pool), pool_blocks_(blocks) {
   scratch_.resize(static_cast<size_t>(io_->value_bytes()));
   listener_id_ = pool_->AddEventListener([this](const KvEvent& e) { OnPoolEvent(e); });
 }
@@ -57,9 +56,13 @@ KvTier* TierChain::Host() const {
 
 void TierChain::OnPoolEvent(const KvEvent& event) {
   if (event.block == kNullBlock) return;  // kAllBlocksCleared
+  // A shifted chunk's copy is keyed by its content, not by a prefix: no tier holds it.
+  if (event.domain == BlockDomain::kChunk) return;
   if (event.type == KvEventType::kBlockStored) {
     const size_t bs = static_cast<size_t>(pool_->block_size());
     if (event.token_ids.size() == bs) {
+      if (block_tokens_.empty())
+        block_tokens_.resize(static_cast<size_t>(pool_->num_blocks()) * bs);
       std::copy(event.token_ids.begin(), event.token_ids.end(),
                 block_tokens_.begin() + static_cast<ptrdiff_t>(event.block * bs));
     }
@@ -80,9 +83,7 @@ void TierChain::WriteBack(const KvEvent& event) {
   for (const auto& t : tiers_) wanted |= TierStoreGate::StoresWhenEvicted(t->store_options(), hits);
   if (!wanted) return;
   DeferredStore store{.hash = event.hash, .hits = hits};
-  const size_t bs = static_cast<size_t>(pool_->block_size());
-  const auto tokens =
-      std::span<const TokenId>(block_tokens_).subspan(static_cast<size_t>(event.block) * bs, bs);
+  const std::span<const TokenId> tokens = TokensOf(event.block);
   store.tokens.assign(tokens.begin(), tokens.end());
   store.value.resize(static_cast<size_t>(io_->value_bytes()));
   // The KV is read now: the block is handed out (and overwritten) right after this event.
@@ -92,6 +93,17 @@ void TierChain::WriteBack(const KvEvent& event) {
     return;
   }
   deferred_stores_.push_back(std::move(store));
+}
+
+std::span<const TokenId> TierChain::TokensOf(BlockId block) const {
+  if (block_tokens_.empty()) return {};
+  const size_t bs = static_cast<size_t>(pool_->block_size());
+  return std::span<const TokenId>(block_tokens_).subspan(static_cast<size_t>(block) * bs, bs);
+}
+
+std::span<const TokenId> TierChain::BlockTokens(const CacheRequest& request, int64_t i) const {
+  if (pool_blocks_ == PoolBlocks::kKeys) return {};
+  return request.BlockTokens(i);
 }
 
 absl::Status TierChain::FlushDeferred() {
@@ -118,25 +130,26 @@ absl::Status TierChain::StoreFromDevice(KvTier& tier, BlockId block, const Block
 
 absl::StatusOr<int64_t> TierChain::DeviceHits(const CacheRequest& request, int32_t g, int64_t begin,
                                               int64_t limit) {
-  // One group: a linked chain from the last block of this walk; several: unlinked blocks.
-  BlockId prev = groups_.empty() ? last_placed_ : kNullBlock;
+  // Linked: a chain from the last block of this walk; unlinked: each block's parent hash.
+  const bool linked = Linked();
+  BlockId prev = linked ? last_placed_ : kNullBlock;
   int64_t i = begin;
   for (; i < limit; ++i) {
     const BlockHash hash = GroupBlockHash(request, g, i);
     const BlockId b = pool_->FindCached(hash);
     if (b == kNullBlock ||
-        !pool_->MatchesChain(b, GroupParentHash(request, g, i), request.BlockTokens(i),
+        !pool_->MatchesChain(b, GroupParentHash(request, g, i), BlockTokens(request, i),
                              request.BlockExtraDigest(i), prev)) {
       break;
     }
     const int32_t hits = gate_.NoteHit(hash);
     for (const auto& t : tiers_) {
       if (TierStoreGate::StoresAtHit(t->store_options(), hits)) {
-        PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hash, request.BlockTokens(i)));
+        PAGEDKV_RETURN_IF_ERROR(StoreFromDevice(*t, b, hash, BlockTokens(request, i)));
       }
     }
     unpinned_hits_.push_back(b);
-    if (groups_.empty()) prev = b;
+    if (linked) prev = b;
     last_placed_ = b;
   }
   return i - begin;
@@ -215,7 +228,7 @@ absl::StatusOr<int64_t> TierChain::LoadFrom(KvTier& tier, const CacheRequest& re
   std::vector<TierBlock> blocks;
   blocks.reserve(static_cast<size_t>(limit - start));
   for (int64_t i = start; i < limit; ++i) {
-    blocks.push_back({.hash = GroupBlockHash(request, g, i), .tokens = request.BlockTokens(i)});
+    blocks.push_back({.hash = GroupBlockHash(request, g, i), .tokens = BlockTokens(request, i)});
   }
   KvTier* host = Host();
   PAGEDKV_ASSIGN_OR_RETURN(
@@ -263,8 +276,8 @@ absl::StatusOr<bool> TierChain::Place(const CacheRequest& request, int32_t g, in
       pool_->Insert({.block = b,
                      .hash = hash,
                      .parent_hash = GroupParentHash(request, g, i),
-                     .tokens = request.BlockTokens(i),
-                     .parent_block = groups_.empty() ? last_placed_ : kNullBlock,
+                     .tokens = BlockTokens(request, i),
+                     .parent_block = Linked() ? last_placed_ : kNullBlock,
                      .extra_digest = request.BlockExtraDigest(i)});
   placing_ = false;
   if (!inserted.ok() || !*inserted) {
@@ -298,7 +311,6 @@ absl::Status TierChain::FlushWriteThrough() {
     PAGEDKV_RETURN_IF_ERROR(io_->SynchronizeCopies());
     return FlushDeferred();
   }
-  const size_t bs = static_cast<size_t>(pool_->block_size());
   const size_t value_bytes = static_cast<size_t>(io_->value_bytes());
   std::vector<std::byte> values(pending.size() * value_bytes);
   std::vector<TierStoreItem> items;
@@ -311,10 +323,7 @@ absl::Status TierChain::FlushWriteThrough() {
       read.Update(io_->SynchronizeCopies());  // nothing may land in `values` after it is gone
       return read;
     }
-    items.push_back({.block = {.hash = hash,
-                               .tokens = std::span<const TokenId>(block_tokens_)
-                                             .subspan(static_cast<size_t>(block) * bs, bs)},
-                     .value = value});
+    items.push_back({.block = {.hash = hash, .tokens = TokensOf(block)}, .value = value});
   }
   // The values are the tier's only once the copies completed.
   PAGEDKV_RETURN_IF_ERROR(io_->SynchronizeCopies());

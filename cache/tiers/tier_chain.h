@@ -1,10 +1,11 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // TierChain: the glue between a device pool and the KV tiers below it (host, then remote;
-// pagedkv/tiers/kv_tier.h), used by the engine (engine/runtime) and by serve-mode replay (with
-// tiers that hold no bytes). Block bytes move through a BlockValueIo (the engine's BlockKvCopier
-// copies a block's K/V pages through the backend; a simulation moves nothing), so this file holds
-// no device pointer. Three jobs, each called at a fixed point of a step:
+// pagedkv/tiers/kv_tier.h), used by the engine (engine/runtime) and by both replay modes (with
+// tiers that hold no bytes; cache mode over its bare pool of workload keys): one walk for all.
+// Block bytes move through a BlockValueIo (the engine's BlockKvCopier copies a block's K/V pages
+// through the backend; a simulation moves nothing), so this file holds no device pointer. Three
+// jobs, each called at a fixed point of a step:
 //   Onboard(request)   - before scheduling, for a request waiting for admission (never admitted,
 //                        or preempted: then its CacheRequest holds its generated tokens too):
 //                        walks its chain past the device prefix hit through each tier in order,
@@ -20,7 +21,9 @@
 //   (pool events)      - write-through tiers queue every block the pool caches; write-back tiers
 //                        copy a block out when the pool evicts it (its KV is intact then: the
 //                        step that reuses the block has not run yet). Blocks cached in the
-//                        current step are never written back before they are computed.
+//                        current step are never written back before they are computed. Copies
+//                        of shifted chunks (BlockDomain::kChunk) are keyed by content, not by a
+//                        prefix, and never go to a tier.
 //   FlushWriteThrough  - after the model ran: copies the queued blocks out to write-through tiers.
 // Copies: a tier hit is loaded with the io's WriteAsync and every Onboard that loaded anything
 // ends with one FenceWrites, so the forward pass (queued later) reads the loaded blocks and the
@@ -121,9 +124,16 @@ class PAGEDKV_EXPORT TierChain {
   // REQUIRES: io and manager outlive the result.
   static absl::StatusOr<std::unique_ptr<TierChain>> Create(
       std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, KvCacheManager* manager);
-  // Over a bare pool (tests, and Create). `tiers`: top (host) first. REQUIRES: io and pool
-  // outlive the result.
-  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool);
+  // What the pool's blocks carry. kTokenChains: their tokens, and with one group a link to
+  // their parent block (a KvCacheManager's), which a device hit must match. kKeys: a key and its
+  // parent hash, nothing more (cache-mode replay: workload keys chain by construction); a device
+  // hit is checked against its parent hash, and tiers store and load no tokens. Blocks the chain
+  // loads are inserted the same way.
+  enum class PoolBlocks { kTokenChains, kKeys };
+  // Over a bare pool (cache-mode replay, tests, and Create). `tiers`: top (host) first.
+  // REQUIRES: io and pool outlive the result.
+  TierChain(std::vector<std::unique_ptr<KvTier>> tiers, BlockValueIo* io, BlockPool* pool,
+            PoolBlocks blocks = PoolBlocks::kTokenChains);
   ~TierChain();
   TierChain(const TierChain&) = delete;
   TierChain& operator=(const TierChain&) = delete;
@@ -181,8 +191,16 @@ class PAGEDKV_EXPORT TierChain {
   std::vector<std::unique_ptr<KvTier>> tiers_;
   BlockValueIo* io_;
   BlockPool* pool_;
+  // Tokens of cached block `block` as its stored event gave them (empty when none did).
+  std::span<const TokenId> TokensOf(BlockId block) const;
+  // The tokens of `request`'s block i that tiers and the pool see (none over kKeys).
+  std::span<const TokenId> BlockTokens(const CacheRequest& request, int64_t i) const;
+  // Device hits and loaded blocks link to the previous block (kTokenChains, one group).
+  bool Linked() const { return pool_blocks_ == PoolBlocks::kTokenChains && groups_.empty(); }
+
   KvCacheManager* manager_ = nullptr;     // set by Create; null over a bare pool (one group)
   std::vector<KvCacheGroupSpec> groups_;  // the manager's groups; empty: one full group
+  PoolBlocks pool_blocks_;
   int listener_id_ = -1;
   bool placing_ = false;                // inside Place: the pool's stored events are ours
   bool unfenced_writes_ = false;        // WriteAsync issued since the last FenceWrites
@@ -192,10 +210,12 @@ class PAGEDKV_EXPORT TierChain {
   std::vector<DeferredStore> deferred_stores_;
   std::vector<std::pair<BlockId, BlockHash>> pending_;  // cached this step, not computed yet
   absl::flat_hash_set<BlockId> pending_ids_;
-  std::vector<TokenId> block_tokens_;  // [num_blocks, block_size]: tokens of cached blocks
-  TierStoreGate gate_;                 // device prefix hits per hash (threshold)
-  std::vector<std::byte> scratch_;     // one value
-  absl::Status deferred_;              // first error met in a pool event
+  // [num_blocks, block_size]: tokens of cached blocks; allocated by the first stored event that
+  // carries tokens (a pool of bare keys, as in replay, never pays for it).
+  std::vector<TokenId> block_tokens_;
+  TierStoreGate gate_;              // device prefix hits per hash (threshold)
+  std::vector<std::byte> scratch_;  // one value
+  absl::Status deferred_;           // first error met in a pool event
 };
 
 }  // namespace pagedkv

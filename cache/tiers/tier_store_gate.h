@@ -1,11 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // TierStoreGate: the store rule and threshold of a KV tier (TierStoreOptions,
-// pagedkv/tiers/kv_tier.h) as one decision, shared by the engine's TierChain
-// (cache/tiers/tier_chain.h) and cache-mode replay's simulated tiers
-// (engine/tools/replay/cache_mode/cache_replay.h), so the simulation stores exactly the blocks the
-// engine would. The gate counts device prefix hits per chain hash (a reuse); a tier then takes a
-// block
+// pagedkv/tiers/kv_tier.h) as one decision, made by the engine's TierChain
+// (cache/tiers/tier_chain.h), which both replay modes drive too, so a simulation stores exactly
+// the blocks the engine would. The gate counts device prefix hits per chain hash (a reuse); a tier
+// then takes a block
 //   - write-through, threshold 0: when the device pool caches it (StoresWhenCached);
 //   - write-through, threshold k > 0: at its k-th device prefix hit (StoresAtHit);
 //   - write-back: when the device pool evicts it, once it was hit at least `threshold` times

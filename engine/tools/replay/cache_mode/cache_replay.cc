@@ -11,10 +11,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cache/tiers/tier_store_gate.h"
+#include "cache/tiers/tier_chain.h"
 #include "engine/runtime/shift/chunk_reuse_tracker.h"
 #include "engine/tools/replay/cache_mode/belady_policy.h"
+#include "pagedkv/cache/block_hash.h"
 #include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/cache_request.h"
 #include "pagedkv/cache/eviction_policy.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/tiers/host_tier.h"
@@ -114,47 +116,85 @@ absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> MakeChunkTracker(
   return ChunkReuseTracker::Create(pool, std::move(tracker_options));
 }
 
-// The simulated tiers of a replay (either may be null).
-struct ReplayTiers {
-  std::unique_ptr<HostTier> host;
-  std::unique_ptr<HostTier> remote;
-  TierStoreOptions host_store;  // the host tier's rule and threshold
-  TierStoreGate gate;           // pool prefix hits per block, for the threshold
+// Hashes a replay block to its workload key. The requests the tier walk reads (KeyedRequest)
+// carry, as each block's first token, the block's index in ExpandedWorkload::keys; the parent is
+// not read (the keys chain already). Deterministic and thread-compatible, as BlockHasher asks.
+class WorkloadKeyHasher final : public BlockHasher {
+ public:
+  explicit WorkloadKeyHasher(const ExpandedWorkload& w) : w_(w) {}
+  BlockHash Hash(std::span<const std::byte> bytes) const override {
+    // HashBlock's layout: the parent's 16 bytes, then the tokens, little-endian.
+    if (bytes.size() < 20) return {};
+    uint32_t index = 0;
+    for (int k = 0; k < 4; ++k) index |= std::to_integer<uint32_t>(bytes[16 + k]) << (8 * k);
+    return index < w_.keys.size() ? w_.keys[index] : BlockHash{};
+  }
+
+ private:
+  const ExpandedWorkload& w_;
 };
 
-absl::StatusOr<std::unique_ptr<HostTier>> MakeSimulatedTier(int64_t capacity,
-                                                            const std::string& policy,
-                                                            const char* name) {
-  if (capacity <= 0) return nullptr;
-  return HostTier::Create({.capacity_blocks = capacity, .policy = policy, .name = name});
-}
+// Moves nothing: simulated tiers hold hashes, no bytes.
+class NoBytesIo final : public BlockValueIo {
+ public:
+  int64_t value_bytes() const override { return 0; }
+  absl::Status Read(BlockId, std::span<std::byte>) override { return absl::OkStatus(); }
+  absl::Status Write(BlockId, std::span<const std::byte>) override { return absl::OkStatus(); }
+};
 
-// Whether `tier` holds `key` (a hit updates its policy).
-bool TierHas(HostTier* tier, const BlockHash& key) {
-  if (tier == nullptr) return false;
-  const TierBlock block{.hash = key};
-  absl::StatusOr<int64_t> n =
-      tier->LoadPrefix({&block, 1}, [](int64_t, std::span<const std::byte>) { return true; });
-  return n.ok() && *n == 1;
-}
+// The simulated tiers of a replay: the engine's TierChain over the replay's pool (of bare
+// workload keys), with HostTiers that hold no bytes.
+struct ReplayTiers {
+  NoBytesIo io;
+  std::shared_ptr<const WorkloadKeyHasher> hasher;
+  std::unique_ptr<TierChain> chain;
+  std::vector<TokenId> tokens;  // the current request's tokens (see KeyedRequest)
+};
 
-absl::Status StoreKey(HostTier* tier, const BlockHash& key) {
-  if (tier == nullptr) return absl::OkStatus();
-  const TierStoreItem item{.block = {.hash = key}};
-  return tier->Store({&item, 1});
+// Keys are indexed by a token (a non-negative int32).
+constexpr int64_t kMaxTieredKeys = int64_t{1} << 31;
+
+// The replay's tiers over `pool`, or null when options configure none.
+absl::StatusOr<std::unique_ptr<ReplayTiers>> MakeReplayTiers(const ExpandedWorkload& w,
+                                                             const CacheReplayOptions& options,
+                                                             BlockPool* pool) {
+  if (options.host_capacity_blocks <= 0 && options.remote_capacity_blocks <= 0) return nullptr;
+  if (w.num_blocks() >= kMaxTieredKeys) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tiers replay at most 2^31 - 1 blocks; the workload has %d (replay a shorter trace)",
+        w.num_blocks()));
+  }
+  std::vector<std::unique_ptr<KvTier>> chain;
+  const std::pair<int64_t, const char*> wanted[] = {{options.host_capacity_blocks, "host"},
+                                                    {options.remote_capacity_blocks, "remote"}};
+  for (const auto& [capacity, name] : wanted) {
+    if (capacity <= 0) continue;
+    HostTierOptions o{.capacity_blocks = capacity, .policy = options.tier_policy, .name = name};
+    if (std::string(name) == "host") {
+      o.store = {.rule = options.host_store, .threshold = options.host_store_threshold};
+    }
+    PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(o)));
+    chain.push_back(std::move(tier));
+  }
+  auto tiers = std::make_unique<ReplayTiers>();
+  tiers->hasher = std::make_shared<WorkloadKeyHasher>(w);
+  tiers->chain =
+      std::make_unique<TierChain>(std::move(chain), &tiers->io, pool, TierChain::PoolBlocks::kKeys);
+  return tiers;
 }
 
 // One request's walk along its block chain.
 struct RequestWalk {
-  int64_t hits = 0;             // leading blocks found cached (in the pool)
+  int64_t hits = 0;             // prefix hits the pool had (not loaded by the tier walk)
   int64_t prefix_tokens = 0;    // tokens of the leading hit blocks, in any tier
   int64_t infinite_hits = 0;    // leading blocks an infinite cache would have
   bool prefix = true;           // no miss yet
   bool infinite_prefix = true;  // no never-seen block yet
   bool pool_full = false;       // every block is pinned by this request
   bool capped = false;          // the prefix reached the last block of a whole-block prompt
-  int tier = 0;                 // the tier the prefix walk reads: 0 host, 1 remote, 2 none
-  BlockHash parent{};           // the previous block's hash
+  int64_t index = 0;            // the block's index in the request
+  TierHits loaded;              // what the tier walk found before this walk (see CountPrefixHit)
+  BlockHash parent = kEmptyRootHash;  // the previous block's hash (a KeyedRequest's root first)
 };
 
 // Replays the requests of an expanded workload, in order, through one BlockPool.
@@ -162,18 +202,7 @@ class CacheReplayer {
  public:
   CacheReplayer(const ExpandedWorkload& w, BlockPool& pool, BeladyPolicy* belady,
                 ChunkReuseTracker* tracker, ReplayTiers* tiers, CacheReplayResult& result)
-      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), tiers_(tiers), result_(result) {
-    if (tiers_->host != nullptr && tiers_->host_store.rule == TierStoreRule::kWriteBack) {
-      // As the engine's TierChain: evicted blocks are written back after the tier walk (or the
-      // request), never in the middle of a tier lookup.
-      pool_.AddEventListener([this](const KvEvent& e) {
-        if (e.type == KvEventType::kBlockRemoved &&
-            TierStoreGate::StoresWhenEvicted(tiers_->host_store, tiers_->gate.Hits(e.hash))) {
-          written_back_.push_back(e.hash);
-        }
-      });
-    }
-  }
+      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), tiers_(tiers), result_(result) {}
 
   // Looks up (and on a miss, inserts) every block of request r, counts its hits, then unpins
   // its blocks tail first.
@@ -182,6 +211,9 @@ class CacheReplayer {
     RequestWalk walk;
     const int64_t begin = w_.request_begin[r];
     const int64_t end = w_.request_begin[r + 1];
+    if (tiers_ != nullptr) {
+      PAGEDKV_ASSIGN_OR_RETURN(walk.loaded, OnboardFromTiers(r));
+    }
     // Engine rules: a hit leaves the last prompt token to compute, so a prompt of whole blocks
     // cannot hit its last one.
     const bool last_capped =
@@ -193,11 +225,12 @@ class CacheReplayer {
         walk.capped = true;
       }
       PAGEDKV_RETURN_IF_ERROR(VisitBlock(i, tokens, walk));
+      ++walk.index;
     }
     if (last_capped) walk.infinite_hits = std::min(walk.infinite_hits, end - begin - 1);
     PAGEDKV_RETURN_IF_ERROR(HoldPartialTail(r, end - begin, walk));
-    PAGEDKV_RETURN_IF_ERROR(FlushWriteBack());
-    PAGEDKV_RETURN_IF_ERROR(deferred_);
+    // The walk holds its own pins on what the tier walk loaded.
+    if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->chain->ReleasePins());
     result_.hit_blocks += walk.hits;
     const int64_t hit_tokens = walk.prefix_tokens;
     if (tracker_ != nullptr) {
@@ -206,7 +239,9 @@ class CacheReplayer {
     result_.infinite_hit_blocks += walk.infinite_hits;
     result_.infinite_hit_tokens += PrefixTokens(w_, r, walk.infinite_hits);
     std::reverse(table_.begin(), table_.end());
-    return pool_.Unpin(table_);
+    PAGEDKV_RETURN_IF_ERROR(pool_.Unpin(table_));
+    // The blocks this request computed go to the write-through tiers, as after an engine step.
+    return tiers_ != nullptr ? tiers_->chain->FlushWriteThrough() : absl::OkStatus();
   }
 
   // Streaming: waits until request r is expanded, then lets the prefetch read up to the end of
@@ -221,6 +256,51 @@ class CacheReplayer {
   }
 
  private:
+  // Request r as the tier walk reads it: a CacheRequest whose block i hashes to the workload key
+  // of the request's block i (WorkloadKeyHasher). Engine rules: the prompt's tokens, so the walk
+  // leaves the last token to compute; otherwise (every key a block, a partial tail included)
+  // whole blocks and one token more, so the walk may load every block.
+  absl::StatusOr<CacheRequest> KeyedRequest(size_t r) {
+    const int64_t begin = w_.request_begin[r];
+    const int64_t blocks = w_.request_begin[r + 1] - begin;
+    const int64_t bs = w_.block_size;
+    const int64_t n = w_.engine_rules ? w_.input_tokens[r] : blocks * bs + 1;
+    std::vector<TokenId>& tokens = tiers_->tokens;
+    tokens.assign(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+    for (int64_t j = 0; j < blocks && j * bs < n; ++j) {
+      tokens[static_cast<size_t>(j * bs)] = static_cast<TokenId>(begin + j);
+    }
+    return CacheRequest::Create(
+        {.id = static_cast<RequestId>(r), .block_size = w_.block_size, .hasher = tiers_->hasher},
+        tokens);
+  }
+
+  // The engine's tier walk for request r (TierChain::Onboard): loads the blocks past the pool's
+  // prefix hit that the host, then the remote tier holds into pool blocks, pinned.
+  absl::StatusOr<TierHits> OnboardFromTiers(size_t r) {
+    PAGEDKV_ASSIGN_OR_RETURN(const CacheRequest request, KeyedRequest(r));
+    return tiers_->chain->Onboard(request);
+  }
+
+  // Counts a prefix hit of `tokens` tokens at the walk's block: the tier walk loaded blocks
+  // [device, device + host) from the host tier and the next `remote` from the remote tier;
+  // every other prefix hit was in the pool already.
+  void CountPrefixHit(int64_t tokens, RequestWalk& walk) {
+    const TierHits& t = walk.loaded;
+    const int64_t j = walk.index - t.device_blocks;
+    walk.prefix_tokens += tokens;
+    if (j >= 0 && j < t.host_blocks) {
+      ++result_.host_hit_blocks;
+      result_.host_hit_tokens += tokens;
+    } else if (j >= t.host_blocks && j < t.host_blocks + t.remote_blocks) {
+      ++result_.remote_hit_blocks;
+      result_.remote_hit_tokens += tokens;
+    } else {
+      ++walk.hits;
+      result_.hit_tokens += tokens;
+    }
+  }
+
   absl::Status VisitBlock(int64_t i, int64_t tokens, RequestWalk& walk) {
     const BlockHash& key = w_.keys[i];
     // Keys are known ahead: start loading the index slots of a later block.
@@ -235,24 +315,14 @@ class CacheReplayer {
         PAGEDKV_RETURN_IF_ERROR(pool_.RaisePriority(block, {.priority = w_.priorities[i]}));
       }
       if (walk.prefix) {
-        ++walk.hits;
-        walk.prefix_tokens += tokens;
-        result_.hit_tokens += tokens;
-        PAGEDKV_RETURN_IF_ERROR(NoteReuse(key));
+        CountPrefixHit(tokens, walk);
       } else if (walk.capped) {
         ++result_.hit_capped_blocks;
       } else {
         ++result_.miss_after_miss;
       }
-    } else if (walk.prefix && w_.seen_before[i] && LoadFromTiers(key, tokens, walk)) {
-      PAGEDKV_ASSIGN_OR_RETURN(block, Place(i, walk));
     } else {
       PAGEDKV_ASSIGN_OR_RETURN(block, InsertMissed(i, walk));
-      // Computed: write-through tiers get it even when the pool could not keep it.
-      PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->remote.get(), key));
-      if (TierStoreGate::StoresWhenCached(tiers_->host_store)) {
-        PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->host.get(), key));
-      }
     }
     if (block != kNullBlock) {
       if (belady_ != nullptr) belady_->SetNextUse(block, w_.next_use[i]);
@@ -275,47 +345,7 @@ class CacheReplayer {
     return absl::OkStatus();
   }
 
-  // A pool prefix hit of `key`: counted for the host tier's threshold (a write-through tier with
-  // threshold k stores the block at its k-th hit, as the engine does).
-  absl::Status NoteReuse(const BlockHash& key) {
-    if (tiers_->host == nullptr || tiers_->host_store.threshold <= 0) return absl::OkStatus();
-    const int32_t hits = tiers_->gate.NoteHit(key);
-    if (!TierStoreGate::StoresAtHit(tiers_->host_store, hits)) return absl::OkStatus();
-    return StoreKey(tiers_->host.get(), key);
-  }
-
-  // Stores the blocks the pool evicted since the last call in the host tier (write-back).
-  absl::Status FlushWriteBack() {
-    std::vector<BlockHash> hashes = std::move(written_back_);
-    written_back_.clear();
-    for (const BlockHash& h : hashes) PAGEDKV_RETURN_IF_ERROR(StoreKey(tiers_->host.get(), h));
-    return absl::OkStatus();
-  }
-
-  // A pool miss inside the prefix: true (counted) when the tier the walk is in has the block.
-  // As in the engine's TierChain, the walk reads a run of blocks from the host tier, then a run
-  // from the remote tier, and never goes back up. A remote hit is also stored in the host tier.
-  bool LoadFromTiers(const BlockHash& key, int64_t tokens, RequestWalk& walk) {
-    if (walk.tier == 0 && TierHas(tiers_->host.get(), key)) {
-      ++result_.host_hit_blocks;
-      result_.host_hit_tokens += tokens;
-      walk.prefix_tokens += tokens;
-      return true;
-    }
-    walk.tier = std::max(walk.tier, 1);  // past the host tier's run
-    if (walk.tier == 1 && TierHas(tiers_->remote.get(), key)) {
-      ++result_.remote_hit_blocks;
-      result_.remote_hit_tokens += tokens;
-      if (deferred_.ok()) deferred_ = StoreKey(tiers_->host.get(), key);
-    } else {
-      walk.tier = 2;
-      return false;
-    }
-    walk.prefix_tokens += tokens;
-    return true;
-  }
-
-  // Caches a tier hit in a free (or evicted) pool block; kNullBlock when every block is pinned.
+  // Caches block i in a free (or evicted) pool block; kNullBlock when every block is pinned.
   absl::StatusOr<BlockId> Place(int64_t i, RequestWalk& walk) {
     if (walk.pool_full) {
       ++result_.over_capacity_blocks;
@@ -341,8 +371,6 @@ class CacheReplayer {
   // Counts a miss and caches the block in a free (or evicted) one; kNullBlock when every block
   // is pinned by this request.
   absl::StatusOr<BlockId> InsertMissed(int64_t i, RequestWalk& walk) {
-    // The tier walk ends here: what it evicted is written back before the rest is computed.
-    if (walk.prefix) PAGEDKV_RETURN_IF_ERROR(FlushWriteBack());
     walk.prefix = false;
     ++(w_.seen_before[i] ? result_.miss_evicted : result_.miss_never_seen);
     return Place(i, walk);
@@ -352,11 +380,9 @@ class CacheReplayer {
   BlockPool& pool_;
   BeladyPolicy* const belady_;
   ChunkReuseTracker* const tracker_;
-  ReplayTiers* const tiers_;
+  ReplayTiers* const tiers_;  // null: no tiers
   CacheReplayResult& result_;
-  absl::Status deferred_;                // the first error of a store made from a pool event
   std::vector<BlockId> table_;           // the current request's blocks
-  std::vector<BlockHash> written_back_;  // evicted by the pool, to store in the host tier
   int64_t ready_end_ = w_.num_blocks();  // blocks whose keys may be read (streaming: fewer)
 };
 
@@ -423,16 +449,12 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
     return absl::InvalidArgumentError(absl::StrFormat(
         "--host-store-threshold must be >= 0 prefix hits (got %d)", options.host_store_threshold));
   }
-  ReplayTiers tiers{
-      .host_store = {.rule = options.host_store, .threshold = options.host_store_threshold}};
-  PAGEDKV_ASSIGN_OR_RETURN(
-      tiers.host, MakeSimulatedTier(options.host_capacity_blocks, options.tier_policy, "host"));
-  PAGEDKV_ASSIGN_OR_RETURN(tiers.remote, MakeSimulatedTier(options.remote_capacity_blocks,
-                                                           options.tier_policy, "remote"));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ReplayTiers> tiers,
+                           MakeReplayTiers(w, options, pool.get()));
   CacheReplayResult res;
   res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
   res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
-  res.host_store = tiers.host_store;
+  res.host_store = {.rule = options.host_store, .threshold = options.host_store_threshold};
   res.shifted_counted = tracker != nullptr;
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;
@@ -440,7 +462,7 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   res.blocks = w.num_blocks();
   res.total_tokens = w.total_tokens;
   res.not_full_block_tokens = w.partial_tokens;
-  CacheReplayer replayer(w, *pool, belady, tracker.get(), &tiers, res);
+  CacheReplayer replayer(w, *pool, belady, tracker.get(), tiers.get(), res);
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {

@@ -35,17 +35,19 @@
 // new next use), or its old next use, then past, would rank it as needed soonest forever.
 //
 // Tiers (host_capacity_blocks / remote_capacity_blocks > 0): simulated KV tiers below the pool
-// (HostTier objects holding no bytes), with the engine's rules (cache/tiers/tier_chain.h):
-// a block the pool misses while the request's prefix is still unbroken is looked up in the host
-// tier, then the remote tier; a tier hit is loaded into a pool block and keeps the prefix going
-// (counted as a host or remote hit, not a miss); a block loaded from the remote tier is also
-// stored in the host tier. Every block computed after a miss is stored in the remote tier. The
-// host tier takes blocks by the engine's store rule and threshold, decided by the same
-// TierStoreGate as the engine's TierChain (cache/tiers/tier_store_gate.h), with a pool prefix hit
-// as the reuse it counts: write-through with threshold 0 stores every computed block (even one past
-// the pool's size); write-through with threshold k stores a block at its k-th pool prefix hit;
-// write-back stores a block when the pool evicts it, once it had at least k pool prefix hits (k =
-// 0: every evicted block).
+// (HostTier objects holding no bytes), walked by the engine's own TierChain
+// (cache/tiers/tier_chain.h) over the replay's pool, at the engine's points of a step: before a
+// request's walk, TierChain::Onboard reads the request (a CacheRequest whose blocks hash to the
+// workload's keys) past the pool's prefix hit through the host tier, then the remote tier, and
+// loads each tier hit into a pool block (counted as a host or remote hit, not a miss; a remote
+// hit is also stored in the host tier), as long as the pool keeps room for the rest of the
+// request; after the request, the blocks it computed go to the write-through tiers
+// (FlushWriteThrough), and write-back tiers take blocks as the pool evicts them. The store rule
+// and threshold are TierChain's (TierStoreGate, cache/tiers/tier_store_gate.h; the reuse counted
+// is a device prefix hit of the tier walk): write-through with threshold 0 stores every block the
+// pool caches; with threshold k a block at its k-th hit; write-back stores a block when the pool
+// evicts it, once it had at least k hits (k = 0: every evicted block). Shifted chunks' copies
+// never go to a tier.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));

@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Cache-mode replay's simulated host tier and its store rule and threshold: against hand-derived
-// hits, against a brute-force model of the rule, and against the engine's own path (TierChain
-// over a KvCacheManager, with a HostTier that holds real bytes).
+// Cache-mode replay's tiers (the engine's TierChain over the replay's pool of workload keys) and
+// the host tier's store rule and threshold: against hand-derived hits, against a brute-force model
+// of the rule, and against the engine's own path (TierChain over a KvCacheManager whose blocks are
+// hashed from tokens, with HostTiers that hold real bytes).
 #include <algorithm>
 #include <cstring>
 #include <list>
@@ -65,14 +66,14 @@ struct TierSetup {
   int32_t threshold = 0;
 };
 
+// Cache-mode replay of `prompts` under engine rules. As in EngineTierHits, each prompt has one
+// extra token (so every full block may hit) and the pool one more block (the one it holds).
 TierHitCounts SimulatedTierHits(const Prompts& prompts, const TierSetup& s) {
   absl::StatusOr<ExpandedWorkload> e =
-      // Whole-block prompts; the brute-force rule below has no hit cap (the pre-issue-29 model).
-      ExpandWorkload(MakeWorkload(prompts, /*extra_token=*/false),
-                     {.block_size = kBlockSize, .cache_partial_tail = true});
+      ExpandWorkload(MakeWorkload(prompts, /*extra_token=*/true), {.block_size = kBlockSize});
   EXPECT_TRUE(e.ok()) << e.status();
   absl::StatusOr<CacheReplayResult> r =
-      RunCacheReplay(*e, {.capacity_blocks = s.pool_blocks,
+      RunCacheReplay(*e, {.capacity_blocks = s.pool_blocks + 1,
                           .host_capacity_blocks = s.host_blocks,
                           .remote_capacity_blocks = s.remote_blocks,
                           .tier_policy = s.tier_policy,
