@@ -6,7 +6,9 @@
 // memory per request. Capacities are given in full-model blocks (--capacity-blocks, or
 // --capacity-gib with the preset's KV bytes per token): a pool of pages holding LayersPerPage
 // layers has capacity * num_layers / LayersPerPage pages. KV memory is reported in full-model
-// blocks (layer-blocks / num_layers), so both rows use one unit.
+// blocks (layer-blocks / num_layers), so both rows use one unit. Host and remote tier capacities
+// (--host-capacity-blocks, --remote-capacity-blocks) are full-model blocks too (the same bytes in
+// pages of each row's layout); the tiers are the engine's TierChain (hybrid_cache_replay.h).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -75,6 +77,13 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& mod
         r.result.evictions, r.result.refused);
   }
   const double full = runs[1].result.mean_decode_layer_blocks;
+  if (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0) {
+    out << "\n";
+    for (const HybridRun& r : runs) {
+      out << absl::StrFormat("%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
+                             r.name, r.result.host_hit_tokens, r.result.remote_hit_tokens);
+    }
+  }
   out << absl::StrFormat(
       "\nKV per request after decode, hybrid / all-full: %.3f (blocks weighted by layers; "
       "%.3f CPU s)\n",
@@ -102,7 +111,9 @@ void PrintJson(const ReplayConfig& c, const Workload& w, const ModelPreset& mode
                  {"peak_prefill_blocks", r.result.peak_prefill_layer_blocks / layers},
                  {"mean_decode_blocks", r.result.mean_decode_layer_blocks / layers},
                  {"peak_decode_blocks", r.result.peak_decode_layer_blocks / layers},
-                 {"evictions", r.result.evictions}};
+                 {"evictions", r.result.evictions},
+                 {"host_hit_tokens", r.result.host_hit_tokens},
+                 {"remote_hit_tokens", r.result.remote_hit_tokens}};
   }
   out << j.dump(2) << "\n";
 }
@@ -128,14 +139,24 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload expanded,
                            ExpandWorkload(workload, {.block_size = c.block_size}));
   PAGEDKV_ASSIGN_OR_RETURN(int64_t capacity, FullModelCapacity(c, expanded));
+  PAGEDKV_ASSIGN_OR_RETURN(const TierStoreRule host_store, ParseTierStoreRule(c.host_store));
   std::vector<HybridRun> runs = {{.name = "hybrid", .groups = HybridGroupsFor(model)},
                                  {.name = "all_full", .groups = AllFullGroupsFor(model)}};
   for (HybridRun& r : runs) {
-    r.pages = capacity * model.num_layers / LayersPerPage(r.groups);
+    // `blocks` full-model blocks as pages of this layout.
+    const auto pages = [&](int64_t blocks) {
+      return blocks * model.num_layers / LayersPerPage(r.groups);
+    };
+    r.pages = pages(capacity);
     HybridReplayOptions options{.capacity_blocks = r.pages,
                                 .block_size = c.block_size,
                                 .policy = policy,
-                                .groups = r.groups};
+                                .groups = r.groups,
+                                .tiers = {.host_capacity_blocks = pages(c.host_capacity_blocks),
+                                          .remote_capacity_blocks = pages(c.remote_capacity_blocks),
+                                          .policy = c.tier_policy,
+                                          .host_store = host_store,
+                                          .host_store_threshold = c.host_store_threshold}};
     for (const ReplayRequest& q : workload.requests) {
       options.output_tokens.push_back(q.output_length);
     }

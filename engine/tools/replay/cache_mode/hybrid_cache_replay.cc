@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -49,16 +50,44 @@ struct Held {
   int64_t admitted = 0;
 };
 
-// Admits, decodes and frees request r. Returns false when the pool refused it.
-bool ReplayOne(KvCacheManager& m, const std::vector<TokenId>& prompt, RequestId id,
-               int64_t decode_tokens, Held& held, HybridReplayResult& result) {
+// Looks up and allocates `req`'s prompt: the tokens its prefix hit covers, or nothing when the
+// pool refused it.
+std::optional<int64_t> AdmitPrompt(KvCacheManager& m, CacheRequest& req) {
+  absl::StatusOr<ComputedBlocks> hit = m.GetComputedBlocks(req);
+  if (!hit.ok() || !m.AllocateSlots(req, req.num_tokens() - hit->num_computed_tokens, *hit).ok()) {
+    return std::nullopt;
+  }
+  return hit->num_computed_tokens;
+}
+
+// Counts the blocks the tier walk loaded that the prefix hit of `hit_tokens` tokens covers.
+void CountTierHits(const TierHits& loaded, int64_t hit_tokens, int64_t block_size,
+                   HybridReplayResult& result) {
+  const int64_t past_device = hit_tokens / block_size - loaded.device_blocks;
+  const int64_t host = std::clamp<int64_t>(past_device, 0, loaded.host_blocks);
+  const int64_t remote = std::clamp<int64_t>(past_device - host, 0, loaded.remote_blocks);
+  result.host_hit_tokens += host * block_size;
+  result.remote_hit_tokens += remote * block_size;
+}
+
+// Admits (through `tiers` when set), decodes and frees request r. Returns false when the pool
+// refused it; an error only from the tier walk's bookkeeping.
+absl::StatusOr<bool> ReplayOne(KvCacheManager& m, ServeTiers* tiers,
+                               const std::vector<TokenId>& prompt, RequestId id,
+                               int64_t decode_tokens, Held& held, HybridReplayResult& result) {
   absl::StatusOr<CacheRequest> req = m.NewRequest(id, prompt);
   if (!req.ok()) return false;
-  absl::StatusOr<ComputedBlocks> hit = m.GetComputedBlocks(*req);
-  if (!hit.ok() ||
-      !m.AllocateSlots(*req, req->num_tokens() - hit->num_computed_tokens, *hit).ok()) {
-    return false;
+  TierHits loaded;
+  if (tiers != nullptr) {
+    PAGEDKV_ASSIGN_OR_RETURN(loaded, tiers->Onboard(*req));
   }
+  const std::optional<int64_t> hit_tokens = AdmitPrompt(m, *req);
+  if (tiers != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(tiers->ReleasePins());
+    PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());  // the prompt is computed
+  }
+  if (!hit_tokens.has_value()) return false;
+  CountTierHits(loaded, *hit_tokens, m.block_size(), result);
   const int64_t prefill = m.NumHeldLayerBlocks(id).value_or(0);
   for (int64_t s = 0; s < decode_tokens; ++s) {
     if (!req->AppendToken(MixToken(id, static_cast<uint64_t>(s))).ok() ||
@@ -119,6 +148,10 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
                               .block_size = options.block_size,
                               .eviction_policy = options.policy,
                               .groups = options.groups}));
+  std::unique_ptr<ServeTiers> tiers;
+  if (options.tiers.enabled()) {
+    PAGEDKV_ASSIGN_OR_RETURN(tiers, ServeTiers::Create(options.tiers, m.get(), /*block_bytes=*/0));
+  }
   HybridReplayResult result;
   Held held;
   const double start = CpuSeconds();
@@ -127,7 +160,9 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
     ++result.requests;
     const int64_t decode =
         r < options.output_tokens.size() ? options.output_tokens[r] : options.decode_tokens;
-    if (!ReplayOne(*m, prompt, r + 1, decode, held, result)) ++result.refused;
+    PAGEDKV_ASSIGN_OR_RETURN(const bool admitted,
+                             ReplayOne(*m, tiers.get(), prompt, r + 1, decode, held, result));
+    if (!admitted) ++result.refused;
   }
   result.seconds = CpuSeconds() - start;
   const CacheStats stats = m->stats();

@@ -17,6 +17,12 @@
 // `decode_tokens` (or its output_tokens) decode steps of AllocateSlots(1) (window blocks out of
 // reach are released), Free. A request that does not fit the pool is refused and counted.
 //
+// Tiers (options.tiers, capacities in pages): simulated host and remote tiers (no bytes) walked
+// by the engine's TierChain over the manager's groups, as the engine and serve mode do
+// (ServeTiers): before GetComputedBlocks the request is onboarded (each full-attention group's
+// prefix, then the blocks each sliding-window group's window needs), the pins are released after
+// the prompt's AllocateSlots, and the blocks it computed go to the write-through tiers.
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset("gpt-oss-20b"));
 //   PAGEDKV_ASSIGN_OR_RETURN(HybridReplayResult r,
@@ -32,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/tools/replay/serve_mode/cost_model.h"
+#include "engine/tools/replay/serve_mode/serve_tiers.h"
 #include "engine/tools/replay/workload/block_expansion.h"
 #include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/export.h"
@@ -55,13 +62,16 @@ struct PAGEDKV_EXPORT HybridReplayOptions {
   // Per request (the workload's output_length): decode steps in place of decode_tokens; empty =
   // decode_tokens for every request.
   std::vector<int64_t> output_tokens;
+  ServeTierOptions tiers;  // host / remote tiers, capacities in pages (the links are not used)
 };
 
 struct PAGEDKV_EXPORT HybridReplayResult {
-  int64_t requests = 0;        // requests replayed (refused ones included)
-  int64_t refused = 0;         // requests larger than the pool
-  int64_t queried_tokens = 0;  // prompt tokens looked up (prefix_cache_queries)
-  int64_t hit_tokens = 0;      // tokens served from the cache (prefix_cache_hits)
+  int64_t requests = 0;         // requests replayed (refused ones included)
+  int64_t refused = 0;          // requests larger than the pool
+  int64_t queried_tokens = 0;   // prompt tokens looked up (prefix_cache_queries)
+  int64_t hit_tokens = 0;       // tokens served from the cache (prefix_cache_hits), tiers included
+  int64_t host_hit_tokens = 0;  // of hit_tokens: loaded from the host tier (admitted requests)
+  int64_t remote_hit_tokens = 0;  // of hit_tokens: loaded from the remote tier
   // Layer-blocks (held blocks * layers of their group) a request holds after its prompt (its
   // peak) and after its decode steps; means over admitted requests, peaks over all.
   double mean_prefill_layer_blocks = 0;

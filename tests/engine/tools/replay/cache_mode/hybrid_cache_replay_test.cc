@@ -57,6 +57,49 @@ TEST(HybridCacheReplayTest, HybridHoldsLessKvThanAllFull) {
   EXPECT_LE(h.mean_decode_layer_blocks, h.mean_prefill_layer_blocks + 24 * 40);
 }
 
+// A small pool over an unbounded write-through host tier hits exactly as an unbounded pool does:
+// every block a request computed is in the pool or the tier, and the engine's tier walk loads
+// each group's blocks (full-attention prefixes, sliding-window windows) back.
+TEST(HybridCacheReplayTest, AnUnboundedHostTierHitsLikeAnUnboundedPool) {
+  const Workload w = GenerateConversationWorkload({.num_conversations = 30, .seed = 5});
+  const ExpandedWorkload e = ExpandWorkload(w, {.block_size = 16}).value();
+  const ModelPreset oss = FindModelPreset("gpt-oss-20b").value();
+  for (const auto& groups : {HybridGroupsFor(oss), AllFullGroupsFor(oss)}) {
+    SCOPED_TRACE(groups.size() > 1 ? "hybrid" : "all full");
+    const HybridReplayOptions small{.capacity_blocks = 600, .groups = groups};
+    HybridReplayOptions tiered = small;
+    tiered.tiers.host_capacity_blocks = 1'000'000;
+    HybridReplayOptions unbounded = small;
+    unbounded.capacity_blocks = 1'000'000;
+    const HybridReplayResult s = RunHybridCacheReplay(e, small).value();
+    const HybridReplayResult t = RunHybridCacheReplay(e, tiered).value();
+    const HybridReplayResult u = RunHybridCacheReplay(e, unbounded).value();
+    EXPECT_EQ(t.refused, 0);
+    EXPECT_GT(s.evictions, 0);  // the small pool alone loses blocks
+    EXPECT_LT(s.hit_tokens, u.hit_tokens);
+    EXPECT_EQ(t.hit_tokens, u.hit_tokens);
+    EXPECT_GT(t.host_hit_tokens, 0);
+    EXPECT_LE(t.host_hit_tokens, t.hit_tokens);
+    EXPECT_EQ(t.remote_hit_tokens, 0);
+    EXPECT_EQ(u.host_hit_tokens, 0);
+  }
+}
+
+// A remote tier alone serves what the pool evicted, counted as remote hits.
+TEST(HybridCacheReplayTest, ARemoteTierAloneCountsRemoteHits) {
+  const Workload w = GenerateConversationWorkload({.num_conversations = 30, .seed = 5});
+  const ExpandedWorkload e = ExpandWorkload(w, {.block_size = 16}).value();
+  const ModelPreset oss = FindModelPreset("gpt-oss-20b").value();
+  HybridReplayOptions o{.capacity_blocks = 600, .groups = HybridGroupsFor(oss)};
+  const HybridReplayResult without = RunHybridCacheReplay(e, o).value();
+  o.tiers.remote_capacity_blocks = 1'000'000;
+  const HybridReplayResult with = RunHybridCacheReplay(e, o).value();
+  EXPECT_GT(with.remote_hit_tokens, 0);
+  EXPECT_EQ(with.host_hit_tokens, 0);
+  EXPECT_GT(with.hit_tokens, without.hit_tokens);
+  EXPECT_LE(with.remote_hit_tokens, with.hit_tokens);
+}
+
 TEST(HybridCacheReplayTest, CacheModeFlagReportsBothModels) {
   const Workload w = GenerateConversationWorkload({.num_conversations = 10, .seed = 3});
   ReplayConfig c;
@@ -67,6 +110,16 @@ TEST(HybridCacheReplayTest, CacheModeFlagReportsBothModels) {
   std::ostringstream out;
   ASSERT_TRUE(RunCacheMode(c, w, out).ok());
   EXPECT_NE(out.str().find("hybrid / all-full"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("tiers:"), std::string::npos) << out.str();
+  // Tiers (full-model blocks) give each row a line of tier hits.
+  c.host_capacity_blocks = 500;
+  std::ostringstream tiered;
+  ASSERT_TRUE(RunCacheMode(c, w, tiered).ok());
+  EXPECT_NE(tiered.str().find("hybrid    tiers:"), std::string::npos) << tiered.str();
+  c.host_store = "write-sideways";
+  EXPECT_EQ(RunCacheMode(c, w, out).code(), absl::StatusCode::kInvalidArgument);
+  c.host_store = "write-through";
+  c.host_capacity_blocks = 0;
   c.model = "llama-3-8b";
   EXPECT_EQ(RunCacheMode(c, w, out).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(RunHybridCacheReplay(ExpandedWorkload{}, {.capacity_blocks = 0}).ok());
