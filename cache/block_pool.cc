@@ -380,8 +380,22 @@ absl::Status BlockPool::CheckInsertable(const BlockInsert& insert) const {
   return absl::OkStatus();
 }
 
+inline bool BlockPool::SurelyInsertable(const BlockInsert& insert) const {
+  const BlockId block = insert.block;
+  if (!InRange(block) || meta_[block].state != State::kUsed || meta_[block].cached) return false;
+  if (priorities_ != nullptr) return false;
+  if (!insert.tokens.empty() && insert.tokens.size() != static_cast<size_t>(block_size_)) {
+    return false;
+  }
+  const BlockId parent = insert.parent_block;
+  return parent == kNullBlock || (InRange(parent) && parent != block && meta_[parent].cached &&
+                                  meta_[parent].hash == insert.parent_hash);
+}
+
 absl::StatusOr<bool> BlockPool::Insert(const BlockInsert& insert) {
-  PAGEDKV_RETURN_IF_ERROR(CheckInsertable(insert));
+  if (!SurelyInsertable(insert)) [[unlikely]] {
+    PAGEDKV_RETURN_IF_ERROR(CheckInsertable(insert));
+  }
   const BlockId block = insert.block;
   const BlockHash& hash = insert.hash;
   const BlockHash& parent_hash = insert.parent_hash;

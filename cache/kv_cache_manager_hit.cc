@@ -78,9 +78,16 @@ std::vector<BlockId> KvCacheManager::FullAttentionHit(const CacheRequest& reques
                                : ProbeGroupRun(request, g, max_blocks, blocks.data());
   blocks.resize(found);
   if (!options_.verify_tokens) return blocks;
+  // One group (linked chains): the pool's check inline, with the request's own parent hashes.
+  const bool linked = linked_chains();
   BlockId prev = kNullBlock;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    if (!Verify(blocks[i], request, g, static_cast<int64_t>(i), prev)) {
+    const auto k = static_cast<int64_t>(i);
+    const bool verified =
+        linked ? pool_->MatchesChain(blocks[i], request.ParentHashOf(k), request.BlockTokens(k),
+                                     request.BlockExtraDigest(k), prev)
+               : Verify(blocks[i], request, g, k, prev);
+    if (!verified) {
       ++stats_.verification_failures;
       blocks.resize(i);
       break;

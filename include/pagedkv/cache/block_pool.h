@@ -347,9 +347,12 @@ class PAGEDKV_EXPORT BlockPool {
   // Reference count of used `block` reached zero: queue it as evictable or return it to free.
   void Release(BlockId block);
   void RemoveFromIndex(BlockId block);
-  // Victim `block`, already marked free, leaves the index; its earliest duplicate takes its place.
   // Every reason Insert refuses `insert`, checked before it changes anything.
   absl::Status CheckInsertable(const BlockInsert& insert) const;
+  // True only when CheckInsertable would pass (false: ask it). Without priorities; cheap enough
+  // for Insert's hot path, where the checks with their messages stay out of line.
+  bool SurelyInsertable(const BlockInsert& insert) const;
+  // Victim `block`, already marked free, leaves the index; its earliest duplicate takes its place.
   void EvictFromIndex(BlockId block);
   // Duplicates (block_pool_duplicates.cc): index `holder`'s earliest duplicate in its place and
   // hand it the others; forget one duplicate / all of one holder's / all.
