@@ -24,7 +24,7 @@ for side in before after; do
 done
 for f in replay hybrid hybrid_serve smol smol_f32; do
   ext=txt; [ $f = replay ] && ext=json
-  if diff <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time" "$OUT"/${f}_before.$ext) <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time" "$OUT"/${f}_after.$ext) > "$OUT"/${f}.diff; then echo "$f: identical"; else echo "$f: DIFFERS ($(wc -l < "$OUT"/${f}.diff) lines)"; fi
+  if diff <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time\|CPU s" "$OUT"/${f}_before.$ext) <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time\|CPU s" "$OUT"/${f}_after.$ext) > "$OUT"/${f}.diff; then echo "$f: identical"; else echo "$f: DIFFERS ($(wc -l < "$OUT"/${f}.diff) lines)"; fi
 done
 # speed, interleaved, one core
 for round in 1 2; do
