@@ -180,8 +180,67 @@ absl::Status ReadStop(const json& object, const ApiLimits& limits, ApiRequest* r
   return absl::OkStatus();
 }
 
+// A sampling field vLLM's OpenAI server accepts and pagedkv does not implement, with the values
+// that leave the output unchanged (its "off" values).
+struct OffField {
+  const char* name;
+  bool (*is_off)(const json& value);
+};
+
+bool IsZero(const json& v) { return v.is_number() && v.get<double>() == 0.0; }
+bool IsOne(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
+bool IsFalse(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool IsEmpty(const json& v) { return (v.is_object() || v.is_array()) && v.empty(); }
+// vLLM's top_k: -1 (older releases) or 0 turn it off.
+bool IsTopKOff(const json& v) {
+  return v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == -1.0);
+}
+bool IsTextFormat(const json& v) {
+  return v.is_object() && v.size() == 1 && v.value("type", json()) == json("text");
+}
+
+// Fields that change the tokens or the text vLLM returns. A value other than "off" is refused
+// naming the field, never ignored (JSON null counts as absent).
+constexpr OffField kUnimplementedFields[] = {
+    {"top_k", IsTopKOff},
+    {"min_p", IsZero},
+    {"repetition_penalty", IsOne},
+    {"presence_penalty", IsZero},
+    {"frequency_penalty", IsZero},
+    {"logit_bias", IsEmpty},
+    {"min_tokens", IsZero},
+    {"bad_words", IsEmpty},
+    {"allowed_token_ids", IsEmpty},
+    {"response_format", IsTextFormat},
+    {"guided_json", IsEmpty},
+    {"guided_regex", IsEmpty},
+    {"guided_choice", IsEmpty},
+    {"guided_grammar", IsEmpty},
+    {"structured_outputs", IsEmpty},
+    {"use_beam_search", IsFalse},
+    {"include_stop_str_in_output", IsFalse},
+    {"prompt_logprobs", IsZero},
+    {"top_logprobs", IsZero},
+    {"truncate_prompt_tokens", IsEmpty},
+};
+
+absl::Status RefuseActiveSamplingFields(const json& object) {
+  for (const OffField& f : kUnimplementedFields) {
+    const json* v = Field(object, f.name);
+    if (v != nullptr && !f.is_off(*v)) {
+      std::string shown = v->dump();
+      if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+      return FieldError(f.name, absl::StrCat("is not supported: pagedkv serve would ignore ", shown,
+                                             "; drop the field or send its off value "
+                                             "(docs/serve.md lists them)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Known fields pagedkv does not implement: refused unless at their "off" value.
 absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
+  PAGEDKV_RETURN_IF_ERROR(RefuseActiveSamplingFields(object));
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInteger(object, "n", 1, 1 << 20));
   if (n.has_value() && *n != 1) return FieldError("n", "must be 1 (one choice per request)");
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
@@ -197,11 +256,6 @@ absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
     const json* tools = Field(object, "tools");
     if (tools != nullptr && !(tools->is_array() && tools->empty())) {
       return FieldError("tools", "are not supported");
-    }
-    const json* format = Field(object, "response_format");
-    if (format != nullptr &&
-        !(format->is_object() && format->value("type", json()) == json("text"))) {
-      return FieldError("response_format", "must be {\"type\": \"text\"}");
     }
   }
   return absl::OkStatus();

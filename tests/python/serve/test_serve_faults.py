@@ -70,6 +70,11 @@ AUTH = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
     ('{"prompt": "Once", "max_tokens": 100000}', 400, None),    # past the context
     ('{"prompt": "Once", "model": "gpt-4"}', 404, None),
     ('{"prompt": "Once", "priority": 3}', 400, "priority"),
+    # Sampling fields pagedkv does not implement: refused, never silently ignored.
+    ('{"prompt": "Once", "repetition_penalty": 1.3}', 400, "repetition_penalty"),
+    ('{"prompt": "Once", "logit_bias": {"5": 100}}', 400, "logit_bias"),
+    ('{"prompt": "Once", "response_format": {"type": "json_object"}}', 400, "response_format"),
+    ('{"prompt": "Once", "top_k": 40}', 400, "top_k"),
 ])
 def test_bad_requests_get_openai_errors(aidreams_server, body, status, param):
     got, _, error = aidreams_server.request("POST", "/v1/completions", body, AUTH)

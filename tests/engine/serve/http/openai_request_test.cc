@@ -86,6 +86,49 @@ TEST(OpenAiRequestTest, RefusesWhatItCannotServeNamingTheField) {
             "tools");
 }
 
+// Sampling fields vLLM accepts and pagedkv does not implement: their off values pass, any other
+// value is refused naming the field (never silently ignored).
+TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
+  const std::pair<const char*, const char*> off_and_on[][2] = {
+      {{"top_k", "-1"}, {"top_k", "40"}},
+      {{"top_k", "0"}, {"top_k", "1"}},
+      {{"min_p", "0"}, {"min_p", "0.05"}},
+      {{"repetition_penalty", "1.0"}, {"repetition_penalty", "1.3"}},
+      {{"presence_penalty", "0"}, {"presence_penalty", "0.5"}},
+      {{"frequency_penalty", "0.0"}, {"frequency_penalty", "-1"}},
+      {{"logit_bias", "{}"}, {"logit_bias", R"({"5": 100})"}},
+      {{"min_tokens", "0"}, {"min_tokens", "4"}},
+      {{"bad_words", "[]"}, {"bad_words", R"(["x"])"}},
+      {{"allowed_token_ids", "[]"}, {"allowed_token_ids", "[1, 2]"}},
+      {{"response_format", R"({"type": "text"})"},
+       {"response_format", R"({"type": "json_object"})"}},
+      {{"guided_json", "{}"}, {"guided_json", R"({"type": "object"})"}},
+      {{"guided_choice", "[]"}, {"guided_choice", R"(["a", "b"])"}},
+      {{"use_beam_search", "false"}, {"use_beam_search", "true"}},
+      {{"include_stop_str_in_output", "false"}, {"include_stop_str_in_output", "true"}},
+      {{"prompt_logprobs", "0"}, {"prompt_logprobs", "1"}},
+      {{"top_logprobs", "0"}, {"top_logprobs", "5"}},
+      {{"truncate_prompt_tokens", "null"}, {"truncate_prompt_tokens", "100"}},
+  };
+  for (const auto& [off, on] : off_and_on) {
+    for (ApiEndpoint e : {ApiEndpoint::kCompletions, ApiEndpoint::kChatCompletions}) {
+      const std::string head = e == ApiEndpoint::kCompletions
+                                   ? R"({"prompt": "a", ")"
+                                   : R"({"messages": [{"role": "user", "content": "a"}], ")";
+      const std::string passes = head + off.first + "\": " + off.second + "}";
+      EXPECT_TRUE(ParseApiRequest(passes, e).ok()) << passes;
+      const std::string refused = head + on.first + "\": " + on.second + "}";
+      const auto [field, message] = Refusal(refused, e);
+      EXPECT_EQ(field, on.first) << refused;
+      EXPECT_THAT(message, HasSubstr("is not supported")) << refused;
+    }
+  }
+  // A long value is cut in the message.
+  std::string bias = R"({"prompt": "a", "logit_bias": {)";
+  for (int i = 0; i < 500; ++i) bias += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+  EXPECT_LT(Refusal(bias + "}}").second.size(), 200u);
+}
+
 TEST(OpenAiRequestTest, RefusesWrongTypesAndRanges) {
   EXPECT_EQ(Refusal(R"({})").first, "prompt");
   EXPECT_EQ(Refusal(R"({"prompt": 3})").first, "prompt");
