@@ -1,7 +1,7 @@
 """pagedkv's tokenizer.json BPE against Hugging Face `tokenizers` (skipped when that package is
 not installed): TinyStories-656K's tokenizer (skipped without ../shared/data) and tokenizers
 trained here by `tokenizers` itself in each supported style (SentencePiece-style with byte
-fallback, Metaspace, byte-level with GPT-2's, Llama-3's and Qwen2's split and NFC); and the
+fallback, Metaspace, byte-level with GPT-2's, Llama-3's, Qwen2's and SmolLM2's split and NFC); and the
 Engine on the TinyStories-656K directory, against the CLI."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ NFC_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("split", ["gpt2", "llama3", "qwen2"])
+@pytest.mark.parametrize("split", ["gpt2", "llama3", "qwen2", "smollm"])
 def test_byte_level_matches(tk, tmp_path, split):
     from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
     tok = tk.Tokenizer(models.BPE(ignore_merges=split == "llama3"))
@@ -154,6 +154,10 @@ def test_byte_level_matches(tk, tmp_path, split):
         tok.normalizer = normalizers.NFC()
     if split == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    elif split == "smollm":  # SmolLM2-135M-Instruct's tokenizer.json
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         pattern = LLAMA3_SPLIT if split == "llama3" else QWEN2_SPLIT
         tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -166,6 +170,8 @@ def test_byte_level_matches(tk, tmp_path, split):
     path = tmp_path / f"{split}.json"
     tok.save(str(path))
     texts = TEXTS + ["with <|endoftext|> inside<|endoftext|>"]
+    if split == "smollm":
+        texts += ["a 12 b  345 x1y22 ٣٤ 7.5%", "2024-06-01T12:30"]
     if split == "qwen2":
         texts += NFC_TEXTS
         assert tok.encode(NFC_TEXTS[0]).ids != tok.encode(NFC_TEXTS[0].replace("\u0301", "")).ids

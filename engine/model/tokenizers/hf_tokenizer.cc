@@ -152,23 +152,30 @@ absl::Status ParsePreTokenizer(const json& root, const std::string& where, BpeTo
     spec->metaspace_split = split.value_or(true);
     return absl::OkStatus();
   }
-  bool split = false, byte_level = false, use_regex = false;
+  bool split = false, byte_level = false, use_regex = false, digits = false;
   for (const json* m : Members(*p, "pretokenizers")) {
     PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
     if (type == "ByteLevel" && !byte_level) {
       PAGEDKV_RETURN_IF_ERROR(ParseByteLevelPre(*m, at, &use_regex, spec));
       byte_level = true;
-    } else if (type == "Split" && !split && !byte_level) {
+    } else if (type == "Split" && !split && !byte_level && !digits) {
       PAGEDKV_RETURN_IF_ERROR(ParseSplit(*m, at, spec));
       split = true;
+    } else if (type == "Digits" && !digits && !split && !byte_level) {
+      // SmolLM's: every digit a piece of its own, then GPT-2's regex on the rest.
+      PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> each, OptionalBool(*m, "individual_digits", at));
+      if (!each.value_or(false)) return Refuse(at, "Digits without individual_digits");
+      digits = true;
     } else {
       return Refuse(at, absl::StrCat("type \"", type, "\" here"));
     }
   }
-  if (!byte_level || split == use_regex) {
-    return Refuse(at, "combination (ByteLevel with use_regex, or Split then ByteLevel without)");
+  if (!byte_level || split == use_regex || (digits && !use_regex)) {
+    return Refuse(at,
+                  "combination (ByteLevel with use_regex, after Digits or not, or Split then "
+                  "ByteLevel without)");
   }
-  if (use_regex) spec->split = ByteLevelSplit::kGpt2;
+  if (use_regex) spec->split = digits ? ByteLevelSplit::kGpt2Digits : ByteLevelSplit::kGpt2;
   spec->family = BpeFamily::kByteLevel;
   return absl::OkStatus();
 }
