@@ -20,6 +20,7 @@
 #include "engine/serve/http/completion_job.h"
 #include "engine/serve/http/openai_response.h"
 #include "engine/serve/http/peer_socket.h"
+#include "engine/serve/http/pipelining_server.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/cache/kv_cache_manager.h"
@@ -99,7 +100,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 HttpServer::HttpServer(const HttpServerOptions& options, ServerMetrics* metrics)
-    : options_(options), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+    : options_(options), metrics_(metrics), http_(std::make_unique<PipeliningServer>()) {
   const size_t threads = static_cast<size_t>(options_.http_threads);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(static_cast<size_t>(options_.max_request_bytes));

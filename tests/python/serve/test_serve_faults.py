@@ -86,6 +86,38 @@ def test_bad_requests_get_openai_errors(aidreams_server, body, status, param):
     assert aidreams_server.request("GET", "/health")[0] == 200
 
 
+def test_pipelined_requests_are_each_answered_in_order(aidreams_server):
+    # Three requests in one write on one connection: HTTP/1.1 wants three answers, in order.
+    def post(prompt):
+        body = json.dumps({"prompt": prompt, "max_tokens": 2, "temperature": 0}).encode()
+        return (b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sesame\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body))
+    def complete(data):  # three answers, the last one's body whole
+        answers = data.split(b"HTTP/1.1 ")[1:]
+        if len(answers) < 3 or b"\r\n\r\n" not in answers[2]:
+            return False
+        head, body = answers[2].split(b"\r\n\r\n", 1)
+        length = [int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                  if h.lower().startswith(b"content-length:")]
+        return length and len(body) >= length[0]
+
+    wire = (post("Once") + b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n" +
+            post("The sun was shining and the birds sang in the tall green trees"))
+    with socket.create_connection((aidreams_server.host, aidreams_server.port), timeout=60) as s:
+        s.sendall(wire)
+        data = b""
+        while not complete(data):
+            chunk = s.recv(65536)
+            assert chunk, data  # the server closed before answering all three
+            data += chunk
+    answers = data.split(b"HTTP/1.1 ")[1:]
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"200 OK"] * 3, data
+    first, health, last = (a.split(b"\r\n\r\n", 1)[1] for a in answers)
+    assert json.loads(first)["usage"]["prompt_tokens"] < json.loads(last)["usage"]["prompt_tokens"]
+    assert health == b""
+
+
 def test_limits_and_keys(aidreams_server):
     big = json.dumps({"prompt": "x" * 5000})
     status, _, error = aidreams_server.request("POST", "/v1/completions", big, AUTH)
