@@ -64,16 +64,22 @@ struct KeysSetup {
     }
     tiers.push_back(std::move(host));
   }
+
+  // The request onboarded by a chain over this pool and these tiers (its pins released after).
+  TierHits Onboard(TierChain::PoolBlocks blocks) {
+    NoBytesIo io;
+    TierChain chain(std::move(tiers), &io, pool.get(), blocks);
+    const TierHits hits = chain.Onboard(request).value();
+    EXPECT_TRUE(chain.ReleasePins().ok());
+    return hits;
+  }
 };
 
 TEST(TierChainTest, APoolOfKeysChecksParentHashesAndLoadsBlocksStoredWithoutTokens) {
   KeysSetup s;
-  NoBytesIo io;
-  TierChain chain(std::move(s.tiers), &io, s.pool.get(), TierChain::PoolBlocks::kKeys);
-  const TierHits hits = chain.Onboard(s.request).value();
+  const TierHits hits = s.Onboard(TierChain::PoolBlocks::kKeys);
   EXPECT_EQ(hits.device_blocks, 2);
   EXPECT_EQ(hits.host_blocks, 2);
-  EXPECT_TRUE(chain.ReleasePins().ok());
   for (int64_t i = 0; i < 4; ++i) {
     EXPECT_NE(s.pool->FindCached(s.request.block_hashes()[i]), kNullBlock) << "block " << i;
   }
@@ -81,14 +87,11 @@ TEST(TierChainTest, APoolOfKeysChecksParentHashesAndLoadsBlocksStoredWithoutToke
 
 TEST(TierChainTest, TokenChainsWantLinksAndTokens) {
   KeysSetup s;
-  NoBytesIo io;
-  TierChain chain(std::move(s.tiers), &io, s.pool.get(), TierChain::PoolBlocks::kTokenChains);
-  const TierHits hits = chain.Onboard(s.request).value();
+  const TierHits hits = s.Onboard(TierChain::PoolBlocks::kTokenChains);
   // Block 1 is not linked to block 0, so the device run stops after block 0; block 1 is cached,
   // so nothing is loaded in its place.
   EXPECT_EQ(hits.device_blocks, 1);
   EXPECT_EQ(hits.host_blocks, 0);
-  EXPECT_TRUE(chain.ReleasePins().ok());
 }
 
 TEST(TierChainTest, ChunkCopiesNeverReachATier) {
