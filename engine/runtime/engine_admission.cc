@@ -51,6 +51,11 @@ absl::Status CheckGenerationRequest(const GenerationRequest& request,
                      "temperature ",
                      s.temperature, ", top_p ", s.top_p));
   }
+  if (s.logprobs < -1 || s.logprobs > SamplingOptions::kMaxLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddRequest: sampling.logprobs must be -1 (none) or in [0, ",
+                     SamplingOptions::kMaxLogprobs, "], got ", s.logprobs));
+  }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("AddRequest: prompt token ", i, " (",

@@ -13,9 +13,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/model/runner/model_runner.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/ngram_proposer.h"
 #include "engine/runtime/step_batch.h"
+#include "engine/runtime/token_logprobs.h"
 #include "kernels/sample_math.h"
 #include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
@@ -92,10 +95,20 @@ SampledToken Engine::VerifySampled(const StepBatch& step, size_t i,
                       .num_accepted_draft_tokens = accepted};
 }
 
-absl::Status Engine::CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
+TokenLogprobs Engine::LogprobsOf(const StepBatch& step, const ModelOutput& model_out, size_t k,
+                                 int32_t j, TokenId token, int32_t top_k) const {
+  const auto vocab = static_cast<size_t>(config().vocab_size);
+  const int32_t copied = step.copied_index[static_cast<size_t>(step.row_start[k] + j)];
+  const absl::Span<const float> row(model_out.row_logits.data() + copied * vocab, vocab);
+  return TokenLogprobsOf(row, token, top_k);
+}
+
+absl::Status Engine::CollectOutputs(const StepBatch& step, const ModelOutput& model_out,
                                     StepOutput* out) {
   std::vector<SampledToken> tokens(step.sampled_ids.size());
-  for (size_t i = 0; i < step.sampled_ids.size(); ++i) tokens[i] = VerifySampled(step, i, sampled);
+  for (size_t i = 0; i < step.sampled_ids.size(); ++i) {
+    tokens[i] = VerifySampled(step, i, model_out.sampled);
+  }
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<RequestOutput> outputs,
                            scheduler_->UpdateFromOutput(tokens));
   // With drafts the model returned more rows than tokens; keep the rows of appended tokens.
@@ -114,9 +127,16 @@ absl::Status Engine::CollectOutputs(const StepBatch& step, const std::vector<Tok
       const auto row = out->logits.begin() + static_cast<ptrdiff_t>(step.row_start[k] * vocab);
       logits.insert(logits.end(), row, row + static_cast<ptrdiff_t>(o.new_tokens.size() * vocab));
     }
-    for (const TokenId token : o.new_tokens) {
-      out->tokens.push_back(
-          TokenOutput{.request_id = o.request_id, .token = token, .index = record.num_generated});
+    for (size_t j = 0; j < o.new_tokens.size(); ++j) {
+      const TokenId token = o.new_tokens[j];
+      TokenOutput& t = out->tokens.emplace_back();
+      t.request_id = o.request_id;
+      t.token = token;
+      t.index = record.num_generated;
+      if (record.sampling.logprobs >= 0) {
+        t.logprobs = LogprobsOf(step, model_out, k, static_cast<int32_t>(j), token,
+                                record.sampling.logprobs);
+      }
       ++record.num_generated;
       record.context.push_back(token);
     }

@@ -63,14 +63,15 @@ absl::StatusOr<StepOutput> Engine::Step() {
   if (batch_.empty()) return out;
 
   const StepBatch step = BuildStepBatch();
-  std::vector<TokenId> sampled;
-  PAGEDKV_RETURN_IF_ERROR(RunModel(step, &out.logits, &sampled));
+  ModelOutput model_out;
+  PAGEDKV_RETURN_IF_ERROR(RunModel(step, &model_out));
+  out.logits = std::move(model_out.logits);
   if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
   const int32_t n = batch_.num_sequences();
   if (reuse != nullptr) {
     for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
   }
-  PAGEDKV_RETURN_IF_ERROR(CollectOutputs(step, sampled, &out));
+  PAGEDKV_RETURN_IF_ERROR(CollectOutputs(step, model_out, &out));
   RecordStepStats(n, &out);
   out.seconds = SecondsSince(start);
   stats_.busy_seconds += out.seconds;
@@ -108,6 +109,9 @@ Engine::StepBatch Engine::BuildStepBatch() {
     // One row per draft token too: row j predicts the token after the j-th scheduled draft.
     const int32_t rows = 1 + s.num_draft_tokens;
     for (int32_t j = 0; j < rows; ++j) {
+      const bool copy = record.sampling.logprobs >= 0;
+      step.copied_index.push_back(copy ? static_cast<int32_t>(step.copy_rows.size()) : -1);
+      if (copy) step.copy_rows.push_back(static_cast<int32_t>(step.logits_indices.size()));
       step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - rows + j);
       step.sampling.push_back(
           SamplingParams{.temperature = record.sampling.temperature,
@@ -122,8 +126,7 @@ Engine::StepBatch Engine::BuildStepBatch() {
   return step;
 }
 
-absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
-                              std::vector<TokenId>* sampled) {
+absl::Status Engine::RunModel(const StepBatch& step, ModelOutput* model_out) {
   // CacheBlend: the reused tokens scheduled in this batch are recomputed selectively.
   std::optional<CacheBlendHook> blend;
   if (internals_->reuse != nullptr && batch_.stats.num_blend_tokens > 0) {
@@ -139,18 +142,16 @@ absl::Status Engine::RunModel(const StepBatch& step, std::vector<float>* logits,
                          .logits_indices = step.logits_indices,
                          .group_slot_mapping = step.group_slots,
                          .group_block_tables = step.group_tables};
-  ModelOutput model_out;
   PAGEDKV_RETURN_IF_ERROR(
       internals_->runner->Forward(input,
                                   {.return_logits = options_.return_logits,
                                    .sampling = step.sampling,
+                                   .copy_rows = step.copy_rows,
                                    .hook = blend.has_value() ? &*blend : nullptr},
-                                  &model_out));
+                                  model_out));
   const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;
   stats_.num_blend_recomputed_tokens += num_kept;
   stats_.num_blend_partial_tokens += batch_.stats.num_blend_tokens - num_kept;
-  if (options_.return_logits) *logits = std::move(model_out.logits);
-  *sampled = std::move(model_out.sampled);
   return absl::OkStatus();
 }
 

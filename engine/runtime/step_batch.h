@@ -32,6 +32,10 @@ struct Engine::StepBatch {
   std::vector<RequestId> sampled_ids;
   std::vector<int32_t> sampled_seqs;
   std::vector<int32_t> row_start = {0};
+  // Logits rows of requests that asked for logprobs (ForwardOptions::copy_rows), and per logits
+  // row its index among them (-1: not copied).
+  std::vector<int32_t> copy_rows;
+  std::vector<int32_t> copied_index;
 };
 
 }  // namespace pagedkv

@@ -135,13 +135,17 @@ struct PAGEDKV_EXPORT ForwardOptions {
   // One per logits index: sample a token from each row into ModelOutput::sampled. Empty: no
   // sampling.
   absl::Span<const SamplingParams> sampling = {};
+  // Logits rows (indexes into logits_indices) to copy to ModelOutput::row_logits, in this order
+  // (the rows whose requests asked for logprobs). Each must be in [0, logits_indices.size()).
+  absl::Span<const int32_t> copy_rows = {};
   // Called at fixed points of every layer (see layer_hook.h); null: a plain pass. Not owned.
   LayerHook* hook = nullptr;
 };
 
 struct PAGEDKV_EXPORT ModelOutput {
-  std::vector<float> logits;     // [logits_indices.size(), vocab_size] when return_logits
-  std::vector<TokenId> sampled;  // [logits_indices.size()] when sampling was requested
+  std::vector<float> logits;      // [logits_indices.size(), vocab_size] when return_logits
+  std::vector<TokenId> sampled;   // [logits_indices.size()] when sampling was requested
+  std::vector<float> row_logits;  // [copy_rows.size(), vocab_size]
 };
 
 class PAGEDKV_EXPORT ModelRunner {
@@ -286,6 +290,8 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status AttendAndMlp(const LayerWeights& w, int32_t layer, const StepRows& rows);
   absl::Status RunHead(const std::vector<int32_t>& logits_rows);
   absl::Status CopyOutputs(const ForwardOptions& options, int64_t num_logits, ModelOutput* output);
+  // The logits rows `rows` (validated) to output->row_logits.
+  absl::Status CopyRows(absl::Span<const int32_t> rows, ModelOutput* output);
   // ReadKv on a device backend: slots up, two gathers, one copy down.
   absl::Status ReadKvThroughDevice(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
                                    std::vector<float>* k, std::vector<float>* v);

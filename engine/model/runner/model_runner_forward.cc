@@ -27,6 +27,7 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(ValidateInput(in, options));
   output->logits.clear();
   output->sampled.clear();
+  output->row_logits.clear();
   Backend& b = *backend_;
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   const auto num_logits = static_cast<int64_t>(in.logits_indices.size());
@@ -206,6 +207,17 @@ absl::Status ModelRunner::RunHead(const std::vector<int32_t>& logits_rows) {
                    .vocab_size = c.vocab_size});
 }
 
+absl::Status ModelRunner::CopyRows(absl::Span<const int32_t> rows, ModelOutput* output) {
+  const int64_t vocab = config().vocab_size;
+  output->row_logits.resize(rows.size() * static_cast<size_t>(vocab));
+  for (size_t i = 0; i < rows.size(); ++i) {  // rows were validated by ValidateOutputs
+    PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(
+        output->row_logits.data() + i * static_cast<size_t>(vocab),
+        logits_.as<const float>() + rows[i] * vocab, static_cast<size_t>(vocab) * sizeof(float)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelRunner::CopyOutputs(const ForwardOptions& options, int64_t num_logits,
                                       ModelOutput* output) {
   const ModelConfig& c = config();
@@ -221,6 +233,7 @@ absl::Status ModelRunner::CopyOutputs(const ForwardOptions& options, int64_t num
     PAGEDKV_RETURN_IF_ERROR(b.CopyToHost(output->sampled.data(), sampled_.data(),
                                          output->sampled.size() * sizeof(TokenId)));
   }
+  PAGEDKV_RETURN_IF_ERROR(CopyRows(options.copy_rows, output));
   if (options.return_logits) {
     output->logits.resize(static_cast<size_t>(num_logits * c.vocab_size));
     PAGEDKV_RETURN_IF_ERROR(

@@ -134,6 +134,14 @@ absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
           "ForwardOptions: sampling[", i, "] needs a finite temperature and top_p in (0, 1]"));
     }
   }
+  const auto num_logits = static_cast<int32_t>(in.logits_indices.size());
+  for (size_t i = 0; i < options.copy_rows.size(); ++i) {
+    if (options.copy_rows[i] < 0 || options.copy_rows[i] >= num_logits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ForwardOptions: copy_rows[", i, "] = ", options.copy_rows[i],
+                       " is outside [0, ", num_logits, ") (the logits rows)"));
+    }
+  }
   return absl::OkStatus();
 }
 

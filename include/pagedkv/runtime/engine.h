@@ -89,6 +89,7 @@ namespace pagedkv {
 
 class KvCacheManager;
 class ModelRunner;
+struct ModelOutput;
 
 class PAGEDKV_EXPORT Engine {
  public:
@@ -204,10 +205,11 @@ class PAGEDKV_EXPORT Engine {
   absl::Status CreateTiers();
   absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;
   StepBatch BuildStepBatch();
-  absl::Status RunModel(const StepBatch& step, std::vector<float>* logits,
-                        std::vector<TokenId>* sampled);
-  absl::Status CollectOutputs(const StepBatch& step, const std::vector<TokenId>& sampled,
-                              StepOutput* out);
+  absl::Status RunModel(const StepBatch& step, ModelOutput* model_out);
+  absl::Status CollectOutputs(const StepBatch& step, const ModelOutput& model_out, StepOutput* out);
+  // The logprobs of the j-th token appended for sampled sequence k (a copied row).
+  TokenLogprobs LogprobsOf(const StepBatch& step, const ModelOutput& model_out, size_t k, int32_t j,
+                           TokenId token, int32_t top_k) const;
   // What sequence `i` of the step sampled, drafts verified (engine/runtime/ngram_proposer.h).
   SampledToken VerifySampled(const StepBatch& step, size_t i,
                              const std::vector<TokenId>& sampled) const;

@@ -45,6 +45,11 @@ struct PAGEDKV_EXPORT SamplingOptions {
   float temperature = 0.0f;  // < 1e-5 (incl. <= 0): greedy (argmax), as in vLLM
   float top_p = 1.0f;        // nucleus sampling mass in (0, 1]
   uint64_t seed = 0;         // random stream of this request (same seed, same tokens)
+  // -1: none. 0..kMaxLogprobs: each generated token carries its log-probability and that many
+  // most probable tokens of its row (TokenOutput::logprobs), taken from the raw logits (before
+  // temperature and top-p, as vLLM's default and OpenAI report them).
+  int32_t logprobs = -1;
+  static constexpr int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
 };
 
 struct PAGEDKV_EXPORT GenerationRequest {
@@ -70,11 +75,23 @@ struct PAGEDKV_EXPORT GenerationRequest {
   std::vector<PromptChunk> chunks = {};
 };
 
+struct PAGEDKV_EXPORT TokenLogprob {
+  TokenId token = 0;
+  float logprob = 0.0f;  // natural log, <= 0
+};
+
+// A generated token's log-probability and the most probable tokens of the row it was drawn from.
+struct PAGEDKV_EXPORT TokenLogprobs {
+  float logprob = 0.0f;           // of the generated token
+  std::vector<TokenLogprob> top;  // SamplingOptions::logprobs entries, descending (ties: lower id)
+};
+
 // One token produced by a step.
 struct PAGEDKV_EXPORT TokenOutput {
   RequestId request_id = 0;
   TokenId token = 0;
-  int32_t index = 0;  // 0 for the request's first generated token
+  int32_t index = 0;                           // 0 for the request's first generated token
+  std::optional<TokenLogprobs> logprobs = {};  // set when the request asked for logprobs
 };
 
 // A finished (or aborted) request.

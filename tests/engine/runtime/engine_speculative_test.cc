@@ -155,6 +155,35 @@ TEST(EngineSpeculativeTest, LogitsRowsFollowTheTokens) {
   }
 }
 
+// Accepted drafts carry the logprobs of the rows that verified them: the same as without drafts.
+TEST(EngineSpeculativeTest, LogprobsFollowTheTokens) {
+  const auto weights = TinyWeights(true);
+  std::vector<TokenOutput> tokens[2];
+  for (int e = 0; e < 2; ++e) {
+    auto engine = *Engine::Create(weights, Options(e == 0 ? 0 : 3));
+    GenerationRequest request = Requests(30)[3];
+    request.sampling.logprobs = 4;
+    ASSERT_TRUE(engine->AddRequest(request).ok());
+    while (engine->HasUnfinishedRequests()) {
+      absl::StatusOr<StepOutput> step = engine->Step();
+      ASSERT_TRUE(step.ok()) << step.status();
+      tokens[e].insert(tokens[e].end(), step->tokens.begin(), step->tokens.end());
+    }
+    if (e == 1) {
+      EXPECT_GT(engine->stats().num_accepted_draft_tokens, 0);
+    }
+  }
+  ASSERT_EQ(tokens[0].size(), tokens[1].size());
+  for (size_t t = 0; t < tokens[0].size(); ++t) {
+    ASSERT_TRUE(tokens[0][t].logprobs.has_value() && tokens[1][t].logprobs.has_value());
+    EXPECT_NEAR(tokens[1][t].logprobs->logprob, tokens[0][t].logprobs->logprob, 1e-4) << t;
+    ASSERT_EQ(tokens[1][t].logprobs->top.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(tokens[1][t].logprobs->top[i].token, tokens[0][t].logprobs->top[i].token) << t;
+    }
+  }
+}
+
 TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
   const auto weights = TinyWeights(true);
   for (SpeculativeOptions bad :

@@ -1,0 +1,159 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Logprobs of generated tokens (SamplingOptions::logprobs): TokenLogprobsOf against a float64
+// log-softmax, and the engine's values against the float64 reference forward of a tiny model.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/runtime/token_logprobs.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/runtime/engine.h"
+#include "tests/engine/model/tiny_llama2c.h"
+
+namespace pagedkv {
+namespace {
+
+using ::pagedkv::testing::MakeTinyLlama2c;
+using ::pagedkv::testing::ReferenceForward;
+using ::pagedkv::testing::TinyLlama2c;
+using ::pagedkv::testing::TinyShape;
+using ::pagedkv::testing::WriteTempFile;
+using ::testing::HasSubstr;
+
+std::vector<double> LogSoftmax(const std::vector<double>& row) {
+  const double max = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (const double x : row) sum += std::exp(x - max);
+  std::vector<double> out(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = row[i] - max - std::log(sum);
+  return out;
+}
+
+TEST(TokenLogprobsOfTest, MatchesAFloat64LogSoftmaxAndSortsTheTop) {
+  const std::vector<float> row = {1.5f, -2.0f, 3.25f, 3.25f, 0.0f, 90.0f, -1e30f};
+  std::vector<double> wide(row.begin(), row.end());
+  const std::vector<double> want = LogSoftmax(wide);
+  const TokenLogprobs lp = TokenLogprobsOf(row, /*token=*/2, /*top_k=*/4);
+  EXPECT_NEAR(lp.logprob, want[2], 1e-5);
+  ASSERT_EQ(lp.top.size(), 4u);
+  const TokenId order[] = {5, 2, 3, 0};  // 3.25 twice: the lower id first
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(lp.top[i].token, order[i]) << i;
+    EXPECT_NEAR(lp.top[i].logprob, want[static_cast<size_t>(order[i])], 1e-5) << i;
+  }
+  EXPECT_TRUE(TokenLogprobsOf(row, 0, 0).top.empty());
+  EXPECT_EQ(TokenLogprobsOf(row, 0, 20).top.size(), row.size());  // at most the vocabulary
+}
+
+TEST(TokenLogprobsOfTest, ANanOrInfiniteLogitGivesNan) {
+  for (const float bad : {std::nanf(""), INFINITY}) {
+    const std::vector<float> row = {0.0f, bad, 1.0f};
+    EXPECT_TRUE(std::isnan(TokenLogprobsOf(row, 0, 2).logprob));
+  }
+}
+
+class EngineLogprobsTest : public ::testing::Test {
+ protected:
+  EngineLogprobsTest() : model_(MakeTinyLlama2c(Shape(), 57)) {
+    const auto path = WriteTempFile("logprobs_model.bin", model_.FileBytes());
+    absl::StatusOr<ModelWeights> w = ModelWeights::LoadLlama2c(path.string());
+    EXPECT_TRUE(w.ok()) << w.status();
+    weights_ = std::make_shared<const ModelWeights>(std::move(w).value());
+  }
+  static TinyShape Shape() {
+    TinyShape s;
+    s.seq_len = 64;
+    s.shared_classifier = false;
+    return s;
+  }
+  std::unique_ptr<Engine> MakeEngine() {
+    EngineOptions o;
+    o.backend = BackendKind::kCpu;
+    o.block_size = 4;
+    o.num_kv_blocks = 128;
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return std::move(e).value();
+  }
+  static GenerationRequest Request(std::vector<TokenId> prompt, SamplingOptions sampling) {
+    GenerationRequest r;
+    r.prompt_tokens = std::move(prompt);
+    r.max_new_tokens = 12;
+    r.stop_at_eos = false;
+    r.sampling = sampling;
+    return r;
+  }
+
+  TinyLlama2c model_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+// Every token of a request that asked for logprobs carries log_softmax(raw logits) of its row,
+// whatever the temperature, in a batch with a request that did not ask.
+TEST_F(EngineLogprobsTest, GeneratedTokensCarryTheReferenceLogprobs) {
+  auto engine = MakeEngine();
+  const std::vector<std::vector<TokenId>> prompts = {{1, 7, 9, 30, 4, 12}, {1, 5, 5, 40}, {1, 8}};
+  const SamplingOptions sampling[] = {
+      {.logprobs = 5}, {.temperature = 0.9f, .seed = 11, .logprobs = 3}, {.logprobs = -1}};
+  std::map<RequestId, size_t> which;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    absl::StatusOr<RequestId> id = engine->AddRequest(Request(prompts[i], sampling[i]));
+    ASSERT_TRUE(id.ok()) << id.status();
+    which[*id] = i;
+  }
+  std::vector<std::vector<TokenOutput>> tokens(prompts.size());
+  while (engine->HasUnfinishedRequests()) {
+    absl::StatusOr<StepOutput> step = engine->Step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (const TokenOutput& t : step->tokens) tokens[which[t.request_id]].push_back(t);
+  }
+  EXPECT_TRUE(std::all_of(tokens[2].begin(), tokens[2].end(),
+                          [](const TokenOutput& t) { return !t.logprobs.has_value(); }));
+  for (size_t i = 0; i < 2; ++i) {
+    std::vector<TokenId> sequence = prompts[i];
+    for (const TokenOutput& t : tokens[i]) sequence.push_back(t.token);
+    const auto logits = ReferenceForward(model_).Logits(sequence);
+    for (size_t g = 0; g < tokens[i].size(); ++g) {
+      const TokenOutput& t = tokens[i][g];
+      ASSERT_TRUE(t.logprobs.has_value()) << "request " << i << " token " << g;
+      const std::vector<double> want = LogSoftmax(logits[prompts[i].size() - 1 + g]);
+      EXPECT_NEAR(t.logprobs->logprob, want[static_cast<size_t>(t.token)], 1e-4);
+      ASSERT_EQ(t.logprobs->top.size(), static_cast<size_t>(sampling[i].logprobs));
+      for (const TokenLogprob& e : t.logprobs->top) {
+        EXPECT_NEAR(e.logprob, want[static_cast<size_t>(e.token)], 1e-4);
+      }
+      // The top entries are the most probable tokens: nothing outside them is more probable.
+      const float last = t.logprobs->top.back().logprob;
+      for (size_t v = 0; v < want.size(); ++v) {
+        const bool listed =
+            std::any_of(t.logprobs->top.begin(), t.logprobs->top.end(),
+                        [&](const TokenLogprob& e) { return e.token == TokenId(v); });
+        if (!listed) {
+          EXPECT_LE(want[v], last + 1e-4) << "token " << v;
+        }
+      }
+      if (i == 0) {
+        EXPECT_EQ(t.logprobs->top[0].token, t.token);  // greedy: the argmax
+      }
+    }
+  }
+}
+
+TEST_F(EngineLogprobsTest, OutOfRangeLogprobsAreRefusedAndNothingIsAdded) {
+  auto engine = MakeEngine();
+  for (const int32_t bad : {-2, SamplingOptions::kMaxLogprobs + 1}) {
+    absl::StatusOr<RequestId> id = engine->AddRequest(Request({1, 2, 3}, {.logprobs = bad}));
+    ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(id.status().message(), HasSubstr("sampling.logprobs"));
+  }
+  EXPECT_FALSE(engine->HasUnfinishedRequests());
+}
+
+}  // namespace
+}  // namespace pagedkv
