@@ -397,7 +397,8 @@ class GenerationRequest:
                  seed: int = 0, cache_salt: str = "", priority: int = 0,
                  stop_at_eos: bool = True, stop_tokens: Sequence[int] = ...,
                  chunks: Sequence[Tuple[int, int]] = ..., cache_priority: int = 35,
-                 cache_priority_spans: Sequence[Tuple[int, int, int]] = ...) -> None: ...
+                 cache_priority_spans: Sequence[Tuple[int, int, int]] = ...,
+                 logprobs: int = -1) -> None: ...
     prompt_tokens: List[int]
     prompt_text: str
     max_new_tokens: int
@@ -409,6 +410,7 @@ class TokenOutput:
     request_id: int
     token: int
     index: int
+    logprobs: Optional[Tuple[float, List[Tuple[int, float]]]]
     def as_dict(self) -> Dict[str, Any]: ...
 
 class GenerationResult:

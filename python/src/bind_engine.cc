@@ -28,17 +28,19 @@ GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string pr
                               std::vector<TokenId> stop_tokens,
                               std::vector<std::pair<int32_t, int32_t>> chunks,
                               int32_t cache_priority,
-                              const std::vector<PrioritySpanTuple>& cache_priority_spans) {
-  GenerationRequest r{.prompt_tokens = std::move(prompt_tokens),
-                      .prompt_text = std::move(prompt_text),
-                      .max_new_tokens = max_new_tokens,
-                      .sampling = {.temperature = temperature, .top_p = top_p, .seed = seed},
-                      .cache_salt = std::move(cache_salt),
-                      .priority = priority,
-                      .cache_priority = {.priority = cache_priority},
-                      .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
-                      .stop_at_eos = stop_at_eos,
-                      .stop_tokens = std::move(stop_tokens)};
+                              const std::vector<PrioritySpanTuple>& cache_priority_spans,
+                              int32_t logprobs) {
+  GenerationRequest r{
+      .prompt_tokens = std::move(prompt_tokens),
+      .prompt_text = std::move(prompt_text),
+      .max_new_tokens = max_new_tokens,
+      .sampling = {.temperature = temperature, .top_p = top_p, .seed = seed, .logprobs = logprobs},
+      .cache_salt = std::move(cache_salt),
+      .priority = priority,
+      .cache_priority = {.priority = cache_priority},
+      .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
+      .stop_at_eos = stop_at_eos,
+      .stop_tokens = std::move(stop_tokens)};
   for (auto [offset, length] : chunks) r.chunks.push_back({.offset = offset, .length = length});
   return r;
 }
@@ -52,7 +54,7 @@ void RequestArgs(Def&& def) {
       arg("stop_tokens") = std::vector<TokenId>{},
       arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{},
       arg("cache_priority") = kDefaultCachePriority,
-      arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{});
+      arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{}, arg("logprobs") = -1);
 }
 
 void BindTokenizer(py::module_& m) {
@@ -112,7 +114,18 @@ void BindEngineTypes(py::module_& m) {
   tok.def_readonly("request_id", &TokenOutput::request_id, "The request the token belongs to.")
       .def_readonly("token", &TokenOutput::token, "The sampled token id.")
       .def_readonly("index", &TokenOutput::index,
-                    "Position among the request's generated tokens (0 for the first).");
+                    "Position among the request's generated tokens (0 for the first).")
+      .def_property_readonly(
+          "logprobs",
+          [](const TokenOutput& t) -> py::object {
+            if (!t.logprobs.has_value()) return py::none();
+            py::list top;
+            for (const TokenLogprob& e : t.logprobs->top)
+              top.append(py::make_tuple(e.token, e.logprob));
+            return py::make_tuple(t.logprobs->logprob, top);
+          },
+          "With logprobs=N: (the token's log-probability, [(token, logprob)] of the N most "
+          "probable tokens, descending); else None.");
   AddDataclassMethods(tok, {"request_id", "token", "index"});
 
   py::class_<GenerationResult> res(m, "GenerationResult", "A finished (or aborted) request.");
@@ -438,11 +451,12 @@ void BindEngineClass(py::module_& m) {
            int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
            std::string cache_salt, int32_t priority, bool stop_at_eos,
            std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks,
-           int32_t cache_priority, const std::vector<PrioritySpanTuple>& cache_priority_spans) {
+           int32_t cache_priority, const std::vector<PrioritySpanTuple>& cache_priority_spans,
+           int32_t logprobs) {
           return Unwrap(self.get().AddRequest(MakeRequest(
               std::move(prompt_tokens), std::move(prompt_text), max_new_tokens, temperature, top_p,
               seed, std::move(cache_salt), priority, stop_at_eos, std::move(stop_tokens),
-              std::move(chunks), cache_priority, cache_priority_spans)));
+              std::move(chunks), cache_priority, cache_priority_spans, logprobs)));
         },
         a..., "Queues a request given by keywords; returns its id.");
   });

@@ -4,7 +4,9 @@
 #include "engine/serve/http/completion_job.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,20 @@ namespace {
 // How often a waiting job looks at the client's socket between tokens.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
 
+// The text a response shows for `token` after `prev`: its decoded bytes, or its vocabulary
+// piece when it decodes to nothing (BOS, EOS and other special tokens).
+std::string TokenText(const Tokenizer& tokenizer, TokenId prev, TokenId token) {
+  absl::StatusOr<std::string> text = tokenizer.DecodeToken(prev, token);
+  if (text.ok() && !text->empty()) return *std::move(text);
+  return token >= 0 && token < tokenizer.vocab_size() ? tokenizer.piece(token) : std::string();
+}
+
+// Unicode code points of UTF-8 `text` (bytes that do not continue a sequence).
+int64_t CodePoints(const std::string& text) {
+  return std::count_if(text.begin(), text.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
 }  // namespace
 
 CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> channel,
@@ -29,6 +45,9 @@ CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> c
       include_usage_(api.include_usage),
       stop_token_ids_(api.stop_token_ids),
       text_(tokenizer, prev, api.stop),
+      tokenizer_(tokenizer),
+      prev_(prev),
+      want_logprobs_(api.logprobs >= 0),
       peer_fd_(peer_fd) {}
 
 CompletionJob::~CompletionJob() {
@@ -37,6 +56,7 @@ CompletionJob::~CompletionJob() {
 
 bool CompletionJob::Next(RequestChannel::Update* update) {
   *update = channel_->Wait(kPollInterval);
+  if (want_logprobs_) AddLogprobs(update->tokens, update->logprobs);
   for (TokenId t : update->tokens) {
     tokens_.push_back(t);
     // The engine samples inside the vocabulary, so decoding cannot fail; a token that did would
@@ -53,6 +73,31 @@ bool CompletionJob::Next(RequestChannel::Update* update) {
     return true;
   }
   return peer_fd_ < 0 || !PeerHasClosed(peer_fd_);
+}
+
+void CompletionJob::AddLogprobs(const std::vector<TokenId>& tokens,
+                                const std::vector<TokenLogprobs>& logprobs) {
+  TokenId prev = tokens_.empty() ? prev_ : tokens_.back();
+  for (size_t i = 0; i < tokens.size() && i < logprobs.size(); ++i) {
+    TokenLogprobText& entry = logprobs_.emplace_back();
+    entry.token = TokenText(tokenizer_, prev, tokens[i]);
+    entry.logprob = logprobs[i].logprob;
+    for (const TokenLogprob& alternative : logprobs[i].top) {
+      entry.top.emplace_back(TokenText(tokenizer_, prev, alternative.token), alternative.logprob);
+    }
+    entry.text_offset = text_offset_;
+    text_offset_ += CodePoints(entry.token);
+    prev = tokens[i];
+  }
+}
+
+std::optional<std::vector<TokenLogprobText>> CompletionJob::LogprobsOf(size_t from,
+                                                                       size_t to) const {
+  if (!want_logprobs_) return std::nullopt;
+  to = std::min(to, logprobs_.size());
+  from = std::min(from, to);
+  return std::vector<TokenLogprobText>(logprobs_.begin() + static_cast<ptrdiff_t>(from),
+                                       logprobs_.begin() + static_cast<ptrdiff_t>(to));
 }
 
 ChoiceDelta CompletionJob::FinalChoice(const GenerationResult& result) const {
@@ -99,6 +144,7 @@ int CompletionJob::RunWhole(std::string* body) {
   choice.text = text_.text();
   const Usage usage = UsageOf(*update.result);
   choice.token_ids.assign(tokens_.begin(), tokens_.begin() + usage.completion_tokens);
+  choice.logprobs = LogprobsOf(0, static_cast<size_t>(usage.completion_tokens));
   *body = CompletionBody(meta_, choice, usage);
   return 200;
 }
@@ -116,6 +162,7 @@ bool CompletionJob::Stream(const Writer& write) {
     if (counted() == sent_tokens) continue;
     ChoiceDelta delta = {.text = text_.TakeDelta(), .first = first};
     delta.token_ids.assign(tokens_.begin() + sent_tokens, tokens_.begin() + counted());
+    delta.logprobs = LogprobsOf(sent_tokens, counted());
     if (!write(SseEvent(StreamChunk(meta_, delta)))) return false;
     first = false;
     sent_tokens = counted();
@@ -127,6 +174,7 @@ bool CompletionJob::Stream(const Writer& write) {
   last.text = text_.TakeDelta();
   last.first = first;
   last.token_ids.assign(tokens_.begin() + sent_tokens, tokens_.begin() + counted());
+  last.logprobs = LogprobsOf(sent_tokens, counted());
   if (!write(SseEvent(StreamChunk(meta_, last)))) return false;
   if (include_usage_ && !write(SseEvent(UsageChunk(meta_, UsageOf(*update.result))))) {
     return false;

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ class CompletionJob {
  private:
   // Waits for the next update and feeds its tokens to the text. False when the client is gone.
   bool Next(RequestChannel::Update* update);
+  // Turns the logprobs of `tokens`, about to be appended to tokens_, into text entries.
+  void AddLogprobs(const std::vector<TokenId>& tokens, const std::vector<TokenLogprobs>& logprobs);
+  // The logprob entries of tokens [from, to) when the request asked for them, else none.
+  std::optional<std::vector<TokenLogprobText>> LogprobsOf(size_t from, size_t to) const;
   ChoiceDelta FinalChoice(const GenerationResult& result) const;
   Usage UsageOf(const GenerationResult& result) const;
 
@@ -60,6 +65,11 @@ class CompletionJob {
   std::vector<TokenId> stop_token_ids_;
   TextStream text_;
   std::vector<TokenId> tokens_;  // every token the engine produced (text_ may stop earlier)
+  const Tokenizer& tokenizer_;
+  TokenId prev_;  // the token before the first generated one (the prompt's last)
+  bool want_logprobs_;
+  std::vector<TokenLogprobText> logprobs_;  // one per token of tokens_ with want_logprobs_
+  int64_t text_offset_ = 0;                 // code points of the logprob entries' texts so far
   int peer_fd_;
   bool ended_ = false;      // the channel delivered the result
   bool stop_sent_ = false;  // aborted for a stop string

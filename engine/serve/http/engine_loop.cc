@@ -41,6 +41,8 @@ RequestChannel::Update RequestChannel::Wait(absl::Duration timeout) {
   Update update;
   update.tokens = std::move(tokens_);
   tokens_.clear();
+  update.logprobs = std::move(logprobs_);
+  logprobs_.clear();
   if (result_.has_value() && !taken_end_) {
     update.result = *result_;
     update.status = status_;
@@ -50,9 +52,11 @@ RequestChannel::Update RequestChannel::Wait(absl::Duration timeout) {
 }
 
 void RequestChannel::Deliver(const std::vector<TokenId>& tokens,
+                             std::vector<TokenLogprobs> logprobs,
                              std::optional<GenerationResult> result, absl::Status status) {
   absl::MutexLock lock(&mu_);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  for (TokenLogprobs& l : logprobs) logprobs_.push_back(std::move(l));
   if (result.has_value()) {
     result_ = std::move(result);
     status_ = std::move(status);
@@ -277,7 +281,11 @@ absl::Status EngineLoop::StepOnce() {
 void EngineLoop::Dispatch(const StepOutput& step) {
   const Clock::time_point now = Clock::now();
   ServerMetrics* metrics = options_.metrics;
-  absl::flat_hash_map<RequestId, std::vector<TokenId>> new_tokens;
+  struct NewTokens {
+    std::vector<TokenId> ids;
+    std::vector<TokenLogprobs> logprobs;
+  };
+  absl::flat_hash_map<RequestId, NewTokens> new_tokens;
   for (const TokenOutput& t : step.tokens) {
     auto it = live_.find(t.request_id);
     if (it == live_.end()) continue;
@@ -291,7 +299,9 @@ void EngineLoop::Dispatch(const StepOutput& step) {
     }
     live.last_token = now;
     ++live.num_tokens;
-    new_tokens[t.request_id].push_back(t.token);
+    NewTokens& mine = new_tokens[t.request_id];
+    mine.ids.push_back(t.token);
+    if (t.logprobs.has_value()) mine.logprobs.push_back(*t.logprobs);
   }
   if (metrics != nullptr) metrics->CountGenerated(static_cast<int64_t>(step.tokens.size()));
   for (const GenerationResult& r : step.finished) {
@@ -302,16 +312,16 @@ void EngineLoop::Dispatch(const StepOutput& step) {
       metrics->CountFinished(it->second.abort_reason == AbortReason::kClientGone);
     }
     auto tokens = new_tokens.find(r.request_id);
-    it->second.channel->Deliver(
-        tokens == new_tokens.end() ? std::vector<TokenId>() : std::move(tokens->second), r,
-        absl::OkStatus());
+    NewTokens last = tokens == new_tokens.end() ? NewTokens() : std::move(tokens->second);
+    it->second.channel->Deliver(last.ids, std::move(last.logprobs), r, absl::OkStatus());
     if (tokens != new_tokens.end()) new_tokens.erase(tokens);
     live_.erase(it);
     absl::MutexLock lock(&mu_);
     --num_live_;
   }
   for (auto& [id, tokens] : new_tokens) {
-    live_.find(id)->second.channel->Deliver(tokens, std::nullopt, absl::OkStatus());
+    live_.find(id)->second.channel->Deliver(tokens.ids, std::move(tokens.logprobs), std::nullopt,
+                                            absl::OkStatus());
   }
 }
 
@@ -320,7 +330,7 @@ void EngineLoop::FailAll(const absl::Status& status) {
     GenerationResult result;
     result.request_id = id;
     result.finish_reason = FinishReason::kAborted;
-    live.channel->Deliver({}, std::move(result), status);
+    live.channel->Deliver({}, {}, std::move(result), status);
     if (options_.metrics != nullptr) options_.metrics->CountFinished(/*aborted=*/true);
   }
   live_.clear();

@@ -55,6 +55,7 @@ class RequestChannel {
  public:
   struct Update {
     std::vector<TokenId> tokens;             // new since the last Wait, in order
+    std::vector<TokenLogprobs> logprobs;     // one per token when the request asked for them
     std::optional<GenerationResult> result;  // set once, when the request has ended
     absl::Status status;                     // not OK: the engine failed (result is then set)
   };
@@ -66,13 +67,15 @@ class RequestChannel {
  private:
   friend class EngineLoop;
   explicit RequestChannel(RequestId id) : id_(id) {}
-  // Appends `tokens` and, when set, ends the request, in one step (a waiter sees both at once).
-  void Deliver(const std::vector<TokenId>& tokens, std::optional<GenerationResult> result,
-               absl::Status status);
+  // Appends `tokens` (and their logprobs, when asked) and, when set, ends the request, in one
+  // step (a waiter sees both at once).
+  void Deliver(const std::vector<TokenId>& tokens, std::vector<TokenLogprobs> logprobs,
+               std::optional<GenerationResult> result, absl::Status status);
 
   const RequestId id_;
   absl::Mutex mu_;
   std::vector<TokenId> tokens_ ABSL_GUARDED_BY(mu_);
+  std::vector<TokenLogprobs> logprobs_ ABSL_GUARDED_BY(mu_);
   std::optional<GenerationResult> result_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool taken_end_ ABSL_GUARDED_BY(mu_) = false;

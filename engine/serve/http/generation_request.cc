@@ -60,7 +60,8 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const ApiRequest& api,
       api.max_tokens.value_or(static_cast<int32_t>(std::clamp<int64_t>(room, 1, INT32_MAX)));
   g.sampling = {.temperature = api.temperature,
                 .top_p = api.top_p,
-                .seed = api.seed.has_value() ? static_cast<uint64_t>(*api.seed) : RandomSeed()};
+                .seed = api.seed.has_value() ? static_cast<uint64_t>(*api.seed) : RandomSeed(),
+                .logprobs = api.logprobs};
   g.stop_at_eos = !api.ignore_eos;
   g.stop_tokens = api.stop_token_ids;
   g.cache_salt = api.cache_salt;

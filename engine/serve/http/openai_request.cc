@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "pagedkv/runtime/generation.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::server {
@@ -220,7 +221,6 @@ constexpr OffField kUnimplementedFields[] = {
     {"use_beam_search", IsFalse},
     {"include_stop_str_in_output", IsFalse},
     {"prompt_logprobs", IsZero},
-    {"top_logprobs", IsZero},
     {"truncate_prompt_tokens", IsEmpty},
 };
 
@@ -248,10 +248,6 @@ absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
   if (best_of.has_value() && *best_of != 1) return FieldError("best_of", "must be 1");
   PAGEDKV_ASSIGN_OR_RETURN(bool echo, OptionalBool(object, "echo", false));
   if (echo) return FieldError("echo", "is not supported");
-  const json* logprobs = Field(object, "logprobs");
-  if (logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>())) {
-    return FieldError("logprobs", "is not supported");
-  }
   if (endpoint == ApiEndpoint::kChatCompletions) {
     const json* tools = Field(object, "tools");
     if (tools != nullptr && !(tools->is_array() && tools->empty())) {
@@ -273,6 +269,31 @@ absl::Status ReadSampling(const json& object, ApiRequest* r) {
   PAGEDKV_ASSIGN_OR_RETURN(r->seed,
                            OptionalInteger(object, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max()));
+  return absl::OkStatus();
+}
+
+// Completions: logprobs = the number of top tokens (0..20). Chat: logprobs = true, with
+// top_logprobs (0..20) top tokens. Unset or false: none (-1).
+absl::Status ReadLogprobs(const json& object, ApiRequest* r) {
+  constexpr int64_t kMax = SamplingOptions::kMaxLogprobs;
+  const json* logprobs = Field(object, "logprobs");
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> top,
+                           OptionalInteger(object, "top_logprobs", 0, kMax));
+  if (r->endpoint == ApiEndpoint::kCompletions) {
+    if (top.has_value() && *top != 0) {
+      return FieldError("top_logprobs", "is a chat field; completions take logprobs: N");
+    }
+    if (logprobs != nullptr && logprobs->is_boolean() && !logprobs->get<bool>()) return {};
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n,
+                             OptionalInteger(object, "logprobs", 0, kMax));
+    if (n.has_value()) r->logprobs = static_cast<int32_t>(*n);
+    return absl::OkStatus();
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(bool wanted, OptionalBool(object, "logprobs", false));
+  if (top.value_or(0) > 0 && !wanted) {
+    return FieldError("top_logprobs", "needs \"logprobs\": true");
+  }
+  if (wanted) r->logprobs = static_cast<int32_t>(top.value_or(0));
   return absl::OkStatus();
 }
 
@@ -327,6 +348,7 @@ absl::StatusOr<ApiRequest> ParseApiRequest(absl::string_view body, ApiEndpoint e
   PAGEDKV_RETURN_IF_ERROR(RefuseUnsupported(object, endpoint));
   PAGEDKV_RETURN_IF_ERROR(ReadMaxTokens(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadSampling(object, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadStop(object, limits, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadStreamAndExtensions(object, &r));
   return r;

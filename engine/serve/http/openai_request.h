@@ -8,9 +8,11 @@
 // may add their own):
 //   completions: model, prompt (a string, a list of token ids, or a one-element list of either),
 //     max_tokens, temperature, top_p, seed, stop (a string or a list), stream,
-//     stream_options.include_usage, n (1 only), echo / logprobs / best_of (off only);
+//     stream_options.include_usage, logprobs (0..20 top tokens), n (1 only), echo / best_of
+//     (off only);
 //   chat: model, messages (role + content as a string or a list of {"type": "text"} parts),
-//     max_completion_tokens (before max_tokens), the sampling and stream fields above, tools and
+//     max_completion_tokens (before max_tokens), the sampling and stream fields above, logprobs
+//     (true / false) with top_logprobs (0..20), tools and
 //     response_format (absent or plain text only);
 //   vLLM's extensions: cache_salt, priority, ignore_eos, stop_token_ids, return_token_ids.
 // A field present with JSON null counts as absent.
@@ -57,7 +59,8 @@ struct ApiRequest {
   float temperature = 1.0f;           // [0, 2]; OpenAI's default 1
   float top_p = 1.0f;                 // (0, 1]
   std::optional<int64_t> seed;
-  std::vector<std::string> stop;        // non-empty strings that end the text (not included)
+  int32_t logprobs = -1;          // -1: none; else each token's logprob and this many top tokens
+  std::vector<std::string> stop;  // non-empty strings that end the text (not included)
   std::vector<TokenId> stop_token_ids;  // vLLM: tokens that end the request
   bool ignore_eos = false;              // vLLM: do not stop at the model's end-of-sequence tokens
   bool stream = false;

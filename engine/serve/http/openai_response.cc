@@ -3,7 +3,10 @@
 // The response bodies (see openai_response.h).
 #include "engine/serve/http/openai_response.h"
 
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -12,7 +15,8 @@
 namespace pagedkv::server {
 namespace {
 
-using nlohmann::json;
+// Keys in insertion order: the fields as OpenAI lists them, top_logprobs most probable first.
+using json = nlohmann::ordered_json;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -37,6 +41,54 @@ json FinishFields(const ChoiceDelta& c, json choice) {
   return choice;
 }
 
+json LogprobJson(float logprob) { return std::isfinite(logprob) ? logprob : -9999.0f; }
+
+json BytesJson(const std::string& text) {
+  json bytes = json::array();
+  for (const char c : text) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+json CompletionLogprobs(const std::vector<TokenLogprobText>& entries) {
+  json tokens = json::array(), logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobText& e : entries) {
+    tokens.push_back(e.token);
+    logprobs.push_back(LogprobJson(e.logprob));
+    json alternatives = json::object();
+    for (const auto& [text, logprob] : e.top) alternatives[text] = LogprobJson(logprob);
+    alternatives[e.token] = LogprobJson(e.logprob);
+    top.push_back(std::move(alternatives));
+    offsets.push_back(e.text_offset);
+  }
+  return json{{"tokens", std::move(tokens)},
+              {"token_logprobs", std::move(logprobs)},
+              {"top_logprobs", std::move(top)},
+              {"text_offset", std::move(offsets)}};
+}
+
+json ChatLogprobs(const std::vector<TokenLogprobText>& entries) {
+  json content = json::array();
+  for (const TokenLogprobText& e : entries) {
+    json top = json::array();
+    for (const auto& [text, logprob] : e.top) {
+      top.push_back(
+          {{"token", text}, {"logprob", LogprobJson(logprob)}, {"bytes", BytesJson(text)}});
+    }
+    content.push_back({{"token", e.token},
+                       {"logprob", LogprobJson(e.logprob)},
+                       {"bytes", BytesJson(e.token)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return json{{"content", std::move(content)}};
+}
+
+// The choice's "logprobs": null unless the request asked for them.
+json LogprobsJson(const ResponseMeta& meta, const ChoiceDelta& c) {
+  if (!c.logprobs.has_value()) return nullptr;
+  return IsChat(meta) ? ChatLogprobs(*c.logprobs) : CompletionLogprobs(*c.logprobs);
+}
+
 json UsageJson(const Usage& u) {
   return json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
@@ -49,7 +101,7 @@ json UsageJson(const Usage& u) {
 std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
                            const Usage& usage) {
   json body = Envelope(meta, /*chunk=*/false);
-  json c = {{"index", 0}, {"logprobs", nullptr}};
+  json c = {{"index", 0}, {"logprobs", LogprobsJson(meta, choice)}};
   if (IsChat(meta)) {
     c["message"] = {{"role", "assistant"}, {"content", choice.text}};
   } else {
@@ -64,7 +116,7 @@ std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
 
 std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta) {
   json body = Envelope(meta, /*chunk=*/true);
-  json c = {{"index", 0}, {"logprobs", nullptr}};
+  json c = {{"index", 0}, {"logprobs", LogprobsJson(meta, delta)}};
   if (IsChat(meta)) {
     c["delta"] = delta.first ? json{{"role", "assistant"}, {"content", delta.text}}
                              : json{{"content", delta.text}};

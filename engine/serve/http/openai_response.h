@@ -2,7 +2,7 @@
 //
 // The JSON bodies pagedkv serve answers with, in the shapes of OpenAI's API as vLLM writes them:
 //   completion:  {"id", "object": "text_completion", "created", "model",
-//                 "choices": [{"index": 0, "text", "logprobs": null, "finish_reason",
+//                 "choices": [{"index": 0, "text", "logprobs" (null unless asked), "finish_reason",
 //                              "stop_reason"}],
 //                 "usage": {"prompt_tokens", "completion_tokens", "total_tokens",
 //                           "prompt_tokens_details": {"cached_tokens"}}}
@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -49,6 +50,16 @@ struct Usage {
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
+// One generated token's logprobs as a response shows them: texts, not ids (a token's text is
+// Tokenizer::DecodeToken after its predecessor; one that decodes to nothing, such as EOS, shows
+// its vocabulary piece). A non-finite logprob is written as -9999.0, as vLLM does.
+struct TokenLogprobText {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most probable first
+  int64_t text_offset = 0;  // completions: the token's start in the choice's text (code points)
+};
+
 // One choice, or the part of it a stream chunk carries.
 struct ChoiceDelta {
   std::string text;
@@ -58,6 +69,10 @@ struct ChoiceDelta {
   std::optional<std::string> stop_string;
   std::optional<TokenId> stop_token;
   bool first = false;  // stream: the first chunk (chat sends the assistant role in it)
+  // Set when the request asked for logprobs: completions' {"tokens", "token_logprobs",
+  // "top_logprobs" (the top tokens and the sampled one, as vLLM), "text_offset"}; chat's
+  // {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
+  std::optional<std::vector<TokenLogprobText>> logprobs;
 };
 
 // The non-streaming response body.

@@ -77,13 +77,43 @@ TEST(OpenAiRequestTest, RefusesWhatItCannotServeNamingTheField) {
   EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 2})").first, "n");
   EXPECT_EQ(Refusal(R"({"prompt": "a", "best_of": 3})").first, "best_of");
   EXPECT_EQ(Refusal(R"({"prompt": "a", "echo": true})").first, "echo");
-  EXPECT_EQ(Refusal(R"({"prompt": "a", "logprobs": 2})").first, "logprobs");
   EXPECT_EQ(Refusal(R"({"prompt": ["a", "b"]})").first, "prompt");
   EXPECT_THAT(Refusal(R"({"prompt": ["a", "b"]})").second, HasSubstr("one request per prompt"));
   EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
                     ApiEndpoint::kChatCompletions)
                 .first,
             "tools");
+}
+
+TEST(OpenAiRequestTest, LogprobsAreReadPerEndpoint) {
+  EXPECT_EQ(Completion(R"({"prompt": "a"})").logprobs, -1);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "logprobs": null})").logprobs, -1);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "logprobs": false})").logprobs, -1);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "logprobs": 0})").logprobs, 0);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "logprobs": 20})").logprobs, 20);
+  for (const char* bad :
+       {R"({"prompt": "a", "logprobs": 21})", R"({"prompt": "a", "logprobs": -1})",
+        R"({"prompt": "a", "logprobs": true})", R"({"prompt": "a", "logprobs": 1.5})"}) {
+    EXPECT_EQ(Refusal(bad).first, "logprobs") << bad;
+  }
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "top_logprobs": 3})").first, "top_logprobs");
+  const auto chat = [](const std::string& fields) {
+    return R"({"messages": [{"role": "user", "content": "a"}])" + fields + "}";
+  };
+  auto parsed = [](const std::string& body) {
+    return ParseApiRequest(body, ApiEndpoint::kChatCompletions);
+  };
+  EXPECT_EQ(parsed(chat(""))->logprobs, -1);
+  EXPECT_EQ(parsed(chat(R"(, "logprobs": false, "top_logprobs": 0)"))->logprobs, -1);
+  EXPECT_EQ(parsed(chat(R"(, "logprobs": true)"))->logprobs, 0);
+  EXPECT_EQ(parsed(chat(R"(, "logprobs": true, "top_logprobs": 5)"))->logprobs, 5);
+  EXPECT_EQ(Refusal(chat(R"(, "top_logprobs": 5)"), ApiEndpoint::kChatCompletions).first,
+            "top_logprobs");
+  EXPECT_EQ(
+      Refusal(chat(R"(, "logprobs": true, "top_logprobs": 21)"), ApiEndpoint::kChatCompletions)
+          .first,
+      "top_logprobs");
+  EXPECT_EQ(Refusal(chat(R"(, "logprobs": 3)"), ApiEndpoint::kChatCompletions).first, "logprobs");
 }
 
 // Sampling fields vLLM accepts and pagedkv does not implement: their off values pass, any other
@@ -107,7 +137,6 @@ TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
       {{"use_beam_search", "false"}, {"use_beam_search", "true"}},
       {{"include_stop_str_in_output", "false"}, {"include_stop_str_in_output", "true"}},
       {{"prompt_logprobs", "0"}, {"prompt_logprobs", "1"}},
-      {{"top_logprobs", "0"}, {"top_logprobs", "5"}},
       {{"truncate_prompt_tokens", "null"}, {"truncate_prompt_tokens", "100"}},
   };
   for (const auto& [off, on] : off_and_on) {

@@ -1,7 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/serve/http/openai_response.h"
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -35,6 +37,44 @@ TEST(OpenAiResponseTest, CompletionBodyHasOpenAisFields) {
   EXPECT_EQ(body["usage"]["total_tokens"], 5);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
   EXPECT_FALSE(body.contains("prompt_token_ids"));
+}
+
+std::vector<TokenLogprobText> Entries() {
+  return {{.token = " Pa", .logprob = -0.5f, .top = {{" Pa", -0.5f}, {" Lo", -1.25f}}},
+          {.token = "ris\xc3\xa9", .logprob = -INFINITY, .top = {}, .text_offset = 3}};
+}
+
+TEST(OpenAiResponseTest, CompletionLogprobsInOpenAisShape) {
+  ChoiceDelta choice{.text = " Paris\xc3\xa9"};
+  EXPECT_TRUE(json::parse(CompletionBody(Meta(ApiEndpoint::kCompletions), choice,
+                                         {}))["choices"][0]["logprobs"]
+                  .is_null());
+  choice.logprobs = Entries();
+  const json lp = json::parse(
+      CompletionBody(Meta(ApiEndpoint::kCompletions), choice, {}))["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({" Pa", "ris\xc3\xa9"}));
+  EXPECT_EQ(lp["token_logprobs"], json::array({-0.5, -9999.0}));  // -inf as vLLM writes it
+  EXPECT_EQ(lp["text_offset"], json::array({0, 3}));
+  EXPECT_EQ(lp["top_logprobs"][0], json({{" Pa", -0.5}, {" Lo", -1.25}}));
+  EXPECT_EQ(lp["top_logprobs"][1], json({{"ris\xc3\xa9", -9999.0}}));  // the sampled one
+  // The top tokens stay most probable first in the text (an object's keys keep their order).
+  const std::string text = StreamChunk(Meta(ApiEndpoint::kCompletions), choice);
+  EXPECT_LT(text.find("\" Pa\":-0.5"), text.find("\" Lo\":-1.25"));
+}
+
+TEST(OpenAiResponseTest, ChatLogprobsInOpenAisShape) {
+  const ChoiceDelta choice{.text = " Paris", .logprobs = Entries()};
+  const json lp = json::parse(CompletionBody(Meta(ApiEndpoint::kChatCompletions), choice,
+                                             {}))["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 2u);
+  EXPECT_EQ(lp[0]["token"], " Pa");
+  EXPECT_EQ(lp[0]["logprob"], -0.5);
+  EXPECT_EQ(lp[0]["bytes"], json::array({32, 80, 97}));
+  EXPECT_EQ(lp[0]["top_logprobs"][1],
+            json({{"token", " Lo"}, {"logprob", -1.25}, {"bytes", {32, 76, 111}}}));
+  EXPECT_EQ(lp[1]["bytes"], json::array({114, 105, 115, 0xc3, 0xa9}));
+  EXPECT_EQ(lp[1]["logprob"], -9999.0);
+  EXPECT_TRUE(lp[1]["top_logprobs"].empty());
 }
 
 TEST(OpenAiResponseTest, ChatBodyAndChunks) {

@@ -1,0 +1,153 @@
+"""`logprobs` of `pagedkv serve` through the real `openai` client: the served values equal the
+log-softmax (float64) of the engine's own logits rows (`pagedkv.Engine` with return_logits, whose
+rows tests/engine/runtime/engine_logprobs_test.cc checks against a float64 forward), for
+completions and chat, streamed and not, cold and from the prefix cache."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from serve_util import Server
+
+import pagedkv
+
+PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+          "with her friends and her big brown dog. One day, she")
+TOL = 1e-4
+
+
+def _log_softmax(row: np.ndarray) -> np.ndarray:
+    x = row.astype(np.float64)
+    return x - x.max() - math.log(np.exp(x - x.max()).sum())
+
+
+def _engine_rows(model_dir, prompt_tokens, n):
+    """Greedy ids and log-softmax rows of the Python engine for `prompt_tokens`."""
+    engine = pagedkv.Engine.load(str(model_dir), backend="cpu", return_logits=True)
+    engine.add_request(prompt_tokens=prompt_tokens, max_new_tokens=n, stop_at_eos=False)
+    ids, rows = [], []
+    while engine.has_unfinished_requests():
+        step = engine.step()
+        for i, t in enumerate(step.tokens):
+            ids.append(t.token)
+            rows.append(_log_softmax(step.logits[i]))
+    return ids, rows
+
+
+@pytest.fixture(scope="module")
+def tinystories(cli_module, tinystories_args):
+    server = Server(cli_module, tinystories_args)
+    yield server
+    assert server.stop() == 0
+
+
+def _check_completion_entries(lp, rows, ids, text, k, tokenizer):
+    assert len(lp.tokens) == len(ids) == len(lp.token_logprobs) == len(lp.top_logprobs)
+    assert "".join(lp.tokens) == text
+    offsets = np.cumsum([0] + [len(t) for t in lp.tokens])[:-1].tolist()
+    assert lp.text_offset == offsets
+    for i, (token_id, row) in enumerate(zip(ids, rows)):
+        assert abs(lp.token_logprobs[i] - row[token_id]) < TOL, i
+        top = lp.top_logprobs[i]
+        want = np.argsort(-row, kind="stable")[:k]
+        # The top k and the sampled token (here the argmax, so one of them), most probable first.
+        assert list(top.values()) == sorted(top.values(), reverse=True)
+        assert len(top) == k
+        for rank, token in enumerate(want):
+            assert abs(list(top.values())[rank] - row[token]) < TOL, (i, rank)
+
+
+def test_completion_logprobs_equal_the_engine_rows(tinystories, openai_module, tinystories_args):
+    client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
+    n, k = 12, 4
+    whole = client.completions.create(model="", prompt=PROMPT, max_tokens=n, temperature=0,
+                                      logprobs=k, extra_body={"return_token_ids": True,
+                                                              "ignore_eos": True})
+    choice = whole.choices[0]
+    ids = choice.model_extra["token_ids"]
+    prompt_ids = whole.model_extra["prompt_token_ids"]
+    want_ids, rows = _engine_rows(tinystories_args[1], prompt_ids, n)
+    assert ids == want_ids
+    _check_completion_entries(choice.logprobs, rows, ids, choice.text, k, None)
+
+    # Streamed: the chunks' entries concatenate to the same values.
+    tokens, values = [], []
+    for chunk in client.completions.create(model="", prompt=PROMPT, max_tokens=n, temperature=0,
+                                           logprobs=k, stream=True,
+                                           extra_body={"ignore_eos": True}):
+        for c in chunk.choices:
+            if c.logprobs is not None:
+                tokens += c.logprobs.tokens
+                values += c.logprobs.token_logprobs
+    assert tokens == choice.logprobs.tokens
+    assert np.allclose(values, choice.logprobs.token_logprobs, atol=TOL)
+
+    # Served from the prefix cache: the same log-probabilities as the cold run.
+    again = client.completions.create(model="", prompt=PROMPT, max_tokens=n, temperature=0,
+                                      logprobs=k, extra_body={"ignore_eos": True})
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+    assert again.choices[0].logprobs.tokens == choice.logprobs.tokens
+    assert np.allclose(again.choices[0].logprobs.token_logprobs, choice.logprobs.token_logprobs,
+                       atol=TOL)
+
+
+def test_sampled_tokens_report_raw_logprobs(tinystories, openai_module):
+    """Temperature changes the draw, not the reported distribution (vLLM's raw_logprobs)."""
+    client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
+    hot = client.completions.create(model="", prompt=PROMPT, max_tokens=1, temperature=1.5,
+                                    seed=3, logprobs=20).choices[0].logprobs
+    cold = client.completions.create(model="", prompt=PROMPT, max_tokens=1, temperature=0,
+                                     logprobs=20).choices[0].logprobs
+    top_hot, top_cold = hot.top_logprobs[0], cold.top_logprobs[0]
+    for token, value in top_cold.items():
+        if token in top_hot:
+            assert abs(top_hot[token] - value) < TOL
+    assert hot.token_logprobs[0] <= 0.0
+
+
+def test_chat_logprobs_on_smollm2(cli_module, openai_module, smollm2_args):
+    server = Server(cli_module, smollm2_args)
+    try:
+        client = openai_module.OpenAI(base_url=server.base_url + "/v1", api_key="unused")
+        messages = [{"role": "user", "content": "Name a colour. Answer with one word."}]
+        whole = client.chat.completions.create(model="", messages=messages, max_tokens=8,
+                                               temperature=0, logprobs=True, top_logprobs=3)
+        content = whole.choices[0].logprobs.content
+        # The end-of-turn token is listed (by its piece) but is not part of the text.
+        ended = whole.choices[0].finish_reason == "stop"
+        assert not ended or content[-1].token == "<|im_end|>"
+        shown = content[:-1] if ended else content
+        assert "".join(e.token for e in shown) == whole.choices[0].message.content
+        for e in content:
+            assert e.bytes == list(e.token.encode("utf-8"))
+            assert len(e.top_logprobs) == 3
+            values = [t.logprob for t in e.top_logprobs]
+            assert values == sorted(values, reverse=True)
+            assert e.top_logprobs[0].token == e.token  # greedy: the most probable token
+            assert abs(e.top_logprobs[0].logprob - e.logprob) < TOL
+        streamed = []
+        for chunk in client.chat.completions.create(model="", messages=messages, max_tokens=8,
+                                                    temperature=0, logprobs=True, stream=True):
+            for c in chunk.choices:
+                if c.logprobs is not None and c.logprobs.content:
+                    streamed += [(e.token, e.logprob, e.top_logprobs) for e in c.logprobs.content]
+        assert [t for t, _, _ in streamed] == [e.token for e in content]
+        assert all(top == [] for _, _, top in streamed)  # top_logprobs defaults to 0
+        assert np.allclose([v for _, v, _ in streamed], [e.logprob for e in content], atol=TOL)
+    finally:
+        assert server.stop() == 0
+
+
+def test_bad_logprobs_fields_are_refused(tinystories):
+    for body, param in [({"prompt": "a", "logprobs": 21}, "logprobs"),
+                        ({"prompt": "a", "logprobs": -1}, "logprobs"),
+                        ({"prompt": "a", "top_logprobs": 2}, "top_logprobs"),
+                        ({"prompt": "a", "logprobs": 1, "echo": True}, "echo")]:
+        status, _, answer = tinystories.request("POST", "/v1/completions", body)
+        assert status == 400 and answer["error"]["param"] == param, body
+    status, _, answer = tinystories.request(
+        "POST", "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
+    assert status == 400 and answer["error"]["param"] in ("top_logprobs", "messages")
