@@ -51,10 +51,18 @@ absl::Status CheckGenerationRequest(const GenerationRequest& request,
                      "temperature ",
                      s.temperature, ", top_p ", s.top_p));
   }
-  if (s.logprobs < -1 || s.logprobs > SamplingOptions::kMaxLogprobs) {
+  for (const auto& [name, value] :
+       {std::pair{"logprobs", s.logprobs}, std::pair{"prompt_logprobs", s.prompt_logprobs}}) {
+    if (value < -1 || value > SamplingOptions::kMaxLogprobs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AddRequest: sampling.", name, " must be -1 (none) or in [0, ",
+                       SamplingOptions::kMaxLogprobs, "], got ", value));
+    }
+  }
+  if (s.prompt_logprobs >= 0 && !request.chunks.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("AddRequest: sampling.logprobs must be -1 (none) or in [0, ",
-                     SamplingOptions::kMaxLogprobs, "], got ", s.logprobs));
+        "AddRequest: sampling.prompt_logprobs needs the whole prompt computed in place; drop "
+        "the chunks (shifted reuse) or the prompt logprobs");
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size) {
@@ -86,6 +94,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   sr.cache_priority_spans = request.cache_priority_spans;
   sr.stop_tokens = std::move(request.stop_tokens);
   sr.chunks = request.chunks;
+  sr.skip_prefix_cache_lookup = request.sampling.prompt_logprobs >= 0;
   if (request.stop_at_eos) {
     for (TokenId stop : c.stop_token_ids) sr.stop_tokens.push_back(stop);
   }

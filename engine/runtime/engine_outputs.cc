@@ -41,6 +41,7 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.prompt_tokens = record.prompt;
   result.output_tokens = std::move(output_tokens);
   result.finish_reason = reason;
+  result.prompt_logprobs = record.prompt_logprobs;
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
   result.num_host_hit_tokens = record.num_host_hit_tokens;
   result.num_remote_hit_tokens = record.num_remote_hit_tokens;
@@ -103,8 +104,20 @@ TokenLogprobs Engine::LogprobsOf(const StepBatch& step, const ModelOutput& model
   return TokenLogprobsOf(row, token, top_k);
 }
 
+void Engine::CollectPromptLogprobs(const StepBatch& step, const ModelOutput& model_out) {
+  const auto vocab = static_cast<size_t>(config().vocab_size);
+  for (const StepBatch::PromptRow& r : step.prompt_rows) {
+    RequestRecord& record = *requests_.at(r.request_id);
+    if (static_cast<size_t>(r.position) != record.prompt_logprobs.size()) continue;
+    const absl::Span<const float> row(model_out.row_logits.data() + r.copied * vocab, vocab);
+    record.prompt_logprobs.push_back(TokenLogprobsOf(
+        row, record.prompt[static_cast<size_t>(r.position) + 1], record.sampling.prompt_logprobs));
+  }
+}
+
 absl::Status Engine::CollectOutputs(const StepBatch& step, const ModelOutput& model_out,
                                     StepOutput* out) {
+  CollectPromptLogprobs(step, model_out);
   std::vector<SampledToken> tokens(step.sampled_ids.size());
   for (size_t i = 0; i < step.sampled_ids.size(); ++i) {
     tokens[i] = VerifySampled(step, i, model_out.sampled);

@@ -56,6 +56,8 @@ struct Engine::RequestRecord {
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
   // and it is never registered from this request.
   std::vector<char> chunk_reused;
+  // With SamplingOptions::prompt_logprobs: prompt tokens 1.. so far, in order.
+  std::vector<TokenLogprobs> prompt_logprobs;
   std::chrono::steady_clock::time_point added;
   double time_to_first_token_s = 0.0;
 };

@@ -66,6 +66,9 @@ absl::StatusOr<StepOutput> Engine::Step() {
   ModelOutput model_out;
   PAGEDKV_RETURN_IF_ERROR(RunModel(step, &model_out));
   out.logits = std::move(model_out.logits);
+  // StepOutput::logits holds the sampling rows only, not the prompt-logprob rows after them.
+  out.logits.resize(std::min(out.logits.size(), static_cast<size_t>(step.row_start.back()) *
+                                                    static_cast<size_t>(config().vocab_size)));
   if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
   const int32_t n = batch_.num_sequences();
   if (reuse != nullptr) {
@@ -123,7 +126,30 @@ Engine::StepBatch Engine::BuildStepBatch() {
     step.sampled_seqs.push_back(i);
     step.row_start.push_back(step.row_start.back() + rows);
   }
+  AddPromptRows(&step);
   return step;
+}
+
+void Engine::AddPromptRows(StepBatch* step) const {
+  for (const ScheduledSequence& s : batch_.sequences) {
+    const RequestRecord& record = *requests_.at(s.request_id);
+    if (record.sampling.prompt_logprobs < 0) continue;
+    // Position p predicts prompt token p + 1: the positions scheduled now whose next token is in
+    // the prompt and not yet done (a re-admission recomputes positions done before).
+    const auto num_prompt = static_cast<int32_t>(record.prompt.size());
+    const int32_t end = std::min(s.num_computed_tokens + s.num_scheduled_tokens, num_prompt - 1);
+    const int32_t begin =
+        std::max(s.num_computed_tokens, static_cast<int32_t>(record.prompt_logprobs.size()));
+    for (int32_t p = begin; p < end; ++p) {
+      step->prompt_rows.push_back({.request_id = s.request_id,
+                                   .position = p,
+                                   .copied = static_cast<int32_t>(step->copy_rows.size())});
+      step->copied_index.push_back(static_cast<int32_t>(step->copy_rows.size()));
+      step->copy_rows.push_back(static_cast<int32_t>(step->logits_indices.size()));
+      step->logits_indices.push_back(s.query_start + p - s.num_computed_tokens);
+      step->sampling.push_back(SamplingParams{});  // greedy; the sampled token is not used
+    }
+  }
 }
 
 absl::Status Engine::RunModel(const StepBatch& step, ModelOutput* model_out) {

@@ -153,6 +153,7 @@ absl::Status Engine::OnboardWaiting() {
   int64_t running_blocks = -1;  // BlocksForRunning(), once needed
   for (RequestId id : queue) {
     RequestRecord& record = *requests_.at(id);
+    if (record.sampling.prompt_logprobs >= 0) continue;  // it computes its whole prompt anyway
     const auto tokens = static_cast<int64_t>(record.context.size());
     if (planned > 0 && planned + tokens > budget) break;
     // Loads for a request that cannot fit beside the running ones (the blocks their next tokens

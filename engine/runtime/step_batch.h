@@ -36,6 +36,14 @@ struct Engine::StepBatch {
   // row its index among them (-1: not copied).
   std::vector<int32_t> copy_rows;
   std::vector<int32_t> copied_index;
+  // Rows after every sampling row: the prompt positions of requests that asked for prompt
+  // logprobs (row k of them predicts prompt token prompt_row_positions[k] + 1), each copied.
+  struct PromptRow {
+    RequestId request_id = 0;
+    int32_t position = 0;
+    int32_t copied = 0;  // its index among copy_rows
+  };
+  std::vector<PromptRow> prompt_rows;
 };
 
 }  // namespace pagedkv

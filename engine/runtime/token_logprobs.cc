@@ -48,7 +48,10 @@ TokenLogprobs TokenLogprobsOf(absl::Span<const float> row, TokenId token, int32_
   const double log_z = LogSumExp(row);
   auto logprob = [log_z](float logit) { return static_cast<float>(logit - log_z); };
   TokenLogprobs out;
-  out.logprob = logprob(row[static_cast<size_t>(token)]);
+  const float logit = row[static_cast<size_t>(token)];
+  out.logprob = logprob(logit);
+  out.rank = 1 + static_cast<int32_t>(
+                     std::count_if(row.begin(), row.end(), [logit](float x) { return x > logit; }));
   out.top = TopLogits(row, static_cast<size_t>(std::max(top_k, 0)));
   for (TokenLogprob& entry : out.top) entry.logprob = logprob(entry.logprob);
   return out;

@@ -20,7 +20,8 @@
 
 namespace pagedkv {
 
-// REQUIRES: row is non-empty, token indexes it, 0 <= top_k. top holds min(top_k, row.size())
+// REQUIRES: row is non-empty, token indexes it, 0 <= top_k. rank counts the logits above the
+// token's, plus one. top holds min(top_k, row.size())
 // entries, descending by logprob, ties by the lower token id. A row with a NaN or +inf logit
 // gives NaN logprobs (the model produced no distribution).
 TokenLogprobs TokenLogprobsOf(absl::Span<const float> row, TokenId token, int32_t top_k);

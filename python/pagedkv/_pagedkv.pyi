@@ -398,7 +398,7 @@ class GenerationRequest:
                  stop_at_eos: bool = True, stop_tokens: Sequence[int] = ...,
                  chunks: Sequence[Tuple[int, int]] = ..., cache_priority: int = 35,
                  cache_priority_spans: Sequence[Tuple[int, int, int]] = ...,
-                 logprobs: int = -1) -> None: ...
+                 logprobs: int = -1, prompt_logprobs: int = -1) -> None: ...
     prompt_tokens: List[int]
     prompt_text: str
     max_new_tokens: int
@@ -419,6 +419,7 @@ class GenerationResult:
     output_tokens: List[int]
     finish_reason: str
     text: str
+    prompt_logprobs: List[Tuple[float, List[Tuple[int, float]]]]
     num_prefix_hit_tokens: int
     num_device_hit_tokens: int
     num_host_hit_tokens: int

@@ -29,18 +29,21 @@ GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string pr
                               std::vector<std::pair<int32_t, int32_t>> chunks,
                               int32_t cache_priority,
                               const std::vector<PrioritySpanTuple>& cache_priority_spans,
-                              int32_t logprobs) {
-  GenerationRequest r{
-      .prompt_tokens = std::move(prompt_tokens),
-      .prompt_text = std::move(prompt_text),
-      .max_new_tokens = max_new_tokens,
-      .sampling = {.temperature = temperature, .top_p = top_p, .seed = seed, .logprobs = logprobs},
-      .cache_salt = std::move(cache_salt),
-      .priority = priority,
-      .cache_priority = {.priority = cache_priority},
-      .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
-      .stop_at_eos = stop_at_eos,
-      .stop_tokens = std::move(stop_tokens)};
+                              int32_t logprobs, int32_t prompt_logprobs) {
+  GenerationRequest r{.prompt_tokens = std::move(prompt_tokens),
+                      .prompt_text = std::move(prompt_text),
+                      .max_new_tokens = max_new_tokens,
+                      .sampling = {.temperature = temperature,
+                                   .top_p = top_p,
+                                   .seed = seed,
+                                   .logprobs = logprobs,
+                                   .prompt_logprobs = prompt_logprobs},
+                      .cache_salt = std::move(cache_salt),
+                      .priority = priority,
+                      .cache_priority = {.priority = cache_priority},
+                      .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
+                      .stop_at_eos = stop_at_eos,
+                      .stop_tokens = std::move(stop_tokens)};
   for (auto [offset, length] : chunks) r.chunks.push_back({.offset = offset, .length = length});
   return r;
 }
@@ -54,7 +57,15 @@ void RequestArgs(Def&& def) {
       arg("stop_tokens") = std::vector<TokenId>{},
       arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{},
       arg("cache_priority") = kDefaultCachePriority,
-      arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{}, arg("logprobs") = -1);
+      arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{}, arg("logprobs") = -1,
+      arg("prompt_logprobs") = -1);
+}
+
+// (logprob, [(token, logprob)] of the top tokens) for Python.
+py::tuple LogprobsTuple(const TokenLogprobs& l) {
+  py::list top;
+  for (const TokenLogprob& e : l.top) top.append(py::make_tuple(e.token, e.logprob));
+  return py::make_tuple(l.logprob, top);
 }
 
 void BindTokenizer(py::module_& m) {
@@ -119,10 +130,7 @@ void BindEngineTypes(py::module_& m) {
           "logprobs",
           [](const TokenOutput& t) -> py::object {
             if (!t.logprobs.has_value()) return py::none();
-            py::list top;
-            for (const TokenLogprob& e : t.logprobs->top)
-              top.append(py::make_tuple(e.token, e.logprob));
-            return py::make_tuple(t.logprobs->logprob, top);
+            return LogprobsTuple(*t.logprobs);
           },
           "With logprobs=N: (the token's log-probability, [(token, logprob)] of the N most "
           "probable tokens, descending); else None.");
@@ -138,6 +146,15 @@ void BindEngineTypes(py::module_& m) {
           "Why it finished: \"stop\", \"length\" or \"aborted\".")
       .def_readonly("text", &GenerationResult::text,
                     "output_tokens decoded (empty without a tokenizer).")
+      .def_property_readonly(
+          "prompt_logprobs",
+          [](const GenerationResult& r) {
+            py::list out;
+            for (const TokenLogprobs& l : r.prompt_logprobs) out.append(LogprobsTuple(l));
+            return out;
+          },
+          "With prompt_logprobs=N: per prompt token after the first, (logprob, [(token, "
+          "logprob)] of the N most probable); else [].")
       .def_readonly("num_prefix_hit_tokens", &GenerationResult::num_prefix_hit_tokens,
                     "Prompt tokens served from the cache (OpenAI's cached_tokens).")
       .def_readonly("num_device_hit_tokens", &GenerationResult::num_device_hit_tokens,
@@ -452,11 +469,11 @@ void BindEngineClass(py::module_& m) {
            std::string cache_salt, int32_t priority, bool stop_at_eos,
            std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks,
            int32_t cache_priority, const std::vector<PrioritySpanTuple>& cache_priority_spans,
-           int32_t logprobs) {
+           int32_t logprobs, int32_t prompt_logprobs) {
           return Unwrap(self.get().AddRequest(MakeRequest(
               std::move(prompt_tokens), std::move(prompt_text), max_new_tokens, temperature, top_p,
               seed, std::move(cache_salt), priority, stop_at_eos, std::move(stop_tokens),
-              std::move(chunks), cache_priority, cache_priority_spans, logprobs)));
+              std::move(chunks), cache_priority, cache_priority_spans, logprobs, prompt_logprobs)));
         },
         a..., "Queues a request given by keywords; returns its id.");
   });

@@ -169,3 +169,26 @@ def test_readmission_counters_after_preemption(aidreams):
     assert stats.num_host_hit_tokens == stats.num_readmission_host_hit_tokens == 0
     assert stats.num_remote_hit_tokens == stats.num_readmission_remote_hit_tokens == 0
     assert stats.as_dict()["num_readmissions"] == stats.num_readmissions
+
+
+def test_logprobs_and_prompt_logprobs(engine):
+    """logprobs=N on each TokenOutput, prompt_logprobs=N on the result; both log_softmax of the
+    raw logits rows (the step's logits for the generated tokens)."""
+    rid = engine.add_request(prompt_text="Echoes of", max_new_tokens=4, logprobs=3,
+                             prompt_logprobs=2, stop_at_eos=False)
+    finished = []
+    while engine.has_unfinished_requests():
+        step = engine.step()
+        for i, t in enumerate(step.tokens):
+            row = step.logits[i].astype(np.float64)
+            want = row - row.max() - np.log(np.exp(row - row.max()).sum())
+            logprob, top = t.logprobs
+            assert abs(logprob - want[t.token]) < 1e-4
+            assert [tok for tok, _ in top] == list(np.argsort(-want, kind="stable")[:3])
+            assert top[0][0] == t.token  # greedy
+        finished += [r for r in step.finished if r.request_id == rid]
+    result = finished[0]
+    assert len(result.prompt_logprobs) == len(result.prompt_tokens) - 1
+    assert all(lp <= 0.0 and len(top) == 2 for lp, top in result.prompt_logprobs)
+    with pytest.raises(pagedkv.InvalidArgumentError, match="prompt_logprobs"):
+        engine.add_request(prompt_text="x", prompt_logprobs=21)

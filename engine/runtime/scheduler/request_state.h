@@ -37,7 +37,8 @@ struct PAGEDKV_EXPORT RequestState {
         num_prompt_tokens(static_cast<int32_t>(request.prompt.size())),
         cache_salt(request.cache_salt),
         adapter_id(request.adapter_id),
-        chunks(request.chunks) {}
+        chunks(request.chunks),
+        skip_prefix_cache_lookup(request.skip_prefix_cache_lookup) {}
 
   // Prompt + outputs so far.
   int32_t num_tokens() const { return static_cast<int32_t>(cache.num_tokens()); }
@@ -59,6 +60,7 @@ struct PAGEDKV_EXPORT RequestState {
   std::string cache_salt;
   uint64_t adapter_id;
   std::vector<PromptChunk> chunks;  // sorted, non-overlapping, inside the prompt
+  bool skip_prefix_cache_lookup;    // admissions ignore cached blocks (SchedulerRequest)
 
   RequestStatus status = RequestStatus::kWaiting;
   // Tokens whose KV is computed or scheduled in the current admission (0 while waiting).

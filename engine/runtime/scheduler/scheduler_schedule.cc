@@ -174,7 +174,12 @@ void Scheduler::Impl::OrderWaiting(std::vector<RequestState*>* order) const {
 }
 
 absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* budget) {
-  PAGEDKV_ASSIGN_OR_RETURN(const ComputedBlocks hit, cache_.GetComputedBlocks(request->cache));
+  ComputedBlocks hit;
+  if (request->skip_prefix_cache_lookup) {
+    hit.other_groups.resize(static_cast<size_t>(cache_.num_groups() - 1));
+  } else {
+    PAGEDKV_ASSIGN_OR_RETURN(hit, cache_.GetComputedBlocks(request->cache));
+  }
   const int32_t num_hit = static_cast<int32_t>(hit.num_computed_tokens);
   int32_t num_new = request->num_tokens() - num_hit;
   if (!options_.enable_chunked_prefill) {

@@ -11,28 +11,25 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/serve/http/logprob_text.h"
 #include "engine/serve/http/peer_socket.h"
 
 namespace pagedkv::server {
 namespace {
 
+// What echo puts before the text: the prompt as sent, or its ids decoded.
+std::string EchoText(const ApiRequest& api, const std::vector<TokenId>& prompt,
+                     const Tokenizer& tokenizer) {
+  if (!api.echo) return "";
+  if (!api.prompt_is_tokens) return api.prompt_text;
+  absl::StatusOr<std::string> text = tokenizer.Decode(prompt);
+  return text.ok() ? *std::move(text) : std::string();
+}
+
 // How often a waiting job looks at the client's socket between tokens.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
-
-// The text a response shows for `token` after `prev`: its decoded bytes, or its vocabulary
-// piece when it decodes to nothing (BOS, EOS and other special tokens).
-std::string TokenText(const Tokenizer& tokenizer, TokenId prev, TokenId token) {
-  absl::StatusOr<std::string> text = tokenizer.DecodeToken(prev, token);
-  if (text.ok() && !text->empty()) return *std::move(text);
-  return token >= 0 && token < tokenizer.vocab_size() ? tokenizer.piece(token) : std::string();
-}
-
-// Unicode code points of UTF-8 `text` (bytes that do not continue a sequence).
-int64_t CodePoints(const std::string& text) {
-  return std::count_if(text.begin(), text.end(),
-                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
-}
 
 }  // namespace
 
@@ -45,9 +42,14 @@ CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> c
       include_usage_(api.include_usage),
       stop_token_ids_(api.stop_token_ids),
       text_(tokenizer, prev, api.stop),
-      tokenizer_(tokenizer),
+      texts_(tokenizer),
       prev_(prev),
       want_logprobs_(api.logprobs >= 0),
+      echo_(api.echo),
+      logprobs_k_(api.logprobs),
+      prompt_logprobs_k_(api.prompt_logprobs),
+      drop_generated_(api.max_tokens == 0),
+      echo_text_(EchoText(api, meta_.prompt_token_ids, tokenizer)),
       peer_fd_(peer_fd) {}
 
 CompletionJob::~CompletionJob() {
@@ -77,18 +79,28 @@ bool CompletionJob::Next(RequestChannel::Update* update) {
 
 void CompletionJob::AddLogprobs(const std::vector<TokenId>& tokens,
                                 const std::vector<TokenLogprobs>& logprobs) {
-  TokenId prev = tokens_.empty() ? prev_ : tokens_.back();
-  for (size_t i = 0; i < tokens.size() && i < logprobs.size(); ++i) {
-    TokenLogprobText& entry = logprobs_.emplace_back();
-    entry.token = TokenText(tokenizer_, prev, tokens[i]);
-    entry.logprob = logprobs[i].logprob;
-    for (const TokenLogprob& alternative : logprobs[i].top) {
-      entry.top.emplace_back(TokenText(tokenizer_, prev, alternative.token), alternative.logprob);
-    }
-    entry.text_offset = text_offset_;
-    text_offset_ += CodePoints(entry.token);
-    prev = tokens[i];
+  std::vector<TokenLogprobText> entries =
+      texts_.Generated(tokens_.empty() ? prev_ : tokens_.back(), tokens, logprobs, &text_offset_);
+  logprobs_.insert(logprobs_.end(), std::make_move_iterator(entries.begin()),
+                   std::make_move_iterator(entries.end()));
+}
+
+void CompletionJob::AddPromptParts(const GenerationResult& result, ChoiceDelta* choice) const {
+  const std::vector<TokenId>& prompt = meta_.prompt_token_ids;
+  if (prompt_logprobs_k_ >= 0) {
+    choice->prompt_logprobs = texts_.Vllm(prompt, result.prompt_logprobs, prompt_logprobs_k_);
   }
+  if (!echo_) return;
+  choice->text = echo_text_ + choice->text;
+  if (!choice->logprobs.has_value()) return;
+  int64_t offset = 0;
+  std::vector<TokenLogprobText> entries =
+      texts_.Prompt(prompt, result.prompt_logprobs, logprobs_k_, &offset);
+  for (TokenLogprobText& e : *choice->logprobs) {
+    e.text_offset += offset;  // past the prompt's entries
+    entries.push_back(std::move(e));
+  }
+  choice->logprobs = std::move(entries);
 }
 
 std::optional<std::vector<TokenLogprobText>> CompletionJob::LogprobsOf(size_t from,
@@ -140,11 +152,14 @@ int CompletionJob::RunWhole(std::string* body) {
     *body = ErrorBody(500, update.status.message());
     return 500;
   }
-  ChoiceDelta choice = FinalChoice(*update.result);
-  choice.text = text_.text();
-  const Usage usage = UsageOf(*update.result);
+  ChoiceDelta choice =
+      drop_generated_ ? ChoiceDelta{.finish_reason = "length"} : FinalChoice(*update.result);
+  Usage usage = UsageOf(*update.result);
+  if (drop_generated_) usage.completion_tokens = 0;  // max_tokens 0: only the echoed prompt
+  choice.text = drop_generated_ ? std::string() : text_.text();
   choice.token_ids.assign(tokens_.begin(), tokens_.begin() + usage.completion_tokens);
   choice.logprobs = LogprobsOf(0, static_cast<size_t>(usage.completion_tokens));
+  AddPromptParts(*update.result, &choice);
   *body = CompletionBody(meta_, choice, usage);
   return 200;
 }

@@ -24,6 +24,7 @@
 
 #include "absl/strings/string_view.h"
 #include "engine/serve/http/engine_loop.h"
+#include "engine/serve/http/logprob_text.h"
 #include "engine/serve/http/openai_request.h"
 #include "engine/serve/http/openai_response.h"
 #include "engine/serve/http/text_stream.h"
@@ -55,6 +56,8 @@ class CompletionJob {
   void AddLogprobs(const std::vector<TokenId>& tokens, const std::vector<TokenLogprobs>& logprobs);
   // The logprob entries of tokens [from, to) when the request asked for them, else none.
   std::optional<std::vector<TokenLogprobText>> LogprobsOf(size_t from, size_t to) const;
+  // echo (the prompt's text and logprob entries before the choice's) and vLLM's prompt_logprobs.
+  void AddPromptParts(const GenerationResult& result, ChoiceDelta* choice) const;
   ChoiceDelta FinalChoice(const GenerationResult& result) const;
   Usage UsageOf(const GenerationResult& result) const;
 
@@ -65,9 +68,14 @@ class CompletionJob {
   std::vector<TokenId> stop_token_ids_;
   TextStream text_;
   std::vector<TokenId> tokens_;  // every token the engine produced (text_ may stop earlier)
-  const Tokenizer& tokenizer_;
+  LogprobTexts texts_;
   TokenId prev_;  // the token before the first generated one (the prompt's last)
   bool want_logprobs_;
+  bool echo_;
+  int32_t logprobs_k_;         // top tokens per logprob entry
+  int32_t prompt_logprobs_k_;  // vLLM's prompt_logprobs; -1: none
+  bool drop_generated_;        // max_tokens 0 with echo: the generated token is left out
+  std::string echo_text_;      // what echo puts before the text
   std::vector<TokenLogprobText> logprobs_;  // one per token of tokens_ with want_logprobs_
   int64_t text_offset_ = 0;                 // code points of the logprob entries' texts so far
   int peer_fd_;

@@ -58,10 +58,13 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const ApiRequest& api,
   const int64_t room = std::min(model.context_length, model.pool_tokens) + 1 - prompt;
   g.max_new_tokens =
       api.max_tokens.value_or(static_cast<int32_t>(std::clamp<int64_t>(room, 1, INT32_MAX)));
+  // max_tokens 0 (echo only): one token is generated, and the response leaves it out.
+  g.max_new_tokens = std::max(g.max_new_tokens, 1);
   g.sampling = {.temperature = api.temperature,
                 .top_p = api.top_p,
                 .seed = api.seed.has_value() ? static_cast<uint64_t>(*api.seed) : RandomSeed(),
-                .logprobs = api.logprobs};
+                .logprobs = api.logprobs,
+                .prompt_logprobs = std::max(api.prompt_logprobs, api.echo ? api.logprobs : -1)};
   g.stop_at_eos = !api.ignore_eos;
   g.stop_tokens = api.stop_token_ids;
   g.cache_salt = api.cache_salt;

@@ -220,7 +220,6 @@ constexpr OffField kUnimplementedFields[] = {
     {"structured_outputs", IsEmpty},
     {"use_beam_search", IsFalse},
     {"include_stop_str_in_output", IsFalse},
-    {"prompt_logprobs", IsZero},
     {"truncate_prompt_tokens", IsEmpty},
 };
 
@@ -246,8 +245,6 @@ absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
                            OptionalInteger(object, "best_of", 1, 1 << 20));
   if (best_of.has_value() && *best_of != 1) return FieldError("best_of", "must be 1");
-  PAGEDKV_ASSIGN_OR_RETURN(bool echo, OptionalBool(object, "echo", false));
-  if (echo) return FieldError("echo", "is not supported");
   if (endpoint == ApiEndpoint::kChatCompletions) {
     const json* tools = Field(object, "tools");
     if (tools != nullptr && !(tools->is_array() && tools->empty())) {
@@ -269,6 +266,23 @@ absl::Status ReadSampling(const json& object, ApiRequest* r) {
   PAGEDKV_ASSIGN_OR_RETURN(r->seed,
                            OptionalInteger(object, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max()));
+  return absl::OkStatus();
+}
+
+// echo (completions, not streamed) and vLLM's prompt_logprobs (0..20, not streamed).
+absl::Status ReadPromptLogprobs(const json& object, ApiRequest* r) {
+  constexpr int64_t kMax = SamplingOptions::kMaxLogprobs;
+  PAGEDKV_ASSIGN_OR_RETURN(r->echo, OptionalBool(object, "echo", false));
+  if (r->echo && r->endpoint == ApiEndpoint::kChatCompletions) {
+    return FieldError("echo", "is a completions field");
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> prompt,
+                           OptionalInteger(object, "prompt_logprobs", 0, kMax));
+  if (prompt.has_value()) r->prompt_logprobs = static_cast<int32_t>(*prompt);
+  if (r->stream && r->echo) return FieldError("echo", "is not supported with stream: true");
+  if (r->stream && prompt.has_value()) {
+    return FieldError("prompt_logprobs", "is not supported with stream: true");
+  }
   return absl::OkStatus();
 }
 
@@ -300,7 +314,10 @@ absl::Status ReadLogprobs(const json& object, ApiRequest* r) {
 absl::Status ReadMaxTokens(const json& object, ApiRequest* r) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens,
-                           OptionalInteger(object, "max_tokens", 1, kMax));
+                           OptionalInteger(object, "max_tokens", 0, kMax));
+  if (max_tokens == 0 && !r->echo) {
+    return FieldError("max_tokens", "must be >= 1 (0 only with echo: true)");
+  }
   if (r->endpoint == ApiEndpoint::kChatCompletions) {
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> completion,
                              OptionalInteger(object, "max_completion_tokens", 1, kMax));
@@ -346,11 +363,12 @@ absl::StatusOr<ApiRequest> ParseApiRequest(absl::string_view body, ApiEndpoint e
     PAGEDKV_ASSIGN_OR_RETURN(r.messages, ReadMessages(object));
   }
   PAGEDKV_RETURN_IF_ERROR(RefuseUnsupported(object, endpoint));
+  PAGEDKV_RETURN_IF_ERROR(ReadStreamAndExtensions(object, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadPromptLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadMaxTokens(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadSampling(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadStop(object, limits, &r));
-  PAGEDKV_RETURN_IF_ERROR(ReadStreamAndExtensions(object, &r));
   return r;
 }
 

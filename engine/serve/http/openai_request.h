@@ -8,13 +8,14 @@
 // may add their own):
 //   completions: model, prompt (a string, a list of token ids, or a one-element list of either),
 //     max_tokens, temperature, top_p, seed, stop (a string or a list), stream,
-//     stream_options.include_usage, logprobs (0..20 top tokens), n (1 only), echo / best_of
-//     (off only);
+//     stream_options.include_usage, logprobs (0..20 top tokens), echo (not streamed; then
+//     max_tokens may be 0), n and best_of (1 only);
 //   chat: model, messages (role + content as a string or a list of {"type": "text"} parts),
 //     max_completion_tokens (before max_tokens), the sampling and stream fields above, logprobs
 //     (true / false) with top_logprobs (0..20), tools and
 //     response_format (absent or plain text only);
-//   vLLM's extensions: cache_salt, priority, ignore_eos, stop_token_ids, return_token_ids.
+//   vLLM's extensions: cache_salt, priority, ignore_eos, stop_token_ids, return_token_ids,
+//     prompt_logprobs (not streamed).
 // A field present with JSON null counts as absent.
 //
 // Errors are InvalidArgument whose message names the field; ErrorParam() gives that field's name
@@ -55,11 +56,13 @@ struct ApiRequest {
   std::vector<TokenId> prompt_tokens;
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;  // chat: the conversation
-  std::optional<int32_t> max_tokens;  // >= 1; unset: up to the context
+  std::optional<int32_t> max_tokens;  // >= 1 (0 with echo); unset: up to the context
   float temperature = 1.0f;           // [0, 2]; OpenAI's default 1
   float top_p = 1.0f;                 // (0, 1]
   std::optional<int64_t> seed;
   int32_t logprobs = -1;          // -1: none; else each token's logprob and this many top tokens
+  bool echo = false;              // completions: the prompt precedes the text (and its logprobs)
+  int32_t prompt_logprobs = -1;   // vLLM: -1 none; else the prompt's logprobs, this many top
   std::vector<std::string> stop;  // non-empty strings that end the text (not included)
   std::vector<TokenId> stop_token_ids;  // vLLM: tokens that end the request
   bool ignore_eos = false;              // vLLM: do not stop at the model's end-of-sequence tokens

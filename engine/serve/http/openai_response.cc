@@ -54,12 +54,17 @@ json CompletionLogprobs(const std::vector<TokenLogprobText>& entries) {
        offsets = json::array();
   for (const TokenLogprobText& e : entries) {
     tokens.push_back(e.token);
+    offsets.push_back(e.text_offset);
+    if (!e.has_logprob) {
+      logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
     logprobs.push_back(LogprobJson(e.logprob));
     json alternatives = json::object();
     for (const auto& [text, logprob] : e.top) alternatives[text] = LogprobJson(logprob);
     alternatives[e.token] = LogprobJson(e.logprob);
     top.push_back(std::move(alternatives));
-    offsets.push_back(e.text_offset);
   }
   return json{{"tokens", std::move(tokens)},
               {"token_logprobs", std::move(logprobs)},
@@ -81,6 +86,23 @@ json ChatLogprobs(const std::vector<TokenLogprobText>& entries) {
                        {"top_logprobs", std::move(top)}});
   }
   return json{{"content", std::move(content)}};
+}
+
+json VllmPromptLogprobs(const std::vector<std::vector<VllmLogprob>>& positions) {
+  json out = json::array();
+  for (const std::vector<VllmLogprob>& position : positions) {
+    if (position.empty()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json tokens = json::object();
+    for (const VllmLogprob& l : position) {
+      tokens[std::to_string(l.token)] = {
+          {"logprob", LogprobJson(l.logprob)}, {"rank", l.rank}, {"decoded_token", l.decoded}};
+    }
+    out.push_back(std::move(tokens));
+  }
+  return out;
 }
 
 // The choice's "logprobs": null unless the request asked for them.
@@ -108,7 +130,14 @@ std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
     c["text"] = choice.text;
   }
   if (meta.return_token_ids) c["token_ids"] = choice.token_ids;
+  // vLLM: a completion choice's field; a chat response's top-level one.
+  if (choice.prompt_logprobs.has_value() && !IsChat(meta)) {
+    c["prompt_logprobs"] = VllmPromptLogprobs(*choice.prompt_logprobs);
+  }
   body["choices"] = json::array({FinishFields(choice, std::move(c))});
+  if (choice.prompt_logprobs.has_value() && IsChat(meta)) {
+    body["prompt_logprobs"] = VllmPromptLogprobs(*choice.prompt_logprobs);
+  }
   body["usage"] = UsageJson(usage);
   if (meta.return_token_ids) body["prompt_token_ids"] = meta.prompt_token_ids;
   return Dump(body);

@@ -58,6 +58,15 @@ struct TokenLogprobText {
   float logprob = 0.0f;
   std::vector<std::pair<std::string, float>> top;  // most probable first
   int64_t text_offset = 0;  // completions: the token's start in the choice's text (code points)
+  bool has_logprob = true;  // false: an echoed prompt's first token (null logprob and top)
+};
+
+// One token of one prompt position in vLLM's prompt_logprobs.
+struct VllmLogprob {
+  TokenId token = 0;
+  float logprob = 0.0f;
+  int32_t rank = 1;
+  std::string decoded;
 };
 
 // One choice, or the part of it a stream chunk carries.
@@ -73,6 +82,10 @@ struct ChoiceDelta {
   // "top_logprobs" (the top tokens and the sampled one, as vLLM), "text_offset"}; chat's
   // {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
   std::optional<std::vector<TokenLogprobText>> logprobs;
+  // vLLM's prompt_logprobs when asked (in the choice; chat: in the response): per prompt
+  // position, null where empty (the first), else {"<id>": {"logprob", "rank",
+  // "decoded_token"}} for the prompt token and the top ones.
+  std::optional<std::vector<std::vector<VllmLogprob>>> prompt_logprobs;
 };
 
 // The non-streaming response body.

@@ -205,6 +205,10 @@ class PAGEDKV_EXPORT Engine {
   absl::Status CreateTiers();
   absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;
   StepBatch BuildStepBatch();
+  // Appends the prompt positions of requests that asked for prompt logprobs as logits rows.
+  void AddPromptRows(StepBatch* step) const;
+  // Turns those rows into the requests' prompt logprobs.
+  void CollectPromptLogprobs(const StepBatch& step, const ModelOutput& model_out);
   absl::Status RunModel(const StepBatch& step, ModelOutput* model_out);
   absl::Status CollectOutputs(const StepBatch& step, const ModelOutput& model_out, StepOutput* out);
   // The logprobs of the j-th token appended for sampled sequence k (a copied row).

@@ -49,6 +49,11 @@ struct PAGEDKV_EXPORT SamplingOptions {
   // most probable tokens of its row (TokenOutput::logprobs), taken from the raw logits (before
   // temperature and top-p, as vLLM's default and OpenAI report them).
   int32_t logprobs = -1;
+  // -1: none. 0..kMaxLogprobs: the log-probability of every prompt token after the first given
+  // the tokens before it, with that many most probable tokens (GenerationResult::prompt_logprobs;
+  // vLLM's prompt_logprobs). The request then computes its whole prompt even when it is cached
+  // (its blocks are still cached for others), as vLLM does. Not with GenerationRequest::chunks.
+  int32_t prompt_logprobs = -1;
   static constexpr int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
 };
 
@@ -83,6 +88,7 @@ struct PAGEDKV_EXPORT TokenLogprob {
 // A generated token's log-probability and the most probable tokens of the row it was drawn from.
 struct PAGEDKV_EXPORT TokenLogprobs {
   float logprob = 0.0f;           // of the generated token
+  int32_t rank = 1;               // 1 + tokens of the row with a larger logit (vLLM's rank)
   std::vector<TokenLogprob> top;  // SamplingOptions::logprobs entries, descending (ties: lower id)
 };
 
@@ -101,6 +107,9 @@ struct PAGEDKV_EXPORT GenerationResult {
   std::vector<TokenId> output_tokens;
   FinishReason finish_reason = FinishReason::kNone;
   std::string text;  // output_tokens decoded (when the engine has a tokenizer)
+  // With SamplingOptions::prompt_logprobs: entry i is prompt token i + 1's (prompt.size() - 1
+  // entries; fewer when the request was aborted before its prompt was computed).
+  std::vector<TokenLogprobs> prompt_logprobs;
   // Prompt tokens served from the prefix cache at the first admission (OpenAI's cached_tokens),
   // split by tier: device + host + remote = num_prefix_hit_tokens.
   int32_t num_prefix_hit_tokens = 0;

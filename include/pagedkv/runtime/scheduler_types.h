@@ -139,6 +139,10 @@ struct PAGEDKV_EXPORT SchedulerRequest {
   // Spans that may be reused from cached chunks at another position (with a ChunkReuseProvider);
   // sorted by offset, non-overlapping, inside the prompt.
   std::vector<PromptChunk> chunks;
+  // Computes the whole prompt at every admission even when its blocks are cached (they are still
+  // cached for other requests): for a caller that needs the logits of every prompt position
+  // (prompt logprobs), as vLLM skips reading the prefix cache for such requests.
+  bool skip_prefix_cache_lookup = false;
 };
 
 // One token whose KV is moved before a step's forward pass (shifted-position reuse): its key is

@@ -41,6 +41,8 @@ TEST(TokenLogprobsOfTest, MatchesAFloat64LogSoftmaxAndSortsTheTop) {
   const std::vector<double> want = LogSoftmax(wide);
   const TokenLogprobs lp = TokenLogprobsOf(row, /*token=*/2, /*top_k=*/4);
   EXPECT_NEAR(lp.logprob, want[2], 1e-5);
+  EXPECT_EQ(lp.rank, 2);  // below 90 only; the tie at 3.25 does not count
+  EXPECT_EQ(TokenLogprobsOf(row, 6, 0).rank, 7);
   ASSERT_EQ(lp.top.size(), 4u);
   const TokenId order[] = {5, 2, 3, 0};  // 3.25 twice: the lower id first
   for (size_t i = 0; i < 4; ++i) {
@@ -145,13 +147,58 @@ TEST_F(EngineLogprobsTest, GeneratedTokensCarryTheReferenceLogprobs) {
   }
 }
 
+// Prompt logprobs: every prompt token after the first, against the reference, the same when the
+// prompt is cached (the request computes it anyway) and across chunked prefill.
+TEST_F(EngineLogprobsTest, PromptLogprobsMatchTheReferenceColdAndCached) {
+  EngineOptions o;
+  o.backend = BackendKind::kCpu;
+  o.block_size = 4;
+  o.num_kv_blocks = 128;
+  o.scheduler.max_num_batched_tokens = 8;  // the 21-token prompt is computed in three chunks
+  o.scheduler.enable_chunked_prefill = true;
+  auto engine = *Engine::Create(weights_, o);
+  std::vector<TokenId> prompt = {1};
+  for (int i = 0; i < 20; ++i) prompt.push_back(static_cast<TokenId>(3 + (i * 7) % 50));
+  const auto logits = ReferenceForward(model_).Logits(prompt);
+  for (int run = 0; run < 2; ++run) {
+    GenerationRequest request = Request(prompt, {.prompt_logprobs = 2});
+    request.max_new_tokens = 1;
+    absl::StatusOr<std::vector<GenerationResult>> done = engine->Generate({request});
+    ASSERT_TRUE(done.ok()) << done.status();
+    const GenerationResult& r = (*done)[0];
+    EXPECT_EQ(r.num_prefix_hit_tokens, 0) << "run " << run;  // never read from the cache
+    ASSERT_EQ(r.prompt_logprobs.size(), prompt.size() - 1);
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+      const std::vector<double> want = LogSoftmax(logits[i]);
+      EXPECT_NEAR(r.prompt_logprobs[i].logprob, want[static_cast<size_t>(prompt[i + 1])], 1e-4)
+          << "run " << run << " token " << i + 1;
+      ASSERT_EQ(r.prompt_logprobs[i].top.size(), 2u);
+      const auto best = std::max_element(want.begin(), want.end()) - want.begin();
+      EXPECT_EQ(r.prompt_logprobs[i].top[0].token, best);
+    }
+  }
+  // Without prompt logprobs the same prompt hits the cache the two runs filled.
+  GenerationRequest plain = Request(prompt, {});
+  plain.max_new_tokens = 1;
+  absl::StatusOr<std::vector<GenerationResult>> done = engine->Generate({plain});
+  ASSERT_TRUE(done.ok());
+  EXPECT_GT((*done)[0].num_prefix_hit_tokens, 0);
+  EXPECT_TRUE((*done)[0].prompt_logprobs.empty());
+}
+
 TEST_F(EngineLogprobsTest, OutOfRangeLogprobsAreRefusedAndNothingIsAdded) {
   auto engine = MakeEngine();
   for (const int32_t bad : {-2, SamplingOptions::kMaxLogprobs + 1}) {
     absl::StatusOr<RequestId> id = engine->AddRequest(Request({1, 2, 3}, {.logprobs = bad}));
     ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(id.status().message(), HasSubstr("sampling.logprobs"));
+    id = engine->AddRequest(Request({1, 2, 3}, {.prompt_logprobs = bad}));
+    ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(id.status().message(), HasSubstr("sampling.prompt_logprobs"));
   }
+  GenerationRequest chunked = Request({1, 2, 3, 4, 5}, {.prompt_logprobs = 0});
+  chunked.chunks = {{.offset = 1, .length = 3}};
+  EXPECT_THAT(engine->AddRequest(chunked).status().message(), HasSubstr("chunks"));
   EXPECT_FALSE(engine->HasUnfinishedRequests());
 }
 

@@ -1,7 +1,8 @@
 """`logprobs` of `pagedkv serve` through the real `openai` client: the served values equal the
 log-softmax (float64) of the engine's own logits rows (`pagedkv.Engine` with return_logits, whose
 rows tests/engine/runtime/engine_logprobs_test.cc checks against a float64 forward), for
-completions and chat, streamed and not, cold and from the prefix cache."""
+completions and chat, streamed and not, cold and from the prefix cache; echo and vLLM's
+prompt_logprobs against the engine's rows of every prompt prefix."""
 
 from __future__ import annotations
 
@@ -140,11 +141,69 @@ def test_chat_logprobs_on_smollm2(cli_module, openai_module, smollm2_args):
         assert server.stop() == 0
 
 
+def _prompt_rows(model_dir, prompt_ids):
+    """Row i: log-softmax of the engine's logits after prompt_ids[:i + 1] (predicting token
+    i + 1), each prefix run as its own request."""
+    engine = pagedkv.Engine.load(str(model_dir), backend="cpu", return_logits=True)
+    ids = [engine.add_request(prompt_tokens=prompt_ids[:i + 1], max_new_tokens=1,
+                              stop_at_eos=False) for i in range(len(prompt_ids) - 1)]
+    rows = {}
+    while engine.has_unfinished_requests():
+        step = engine.step()
+        for i, t in enumerate(step.tokens):
+            rows[t.request_id] = _log_softmax(step.logits[i])
+    return [rows[i] for i in ids]
+
+
+def test_echo_gives_the_prompt_logprobs_cold_or_cached(tinystories, openai_module,
+                                                       tinystories_args):
+    """lm-evaluation-harness's loglikelihood request: echo, logprobs 1, max_tokens 1."""
+    client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
+    client.completions.create(model="", prompt=PROMPT, max_tokens=1)  # caches the prompt
+    echo = client.completions.create(model="", prompt=PROMPT, max_tokens=1, temperature=0,
+                                     logprobs=1, echo=True,
+                                     extra_body={"return_token_ids": True})
+    choice = echo.choices[0]
+    prompt_ids = echo.model_extra["prompt_token_ids"]
+    lp = choice.logprobs
+    assert choice.text.startswith(PROMPT)
+    assert len(lp.tokens) == len(prompt_ids) + 1  # the prompt and the generated token
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    rows = _prompt_rows(tinystories_args[1], prompt_ids)
+    for i in range(1, len(prompt_ids)):
+        row = rows[i - 1]
+        assert abs(lp.token_logprobs[i] - row[prompt_ids[i]]) < TOL, i
+        best = max(lp.top_logprobs[i].values())
+        assert abs(best - row.max()) < TOL, i
+    assert lp.text_offset == np.cumsum([0] + [len(t) for t in lp.tokens])[:-1].tolist()
+    # The continuation's log-likelihood as lm-evaluation-harness sums it.
+    ctxlen = 5
+    want = sum(rows[i - 1][prompt_ids[i]] for i in range(ctxlen, len(prompt_ids)))
+    assert abs(sum(lp.token_logprobs[ctxlen:-1]) - want) < 1e-3
+    # Echoed prompts are computed, not read from the cache, so the values above are the cold ones.
+    assert echo.usage.prompt_tokens_details.cached_tokens == 0
+
+    only = client.completions.create(model="", prompt=PROMPT, max_tokens=0, echo=True,
+                                     extra_body={"prompt_logprobs": 2})
+    assert only.choices[0].text == PROMPT and only.usage.completion_tokens == 0
+    assert only.choices[0].finish_reason == "length"
+    vllm = only.choices[0].model_extra["prompt_logprobs"]
+    assert len(vllm) == len(prompt_ids) and vllm[0] is None
+    for i in range(1, len(prompt_ids)):
+        entry = vllm[i][str(prompt_ids[i])]
+        assert abs(entry["logprob"] - rows[i - 1][prompt_ids[i]]) < TOL
+        assert entry["rank"] == 1 + int((rows[i - 1] > rows[i - 1][prompt_ids[i]] + 1e-6).sum())
+
+
 def test_bad_logprobs_fields_are_refused(tinystories):
     for body, param in [({"prompt": "a", "logprobs": 21}, "logprobs"),
                         ({"prompt": "a", "logprobs": -1}, "logprobs"),
                         ({"prompt": "a", "top_logprobs": 2}, "top_logprobs"),
-                        ({"prompt": "a", "logprobs": 1, "echo": True}, "echo")]:
+                        ({"prompt": "a", "echo": True, "stream": True}, "echo"),
+                        ({"prompt": "a", "prompt_logprobs": 1, "stream": True},
+                         "prompt_logprobs"),
+                        ({"prompt": "a", "prompt_logprobs": 21}, "prompt_logprobs"),
+                        ({"prompt": "a", "max_tokens": 0}, "max_tokens")]:
         status, _, answer = tinystories.request("POST", "/v1/completions", body)
         assert status == 400 and answer["error"]["param"] == param, body
     status, _, answer = tinystories.request(

@@ -76,7 +76,6 @@ TEST(OpenAiRequestTest, UnknownFieldsAreIgnored) {
 TEST(OpenAiRequestTest, RefusesWhatItCannotServeNamingTheField) {
   EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 2})").first, "n");
   EXPECT_EQ(Refusal(R"({"prompt": "a", "best_of": 3})").first, "best_of");
-  EXPECT_EQ(Refusal(R"({"prompt": "a", "echo": true})").first, "echo");
   EXPECT_EQ(Refusal(R"({"prompt": ["a", "b"]})").first, "prompt");
   EXPECT_THAT(Refusal(R"({"prompt": ["a", "b"]})").second, HasSubstr("one request per prompt"));
   EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
@@ -116,6 +115,23 @@ TEST(OpenAiRequestTest, LogprobsAreReadPerEndpoint) {
   EXPECT_EQ(Refusal(chat(R"(, "logprobs": 3)"), ApiEndpoint::kChatCompletions).first, "logprobs");
 }
 
+TEST(OpenAiRequestTest, EchoAndPromptLogprobs) {
+  const ApiRequest echo = Completion(R"({"prompt": "a", "echo": true, "max_tokens": 0})");
+  EXPECT_TRUE(echo.echo);
+  EXPECT_EQ(echo.max_tokens, 0);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "prompt_logprobs": 3})").prompt_logprobs, 3);
+  EXPECT_EQ(Completion(R"({"prompt": "a"})").prompt_logprobs, -1);
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": 0})").first, "max_tokens");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "echo": true, "stream": true})").first, "echo");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "prompt_logprobs": 1, "stream": true})").first,
+            "prompt_logprobs");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "prompt_logprobs": 21})").first, "prompt_logprobs");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "a"}], "echo": true})",
+                    ApiEndpoint::kChatCompletions)
+                .first,
+            "echo");
+}
+
 // Sampling fields vLLM accepts and pagedkv does not implement: their off values pass, any other
 // value is refused naming the field (never silently ignored).
 TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
@@ -136,7 +152,6 @@ TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
       {{"guided_choice", "[]"}, {"guided_choice", R"(["a", "b"])"}},
       {{"use_beam_search", "false"}, {"use_beam_search", "true"}},
       {{"include_stop_str_in_output", "false"}, {"include_stop_str_in_output", "true"}},
-      {{"prompt_logprobs", "0"}, {"prompt_logprobs", "1"}},
       {{"truncate_prompt_tokens", "null"}, {"truncate_prompt_tokens", "100"}},
   };
   for (const auto& [off, on] : off_and_on) {

@@ -62,6 +62,26 @@ TEST(OpenAiResponseTest, CompletionLogprobsInOpenAisShape) {
   EXPECT_LT(text.find("\" Pa\":-0.5"), text.find("\" Lo\":-1.25"));
 }
 
+TEST(OpenAiResponseTest, EchoedFirstTokenAndVllmPromptLogprobs) {
+  ChoiceDelta choice{.text = "ab"};
+  choice.logprobs = {{.token = "a", .has_logprob = false},
+                     {.token = "b", .logprob = -2.0f, .text_offset = 1}};
+  choice.prompt_logprobs = {{}, {{.token = 7, .logprob = -2.0f, .rank = 3, .decoded = "b"}}};
+  const json c =
+      json::parse(CompletionBody(Meta(ApiEndpoint::kCompletions), choice, {}))["choices"][0];
+  EXPECT_TRUE(c["logprobs"]["token_logprobs"][0].is_null());
+  EXPECT_TRUE(c["logprobs"]["top_logprobs"][0].is_null());
+  EXPECT_EQ(c["logprobs"]["token_logprobs"][1], -2.0);
+  EXPECT_EQ(c["logprobs"]["text_offset"], json::array({0, 1}));
+  EXPECT_TRUE(c["prompt_logprobs"][0].is_null());
+  EXPECT_EQ(c["prompt_logprobs"][1]["7"],
+            json({{"logprob", -2.0}, {"rank", 3}, {"decoded_token", "b"}}));
+  // Chat: vLLM puts prompt_logprobs in the response, not in the choice.
+  const json chat = json::parse(CompletionBody(Meta(ApiEndpoint::kChatCompletions), choice, {}));
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_logprobs"));
+  EXPECT_EQ(chat["prompt_logprobs"][1]["7"]["rank"], 3);
+}
+
 TEST(OpenAiResponseTest, ChatLogprobsInOpenAisShape) {
   const ChoiceDelta choice{.text = " Paris", .logprobs = Entries()};
   const json lp = json::parse(CompletionBody(Meta(ApiEndpoint::kChatCompletions), choice,
