@@ -290,6 +290,9 @@ void HttpServer::AddTokenRoutes() {
   http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     HandleDetokenize(req, res);
   });
+  http_->Get("/tokenizer_info", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenizerInfo(req, res);
+  });
 }
 
 void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
@@ -309,6 +312,24 @@ void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& 
                  {"max_model_len", model_.context_length},
                  {"tokens", *ids},
                  {"token_strs", nullptr}});
+}
+
+void HttpServer::HandleTokenizerInfo(const httplib::Request& req, httplib::Response& res) {
+  if (!Authorized(req, res) || ReadyLoop(res) == nullptr) return;
+  const Tokenizer& t = *model_.tokenizer;
+  auto special = [&t](TokenId id) -> nlohmann::json {
+    if (id < 0 || id >= t.vocab_size()) return nullptr;
+    return t.piece(id);
+  };
+  SendJson(res, {{"tokenizer_class", t.bpe() != nullptr ? "huggingface_bpe" : "llama2c"},
+                 {"bos_token", special(t.bos_id())},
+                 {"eos_token", special(t.eos_id())},
+                 {"pad_token", nullptr},
+                 {"chat_template", model_.chat_template.empty()
+                                       ? nlohmann::json()
+                                       : nlohmann::json(model_.chat_template)},
+                 {"model_max_length", model_.context_length},
+                 {"vocab_size", t.vocab_size()}});
 }
 
 void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {

@@ -4,6 +4,7 @@
 // the library llama.cpp's llama-server uses), one connection per pooled thread:
 //   POST /v1/completions, /v1/chat/completions   generation, whole or streamed (SSE)
 //   POST /tokenize, /detokenize                   vLLM's extensions that routers call
+//   GET  /tokenizer_info                          vLLM's: special tokens, chat template
 //   GET  /v1/models                               the served model
 //   GET  /health                                  200 when ready, 503 while loading or draining
 //   GET  /metrics                                 Prometheus text: server and KV cache metrics
@@ -92,6 +93,8 @@ class HttpServer {
   EngineLoop* ReadyLoop(httplib::Response& res) const;
   void HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
+  // vLLM's GET /tokenizer_info (lm-evaluation-harness's remote tokenizer reads it).
+  void HandleTokenizerInfo(const httplib::Request& req, httplib::Response& res);
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
 
   HttpServerOptions options_;

@@ -210,3 +210,14 @@ def test_bad_logprobs_fields_are_refused(tinystories):
         "POST", "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
     assert status == 400 and answer["error"]["param"] in ("top_logprobs", "messages")
+
+
+def test_tokenizer_info_names_the_special_tokens(tinystories):
+    """vLLM's GET /tokenizer_info, which lm-evaluation-harness's remote tokenizer reads."""
+    status, _, info = tinystories.request("GET", "/tokenizer_info")
+    assert status == 200
+    assert info["bos_token"] == "<|start_story|>" and info["eos_token"] == "<|end_story|>"
+    assert info["model_max_length"] == 512 and info["vocab_size"] == 2048
+    status, _, ids = tinystories.request("POST", "/tokenize", {"prompt": info["eos_token"],
+                                                               "add_special_tokens": False})
+    assert status == 200 and len(ids["tokens"]) == 1  # the special token's piece encodes to it
