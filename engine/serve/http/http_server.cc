@@ -321,15 +321,15 @@ void HttpServer::HandleTokenizerInfo(const httplib::Request& req, httplib::Respo
     if (id < 0 || id >= t.vocab_size()) return nullptr;
     return t.piece(id);
   };
-  SendJson(res, {{"tokenizer_class", t.bpe() != nullptr ? "huggingface_bpe" : "llama2c"},
-                 {"bos_token", special(t.bos_id())},
-                 {"eos_token", special(t.eos_id())},
-                 {"pad_token", nullptr},
-                 {"chat_template", model_.chat_template.empty()
-                                       ? nlohmann::json()
-                                       : nlohmann::json(model_.chat_template)},
-                 {"model_max_length", model_.context_length},
-                 {"vocab_size", t.vocab_size()}});
+  SendJson(res,
+           {{"tokenizer_class", t.bpe() != nullptr ? "huggingface_bpe" : "llama2c"},
+            {"bos_token", special(t.bos_id())},
+            {"eos_token", special(t.eos_id())},
+            {"pad_token", nullptr},
+            {"chat_template", model_.chat_template.empty() ? nlohmann::json()
+                                                           : nlohmann::json(model_.chat_template)},
+            {"model_max_length", model_.context_length},
+            {"vocab_size", t.vocab_size()}});
 }
 
 void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
