@@ -35,7 +35,7 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
 
 CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> channel,
                              const ApiRequest& api, ResponseMeta meta, const Tokenizer& tokenizer,
-                             TokenId prev, int peer_fd)
+                             TokenId prev, int peer_fd, int32_t index)
     : loop_(loop),
       channel_(std::move(channel)),
       meta_(std::move(meta)),
@@ -50,14 +50,16 @@ CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> c
       prompt_logprobs_k_(api.prompt_logprobs),
       drop_generated_(api.max_tokens == 0),
       echo_text_(EchoText(api, meta_.prompt_token_ids, tokenizer)),
-      peer_fd_(peer_fd) {}
+      peer_fd_(peer_fd),
+      index_(index),
+      poll_interval_(kPollInterval / std::max(1, api.n)) {}
 
 CompletionJob::~CompletionJob() {
   if (!ended_) loop_->Abort(channel_->id(), EngineLoop::AbortReason::kClientGone);
 }
 
 bool CompletionJob::Next(RequestChannel::Update* update) {
-  *update = channel_->Wait(kPollInterval);
+  *update = channel_->Wait(poll_interval_);
   if (want_logprobs_) AddLogprobs(update->tokens, update->logprobs);
   for (TokenId t : update->tokens) {
     tokens_.push_back(t);
@@ -143,57 +145,87 @@ Usage CompletionJob::UsageOf(const GenerationResult& result) const {
           .cached_tokens = result.num_prefix_hit_tokens};
 }
 
-int CompletionJob::RunWhole(std::string* body) {
+int CompletionJob::Finish(ChoiceDelta* choice, Usage* usage, std::string* error_body) {
   RequestChannel::Update update;
   while (!ended_) {
     if (!Next(&update)) return 0;
   }
   if (!update.status.ok()) {
-    *body = ErrorBody(500, update.status.message());
+    *error_body = ErrorBody(500, update.status.message());
     return 500;
   }
-  ChoiceDelta choice =
-      drop_generated_ ? ChoiceDelta{.finish_reason = "length"} : FinalChoice(*update.result);
-  Usage usage = UsageOf(*update.result);
-  if (drop_generated_) usage.completion_tokens = 0;  // max_tokens 0: only the echoed prompt
-  choice.text = drop_generated_ ? std::string() : text_.text();
-  choice.token_ids.assign(tokens_.begin(), tokens_.begin() + usage.completion_tokens);
-  choice.logprobs = LogprobsOf(0, static_cast<size_t>(usage.completion_tokens));
-  AddPromptParts(*update.result, &choice);
-  *body = CompletionBody(meta_, choice, usage);
+  *choice = drop_generated_ ? ChoiceDelta{.finish_reason = "length"} : FinalChoice(*update.result);
+  choice->index = index_;
+  *usage = UsageOf(*update.result);
+  if (drop_generated_) usage->completion_tokens = 0;  // max_tokens 0: only the echoed prompt
+  choice->text = drop_generated_ ? std::string() : text_.text();
+  choice->token_ids.assign(tokens_.begin(), tokens_.begin() + usage->completion_tokens);
+  choice->logprobs = LogprobsOf(0, static_cast<size_t>(usage->completion_tokens));
+  AddPromptParts(*update.result, choice);
   return 200;
 }
 
-bool CompletionJob::Stream(const Writer& write) {
-  bool first = true;
-  size_t sent_tokens = 0;
-  auto counted = [this] {
-    return text_.stopped() ? static_cast<size_t>(text_.num_tokens()) : tokens_.size();
-  };
+int CompletionJob::RunWhole(std::string* body) {
+  ChoiceDelta choice;
+  Usage usage;
+  const int status = Finish(&choice, &usage, body);
+  if (status == 200) *body = CompletionBody(meta_, choice, usage);
+  return status;
+}
+
+size_t CompletionJob::Counted() const {
+  return text_.stopped() ? static_cast<size_t>(text_.num_tokens()) : tokens_.size();
+}
+
+ChoiceDelta CompletionJob::TakeDelta(ChoiceDelta delta) {
+  delta.index = index_;
+  delta.first = !sent_first_;
+  delta.text = text_.TakeDelta();
+  delta.token_ids.assign(tokens_.begin() + static_cast<ptrdiff_t>(sent_tokens_),
+                         tokens_.begin() + static_cast<ptrdiff_t>(Counted()));
+  delta.logprobs = LogprobsOf(sent_tokens_, Counted());
+  sent_first_ = true;
+  sent_tokens_ = Counted();
+  return delta;
+}
+
+bool CompletionJob::StreamStep(const Writer& write) {
   RequestChannel::Update update;
-  for (;;) {
-    if (!Next(&update)) return false;
-    if (ended_) break;
-    if (counted() == sent_tokens) continue;
-    ChoiceDelta delta = {.text = text_.TakeDelta(), .first = first};
-    delta.token_ids.assign(tokens_.begin() + sent_tokens, tokens_.begin() + counted());
-    delta.logprobs = LogprobsOf(sent_tokens, counted());
-    if (!write(SseEvent(StreamChunk(meta_, delta)))) return false;
-    first = false;
-    sent_tokens = counted();
+  if (!Next(&update)) return false;
+  if (!ended_) {
+    return Counted() == sent_tokens_ || write(SseEvent(StreamChunk(meta_, TakeDelta({}))));
   }
+  stream_done_ = true;
   if (!update.status.ok()) {
-    return write(SseEvent(ErrorBody(500, update.status.message()))) && write(kSseDone);
+    stream_error_ = update.status;
+    return true;
   }
-  ChoiceDelta last = FinalChoice(*update.result);
-  last.text = text_.TakeDelta();
-  last.first = first;
-  last.token_ids.assign(tokens_.begin() + sent_tokens, tokens_.begin() + counted());
-  last.logprobs = LogprobsOf(sent_tokens, counted());
-  if (!write(SseEvent(StreamChunk(meta_, last)))) return false;
-  if (include_usage_ && !write(SseEvent(UsageChunk(meta_, UsageOf(*update.result))))) {
-    return false;
+  usage_ = UsageOf(*update.result);
+  return write(SseEvent(StreamChunk(meta_, TakeDelta(FinalChoice(*update.result)))));
+}
+
+bool CompletionJob::Stream(const Writer& write) {
+  std::vector<CompletionJob*> one = {this};
+  return StreamChoices(one, include_usage_, write);
+}
+
+bool StreamChoices(const std::vector<CompletionJob*>& jobs, bool include_usage,
+                   const CompletionJob::Writer& write) {
+  for (bool running = true; running;) {
+    running = false;
+    for (CompletionJob* job : jobs) {
+      if (job->stream_done()) continue;
+      if (!job->StreamStep(write)) return false;
+      if (!job->stream_error().ok()) {
+        return write(SseEvent(ErrorBody(500, job->stream_error().message()))) && write(kSseDone);
+      }
+      running = running || !job->stream_done();
+    }
   }
+  Usage total = jobs.front()->usage();  // the prompt once, every choice's completion tokens
+  for (size_t i = 1; i < jobs.size(); ++i)
+    total.completion_tokens += jobs[i]->usage().completion_tokens;
+  if (include_usage && !write(SseEvent(UsageChunk(jobs.front()->meta(), total)))) return false;
   return write(kSseDone);
 }
 

@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "engine/serve/http/engine_loop.h"
 #include "engine/serve/http/logprob_text.h"
 #include "engine/serve/http/openai_request.h"
@@ -36,18 +38,31 @@ class CompletionJob {
   // `writer` sends bytes to the client (false: the connection failed).
   using Writer = std::function<bool(absl::string_view)>;
 
-  // REQUIRES: `loop` and `tokenizer` outlive the job; `peer_fd` is the client's socket or -1.
+  // REQUIRES: `loop` and `tokenizer` outlive the job; `peer_fd` is the client's socket or -1;
+  // `index` is the choice's (0 .. api.n - 1).
   CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> channel, const ApiRequest& api,
-                ResponseMeta meta, const Tokenizer& tokenizer, TokenId prev, int peer_fd);
+                ResponseMeta meta, const Tokenizer& tokenizer, TokenId prev, int peer_fd,
+                int32_t index = 0);
   ~CompletionJob();  // aborts the request when it has not ended (e.g. the stream broke)
 
   // Waits for the end and writes the JSON body to *body; returns the HTTP status (200, or 500
   // when the engine failed; 0 when the client disconnected: nothing to send).
   int RunWhole(std::string* body);
+  // The same, as this choice and its usage (200), or the error body (500), or 0.
+  int Finish(ChoiceDelta* choice, Usage* usage, std::string* error_body);
 
   // Streams the whole response through `write` (chunks, the usage chunk when asked, [DONE]).
   // False when the client went away or a write failed (the request is aborted then).
   bool Stream(const Writer& write);
+
+  // One step of a stream: waits for the next update and writes this choice's chunk, or its last
+  // chunk once the request ended (then stream_done(); an engine failure is left in
+  // stream_error() unwritten). False when the client went away or a write failed.
+  bool StreamStep(const Writer& write);
+  bool stream_done() const { return stream_done_; }
+  const absl::Status& stream_error() const { return stream_error_; }
+  const Usage& usage() const { return usage_; }  // once stream_done()
+  const ResponseMeta& meta() const { return meta_; }
 
  private:
   // Waits for the next update and feeds its tokens to the text. False when the client is gone.
@@ -59,6 +74,10 @@ class CompletionJob {
   // echo (the prompt's text and logprob entries before the choice's) and vLLM's prompt_logprobs.
   void AddPromptParts(const GenerationResult& result, ChoiceDelta* choice) const;
   ChoiceDelta FinalChoice(const GenerationResult& result) const;
+  // Tokens that count (those before a stop string).
+  size_t Counted() const;
+  // `delta` with the text, ids and logprobs not yet streamed, which are then marked sent.
+  ChoiceDelta TakeDelta(ChoiceDelta delta);
   Usage UsageOf(const GenerationResult& result) const;
 
   EngineLoop* loop_;
@@ -79,9 +98,23 @@ class CompletionJob {
   std::vector<TokenLogprobText> logprobs_;  // one per token of tokens_ with want_logprobs_
   int64_t text_offset_ = 0;                 // code points of the logprob entries' texts so far
   int peer_fd_;
-  bool ended_ = false;      // the channel delivered the result
-  bool stop_sent_ = false;  // aborted for a stop string
+  int32_t index_;
+  absl::Duration poll_interval_;  // shared by the choices of one response
+  bool ended_ = false;            // the channel delivered the result
+  bool stop_sent_ = false;        // aborted for a stop string
+  // Streaming state.
+  bool sent_first_ = false;
+  size_t sent_tokens_ = 0;
+  bool stream_done_ = false;
+  absl::Status stream_error_;
+  Usage usage_;
 };
+
+// Streams the choices of one response, interleaved as their tokens arrive (each chunk carries
+// its choice's index), then one usage chunk (the prompt once, every choice's completion tokens)
+// when asked, then [DONE]. False when the client went away or a write failed.
+bool StreamChoices(const std::vector<CompletionJob*>& jobs, bool include_usage,
+                   const CompletionJob::Writer& write);
 
 }  // namespace pagedkv::server
 

@@ -251,11 +251,10 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
     return reject(absl::NotFoundError(absl::StrCat(
         "the model '", api->model, "' does not exist; this server serves '", model_.name, "'")));
   }
-  absl::StatusOr<GenerationRequest> generation = ToGenerationRequest(*api, model_);
-  if (!generation.ok()) return reject(generation.status());
-  std::vector<TokenId> prompt = generation->prompt_tokens;
-  absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(std::move(*generation));
-  if (!channel.ok()) return reject(channel.status());
+  std::vector<TokenId> prompt;
+  absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> channels =
+      SubmitChoices(*api, loop, &prompt);
+  if (!channels.ok()) return reject(channels.status());
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   ResponseMeta meta = {.id = NewResponseId(chat ? "chatcmpl-" : "cmpl-"),
                        .created = UnixSeconds(),
@@ -264,23 +263,68 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
                        .return_token_ids = api->return_token_ids,
                        .prompt_token_ids = prompt};
   const int fd = FindPeerSocket(req.local_port, req.remote_addr, req.remote_port);
-  auto job = std::make_shared<CompletionJob>(loop, std::move(*channel), *api, std::move(meta),
-                                             *model_.tokenizer, prompt.back(), fd);
-  if (!api->stream) {
-    std::string body;
-    const int status = job->RunWhole(&body);
-    if (status == 0) return;  // the client has gone; the request was aborted
-    res.status = status;
-    res.set_content(body, "application/json");
-    return;
+  std::vector<std::shared_ptr<CompletionJob>> jobs;
+  for (size_t i = 0; i < channels->size(); ++i) {
+    jobs.push_back(std::make_shared<CompletionJob>(loop, std::move((*channels)[i]), *api, meta,
+                                                   *model_.tokenizer, meta.prompt_token_ids.back(),
+                                                   fd, static_cast<int32_t>(i)));
   }
+  if (!api->stream) return RespondWhole(jobs, meta, res);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [job](size_t, httplib::DataSink& sink) {
-    const bool ok = job->Stream(
-        [&sink](absl::string_view bytes) { return sink.write(bytes.data(), bytes.size()); });
-    if (ok) sink.done();
-    return ok;
-  });
+  const bool include_usage = api->include_usage;
+  res.set_chunked_content_provider(
+      "text/event-stream", [jobs, include_usage](size_t, httplib::DataSink& sink) {
+        std::vector<CompletionJob*> all;
+        for (const auto& job : jobs) all.push_back(job.get());
+        const bool ok = StreamChoices(all, include_usage, [&sink](absl::string_view bytes) {
+          return sink.write(bytes.data(), bytes.size());
+        });
+        if (ok) sink.done();
+        return ok;
+      });
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> HttpServer::SubmitChoices(
+    const ApiRequest& api, EngineLoop* loop, std::vector<TokenId>* prompt) {
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  auto abort_all = [&] {
+    for (const auto& c : channels) loop->Abort(c->id(), EngineLoop::AbortReason::kClientGone);
+  };
+  for (int32_t i = 0; i < api.n; ++i) {
+    absl::StatusOr<GenerationRequest> generation = ToGenerationRequest(api, model_);
+    if (!generation.ok()) return generation.status();
+    // Seeded: choice i draws from seed + i, so each is reproducible and they differ.
+    if (api.seed.has_value()) generation->sampling.seed = static_cast<uint64_t>(*api.seed) + i;
+    *prompt = generation->prompt_tokens;
+    absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(*std::move(generation));
+    if (!channel.ok()) {
+      abort_all();
+      return channel.status();
+    }
+    channels.push_back(*std::move(channel));
+  }
+  return channels;
+}
+
+void HttpServer::RespondWhole(const std::vector<std::shared_ptr<CompletionJob>>& jobs,
+                              const ResponseMeta& meta, httplib::Response& res) {
+  std::vector<ChoiceDelta> choices(jobs.size());
+  Usage total;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Usage usage;
+    std::string error;
+    const int status = jobs[i]->Finish(&choices[i], &usage, &error);
+    if (status == 0) return;  // the client has gone; the requests are aborted
+    if (status != 200) {
+      res.status = status;
+      res.set_content(error, "application/json");
+      return;
+    }
+    if (i == 0) total = usage;  // the prompt once, every choice's completion tokens
+    if (i > 0) total.completion_tokens += usage.completion_tokens;
+  }
+  res.status = 200;
+  res.set_content(ChoicesBody(meta, choices, total), "application/json");
 }
 
 void HttpServer::AddTokenRoutes() {

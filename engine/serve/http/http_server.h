@@ -33,8 +33,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/serve/http/completion_job.h"
 #include "engine/serve/http/engine_loop.h"
 #include "engine/serve/http/generation_request.h"
 #include "engine/serve/http/server_metrics.h"
@@ -92,6 +94,14 @@ class HttpServer {
   // The attached loop, or null with the 503 sent (loading, draining, engine failed).
   EngineLoop* ReadyLoop(httplib::Response& res) const;
   void HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
+  // Submits api.n requests of the prompt (choice i seeded with seed + i when a seed is given);
+  // they are admitted together, so the later ones share the first one's prompt blocks. On a
+  // failure the ones submitted are aborted. *prompt: the prompt's ids.
+  absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> SubmitChoices(
+      const ApiRequest& api, EngineLoop* loop, std::vector<TokenId>* prompt);
+  // Waits for every choice and answers one body (the usage counts the prompt once).
+  void RespondWhole(const std::vector<std::shared_ptr<CompletionJob>>& jobs,
+                    const ResponseMeta& meta, httplib::Response& res);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   // vLLM's GET /tokenizer_info (lm-evaluation-harness's remote tokenizer reads it).
   void HandleTokenizerInfo(const httplib::Request& req, httplib::Response& res);

@@ -240,11 +240,6 @@ absl::Status RefuseActiveSamplingFields(const json& object) {
 // Known fields pagedkv does not implement: refused unless at their "off" value.
 absl::Status RefuseUnsupported(const json& object, ApiEndpoint endpoint) {
   PAGEDKV_RETURN_IF_ERROR(RefuseActiveSamplingFields(object));
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInteger(object, "n", 1, 1 << 20));
-  if (n.has_value() && *n != 1) return FieldError("n", "must be 1 (one choice per request)");
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
-                           OptionalInteger(object, "best_of", 1, 1 << 20));
-  if (best_of.has_value() && *best_of != 1) return FieldError("best_of", "must be 1");
   if (endpoint == ApiEndpoint::kChatCompletions) {
     const json* tools = Field(object, "tools");
     if (tools != nullptr && !(tools->is_array() && tools->empty())) {
@@ -266,6 +261,18 @@ absl::Status ReadSampling(const json& object, ApiRequest* r) {
   PAGEDKV_ASSIGN_OR_RETURN(r->seed,
                            OptionalInteger(object, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max()));
+  return absl::OkStatus();
+}
+
+// n (1..max_n) and best_of (absent or n: every sample is returned, none is ranked away).
+absl::Status ReadChoiceCount(const json& object, const ApiLimits& limits, ApiRequest* r) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInteger(object, "n", 1, limits.max_n));
+  r->n = static_cast<int32_t>(n.value_or(1));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
+                           OptionalInteger(object, "best_of", 1, limits.max_n));
+  if (best_of.has_value() && *best_of != r->n) {
+    return FieldError("best_of", "must equal n (pagedkv returns every sample; none is ranked)");
+  }
   return absl::OkStatus();
 }
 
@@ -363,6 +370,7 @@ absl::StatusOr<ApiRequest> ParseApiRequest(absl::string_view body, ApiEndpoint e
     PAGEDKV_ASSIGN_OR_RETURN(r.messages, ReadMessages(object));
   }
   PAGEDKV_RETURN_IF_ERROR(RefuseUnsupported(object, endpoint));
+  PAGEDKV_RETURN_IF_ERROR(ReadChoiceCount(object, limits, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadStreamAndExtensions(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadPromptLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadMaxTokens(object, &r));

@@ -9,7 +9,7 @@
 //   completions: model, prompt (a string, a list of token ids, or a one-element list of either),
 //     max_tokens, temperature, top_p, seed, stop (a string or a list), stream,
 //     stream_options.include_usage, logprobs (0..20 top tokens), echo (not streamed; then
-//     max_tokens may be 0), n and best_of (1 only);
+//     max_tokens may be 0), n (1..max_n; best_of only equal to n);
 //   chat: model, messages (role + content as a string or a list of {"type": "text"} parts),
 //     max_completion_tokens (before max_tokens), the sampling and stream fields above, logprobs
 //     (true / false) with top_logprobs (0..20), tools and
@@ -61,6 +61,7 @@ struct ApiRequest {
   float top_p = 1.0f;                 // (0, 1]
   std::optional<int64_t> seed;
   int32_t logprobs = -1;          // -1: none; else each token's logprob and this many top tokens
+  int32_t n = 1;                  // choices: n samples of the prompt (its blocks shared)
   bool echo = false;              // completions: the prompt precedes the text (and its logprobs)
   int32_t prompt_logprobs = -1;   // vLLM: -1 none; else the prompt's logprobs, this many top
   std::vector<std::string> stop;  // non-empty strings that end the text (not included)
@@ -85,6 +86,7 @@ struct TokenizeRequest {
 struct ApiLimits {
   int32_t max_stop_strings = 16;        // entries of "stop"
   int32_t max_stop_string_bytes = 256;  // bytes of one stop string
+  int32_t max_n = 16;                   // choices per request (n, best_of)
 };
 
 // InvalidArgument naming the field for malformed JSON, a wrong type, or a value out of range.

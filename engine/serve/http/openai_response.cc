@@ -118,12 +118,8 @@ json UsageJson(const Usage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-}  // namespace
-
-std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
-                           const Usage& usage) {
-  json body = Envelope(meta, /*chunk=*/false);
-  json c = {{"index", 0}, {"logprobs", LogprobsJson(meta, choice)}};
+json ChoiceJson(const ResponseMeta& meta, const ChoiceDelta& choice) {
+  json c = {{"index", choice.index}, {"logprobs", LogprobsJson(meta, choice)}};
   if (IsChat(meta)) {
     c["message"] = {{"role", "assistant"}, {"content", choice.text}};
   } else {
@@ -134,9 +130,18 @@ std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
   if (choice.prompt_logprobs.has_value() && !IsChat(meta)) {
     c["prompt_logprobs"] = VllmPromptLogprobs(*choice.prompt_logprobs);
   }
-  body["choices"] = json::array({FinishFields(choice, std::move(c))});
-  if (choice.prompt_logprobs.has_value() && IsChat(meta)) {
-    body["prompt_logprobs"] = VllmPromptLogprobs(*choice.prompt_logprobs);
+  return FinishFields(choice, std::move(c));
+}
+
+}  // namespace
+
+std::string ChoicesBody(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
+                        const Usage& usage) {
+  json body = Envelope(meta, /*chunk=*/false);
+  body["choices"] = json::array();
+  for (const ChoiceDelta& choice : choices) body["choices"].push_back(ChoiceJson(meta, choice));
+  if (!choices.empty() && choices.front().prompt_logprobs.has_value() && IsChat(meta)) {
+    body["prompt_logprobs"] = VllmPromptLogprobs(*choices.front().prompt_logprobs);
   }
   body["usage"] = UsageJson(usage);
   if (meta.return_token_ids) body["prompt_token_ids"] = meta.prompt_token_ids;
@@ -145,7 +150,7 @@ std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
 
 std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta) {
   json body = Envelope(meta, /*chunk=*/true);
-  json c = {{"index", 0}, {"logprobs", LogprobsJson(meta, delta)}};
+  json c = {{"index", delta.index}, {"logprobs", LogprobsJson(meta, delta)}};
   if (IsChat(meta)) {
     c["delta"] = delta.first ? json{{"role", "assistant"}, {"content", delta.text}}
                              : json{{"content", delta.text}};

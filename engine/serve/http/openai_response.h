@@ -71,6 +71,7 @@ struct VllmLogprob {
 
 // One choice, or the part of it a stream chunk carries.
 struct ChoiceDelta {
+  int32_t index = 0;  // among the request's n choices
   std::string text;
   std::vector<TokenId> token_ids;  // with return_token_ids
   std::string finish_reason;       // "stop", "length", "abort"; empty: not finished
@@ -88,8 +89,13 @@ struct ChoiceDelta {
   std::optional<std::vector<std::vector<VllmLogprob>>> prompt_logprobs;
 };
 
-// The non-streaming response body.
-std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice, const Usage& usage);
+// The non-streaming response body: the choices in order, one usage.
+std::string ChoicesBody(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
+                        const Usage& usage);
+inline std::string CompletionBody(const ResponseMeta& meta, const ChoiceDelta& choice,
+                                  const Usage& usage) {
+  return ChoicesBody(meta, std::vector<ChoiceDelta>{choice}, usage);
+}
 // One streamed chunk's JSON (without the "data: " framing).
 std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta);
 // The last chunk of a stream with stream_options.include_usage.

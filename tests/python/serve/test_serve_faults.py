@@ -64,7 +64,7 @@ AUTH = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
     ('[1, 2]', 400, None),                                      # not an object
     ('{"prompt": 5}', 400, "prompt"),                           # wrong type
     ('{"prompt": "Once", "max_tokens": -1}', 400, "max_tokens"),
-    ('{"prompt": "Once", "n": 3}', 400, "n"),
+    ('{"prompt": "Once", "n": 17}', 400, "n"),
     ('{"prompt": "Once", "temperature": "hot"}', 400, "temperature"),
     ('{"prompt": [1, 999999]}', 400, None),                     # id past the vocabulary
     ('{"prompt": "Once", "max_tokens": 100000}', 400, None),    # past the context

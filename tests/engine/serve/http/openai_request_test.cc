@@ -74,8 +74,12 @@ TEST(OpenAiRequestTest, UnknownFieldsAreIgnored) {
 }
 
 TEST(OpenAiRequestTest, RefusesWhatItCannotServeNamingTheField) {
-  EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 2})").first, "n");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 17})").first, "n");  // past ApiLimits::max_n
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 0})").first, "n");
   EXPECT_EQ(Refusal(R"({"prompt": "a", "best_of": 3})").first, "best_of");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "n": 2, "best_of": 3})").first, "best_of");
+  EXPECT_EQ(Completion(R"({"prompt": "a", "n": 4, "best_of": 4})").n, 4);
+  EXPECT_EQ(Completion(R"({"prompt": "a"})").n, 1);
   EXPECT_EQ(Refusal(R"({"prompt": ["a", "b"]})").first, "prompt");
   EXPECT_THAT(Refusal(R"({"prompt": ["a", "b"]})").second, HasSubstr("one request per prompt"));
   EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
