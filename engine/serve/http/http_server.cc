@@ -80,6 +80,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     return absl::InvalidArgumentError("--max-request-bytes must be >= 1");
   }
   if (options.http_threads < 2) return absl::InvalidArgumentError("--http-threads must be >= 2");
+  if (options.max_n < 1 || options.max_n > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-n ", options.max_n, " is not in [1, 256]"));
+  }
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--port ", options.port, " is not in [0, 65535]"));
@@ -245,7 +249,7 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
     if (code == 429) res.set_header("Retry-After", std::to_string(options_.retry_after_s));
     SendError(res, code, status.message(), ErrorParam(status));
   };
-  absl::StatusOr<ApiRequest> api = ParseApiRequest(req.body, endpoint);
+  absl::StatusOr<ApiRequest> api = ParseApiRequest(req.body, endpoint, {.max_n = options_.max_n});
   if (!api.ok()) return reject(api.status());
   if (!api->model.empty() && api->model != model_.name) {
     return reject(absl::NotFoundError(absl::StrCat(

@@ -56,6 +56,7 @@ struct HttpServerOptions {
   int64_t max_request_bytes = 1 << 20;  // larger bodies get 413; >= 1
   int32_t http_threads = 128;           // connections served at once; >= 2
   int32_t retry_after_s = 1;            // Retry-After of a 429
+  int32_t max_n = 16;                   // most choices per request (n); in [1, 256]
 };
 
 class HttpServer {

@@ -264,7 +264,7 @@ absl::Status ReadSampling(const json& object, ApiRequest* r) {
   return absl::OkStatus();
 }
 
-// n (1..max_n) and best_of (absent or n: every sample is returned, none is ranked away).
+// n (1..limits.max_n) and best_of (absent or n: every sample is returned, none is ranked away).
 absl::Status ReadChoiceCount(const json& object, const ApiLimits& limits, ApiRequest* r) {
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInteger(object, "n", 1, limits.max_n));
   r->n = static_cast<int32_t>(n.value_or(1));

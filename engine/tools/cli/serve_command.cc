@@ -202,6 +202,8 @@ void AddServerFlags(CLI::App* cmd, ServeFlags* flags) {
   cmd->add_option("--max-request-bytes", flags->http.max_request_bytes,
                   "largest request body; larger ones get 413")
       ->check(PositiveNumber());
+  cmd->add_option("--max-n", flags->http.max_n, "most choices (n) one request may ask for")
+      ->check(NumberIn(1, 256));
   cmd->add_option("--http-threads", flags->http.http_threads,
                   "connections served at once (each streaming client holds one)")
       ->check(NumberIn(2, 4096));

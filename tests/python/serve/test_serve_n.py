@@ -77,3 +77,17 @@ def test_chat_n_and_refusals(cli_module, openai_module, smollm2_args):
             assert status == 400 and answer["error"]["param"] == param
     finally:
         assert server.stop() == 0
+
+
+def test_max_n_flag(cli_module, aidreams_args):
+    server = Server(cli_module, [*aidreams_args, "--max-n", "2"])
+    try:
+        status, _, _ = server.request("POST", "/v1/completions",
+                                      {"prompt": "Once", "n": 2, "max_tokens": 2})
+        assert status == 200
+        status, _, answer = server.request("POST", "/v1/completions",
+                                           {"prompt": "Once", "n": 3, "max_tokens": 2})
+        assert status == 400 and answer["error"]["param"] == "n"
+        assert "[1, 2]" in answer["error"]["message"]
+    finally:
+        assert server.stop() == 0
