@@ -15,15 +15,16 @@
 #include "gtest/gtest.h"
 #include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
+#include "tests/engine/model/tiny_weights.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::LoadTinyWeights;
 using ::pagedkv::testing::MakeTinyLlama2c;
 using ::pagedkv::testing::ReferenceForward;
 using ::pagedkv::testing::TinyLlama2c;
-using ::pagedkv::testing::TinyShape;
-using ::pagedkv::testing::WriteTempFile;
+using ::pagedkv::testing::UntiedShape;
 using ::testing::HasSubstr;
 
 std::vector<double> LogSoftmax(const std::vector<double>& row) {
@@ -62,24 +63,12 @@ TEST(TokenLogprobsOfTest, ANanOrInfiniteLogitGivesNan) {
 
 class EngineLogprobsTest : public ::testing::Test {
  protected:
-  EngineLogprobsTest() : model_(MakeTinyLlama2c(Shape(), 57)) {
-    const auto path = WriteTempFile("logprobs_model.bin", model_.FileBytes());
-    absl::StatusOr<ModelWeights> w = ModelWeights::LoadLlama2c(path.string());
-    EXPECT_TRUE(w.ok()) << w.status();
-    weights_ = std::make_shared<const ModelWeights>(std::move(w).value());
-  }
-  static TinyShape Shape() {
-    TinyShape s;
-    s.seq_len = 64;
-    s.shared_classifier = false;
-    return s;
-  }
+  EngineLogprobsTest()
+      : model_(MakeTinyLlama2c(UntiedShape(64), 57)),
+        weights_(LoadTinyWeights(model_, "logprobs_model.bin")) {}
   std::unique_ptr<Engine> MakeEngine() {
-    EngineOptions o;
-    o.backend = BackendKind::kCpu;
-    o.block_size = 4;
-    o.num_kv_blocks = 128;
-    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(
+        weights_, {.backend = BackendKind::kCpu, .block_size = 4, .num_kv_blocks = 128});
     EXPECT_TRUE(e.ok()) << e.status();
     return std::move(e).value();
   }

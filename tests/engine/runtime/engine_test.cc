@@ -17,16 +17,18 @@
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/model/tokenizer.h"
 #include "tests/engine/model/tiny_llama2c.h"
+#include "tests/engine/model/tiny_weights.h"
 #include "tests/shared_data.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::LoadTinyWeights;
 using ::pagedkv::testing::MakeTinyLlama2c;
 using ::pagedkv::testing::ReferenceForward;
 using ::pagedkv::testing::TinyLlama2c;
 using ::pagedkv::testing::TinyShape;
-using ::pagedkv::testing::WriteTempFile;
+using ::pagedkv::testing::UntiedShape;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -38,19 +40,9 @@ constexpr int kNewTokens = 24;
 
 class EngineTest : public ::testing::Test {
  protected:
-  EngineTest() : model_(MakeTinyLlama2c(Shape(), 31)) {
-    const auto path = WriteTempFile("engine_model.bin", model_.FileBytes());
-    absl::StatusOr<ModelWeights> w = ModelWeights::LoadLlama2c(path.string());
-    EXPECT_TRUE(w.ok()) << w.status();
-    weights_ = std::make_shared<const ModelWeights>(std::move(w).value());
-  }
-  static TinyShape Shape() {
-    TinyShape s;
-    s.seq_len = 96;
-    // A separate classifier: with a tied one a random model tends to repeat its input token.
-    s.shared_classifier = false;
-    return s;
-  }
+  EngineTest()
+      : model_(MakeTinyLlama2c(UntiedShape(96), 31)),
+        weights_(LoadTinyWeights(model_, "engine_model.bin")) {}
   static EngineOptions Options() {
     EngineOptions o;
     o.backend = BackendKind::kCpu;
