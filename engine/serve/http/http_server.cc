@@ -24,6 +24,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv::server {
 namespace {
@@ -294,13 +295,14 @@ absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> HttpServer::SubmitC
   auto abort_all = [&] {
     for (const auto& c : channels) loop->Abort(c->id(), EngineLoop::AbortReason::kClientGone);
   };
+  // The prompt is encoded once; choice i draws from the request's seed (given or random) + i, so
+  // each is reproducible and they differ.
+  PAGEDKV_ASSIGN_OR_RETURN(const GenerationRequest generation, ToGenerationRequest(api, model_));
+  *prompt = generation.prompt_tokens;
   for (int32_t i = 0; i < api.n; ++i) {
-    absl::StatusOr<GenerationRequest> generation = ToGenerationRequest(api, model_);
-    if (!generation.ok()) return generation.status();
-    // Seeded: choice i draws from seed + i, so each is reproducible and they differ.
-    if (api.seed.has_value()) generation->sampling.seed = static_cast<uint64_t>(*api.seed) + i;
-    *prompt = generation->prompt_tokens;
-    absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(*std::move(generation));
+    GenerationRequest choice = generation;
+    choice.sampling.seed += static_cast<uint64_t>(i);
+    absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(std::move(choice));
     if (!channel.ok()) {
       abort_all();
       return channel.status();

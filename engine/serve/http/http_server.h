@@ -95,7 +95,7 @@ class HttpServer {
   // The attached loop, or null with the 503 sent (loading, draining, engine failed).
   EngineLoop* ReadyLoop(httplib::Response& res) const;
   void HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
-  // Submits api.n requests of the prompt (choice i seeded with seed + i when a seed is given);
+  // Submits api.n requests of the prompt, encoded once (choice i seeded with seed + i);
   // they are admitted together, so the later ones share the first one's prompt blocks. On a
   // failure the ones submitted are aborted. *prompt: the prompt's ids.
   absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> SubmitChoices(
