@@ -32,6 +32,12 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Copied logits row `copied` of `model_out` (ForwardOptions::copy_rows order).
+absl::Span<const float> CopiedRow(const ModelOutput& model_out, int32_t copied, int32_t vocab) {
+  const auto width = static_cast<size_t>(vocab);
+  return {model_out.row_logits.data() + static_cast<size_t>(copied) * width, width};
+}
+
 }  // namespace
 
 GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
@@ -98,20 +104,17 @@ SampledToken Engine::VerifySampled(const StepBatch& step, size_t i,
 
 TokenLogprobs Engine::LogprobsOf(const StepBatch& step, const ModelOutput& model_out, size_t k,
                                  int32_t j, TokenId token, int32_t top_k) const {
-  const auto vocab = static_cast<size_t>(config().vocab_size);
   const int32_t copied = step.copied_index[static_cast<size_t>(step.row_start[k] + j)];
-  const absl::Span<const float> row(model_out.row_logits.data() + copied * vocab, vocab);
-  return TokenLogprobsOf(row, token, top_k);
+  return TokenLogprobsOf(CopiedRow(model_out, copied, config().vocab_size), token, top_k);
 }
 
 void Engine::CollectPromptLogprobs(const StepBatch& step, const ModelOutput& model_out) {
-  const auto vocab = static_cast<size_t>(config().vocab_size);
   for (const StepBatch::PromptRow& r : step.prompt_rows) {
     RequestRecord& record = *requests_.at(r.request_id);
     if (static_cast<size_t>(r.position) != record.prompt_logprobs.size()) continue;
-    const absl::Span<const float> row(model_out.row_logits.data() + r.copied * vocab, vocab);
     record.prompt_logprobs.push_back(TokenLogprobsOf(
-        row, record.prompt[static_cast<size_t>(r.position) + 1], record.sampling.prompt_logprobs));
+        CopiedRow(model_out, r.copied, config().vocab_size),
+        record.prompt[static_cast<size_t>(r.position) + 1], record.sampling.prompt_logprobs));
   }
 }
 
