@@ -13,6 +13,8 @@
 //                    BM_GemmPackedSmolLm2 (the same shapes in fp32, packed): below 16 rows the
 //                    blocks are multiplied in registers, from 16 rows each panel is decoded
 //                    once per call into the packed layout.
+//   BM_GemmInt8Kernels: BM_GemmQuantInt8's shapes, one thread, each int8 kernel this CPU runs
+//                    forced in turn (kernel: 0 avx2, 1 avx512vnni; the label names it).
 //   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
 //                    thread, and threads:0 with OpenBLAS's own pool over every core.
 // Shapes: m = 1, 8, 32, 128 rows against (n, k) of aidreams260K (dim 64, hidden 172, vocab 512),
@@ -27,6 +29,7 @@
 
 #include "bench/engine/model/plain_ops.h"
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
@@ -187,6 +190,16 @@ void SmolLm2Shapes(benchmark::internal::Benchmark* b, bool with_type) {
   b->UseRealTime();
 }
 
+constexpr const char* kInt8Kernels[] = {"avx2", "avx512vnni"};
+
+void BM_GemmInt8Kernels(benchmark::State& state) {
+  const char* kernel = kInt8Kernels[state.range(5)];
+  if (!cpu::ForceInt8Kernel(kernel).ok()) return state.SkipWithError("kernel not on this CPU");
+  GemmQuant(state, ActivationType::kInt8);
+  (void)cpu::ForceInt8Kernel("auto");
+  state.SetLabel(kernel);
+}
+
 #if PAGEDKV_HAVE_OPENBLAS
 void BM_GemmOpenBlas(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -240,6 +253,20 @@ BENCHMARK(BM_GemmQuant)->Name("BM_GemmQuantTypes")->Apply([](benchmark::internal
       const bool super = QuantBlockValuesOf(t) == kQuantSuperValues;
       if (!super) b->Args({m, 1536, 576, 1, static_cast<int64_t>(t)});
       b->Args({m, 576, 1536, 1, static_cast<int64_t>(t)});
+    }
+  }
+  b->UseRealTime();
+});
+BENCHMARK(BM_GemmInt8Kernels)->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "threads", "type", "kernel"});
+  for (int64_t m : {1, 2, 3, 4, 8, 16, 64, 256}) {
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1536, 576}, {576, 1536}}) {
+      for (int64_t kernel : {0, 1}) {
+        b->Args({m, n, k, 1, static_cast<int64_t>(WeightType::kQ4_1), kernel});
+      }
+    }
+    for (int64_t kernel : {0, 1}) {
+      b->Args({m, 49152, 576, 1, static_cast<int64_t>(WeightType::kQ8_0), kernel});
     }
   }
   b->UseRealTime();

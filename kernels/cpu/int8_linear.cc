@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Int8QuantLinear: quantize x once (on the calling thread), then output columns in groups of 8
-// over the pool, each group through the AVX2 tile kernel or the portable loop.
+// over the pool (16 for the VNNI kernel), each group through the chosen kernel.
 #include "kernels/cpu/int8_linear.h"
 
 #include <algorithm>
@@ -23,17 +23,19 @@ namespace pagedkv::cpu {
 
 namespace {
 
-enum class Kernel : int { kAuto, kAvx2, kPortable };
+enum class Kernel : int { kAuto, kVnni, kAvx2, kPortable };
 std::atomic<int> forced_kernel{static_cast<int>(Kernel::kAuto)};
 
-bool UseAvx2() {
+// The kernel that runs: the forced one, else the best this CPU runs.
+Kernel Chosen() {
   const auto forced = static_cast<Kernel>(forced_kernel.load(std::memory_order_relaxed));
-  if (forced == Kernel::kPortable) return false;
-  return int8_kernels::Avx2Supported();
+  if (forced != Kernel::kAuto) return forced;
+  if (int8_kernels::VnniSupported()) return Kernel::kVnni;
+  return int8_kernels::Avx2Supported() ? Kernel::kAvx2 : Kernel::kPortable;
 }
 
-// Output columns per work item: the AVX2 tile's W rows.
-constexpr int64_t kGroup = 8;
+// Output columns per work item: the kernel's W rows per tile.
+int64_t ColumnGroup(Kernel kernel) { return kernel == Kernel::kVnni ? 16 : 8; }
 
 // The quantized x's buffer (ThreadScratch): the largest m * k of a step, about 1.25 bytes a value.
 struct QuantizedXTag {};
@@ -50,7 +52,7 @@ bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
   auto* scale = reinterpret_cast<float*>(base + q_bytes);
   auto* sum = scale + blocks;
   auto* qsum = reinterpret_cast<int32_t*>(sum + blocks);
-  if (UseAvx2()) {
+  if (Chosen() != Kernel::kPortable) {  // the VNNI kernel runs on AVX2 CPUs only
     int8_kernels::Avx2QuantizeRows(a.x, a.m, a.k, q, scale, qsum);
   } else {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -85,7 +87,16 @@ void PortableColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begi
 
 }  // namespace
 
-const char* Int8KernelName() { return UseAvx2() ? "avx2" : "portable"; }
+const char* Int8KernelName() {
+  switch (Chosen()) {
+    case Kernel::kVnni:
+      return "avx512vnni";
+    case Kernel::kAvx2:
+      return "avx2";
+    default:
+      return "portable";
+  }
+}
 
 absl::Status ForceInt8Kernel(const char* name) {
   const std::string n = name == nullptr ? "" : name;
@@ -100,9 +111,16 @@ absl::Status ForceInt8Kernel(const char* name) {
           "ForceInt8Kernel: this CPU lacks AVX2, FMA or F16C; use auto or portable");
     }
     k = Kernel::kAvx2;
+  } else if (n == "avx512vnni") {
+    if (!int8_kernels::VnniSupported()) {
+      return absl::InvalidArgumentError(
+          "ForceInt8Kernel: this CPU lacks AVX-512 VNNI (F, BW, VL, DQ, VNNI) or AVX2; use auto, "
+          "avx2 or portable");
+    }
+    k = Kernel::kVnni;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ForceInt8Kernel: unknown kernel '", n, "': expected auto, avx2 or portable"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ForceInt8Kernel: unknown kernel '", n, "': expected auto, avx512vnni, avx2 or portable"));
   }
   forced_kernel.store(static_cast<int>(k), std::memory_order_relaxed);
   return absl::OkStatus();
@@ -116,17 +134,21 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
         absl::StrCat("QuantLinear: cannot allocate the int8 copy of x (", args.m, " x ", args.k,
                      "); use ActivationType::kF32 or fewer rows per step"));
   }
-  const bool avx2 = UseAvx2();
-  const int64_t groups = (args.n + kGroup - 1) / kGroup;
+  const Kernel kernel = Chosen();
+  const int64_t group = ColumnGroup(kernel);
+  const int64_t groups = (args.n + group - 1) / group;
   const double work_per_group =
-      static_cast<double>(kGroup) * static_cast<double>(args.m) * static_cast<double>(args.k);
+      static_cast<double>(group) * static_cast<double>(args.m) * static_cast<double>(args.k);
   ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
-    const int64_t j_begin = begin * kGroup;
-    const int64_t j_end = std::min(args.n, end * kGroup);
-    if (avx2) {
-      int8_kernels::Avx2Columns(args, x, j_begin, j_end);
-    } else {
-      PortableColumns(args, x, j_begin, j_end);
+    const int64_t j_begin = begin * group;
+    const int64_t j_end = std::min(args.n, end * group);
+    switch (kernel) {
+      case Kernel::kVnni:
+        return int8_kernels::VnniColumns(args, x, j_begin, j_end);
+      case Kernel::kAvx2:
+        return int8_kernels::Avx2Columns(args, x, j_begin, j_end);
+      default:
+        return PortableColumns(args, x, j_begin, j_end);
     }
   });
   return absl::OkStatus();

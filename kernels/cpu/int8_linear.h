@@ -2,9 +2,10 @@
 //
 // QuantLinear with int8 activations (QuantLinearArgs::activations = ActivationType::kInt8) over
 // Q4_0 / Q4_1 / Q8_0 weights: x is quantized once per call into 32-value blocks, then every
-// output is the chain of pagedkv/kernels/int8_activations.h. Kernels: AVX2 (maddubs + madd,
-// 8 W rows by up to 4 x rows a tile) when the CPU has AVX2, FMA and F16C, otherwise the portable
-// loop over the same PAGEDKV_HD functions; both give the same bits, and a y[i][j] is the same for
+// output is the chain of pagedkv/kernels/int8_activations.h. Kernels, the best the CPU runs:
+// AVX-512 VNNI (vpdpbusd, 16 W rows a tile), AVX2 (maddubs + madd, 8 W rows by up to 4 x rows a
+// tile; needs AVX2, FMA and F16C), otherwise the portable loop over the same PAGEDKV_HD
+// functions; all give the same bits, and a y[i][j] is the same for
 // any m, column split, thread count or batch composition (batch invariant, unlike the fp32
 // path's two regimes below and from kQuantPanelMinRows rows).
 //
@@ -33,11 +34,13 @@ struct Int8Rows {
   int64_t blocks_per_row = 0;     // k / 32
 };
 
-// Which kernel Int8QuantLinear runs here: "avx2" or "portable" (the forced one when set).
+// Which kernel Int8QuantLinear runs here: "avx512vnni", "avx2" or "portable" (the forced one
+// when set).
 PAGEDKV_EXPORT const char* Int8KernelName();
 
 // Forces the kernel for comparisons and tests: "auto" (the default: the best this CPU runs),
-// "avx2" or "portable". InvalidArgument for another name or for "avx2" on a CPU without it.
+// "avx512vnni", "avx2" or "portable". InvalidArgument for another name or for a kernel this CPU
+// cannot run.
 // Not thread-safe against running kernels: call before work starts.
 PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
 
@@ -53,6 +56,11 @@ void Avx2Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, i
 bool Avx2Supported();
 // Quantizes rows [0, m) of x (the AVX2 form of QuantizeActivationBlock, same bits).
 void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* scale, int32_t* qsum);
+
+// Columns [j_begin, j_end) of every row of y; j_begin a multiple of 16.
+void VnniColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);
+// AVX-512 F / BW / VL / DQ / VNNI, with the OS's ZMM state, and Avx2Supported().
+bool VnniSupported();
 
 }  // namespace int8_kernels
 

@@ -2,7 +2,7 @@
 //
 // QuantLinear with int8 activations (kernels/cpu/int8_linear.h) over Q4_0, Q4_1 and Q8_0 rows:
 // the activation quantization of every kernel equals the published rule bit for bit; every
-// kernel this CPU runs (AVX2, portable) gives exactly the chain of
+// kernel this CPU runs (AVX-512 VNNI, AVX2, portable) gives exactly the chain of
 // pagedkv/kernels/int8_activations.h, computed here block by block; y stays within the bound that
 // the activations' rounding implies around a float64 reference over the original x; every row is
 // the same bits whatever m, the thread count or the other rows (batch invariance); weight types
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -39,6 +40,12 @@ constexpr WeightType kInt8Types[] = {WeightType::kQ4_0, WeightType::kQ4_1, Weigh
 std::vector<std::string> Kernels() {
   std::vector<std::string> names = {"portable"};
   if (cpu::int8_kernels::Avx2Supported()) names.push_back("avx2");
+  if (cpu::int8_kernels::VnniSupported()) names.push_back("avx512vnni");
+  if (names.size() < 3) {
+    std::printf(
+        "[   NOTE   ] this CPU runs %zu of 3 int8 kernels; the others are not tested here\n",
+        names.size());
+  }
   return names;
 }
 
@@ -108,8 +115,10 @@ TEST_F(Int8LinearTest, QuantizeActivationBlockFollowsTheRule) {
 TEST_F(Int8LinearTest, EveryKernelGivesTheChainsBits) {
   constexpr int64_t k = 96;
   for (WeightType type : kInt8Types) {
-    for (int64_t n : {8, 13, 77}) {
-      for (int64_t m : {1, 3, 4, 5, 17}) {
+    // n: one 8-column tile, a tail, 16-column tiles with an 8-column and a ragged rest, two
+    // full panels of 16-column tiles; m: each row-group size, below and from the panel rows.
+    for (int64_t n : {8, 13, 16, 77, 280}) {
+      for (int64_t m : {1, 3, 4, 5, 7, 8, 17}) {
         const auto w = RandomRows(type, n, k, 7 + static_cast<uint32_t>(n));
         const auto x = RandomFloats(static_cast<size_t>(m * k), 11 + static_cast<uint32_t>(m));
         for (const std::string& kernel : Kernels()) {
@@ -186,18 +195,23 @@ TEST_F(Int8LinearTest, RowsDoNotDependOnTheBatchOrTheThreads) {
 // Q8_0 bytes of -128 (no quantizer writes them, a file may hold them): |w| is 128 as an unsigned
 // byte, so the integer sums stay exact.
 TEST_F(Int8LinearTest, Q8ZeroMinus128IsExact) {
-  constexpr int64_t n = 8, k = 32;
+  constexpr int64_t n = 24, k = 32;  // a 16-column tile and an 8-column one
   auto w = RandomRows(WeightType::kQ8_0, n, k, 41);
   for (int64_t j = 0; j < n; ++j) {
     for (int c = 0; c < 32; c += 3) w[j * 34 + 2 + c] = 0x80;
   }
-  const auto x = RandomFloats(k, 42);
-  for (const std::string& kernel : Kernels()) {
-    ASSERT_TRUE(cpu::ForceInt8Kernel(kernel.c_str()).ok());
-    std::vector<float> y(n);
-    ASSERT_TRUE(cpu::QuantLinear(Args(x, w, WeightType::kQ8_0, &y, 1, n, k), nullptr).ok());
-    for (int64_t j = 0; j < n; ++j) {
-      EXPECT_EQ(y[j], ExpectedOutput(WeightType::kQ8_0, x, w, k, 0, j)) << kernel << " col " << j;
+  for (int64_t m : {1, 9}) {
+    const auto x = RandomFloats(static_cast<size_t>(m * k), 42);
+    for (const std::string& kernel : Kernels()) {
+      ASSERT_TRUE(cpu::ForceInt8Kernel(kernel.c_str()).ok());
+      std::vector<float> y(static_cast<size_t>(m * n));
+      ASSERT_TRUE(cpu::QuantLinear(Args(x, w, WeightType::kQ8_0, &y, m, n, k), nullptr).ok());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          EXPECT_EQ(y[i * n + j], ExpectedOutput(WeightType::kQ8_0, x, w, k, i, j))
+              << kernel << " at " << i << "," << j;
+        }
+      }
     }
   }
 }
