@@ -20,11 +20,10 @@
 #include <memory>
 
 #include "kernels/cpu/int8_linear.h"
+#include "kernels/cpu/int8_x86_inl.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/quant_blocks.h"
-
-#define PAGEDKV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace pagedkv::cpu::int8_kernels {
 
@@ -46,33 +45,8 @@ PAGEDKV_AVX2 inline __m256i UnsignedWeights(const unsigned char* block, __m256i*
     *w_signs = w;
     return _mm256_abs_epi8(w);  // -128 gives 0x80, which maddubs reads as 128
   } else {
-    const __m128i bytes = _mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(block + (kType == WeightType::kQ4_1 ? 4 : 2)));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(bytes, mask);                     // values 0..15
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // values 16..31
-    return _mm256_set_m128i(hi, lo);
+    return x86::Nibbles(block, kType);
   }
-}
-
-// Sums each vector's 8 int32 lanes: lane c of the result is the sum of p[c].
-PAGEDKV_AVX2 inline __m256i LaneSums8(const __m256i* p) {
-  const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]);
-  const __m256i s23 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]);
-  const __m256i s67 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23);  // [0 1 2 3 | 0 1 2 3] per 128-bit half
-  const __m256i s4567 = _mm256_hadd_epi32(s45, s67);
-  const __m256i low = _mm256_permute2x128_si256(s0123, s4567, 0x20);
-  const __m256i high = _mm256_permute2x128_si256(s0123, s4567, 0x31);
-  return _mm256_add_epi32(low, high);
-}
-
-// The f16 at byte 0 (d) or byte 2 (Q4_1's m) of 8 W rows' block b, as fp32 lanes.
-PAGEDKV_AVX2 inline __m256 Halves8(const unsigned char* w, int64_t row_bytes, int64_t at) {
-  alignas(16) uint16_t h[8];
-  for (int c = 0; c < 8; ++c) h[c] = QuantU16At(w + c * row_bytes + at);
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
 // One block of 8 W rows as the tile consumes it: the unsigned bytes, Q8_0's signed bytes, and
@@ -97,8 +71,8 @@ struct RawRows {
           reinterpret_cast<uintptr_t>(wb + c * row_bytes) + kPrefetchBytes));
       o->u[c] = UnsignedWeights<kType>(wb + c * row_bytes, &o->s[c]);
     }
-    o->dw = Halves8(wb, row_bytes, 0);
-    if constexpr (kType == WeightType::kQ4_1) o->mw = Halves8(wb, row_bytes, 2);
+    o->dw = x86::Halves8(wb, row_bytes, 0);
+    if constexpr (kType == WeightType::kQ4_1) o->mw = x86::Halves8(wb, row_bytes, 2);
   }
 };
 
@@ -215,7 +189,7 @@ PAGEDKV_AVX2 void Tile(const Int8Rows& x, int64_t row, const RawRows<kType>& sou
         const __m256i xs = kType == WeightType::kQ8_0 ? _mm256_sign_epi8(xq, w.s[c]) : xq;
         p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w.u[c], xs), ones);
       }
-      __m256i isum = LaneSums8(p);
+      __m256i isum = x86::LaneSums8(p);
       if constexpr (kType == WeightType::kQ4_0) {
         isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.qsum[xb]));
       }

@@ -15,8 +15,9 @@
 //     order, so the same bits as every other kernel.
 // Below kDecodeMinRows rows of x each tile is decoded alone (it stays in L1 while the rows read
 // it); from there on panels of kPanelTiles tiles are decoded once per call and stay in L2. One
-// row of x does not pay for the transpose: it runs the AVX2 kernel (the same bits; at m = 1 the
-// AVX2 kernel is 1.1-1.8x faster here, from m = 2 this one is, 1.3-3.2x at m >= 8).
+// row of x (decode) does not pay for the transpose: 8 W rows at a time, each row's block against
+// x by one 256-bit vpdpbusd, the 8 rows' lanes summed (as the AVX2 kernel does after its
+// maddubs + madd), then the same chain.
 // GCC 12's AVX-512 intrinsics start their results from _mm512_undefined_*(), a self-initialised
 // variable that -Wmaybe-uninitialized reports once inlined; nothing here reads an undefined value.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -30,6 +31,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/int8_linear.h"
+#include "kernels/cpu/int8_x86_inl.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/quant_blocks.h"
@@ -44,7 +46,6 @@ namespace {
 constexpr int64_t kTileRows = 16;
 // As in the AVX2 kernel: the decode streams each weight once per call; prefetch ahead of it.
 constexpr int64_t kPrefetchBytes = 8192;
-constexpr int64_t kMinRows = 2;
 constexpr int64_t kDecodeMinRows = 8;
 constexpr int64_t kPanelTiles = 8;
 
@@ -62,12 +63,7 @@ PAGEDKV_VNNI inline __m256i UnsignedRow(const unsigned char* block) {
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
     return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
   } else {
-    const __m128i bytes = _mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(block + (kType == WeightType::kQ4_1 ? 4 : 2)));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(bytes, mask);                     // values 0..15
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // values 16..31
-    return _mm256_set_m128i(hi, lo);
+    return x86::Nibbles(block, kType);
   }
 }
 
@@ -127,6 +123,46 @@ PAGEDKV_VNNI void DecodeTile(const unsigned char* w, int64_t row_bytes, int64_t 
       _mm512_store_ps(at + 512 + 64, Halves16(wb, row_bytes, 2));
     }
   }
+}
+
+// y[j0 + c] (+)= x[0] . W[j0 + c] for c < 8, W's blocks read from the file's bytes (m = 1).
+template <WeightType kType>
+PAGEDKV_VNNI void OneRowTile(const Int8Rows& x, const unsigned char* w, int64_t row_bytes, float* y,
+                             bool accumulate) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < x.blocks_per_row; ++b) {
+    const unsigned char* wb = w + b * QuantBlockBytes(kType);
+    const __m256i xq =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + b * kQuantBlockValues));
+    __m256i p[8];
+    for (int c = 0; c < 8; ++c) {
+      __builtin_prefetch(wb + c * row_bytes + kPrefetchBytes);
+      p[c] =
+          _mm256_dpbusd_epi32(_mm256_setzero_si256(), UnsignedRow<kType>(wb + c * row_bytes), xq);
+    }
+    const __m256i isum =
+        _mm256_sub_epi32(x86::LaneSums8(p), _mm256_set1_epi32(kBias<kType> * x.qsum[b]));
+    const __m256 dd = _mm256_mul_ps(x86::Halves8(wb, row_bytes, 0), _mm256_set1_ps(x.scale[b]));
+    acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(isum), acc);
+    if constexpr (kType == WeightType::kQ4_1) {
+      acc = _mm256_fmadd_ps(x86::Halves8(wb, row_bytes, 2), _mm256_set1_ps(x.sum[b]), acc);
+    }
+  }
+  if (accumulate) acc = _mm256_add_ps(_mm256_loadu_ps(y), acc);
+  _mm256_storeu_ps(y, acc);
+}
+
+// Columns [j_begin, j_end) of the one row of y, 8 at a time; the rest through the AVX2 kernel.
+template <WeightType kType>
+PAGEDKV_VNNI void OneRowColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin,
+                                int64_t j_end) {
+  const int64_t rb = WeightRowBytes(kType, a.k);
+  const auto* w = static_cast<const unsigned char*>(a.w);
+  const int64_t whole_end = j_begin + (j_end - j_begin) / 8 * 8;
+  for (int64_t j = j_begin; j < whole_end; j += 8) {
+    OneRowTile<kType>(x, w + j * rb, rb, a.y + j, a.accumulate);
+  }
+  if (whole_end < j_end) Avx2Columns(a, x, whole_end, j_end);
 }
 
 // y[r][c] (+)= x[row + r] . W[c] for r < RX, c < 16, from a decoded tile.
@@ -190,7 +226,7 @@ struct VnniPanelTag {};
 template <WeightType kType>
 PAGEDKV_VNNI void Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin,
                           int64_t j_end) {
-  if (a.m < kMinRows) return Avx2Columns(a, x, j_begin, j_end);
+  if (a.m == 1) return OneRowColumns<kType>(a, x, j_begin, j_end);
   const int64_t rb = WeightRowBytes(kType, a.k);
   const auto* w = static_cast<const unsigned char*>(a.w);
   const int64_t whole_end = j_begin + (j_end - j_begin) / kTileRows * kTileRows;
