@@ -149,7 +149,12 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
                                                      runner->rope_config().Fingerprint(),
                                                      "|kv=", DTypeName(options_.kv_dtype))));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
-  return CreateChunkReuse();
+  PAGEDKV_RETURN_IF_ERROR(CreateChunkReuse());
+  // Last, so that a failed Init leaves the process's kernel choice as it was.
+  if (!options_.int8_kernel.empty()) {
+    PAGEDKV_RETURN_IF_ERROR(cpu::ForceInt8Kernel(options_.int8_kernel.c_str()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CreateKvCache(const std::string& fingerprint) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -139,6 +140,32 @@ TEST_F(Int8LinearTest, EveryKernelGivesTheChainsBits) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// SmolLM2's shapes and a prefill's rows: every kernel gives the portable loop's bits (several
+// panels, every row group, 4 threads).
+TEST_F(Int8LinearTest, EveryKernelGivesThePortableBitsAtModelSize) {
+  constexpr int64_t m = 55;
+  auto pool = cpu::ThreadPool::Create(4);
+  ASSERT_TRUE(pool.ok());
+  for (auto [type, n, k] : {std::tuple{WeightType::kQ4_1, int64_t{1536}, int64_t{576}},
+                            std::tuple{WeightType::kQ4_1, int64_t{576}, int64_t{1536}},
+                            std::tuple{WeightType::kQ8_0, int64_t{1000}, int64_t{576}}}) {
+    const auto w = RandomRows(type, n, k, 71);
+    const auto x = RandomFloats(static_cast<size_t>(m * k), 72);
+    std::vector<float> want(static_cast<size_t>(m * n));
+    ASSERT_TRUE(cpu::ForceInt8Kernel("portable").ok());
+    ASSERT_TRUE(cpu::QuantLinear(Args(x, w, type, &want, m, n, k), pool->get()).ok());
+    for (const std::string& kernel : Kernels()) {
+      ASSERT_TRUE(cpu::ForceInt8Kernel(kernel.c_str()).ok());
+      for (int64_t rows : {int64_t{1}, int64_t{2}, m}) {
+        std::vector<float> y(static_cast<size_t>(rows * n));
+        ASSERT_TRUE(cpu::QuantLinear(Args(x, w, type, &y, rows, n, k), pool->get()).ok());
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+            << kernel << " type " << static_cast<int>(type) << " n " << n << " rows " << rows;
       }
     }
   }

@@ -85,6 +85,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "products, 1.4-1.9x prefill and batched decode; f32: decoded weights times fp32 "
                   "activations, closer to --weights f32; docs/kernels.md)")
       ->check(CLI::IsMember({"f32", "int8"}));
+  cmd->add_option("--int8-kernel", flags->int8_kernel,
+                  "force the CPU's int8 kernel for comparisons: auto (default: the best this CPU "
+                  "runs, named in the banner), avx512vnni, avx2 or portable; same output for any")
+      ->check(CLI::IsMember({"auto", "avx512vnni", "avx2", "portable"}));
   cmd->add_option("--block-size", flags->block_size, "tokens per KV block")
       ->check(PositiveNumber());
   cmd->add_option("--num-kv-blocks", flags->num_kv_blocks, "KV blocks (0 = automatic)")
@@ -120,6 +124,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
         absl::StrCat("--activations '", flags.activations, "': expected f32 or int8"));
   }
   options.activations = flags.activations == "int8" ? ActivationType::kInt8 : ActivationType::kF32;
+  options.int8_kernel = flags.int8_kernel;
   options.block_size = flags.block_size;
   options.num_kv_blocks = flags.num_kv_blocks;
   if (!flags.kv_cache_memory.empty()) {

@@ -1,9 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The model and engine flags that `pagedkv generate` and `pagedkv serve` share (same names, same
-// meaning): --model, --tokenizer, --backend, --threads, --weights, --activations, --block-size,
-// --num-kv-blocks, --kv-cache-memory, --max-batched-tokens, --speculative, --no-prefix-caching,
-// --allow-context-overrun; and the EngineOptions they set.
+// meaning): --model, --tokenizer, --backend, --threads, --weights, --activations, --int8-kernel,
+// --block-size, --num-kv-blocks, --kv-cache-memory, --max-batched-tokens, --speculative,
+// --no-prefix-caching, --allow-context-overrun; and the EngineOptions they set.
 //
 // Example:
 //   auto flags = std::make_shared<EngineFlags>();
@@ -32,6 +32,7 @@ struct EngineFlags {
   int32_t threads = 0;               // 0: all hardware threads
   std::string weights = "native";    // "native" (GGUF blocks kept) or "f32"
   std::string activations = "int8";  // "int8" or "f32" (native Q4_0 / Q4_1 / Q8_0 weights)
+  std::string int8_kernel = "auto";  // EngineOptions::int8_kernel
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   std::string kv_cache_memory;  // "" (automatic) or a size: bytes, or with a K, M or G suffix

@@ -144,6 +144,11 @@ struct PAGEDKV_EXPORT EngineOptions {
   // (decoded weights times fp32 activations, as before; closer to fp32 weights). docs/kernels.md
   // gives the measurements behind the default.
   ActivationType activations = ActivationType::kInt8;
+  // Forces the CPU's int8 kernel for comparisons: "avx512vnni", "avx2", "portable" or "auto" (the
+  // best this CPU runs). Every kernel gives the same bits; only the speed differs. The choice is
+  // process-wide (it stays after this engine and applies to every engine of the process); empty
+  // (the default) leaves it as it is. Init refuses a name this CPU cannot run.
+  std::string int8_kernel;
   // KV blocks in the pool (per layer). 0: from kv_cache_memory, else automatic: room for
   // kv_token_budget tokens (else 32 sequences of the full context), capped at half of the memory
   // available at start. Engine::kv_pool() says which rule applied.

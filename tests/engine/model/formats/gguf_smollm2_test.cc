@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/model/formats/model_files.h"
 #include "engine/model/runner/model_runner.h"
 #include "gmock/gmock.h"
@@ -229,6 +230,47 @@ TEST_F(SmolLm2Test, Int8ActivationsStayCloseToFp32Activations) {
   absl::StatusOr<std::vector<GenerationResult>> out = (*e)->Generate({r});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT((*out)[0].text, HasSubstr("Paris"));
+}
+
+// EngineOptions::int8_kernel forces each int8 kernel this CPU runs: the same greedy tokens for a
+// batch of prompts (prefill of several rows, then decode), the banner names the kernel, a name
+// no CPU runs is refused.
+TEST_F(SmolLm2Test, EveryInt8KernelGivesTheSameTokens) {
+  absl::StatusOr<LoadedModel> native = LoadModel(*path_, {.weights = WeightStorage::kNative});
+  ASSERT_TRUE(native.ok()) << native.status();
+  std::vector<GenerationRequest> requests = {
+      {.prompt_text = "The capital of France is", .max_new_tokens = 6},
+      {.prompt_text = "Once upon a time, a little robot", .max_new_tokens = 6}};
+  std::optional<std::vector<std::vector<TokenId>>> first;
+  for (const char* kernel : {"portable", "avx2", "avx512vnni"}) {
+    EngineOptions options;
+    options.backend = BackendKind::kCpu;
+    options.num_kv_blocks = 16;
+    options.int8_kernel = kernel;
+    absl::StatusOr<std::unique_ptr<Engine>> e =
+        Engine::Create(native->weights, options, native->tokenizer);
+    if (!e.ok() && std::string(kernel) != "portable") {
+      std::printf("int8 kernel %s: not on this CPU (%s)\n", kernel,
+                  std::string(e.status().message()).c_str());
+      continue;
+    }
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_THAT((*e)->backend_name(), HasSubstr(absl::StrCat("int8 activations (", kernel, ")")));
+    absl::StatusOr<std::vector<GenerationResult>> out = (*e)->Generate(requests);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<std::vector<TokenId>> ids;
+    for (const GenerationResult& r : *out) ids.push_back(r.output_tokens);
+    if (!first.has_value()) first = ids;
+    EXPECT_EQ(ids, *first) << kernel;
+  }
+  EngineOptions bad;
+  bad.backend = BackendKind::kCpu;
+  bad.int8_kernel = "vnni9";
+  absl::StatusOr<std::unique_ptr<Engine>> e =
+      Engine::Create(native->weights, bad, native->tokenizer);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  bad.int8_kernel = "auto";
+  EXPECT_TRUE(Engine::Create(native->weights, bad, native->tokenizer).ok());
 }
 
 // Mean negative log-likelihood (nats per token) of ids[1..] under `weights` with `rope` and
