@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/runtime/shift/shifted_chunk_reuse.h"
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -127,6 +128,48 @@ absl::Status ShiftedChunkReuse::CopyInto(std::span<const BlockId> blocks,
     dst.push_back(int64_t{blocks[static_cast<size_t>(token / bs)]} * bs + token % bs);
   }
   return mover_->CopySlots(slots, dst, position);
+}
+
+std::span<const TokenId> ShiftedChunkReuse::Placeholder(int32_t num_tokens) {
+  if (placeholder_.size() < static_cast<size_t>(num_tokens)) {
+    placeholder_.resize(static_cast<size_t>(num_tokens), 0);
+  }
+  return std::span<const TokenId>(placeholder_).first(static_cast<size_t>(num_tokens));
+}
+
+absl::StatusOr<std::optional<int32_t>> ShiftedChunkReuse::TouchKey(
+    const BlockHash& key, int32_t num_tokens, const BeforeUnpin& before_unpin) {
+  if (num_tokens < 1 || num_tokens > kMaxKeyedChunkTokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShiftedChunkReuse::TouchKey: a chunk has 1 to 2^30 tokens, got ", num_tokens));
+  }
+  std::optional<ChunkLocation> cached = index_->Find(key, Placeholder(num_tokens));
+  if (!cached.has_value() || !index_->Acquire(*cached).ok()) return std::nullopt;
+  ++stats_.acquired;
+  if (before_unpin) before_unpin(cached->blocks);
+  PAGEDKV_RETURN_IF_ERROR(index_->Release(*cached));
+  return cached->position;
+}
+
+absl::StatusOr<ChunkCopyResult> ShiftedChunkReuse::RegisterKey(const BlockHash& key,
+                                                               int32_t num_tokens, int32_t position,
+                                                               const BeforeUnpin& before_unpin) {
+  if (num_tokens < 1 || num_tokens > kMaxKeyedChunkTokens || position < 0 ||
+      position > INT32_MAX - num_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ShiftedChunkReuse::RegisterKey: need a chunk of 1 to 2^30 tokens at a "
+                     "position >= 0 that ends below 2^31; got ",
+                     num_tokens, " tokens at ", position));
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(
+      const ChunkCopyResult result,
+      index_->InsertCopy({.key = key, .tokens = Placeholder(num_tokens), .position = position},
+                         [&](std::span<const BlockId> blocks) {
+                           if (before_unpin) before_unpin(blocks);
+                           return absl::OkStatus();
+                         }));
+  Count(result, num_tokens);
+  return result;
 }
 
 void ShiftedChunkReuse::Count(ChunkCopyResult result, int64_t num_tokens) {

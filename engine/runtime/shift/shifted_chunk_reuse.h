@@ -16,6 +16,13 @@
 // runner's pages (runner_kv_mover.h: CreateRunnerChunkReuse); serve-mode replay, which has no KV,
 // passes none: nothing moves, and the pins, pool calls and stats are the same as with a mover.
 //
+// Hash level (TouchKey, RegisterKey): for a caller that names chunks by key and holds neither
+// their tokens nor their KV (cache-mode replay, whose workload marks chunks by content id). The
+// same index, pool and eviction rules as Acquire / Register; a chunk stands as `num_tokens`
+// placeholder tokens, so the index should not verify tokens (ChunkIndexOptions::verify_tokens =
+// false). A BeforeUnpin callback sees a chunk's blocks while they are still pinned, right before
+// they are unpinned: a clairvoyant eviction policy learns their next use there.
+//
 // CacheBlend (options.recompute_fraction > 0, only with a mover): the scheduler also schedules the
 // reused tokens (blend_reused_tokens()); the engine turns them into a CacheBlendHook with
 // MakeBlendHook (cache_blend_hook.h).
@@ -29,17 +36,25 @@
 //   ...  // forward pass (or its simulation)
 //   PAGEDKV_ASSIGN_OR_RETURN(bool copied, reuse->Register(chunk_tokens, "", 0, offset, slots));
 //
+// Hash level, on a bare pool (cache-mode replay):
+//   PAGEDKV_ASSIGN_OR_RETURN(auto index, ChunkIndex::Create(pool, {.verify_tokens = false}));
+//   PAGEDKV_ASSIGN_OR_RETURN(auto reuse, ShiftedChunkReuse::Create(std::move(index), nullptr, {}));
+//   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int32_t> cached_at, reuse->TouchKey(doc_key, 512));
+//   if (!cached_at) PAGEDKV_RETURN_IF_ERROR(reuse->RegisterKey(doc_key, 512, 700).status());
+//
 // Not thread-safe; the index's pool (its KvCacheManager), and whatever the mover works on, must
 // outlive it.
 #ifndef PAGEDKV_ENGINE_RUNTIME_SHIFT_SHIFTED_CHUNK_REUSE_H_
 #define PAGEDKV_ENGINE_RUNTIME_SHIFT_SHIFTED_CHUNK_REUSE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,13 +81,20 @@ struct PAGEDKV_EXPORT ShiftedChunkReuseOptions {
 
 // Counters since construction.
 struct PAGEDKV_EXPORT ShiftedChunkReuseStats {
-  int64_t acquired = 0;            // Acquire calls that returned a chunk
+  int64_t acquired = 0;            // Acquire and TouchKey calls that found a chunk
   int64_t released_unused = 0;     // of those, released by the scheduler without using them
   int64_t registered = 0;          // chunk copies registered
   int64_t registered_tokens = 0;   // tokens of those copies
-  int64_t register_failures = 0;   // Register calls that found no block to give
-  int64_t already_registered = 0;  // Register calls for a chunk already cached
+  int64_t register_failures = 0;   // Register(Key) calls that found no block to give
+  int64_t already_registered = 0;  // Register(Key) calls for a chunk already cached
 };
+
+// Sees a chunk's blocks (in order) while they are pinned, right before ShiftedChunkReuse unpins
+// them. It must not touch the pool, the index or the ShiftedChunkReuse. Empty: nothing is called.
+using BeforeUnpin = std::function<void(std::span<const BlockId> blocks)>;
+
+// The longest chunk TouchKey and RegisterKey take (2^30 tokens).
+inline constexpr int32_t kMaxKeyedChunkTokens = int32_t{1} << 30;
 
 // The RoPE fingerprint in the keys of a provider without a mover: the simulated model has no
 // rotation of its own, its model fingerprint names it.
@@ -113,6 +135,23 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
                                 uint64_t adapter_id, int32_t position,
                                 std::span<const int64_t> slots);
 
+  // Hash level (see the banner). Looks chunk `key` of `num_tokens` tokens up; when it is cached,
+  // pins its blocks, calls `before_unpin` and unpins them (tail first). Returns the position its
+  // cached copy was computed at, or nullopt when it is not cached. InvalidArgument (nothing
+  // changes) for num_tokens < 1 or over kMaxKeyedChunkTokens.
+  absl::StatusOr<std::optional<int32_t>> TouchKey(const BlockHash& key, int32_t num_tokens,
+                                                  const BeforeUnpin& before_unpin = {});
+
+  // Hash level (see the banner). Registers a copy of chunk `key` of `num_tokens` tokens computed
+  // at `position` in blocks of its own, as Register does (no KV is written); `before_unpin` sees
+  // the new blocks before they become evictable. kInserted, kAlreadyRegistered or kNoRoom (the
+  // pool had no block to give; nothing changed). InvalidArgument (nothing changes) for
+  // num_tokens < 1 or over kMaxKeyedChunkTokens, or a negative position (or one whose chunk
+  // ends past 2^31 - 1).
+  absl::StatusOr<ChunkCopyResult> RegisterKey(const BlockHash& key, int32_t num_tokens,
+                                              int32_t position,
+                                              const BeforeUnpin& before_unpin = {});
+
   // Chunks pinned by Acquire and not yet released.
   int32_t num_acquired() const { return pins_.size(); }
   const ShiftedChunkReuseStats& stats() const { return stats_; }
@@ -129,6 +168,8 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   absl::Status CopyInto(std::span<const BlockId> blocks, std::span<const int64_t> slots,
                         int32_t position) const;
   void Count(ChunkCopyResult result, int64_t num_tokens);
+  // num_tokens placeholder tokens (zeros) for the hash-level calls; grows placeholder_.
+  std::span<const TokenId> Placeholder(int32_t num_tokens);
 
   ShiftedChunkReuseOptions options_;
   std::unique_ptr<ChunkKvMover> mover_;  // null: nothing moves
@@ -136,6 +177,7 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   std::unique_ptr<ChunkIndex> index_;
   ChunkPins pins_;  // after index_: released before the index goes
   ShiftedChunkReuseStats stats_;
+  std::vector<TokenId> placeholder_;  // zeros; the hash-level calls' tokens
 };
 
 }  // namespace pagedkv

@@ -12,8 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cache/tiers/tier_chain.h"
-#include "engine/runtime/shift/chunk_reuse_tracker.h"
 #include "engine/tools/replay/cache_mode/belady_policy.h"
+#include "engine/tools/replay/cache_mode/chunk_replay.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/cache/block_pool.h"
 #include "pagedkv/cache/cache_request.h"
@@ -44,33 +44,6 @@ int64_t PrefixTokens(const ExpandedWorkload& w, size_t r, int64_t hits) {
   return (hits - 1) * w.block_size + (hits == n ? w.last_block_tokens[r] : w.block_size);
 }
 
-// Counts request r's marked chunks through `tracker` once its prefix hit covers
-// `prefix_tokens` tokens. One tracker call per chunk, so its stats tell each chunk's outcome.
-absl::Status CountChunks(const ExpandedWorkload& w, size_t r, int64_t prefix_tokens,
-                         ChunkReuseTracker& tracker, CacheReplayResult& res) {
-  const int64_t bs = w.block_size;
-  for (int64_t c = w.chunk_begin[r]; c < w.chunk_begin[r + 1]; ++c) {
-    const TrackedChunk& chunk = w.chunks[static_cast<size_t>(c)];
-    const ChunkReuseStats before = tracker.stats();
-    PAGEDKV_RETURN_IF_ERROR(tracker.OnRequest({&chunk, 1}, prefix_tokens));
-    const ChunkReuseStats& after = tracker.stats();
-    ++res.chunks;
-    res.chunks_in_prefix += after.prefix_covered - before.prefix_covered;
-    res.chunks_registered += after.registered - before.registered;
-    res.chunk_register_failures += after.register_failures - before.register_failures;
-    if (after.hits == before.hits) continue;
-    ++res.chunk_hits;
-    res.chunk_hits_moved += after.shifted_hits - before.shifted_hits;
-    res.shifted_hit_tokens += after.hit_tokens - before.hit_tokens;
-    res.shifted_hit_tokens_moved += after.shifted_hit_tokens - before.shifted_hit_tokens;
-    // Served tokens [start, end): full blocks of the request's grid wholly inside them.
-    const int64_t start = std::max(prefix_tokens, chunk.position);
-    const int64_t end = chunk.position + chunk.length;
-    res.shifted_hit_blocks += std::max<int64_t>(0, end / bs - NumBlocksFor(start, bs));
-  }
-  return absl::OkStatus();
-}
-
 // The eviction policy of a replay; `belady` points into `policy` when it is the clairvoyant one.
 struct ReplayPolicy {
   std::unique_ptr<EvictionPolicy> policy;
@@ -99,21 +72,13 @@ absl::StatusOr<ReplayPolicy> MakeReplayPolicy(const ExpandedWorkload& w, const s
   return made;
 }
 
-// The tracker of marked chunks, or null when shifted hits are not counted.
-absl::StatusOr<std::unique_ptr<ChunkReuseTracker>> MakeChunkTracker(
-    const ExpandedWorkload& w, const CacheReplayOptions& options, BlockPool* pool,
-    BeladyPolicy* belady) {
+// The chunk reuse of marked chunks, or null when shifted hits are not counted.
+absl::StatusOr<std::unique_ptr<ChunkReplay>> MakeChunkReplay(const ExpandedWorkload& w,
+                                                             const CacheReplayOptions& options,
+                                                             BlockPool* pool,
+                                                             BeladyPolicy* belady) {
   if (!options.count_shifted || !w.has_chunks()) return nullptr;
-  ChunkReuseTrackerOptions tracker_options;
-  if (belady != nullptr) {
-    // Chunk copies are next needed when the next request marks the same chunk.
-    tracker_options.before_unpin = [belady](std::span<const BlockId> blocks, int64_t next_use) {
-      for (BlockId b : blocks) belady->SetNextUse(b, next_use);
-    };
-    tracker_options.refresh_covered_chunks = true;
-    tracker_options.retire_orphaned_blocks = true;
-  }
-  return ChunkReuseTracker::Create(pool, std::move(tracker_options));
+  return ChunkReplay::Create(pool, belady);
 }
 
 // Hashes a replay block to its workload key. The requests the tier walk reads (KeyedRequest)
@@ -201,8 +166,8 @@ struct RequestWalk {
 class CacheReplayer {
  public:
   CacheReplayer(const ExpandedWorkload& w, BlockPool& pool, BeladyPolicy* belady,
-                ChunkReuseTracker* tracker, ReplayTiers* tiers, CacheReplayResult& result)
-      : w_(w), pool_(pool), belady_(belady), tracker_(tracker), tiers_(tiers), result_(result) {}
+                ChunkReplay* chunks, ReplayTiers* tiers, CacheReplayResult& result)
+      : w_(w), pool_(pool), belady_(belady), chunks_(chunks), tiers_(tiers), result_(result) {}
 
   // Looks up (and on a miss, inserts) every block of request r, counts its hits, then unpins
   // its blocks tail first.
@@ -233,8 +198,11 @@ class CacheReplayer {
     if (tiers_ != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers_->chain->ReleasePins());
     result_.hit_blocks += walk.hits;
     const int64_t hit_tokens = walk.prefix_tokens;
-    if (tracker_ != nullptr) {
-      PAGEDKV_RETURN_IF_ERROR(CountChunks(w_, r, hit_tokens, *tracker_, result_));
+    if (chunks_ != nullptr) {
+      const auto first = static_cast<size_t>(w_.chunk_begin[r]);
+      const auto count = static_cast<size_t>(w_.chunk_begin[r + 1]) - first;
+      PAGEDKV_RETURN_IF_ERROR(chunks_->CountRequest(std::span(w_.chunks).subspan(first, count),
+                                                    hit_tokens, w_.block_size, result_));
     }
     result_.infinite_hit_blocks += walk.infinite_hits;
     result_.infinite_hit_tokens += PrefixTokens(w_, r, walk.infinite_hits);
@@ -379,8 +347,8 @@ class CacheReplayer {
   const ExpandedWorkload& w_;
   BlockPool& pool_;
   BeladyPolicy* const belady_;
-  ChunkReuseTracker* const tracker_;
-  ReplayTiers* const tiers_;  // null: no tiers
+  ChunkReplay* const chunks_;  // null: shifted hits not counted
+  ReplayTiers* const tiers_;   // null: no tiers
   CacheReplayResult& result_;
   std::vector<BlockId> table_;           // the current request's blocks
   int64_t ready_end_ = w_.num_blocks();  // blocks whose keys may be read (streaming: fewer)
@@ -443,8 +411,8 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
                          .enable_priorities = priorities,
                          .max_high_priority_fraction = options.max_pinned_fraction},
                         std::move(plugged)));
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReuseTracker> tracker,
-                           MakeChunkTracker(w, options, pool.get(), belady));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReplay> chunks,
+                           MakeChunkReplay(w, options, pool.get(), belady));
   if (options.host_store_threshold < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--host-store-threshold must be >= 0 prefix hits (got %d)", options.host_store_threshold));
@@ -455,14 +423,14 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
   res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
   res.host_store = {.rule = options.host_store, .threshold = options.host_store_threshold};
-  res.shifted_counted = tracker != nullptr;
+  res.shifted_counted = chunks != nullptr;
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;
   res.requests = static_cast<int64_t>(w.num_requests());
   res.blocks = w.num_blocks();
   res.total_tokens = w.total_tokens;
   res.not_full_block_tokens = w.partial_tokens;
-  CacheReplayer replayer(w, *pool, belady, tracker.get(), tiers.get(), res);
+  CacheReplayer replayer(w, *pool, belady, chunks.get(), tiers.get(), res);
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = ThreadCpuSeconds();
   for (size_t r = 0; r < w.num_requests(); ++r) {

@@ -23,7 +23,8 @@
 //
 // Shifted hits: when the workload marks chunks (ChunkSpan, e.g. the rag workload's documents),
 // then after a request's prefix walk and while its blocks are still pinned, each marked chunk
-// goes through a ChunkReuseTracker on the same pool (engine/runtime/shift): a chunk entirely inside
+// goes through ChunkReplay (chunk_replay.h: the engine's ShiftedChunkReuse, at the hash level)
+// on the same pool: a chunk entirely inside
 // the prefix hit needs nothing; otherwise a chunk whose content is cached (registered earlier by
 // any request, at any position, and not evicted since) serves its tokens past the prefix hit as
 // shifted hits, split into hits at another position and at the same one; a chunk not cached is

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "engine/tools/replay/workload/workload.h"
 #include "pagedkv/cache/block_index.h"

@@ -37,7 +37,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/runtime/shift/chunk_reuse_tracker.h"
 #include "engine/tools/replay/workload/workload.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/export.h"
@@ -56,6 +55,18 @@ struct PAGEDKV_EXPORT ExpansionOptions {
 
 // "Never used again" in ExpandedWorkload::next_use.
 inline constexpr int32_t kNeverUsed = std::numeric_limits<int32_t>::max();
+
+// "Never needed again" in TrackedChunk::next_use when next uses were not computed.
+inline constexpr int64_t kChunkNeverUsed = std::numeric_limits<int64_t>::max();
+
+// A marked chunk of one request, as cache-mode replay counts it (cache_mode/chunk_replay.h).
+struct PAGEDKV_EXPORT TrackedChunk {
+  BlockHash key;         // position-free identity of the chunk's content (ChunkSpanKey)
+  int64_t position = 0;  // first prompt position the chunk covers (>= 0)
+  int64_t length = 0;    // tokens (> 0)
+  // The next request index marking the same key, for the clairvoyant (belady) policy.
+  int64_t next_use = kChunkNeverUsed;
+};
 
 // Every block of every request, concatenated. Request r's blocks are
 // [request_begin[r], request_begin[r + 1]).

@@ -5,9 +5,12 @@
 // nothing, and the provider under the real Scheduler with pool invariants checked after every
 // step. With a recording ChunkKvMover: the mover gets the slot moves and the chunk copies (into
 // the blocks the index allocated), its errors pass through, and the pins, pool state and stats
-// are the same as without one.
+// are the same as without one. At the hash level (TouchKey, RegisterKey; cache-mode replay):
+// hits at the same and another position, evicted chunks missing, full pools refusing copies, bad
+// calls changing nothing, and BeforeUnpin seeing each chunk's blocks while they are pinned.
 #include "engine/runtime/shift/shifted_chunk_reuse.h"
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -337,6 +340,105 @@ TEST(ShiftedChunkReuseTest, OptionsAndSlotsThatDoNotFitAreInvalidArgument) {
   EXPECT_EQ(bare->Register(doc, "", 0, 0, three).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(*bare->Register(doc, "", 0, 0, std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+// A hash-level reuse (cache-mode replay's) over a bare pool of `num_blocks` 16-token blocks.
+struct KeyedReuse {
+  std::unique_ptr<BlockPool> pool;
+  std::unique_ptr<ShiftedChunkReuse> reuse;
+};
+KeyedReuse MakeKeyedReuse(int32_t num_blocks) {
+  KeyedReuse k;
+  k.pool = BlockPool::Create({.num_blocks = num_blocks, .block_size = 16}).value();
+  auto index = ChunkIndex::Create(k.pool.get(), {.verify_tokens = false}).value();
+  k.reuse = ShiftedChunkReuse::Create(std::move(index), nullptr, {}).value();
+  return k;
+}
+
+TEST(ShiftedChunkReuseKeyTest, TouchFindsCopiesAtTheirPositionAndPinsNothing) {
+  KeyedReuse k = MakeKeyedReuse(64);
+  const BlockHash doc = BlockHash::FromU64(7), other = BlockHash::FromU64(8);
+  EXPECT_EQ(k.reuse->TouchKey(doc, 20).value(), std::nullopt);
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 20, 10).value(), ChunkCopyResult::kInserted);
+  EXPECT_EQ(k.reuse->RegisterKey(other, 5, 30).value(), ChunkCopyResult::kInserted);
+  EXPECT_EQ(k.reuse->RegisterKey(other, 5, 99).value(), ChunkCopyResult::kAlreadyRegistered);
+  EXPECT_EQ(k.pool->NumEvictableBlocks(), 3);  // 2 + 1 blocks, none held
+  EXPECT_EQ(k.reuse->TouchKey(doc, 20).value(), 10);
+  EXPECT_EQ(k.reuse->TouchKey(other, 5).value(), 30);
+  EXPECT_EQ(k.reuse->TouchKey(other, 6).value(), std::nullopt);  // another length: not it
+  EXPECT_EQ(k.reuse->stats().acquired, 2);
+  EXPECT_EQ(k.reuse->stats().registered, 2);
+  EXPECT_EQ(k.reuse->stats().registered_tokens, 25);
+  EXPECT_EQ(k.reuse->stats().already_registered, 1);
+  EXPECT_EQ(k.pool->NumUsedBlocks(), 0);  // nothing stays pinned
+  EXPECT_TRUE(k.reuse->index().ValidateInvariants().ok());
+}
+
+TEST(ShiftedChunkReuseKeyTest, EvictedChunksMissAndFullPoolsFailToRegister) {
+  KeyedReuse k = MakeKeyedReuse(4);
+  const BlockHash doc = BlockHash::FromU64(1);
+  ASSERT_EQ(k.reuse->RegisterKey(doc, 32, 0).value(), ChunkCopyResult::kInserted);
+  // Prefix traffic takes every block: the chunk's copy is evicted.
+  std::vector<BlockId> held;
+  ASSERT_TRUE(k.pool->Allocate(4, &held).ok());
+  EXPECT_EQ(k.reuse->index().size(), 0);
+  EXPECT_EQ(k.reuse->TouchKey(doc, 32).value(), std::nullopt);
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 32, 0).value(), ChunkCopyResult::kNoRoom);
+  EXPECT_EQ(k.reuse->stats().register_failures, 1);
+  ASSERT_TRUE(k.pool->Unpin(held).ok());
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 32, 0).value(), ChunkCopyResult::kInserted);
+  EXPECT_EQ(k.reuse->stats().registered, 2);
+  EXPECT_TRUE(k.reuse->index().ValidateInvariants().ok());
+}
+
+TEST(ShiftedChunkReuseKeyTest, BadKeyedCallsChangeNothing) {
+  KeyedReuse k = MakeKeyedReuse(4);
+  const BlockHash doc = BlockHash::FromU64(1);
+  EXPECT_EQ(k.reuse->TouchKey(doc, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k.reuse->TouchKey(doc, kMaxKeyedChunkTokens + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 8, -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k.reuse->RegisterKey(doc, 8, INT32_MAX - 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k.reuse->index().size(), 0);
+  EXPECT_EQ(k.pool->NumFreeBlocks(), 4);
+  EXPECT_EQ(k.reuse->stats().registered + k.reuse->stats().register_failures, 0);
+}
+
+TEST(ShiftedChunkReuseKeyTest, BeforeUnpinSeesEachChunksBlocksWhilePinned) {
+  KeyedReuse k = MakeKeyedReuse(8);
+  struct Call {
+    std::vector<BlockId> blocks;
+    std::vector<int32_t> ref_counts;  // while the callback runs: still pinned
+  };
+  std::vector<Call> calls;
+  BlockPool* raw = k.pool.get();
+  const BeforeUnpin record = [&calls, raw](std::span<const BlockId> blocks) {
+    Call c{{blocks.begin(), blocks.end()}, {}};
+    for (BlockId b : blocks) c.ref_counts.push_back(raw->RefCount(b));
+    calls.push_back(std::move(c));
+  };
+  const BlockHash doc = BlockHash::FromU64(3);
+  // Registration: a copy of 2 blocks, seen while pinned.
+  ASSERT_EQ(k.reuse->RegisterKey(doc, 20, 0, record).value(), ChunkCopyResult::kInserted);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].blocks.size(), 2u);
+  EXPECT_EQ(calls[0].ref_counts, (std::vector<int32_t>{1, 1}));
+  // A hit: the same blocks, pinned again.
+  ASSERT_EQ(k.reuse->TouchKey(doc, 20, record).value(), 0);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].blocks, calls[0].blocks);
+  EXPECT_EQ(calls[1].ref_counts, (std::vector<int32_t>{1, 1}));
+  // A miss, or no room to register: no call.
+  std::vector<BlockId> held;
+  ASSERT_TRUE(k.pool->Allocate(8, &held).ok());  // evicts the copy, takes every block
+  EXPECT_EQ(k.reuse->TouchKey(doc, 20, record).value(), std::nullopt);
+  EXPECT_EQ(k.reuse->RegisterKey(BlockHash::FromU64(4), 5, 0, record).value(),
+            ChunkCopyResult::kNoRoom);
+  EXPECT_EQ(calls.size(), 2u);
+  ASSERT_TRUE(k.pool->Unpin(held).ok());
+  EXPECT_TRUE(k.reuse->index().ValidateInvariants().ok());
 }
 
 }  // namespace
