@@ -42,6 +42,14 @@ absl::Status RunServeMode(const ReplayConfig& config, const Workload& workload, 
 absl::Status RunHybridServeMode(const ReplayConfig& config, const Workload& workload,
                                 ServeReplayOptions options, std::ostream& out);
 
+// The JSON fields of a serve report after the workload's: mode, gpu, model, policy.
+nlohmann::json ServeBaseJson(const ReplayConfig& config, const Workload& workload,
+                             const ServeReplayOptions& options);
+
+// The first lines of a serve report: the workload, the model on the GPU, block size and policy.
+std::string ServeHeader(const ReplayConfig& config, const Workload& workload,
+                        const ServeReplayOptions& options);
+
 // Blocks that `gib` GiB of KV hold for the model preset `model_name` at `block_size`.
 // InvalidArgument when that is no block at all.
 absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, int32_t block_size);

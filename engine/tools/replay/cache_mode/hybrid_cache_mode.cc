@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "engine/tools/replay/replay_modes.h"
 #include "engine/tools/replay/workload/block_expansion.h"
@@ -30,27 +29,6 @@ struct HybridRun {
   int64_t pages = 0;
   HybridReplayResult result;
 };
-
-// "full x12 | window 128 x12"; groups of one kind and window are summed ("x52 in 6 groups").
-std::string GroupsText(const std::vector<KvCacheGroupSpec>& groups) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < groups.size();) {
-    size_t j = i;
-    int32_t layers = 0;
-    for (; j < groups.size() && groups[j].kind == groups[i].kind &&
-           groups[j].sliding_window == groups[i].sliding_window;
-         ++j) {
-      layers += groups[j].num_layers;
-    }
-    std::string part = groups[i].kind == KvCacheGroupKind::kFullAttention
-                           ? absl::StrFormat("full x%d", layers)
-                           : absl::StrFormat("window %d x%d", groups[i].sliding_window, layers);
-    if (j - i > 1) absl::StrAppendFormat(&part, " in %d groups", j - i);
-    parts.push_back(part);
-    i = j;
-  }
-  return absl::StrJoin(parts, " | ");
-}
 
 absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedWorkload& e) {
   if (c.capacity_blocks > 0) return c.capacity_blocks;
@@ -71,10 +49,10 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& mod
   const double layers = model.num_layers;
   for (const HybridRun& r : runs) {
     out << absl::StrFormat(
-        "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name, GroupsText(r.groups),
-        r.pages, 100 * r.result.TokenHitRate(), r.result.mean_prefill_layer_blocks / layers,
-        r.result.peak_prefill_layer_blocks / layers, r.result.mean_decode_layer_blocks / layers,
-        r.result.evictions, r.result.refused);
+        "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name,
+        KvCacheGroupsText(r.groups), r.pages, 100 * r.result.TokenHitRate(),
+        r.result.mean_prefill_layer_blocks / layers, r.result.peak_prefill_layer_blocks / layers,
+        r.result.mean_decode_layer_blocks / layers, r.result.evictions, r.result.refused);
   }
   const double full = runs[1].result.mean_decode_layer_blocks;
   if (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0) {
@@ -100,7 +78,7 @@ void PrintJson(const ReplayConfig& c, const Workload& w, const ModelPreset& mode
   j["capacity_full_model_blocks"] = capacity;
   for (const HybridRun& r : runs) {
     const double layers = model.num_layers;
-    j[r.name] = {{"groups", GroupsText(r.groups)},
+    j[r.name] = {{"groups", KvCacheGroupsText(r.groups)},
                  {"pages", r.pages},
                  {"requests", r.result.requests},
                  {"refused", r.result.refused},

@@ -8,10 +8,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
@@ -174,6 +176,26 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
     result.mean_decode_layer_blocks = held.decode_sum / static_cast<double>(held.admitted);
   }
   return result;
+}
+
+std::string KvCacheGroupsText(const std::vector<KvCacheGroupSpec>& groups) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < groups.size();) {
+    size_t j = i;
+    int32_t layers = 0;
+    for (; j < groups.size() && groups[j].kind == groups[i].kind &&
+           groups[j].sliding_window == groups[i].sliding_window;
+         ++j) {
+      layers += groups[j].num_layers;
+    }
+    std::string part = groups[i].kind == KvCacheGroupKind::kFullAttention
+                           ? absl::StrFormat("full x%d", layers)
+                           : absl::StrFormat("window %d x%d", groups[i].sliding_window, layers);
+    if (j - i > 1) absl::StrAppendFormat(&part, " in %d groups", j - i);
+    parts.push_back(part);
+    i = j;
+  }
+  return absl::StrJoin(parts, " | ");
 }
 
 }  // namespace pagedkv::replay

@@ -52,6 +52,9 @@ PAGEDKV_EXPORT std::vector<KvCacheGroupSpec> HybridGroupsFor(const ModelPreset& 
 PAGEDKV_EXPORT std::vector<KvCacheGroupSpec> AllFullGroupsFor(const ModelPreset& model);
 // Layers per page of `groups`: the largest group's num_layers.
 PAGEDKV_EXPORT int32_t LayersPerPage(const std::vector<KvCacheGroupSpec>& groups);
+// `groups` as text, e.g. "full x12 | window 128 x12"; consecutive groups of one kind and window
+// are summed ("window 1024 x52 in 6 groups").
+PAGEDKV_EXPORT std::string KvCacheGroupsText(const std::vector<KvCacheGroupSpec>& groups);
 
 struct PAGEDKV_EXPORT HybridReplayOptions {
   int64_t capacity_blocks = 0;           // pages in the pool (> 0, < 2^31)

@@ -8,7 +8,9 @@
 // * num_layers / LayersPerPage pages, as in cache mode (hybrid_cache_mode.cc). KV per running
 // request is reported in full-model blocks (pages * LayersPerPage / num_layers).
 //
-// Host and remote tier capacities are full-model blocks as well (the same bytes per run).
+// Host and remote tier capacities are full-model blocks as well (the same bytes per run). Each
+// run reports through the plain serve report (FormatServeTable, ServeResultJson), whose hybrid
+// lines give its groups, pages and KV per running request.
 //
 // The simulated cost of a step is the model's full cost (cost_model.h has no per-layer window
 // term), so the hybrid row's gain is what its memory buys: more running requests, fewer
@@ -40,13 +42,6 @@ int64_t FullModelToPages(int64_t blocks, const HybridServeRun& r, const ModelPre
   return blocks * model.num_layers / LayersPerPage(r.groups);
 }
 
-// Mean KV held per running request, in full-model blocks.
-double KvPerRequest(const HybridServeRun& r, const ModelPreset& model) {
-  if (r.result.mean_running <= 0) return 0;
-  return r.result.mean_used_blocks / r.result.mean_running * LayersPerPage(r.groups) /
-         model.num_layers;
-}
-
 absl::Status CheckHybridServe(const ReplayConfig& c, const ServeReplayOptions& o) {
   if (o.model.layer_windows.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -64,56 +59,27 @@ absl::Status CheckHybridServe(const ReplayConfig& c, const ServeReplayOptions& o
   return absl::OkStatus();
 }
 
+// The plain serve report (ServeHeader, FormatServeTable) of each run, then the KV ratio.
 void PrintTable(const ReplayConfig& c, const Workload& w, const ServeReplayOptions& o,
                 int64_t capacity, const std::vector<HybridServeRun>& runs, std::ostream& out) {
+  out << ServeHeader(c, w, o)
+      << absl::StrFormat("hybrid KV: capacity %d full-model blocks in pages of each layout\n",
+                         capacity);
+  for (const HybridServeRun& r : runs) out << "\n" << r.name << ":\n" << FormatServeTable(r.result);
+  const double full = runs[1].result.kv_blocks_per_running_request;
   out << absl::StrFormat(
-      "workload %s\nserve mode, hybrid KV: %s (%d layers) on %s, capacity %d full-model blocks "
-      "of %d tokens, policy %s\n\n",
-      Describe(w), o.model.name, o.model.num_layers, o.gpu.name, capacity, c.block_size, o.policy);
-  out << absl::StrFormat("%-9s %8s %10s %10s %9s %9s %8s %10s %8s %9s %8s %9s %8s\n", "kv cache",
-                         "pages", "tok/s", "out tok/s", "TTFT mean", "TTFT p99", "running",
-                         "KV/request", "hit", "1st hit", "preempt", "evictions", "rejected");
-  for (const HybridServeRun& r : runs) {
-    const ServeReplayResult& s = r.result;
-    out << absl::StrFormat(
-        "%-9s %8d %10.0f %10.0f %8.3fs %8.3fs %8.1f %10.1f %7.2f%% %8.2f%% %8d %9d %8d\n", r.name,
-        r.pages, s.total_tokens_per_second(), s.output_tokens_per_second(), s.ttft_mean_s,
-        s.ttft_p99_s, s.mean_running, KvPerRequest(r, o.model), 100 * s.prefix_hit_rate(),
-        100 * s.first_admission_hit_rate(), s.preemptions, s.evictions, s.rejected);
-  }
-  if (o.tiers.enabled()) {
-    out << "\n";
-    for (const HybridServeRun& r : runs) {
-      out << absl::StrFormat("%-9s tiers: %d host / %d remote hit tokens\n", r.name,
-                             r.result.host_hit_tokens, r.result.remote_hit_tokens);
-    }
-  }
-  out << absl::StrFormat(
-      "\nKV per running request in full-model blocks; hit: prefix hits over admissions "
-      "(re-admissions after preemption included), 1st hit: first admissions only; %.2f s wall\n",
-      runs[0].result.wall_seconds + runs[1].result.wall_seconds);
+      "\nKV per running request, hybrid / all-full: %.3f (full-model blocks); first-admission "
+      "hits leave out re-admissions after preemption\n",
+      full > 0 ? runs[0].result.kv_blocks_per_running_request / full : 0.0);
 }
 
+// The plain serve JSON (ServeBaseJson) with ServeResultJson of each run under its name.
 void PrintJson(const ReplayConfig& c, const Workload& w, const ServeReplayOptions& o,
                int64_t capacity, const std::vector<HybridServeRun>& runs, std::ostream& out) {
-  nlohmann::json j = WorkloadJson(w, c);
-  j["mode"] = "serve";
+  nlohmann::json j = ServeBaseJson(c, w, o);
   j["hybrid_kv"] = true;
-  j["gpu"] = o.gpu.name;
-  j["model"] = o.model.name;
-  j["policy"] = o.policy;
   j["capacity_full_model_blocks"] = capacity;
-  for (const HybridServeRun& r : runs) {
-    nlohmann::json run = ServeResultJson(r.result);
-    run["pages"] = r.pages;
-    run["mean_running"] = r.result.mean_running;
-    run["mean_used_pages"] = r.result.mean_used_blocks;
-    run["kv_blocks_per_running_request"] = KvPerRequest(r, o.model);
-    run["first_admission_hit_tokens"] = r.result.first_admission_hit_tokens;
-    run["first_admission_prompt_tokens"] = r.result.first_admission_prompt_tokens;
-    run["first_admission_hit_rate"] = r.result.first_admission_hit_rate();
-    j[r.name] = std::move(run);
-  }
+  for (const HybridServeRun& r : runs) j[r.name] = ServeResultJson(r.result);
   out << j.dump(2) << "\n";
 }
 

@@ -93,23 +93,6 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
   return o;
 }
 
-// The JSON fields of a serve report after the workload's.
-nlohmann::json ServeBaseJson(const ReplayConfig& c, const Workload& workload,
-                             const ServeReplayOptions& o) {
-  nlohmann::json j = WorkloadJson(workload, c);
-  j["mode"] = "serve";
-  j["gpu"] = o.gpu.name;
-  j["model"] = o.model.name;
-  j["policy"] = o.policy;
-  return j;
-}
-
-std::string ServeHeader(const ReplayConfig& c, const Workload& workload,
-                        const ServeReplayOptions& o) {
-  return absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
-                         Describe(workload), o.model.name, o.gpu.name, c.block_size, o.policy);
-}
-
 // Runs `c.router` over c.instances instances (and the oracle, as the reference), prints the
 // table or the JSON (`base` plus the aggregate, per_instance and "oracle").
 absl::Status RunMultiInstanceMode(const ReplayConfig& c, const Workload& workload,
@@ -202,6 +185,22 @@ absl::StatusOr<SingleInstanceRuns> RunSingleInstance(const ReplayConfig& c,
 }
 
 }  // namespace
+
+nlohmann::json ServeBaseJson(const ReplayConfig& c, const Workload& workload,
+                             const ServeReplayOptions& o) {
+  nlohmann::json j = WorkloadJson(workload, c);
+  j["mode"] = "serve";
+  j["gpu"] = o.gpu.name;
+  j["model"] = o.model.name;
+  j["policy"] = o.policy;
+  return j;
+}
+
+std::string ServeHeader(const ReplayConfig& c, const Workload& workload,
+                        const ServeReplayOptions& o) {
+  return absl::StrFormat("workload %s\nserve mode: %s on %s, block size %d, policy %s\n",
+                         Describe(workload), o.model.name, o.gpu.name, c.block_size, o.policy);
+}
 
 absl::Status RunServeMode(const ReplayConfig& c, const Workload& workload, std::ostream& out) {
   PAGEDKV_ASSIGN_OR_RETURN(ServeReplayOptions o, ServeOptionsFrom(c, workload));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "engine/tools/replay/serve_mode/serve_simulation.h"
 #include "engine/tools/replay/shifted_hit_json.h"
 #include "pagedkv/status_macros.h"
@@ -106,7 +107,16 @@ absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ServeSimulation> simulation,
                            ServeSimulation::Create(workload, options, capacity));
   while (simulation->HasWork()) PAGEDKV_RETURN_IF_ERROR(simulation->Step());
-  return simulation->Finish();
+  PAGEDKV_ASSIGN_OR_RETURN(ServeReplayResult result, simulation->Finish());
+  if (result.hybrid) {
+    result.kv_cache_groups = KvCacheGroupsText(options.hybrid_groups);
+    if (result.mean_running > 0 && options.model.num_layers > 0) {
+      result.kv_blocks_per_running_request = result.mean_used_blocks / result.mean_running *
+                                             LayersPerPage(options.hybrid_groups) /
+                                             options.model.num_layers;
+    }
+  }
+  return result;
 }
 
 std::string FormatServeTable(const ServeReplayResult& r) {
@@ -116,10 +126,22 @@ std::string FormatServeTable(const ServeReplayResult& r) {
   };
   row("requests (finished/rejected)",
       absl::StrFormat("%d (%d / %d)", r.requests, r.finished, r.rejected));
-  row("KV capacity", absl::StrFormat("%d blocks", r.capacity_blocks));
+  if (r.hybrid) {
+    row("KV cache groups", absl::StrFormat("%s: %d pages", r.kv_cache_groups, r.capacity_blocks));
+    row("KV per running request",
+        absl::StrFormat("%.1f full-model blocks (%.1f running, %.1f pages held)",
+                        r.kv_blocks_per_running_request, r.mean_running, r.mean_used_blocks));
+  } else {
+    row("KV capacity", absl::StrFormat("%d blocks", r.capacity_blocks));
+  }
   row("prefix hit rate (tokens)",
       absl::StrFormat("%.2f%% (%d of %d admitted prompt tokens)", 100 * r.prefix_hit_rate(),
                       r.prefix_hit_tokens, r.admitted_tokens));
+  if (r.hybrid) {
+    row("first-admission hit rate",
+        absl::StrFormat("%.2f%% (%d of %d prompt tokens)", 100 * r.first_admission_hit_rate(),
+                        r.first_admission_hit_tokens, r.first_admission_prompt_tokens));
+  }
   if (r.shifted_counted) {
     row("shifted hit rate (tokens)",
         absl::StrFormat("%.2f%% (%d tokens; %d from copies at another position)",
@@ -157,6 +179,22 @@ std::string FormatServeTable(const ServeReplayResult& r) {
   return out;
 }
 
+namespace {
+
+// The KV cache group fields of a hybrid run.
+void AddHybridJson(const ServeReplayResult& r, nlohmann::json& j) {
+  j["kv_cache_groups"] = r.kv_cache_groups;
+  j["pages"] = r.capacity_blocks;
+  j["mean_running"] = r.mean_running;
+  j["mean_used_pages"] = r.mean_used_blocks;
+  j["kv_blocks_per_running_request"] = r.kv_blocks_per_running_request;
+  j["first_admission_hit_tokens"] = r.first_admission_hit_tokens;
+  j["first_admission_prompt_tokens"] = r.first_admission_prompt_tokens;
+  j["first_admission_hit_rate"] = r.first_admission_hit_rate();
+}
+
+}  // namespace
+
 nlohmann::json ServeResultJson(const ServeReplayResult& r) {
   nlohmann::json j = {
       {"requests", r.requests},
@@ -186,6 +224,7 @@ nlohmann::json ServeResultJson(const ServeReplayResult& r) {
       {"wall_seconds", r.wall_seconds},
       {"shifted_counted", r.shifted_counted},
   };
+  if (r.hybrid) AddHybridJson(r, j);
   if (r.shifted_counted) {
     AddShiftedHitJson(r, j);
     j["rerotated_tokens"] = r.rerotated_tokens;

@@ -97,6 +97,11 @@ struct PAGEDKV_EXPORT ServeReplayResult {
   double mean_running = 0;
   double mean_used_blocks = 0;
   bool hybrid = false;  // options.hybrid_groups was set
+  // With hybrid: the groups (KvCacheGroupsText), and the KV a running request holds, in
+  // full-model blocks (mean_used_blocks / mean_running pages of LayersPerPage layers each, over
+  // the model's layers). FormatServeTable and ServeResultJson report them with the mean_* fields.
+  std::string kv_cache_groups;
+  double kv_blocks_per_running_request = 0;
   // Prefix hits of first admissions only (prefix_hit_tokens also counts re-admissions after
   // preemption, which mostly hit the request's own blocks), and their prompt tokens.
   int64_t first_admission_hit_tokens = 0;
@@ -156,9 +161,11 @@ PAGEDKV_EXPORT absl::StatusOr<int64_t> KvCapacityBlocks(const GpuPreset& gpu,
 PAGEDKV_EXPORT absl::StatusOr<ServeReplayResult> RunServeReplay(const Workload& workload,
                                                                 const ServeReplayOptions& options);
 
-// One line per metric (shifted-hit lines when shifted_counted).
+// One line per metric (shifted-hit lines when shifted_counted; KV cache group lines when hybrid).
 PAGEDKV_EXPORT std::string FormatServeTable(const ServeReplayResult& result);
-// Every counter and rate; the shifted fields (named as in cache mode's JSON) when shifted_counted.
+// Every counter and rate; the shifted fields (named as in cache mode's JSON) when shifted_counted;
+// with hybrid: pages, mean_running, mean_used_pages, kv_blocks_per_running_request and the
+// first-admission hits.
 PAGEDKV_EXPORT nlohmann::json ServeResultJson(const ServeReplayResult& result);
 
 // The effect of shifted reuse: `with` against the same replay with count_shifted off.

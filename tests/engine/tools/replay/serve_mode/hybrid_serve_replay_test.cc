@@ -117,12 +117,19 @@ TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
   EXPECT_EQ(j["all_full"]["pages"], 800);
   EXPECT_EQ(j["hybrid"]["pages"], 1600);
   EXPECT_TRUE(j["hybrid"].contains("kv_blocks_per_running_request"));
+  EXPECT_EQ(j["hybrid"]["kv_cache_groups"], "full x12 | window 128 x12");
+  EXPECT_EQ(j["all_full"]["kv_cache_groups"], "full x24");
   // A host tier (in full-model blocks, pages per layout as the device capacity).
   c.json = false;
   c.host_capacity_blocks = 2000;
   std::ostringstream tiers;
   ASSERT_TRUE(RunServeMode(c, w, tiers).ok());
-  EXPECT_NE(tiers.str().find("tiers:"), std::string::npos) << tiers.str();
+  // Each run reports through the plain serve table: its tier line, its groups.
+  const std::string text = tiers.str();
+  const size_t first_tiers = text.find("tiers (host / remote blocks)");
+  ASSERT_NE(first_tiers, std::string::npos) << text;
+  EXPECT_NE(text.find("tiers (host / remote blocks)", first_tiers + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("full x12 | window 128 x12: 1600 pages"), std::string::npos) << text;
   c.host_capacity_blocks = 0;
   // Refused: a model without windows, several instances.
   c.model = "llama-3-8b";
