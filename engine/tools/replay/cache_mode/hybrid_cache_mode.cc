@@ -9,6 +9,8 @@
 // blocks (layer-blocks / num_layers), so both rows use one unit. Host and remote tier capacities
 // (--host-capacity-blocks, --remote-capacity-blocks) are full-model blocks too (the same bytes in
 // pages of each row's layout); the tiers are the engine's TierChain (hybrid_cache_replay.h).
+// A workload that marks chunks is refused unless shifted hits are off (--no-shifted): chunk
+// reuse keeps one group's KV (kShiftedReuseNeedsOneGroup), and this replay counts none.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -113,6 +115,10 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
         "--hybrid-kv replays one capacity with one of lru, lfu, fifo; drop --sweep and extra "
         "--policy values");
   }
+  const bool any_chunks =
+      std::any_of(workload.requests.begin(), workload.requests.end(),
+                  [](const ReplayRequest& request) { return !request.chunks.empty(); });
+  if (c.count_shifted && any_chunks) return absl::InvalidArgumentError(kShiftedReuseNeedsOneGroup);
   PAGEDKV_RETURN_IF_ERROR(CheckExpansionFits(workload, c.block_size, BudgetOf(c)));
   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload expanded,
                            ExpandWorkload(workload, {.block_size = c.block_size}));

@@ -56,6 +56,17 @@ PAGEDKV_EXPORT int32_t LayersPerPage(const std::vector<KvCacheGroupSpec>& groups
 // are summed ("window 1024 x52 in 6 groups").
 PAGEDKV_EXPORT std::string KvCacheGroupsText(const std::vector<KvCacheGroupSpec>& groups);
 
+// Why a replay over several KV cache groups does not reuse marked chunks at shifted positions
+// (serve mode and --hybrid-kv cache mode refuse it with this message, before replaying anything):
+// chunk reuse (ShiftedChunkReuse, the scheduler's ChunkReuseProvider) pins, moves and copies the
+// KV of one group, and every group would need its own (a full-attention group every token of the
+// chunk, a sliding-window group those inside its window); that is not implemented. One group
+// (e.g. AllFullGroupsFor) reuses chunks as the plain replay does.
+inline constexpr const char* kShiftedReuseNeedsOneGroup =
+    "shifted reuse of marked chunks (e.g. the rag workload's documents) is not supported over "
+    "several KV cache groups: chunk reuse moves the KV of one group, and every group would need "
+    "its own; pass --no-shifted (count_shifted = false), or replay without --hybrid-kv";
+
 struct PAGEDKV_EXPORT HybridReplayOptions {
   int64_t capacity_blocks = 0;           // pages in the pool (> 0, < 2^31)
   int32_t block_size = 16;               // tokens per block; the expansion's

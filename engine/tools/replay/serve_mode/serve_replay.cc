@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/tools/replay/serve_mode/serve_replay.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -80,6 +81,12 @@ absl::Status ValidateServeOptions(const Workload& workload, const ServeReplayOpt
                         options.chunk_first_k));
   }
   PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
+  const bool any_chunks =
+      std::any_of(workload.requests.begin(), workload.requests.end(),
+                  [](const ReplayRequest& request) { return !request.chunks.empty(); });
+  if (options.hybrid_groups.size() > 1 && options.count_shifted && any_chunks) {
+    return absl::InvalidArgumentError(kShiftedReuseNeedsOneGroup);
+  }
   return options.scheduler.Validate();
 }
 

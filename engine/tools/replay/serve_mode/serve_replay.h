@@ -68,7 +68,10 @@ struct PAGEDKV_EXPORT ServeReplayOptions {
   ServeTierOptions tiers = {};
   // Non-empty: the scheduler drives a KvCacheManager with these KV cache groups
   // (HybridGroupsFor / AllFullGroupsFor in hybrid_cache_replay.h) and capacity_blocks counts its
-  // pages. Tiers are refused; shifted reuse is off (both fill group 0's blocks only).
+  // pages. Tiers work over the groups (each group's pages under its hashes). Shifted reuse over
+  // more than one group is refused (kShiftedReuseNeedsOneGroup, hybrid_cache_replay.h):
+  // RunServeReplay returns InvalidArgument when count_shifted is on and a request marks a chunk;
+  // one group reuses chunks as the plain replay does.
   std::vector<KvCacheGroupSpec> hybrid_groups;
 };
 

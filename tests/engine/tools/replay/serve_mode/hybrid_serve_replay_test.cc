@@ -3,11 +3,14 @@
 // Serve-mode replay over a KvCacheManager (several groups) (`--mode serve --hybrid-kv`): one
 // full-attention group gives exactly the plain replay, a windowed model holds less KV per running
 // request and runs more requests than the same model all full at the same KV memory, the host
-// tier runs over groups, and the mode's flag path reports both.
+// tier runs over groups, the mode's flag path reports both, and shifted reuse of marked chunks
+// is refused over several groups (kShiftedReuseNeedsOneGroup) but runs over one.
 #include <cstdint>
 #include <sstream>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "engine/tools/replay/replay_modes.h"
 #include "engine/tools/replay/serve_mode/serve_replay.h"
@@ -93,6 +96,30 @@ TEST(HybridServeReplayTest, HostTierRunsOverGroups) {
   EXPECT_GT(h.host_hit_tokens, 0);
   EXPECT_GT(h.prefix_hit_tokens, n.prefix_hit_tokens);
   EXPECT_EQ(h.finished + h.rejected, h.requests);
+}
+
+TEST(HybridServeReplayTest, ShiftedReuseNeedsOneGroup) {
+  const Workload w = MakeBuiltinWorkload("rag", {.num_requests = 12, .seed = 2}).value();
+  ServeReplayOptions o = SmallServeOptions();
+  o.model = FindModelPreset("gpt-oss-20b").value();
+  o.capacity_blocks = 4000;
+  // Several groups: refused before anything runs, the message names the way out.
+  o.hybrid_groups = HybridGroupsFor(o.model);
+  const absl::StatusOr<ServeReplayResult> refused = RunServeReplay(w, o);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--no-shifted"), std::string::npos);
+  // Without shifted reuse the same replay runs.
+  o.count_shifted = false;
+  const absl::StatusOr<ServeReplayResult> off = RunServeReplay(w, o);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->shifted_counted);
+  // One group reuses chunks as the plain replay does.
+  o.count_shifted = true;
+  o.hybrid_groups = AllFullGroupsFor(o.model);
+  const absl::StatusOr<ServeReplayResult> one = RunServeReplay(w, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(one->shifted_counted);
+  EXPECT_GT(one->chunks, 0);
 }
 
 TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
