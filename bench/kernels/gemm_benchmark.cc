@@ -14,7 +14,8 @@
 //                    blocks are multiplied in registers, from 16 rows each panel is decoded
 //                    once per call into the packed layout.
 //   BM_GemmInt8Kernels: BM_GemmQuantInt8's shapes, one thread, each int8 kernel this CPU runs
-//                    forced in turn (kernel: 0 avx2, 1 avx512vnni; the label names it).
+//                    forced in turn (kernel: 0 avx2, 1 avx512vnni from the rows, 2 avx512vnni
+//                    from Int8Tiles built outside the timing; the label names it).
 //   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
 //                    thread, and threads:0 with OpenBLAS's own pool over every core.
 // Shapes: m = 1, 8, 32, 128 rows against (n, k) of aidreams260K (dim 64, hidden 172, vocab 512),
@@ -24,12 +25,14 @@
 //   build/bench/kernels/gemm_benchmark --benchmark_counters_tabular=true
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/engine/model/plain_ops.h"
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/int8_linear.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
@@ -143,7 +146,7 @@ std::vector<unsigned char> QuantRows(WeightType type, int64_t n, int64_t k) {
   return w;
 }
 
-void GemmQuant(benchmark::State& state, ActivationType activations) {
+void GemmQuant(benchmark::State& state, ActivationType activations, bool tiled = false) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto type = static_cast<WeightType>(state.range(4));
   std::unique_ptr<cpu::ThreadPool> pool = PoolFor(static_cast<int32_t>(state.range(3)));
@@ -158,8 +161,17 @@ void GemmQuant(benchmark::State& state, ActivationType activations) {
                              .n = n,
                              .k = k,
                              .activations = activations};
+  std::optional<cpu::Int8Tiles> tiles;
+  if (tiled) {
+    absl::StatusOr<cpu::Int8Tiles> built = cpu::Int8Tiles::Build(w.data(), type, n, k);
+    if (!built.ok()) return state.SkipWithError("Int8Tiles::Build failed");
+    tiles = *std::move(built);
+  }
+  const cpu::Int8Tiles* tiles_ptr = tiles.has_value() ? &*tiles : nullptr;
   for (auto _ : state) {
-    if (!cpu::QuantLinear(args, pool.get()).ok()) return state.SkipWithError("QuantLinear failed");
+    if (!cpu::QuantLinear(args, pool.get(), tiles_ptr).ok()) {
+      return state.SkipWithError("QuantLinear failed");
+    }
     benchmark::DoNotOptimize(o.y.data());
   }
   SetCounters(state, m, n, k);
@@ -190,14 +202,15 @@ void SmolLm2Shapes(benchmark::internal::Benchmark* b, bool with_type) {
   b->UseRealTime();
 }
 
-constexpr const char* kInt8Kernels[] = {"avx2", "avx512vnni"};
+constexpr const char* kInt8Kernels[] = {"avx2", "avx512vnni", "avx512vnni"};
 
 void BM_GemmInt8Kernels(benchmark::State& state) {
   const char* kernel = kInt8Kernels[state.range(5)];
   if (!cpu::ForceInt8Kernel(kernel).ok()) return state.SkipWithError("kernel not on this CPU");
-  GemmQuant(state, ActivationType::kInt8);
+  const bool tiled = state.range(5) == 2;
+  GemmQuant(state, ActivationType::kInt8, tiled);
   (void)cpu::ForceInt8Kernel("auto");
-  state.SetLabel(kernel);
+  state.SetLabel(tiled ? "avx512vnni tiles" : kernel);
 }
 
 #if PAGEDKV_HAVE_OPENBLAS
@@ -261,11 +274,11 @@ BENCHMARK(BM_GemmInt8Kernels)->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "threads", "type", "kernel"});
   for (int64_t m : {1, 2, 3, 4, 8, 16, 64, 256}) {
     for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1536, 576}, {576, 1536}}) {
-      for (int64_t kernel : {0, 1}) {
+      for (int64_t kernel : {0, 1, 2}) {
         b->Args({m, n, k, 1, static_cast<int64_t>(WeightType::kQ4_1), kernel});
       }
     }
-    for (int64_t kernel : {0, 1}) {
+    for (int64_t kernel : {0, 1, 2}) {
       b->Args({m, 49152, 576, 1, static_cast<int64_t>(WeightType::kQ8_0), kernel});
     }
   }

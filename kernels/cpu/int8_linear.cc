@@ -126,7 +126,8 @@ absl::Status ForceInt8Kernel(const char* name) {
   return absl::OkStatus();
 }
 
-absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
+absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
+                             const Int8Tiles* tiles) {
   if (args.m == 0) return absl::OkStatus();
   Int8Rows x;
   if (!QuantizeX(args, &x)) {
@@ -144,6 +145,8 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
     const int64_t j_end = std::min(args.n, end * group);
     switch (kernel) {
       case Kernel::kVnni:
+        if (tiles != nullptr)
+          return int8_kernels::VnniTiledColumns(args, x, *tiles, j_begin, j_end);
         return int8_kernels::VnniColumns(args, x, j_begin, j_end);
       case Kernel::kAvx2:
         return int8_kernels::Avx2Columns(args, x, j_begin, j_end);

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
@@ -44,10 +45,12 @@ PAGEDKV_EXPORT const char* Int8KernelName();
 // Not thread-safe against running kernels: call before work starts.
 PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
 
-// y = x W^T (+ y) with int8 activations. REQUIRES: args validated (ValidateQuantLinear) and
-// Int8ActivationsSupport(args.w_type). ResourceExhausted (y untouched) when the quantized copy
-// of x cannot be allocated.
-PAGEDKV_EXPORT absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool);
+// y = x W^T (+ y) with int8 activations; the VNNI kernel multiplies `tiles` (args.w's, or null)
+// when given, the others ignore them (the same bits either way). REQUIRES: args validated
+// (ValidateQuantLinear), Int8ActivationsSupport(args.w_type), tiles null or built from args.w.
+// ResourceExhausted (y untouched) when the quantized copy of x cannot be allocated.
+PAGEDKV_EXPORT absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
+                                            const Int8Tiles* tiles = nullptr);
 
 namespace int8_kernels {
 
@@ -59,6 +62,9 @@ void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* sc
 
 // Columns [j_begin, j_end) of every row of y; j_begin a multiple of 16.
 void VnniColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);
+// The same from W's tiles; j_begin and j_end multiples of 16.
+void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                      int64_t j_begin, int64_t j_end);
 // AVX-512 F / BW / VL / DQ / VNNI, with the OS's ZMM state, and Avx2Supported().
 bool VnniSupported();
 

@@ -74,6 +74,11 @@ PAGEDKV_VNNI inline __m512 Halves16(const unsigned char* wb, int64_t row_bytes, 
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
+// 16 consecutive f16 values at p, as fp32 lanes.
+PAGEDKV_VNNI inline __m512 Halves16At(const unsigned char* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // Rows 2p and 2p+1 (8 words each) as one vector of word pairs: [r0 w0, r1 w0, r0 w1, r1 w1, ...].
 PAGEDKV_VNNI inline __m512i InterleaveRowPair(__m256i r0, __m256i r1) {
   const __m512i idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -165,39 +170,110 @@ PAGEDKV_VNNI void OneRowColumns(const QuantLinearArgs& a, const Int8Rows& x, int
   if (whole_end < j_end) Avx2Columns(a, x, whole_end, j_end);
 }
 
+// Calls fn(std::integral_constant<int, RX>{}, i) over rows [0, m) in groups of RX = 8, 4, 2, 1.
+template <typename Fn>
+PAGEDKV_VNNI inline void ForRowGroups(int64_t m, Fn&& fn) {
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) fn(std::integral_constant<int, 8>{}, i);
+  for (; i + 4 <= m; i += 4) fn(std::integral_constant<int, 4>{}, i);
+  for (; i + 2 <= m; i += 2) fn(std::integral_constant<int, 2>{}, i);
+  for (; i < m; ++i) fn(std::integral_constant<int, 1>{}, i);
+}
+
+// The int8 chain's next step for one block of 16 W rows (`groups`, their d and Q4_1's m) and RX
+// rows of x: the exact block sums (RX independent vpdpbusd chains, interleaved group by group),
+// then acc[r] = fma(dw * dx, isum, acc[r]) (+ fma(mw, sx, acc[r])).
+template <WeightType kType, int RX>
+PAGEDKV_VNNI inline void BlockStep(const Int8Rows& x, int64_t row, int64_t b, const __m512i* groups,
+                                   __m512 dw, __m512 mw, __m512* acc) {
+  const int64_t blocks = x.blocks_per_row;
+  __m512i isum[RX];
+  for (int r = 0; r < RX; ++r) {
+    isum[r] = _mm512_set1_epi32(-kBias<kType> * x.qsum[(row + r) * blocks + b]);
+  }
+  for (int g = 0; g < 8; ++g) {
+    for (int r = 0; r < RX; ++r) {
+      int32_t word;
+      std::memcpy(&word, x.q + ((row + r) * blocks + b) * kQuantBlockValues + 4 * g, 4);
+      isum[r] = _mm512_dpbusd_epi32(isum[r], groups[g], _mm512_set1_epi32(word));
+    }
+  }
+  for (int r = 0; r < RX; ++r) {
+    const int64_t xb = (row + r) * blocks + b;
+    const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(x.scale[xb]));
+    acc[r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+    if constexpr (kType == WeightType::kQ4_1) {
+      acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.sum[xb]), acc[r]);
+    }
+  }
+}
+
+// Stores (or adds) RX rows of 16 outputs.
+template <int RX>
+PAGEDKV_VNNI inline void StoreRows(const __m512* acc, float* y, int64_t ldy, bool accumulate) {
+  for (int r = 0; r < RX; ++r) {
+    float* out = y + r * ldy;
+    _mm512_storeu_ps(out, accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), acc[r]) : acc[r]);
+  }
+}
+
 // y[r][c] (+)= x[row + r] . W[c] for r < RX, c < 16, from a decoded tile.
 template <WeightType kType, int RX>
 PAGEDKV_VNNI void DecodedTile(const Int8Rows& x, int64_t row, const unsigned char* tile, float* y,
                               int64_t ldy, bool accumulate) {
-  const int64_t blocks = x.blocks_per_row;
   __m512 acc[RX];
   for (int r = 0; r < RX; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = 0; b < x.blocks_per_row; ++b) {
     const unsigned char* at = tile + b * kDecodedBlockBytes;
     __m512i groups[8];
     for (int g = 0; g < 8; ++g) groups[g] = _mm512_load_si512(at + 64 * g);
-    const __m512 dw = _mm512_load_ps(at + 512);
-    for (int r = 0; r < RX; ++r) {
-      const int64_t xb = (row + r) * blocks + b;
-      const int8_t* xq = x.q + xb * kQuantBlockValues;
-      __m512i isum = _mm512_set1_epi32(-kBias<kType> * x.qsum[xb]);
-      for (int g = 0; g < 8; ++g) {
-        int32_t word;
-        std::memcpy(&word, xq + 4 * g, sizeof(word));
-        isum = _mm512_dpbusd_epi32(isum, groups[g], _mm512_set1_epi32(word));
-      }
-      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(x.scale[xb]));
-      acc[r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[r]);
-      if constexpr (kType == WeightType::kQ4_1) {
-        const __m512 mw = _mm512_load_ps(at + 512 + 64);
-        acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.sum[xb]), acc[r]);
+    const __m512 mw = kType == WeightType::kQ4_1 ? _mm512_load_ps(at + 512 + 64) : __m512{};
+    BlockStep<kType, RX>(x, row, b, groups, _mm512_load_ps(at + 512), mw, acc);
+  }
+  StoreRows<RX>(acc, y, ldy, accumulate);
+}
+
+// y[r][c] (+)= x[row + r] . W[16 t + c] for r < RX, c < 16, from tile t of W's Int8Tiles: the
+// groups are the tile's bytes (Q4: its low and high nibbles), the scales one conversion each.
+template <WeightType kType, int RX>
+PAGEDKV_VNNI void TiledTile(const Int8Rows& x, int64_t row, const Int8Tiles& tiles, int64_t t,
+                            float* y, int64_t ldy, bool accumulate) {
+  constexpr int64_t kValueBytes = kType == WeightType::kQ8_0 ? 512 : 256;
+  __m512 acc[RX];
+  for (int r = 0; r < RX; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < x.blocks_per_row; ++b) {
+    const unsigned char* at = tiles.block(t, b);
+    __m512i groups[8];
+    if constexpr (kType == WeightType::kQ8_0) {
+      for (int g = 0; g < 8; ++g) groups[g] = _mm512_loadu_si512(at + 64 * g);
+    } else {
+      for (int v = 0; v < 4; ++v) {
+        const __m512i packed = _mm512_loadu_si512(at + 64 * v);
+        groups[v] = _mm512_and_si512(packed, low);
+        groups[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
       }
     }
+    const __m512 mw = kType == WeightType::kQ4_1 ? Halves16At(at + kValueBytes + 32) : __m512{};
+    BlockStep<kType, RX>(x, row, b, groups, Halves16At(at + kValueBytes), mw, acc);
   }
-  for (int r = 0; r < RX; ++r) {
-    float* out = y + r * ldy;
-    if (accumulate) acc[r] = _mm512_add_ps(_mm512_loadu_ps(out), acc[r]);
-    _mm512_storeu_ps(out, acc[r]);
+  StoreRows<RX>(acc, y, ldy, accumulate);
+}
+
+// Rows [0, m) of x against tiles [j_begin / 16, j_end / 16) of W's Int8Tiles, kPanelTiles tiles
+// at a time: each group of rows runs the panel's tiles while its blocks of x are in L1, and the
+// panel (a few tens of KB) stays in L2.
+template <WeightType kType>
+PAGEDKV_VNNI void TiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                               int64_t j_begin, int64_t j_end) {
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kTileRows * kPanelTiles) {
+    const int64_t j1 = std::min(j_end, j0 + kTileRows * kPanelTiles);
+    ForRowGroups(a.m, [&](auto rx, int64_t i) {
+      for (int64_t j = j0; j < j1; j += kTileRows) {
+        TiledTile<kType, decltype(rx)::value>(x, i, tiles, j / kTileRows, a.y + i * a.n + j, a.n,
+                                              a.accumulate);
+      }
+    });
   }
 }
 
@@ -207,16 +283,12 @@ template <WeightType kType>
 PAGEDKV_VNNI void RowsTimesPanel(const QuantLinearArgs& a, const Int8Rows& x,
                                  const unsigned char* panel, int64_t tiles, int64_t j0) {
   const int64_t tile_bytes = x.blocks_per_row * kDecodedBlockBytes;
-  auto run = [&](auto rx, int64_t i) {
+  ForRowGroups(a.m, [&](auto rx, int64_t i) {
     for (int64_t t = 0; t < tiles; ++t) {
       DecodedTile<kType, decltype(rx)::value>(
           x, i, panel + t * tile_bytes, a.y + i * a.n + j0 + kTileRows * t, a.n, a.accumulate);
     }
-  };
-  int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) run(std::integral_constant<int, 4>{}, i);
-  for (; i + 2 <= a.m; i += 2) run(std::integral_constant<int, 2>{}, i);
-  for (; i < a.m; ++i) run(std::integral_constant<int, 1>{}, i);
+  });
 }
 
 // The decoded panel's buffer (ThreadScratch); when it cannot be allocated the AVX2 kernel runs
@@ -264,6 +336,18 @@ void VnniColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, i
       return Columns<WeightType::kQ4_1>(a, x, j_begin, j_end);
     default:
       return Columns<WeightType::kQ8_0>(a, x, j_begin, j_end);
+  }
+}
+
+void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                      int64_t j_begin, int64_t j_end) {
+  switch (a.w_type) {
+    case WeightType::kQ4_0:
+      return TiledColumns<WeightType::kQ4_0>(a, x, tiles, j_begin, j_end);
+    case WeightType::kQ4_1:
+      return TiledColumns<WeightType::kQ4_1>(a, x, tiles, j_begin, j_end);
+    default:
+      return TiledColumns<WeightType::kQ8_0>(a, x, tiles, j_begin, j_end);
   }
 }
 

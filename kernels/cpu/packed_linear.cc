@@ -91,28 +91,44 @@ absl::Status PackedWeightCache::DeclareConstant(const void* data, size_t bytes) 
   return absl::OkStatus();
 }
 
-bool PackedWeightCache::InConstantRange(const float* w, int64_t n, int64_t k) const {
-  int64_t count = 0;
-  if (w == nullptr || n <= 0 || k <= 0 || !CheckedMul(n, k, &count) ||
-      count > INT64_MAX / static_cast<int64_t>(sizeof(float))) {
+bool PackedWeightCache::InConstantRange(const void* w, int64_t rows, int64_t row_bytes) const {
+  int64_t bytes = 0;
+  if (w == nullptr || rows <= 0 || row_bytes <= 0 || !CheckedMul(rows, row_bytes, &bytes)) {
     return false;
   }
   const auto begin = reinterpret_cast<uintptr_t>(w);
   auto it = ranges_.upper_bound(begin);
   if (it == ranges_.begin()) return false;
   --it;
-  const auto bytes = static_cast<uintptr_t>(count) * sizeof(float);
-  return begin - it->first <= it->second - it->first && bytes <= it->second - begin;
+  return begin - it->first <= it->second - it->first &&
+         static_cast<uintptr_t>(bytes) <= it->second - begin;
 }
 
 absl::StatusOr<const PackedWeights*> PackedWeightCache::Find(const float* w, int64_t n, int64_t k) {
   const auto key = std::make_tuple(w, n, k);
   if (auto it = packed_.find(key); it != packed_.end()) return it->second.get();
-  if (!InConstantRange(w, n, k)) return nullptr;
+  if (k > INT64_MAX / static_cast<int64_t>(sizeof(float)) ||
+      !InConstantRange(w, n, k * static_cast<int64_t>(sizeof(float)))) {
+    return nullptr;
+  }
   PAGEDKV_ASSIGN_OR_RETURN(PackedWeights packed, PackedWeights::Pack(w, n, k));
   auto owned = std::make_unique<PackedWeights>(std::move(packed));
   const PackedWeights* result = owned.get();
   packed_.emplace(key, std::move(owned));
+  return result;
+}
+
+absl::StatusOr<const Int8Tiles*> PackedWeightCache::FindInt8Tiles(const void* w, WeightType type,
+                                                                  int64_t n, int64_t k) {
+  const auto key = std::make_tuple(w, type, n, k);
+  if (auto it = int8_tiles_.find(key); it != int8_tiles_.end()) return it->second.get();
+  if (!Int8TilesUsable(type, n, k) || !InConstantRange(w, n, WeightRowBytes(type, k))) {
+    return nullptr;
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(Int8Tiles tiles, Int8Tiles::Build(w, type, n, k));
+  auto owned = std::make_unique<Int8Tiles>(std::move(tiles));
+  const Int8Tiles* result = owned.get();
+  int8_tiles_.emplace(key, std::move(owned));
   return result;
 }
 

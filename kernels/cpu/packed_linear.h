@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
@@ -59,7 +60,8 @@ class PAGEDKV_EXPORT PackedWeights {
 PAGEDKV_EXPORT absl::Status PackedLinear(const LinearArgs& args, const PackedWeights& packed,
                                          ThreadPool* pool);
 
-// Packed copies of the weights in memory ranges declared constant. Not thread-safe.
+// Packed copies of the weights in memory ranges declared constant: fp32 W's packed panels and
+// block-format W's Int8Tiles (int8_tiles.h). Not thread-safe.
 class PAGEDKV_EXPORT PackedWeightCache {
  public:
   // Declares [data, data + bytes) constant for this cache's lifetime: what lies there must not
@@ -69,13 +71,22 @@ class PAGEDKV_EXPORT PackedWeightCache {
   // W [n, k]'s packed copy when all of it lies in declared memory (packed on the first call),
   // null when it does not. ResourceExhausted when packing cannot allocate (nothing kept).
   absl::StatusOr<const PackedWeights*> Find(const float* w, int64_t n, int64_t k);
+  // W [n, k] of `type`'s Int8Tiles when Int8TilesUsable(type, n, k) and all of W lies in declared
+  // memory (built on the first call), null otherwise. ResourceExhausted when building cannot
+  // allocate (nothing kept).
+  absl::StatusOr<const Int8Tiles*> FindInt8Tiles(const void* w, WeightType type, int64_t n,
+                                                 int64_t k);
   int64_t num_packed() const { return static_cast<int64_t>(packed_.size()); }
+  int64_t num_int8_tiles() const { return static_cast<int64_t>(int8_tiles_.size()); }
 
  private:
-  bool InConstantRange(const float* w, int64_t n, int64_t k) const;
+  // [w, w + rows * row_bytes) lies in one declared range (false on overflow).
+  bool InConstantRange(const void* w, int64_t rows, int64_t row_bytes) const;
 
   std::map<uintptr_t, uintptr_t> ranges_;  // begin -> end; disjoint (overlapping ones merged)
   std::map<std::tuple<const float*, int64_t, int64_t>, std::unique_ptr<PackedWeights>> packed_;
+  std::map<std::tuple<const void*, WeightType, int64_t, int64_t>, std::unique_ptr<Int8Tiles>>
+      int8_tiles_;
 };
 
 }  // namespace pagedkv::cpu

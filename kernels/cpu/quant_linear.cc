@@ -51,11 +51,18 @@ void PanelLinear(const QuantLinearArgs& args, ThreadPool* pool) {
 
 }  // namespace
 
-absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool) {
+absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
+                         const Int8Tiles* int8_tiles) {
   PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
+  if (int8_tiles != nullptr &&
+      (int8_tiles->source() != args.w || int8_tiles->type() != args.w_type ||
+       int8_tiles->n() != args.n || int8_tiles->k() != args.k)) {
+    return absl::InvalidArgumentError(
+        "QuantLinear: int8_tiles were not built from args.w (its pointer, type, n and k)");
+  }
   if (args.m == 0) return absl::OkStatus();
   if (args.activations == ActivationType::kInt8 && Int8ActivationsSupport(args.w_type)) {
-    return Int8QuantLinear(args, pool);
+    return Int8QuantLinear(args, pool, int8_tiles);
   }
   // The panel decode addresses a panel's rows by 32-bit byte offsets.
   const bool offsets_fit = simd::PackedPanelWidth() * WeightRowBytes(args.w_type, args.k) <=

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/op_args.h"
@@ -31,11 +32,14 @@ namespace pagedkv::cpu {
 inline constexpr int64_t kQuantPanelMinRows = 16;
 
 // With args.activations == kInt8 and Q4_0 / Q4_1 / Q8_0 weights it runs Int8QuantLinear
-// (kernels/cpu/int8_linear.h); other weight types ignore kInt8.
+// (kernels/cpu/int8_linear.h), which reads `int8_tiles` (args.w's tiles, int8_tiles.h; may be
+// null) where its kernel multiplies tiles; other weight types and kF32 ignore them.
 // InvalidArgument (y untouched) for invalid args: null pointers, n or k <= 0, m < 0, a w_type
 // that is kF32 or not a WeightType, k not a multiple of QuantBlockValuesOf(w_type) (32 for Q4_0,
-// Q4_1, Q8_0; 256 for Q4_K, Q6_K; any k for F16, BF16), y aliasing x or w. pool may be null.
-PAGEDKV_EXPORT absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool);
+// Q4_1, Q8_0; 256 for Q4_K, Q6_K; any k for F16, BF16), y aliasing x or w, tiles not built from
+// args.w (source, type, n, k). pool may be null.
+PAGEDKV_EXPORT absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
+                                        const Int8Tiles* int8_tiles = nullptr);
 
 // Decodes the tokens' rows (QuantValue, element by element). InvalidArgument (out untouched) for
 // null pointers, a bad type or dim, or a token id outside [0, vocab_size).

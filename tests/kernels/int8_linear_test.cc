@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/kernels/int8_activations.h"
@@ -241,6 +242,93 @@ TEST_F(Int8LinearTest, Q8ZeroMinus128IsExact) {
       }
     }
   }
+}
+
+// Int8Tiles hold the file's bytes in the documented places (int8_tiles.h).
+TEST_F(Int8LinearTest, TilesHoldTheBlocksBytesWhereTheLayoutSays) {
+  constexpr int64_t n = 32, k = 64;
+  for (WeightType type : kInt8Types) {
+    const auto w = RandomRows(type, n, k, 81);
+    absl::StatusOr<cpu::Int8Tiles> tiles = cpu::Int8Tiles::Build(w.data(), type, n, k);
+    ASSERT_TRUE(tiles.ok()) << tiles.status();
+    const int64_t values = type == WeightType::kQ4_1 ? 4 : 2;
+    const int64_t value_bytes = type == WeightType::kQ8_0 ? 512 : 256;
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t b = 0; b < k / 32; ++b) {
+        const unsigned char* block = QuantRow(w.data(), type, k, j) + b * QuantBlockBytes(type);
+        const unsigned char* tile = tiles->block(j / 16, b);
+        const int64_t c = j % 16;
+        for (int64_t i = 0; i < (type == WeightType::kQ8_0 ? 32 : 16); ++i) {
+          const unsigned char want =
+              type == WeightType::kQ8_0 ? block[values + i] ^ 0x80 : block[values + i];
+          ASSERT_EQ(tile[64 * (i / 4) + 4 * c + i % 4], want) << "row " << j << " byte " << i;
+        }
+        EXPECT_EQ(0, std::memcmp(tile + value_bytes + 2 * c, block, 2));  // d
+        if (type == WeightType::kQ4_1) {
+          EXPECT_EQ(0, std::memcmp(tile + value_bytes + 32 + 2 * c, block + 2, 2));  // m
+        }
+      }
+    }
+  }
+}
+
+// Every kernel given W's tiles gives the chain's bits (the VNNI kernel multiplies the tiles, the
+// others read the rows), for every row-group size and accumulate.
+TEST_F(Int8LinearTest, TilesGiveTheChainsBits) {
+  constexpr int64_t k = 96;
+  auto pool = cpu::ThreadPool::Create(3);
+  ASSERT_TRUE(pool.ok());
+  for (WeightType type : kInt8Types) {
+    for (int64_t n : {16, 48, 320}) {
+      const auto w = RandomRows(type, n, k, 91 + static_cast<uint32_t>(n));
+      absl::StatusOr<cpu::Int8Tiles> tiles = cpu::Int8Tiles::Build(w.data(), type, n, k);
+      ASSERT_TRUE(tiles.ok()) << tiles.status();
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 17}) {
+        const auto x = RandomFloats(static_cast<size_t>(m * k), 92 + static_cast<uint32_t>(m));
+        for (const std::string& kernel : Kernels()) {
+          ASSERT_TRUE(cpu::ForceInt8Kernel(kernel.c_str()).ok());
+          for (bool accumulate : {false, true}) {
+            std::vector<float> y(static_cast<size_t>(m * n), 0.5f);
+            QuantLinearArgs a = Args(x, w, type, &y, m, n, k);
+            a.accumulate = accumulate;
+            ASSERT_TRUE(cpu::QuantLinear(a, pool->get(), &*tiles).ok());
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                const float chain = ExpectedOutput(type, x, w, k, i, j);
+                ASSERT_EQ(y[i * n + j], accumulate ? 0.5f + chain : chain)
+                    << kernel << " type " << static_cast<int>(type) << " m " << m << " n " << n
+                    << " at " << i << "," << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Int8LinearTest, TilesRefuseWhatTheyCannotHoldAndForeignTilesAreRefused) {
+  const auto w = RandomRows(WeightType::kQ4_1, 32, 64, 101);
+  for (auto [type, n, k] : {std::tuple{WeightType::kQ4_1, int64_t{24}, int64_t{64}},
+                            std::tuple{WeightType::kQ4_1, int64_t{32}, int64_t{48}},
+                            std::tuple{WeightType::kQ4_K, int64_t{32}, int64_t{256}},
+                            std::tuple{WeightType::kQ4_1, int64_t{0}, int64_t{64}}}) {
+    const absl::Status s = cpu::Int8Tiles::Build(w.data(), type, n, k).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n << " " << k;
+    EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s;
+  }
+  EXPECT_EQ(cpu::Int8Tiles::Build(nullptr, WeightType::kQ4_1, 32, 64).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<cpu::Int8Tiles> tiles = cpu::Int8Tiles::Build(w.data(), WeightType::kQ4_1, 32, 64);
+  ASSERT_TRUE(tiles.ok()) << tiles.status();
+  const auto other = RandomRows(WeightType::kQ4_1, 32, 64, 102);
+  const auto x = RandomFloats(64, 103);
+  std::vector<float> y(32, 3.0f);
+  const absl::Status s =
+      cpu::QuantLinear(Args(x, other, WeightType::kQ4_1, &y, 1, 32, 64), nullptr, &*tiles);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("int8_tiles"), std::string::npos) << s;
+  EXPECT_EQ(y, std::vector<float>(32, 3.0f));
 }
 
 TEST_F(Int8LinearTest, TypesWithoutAnInt8PathGiveTheFp32Bits) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -16,9 +17,11 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
+#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/quant_test_rows.h"
 
 namespace pagedkv {
 namespace {
@@ -186,6 +189,43 @@ TEST(PackedWeightCacheTest, PacksOnlyInsideDeclaredRangesAndOnce) {
   EXPECT_EQ(cache.num_packed(), 4);
   EXPECT_EQ(cache.DeclareConstant(nullptr, 4).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(cache.DeclareConstant(storage.data(), 0).ok());
+}
+
+// Int8Tiles of block-format weights: built once, only inside declared ranges, only where the
+// VNNI kernel would read them (Int8TilesUsable: this CPU, the type, n a multiple of 16).
+TEST(PackedWeightCacheTest, BuildsInt8TilesOnlyWhereDeclaredAndUsable) {
+  constexpr int64_t n = 32, k = 64;
+  const auto w = testing::RandomRows(WeightType::kQ4_1, n, k, 5);
+  cpu::PackedWeightCache cache;
+  auto miss = cache.FindInt8Tiles(w.data(), WeightType::kQ4_1, n, k);
+  ASSERT_TRUE(miss.ok());
+  EXPECT_EQ(*miss, nullptr);
+  ASSERT_TRUE(cache.DeclareConstant(w.data(), w.size()).ok());
+  auto found = cache.FindInt8Tiles(w.data(), WeightType::kQ4_1, n, k);
+  ASSERT_TRUE(found.ok());
+  if (!cpu::Int8TilesUsable(WeightType::kQ4_1, n, k)) {
+    std::printf("[   NOTE   ] no AVX-512 VNNI here: tiles are never built\n");
+    EXPECT_EQ(*found, nullptr);
+    return;
+  }
+  ASSERT_NE(*found, nullptr);
+  EXPECT_EQ((*found)->source(), w.data());
+  auto again = cache.FindInt8Tiles(w.data(), WeightType::kQ4_1, n, k);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *found);
+  // n not a multiple of 16, or more rows than were declared: no tiles.
+  auto ragged = cache.FindInt8Tiles(w.data(), WeightType::kQ4_1, 24, k);
+  ASSERT_TRUE(ragged.ok());
+  EXPECT_EQ(*ragged, nullptr);
+  auto past = cache.FindInt8Tiles(w.data(), WeightType::kQ4_1, 2 * n, k);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(*past, nullptr);
+  EXPECT_EQ(cache.num_int8_tiles(), 1);
+  ASSERT_TRUE(cpu::ForceInt8Kernel("avx2").ok());  // the kernel that would run reads no tiles
+  auto other_kernel = cache.FindInt8Tiles(w.data(), WeightType::kQ4_0, n, k / 2);
+  ASSERT_TRUE(cpu::ForceInt8Kernel("auto").ok());
+  ASSERT_TRUE(other_kernel.ok());
+  EXPECT_EQ(*other_kernel, nullptr);
 }
 
 }  // namespace

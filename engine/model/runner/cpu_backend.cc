@@ -2,7 +2,8 @@
 //
 // The CPU backend: host memory and the pagedkv::cpu ops, the heavy ones (Linear, LM head, RMSNorm,
 // SwiGLU, paged attention) split over the backend's thread pool. Linear and LM head weights in
-// memory declared constant (a model's) are packed on first use and run the packed kernel.
+// memory declared constant (a model's) are packed on first use and run the packed kernel; block-
+// format weights there are repacked into Int8Tiles on first use when the VNNI int8 kernel runs.
 // RunParts runs a step's parts on the pool's threads, one part per thread at a time; the ops a
 // part calls then run on that thread alone.
 #include <sys/mman.h>
@@ -104,7 +105,13 @@ class CpuBackend final : public Backend {
     return cpu::PackedLinear(args, *packed, pool());
   }
   absl::Status QuantLinear(const QuantLinearArgs& args) override {
-    return cpu::QuantLinear(args, pool());
+    PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
+    const cpu::Int8Tiles* tiles = nullptr;
+    if (args.activations == ActivationType::kInt8) {
+      std::lock_guard<std::mutex> lock(weights_mu_);  // parts may build a weight's tiles at once
+      PAGEDKV_ASSIGN_OR_RETURN(tiles, weights_.FindInt8Tiles(args.w, args.w_type, args.n, args.k));
+    }
+    return cpu::QuantLinear(args, pool(), tiles);
   }
   absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args) override {
     return cpu::QuantEmbeddingGather(args);

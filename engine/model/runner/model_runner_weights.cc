@@ -4,6 +4,7 @@
 // backend, NativeMatrix) and the ops that read them either way: the embedding gather, the
 // projections and every other matrix product.
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,6 +34,29 @@ absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t
   return ptr;
 }
 
+absl::Status ModelRunner::DeclareNativeConstant() {
+  if (!weights_->has_native() || !backend_->host_memory()) return absl::OkStatus();
+  const ModelConfig& c = weights_->config();
+  const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
+  auto declare = [&](const NativeMatrix& m, int64_t rows, int64_t cols) {
+    if (m.data == nullptr) return absl::OkStatus();
+    return backend_->DeclareConstant(m.data,
+                                     static_cast<size_t>(rows * WeightRowBytes(m.type, cols)));
+  };
+  PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_token_embedding(), c.vocab_size, d));
+  PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_classifier(), c.vocab_size, d));
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_->layer(l);
+    for (auto [m, rows, cols] : {std::tuple{&w.native_wq, q, d}, std::tuple{&w.native_wk, kv, d},
+                                 std::tuple{&w.native_wv, kv, d}, std::tuple{&w.native_wo, d, q},
+                                 std::tuple{&w.native_w1, h, d}, std::tuple{&w.native_w2, d, h},
+                                 std::tuple{&w.native_w3, h, d}}) {
+      PAGEDKV_RETURN_IF_ERROR(declare(*m, rows, cols));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelRunner::PlaceWeights() {
   const ModelConfig& c = weights_->config();
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
@@ -46,6 +70,7 @@ absl::Status ModelRunner::PlaceWeights() {
   }
   native_token_embedding_ = weights_->native_token_embedding();
   native_classifier_ = weights_->native_classifier();
+  PAGEDKV_RETURN_IF_ERROR(DeclareNativeConstant());
   PAGEDKV_ASSIGN_OR_RETURN(token_embedding_,
                            PlaceTensor(weights_->token_embedding(), int64_t{c.vocab_size} * d));
   PAGEDKV_ASSIGN_OR_RETURN(rms_final_, PlaceTensor(weights_->rms_final(), d));

@@ -1,0 +1,91 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Int8Tiles::Build: the file's blocks rearranged into the VNNI kernel's tiles (int8_tiles.h),
+// once per matrix, byte by byte.
+#include "kernels/cpu/int8_tiles.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/int8_linear.h"
+#include "pagedkv/kernels/int8_activations.h"
+
+namespace pagedkv::cpu {
+
+namespace {
+
+// Offset of a block's values in the file: Q4_1 has d and m (4 bytes), the others d (2 bytes).
+int64_t ValuesOffset(WeightType type) { return type == WeightType::kQ4_1 ? 4 : 2; }
+
+// Writes tile t's block b from the file's rows (see the layout in int8_tiles.h).
+void TileBlock(const unsigned char* w, WeightType type, int64_t k, int64_t t, int64_t b,
+               unsigned char* out) {
+  const int64_t bb = QuantBlockBytes(type);
+  const int64_t values_bytes = type == WeightType::kQ8_0 ? 512 : 256;
+  for (int c = 0; c < kInt8TileRows; ++c) {
+    const unsigned char* block = QuantRow(w, type, k, kInt8TileRows * t + c) + b * bb;
+    const unsigned char* values = block + ValuesOffset(type);
+    const int vectors = type == WeightType::kQ8_0 ? 8 : 4;
+    for (int v = 0; v < vectors; ++v) {
+      for (int j = 0; j < 4; ++j) {
+        const unsigned char byte = values[4 * v + j];
+        out[64 * v + 4 * c + j] = type == WeightType::kQ8_0 ? byte ^ 0x80 : byte;
+      }
+    }
+    std::memcpy(out + values_bytes + 2 * c, block, 2);  // d
+    if (type == WeightType::kQ4_1) std::memcpy(out + values_bytes + 32 + 2 * c, block + 2, 2);
+  }
+}
+
+}  // namespace
+
+int64_t Int8TileBlockBytes(WeightType type) {
+  switch (type) {
+    case WeightType::kQ4_0:
+      return 256 + 32;
+    case WeightType::kQ4_1:
+      return 256 + 64;
+    case WeightType::kQ8_0:
+      return 512 + 32;
+    default:
+      return 0;
+  }
+}
+
+absl::StatusOr<Int8Tiles> Int8Tiles::Build(const void* w, WeightType type, int64_t n, int64_t k) {
+  if (w == nullptr || !Int8ActivationsSupport(type) || n <= 0 || n % kInt8TileRows != 0 || k <= 0 ||
+      k % kQuantBlockValues != 0 || n > (int64_t{1} << 40) || k > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Int8Tiles::Build: needs Q4_0, Q4_1 or Q8_0 weights, n a positive multiple of ",
+        kInt8TileRows, " and k of ", kQuantBlockValues, " (got type ", static_cast<int>(type),
+        ", n ", n, ", k ", k, ")"));
+  }
+  Int8Tiles tiles;
+  const auto bytes = static_cast<size_t>(n * WeightRowBytes(type, k));
+  tiles.data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (tiles.data_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Int8Tiles::Build: cannot allocate ", bytes, " bytes"));
+  }
+  tiles.source_ = w;
+  tiles.type_ = type;
+  tiles.n_ = n;
+  tiles.k_ = k;
+  const auto* rows = static_cast<const unsigned char*>(w);
+  for (int64_t t = 0; t < n / kInt8TileRows; ++t) {
+    for (int64_t b = 0; b < k / kQuantBlockValues; ++b) {
+      TileBlock(rows, type, k, t, b, const_cast<unsigned char*>(tiles.block(t, b)));
+    }
+  }
+  return tiles;
+}
+
+bool Int8TilesUsable(WeightType type, int64_t n, int64_t k) {
+  return Int8ActivationsSupport(type) && n > 0 && n % kInt8TileRows == 0 && k > 0 &&
+         k % kQuantBlockValues == 0 && std::strcmp(Int8KernelName(), "avx512vnni") == 0;
+}
+
+}  // namespace pagedkv::cpu

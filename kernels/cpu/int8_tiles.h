@@ -1,0 +1,74 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Int8Tiles: a Q4_0 / Q4_1 / Q8_0 matrix W [n, k] repacked once into the layout the AVX-512 VNNI
+// int8 kernel multiplies directly (kernels/cpu/int8_linear_vnni.cc), so that no call decodes or
+// transposes W again. The same bytes as the file's blocks, rearranged (the same size):
+//   tile t (rows 16t .. 16t + 15), block b, at (t * k / 32 + b) * Int8TileBlockBytes(type):
+//   - Q4_0 / Q4_1: 4 vectors of 64 bytes; byte 4c + j of vector v is byte 4v + j of row c's
+//     nibbles, so its low nibble is value 4v + j (group v) and its high nibble value 16 + 4v + j
+//     (group v + 4) of row c. Q8_0: 8 vectors of 64 bytes, byte 4c + j of vector g is
+//     w[c][4g + j] ^ 0x80 (w + 128 as an unsigned byte).
+//   - then the 16 rows' d (f16, 32 bytes), then Q4_1's 16 m (f16, 32 bytes).
+// Group g of a block (values 4g .. 4g + 3 of the 16 rows) is thus one vpdpbusd operand after at
+// most a mask and a shift. The products and the fp32 chain are those of int8_activations.h, so
+// the kernel gives the same bits from the tiles as every kernel gives from the file's rows.
+//
+// Example:
+//   PAGEDKV_ASSIGN_OR_RETURN(cpu::Int8Tiles tiles, cpu::Int8Tiles::Build(w, kQ4_1, n, k));
+//   PAGEDKV_RETURN_IF_ERROR(cpu::QuantLinear(args, pool, &tiles));
+#ifndef PAGEDKV_KERNELS_CPU_INT8_TILES_H_
+#define PAGEDKV_KERNELS_CPU_INT8_TILES_H_
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "pagedkv/export.h"
+#include "pagedkv/kernels/quant_blocks.h"
+
+namespace pagedkv::cpu {
+
+inline constexpr int64_t kInt8TileRows = 16;
+
+// Bytes of one tile's block: 16 rows' values, d and (Q4_1) m. 0 for a type without tiles.
+PAGEDKV_EXPORT int64_t Int8TileBlockBytes(WeightType type);
+
+// One matrix in the tile layout. Movable, not copyable.
+class PAGEDKV_EXPORT Int8Tiles {
+ public:
+  // InvalidArgument unless w is non-null, type is Q4_0, Q4_1 or Q8_0, n > 0 a multiple of 16
+  // and k > 0 a multiple of 32; ResourceExhausted when the copy cannot be allocated.
+  // REQUIRES: w holds n rows of WeightRowBytes(type, k) bytes.
+  static absl::StatusOr<Int8Tiles> Build(const void* w, WeightType type, int64_t n, int64_t k);
+
+  // Tile t's block b. REQUIRES: 0 <= t < n / 16, 0 <= b < k / 32.
+  const unsigned char* block(int64_t t, int64_t b) const {
+    return data_.get() + (t * (k_ / kQuantBlockValues) + b) * Int8TileBlockBytes(type_);
+  }
+  const void* source() const { return source_; }  // the W it was built from
+  WeightType type() const { return type_; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t bytes() const { return n_ * WeightRowBytes(type_, k_); }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  Int8Tiles() = default;
+
+  std::unique_ptr<unsigned char, Free> data_;
+  const void* source_ = nullptr;
+  WeightType type_ = WeightType::kQ8_0;
+  int64_t n_ = 0;
+  int64_t k_ = 0;
+};
+
+// Whether the VNNI kernel would multiply W [n, k] of `type` from tiles: it runs here (or is
+// forced), the type has tiles and n, k fit. Callers build tiles only when this holds.
+PAGEDKV_EXPORT bool Int8TilesUsable(WeightType type, int64_t n, int64_t k);
+
+}  // namespace pagedkv::cpu
+
+#endif  // PAGEDKV_KERNELS_CPU_INT8_TILES_H_
