@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -122,6 +123,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_pa
 absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   const ModelConfig& c = weights->config();
   PAGEDKV_RETURN_IF_ERROR(ValidateEngineOptions(options_, c));
+  // The int8 kernel is chosen before the runner prepares its weights for it (Int8Tiles); a failed
+  // Init restores the process's previous choice.
+  const std::string previous_int8_kernel = cpu::ForcedInt8Kernel();
+  if (!options_.int8_kernel.empty()) {
+    PAGEDKV_RETURN_IF_ERROR(cpu::ForceInt8Kernel(options_.int8_kernel.c_str()));
+  }
+  auto restore_int8_kernel =
+      absl::MakeCleanup([&] { (void)cpu::ForceInt8Kernel(previous_int8_kernel.c_str()); });
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   PAGEDKV_ASSIGN_OR_RETURN(kv_layout_, engine_internal::ChooseKvCacheLayout(options_, c));
@@ -150,10 +159,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
                                                      "|kv=", DTypeName(options_.kv_dtype))));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   PAGEDKV_RETURN_IF_ERROR(CreateChunkReuse());
-  // Last, so that a failed Init leaves the process's kernel choice as it was.
-  if (!options_.int8_kernel.empty()) {
-    PAGEDKV_RETURN_IF_ERROR(cpu::ForceInt8Kernel(options_.int8_kernel.c_str()));
-  }
+  std::move(restore_int8_kernel).Cancel();
   return absl::OkStatus();
 }
 

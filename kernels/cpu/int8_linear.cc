@@ -98,6 +98,19 @@ const char* Int8KernelName() {
   }
 }
 
+const char* ForcedInt8Kernel() {
+  switch (static_cast<Kernel>(forced_kernel.load(std::memory_order_relaxed))) {
+    case Kernel::kVnni:
+      return "avx512vnni";
+    case Kernel::kAvx2:
+      return "avx2";
+    case Kernel::kPortable:
+      return "portable";
+    default:
+      return "auto";
+  }
+}
+
 absl::Status ForceInt8Kernel(const char* name) {
   const std::string n = name == nullptr ? "" : name;
   Kernel k;

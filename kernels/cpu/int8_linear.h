@@ -44,6 +44,8 @@ PAGEDKV_EXPORT const char* Int8KernelName();
 // cannot run.
 // Not thread-safe against running kernels: call before work starts.
 PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
+// What ForceInt8Kernel last set: "auto" (the default) or the forced kernel's name.
+PAGEDKV_EXPORT const char* ForcedInt8Kernel();
 
 // y = x W^T (+ y) with int8 activations; the VNNI kernel multiplies `tiles` (args.w's, or null)
 // when given, the others ignore them (the same bits either way). REQUIRES: args validated

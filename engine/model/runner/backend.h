@@ -57,6 +57,14 @@ class PAGEDKV_EXPORT Backend {
   virtual absl::Status DeclareConstant(const void* /*data*/, size_t /*bytes*/) {
     return absl::OkStatus();
   }
+  // Prepares now what QuantLinear over the block-format matrix W [n, k] of `type` (in memory
+  // declared constant) would otherwise prepare on its first call: the CPU backend builds W's
+  // Int8Tiles (cpu/int8_tiles.h) when int8 activations would multiply them. Default: nothing.
+  // ResourceExhausted when that cannot allocate (nothing kept).
+  virtual absl::Status PrepareQuantWeights(const void* /*w*/, WeightType /*type*/, int64_t /*n*/,
+                                           int64_t /*k*/, ActivationType /*activations*/) {
+    return absl::OkStatus();
+  }
 
   // Compute (see pagedkv/kernels/op_args.h for each op's contract).
   virtual absl::Status Linear(const LinearArgs& args) = 0;

@@ -98,6 +98,13 @@ class CpuBackend final : public Backend {
     return weights_.DeclareConstant(data, bytes);
   }
 
+  absl::Status PrepareQuantWeights(const void* w, WeightType type, int64_t n, int64_t k,
+                                   ActivationType activations) override {
+    if (activations != ActivationType::kInt8) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(weights_mu_);
+    return weights_.FindInt8Tiles(w, type, n, k).status();
+  }
+
   absl::Status Linear(const LinearArgs& args) override {
     PAGEDKV_RETURN_IF_ERROR(ValidateLinear(args));
     PAGEDKV_ASSIGN_OR_RETURN(const cpu::PackedWeights* packed, FindPacked(args));

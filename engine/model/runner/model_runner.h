@@ -274,9 +274,9 @@ class PAGEDKV_EXPORT ModelRunner {
   // weights keep it native).
   absl::Status GatherEmbeddings(int64_t num_tokens);
   // args.w's product, or QuantLinear over `native` when that holds the matrix.
-  // Declares the block-format matrices constant on a host-memory backend (so the CPU backend may
-  // keep repacked copies of them for the runner's lifetime).
-  absl::Status DeclareNativeConstant();
+  // Declares the block-format matrices constant on a host-memory backend and has the backend
+  // prepare them (the CPU backend's Int8Tiles, at load rather than in the first step).
+  absl::Status PrepareNativeMatrices();
   absl::Status MatMul(const LinearArgs& args, const NativeMatrix& native);
   // RoPE of q and k of `rows` at their positions with the runner's table, K/V to their slots.
   ReshapeAndCacheArgs KvWrite(int32_t layer, const StepRows& rows) const;

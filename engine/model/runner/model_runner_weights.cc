@@ -34,14 +34,15 @@ absl::StatusOr<const float*> ModelRunner::PlaceTensor(const float* host, int64_t
   return ptr;
 }
 
-absl::Status ModelRunner::DeclareNativeConstant() {
+absl::Status ModelRunner::PrepareNativeMatrices() {
   if (!weights_->has_native() || !backend_->host_memory()) return absl::OkStatus();
   const ModelConfig& c = weights_->config();
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   auto declare = [&](const NativeMatrix& m, int64_t rows, int64_t cols) {
     if (m.data == nullptr) return absl::OkStatus();
-    return backend_->DeclareConstant(m.data,
-                                     static_cast<size_t>(rows * WeightRowBytes(m.type, cols)));
+    PAGEDKV_RETURN_IF_ERROR(backend_->DeclareConstant(
+        m.data, static_cast<size_t>(rows * WeightRowBytes(m.type, cols))));
+    return backend_->PrepareQuantWeights(m.data, m.type, rows, cols, options_.activations);
   };
   PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_token_embedding(), c.vocab_size, d));
   PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_classifier(), c.vocab_size, d));
@@ -70,7 +71,7 @@ absl::Status ModelRunner::PlaceWeights() {
   }
   native_token_embedding_ = weights_->native_token_embedding();
   native_classifier_ = weights_->native_classifier();
-  PAGEDKV_RETURN_IF_ERROR(DeclareNativeConstant());
+  PAGEDKV_RETURN_IF_ERROR(PrepareNativeMatrices());
   PAGEDKV_ASSIGN_OR_RETURN(token_embedding_,
                            PlaceTensor(weights_->token_embedding(), int64_t{c.vocab_size} * d));
   PAGEDKV_ASSIGN_OR_RETURN(rms_final_, PlaceTensor(weights_->rms_final(), d));

@@ -22,6 +22,7 @@
 #include "engine/model/runner/model_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/int8_linear.h"
 #include "pagedkv/model/chat_template.h"
 #include "pagedkv/model/model_source.h"
 #include "pagedkv/runtime/engine.h"
@@ -265,12 +266,20 @@ TEST_F(SmolLm2Test, EveryInt8KernelGivesTheSameTokens) {
   }
   EngineOptions bad;
   bad.backend = BackendKind::kCpu;
+  bad.int8_kernel = "portable";
+  bad.kv_cache_memory = 1;  // refused by Init after the kernel was chosen: the choice is restored
+  const std::string before = cpu::ForcedInt8Kernel();
+  EXPECT_EQ(Engine::Create(native->weights, bad, native->tokenizer).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu::ForcedInt8Kernel(), before);
+  bad.kv_cache_memory = 0;
   bad.int8_kernel = "vnni9";
-  absl::StatusOr<std::unique_ptr<Engine>> e =
-      Engine::Create(native->weights, bad, native->tokenizer);
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Engine::Create(native->weights, bad, native->tokenizer).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu::ForcedInt8Kernel(), before);
   bad.int8_kernel = "auto";
   EXPECT_TRUE(Engine::Create(native->weights, bad, native->tokenizer).ok());
+  EXPECT_STREQ(cpu::ForcedInt8Kernel(), "auto");
 }
 
 // Mean negative log-likelihood (nats per token) of ids[1..] under `weights` with `rope` and
