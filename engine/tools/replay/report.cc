@@ -72,11 +72,58 @@ bool AnyShiftedCounted(const std::vector<CacheReplayResult>& results) {
                      [](const CacheReplayResult& r) { return r.shifted_counted; });
 }
 
+// FormatCacheTable of rows over KV cache groups: tokens hit and KV held per request (full-model
+// blocks), then each row's tier hit tokens when it has tiers.
+std::string FormatKvGroupsTable(const std::vector<CacheReplayResult>& results) {
+  std::string out = absl::StrFormat("%-9s %-36s %8s %9s %12s %12s %12s %9s %8s\n", "kv cache",
+                                    "groups", "pages", "tok hit", "prefill mean", "prefill peak",
+                                    "decode mean", "evictions", "refused");
+  bool tiers = false;
+  for (const CacheReplayResult& r : results) {
+    const KvGroupsRow& g = *r.kv_groups;
+    const double layers = g.model_layers;
+    absl::StrAppendFormat(&out, "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", g.name,
+                          g.groups, r.capacity_blocks, 100 * r.token_hit_rate(),
+                          g.mean_prefill_layer_blocks / layers,
+                          g.peak_prefill_layer_blocks / layers, g.mean_decode_layer_blocks / layers,
+                          r.evictions, g.refused);
+    tiers = tiers || r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
+  }
+  if (!tiers) return out;
+  out += "\n";
+  for (const CacheReplayResult& r : results) {
+    absl::StrAppendFormat(&out, "%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
+                          r.kv_groups->name, r.host_hit_tokens, r.remote_hit_tokens);
+  }
+  return out;
+}
+
+// CacheResultJson of a row over KV cache groups.
+nlohmann::json KvGroupsJson(const CacheReplayResult& r) {
+  const KvGroupsRow& g = *r.kv_groups;
+  const double layers = g.model_layers;
+  return {{"groups", g.groups},
+          {"pages", r.capacity_blocks},
+          {"requests", r.requests},
+          {"refused", g.refused},
+          {"prefix_cache_queries", r.total_tokens},
+          {"prefix_cache_hits", r.hit_tokens},
+          {"token_hit_rate", r.token_hit_rate()},
+          {"mean_prefill_blocks", g.mean_prefill_layer_blocks / layers},
+          {"peak_prefill_blocks", g.peak_prefill_layer_blocks / layers},
+          {"mean_decode_blocks", g.mean_decode_layer_blocks / layers},
+          {"peak_decode_blocks", g.peak_decode_layer_blocks / layers},
+          {"evictions", r.evictions},
+          {"host_hit_tokens", r.host_hit_tokens},
+          {"remote_hit_tokens", r.remote_hit_tokens}};
+}
+
 }  // namespace
 
 bool GnuplotAvailable() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
+  if (!results.empty() && results[0].kv_groups.has_value()) return FormatKvGroupsTable(results);
   const bool shifted = AnyShiftedCounted(results);
   std::string out = absl::StrFormat("%-7s %12s %10s %10s %10s %12s %12s %12s %12s", "policy",
                                     "capacity", "block_hit", "token_hit", "inf_cache", "evictions",
@@ -116,6 +163,7 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
 }
 
 nlohmann::json CacheResultJson(const CacheReplayResult& r) {
+  if (r.kv_groups.has_value()) return KvGroupsJson(r);
   nlohmann::json j = {
       {"policy", r.policy},
       {"capacity_blocks", r.capacity_blocks},

@@ -21,11 +21,16 @@
 
 namespace pagedkv::replay {
 
-// One row per result: policy, capacity, hit rates, evictions and the miss breakdown.
+// One row per result: policy, capacity, hit rates, evictions and the miss breakdown. Rows over KV
+// cache groups (CacheReplayResult::kv_groups, set on every row or on none): name, groups, pages,
+// token hit rate, KV per request (full-model blocks), evictions, refused requests, then each
+// row's tier hit tokens when it has tiers.
 PAGEDKV_EXPORT std::string FormatCacheTable(const std::vector<CacheReplayResult>& results);
 
 // Every counter and rate of one cache-mode run (requests, blocks, hit_blocks, block_hit_rate,
-// token_hit_rate, infinite_cache_block_hit_rate, evictions, misses{...}, ...).
+// token_hit_rate, infinite_cache_block_hit_rate, evictions, misses{...}, ...). A row over KV
+// cache groups: groups, pages, requests, refused, prefix_cache_queries, prefix_cache_hits,
+// token_hit_rate, mean/peak_prefill_blocks, mean/peak_decode_blocks, evictions and tier hits.
 PAGEDKV_EXPORT nlohmann::json CacheResultJson(const CacheReplayResult& result);
 
 // CSV with a header row and one row per result (creates parent directories).

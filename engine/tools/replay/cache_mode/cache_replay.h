@@ -61,6 +61,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,24 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   // Streaming (StreamedExpansion::requests_ready): request r is replayed only once this is > r
   // (the replay waits, yielding); null: the workload is complete.
   const std::atomic<int64_t>* requests_ready = nullptr;
+};
+
+// A cache-mode row over KV cache groups (`--hybrid-kv`: hybrid_cache_mode.cc fills it from
+// RunHybridCacheReplay, hybrid_cache_replay.h). Such a row measures prefix hits in tokens and the
+// KV each request holds, not block-level hits: FormatCacheTable and CacheResultJson report these
+// fields, with its CacheReplayResult's requests, capacity_blocks (pages), total_tokens (prompt
+// tokens looked up), hit_tokens, evictions and tier hit tokens.
+struct PAGEDKV_EXPORT KvGroupsRow {
+  std::string name;          // "hybrid" or "all_full"
+  std::string groups;        // KvCacheGroupsText of the row's groups
+  int32_t model_layers = 1;  // KV is reported in full-model blocks: layer-blocks / model_layers
+  int64_t refused = 0;       // requests larger than the pool
+  // Layer-blocks (held blocks * layers of their group) a request holds after its prompt and after
+  // its decode steps; means over admitted requests, peaks over all (HybridReplayResult's).
+  double mean_prefill_layer_blocks = 0;
+  int64_t peak_prefill_layer_blocks = 0;
+  double mean_decode_layer_blocks = 0;
+  int64_t peak_decode_layer_blocks = 0;
 };
 
 struct PAGEDKV_EXPORT CacheReplayResult {
@@ -126,6 +145,7 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   int64_t shifted_hit_blocks = 0;        // full request blocks wholly inside shifted-hit tokens
   int64_t chunks_registered = 0;         // chunk misses copied into blocks of their own
   int64_t chunk_register_failures = 0;   // chunk misses not registered: no block to give
+  std::optional<KvGroupsRow> kv_groups;  // set for a row over KV cache groups (see KvGroupsRow)
   double seconds = 0;       // CPU time of the replay loop on its thread (expansion excluded)
   double wall_seconds = 0;  // wall time of the replay loop
 

@@ -9,6 +9,8 @@
 // blocks (layer-blocks / num_layers), so both rows use one unit. Host and remote tier capacities
 // (--host-capacity-blocks, --remote-capacity-blocks) are full-model blocks too (the same bytes in
 // pages of each row's layout); the tiers are the engine's TierChain (hybrid_cache_replay.h).
+// Each row reports through plain cache mode's report (FormatCacheTable, CacheResultJson) as a
+// CacheReplayResult with its KvGroupsRow.
 // A workload that marks chunks is refused unless shifted hits are off (--no-shifted): chunk
 // reuse keeps one group's KV (kShiftedReuseNeedsOneGroup), and this replay counts none.
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "engine/tools/replay/replay_modes.h"
+#include "engine/tools/replay/report.h"
 #include "engine/tools/replay/workload/block_expansion.h"
 #include "pagedkv/status_macros.h"
 
@@ -39,31 +42,42 @@ absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedW
   return std::max<int64_t>(1, e.distinct_blocks / 5);
 }
 
+// Run r as a plain cache-mode result with its KvGroupsRow, for FormatCacheTable / CacheResultJson.
+CacheReplayResult AsCacheResult(const HybridRun& r, const ModelPreset& model,
+                                const HybridReplayOptions& options) {
+  CacheReplayResult row;
+  row.policy = options.policy;
+  row.capacity_blocks = r.pages;
+  row.requests = r.result.requests;
+  row.total_tokens = r.result.queried_tokens;
+  row.hit_tokens = r.result.hit_tokens;
+  row.host_capacity_blocks = options.tiers.host_capacity_blocks;
+  row.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
+  row.host_hit_tokens = r.result.host_hit_tokens;
+  row.remote_hit_tokens = r.result.remote_hit_tokens;
+  row.evictions = r.result.evictions;
+  row.seconds = r.result.seconds;
+  row.kv_groups = KvGroupsRow{.name = r.name,
+                              .groups = KvCacheGroupsText(r.groups),
+                              .model_layers = model.num_layers,
+                              .refused = r.result.refused,
+                              .mean_prefill_layer_blocks = r.result.mean_prefill_layer_blocks,
+                              .peak_prefill_layer_blocks = r.result.peak_prefill_layer_blocks,
+                              .mean_decode_layer_blocks = r.result.mean_decode_layer_blocks,
+                              .peak_decode_layer_blocks = r.result.peak_decode_layer_blocks};
+  return row;
+}
+
+// The plain cache report of the rows (FormatCacheTable), between a header and the KV ratio.
 void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& model,
-                int64_t capacity, const std::vector<HybridRun>& runs, std::ostream& out) {
+                int64_t capacity, const std::vector<HybridRun>& runs,
+                const std::vector<CacheReplayResult>& rows, std::ostream& out) {
   out << absl::StrFormat(
       "workload %s\nmodel %s: %d layers; capacity %d full-model blocks of %d "
       "tokens\n\n",
       Describe(w), model.name, model.num_layers, capacity, c.block_size);
-  out << absl::StrFormat("%-9s %-36s %8s %9s %12s %12s %12s %9s %8s\n", "kv cache", "groups",
-                         "pages", "tok hit", "prefill mean", "prefill peak", "decode mean",
-                         "evictions", "refused");
-  const double layers = model.num_layers;
-  for (const HybridRun& r : runs) {
-    out << absl::StrFormat(
-        "%-9s %-36s %8d %8.2f%% %12.1f %12.1f %12.1f %9d %8d\n", r.name,
-        KvCacheGroupsText(r.groups), r.pages, 100 * r.result.TokenHitRate(),
-        r.result.mean_prefill_layer_blocks / layers, r.result.peak_prefill_layer_blocks / layers,
-        r.result.mean_decode_layer_blocks / layers, r.result.evictions, r.result.refused);
-  }
+  out << FormatCacheTable(rows);
   const double full = runs[1].result.mean_decode_layer_blocks;
-  if (c.host_capacity_blocks > 0 || c.remote_capacity_blocks > 0) {
-    out << "\n";
-    for (const HybridRun& r : runs) {
-      out << absl::StrFormat("%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
-                             r.name, r.result.host_hit_tokens, r.result.remote_hit_tokens);
-    }
-  }
   out << absl::StrFormat(
       "\nKV per request after decode, hybrid / all-full: %.3f (blocks weighted by layers; "
       "%.3f CPU s)\n",
@@ -71,30 +85,15 @@ void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& mod
       runs[0].result.seconds + runs[1].result.seconds);
 }
 
+// The plain cache JSON of each row (CacheResultJson) under its name.
 void PrintJson(const ReplayConfig& c, const Workload& w, const ModelPreset& model, int64_t capacity,
-               const std::vector<HybridRun>& runs, std::ostream& out) {
+               const std::vector<CacheReplayResult>& rows, std::ostream& out) {
   nlohmann::json j = WorkloadJson(w, c);
   j["mode"] = "cache";
   j["hybrid_kv"] = true;
   j["model"] = model.name;
   j["capacity_full_model_blocks"] = capacity;
-  for (const HybridRun& r : runs) {
-    const double layers = model.num_layers;
-    j[r.name] = {{"groups", KvCacheGroupsText(r.groups)},
-                 {"pages", r.pages},
-                 {"requests", r.result.requests},
-                 {"refused", r.result.refused},
-                 {"prefix_cache_queries", r.result.queried_tokens},
-                 {"prefix_cache_hits", r.result.hit_tokens},
-                 {"token_hit_rate", r.result.TokenHitRate()},
-                 {"mean_prefill_blocks", r.result.mean_prefill_layer_blocks / layers},
-                 {"peak_prefill_blocks", r.result.peak_prefill_layer_blocks / layers},
-                 {"mean_decode_blocks", r.result.mean_decode_layer_blocks / layers},
-                 {"peak_decode_blocks", r.result.peak_decode_layer_blocks / layers},
-                 {"evictions", r.result.evictions},
-                 {"host_hit_tokens", r.result.host_hit_tokens},
-                 {"remote_hit_tokens", r.result.remote_hit_tokens}};
-  }
+  for (const CacheReplayResult& row : rows) j[row.kv_groups->name] = CacheResultJson(row);
   out << j.dump(2) << "\n";
 }
 
@@ -126,6 +125,7 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
   PAGEDKV_ASSIGN_OR_RETURN(const TierStoreRule host_store, ParseTierStoreRule(c.host_store));
   std::vector<HybridRun> runs = {{.name = "hybrid", .groups = HybridGroupsFor(model)},
                                  {.name = "all_full", .groups = AllFullGroupsFor(model)}};
+  std::vector<CacheReplayResult> rows;
   for (HybridRun& r : runs) {
     // `blocks` full-model blocks as pages of this layout.
     const auto pages = [&](int64_t blocks) {
@@ -145,11 +145,12 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
       options.output_tokens.push_back(q.output_length);
     }
     PAGEDKV_ASSIGN_OR_RETURN(r.result, RunHybridCacheReplay(expanded, options));
+    rows.push_back(AsCacheResult(r, model, options));
   }
   if (c.json) {
-    PrintJson(c, workload, model, capacity, runs, out);
+    PrintJson(c, workload, model, capacity, rows, out);
   } else {
-    PrintTable(c, workload, model, capacity, runs, out);
+    PrintTable(c, workload, model, capacity, runs, rows, out);
   }
   return absl::OkStatus();
 }

@@ -50,6 +50,37 @@ TEST(ReportTest, TableAndJsonCarryTheCounters) {
   EXPECT_DOUBLE_EQ(j["infinite_cache_block_hit_rate"].get<double>(), 0.3);
 }
 
+TEST(ReportTest, KvGroupsRowsReportTheirKvAndTierHits) {
+  CacheReplayResult r;
+  r.capacity_blocks = 200;  // pages
+  r.requests = 3;
+  r.total_tokens = 1000;
+  r.hit_tokens = 250;
+  r.evictions = 7;
+  r.host_capacity_blocks = 50;
+  r.host_hit_tokens = 40;
+  r.kv_groups = KvGroupsRow{.name = "hybrid",
+                            .groups = "full x12 | window 128 x12",
+                            .model_layers = 24,
+                            .refused = 1,
+                            .mean_prefill_layer_blocks = 48,
+                            .peak_prefill_layer_blocks = 96,
+                            .mean_decode_layer_blocks = 24,
+                            .peak_decode_layer_blocks = 72};
+  const std::string table = FormatCacheTable({r});
+  EXPECT_THAT(table, HasSubstr("full x12 | window 128 x12"));
+  EXPECT_THAT(table, HasSubstr("25.00%"));
+  EXPECT_THAT(table, HasSubstr("hybrid    tiers: 40 host / 0 remote hit tokens"));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("block_hit")));
+  const nlohmann::json j = CacheResultJson(r);
+  EXPECT_EQ(j["pages"], 200);
+  EXPECT_EQ(j["refused"], 1);
+  EXPECT_EQ(j["prefix_cache_queries"], 1000);
+  EXPECT_DOUBLE_EQ(j["mean_prefill_blocks"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["peak_decode_blocks"].get<double>(), 3.0);
+  EXPECT_FALSE(j.contains("block_hit_rate"));
+}
+
 TEST(ReportTest, PlotPathMustBeSvgOrPng) {
   auto r = WriteHitRatePlot(::testing::TempDir() + "/plot.pdf", TwoPolicies(), "t");
   ASSERT_FALSE(r.ok());
