@@ -305,7 +305,8 @@ std::unique_ptr<PyEngine> LoadEngine(
     int32_t max_num_seqs, bool enable_chunked_prefill, bool allow_context_overrun,
     bool return_logits, std::string model_id, int32_t num_speculative_tokens,
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
-    int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations) {
+    int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
+    const std::string& int8_kernel) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -327,6 +328,7 @@ std::unique_ptr<PyEngine> LoadEngine(
                                                  : HybridKvCacheMode::kAuto;
   o.weights = weights == "f32" ? WeightStorage::kF32 : WeightStorage::kNative;
   o.activations = activations == "int8" ? ActivationType::kInt8 : ActivationType::kF32;
+  o.int8_kernel = int8_kernel;
   o.kv_cache_memory = kv_cache_memory;
   o.backend = Unwrap(ParseBackendKind(backend));
   o.num_threads = num_threads;
@@ -446,7 +448,7 @@ void BindEngineClass(py::module_& m) {
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
                arg("enable_cache_priorities") = false, arg("weights") = "native",
                arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
-               arg("activations") = "int8",
+               arg("activations") = "int8", arg("int8_kernel") = "",
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
@@ -454,7 +456,9 @@ void BindEngineClass(py::module_& m) {
                "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
                "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
                "'int8' (EngineOptions::activations: native Q4_0 / Q4_1 / Q8_0 weights times "
-               "int8-quantized activations).");
+               "int8-quantized activations). int8_kernel: '' (leave the process's choice), "
+               "'auto', 'avx512vnni', 'avx2' or 'portable' (EngineOptions::int8_kernel; the same "
+               "tokens, only the speed differs; backend_name names the kernel).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

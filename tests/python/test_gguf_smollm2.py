@@ -147,3 +147,19 @@ def test_native_and_f32_weights_give_the_same_greedy_ids(model_path):
     assert "Paris" in outputs[2].text
     with pytest.raises(pagedkv.InvalidArgumentError, match="activations"):
         pagedkv.Engine.load(str(model_path), backend="cpu", activations="int4")
+
+
+def test_int8_kernel_is_forced_and_named(model_path):
+    """Engine.load(int8_kernel=...) forces the CPU's int8 kernel: the portable loop gives the
+    default kernel's tokens, backend_name says which ran, an unknown name is refused."""
+    outputs = []
+    for kernel in ("portable", "auto"):
+        e = pagedkv.Engine.load(str(model_path), backend="cpu", int8_kernel=kernel,
+                                kv_cache_memory=32 << 20)
+        if kernel == "portable":
+            assert "int8 activations (portable)" in e.backend_name
+        outputs.append(e.generate([pagedkv.GenerationRequest(
+            prompt_text="The capital of France is", max_new_tokens=6)])[0].output_tokens)
+    assert outputs[0] == outputs[1]
+    with pytest.raises(pagedkv.InvalidArgumentError, match="ForceInt8Kernel"):
+        pagedkv.Engine.load(str(model_path), backend="cpu", int8_kernel="vnni9")
