@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
 #include "pagedkv/kernels/quant_blocks.h"
 
@@ -39,8 +40,10 @@ class PAGEDKV_EXPORT Int8Tiles {
  public:
   // InvalidArgument unless w is non-null, type is Q4_0, Q4_1 or Q8_0, n > 0 a multiple of 16
   // and k > 0 a multiple of 32; ResourceExhausted when the copy cannot be allocated.
-  // REQUIRES: w holds n rows of WeightRowBytes(type, k) bytes.
-  static absl::StatusOr<Int8Tiles> Build(const void* w, WeightType type, int64_t n, int64_t k);
+  // REQUIRES: w holds n rows of WeightRowBytes(type, k) bytes. Tiles are split over `pool`
+  // (null: the calling thread).
+  static absl::StatusOr<Int8Tiles> Build(const void* w, WeightType type, int64_t n, int64_t k,
+                                         ThreadPool* pool = nullptr);
 
   // Tile t's block b. REQUIRES: 0 <= t < n / 16, 0 <= b < k / 32.
   const unsigned char* block(int64_t t, int64_t b) const {

@@ -119,13 +119,14 @@ absl::StatusOr<const PackedWeights*> PackedWeightCache::Find(const float* w, int
 }
 
 absl::StatusOr<const Int8Tiles*> PackedWeightCache::FindInt8Tiles(const void* w, WeightType type,
-                                                                  int64_t n, int64_t k) {
+                                                                  int64_t n, int64_t k,
+                                                                  ThreadPool* pool) {
   const auto key = std::make_tuple(w, type, n, k);
   if (auto it = int8_tiles_.find(key); it != int8_tiles_.end()) return it->second.get();
   if (!Int8TilesUsable(type, n, k) || !InConstantRange(w, n, WeightRowBytes(type, k))) {
     return nullptr;
   }
-  PAGEDKV_ASSIGN_OR_RETURN(Int8Tiles tiles, Int8Tiles::Build(w, type, n, k));
+  PAGEDKV_ASSIGN_OR_RETURN(Int8Tiles tiles, Int8Tiles::Build(w, type, n, k, pool));
   auto owned = std::make_unique<Int8Tiles>(std::move(tiles));
   const Int8Tiles* result = owned.get();
   int8_tiles_.emplace(key, std::move(owned));

@@ -75,7 +75,7 @@ class PAGEDKV_EXPORT PackedWeightCache {
   // memory (built on the first call), null otherwise. ResourceExhausted when building cannot
   // allocate (nothing kept).
   absl::StatusOr<const Int8Tiles*> FindInt8Tiles(const void* w, WeightType type, int64_t n,
-                                                 int64_t k);
+                                                 int64_t k, ThreadPool* pool = nullptr);
   int64_t num_packed() const { return static_cast<int64_t>(packed_.size()); }
   int64_t num_int8_tiles() const { return static_cast<int64_t>(int8_tiles_.size()); }
 

@@ -102,7 +102,7 @@ class CpuBackend final : public Backend {
                                    ActivationType activations) override {
     if (activations != ActivationType::kInt8) return absl::OkStatus();
     std::lock_guard<std::mutex> lock(weights_mu_);
-    return weights_.FindInt8Tiles(w, type, n, k).status();
+    return weights_.FindInt8Tiles(w, type, n, k, pool()).status();
   }
 
   absl::Status Linear(const LinearArgs& args) override {
