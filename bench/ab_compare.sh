@@ -18,11 +18,24 @@ for side in before after; do
   D=$B; [ $side = after ] && D=$A
   $D/pagedkv replay --trace $T --block-size 16 --capacity-blocks 262144 --policies lru --json > "$OUT"/replay_$side.json 2>&1
   $D/pagedkv replay --trace $T --block-size 16 --capacity-blocks 100000 --model gpt-oss-20b --hybrid-kv > "$OUT"/hybrid_$side.txt 2>&1
-  $D/pagedkv replay --trace $T --mode serve --gpu H100 --model gpt-oss-20b --hybrid-kv --block-size 16 > "$OUT"/hybrid_serve_$side.txt 2>&1
+  $D/pagedkv replay --trace $T --mode serve --gpu H100 --model gpt-oss-20b --hybrid-kv --block-size 16 --json > "$OUT"/hybrid_serve_$side.json 2>&1
   $D/pagedkv generate --model $M --prompt "The capital of France is" -n 48 --print-ids > "$OUT"/smol_$side.txt 2>&1
   $D/pagedkv generate --model $M --prompt "Once upon a time" -n 48 --print-ids --weights f32 > "$OUT"/smol_f32_$side.txt 2>&1
 done
-for f in replay hybrid hybrid_serve smol smol_f32; do
+# hybrid serve: every field both JSON reports have (the table's form changed at 994b1fc), wall
+# times aside
+python3 - "$OUT" <<'PY'
+import json, sys
+def flat(d, p=""):
+    out = {}
+    for k, v in d.items():
+        out.update(flat(v, p + k + ".") if isinstance(v, dict) else {p + k: v})
+    return out
+b, a = (flat(json.load(open(f"{sys.argv[1]}/hybrid_serve_{s}.json"))) for s in ("before", "after"))
+diff = [k for k in b if k in a and b[k] != a[k] and "wall" not in k]
+print("hybrid_serve: identical" if not diff else f"hybrid_serve: DIFFERS ({', '.join(diff)})")
+PY
+for f in replay hybrid smol smol_f32; do
   ext=txt; [ $f = replay ] && ext=json
   if diff <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time\|CPU s" "$OUT"/${f}_before.$ext) <(grep -v -i "seconds\|wall\|elapsed\|tok/s\|_per_s\|time\|CPU s" "$OUT"/${f}_after.$ext) > "$OUT"/${f}.diff; then echo "$f: identical"; else echo "$f: DIFFERS ($(wc -l < "$OUT"/${f}.diff) lines)"; fi
 done
