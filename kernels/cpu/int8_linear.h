@@ -17,6 +17,7 @@
 #define PAGEDKV_KERNELS_CPU_INT8_LINEAR_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "kernels/cpu/int8_tiles.h"
@@ -55,6 +56,20 @@ PAGEDKV_EXPORT absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadP
                                             const Int8Tiles* tiles = nullptr);
 
 namespace int8_kernels {
+
+// Calls fn(std::integral_constant<WeightType, T>{}) for T = type (Q4_0, Q4_1; any other: Q8_0),
+// so that a kernel's entry point instantiates its templates once per int8 weight type.
+template <typename Fn>
+void WithInt8Type(WeightType type, Fn&& fn) {
+  switch (type) {
+    case WeightType::kQ4_0:
+      return fn(std::integral_constant<WeightType, WeightType::kQ4_0>{});
+    case WeightType::kQ4_1:
+      return fn(std::integral_constant<WeightType, WeightType::kQ4_1>{});
+    default:
+      return fn(std::integral_constant<WeightType, WeightType::kQ8_0>{});
+  }
+}
 
 // Columns [j_begin, j_end) of every row of y; j_begin a multiple of 8.
 void Avx2Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);

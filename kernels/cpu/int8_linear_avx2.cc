@@ -349,14 +349,7 @@ void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* sc
 }
 
 void Avx2Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end) {
-  switch (a.w_type) {
-    case WeightType::kQ4_0:
-      return Columns<WeightType::kQ4_0>(a, x, j_begin, j_end);
-    case WeightType::kQ4_1:
-      return Columns<WeightType::kQ4_1>(a, x, j_begin, j_end);
-    default:
-      return Columns<WeightType::kQ8_0>(a, x, j_begin, j_end);
-  }
+  WithInt8Type(a.w_type, [&](auto t) { Columns<decltype(t)::value>(a, x, j_begin, j_end); });
 }
 
 }  // namespace pagedkv::cpu::int8_kernels

@@ -329,26 +329,13 @@ bool VnniSupported() {
 }
 
 void VnniColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end) {
-  switch (a.w_type) {
-    case WeightType::kQ4_0:
-      return Columns<WeightType::kQ4_0>(a, x, j_begin, j_end);
-    case WeightType::kQ4_1:
-      return Columns<WeightType::kQ4_1>(a, x, j_begin, j_end);
-    default:
-      return Columns<WeightType::kQ8_0>(a, x, j_begin, j_end);
-  }
+  WithInt8Type(a.w_type, [&](auto t) { Columns<decltype(t)::value>(a, x, j_begin, j_end); });
 }
 
 void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
                       int64_t j_begin, int64_t j_end) {
-  switch (a.w_type) {
-    case WeightType::kQ4_0:
-      return TiledColumns<WeightType::kQ4_0>(a, x, tiles, j_begin, j_end);
-    case WeightType::kQ4_1:
-      return TiledColumns<WeightType::kQ4_1>(a, x, tiles, j_begin, j_end);
-    default:
-      return TiledColumns<WeightType::kQ8_0>(a, x, tiles, j_begin, j_end);
-  }
+  WithInt8Type(a.w_type,
+               [&](auto t) { TiledColumns<decltype(t)::value>(a, x, tiles, j_begin, j_end); });
 }
 
 }  // namespace pagedkv::cpu::int8_kernels
