@@ -206,10 +206,11 @@ constexpr const char* kInt8Kernels[] = {"avx2", "avx512vnni", "avx512vnni"};
 
 void BM_GemmInt8Kernels(benchmark::State& state) {
   const char* kernel = kInt8Kernels[state.range(5)];
+  const cpu::Int8KernelChoice previous = cpu::CurrentInt8KernelChoice();
   if (!cpu::ForceInt8Kernel(kernel).ok()) return state.SkipWithError("kernel not on this CPU");
   const bool tiled = state.range(5) == 2;
   GemmQuant(state, ActivationType::kInt8, tiled);
-  (void)cpu::ForceInt8Kernel("auto");
+  cpu::RestoreInt8KernelChoice(previous);
   state.SetLabel(tiled ? "avx512vnni tiles" : kernel);
 }
 

@@ -125,12 +125,12 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   PAGEDKV_RETURN_IF_ERROR(ValidateEngineOptions(options_, c));
   // The int8 kernel is chosen before the runner prepares its weights for it (Int8Tiles); a failed
   // Init restores the process's previous choice.
-  const std::string previous_int8_kernel = cpu::ForcedInt8Kernel();
+  const cpu::Int8KernelChoice previous_int8_kernel = cpu::CurrentInt8KernelChoice();
   if (!options_.int8_kernel.empty()) {
     PAGEDKV_RETURN_IF_ERROR(cpu::ForceInt8Kernel(options_.int8_kernel.c_str()));
   }
   auto restore_int8_kernel =
-      absl::MakeCleanup([&] { (void)cpu::ForceInt8Kernel(previous_int8_kernel.c_str()); });
+      absl::MakeCleanup([&] { cpu::RestoreInt8KernelChoice(previous_int8_kernel); });
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   PAGEDKV_ASSIGN_OR_RETURN(kv_layout_, engine_internal::ChooseKvCacheLayout(options_, c));

@@ -111,6 +111,14 @@ const char* ForcedInt8Kernel() {
   }
 }
 
+Int8KernelChoice CurrentInt8KernelChoice() {
+  return static_cast<Int8KernelChoice>(forced_kernel.load(std::memory_order_relaxed));
+}
+
+void RestoreInt8KernelChoice(Int8KernelChoice choice) {
+  forced_kernel.store(static_cast<int>(choice), std::memory_order_relaxed);
+}
+
 absl::Status ForceInt8Kernel(const char* name) {
   const std::string n = name == nullptr ? "" : name;
   Kernel k;

@@ -48,6 +48,12 @@ PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
 // What ForceInt8Kernel last set: "auto" (the default) or the forced kernel's name.
 PAGEDKV_EXPORT const char* ForcedInt8Kernel();
 
+// The process's choice as ForceInt8Kernel left it, to put back later: restoring cannot fail,
+// since the saved value is a choice that was accepted. Not thread-safe against running kernels.
+enum class Int8KernelChoice : int {};
+PAGEDKV_EXPORT Int8KernelChoice CurrentInt8KernelChoice();
+PAGEDKV_EXPORT void RestoreInt8KernelChoice(Int8KernelChoice choice);
+
 // y = x W^T (+ y) with int8 activations; the VNNI kernel multiplies `tiles` (args.w's, or null)
 // when given, the others ignore them (the same bits either way). REQUIRES: args validated
 // (ValidateQuantLinear), Int8ActivationsSupport(args.w_type), tiles null or built from args.w.

@@ -346,6 +346,18 @@ TEST_F(Int8LinearTest, TypesWithoutAnInt8PathGiveTheFp32Bits) {
   }
 }
 
+// A saved choice comes back whatever was forced in between (the engine restores it on a failed
+// Init).
+TEST_F(Int8LinearTest, ASavedKernelChoiceIsRestored) {
+  ASSERT_TRUE(cpu::ForceInt8Kernel("portable").ok());
+  const cpu::Int8KernelChoice saved = cpu::CurrentInt8KernelChoice();
+  ASSERT_TRUE(cpu::ForceInt8Kernel("auto").ok());
+  EXPECT_STREQ(cpu::ForcedInt8Kernel(), "auto");
+  cpu::RestoreInt8KernelChoice(saved);
+  EXPECT_STREQ(cpu::ForcedInt8Kernel(), "portable");
+  EXPECT_STREQ(cpu::Int8KernelName(), "portable");
+}
+
 TEST_F(Int8LinearTest, BadInputIsRefusedAndYUntouched) {
   constexpr int64_t n = 8, k = 32;
   const auto w = RandomRows(WeightType::kQ4_1, n, k, 61);
