@@ -34,6 +34,18 @@ Kernel Chosen() {
   return int8_kernels::Avx2Supported() ? Kernel::kAvx2 : Kernel::kPortable;
 }
 
+// A kernel's ForceInt8Kernel name. REQUIRES: kernel is not kAuto.
+const char* KernelName(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kVnni:
+      return "avx512vnni";
+    case Kernel::kAvx2:
+      return "avx2";
+    default:
+      return "portable";
+  }
+}
+
 // Output columns per work item: the kernel's W rows per tile.
 int64_t ColumnGroup(Kernel kernel) { return kernel == Kernel::kVnni ? 16 : 8; }
 
@@ -87,29 +99,14 @@ void PortableColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begi
 
 }  // namespace
 
-const char* Int8KernelName() {
-  switch (Chosen()) {
-    case Kernel::kVnni:
-      return "avx512vnni";
-    case Kernel::kAvx2:
-      return "avx2";
-    default:
-      return "portable";
-  }
-}
+const char* Int8KernelName() { return KernelName(Chosen()); }
 
 const char* ForcedInt8Kernel() {
-  switch (static_cast<Kernel>(forced_kernel.load(std::memory_order_relaxed))) {
-    case Kernel::kVnni:
-      return "avx512vnni";
-    case Kernel::kAvx2:
-      return "avx2";
-    case Kernel::kPortable:
-      return "portable";
-    default:
-      return "auto";
-  }
+  const auto forced = static_cast<Kernel>(forced_kernel.load(std::memory_order_relaxed));
+  return forced == Kernel::kAuto ? "auto" : KernelName(forced);
 }
+
+bool Int8KernelReadsTiles() { return Chosen() == Kernel::kVnni; }
 
 Int8KernelChoice CurrentInt8KernelChoice() {
   return static_cast<Int8KernelChoice>(forced_kernel.load(std::memory_order_relaxed));

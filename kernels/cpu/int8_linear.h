@@ -45,6 +45,9 @@ PAGEDKV_EXPORT const char* Int8KernelName();
 // cannot run.
 // Not thread-safe against running kernels: call before work starts.
 PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
+// True when the kernel that runs now multiplies Int8Tiles (int8_tiles.h): the VNNI kernel.
+PAGEDKV_EXPORT bool Int8KernelReadsTiles();
+
 // What ForceInt8Kernel last set: "auto" (the default) or the forced kernel's name.
 PAGEDKV_EXPORT const char* ForcedInt8Kernel();
 

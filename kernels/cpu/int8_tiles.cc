@@ -90,7 +90,7 @@ absl::StatusOr<Int8Tiles> Int8Tiles::Build(const void* w, WeightType type, int64
 
 bool Int8TilesUsable(WeightType type, int64_t n, int64_t k) {
   return Int8ActivationsSupport(type) && n > 0 && n % kInt8TileRows == 0 && k > 0 &&
-         k % kQuantBlockValues == 0 && std::strcmp(Int8KernelName(), "avx512vnni") == 0;
+         k % kQuantBlockValues == 0 && Int8KernelReadsTiles();
 }
 
 }  // namespace pagedkv::cpu

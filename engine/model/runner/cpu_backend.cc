@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/runner/backend.h"
+#include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/quant_linear.h"
 #include "kernels/cpu/simd/simd_kernels.h"
@@ -114,7 +115,9 @@ class CpuBackend final : public Backend {
   absl::Status QuantLinear(const QuantLinearArgs& args) override {
     PAGEDKV_RETURN_IF_ERROR(ValidateQuantLinear(args));
     const cpu::Int8Tiles* tiles = nullptr;
-    if (args.activations == ActivationType::kInt8) {
+    // Only where the running kernel reads tiles: elsewhere no lock or lookup per call.
+    if (args.activations == ActivationType::kInt8 &&
+        cpu::Int8TilesUsable(args.w_type, args.n, args.k)) {
       std::lock_guard<std::mutex> lock(weights_mu_);  // parts may build a weight's tiles at once
       PAGEDKV_ASSIGN_OR_RETURN(tiles, weights_.FindInt8Tiles(args.w, args.w_type, args.n, args.k));
     }
