@@ -26,6 +26,10 @@ absl::Status ValidateGatherRows(const GatherRowsArgs& args) {
                    " must be 0 (contiguous) or >= width = ", args.width);
   }
   if (!IsValidDType(args.src_dtype)) return invalid("src_dtype is not a DType value");
+  if (IsQuantizedDType(args.src_dtype)) {
+    return invalid(absl::StrCat("src_dtype ", DTypeName(args.src_dtype),
+                                " is quantized: gather f32, f16 or bf16 rows"));
+  }
   return absl::OkStatus();
 }
 

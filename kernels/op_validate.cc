@@ -136,7 +136,7 @@ bool ShiftDisjoint(const SortedDims& dims, size_t level, int64_t head_dim, int64
 absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
   const SortedDims dims(c);
   for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t extent = Extent(dims, i, c.head_dim);
+    const int64_t extent = Extent(dims, i, c.RowUnits());
     if (dims[i].stride < extent) {
       return Invalid(op, absl::StrCat(dims[i].field, " = ", dims[i].stride, " makes ", dims[i].what,
                                       " overlap: it must be >= ", extent,
@@ -155,7 +155,7 @@ absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
                                     "spans overlap; place v whole elements after k"));
   }
   const int64_t x = static_cast<int64_t>(distance) / esize;
-  if (!ShiftDisjoint(dims, dims.size(), c.head_dim, x)) {
+  if (!ShiftDisjoint(dims, dims.size(), c.RowUnits(), x)) {
     return Invalid(op, absl::StrCat("cache.k and cache.v overlap: v - k = ", x,
                                     " elements puts a V element on a K element with these "
                                     "strides (a joint tensor puts V one page after K)"));
@@ -168,11 +168,16 @@ absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
 absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache) {
   PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, cache.k, "cache.k"));
   PAGEDKV_RETURN_IF_ERROR(NeedPointer(op, cache.v, "cache.v"));
-  if (!IsValidDType(cache.dtype)) return Invalid(op, "cache.dtype is not f32, f16 or bf16");
+  if (!IsValidDType(cache.dtype)) return Invalid(op, "cache.dtype is not a DType value");
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.num_blocks, "cache.num_blocks"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.block_size, "cache.block_size"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.num_kv_heads, "cache.num_kv_heads"));
   PAGEDKV_RETURN_IF_ERROR(NeedHeadDim(op, cache.head_dim));
+  if (cache.head_dim % KvRowValuesMultiple(cache.dtype) != 0) {
+    return Invalid(op, absl::StrCat("cache.dtype ", DTypeName(cache.dtype), " stores blocks of ",
+                                    KvRowValuesMultiple(cache.dtype), " values: head_dim = ",
+                                    cache.head_dim, " is not a multiple; use another KV dtype"));
+  }
   PAGEDKV_RETURN_IF_ERROR(NeedStridesInRange(op, cache));
   return NeedDisjointElements(op, cache);
 }

@@ -17,6 +17,7 @@
 #include "kernels/op_validate.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/status_macros.h"
@@ -63,8 +64,8 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
       if (args.rotate) simd::RotateHeads(r, head, 1, hd);
       const int64_t base = slot_base + h * cache.head_stride;
-      StoreRow(cache.k, cache.dtype, base, hd, head);
-      StoreRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);
+      StoreKvRow(cache.k, cache.dtype, base, hd, head);
+      StoreKvRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);
     }
   }
   return absl::OkStatus();
@@ -100,20 +101,22 @@ void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t
     simd::RotateHeads(r, k + dst_slot_base, cache.num_kv_heads, cache.head_stride);
     return;
   }
+  // A quantized row is dequantized, rotated and quantized again as a whole (its scales change).
+  const bool quantized = IsQuantizedDType(cache.dtype);
   float head[kMaxHeadDim];
   for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
     const int64_t src_base = src_slot_base + h * cache.head_stride;
     const int64_t dst_base = dst_slot_base + h * cache.head_stride;
-    LoadRow(cache.k, cache.dtype, src_base, hd, head);
+    LoadKvRow(cache.k, cache.dtype, src_base, hd, head);
     simd::RotateHeads(r, head, 1, hd);
-    if (src == dst) {  // pass-through dims are already in place
-      StoreRow(cache.k, cache.dtype, dst_base, r.rotary_dim, head);
+    if (src == dst) {  // pass-through dims (and V) are already in place
+      StoreKvRow(cache.k, cache.dtype, dst_base, quantized ? hd : r.rotary_dim, head);
       continue;
     }
-    StoreRow(cache.k, cache.dtype, dst_base, hd, head);
+    StoreKvRow(cache.k, cache.dtype, dst_base, hd, head);
     std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
                 static_cast<const char*>(cache.v) + src_base * esize,
-                static_cast<size_t>(hd * esize));
+                static_cast<size_t>(cache.RowUnits() * esize));
   }
 }
 

@@ -28,6 +28,7 @@
 #include "kernels/softmax_math.h"
 #include "pagedkv/kernels/cuda_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/status_macros.h"
 
@@ -132,8 +133,17 @@ __device__ __forceinline__ bool LoadKey(const PagedKvLayout& cache, const int32_
   const int32_t block = table[j / cache.block_size];
   if (!BlockIdValid(block, cache.num_blocks)) return false;
   // Strides are resolved by the launcher, so the stride fields are the effective ones.
-  const int64_t base =
-      cache.TokenOffset(block, j % cache.block_size) + kvh * cache.head_stride + d0;
+  const int64_t row = cache.TokenOffset(block, j % cache.block_size) + kvh * cache.head_stride;
+  if (IsQuantizedDType(cache.dtype)) {  // dequantized value by value (kv_quant.h)
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const bool in_row = d0 + r < cache.head_dim;
+      k[r] = in_row ? LoadKvValue(cache.k, cache.dtype, row, cache.head_dim, d0 + r) : 0.0f;
+      v[r] = in_row ? LoadKvValue(cache.v, cache.dtype, row, cache.head_dim, d0 + r) : 0.0f;
+    }
+    return true;
+  }
+  const int64_t base = row + d0;
   const int32_t valid = cache.head_dim - d0;
   LoadChunk<N>(cache.k, cache.dtype, base, valid, vector, k);
   LoadChunk<N>(cache.v, cache.dtype, base, valid, vector, v);

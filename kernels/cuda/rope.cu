@@ -13,6 +13,7 @@
 // ContentCheck::kTrusted or kDeferred, tokens with a negative position or an out-of-range slot are
 // skipped (nothing written for them). Page offsets come from the layout's strides (resolved by the
 // launcher), one SlotOffset per token. The KV write rotates q (when given) with the RoPE kernel.
+// Quantized pages take the row kernels of quantized_kv.cu instead.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -23,6 +24,7 @@
 #include "kernels/content_checks.h"
 #include "kernels/cuda/content_check.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quantized_kv.h"
 #include "kernels/cuda/rope_vector.cuh"
 #include "kernels/op_validate.h"
 #include "pagedkv/kernels/cuda_ops.h"
@@ -507,6 +509,9 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t strea
   }
   ReshapeAndCacheArgs launch = args;
   launch.cache = args.cache.Resolved();
+  if (IsQuantizedDType(launch.cache.dtype)) {
+    return LaunchQuantizedKvWrite(launch, k_stride, v_stride, stream);
+  }
   const int n = KvWriteWidth(launch, k_stride, v_stride);
   const TokenJobs jobs =
       WithBlockTokens(MakeTokenJobs(launch.cache.num_kv_heads, launch.cache.head_dim,
@@ -531,6 +536,7 @@ absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream, const Launc
   }
   ReRotateArgs launch = args;
   launch.cache = args.cache.Resolved();
+  if (IsQuantizedDType(launch.cache.dtype)) return LaunchQuantizedReRotate(launch, stream);
   const int n = ReRotateWidth(launch);
   const TokenJobs jobs =
       WithBlockTokens(MakeTokenJobs(launch.cache.num_kv_heads, launch.cache.head_dim,

@@ -146,7 +146,7 @@ TEST(ReshapeAndCacheTest, BadInputIsInvalidArgumentAndTouchesNothing) {
   args.cache.head_dim = 3;  // unsupported head dim
   EXPECT_EQ(cpu::ReshapeAndCache(args).code(), absl::StatusCode::kInvalidArgument);
   args.cache.head_dim = kHeadDim;
-  args.cache.dtype = static_cast<DType>(5);  // unsupported dtype
+  args.cache.dtype = static_cast<DType>(99);  // not a DType value
   EXPECT_EQ(cpu::ReshapeAndCache(args).code(), absl::StatusCode::kInvalidArgument);
   args.cache.dtype = DType::kBF16;
   args.rope.head_dim = 64;  // table for another head size

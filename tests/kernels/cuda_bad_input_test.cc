@@ -481,7 +481,7 @@ TEST(CudaValidationTest, BadArgumentsAreInvalidArgumentWithoutDevice) {
   EXPECT_EQ(cuda::Rope(rope).code(), absl::StatusCode::kInvalidArgument);
   PagedKvLayout layout{.k = dummy,
                        .v = dummy,
-                       .dtype = static_cast<DType>(4),
+                       .dtype = static_cast<DType>(99),
                        .num_blocks = 1,
                        .block_size = 1,
                        .num_kv_heads = 1,

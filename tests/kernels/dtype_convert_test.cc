@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string_view>
 
 #include "gtest/gtest.h"
 #include "pagedkv/dtype.h"
@@ -29,13 +30,17 @@ TEST(DTypeTest, SizesNamesAndParsing) {
   EXPECT_EQ(DTypeSize(DType::kF32), 4);
   EXPECT_EQ(DTypeSize(DType::kF16), 2);
   EXPECT_EQ(DTypeSize(DType::kBF16), 2);
-  EXPECT_FALSE(IsValidDType(static_cast<DType>(9)));
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) {
+  EXPECT_FALSE(IsValidDType(static_cast<DType>(99)));
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8, DType::kFp8E4M3,
+                  DType::kFp8E5M2, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
     auto parsed = ParseDType(DTypeName(d));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, d);
+    EXPECT_EQ(IsQuantizedDType(d), DTypeSize(d) == 1) << DTypeName(d);
   }
-  EXPECT_EQ(ParseDType("int8").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseDType("fp8"), DType::kFp8E4M3);
+  EXPECT_EQ(ParseDType("int4").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ParseDType("q5_0").status().message().find("q4_1"), std::string_view::npos);
 }
 
 TEST(DTypeConvertTest, HalfDecodesEveryBitPatternExactly) {

@@ -324,8 +324,9 @@ double UnitRoundoff(DType dtype) {
       return std::ldexp(1.0, -8);
     case DType::kF32:
       return std::ldexp(1.0, -24);
+    default:  // quantized rows: tests/kernels/kv_quant_test.cc
+      return 1.0;
   }
-  return 1.0;
 }
 
 // Per-pair error bound of one re-rotation vs a direct write: the rounding already in the stored
@@ -434,7 +435,7 @@ TEST(ReRotateTest, BadInputIsInvalidArgumentAndLeavesCacheUnchanged) {
   TestCache other(RopeConfig{.head_dim = 32}, DType::kF16, 4, 1);
   EXPECT_EQ(Shift(other, *table, 1, 1, 3, 5, ReRotateMode::kCompose).code(),
             absl::StatusCode::kInvalidArgument);  // head_dim mismatch
-  cache.layout.dtype = static_cast<DType>(7);
+  cache.layout.dtype = static_cast<DType>(99);
   EXPECT_EQ(Shift(cache, *table, 1, 1, 3, 5, ReRotateMode::kCompose).code(),
             absl::StatusCode::kInvalidArgument);  // unsupported dtype
   EXPECT_EQ(cache.k, before);

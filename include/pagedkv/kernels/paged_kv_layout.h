@@ -4,11 +4,14 @@
 // offset arithmetic shared by the CPU reference and the CUDA kernels. Element (block, token of the
 // block, head, d) of K is at
 //   k + block * BlockStride() + token * TokenStride() + head * HeadStride() + d
-// (in elements of `dtype`; the dim stride is always 1), and the same offset from `v` for V. There
+// (in storage units of `dtype`, pagedkv/dtype.h: elements of the plain types; the dim stride is
+// always 1), and the same offset from `v` for V. A quantized dtype stores each (token, head) row as
+// RowUnits() bytes with its scales, reached at the offset of d = 0 (pagedkv/kernels/kv_quant.h
+// loads and stores whole rows). There
 // is no K-to-V stride field: K-to-V is the distance between the `k` and `v` pointers, so separate
 // tensors and one joint tensor (V one page after K inside each block) are both two pointers.
 //   slot = block_id * block_size + offset_in_block
-// A stride of 0 means "contiguous": head_stride 0 is head_dim, token_stride 0 is num_kv_heads *
+// A stride of 0 means "contiguous": head_stride 0 is RowUnits(), token_stride 0 is num_kv_heads *
 // HeadStride(), block_stride 0 is PageElements() (the tightest page). So an aggregate with no
 // strides, as every caller wrote before strides existed, is today's separate K and V tensors
 // [num_blocks, block_size, num_kv_heads, head_dim]. The helpers below build the other layouts:
@@ -48,13 +51,15 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   int32_t num_blocks = 0;     // physical blocks in the pool
   int32_t block_size = 0;     // tokens per block
   int32_t num_kv_heads = 0;   // KV heads per token
-  int32_t head_dim = 0;       // elements per head (stride 1)
+  int32_t head_dim = 0;       // values per head (stride 1)
   int64_t block_stride = 0;   // elements between blocks (0: PageElements())
   int64_t token_stride = 0;   // elements between tokens of a block (0: num_kv_heads * HeadStride())
-  int64_t head_stride = 0;    // elements between heads of a token (0: head_dim)
+  int64_t head_stride = 0;    // elements between heads of a token (0: RowUnits())
 
+  // Storage units of one (token, head) row: head_dim, or a quantized row's bytes with its scales.
+  PAGEDKV_HD int64_t RowUnits() const { return KvRowUnits(dtype, head_dim); }
   // Effective strides (0 fields resolved to the contiguous value).
-  PAGEDKV_HD int64_t HeadStride() const { return head_stride != 0 ? head_stride : head_dim; }
+  PAGEDKV_HD int64_t HeadStride() const { return head_stride != 0 ? head_stride : RowUnits(); }
   PAGEDKV_HD int64_t TokenStride() const {
     return token_stride != 0 ? token_stride : num_kv_heads * HeadStride();
   }
@@ -64,7 +69,7 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   // Elements from the first to one past the last element of one block's page (padding after the
   // last head or token excluded).
   PAGEDKV_HD int64_t PageElements() const {
-    return (block_size - 1) * TokenStride() + (num_kv_heads - 1) * HeadStride() + head_dim;
+    return (block_size - 1) * TokenStride() + (num_kv_heads - 1) * HeadStride() + RowUnits();
   }
   // Copy with every stride field explicit (what the ops run on; offsets are unchanged).
   PAGEDKV_HD PagedKvLayout Resolved() const {
@@ -76,15 +81,13 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   }
   // True when every stride is the contiguous one ([num_blocks, block_size, heads, head_dim]).
   PAGEDKV_HD bool IsContiguous() const {
-    return HeadStride() == head_dim && TokenStride() == int64_t{num_kv_heads} * head_dim &&
-           BlockStride() == int64_t{block_size} * num_kv_heads * head_dim;
+    return HeadStride() == RowUnits() && TokenStride() == num_kv_heads * RowUnits() &&
+           BlockStride() == block_size * num_kv_heads * RowUnits();
   }
   // Number of slots (valid slots are [0, NumSlots())).
   PAGEDKV_HD int64_t NumSlots() const { return static_cast<int64_t>(num_blocks) * block_size; }
-  // Elements of the layout in each of k and v (what an op may read or write through each).
-  PAGEDKV_HD int64_t NumElements() const {
-    return NumSlots() * num_kv_heads * static_cast<int64_t>(head_dim);
-  }
+  // Storage units of the layout in each of k and v (what an op may read or write through each).
+  PAGEDKV_HD int64_t NumElements() const { return NumSlots() * num_kv_heads * RowUnits(); }
   // Elements from k (or v) to one past its last element: the memory an op may touch through each
   // pointer, padding between elements included. Equals NumElements() when IsContiguous(). For a
   // joint tensor the spans of k and v overlap (their pages interleave); the tensor itself is
@@ -116,7 +119,7 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   PAGEDKV_HD int64_t PositionOffset(const int32_t* block_table, int64_t position) const {
     return TokenOffset(block_table[position / block_size], position % block_size);
   }
-  // Element offset of (slot, head, d) in k or v.
+  // Element offset of (slot, head, d) in k or v. REQUIRES: a plain (not quantized) dtype.
   PAGEDKV_HD int64_t ElementOffset(int64_t slot, int32_t head, int32_t d) const {
     return SlotOffset(slot) + head * HeadStride() + d;
   }
@@ -147,16 +150,16 @@ PAGEDKV_HD PagedKvLayout PageLayout(void* k, void* v, const PagedKvShape& shape,
                     .block_size = shape.block_size,
                     .num_kv_heads = shape.num_kv_heads,
                     .head_dim = shape.head_dim};
-  const int64_t hd = shape.head_dim;
+  const int64_t hd = KvRowUnits(shape.dtype, shape.head_dim);
   out.head_stride = order == KvPageOrder::kNHD ? hd : hd * shape.block_size;
   out.token_stride = order == KvPageOrder::kNHD ? hd * shape.num_kv_heads : hd;
   out.block_stride = block_stride;
   return out;
 }
 
-// Elements of one tight page of `shape` (either order).
+// Storage units of one tight page of `shape` (either order).
 PAGEDKV_HD int64_t PageElementsOf(const PagedKvShape& shape) {
-  return int64_t{shape.block_size} * shape.num_kv_heads * shape.head_dim;
+  return int64_t{shape.block_size} * shape.num_kv_heads * KvRowUnits(shape.dtype, shape.head_dim);
 }
 
 // Separate K and V tensors: [num_blocks, block_size, heads, head_dim] each (kNHD, today's default)
@@ -178,10 +181,12 @@ PAGEDKV_HD PagedKvLayout JointKvLayout(void* kv, const PagedKvShape& shape,
 
 // True when every (slot, head) row of `layout` starts at an element offset that is a multiple of
 // `n` and head_dim is too, so a kernel may load n consecutive elements of a row as one vector
-// (given base pointers aligned to the vector size, which the caller checks).
+// (given base pointers aligned to the vector size, which the caller checks). False for a quantized
+// dtype (its rows are not vectors of elements).
 PAGEDKV_HD bool RowsAlignedTo(const PagedKvLayout& layout, int32_t n) {
-  return layout.head_dim % n == 0 && layout.HeadStride() % n == 0 &&
-         layout.TokenStride() % n == 0 && layout.BlockStride() % n == 0;
+  return !IsQuantizedDType(layout.dtype) && layout.head_dim % n == 0 &&
+         layout.HeadStride() % n == 0 && layout.TokenStride() % n == 0 &&
+         layout.BlockStride() % n == 0;
 }
 
 }  // namespace pagedkv

@@ -17,7 +17,7 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/simd/reduce-inl.h"
 #include "kernels/cpu/simd/simd_kernels.h"
-#include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/rope_config.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -188,8 +188,8 @@ HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const fl
 }
 
 // Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
-// are not fp32 are converted into the scratch rows. One division per chunk: offsets then step by
-// token_stride within a block. REQUIRES: cache resolved (explicit strides).
+// are not fp32 are converted (dequantized) into the scratch rows. One division per chunk: offsets
+// then step by token_stride within a block. REQUIRES: cache resolved (explicit strides).
 HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int32_t kv_head,
                           int64_t j0, int nk, float (*k_scratch)[kMaxHeadDim],
                           float (*v_scratch)[kMaxHeadDim], const float** k_rows,
@@ -203,8 +203,8 @@ HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int3
       k_rows[jj] = static_cast<const float*>(cache.k) + offset;
       v_rows[jj] = static_cast<const float*>(cache.v) + offset;
     } else {
-      LoadRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
-      LoadRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      LoadKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+      LoadKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
       k_rows[jj] = k_scratch[jj];
       v_rows[jj] = v_scratch[jj];
     }

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 #include "pagedkv/status_macros.h"
@@ -25,6 +26,44 @@ namespace pagedkv::testing {
 // contraction on a GPU can move a value by an ulp before it is rounded to the dtype.
 inline double PageRounding(DType dtype) {
   return dtype == DType::kF32 ? 1e-6 : (dtype == DType::kF16 ? 1e-3 : 1e-2);
+}
+
+// The same for quantized pages of values within [-2, 2]: the ulp can move a value across one
+// rounding boundary, so a value may differ by one quantization step of its row (int8: 2 / 127;
+// q8_0: 2 / 127; q4_0 / q4_1: 4 / 15; fp8: one step at the value's exponent, relative).
+inline Tolerance QuantizedPageTolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8:
+    case DType::kQ8_0:
+      return {0.0, 0.02};
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      return {0.0, 0.3};
+    case DType::kFp8E4M3:
+      return {0.13, 1e-3};
+    case DType::kFp8E5M2:
+      return {0.26, 1e-3};
+    default:
+      return {PageRounding(dtype), 1e-6};
+  }
+}
+
+// Every quantized KV dtype (pagedkv/dtype.h).
+inline constexpr DType kQuantizedKvDTypes[] = {DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2,
+                                               DType::kQ8_0, DType::kQ4_0,    DType::kQ4_1};
+
+// The values of rows [first_row, first_row + num_rows) of `head_dim` values of a quantized page
+// array at `base` (rows of KvRowUnits bytes, back to back), as numbers.
+inline std::vector<double> QuantizedRows(const void* base, DType dtype, int32_t head_dim,
+                                         int64_t first_row, int64_t num_rows) {
+  std::vector<double> out;
+  std::vector<float> row(static_cast<size_t>(head_dim));
+  const int64_t row_bytes = KvRowBytes(dtype, head_dim);
+  for (int64_t r = first_row; r < first_row + num_rows; ++r) {
+    LoadKvRow(base, dtype, r * row_bytes, head_dim, row.data());
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
 }
 
 template <typename T>

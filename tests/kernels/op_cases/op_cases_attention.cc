@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/dtype_convert.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/status_macros.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -70,11 +71,13 @@ void FillContiguousPages(const PagedKvLayout& shape, uint32_t k_seed, uint32_t v
   const int64_t n = shape.NumElements();
   const int64_t es = DTypeSize(shape.dtype);
   in.pages.assign(static_cast<size_t>(2 * n * es), 0);
-  const std::vector<float> k = RandomFloats(n, k_seed, -2.0f, 2.0f);
-  const std::vector<float> v = RandomFloats(n, v_seed);
-  for (int64_t i = 0; i < n; ++i) {
-    StoreElement(in.pages.data(), shape.dtype, i, k[i]);
-    StoreElement(in.pages.data() + n * es, shape.dtype, i, v[i]);
+  const int64_t rows = shape.NumSlots() * shape.num_kv_heads, hd = shape.head_dim;
+  const std::vector<float> k = RandomFloats(rows * hd, k_seed, -2.0f, 2.0f);
+  const std::vector<float> v = RandomFloats(rows * hd, v_seed);
+  for (int64_t r = 0; r < rows; ++r) {  // row r at r * RowUnits (a quantized row: its bytes)
+    const int64_t at = r * shape.RowUnits();
+    StoreKvRow(in.pages.data(), shape.dtype, at, shape.head_dim, k.data() + r * hd);
+    StoreKvRow(in.pages.data() + n * es, shape.dtype, at, shape.head_dim, v.data() + r * hd);
   }
   in.layout = [shape, n, es](char* base) {
     PagedKvLayout layout = shape;
@@ -197,6 +200,16 @@ void AddAttentionCases(std::vector<OpCase>& cases) {
       cases.push_back(AttentionCase(absl::StrCat("long_sequences/nq", shape.nq, "_nkv", shape.nkv,
                                                  "_hd", shape.hd, "/", DTypeName(dtype)),
                                     [shape, dtype] { return LongSequences(shape, dtype, 19); }));
+    }
+  }
+  // Quantized pages, dequantized as they are read: every dtype, and head sizes of 2 to 8 blocks.
+  for (DType dtype : kQuantizedKvDTypes) {
+    cases.push_back(AttentionCase(absl::StrCat("mixed_batch/", DTypeName(dtype)),
+                                  [dtype] { return MixedBatch(dtype); }));
+    for (HeadShape shape : {HeadShape{12, 2, 128}, HeadShape{6, 1, 96}, HeadShape{2, 1, 256}}) {
+      cases.push_back(AttentionCase(absl::StrCat("long_sequences/nq", shape.nq, "_nkv", shape.nkv,
+                                                 "_hd", shape.hd, "/", DTypeName(dtype)),
+                                    [shape, dtype] { return LongSequences(shape, dtype, 29); }));
     }
   }
   // Windows of 1, inside a partition, across several, and longer than any sequence: partitions

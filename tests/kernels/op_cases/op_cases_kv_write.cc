@@ -36,6 +36,19 @@ absl::Status AddPages(const OpBuffer<uint8_t>& pages, const PagedKvLayout& layou
                       const std::string& when, double k_tolerance, OpRun& run) {
   PAGEDKV_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, pages.Download());
   const int64_t n = layout.NumElements();
+  if (IsQuantizedDType(layout.dtype)) {  // rows dequantized; V rows are never rotated: exact
+    const int64_t rows = layout.NumSlots() * layout.num_kv_heads;
+    const int32_t hd = layout.head_dim;
+    // Each write or move of a key may round it one step apart: up to 3 steps after two moves.
+    const double steps = k_tolerance > PageRounding(layout.dtype) ? 3.0 : 1.0;
+    const Tolerance step = QuantizedPageTolerance(layout.dtype);
+    run.outputs.push_back({"k pages" + when,
+                           QuantizedRows(bytes.data(), layout.dtype, hd, 0, rows),
+                           {steps * step.rel, steps * step.abs}});
+    run.outputs.push_back(
+        {"v pages" + when, QuantizedRows(bytes.data(), layout.dtype, hd, rows, rows), {}});
+    return absl::OkStatus();
+  }
   run.outputs.push_back(
       {"k pages" + when, Elements(bytes.data(), layout.dtype, 0, n), {k_tolerance, 1e-6}});
   run.outputs.push_back({"v pages" + when, Elements(bytes.data(), layout.dtype, n, n), {}});
@@ -164,6 +177,18 @@ void AddKvWriteCases(std::vector<OpCase>& cases) {
   const std::vector<PluginOp> ops = {OpFor<ReshapeAndCacheArgs>(), OpFor<ReRotateArgs>()};
   for (const RopeConfig& config : AllScalingConfigs()) {
     for (DType dtype : kDTypes) {
+      cases.push_back(
+          {.name = absl::StrCat("kv_write_and_rerotate/", RopeName(config), "/", DTypeName(dtype)),
+           .ops = ops,
+           .run = [config, dtype](OpBackend& b) {
+             return RunKvWriteAndReRotate(b, config, dtype);
+           }});
+    }
+  }
+  // Quantized pages: every dtype over full and partial rotation, both pair layouts.
+  for (const RopeConfig& config : AllScalingConfigs()) {
+    if (config.scaling != RopeScaling::kNone) continue;
+    for (DType dtype : kQuantizedKvDTypes) {
       cases.push_back(
           {.name = absl::StrCat("kv_write_and_rerotate/", RopeName(config), "/", DTypeName(dtype)),
            .ops = ops,
