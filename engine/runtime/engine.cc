@@ -198,7 +198,8 @@ absl::Status Engine::CreateChunkReuse() {
                                  {.first_k = reuse.first_k,
                                   .recompute_fraction = reuse.recompute_fraction,
                                   .deviation_layer = reuse.deviation_layer,
-                                  .model_fingerprint = cache_->options().model_fingerprint}));
+                                  .model_fingerprint = cache_->options().model_fingerprint,
+                                  .groups = cache_->options().groups}));
       scheduler_->SetChunkReuseProvider(internals_->reuse.get());
       return absl::OkStatus();
     }

@@ -33,6 +33,22 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The slots of `chunk`'s tokens in `table` (one KV cache group's, blocks of `block_size`);
+// kNoChunkSlot where a sliding-window group has released the block (its copy keeps the chunk's
+// last tokens, never those).
+std::vector<int64_t> ChunkSlots(std::span<const BlockId> table, const PromptChunk& chunk,
+                                int64_t block_size) {
+  std::vector<int64_t> slots;
+  slots.reserve(static_cast<size_t>(chunk.length));
+  for (int32_t pos = chunk.offset; pos < chunk.offset + chunk.length; ++pos) {
+    const BlockId block = table[static_cast<size_t>(pos / block_size)];
+    slots.push_back(block == kNullBlock
+                        ? kNoChunkSlot
+                        : static_cast<int64_t>(block) * block_size + pos % block_size);
+  }
+  return slots;
+}
+
 // Bucket of a batch of `num_tokens` (>= 1) tokens in EngineStats::step_num_tokens_histogram.
 size_t HistogramBucket(int32_t num_tokens) {
   size_t bucket = 0;
@@ -59,7 +75,9 @@ absl::StatusOr<StepOutput> Engine::Step() {
   out.batch = batch_.stats;
   ReportAborted(&out);
   ShiftedChunkReuse* reuse = internals_->reuse.get();
-  if (reuse != nullptr) PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves));
+  if (reuse != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves, batch_.group_slot_moves));
+  }
   if (batch_.empty()) return out;
 
   const StepBatch step = BuildStepBatch();
@@ -201,24 +219,22 @@ void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
 absl::Status Engine::RegisterChunks(int32_t i) {
   const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
   const RequestRecord& record = *requests_.at(s.request_id);
-  const std::span<const BlockId> table = batch_.BlockTable(i);
-  const int64_t bs = batch_.block_size;
   for (size_t c = 0; c < record.chunks.size(); ++c) {
     const PromptChunk& chunk = record.chunks[c];
     const int32_t end = chunk.offset + chunk.length;
     if (record.chunk_reused[c] || end <= s.num_computed_tokens || end > s.seq_len()) continue;
-    std::vector<int64_t> slots;
-    slots.reserve(static_cast<size_t>(chunk.length));
-    for (int32_t pos = chunk.offset; pos < end; ++pos) {
-      slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs);
+    const std::vector<int64_t> slots = ChunkSlots(batch_.BlockTable(i), chunk, batch_.block_size);
+    std::vector<std::vector<int64_t>> group_slots;
+    for (int32_t g = 1; g < batch_.num_kv_cache_groups(); ++g) {
+      group_slots.push_back(ChunkSlots(batch_.GroupBlockTable(g, i), chunk, batch_.block_size));
     }
     const auto tokens =
         std::span<const TokenId>(record.prompt)
             .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
-    PAGEDKV_RETURN_IF_ERROR(
-        internals_->reuse
-            ->Register(tokens, record.cache_salt, /*adapter_id=*/0, chunk.offset, slots)
-            .status());
+    PAGEDKV_RETURN_IF_ERROR(internals_->reuse
+                                ->Register(tokens, record.cache_salt, /*adapter_id=*/0,
+                                           chunk.offset, slots, group_slots)
+                                .status());
   }
   return absl::OkStatus();
 }

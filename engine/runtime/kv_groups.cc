@@ -55,7 +55,10 @@ absl::StatusOr<KvCacheLayout> HybridKvCacheLayout(const ModelConfig& c) {
 }
 
 std::string HybridIncompatibleOptions(const EngineOptions& o) {
-  return o.chunk_reuse.mode != ChunkReuseMode::kOff ? "chunk_reuse" : "";
+  // Shifted chunk reuse runs over groups (a copy per group); CacheBlend recomputes over one.
+  return o.chunk_reuse.mode != ChunkReuseMode::kOff && o.chunk_reuse.recompute_fraction > 0.0
+             ? "chunk_reuse.recompute_fraction"
+             : "";
 }
 
 absl::StatusOr<KvCacheLayout> ChooseKvCacheLayout(const EngineOptions& options,

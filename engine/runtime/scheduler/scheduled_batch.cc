@@ -61,6 +61,7 @@ void ScheduledBatch::Clear() {
   for (std::vector<BlockId>& ids : group_block_table_ids) ids.clear();
   for (std::vector<int64_t>& slots : group_slot_mapping) slots.clear();
   slot_moves.clear();
+  for (std::vector<KvSlotMove>& moves : group_slot_moves) moves.clear();
   block_size = 0;
   stats = SchedulerStepStats{};
 }

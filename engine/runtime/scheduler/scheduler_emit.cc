@@ -39,6 +39,7 @@ void Scheduler::Impl::ReserveBatch(ScheduledBatch* batch) const {
   const auto extra_groups = static_cast<size_t>(cache_.num_groups() - 1);
   batch->group_block_table_ids.resize(extra_groups);
   batch->group_slot_mapping.resize(extra_groups);
+  batch->group_slot_moves.resize(extra_groups);
   for (std::vector<int64_t>& slots : batch->group_slot_mapping) {
     slots.reserve(static_cast<size_t>(total_tokens));
   }
@@ -66,8 +67,8 @@ absl::Status Scheduler::Impl::EmitGroupTokens(const RequestState& r, int32_t sta
   return absl::OkStatus();
 }
 
-void Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
-                                    ScheduledBatch* batch) const {
+absl::Status Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
+                                            ScheduledBatch* batch) const {
   const int32_t bs = cache_.block_size();
   const RequestState& r = *d.request;
   for (int32_t t = 0; t < d.num_reused; ++t) {
@@ -79,6 +80,36 @@ void Scheduler::Impl::EmitSlotMoves(const Decision& d, std::span<const BlockId> 
                    .old_position = d.chunk.position + c,
                    .new_position = pos});
   }
+  for (int32_t g = 1; g < cache_.num_groups() && d.num_reused > 0; ++g) {
+    PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> group_table, cache_.GetBlockTable(r.id, g));
+    PAGEDKV_RETURN_IF_ERROR(EmitGroupSlotMoves(d, g, group_table, batch));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Impl::EmitGroupSlotMoves(const Decision& d, int32_t g,
+                                                 std::span<const BlockId> table,
+                                                 ScheduledBatch* batch) const {
+  const int32_t bs = cache_.block_size();
+  const RequestState& r = *d.request;
+  const std::vector<int64_t>& src = d.chunk.group_slots[static_cast<size_t>(g - 1)];
+  std::vector<KvSlotMove>& moves = batch->group_slot_moves[static_cast<size_t>(g - 1)];
+  for (int32_t t = 0; t < d.num_reused; ++t) {
+    const int32_t pos = r.num_computed_tokens + t;
+    const int32_t c = d.chunk_first + t;
+    if (src[static_cast<size_t>(c)] == kNoChunkSlot) continue;  // the group keeps no KV for it
+    const BlockId block = table[static_cast<size_t>(pos / bs)];
+    if (block == kNullBlock) {
+      return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " group ", g,
+                                              " has no block for reused position ", pos));
+    }
+    moves.push_back(
+        KvSlotMove{.src_slot = src[static_cast<size_t>(c)],
+                   .dst_slot = static_cast<int64_t>(block) * bs + pos % bs,
+                   .old_position = d.chunk.group_positions[static_cast<size_t>(g - 1)] + c,
+                   .new_position = pos});
+  }
+  return absl::OkStatus();
 }
 
 void Scheduler::Impl::EmitTokens(const RequestState& r, std::span<const BlockId> table,
@@ -122,7 +153,7 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   const int32_t bs = cache_.block_size();
   RequestState& r = *d.request;
   PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
-  EmitSlotMoves(d, table, batch);
+  PAGEDKV_RETURN_IF_ERROR(EmitSlotMoves(d, table, batch));
   // The first scheduled token: the first reused one when blending, else the first new one.
   const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
   const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;

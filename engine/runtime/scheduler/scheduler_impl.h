@@ -104,8 +104,12 @@ class Scheduler::Impl {
   absl::Status EmitSequence(const Decision& d, ScheduledBatch* batch);
   // EmitSequence's parts: the reused tokens' slot moves; the scheduled tokens [start, end) with
   // their positions, slots and the block table; the step statistics of one sequence.
-  void EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
-                     ScheduledBatch* batch) const;
+  absl::Status EmitSlotMoves(const Decision& d, std::span<const BlockId> table,
+                             ScheduledBatch* batch) const;
+  // Group g's (>= 1) slot moves of decision `d` over that group's `table`: the chunk tokens the
+  // group's copy keeps (AcquiredChunk::group_slots).
+  absl::Status EmitGroupSlotMoves(const Decision& d, int32_t g, std::span<const BlockId> table,
+                                  ScheduledBatch* batch) const;
   void EmitTokens(const RequestState& r, std::span<const BlockId> table, int32_t start, int32_t end,
                   std::span<const TokenId> drafts, ScheduledBatch* batch) const;
   // Groups 1.. of a hybrid cache: slots of positions [start, last) and the tables.

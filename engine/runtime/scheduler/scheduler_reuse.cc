@@ -11,6 +11,22 @@
 #include "engine/runtime/scheduler/scheduler_impl.h"
 
 namespace pagedkv {
+namespace {
+
+// True when `hit` lists a slot per token of a chunk of `length` tokens in each of `num_groups`
+// KV cache groups (and a position per group past the first).
+bool FitsGroups(const AcquiredChunk& hit, int32_t length, int32_t num_groups) {
+  const auto extra = static_cast<size_t>(num_groups - 1);
+  if (static_cast<int32_t>(hit.slots.size()) != length || hit.group_slots.size() != extra ||
+      hit.group_positions.size() != extra) {
+    return false;
+  }
+  return std::all_of(
+      hit.group_slots.begin(), hit.group_slots.end(),
+      [&](const std::vector<int64_t>& s) { return static_cast<int32_t>(s.size()) == length; });
+}
+
+}  // namespace
 
 Scheduler::Impl::ReusableRange Scheduler::Impl::RangeOf(const RequestState& request,
                                                         const PromptChunk& chunk) const {
@@ -37,7 +53,7 @@ void Scheduler::Impl::PlanReuse(RequestState& request, int32_t from, int32_t* nu
     std::optional<AcquiredChunk> hit =
         reuse_->Acquire(tokens, request.cache_salt, request.adapter_id);
     if (!hit.has_value()) break;
-    if (static_cast<int32_t>(hit->slots.size()) != chunk.length) {
+    if (!FitsGroups(*hit, chunk.length, cache_.num_groups())) {
       reuse_->Release(hit->handle);  // a provider bug; compute the chunk instead
       break;
     }

@@ -40,11 +40,6 @@ absl::Status Scheduler::Impl::Schedule(ScheduledBatch* batch) {
         " sequence(s) of the previous batch await their sampled token; call UpdateFromOutput "
         "first"));
   }
-  if (reuse_ != nullptr && cache_.num_groups() > 1) {
-    return absl::FailedPreconditionError(
-        "Schedule(): a ChunkReuseProvider is set but the KvCacheManager has several KV cache "
-        "groups; chunk reuse fills group 0's slots only, so call SetChunkReuseProvider(nullptr)");
-  }
   batch->Clear();
   batch->block_size = cache_.block_size();
   decisions_.clear();

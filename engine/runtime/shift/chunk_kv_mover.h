@@ -11,9 +11,13 @@
 //   class RecordingMover final : public ChunkKvMover {
 //    public:
 //     std::string RopeFingerprint() const override { return "rope"; }
-//     absl::Status MoveSlots(std::span<const KvSlotMove> moves) override { ... }
-//     absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
-//                            int32_t first_position) override { ... }
+//     absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override { ... }
+//     absl::Status CopySlots(int32_t group, std::span<const int64_t> src,
+//                            std::span<const int64_t> dst, int32_t first_position) override { ... }
+//
+// Over a KvCacheManager of several KV cache groups, the slots of group g are in the pages of the
+// layers of group g (one block id names one page per layer of its group); every call names the
+// group its slots belong to (0 over one group).
 //   };
 //
 // Implementations say their own thread safety; ShiftedChunkReuse calls a mover from one thread.
@@ -39,13 +43,15 @@ class PAGEDKV_EXPORT ChunkKvMover {
   virtual std::string RopeFingerprint() const = 0;
 
   // Writes the KV of each move's src_slot (keys rotated for old_position) into its dst_slot with
-  // the keys re-rotated to new_position; values copied. REQUIRES: `moves` is not empty.
-  virtual absl::Status MoveSlots(std::span<const KvSlotMove> moves) = 0;
+  // the keys re-rotated to new_position, on the layers of KV cache group `group`; values copied.
+  // REQUIRES: `moves` is not empty; 0 <= group < the manager's groups.
+  virtual absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) = 0;
 
-  // Copies the KV of `src` into `dst` unchanged ([n] slots each); token i was computed at position
-  // first_position + i. REQUIRES: src.size() == dst.size() > 0.
-  virtual absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
-                                 int32_t first_position) = 0;
+  // Copies the KV of `src` into `dst` unchanged ([n] slots each) on the layers of group `group`;
+  // token i was computed at position first_position + i. REQUIRES: src.size() == dst.size() > 0;
+  // 0 <= group < the manager's groups.
+  virtual absl::Status CopySlots(int32_t group, std::span<const int64_t> src,
+                                 std::span<const int64_t> dst, int32_t first_position) = 0;
 };
 
 }  // namespace pagedkv

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -27,6 +28,14 @@
 #include "pagedkv/types.h"
 
 namespace pagedkv {
+
+// One KV cache group's copy of a chunk, for ChunkPins::Acquire over several groups: its key, the
+// chunk tokens the copy holds (the chunk's last ones) and the index of the first of them.
+struct PAGEDKV_EXPORT ChunkPart {
+  BlockHash key;
+  std::span<const TokenId> tokens = {};
+  int32_t first_token = 0;  // chunk token tokens[0] is; tokens end at the chunk's end
+};
 
 class PAGEDKV_EXPORT ChunkPins {
  public:
@@ -40,6 +49,13 @@ class PAGEDKV_EXPORT ChunkPins {
   // handle. nullopt when the chunk is not cached (or no longer is).
   std::optional<AcquiredChunk> Acquire(const BlockHash& key, std::span<const TokenId> tokens);
 
+  // Over G KV cache groups: parts[g] is group g's copy of a chunk of `num_tokens` tokens
+  // (parts[0] the whole chunk). Finds and pins every part, or none (nullopt when one is not
+  // cached); the chunk lists group 0's slots and position in `slots` / `position` and the
+  // others' in group_slots / group_positions (kNoChunkSlot before a part's first token), under
+  // one handle. REQUIRES: parts is not empty, parts[0] covers the chunk.
+  std::optional<AcquiredChunk> Acquire(std::span<const ChunkPart> parts, int32_t num_tokens);
+
   // Unpins the chunk of `handle`; false when no chunk is pinned under it.
   bool Release(int64_t handle);
 
@@ -49,9 +65,12 @@ class PAGEDKV_EXPORT ChunkPins {
   int32_t size() const { return static_cast<int32_t>(pinned_.size()); }
 
  private:
+  // Unpins `locations` in reverse order (group 0 last); the first error.
+  absl::Status Unpin(std::span<const ChunkLocation> locations);
+
   ChunkIndex* index_;
   int64_t next_handle_ = 1;
-  absl::flat_hash_map<int64_t, ChunkLocation> pinned_;
+  absl::flat_hash_map<int64_t, std::vector<ChunkLocation>> pinned_;  // one location per group
 };
 
 }  // namespace pagedkv

@@ -27,6 +27,28 @@ absl::StatusOr<const T*> Place(Backend& backend, const std::vector<T>& host,
   return storage->as<const T>();
 }
 
+// The layers `move` names (its list, or its range), checked against the runner's model.
+absl::StatusOr<std::vector<int32_t>> LayersOf(const SlotMove& move, const ModelRunner& runner) {
+  const int32_t layers = runner.config().n_layers;
+  if (!move.layers.empty()) {
+    for (const int32_t l : move.layers) {
+      if (l < 0 || l >= layers) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ReRotateSlots: layer ", l, " outside the model's ", layers));
+      }
+    }
+    return std::vector<int32_t>(move.layers.begin(), move.layers.end());
+  }
+  const int32_t count = move.num_layers < 0 ? layers - move.first_layer : move.num_layers;
+  if (move.first_layer < 0 || count < 0 || move.first_layer + count > layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ReRotateSlots: layers [", move.first_layer,
+                                                   ", +", count, ") outside the model's ", layers));
+  }
+  std::vector<int32_t> range(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) range[static_cast<size_t>(i)] = move.first_layer + i;
+  return range;
+}
+
 }  // namespace
 
 absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
@@ -36,12 +58,7 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
         "ReRotateSlots: src, dst, old_positions and new_positions need equal sizes, got ", n, ", ",
         move.dst.size(), ", ", move.old_positions.size(), ", ", move.new_positions.size()));
   }
-  const int32_t layers = runner.config().n_layers;
-  const int32_t count = move.num_layers < 0 ? layers - move.first_layer : move.num_layers;
-  if (move.first_layer < 0 || count < 0 || move.first_layer + count > layers) {
-    return absl::InvalidArgumentError(absl::StrCat("ReRotateSlots: layers [", move.first_layer,
-                                                   ", +", count, ") outside the model's ", layers));
-  }
+  PAGEDKV_ASSIGN_OR_RETURN(const std::vector<int32_t> layers, LayersOf(move, runner));
   Backend& backend = runner.backend();
   // Pass 0: unshifted tokens through R(0) (exact copy); pass 1: shifted ones in `move.mode`.
   for (int pass = 0; pass < 2; ++pass) {
@@ -60,7 +77,7 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
     PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr, Place(backend, d, &db));
     PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr, Place(backend, o, &ob));
     PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr, Place(backend, p, &pb));
-    for (int32_t l = move.first_layer; l < move.first_layer + count; ++l) {
+    for (const int32_t l : layers) {
       ReRotateArgs args;
       args.src_slots = s_ptr;
       args.dst_slots = d_ptr;

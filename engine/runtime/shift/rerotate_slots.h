@@ -33,9 +33,12 @@ struct PAGEDKV_EXPORT SlotMove {
   ReRotateMode mode = ReRotateMode::kCompose;   // R(new) R(old)^T, or R(new - old)
   int32_t first_layer = 0;                      // layers [first_layer, first_layer + num_layers)
   int32_t num_layers = -1;                      // -1: through the last layer
+  // When not empty, these layers instead of the range above (e.g. one KV cache group's).
+  std::span<const int32_t> layers = {};
 };
 
-// InvalidArgument for lists of different sizes or a bad layer range; kernel errors (slots out of
+// InvalidArgument for lists of different sizes, a bad layer range or a layer outside the model;
+// kernel errors (slots out of
 // range, negative positions) are passed through before anything is written.
 PAGEDKV_EXPORT absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move);
 

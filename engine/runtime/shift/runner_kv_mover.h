@@ -23,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,24 +39,32 @@ namespace pagedkv {
 class PAGEDKV_EXPORT RunnerKvMover final : public ChunkKvMover {
  public:
   // `runner`: not owned, not null.
-  explicit RunnerKvMover(ModelRunner* runner) : runner_(runner) {}
+  explicit RunnerKvMover(ModelRunner* runner);
 
   // The runner's RopeConfig fingerprint.
   std::string RopeFingerprint() const override;
-  // ReRotateSlots over every layer; backend errors are passed through.
-  absl::Status MoveSlots(std::span<const KvSlotMove> moves) override;
-  // ReRotateSlots from and to positions first_position..: K and V copied on every layer.
-  absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
+  // ReRotateSlots over the layers of KV cache group `group` (ModelRunnerOptions::layer_kv_group;
+  // every layer over one group); backend errors are passed through. InvalidArgument for a group
+  // the runner does not have.
+  absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override;
+  // ReRotateSlots from and to positions first_position..: K and V copied on group `group`'s
+  // layers.
+  absl::Status CopySlots(int32_t group, std::span<const int64_t> src, std::span<const int64_t> dst,
                          int32_t first_position) override;
 
  private:
+  // Group `group`'s layers; InvalidArgument for a group the runner does not have.
+  absl::StatusOr<std::span<const int32_t>> LayersOf(int32_t group) const;
+
   ModelRunner* runner_;
+  std::vector<std::vector<int32_t>> group_layers_;  // [groups] layers of each, ascending
 };
 
 // The Engine's provider: a ShiftedChunkReuse over `index` (the KvCacheManager's, from
-// AttachChunkIndex) with a RunnerKvMover on `runner`. InvalidArgument for a null runner, the
-// option errors of ShiftedChunkReuse::Create, a deviation_layer outside [0, n_layers) with
-// blending on, or an index whose pool's shape differs from the runner's KV pages.
+// AttachChunkIndex) with a RunnerKvMover on `runner`; options.groups are the manager's KV cache
+// groups. InvalidArgument for a null runner, the option errors of ShiftedChunkReuse::Create, a
+// deviation_layer outside [0, n_layers) with blending on, an index whose pool's shape differs
+// from the runner's KV pages, or groups whose count or layer counts differ from the runner's.
 PAGEDKV_EXPORT absl::StatusOr<std::unique_ptr<ShiftedChunkReuse>> CreateRunnerChunkReuse(
     ModelRunner* runner, std::unique_ptr<ChunkIndex> index,
     const ShiftedChunkReuseOptions& options);

@@ -16,6 +16,19 @@
 // runner's pages (runner_kv_mover.h: CreateRunnerChunkReuse); serve-mode replay, which has no KV,
 // passes none: nothing moves, and the pins, pool calls and stats are the same as with a mover.
 //
+// KV cache groups (options.groups, the KvCacheManager's; more than one for a model with
+// sliding-window layers): a chunk is cached as one copy per group, in blocks of its own and under
+// its own key (group g's: FoldGroupHash(chunk key, g)), in the one pool and one eviction order.
+// A full-attention group's copy holds every token of the chunk; a sliding-window group's only the
+// chunk's last min(length, window) tokens (the scheduler reuses a chunk up to its end, or the
+// token before it, and no later token's window reaches further back; the tokens before the tail
+// are never read, and the blocks they would land in are never prefix-cached, see
+// AllocateOptions::no_cache_from_token). Acquire pins every group's copy or none; the scheduler
+// moves each group's tokens in its own slots (ScheduledBatch::group_slot_moves), RunMoves runs
+// them through the mover group by group, and Register copies each group's span. A group whose
+// copy was evicted makes the chunk a miss; the next Register of the chunk copies that group again
+// (the others stay as they are: each group's copy has its own position).
+//
 // Hash level (TouchKey, RegisterKey): for a caller that names chunks by key and holds neither
 // their tokens nor their KV (cache-mode replay, whose workload marks chunks by content id). The
 // same index, pool and eviction rules as Acquire / Register; a chunk stands as `num_tokens`
@@ -47,6 +60,7 @@
 #ifndef PAGEDKV_ENGINE_RUNTIME_SHIFT_SHIFTED_CHUNK_REUSE_H_
 #define PAGEDKV_ENGINE_RUNTIME_SHIFT_SHIFTED_CHUNK_REUSE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,6 +75,7 @@
 #include "engine/runtime/shift/chunk_kv_mover.h"
 #include "engine/runtime/shift/chunk_pins.h"
 #include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/export.h"
 #include "pagedkv/runtime/scheduler.h"
 #include "pagedkv/types.h"
@@ -77,6 +92,9 @@ struct PAGEDKV_EXPORT ShiftedChunkReuseOptions {
   // blending on: CreateRunnerChunkReuse checks it).
   int32_t deviation_layer = 1;
   std::string model_fingerprint;  // model id / shape / KV dtype, hashed into every chunk key
+  // The KvCacheManager's KV cache groups (KvCacheManagerOptions::groups; see the banner); empty:
+  // one full-attention group. Group 0 must be full attention; CacheBlend needs one group.
+  std::vector<KvCacheGroupSpec> groups;
 };
 
 // Counters since construction.
@@ -105,7 +123,8 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   // `index`: the KvCacheManager's (KvCacheManager::AttachChunkIndex), so chunks share the prefix
   // cache's pool; it owns it. `mover`: owned; null for bookkeeping only (nothing moves).
   // InvalidArgument for a null index, a negative first_k, a recompute_fraction outside [0, 1] or
-  // above 0 without a mover, or a negative deviation_layer.
+  // above 0 without a mover or over several groups, a negative deviation_layer, or groups that
+  // CheckKvCacheGroups refuses or whose group 0 is not full attention.
   static absl::StatusOr<std::unique_ptr<ShiftedChunkReuse>> Create(
       std::unique_ptr<ChunkIndex> index, std::unique_ptr<ChunkKvMover> mover,
       const ShiftedChunkReuseOptions& options);
@@ -121,33 +140,42 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   void Release(int64_t handle) override;
   bool blend_reused_tokens() const override { return options_.recompute_fraction > 0.0; }
 
-  // Runs `moves` through the mover (nothing without one or when `moves` is empty), then releases
-  // every chunk still acquired. The mover's errors are passed through (the chunks are released in
-  // any case).
-  absl::Status RunMoves(std::span<const KvSlotMove> moves);
+  // Runs `moves` (group 0's) and `group_moves` (groups 1..G-1's: ScheduledBatch::slot_moves and
+  // group_slot_moves) through the mover (nothing without one; empty lists are skipped), then
+  // releases every chunk still acquired. The mover's errors are passed through (the chunks are
+  // released in any case). InvalidArgument (nothing moved, chunks released) for more group lists
+  // than groups past the first.
+  absl::Status RunMoves(std::span<const KvSlotMove> moves,
+                        std::span<const std::vector<KvSlotMove>> group_moves = {});
 
   // Registers chunk `tokens`, computed at positions position.. with its KV in `slots`
-  // ([tokens.size()]; may be empty without a mover), as a copy in blocks of its own (see the
-  // banner). True when a copy was made, false when the chunk is already registered or the pool
-  // has no block to give. InvalidArgument (nothing changes) for an empty chunk, a negative
-  // position or a slot count that does not match; the mover's errors are passed through.
+  // ([tokens.size()] slots of group 0; may be empty without a mover) and, over G > 1 groups,
+  // `group_slots` (G - 1 lists of [tokens.size()] slots of groups 1..G-1, of which a
+  // sliding-window group's copy reads only the last min(length, window); empty without a mover),
+  // as a copy per group in blocks of its own (see the banner). True when a copy of some group was
+  // made, false when every group's is already registered or the pool has no block to give.
+  // InvalidArgument (nothing changes) for an empty chunk, a negative position, slot counts that
+  // do not match or a negative slot that a group's copy reads; the mover's errors are passed
+  // through (the copies this call made are forgotten again).
   absl::StatusOr<bool> Register(std::span<const TokenId> tokens, std::string_view cache_salt,
                                 uint64_t adapter_id, int32_t position,
-                                std::span<const int64_t> slots);
+                                std::span<const int64_t> slots,
+                                std::span<const std::vector<int64_t>> group_slots = {});
 
-  // Hash level (see the banner). Looks chunk `key` of `num_tokens` tokens up; when it is cached,
-  // pins its blocks, calls `before_unpin` and unpins them (tail first). Returns the position its
-  // cached copy was computed at, or nullopt when it is not cached. InvalidArgument (nothing
-  // changes) for num_tokens < 1 or over kMaxKeyedChunkTokens.
+  // Hash level (see the banner). Looks chunk `key` of `num_tokens` tokens up; when it is cached
+  // (every group's copy), pins its blocks, calls `before_unpin` (once per group) and unpins them
+  // (tail first). Returns the position group 0's cached copy was computed at, or nullopt when it
+  // is not cached. InvalidArgument (nothing changes) for num_tokens < 1 or over
+  // kMaxKeyedChunkTokens.
   absl::StatusOr<std::optional<int32_t>> TouchKey(const BlockHash& key, int32_t num_tokens,
                                                   const BeforeUnpin& before_unpin = {});
 
   // Hash level (see the banner). Registers a copy of chunk `key` of `num_tokens` tokens computed
-  // at `position` in blocks of its own, as Register does (no KV is written); `before_unpin` sees
-  // the new blocks before they become evictable. kInserted, kAlreadyRegistered or kNoRoom (the
-  // pool had no block to give; nothing changed). InvalidArgument (nothing changes) for
-  // num_tokens < 1 or over kMaxKeyedChunkTokens, or a negative position (or one whose chunk
-  // ends past 2^31 - 1).
+  // at `position` in blocks of its own, one per group, as Register does (no KV is written);
+  // `before_unpin` sees each copy's new blocks before they become evictable. kInserted (a copy of
+  // some group was made), kAlreadyRegistered or kNoRoom (the pool had no block to give).
+  // InvalidArgument (nothing changes) for num_tokens < 1 or over kMaxKeyedChunkTokens, or a
+  // negative position (or one whose chunk ends past 2^31 - 1).
   absl::StatusOr<ChunkCopyResult> RegisterKey(const BlockHash& key, int32_t num_tokens,
                                               int32_t position,
                                               const BeforeUnpin& before_unpin = {});
@@ -158,14 +186,32 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   const ChunkIndex& index() const { return *index_; }
   const ShiftedChunkReuseOptions& options() const { return options_; }
   bool has_mover() const { return mover_ != nullptr; }
+  // KV cache groups (1 when options.groups is empty).
+  int32_t num_groups() const { return std::max<int32_t>(1, options_.groups.size()); }
 
  private:
   ShiftedChunkReuse(std::unique_ptr<ChunkIndex> index, std::unique_ptr<ChunkKvMover> mover,
                     const ShiftedChunkReuseOptions& options);
   BlockHash KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                   uint64_t adapter_id) const;
-  // The InsertCopy callback: the mover copies `slots` into `blocks` (nothing without a mover).
-  absl::Status CopyInto(std::span<const BlockId> blocks, std::span<const int64_t> slots,
+  // Group g's copy of a chunk of `num_tokens` tokens under `key`: its key, and the index of the
+  // first chunk token it holds (0 for a full-attention group).
+  BlockHash GroupKey(const BlockHash& key, int32_t g) const;
+  int32_t FirstKeptToken(int32_t g, int32_t num_tokens) const;
+  // Register's argument checks (see Register).
+  absl::Status ValidateRegister(std::span<const TokenId> tokens, int32_t position,
+                                std::span<const int64_t> slots,
+                                std::span<const std::vector<int64_t>> group_slots) const;
+  // Registers group g's copy of chunk `key` (`tokens`, computed at `position`), its KV copied
+  // from `slots` ([tokens.size()]; empty without a mover) by the mover.
+  absl::StatusOr<ChunkCopyResult> RegisterGroup(int32_t g, const BlockHash& key,
+                                                std::span<const TokenId> tokens, int32_t position,
+                                                std::span<const int64_t> slots);
+  // Forgets the copies of chunk `key` of `groups` (a failed Register's); the first error.
+  absl::Status ForgetGroups(const BlockHash& key, std::span<const int32_t> groups);
+  // The InsertCopy callback: the mover copies `slots` into `blocks` on group g's layers (nothing
+  // without a mover).
+  absl::Status CopyInto(int32_t g, std::span<const BlockId> blocks, std::span<const int64_t> slots,
                         int32_t position) const;
   void Count(ChunkCopyResult result, int64_t num_tokens);
   // num_tokens placeholder tokens (zeros) for the hash-level calls; grows placeholder_.

@@ -60,9 +60,9 @@ class PAGEDKV_EXPORT Scheduler {
   // Over several KV cache groups (sliding-window layers), admission and preemption go by
   // AllocateSlots, so the pool budget counts every group's blocks (and the out-of-window blocks
   // it releases); prefix hits follow the coordinator's rule, and the cache-aware order probes it
-  // on the hash index. The batch carries every group's tables (group_block_table_ids). A
-  // ChunkReuseProvider is refused there (Schedule: FailedPrecondition, nothing changed): chunk
-  // reuse fills group 0's slots only.
+  // on the hash index. The batch carries every group's tables (group_block_table_ids) and, with
+  // a ChunkReuseProvider, every group's slot moves (group_slot_moves): the provider's chunks list
+  // each group's slots (AcquiredChunk::group_slots), or they are not used.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options,
                                                            KvCacheManager& cache);
   ~Scheduler();

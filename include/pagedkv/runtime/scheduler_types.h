@@ -31,11 +31,21 @@ struct PAGEDKV_EXPORT PromptChunk {
   int32_t length = 0;  // tokens, >= 1
 };
 
+// AcquiredChunk::group_slots' entry for a chunk token whose KV a group does not keep.
+inline constexpr int64_t kNoChunkSlot = -1;
+
 // A cached chunk pinned for reuse by ChunkReuseProvider::Acquire.
 struct PAGEDKV_EXPORT AcquiredChunk {
   int64_t handle = 0;          // passed back to Release
   std::vector<int64_t> slots;  // [chunk length] KV slot of each chunk token
   int32_t position = 0;        // position chunk token 0 was computed at (its keys' rotation)
+  // Over a KvCacheManager of G > 1 KV cache groups, groups 1..G-1 (group 0 is `slots` and
+  // `position`); both empty over one group. group_slots[g - 1] is [chunk length]: each token's
+  // slot in group g's copy, kNoChunkSlot where the group keeps none (a sliding-window group keeps
+  // only the chunk's last `window` tokens: no later token reads the others). group_positions[g - 1]
+  // is the position group g's chunk token 0 was computed at (each group's copy has its own).
+  std::vector<std::vector<int64_t>> group_slots;
+  std::vector<int32_t> group_positions;
 };
 
 // Where the scheduler finds chunks to reuse at admission (shifted reuse, the engine's and replay's:
@@ -267,6 +277,10 @@ struct PAGEDKV_EXPORT ScheduledBatch {
   std::vector<std::vector<int64_t>> group_slot_mapping;
   // KV to move (re-rotate) before the forward pass: shifted-position reuse of cached chunks.
   std::vector<KvSlotMove> slot_moves;
+  // The same over G > 1 KV cache groups, groups 1..G-1 (slot_moves is group 0's):
+  // group_slot_moves[g - 1] holds group g's moves, in its slots (a sliding-window group moves
+  // only the chunk tokens it keeps). Empty (size 0) over a manager of one group.
+  std::vector<std::vector<KvSlotMove>> group_slot_moves;
   // Tokens per block of the KV cache (for slot arithmetic).
   int32_t block_size = 0;
   SchedulerStepStats stats;

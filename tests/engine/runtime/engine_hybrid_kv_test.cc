@@ -5,8 +5,9 @@
 // layers run with hybrid on and off give EQUAL greedy ids (block sizes 4 and 16, whole and chunked
 // prefill, three concurrent requests, a prefix hit on a later request), and those ids match the
 // masked float64 reference (tests/engine/model/hf_test_model.h). The hybrid engine holds fewer
-// layer-blocks for a long request, buys more blocks with the same memory, refuses chunk reuse
-// when on, and falls back to all-full under auto (tiers: engine_hybrid_tiers_test.cc).
+// layer-blocks for a long request, buys more blocks with the same memory, refuses CacheBlend
+// when on, and falls back to all-full under auto (tiers: engine_hybrid_tiers_test.cc; chunk
+// reuse: engine_hybrid_chunk_reuse_test.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -308,7 +309,11 @@ TEST(EngineHybridKvTest, OnRefusesIncompatibleOptionsAndAutoFallsBack) {
     void (*set)(EngineOptions&);
   };
   const Case cases[] = {
-      {"chunk_reuse", [](EngineOptions& o) { o.chunk_reuse.mode = ChunkReuseMode::kReRotate; }},
+      {"chunk_reuse.recompute_fraction",
+       [](EngineOptions& o) {
+         o.chunk_reuse.mode = ChunkReuseMode::kReRotate;
+         o.chunk_reuse.recompute_fraction = 0.5;
+       }},
   };
   for (const Case& c : cases) {
     EngineOptions options;

@@ -255,7 +255,76 @@ class NoChunks final : public ChunkReuseProvider {
   void Release(int64_t) override {}
 };
 
-TEST(SchedulerHybridTest, PrioritiesAndDraftsWorkChunkReuseIsRefused) {
+// A provider whose one chunk lives at fixed slots: group 0's `slots` from 1000 on, group 1's
+// (a window of 4) only for the chunk's last 4 tokens, from 2000 on; `with_groups` false lists
+// group 0's only (a provider unaware of groups: the scheduler does not use its chunk).
+class FixedChunk final : public ChunkReuseProvider {
+ public:
+  explicit FixedChunk(bool with_groups) : with_groups_(with_groups) {}
+  int32_t num_leading_tokens_to_compute() const override { return 0; }
+  std::optional<AcquiredChunk> Acquire(std::span<const TokenId> tokens, std::string_view,
+                                       uint64_t) override {
+    const auto n = static_cast<int64_t>(tokens.size());
+    AcquiredChunk chunk{.handle = ++acquired, .position = 40};
+    for (int64_t i = 0; i < n; ++i) chunk.slots.push_back(1000 + i);
+    if (with_groups_) {
+      chunk.group_slots.emplace_back();
+      for (int64_t i = 0; i < n; ++i) {
+        chunk.group_slots[0].push_back(i < n - 4 ? kNoChunkSlot : 2000 + i);
+      }
+      chunk.group_positions = {40};
+    }
+    return chunk;
+  }
+  void Release(int64_t) override { ++released; }
+  int64_t acquired = 0;
+  int64_t released = 0;
+
+ private:
+  bool with_groups_;
+};
+
+// Chunk reuse over a full and a window-4 group: group 0 moves every reused token, group 1 the
+// chunk's last 4, each into its own table's slots; a chunk without group slots is released and
+// its tokens computed.
+TEST(SchedulerHybridTest, ChunkReuseMovesEveryGroupsTokens) {
+  for (const bool with_groups : {true, false}) {
+    SCOPED_TRACE(with_groups ? "with group slots" : "group 0 only");
+    auto m = MakeHybrid(32, 4, {kFull, Window(4)});
+    auto s = MakeScheduler({.max_num_batched_tokens = 256}, *m);
+    SchedulerRequest request{.id = 1, .prompt = Iota(20, 1), .max_new_tokens = 2};
+    request.chunks = {{.offset = 3, .length = 10}};
+    ASSERT_TRUE(s->AddRequest(std::move(request)).ok());
+    FixedChunk provider(with_groups);
+    s->SetChunkReuseProvider(&provider);
+    ScheduledBatch batch;
+    ASSERT_TRUE(s->Schedule(&batch).ok());  // tokens 0..2, then the chunk
+    ASSERT_TRUE(s->UpdateFromOutput({}).ok());
+    ASSERT_TRUE(s->Schedule(&batch).ok());
+    ASSERT_EQ(batch.group_slot_moves.size(), 1u);
+    if (!with_groups) {
+      EXPECT_TRUE(batch.slot_moves.empty());
+      EXPECT_TRUE(batch.group_slot_moves[0].empty());
+      EXPECT_EQ(provider.released, provider.acquired);
+      continue;
+    }
+    ASSERT_EQ(batch.slot_moves.size(), 10u);
+    const std::vector<KvSlotMove>& moves = batch.group_slot_moves[0];
+    ASSERT_EQ(moves.size(), 4u);
+    const std::span<const BlockId> table = m->GetBlockTable(1, 1).value();
+    for (int i = 0; i < 4; ++i) {
+      const KvSlotMove& move = moves[static_cast<size_t>(i)];
+      const int32_t pos = 3 + 6 + i;
+      EXPECT_EQ(move.src_slot, 2000 + 6 + i);
+      EXPECT_EQ(move.old_position, 40 + 6 + i);
+      EXPECT_EQ(move.new_position, pos);
+      EXPECT_EQ(move.dst_slot, int64_t{table[static_cast<size_t>(pos / 4)]} * 4 + pos % 4);
+    }
+    EXPECT_TRUE(m->ValidateInvariants().ok()) << m->ValidateInvariants();
+  }
+}
+
+TEST(SchedulerHybridTest, PrioritiesDraftsAndAChunkProviderWork) {
   auto m = MakeHybrid(16, 16, {kFull, Window(32)}, /*enable_priorities=*/true);
   auto s = MakeScheduler({.max_num_batched_tokens = 256}, *m);
   // A request that could never fit the pool in both groups (17 + 4 blocks > 16).
@@ -271,13 +340,9 @@ TEST(SchedulerHybridTest, PrioritiesAndDraftsWorkChunkReuseIsRefused) {
   // Draft tokens get lookahead slots in every group.
   const std::vector<TokenId> drafts = {6, 7};
   ASSERT_TRUE(s->SetDraftTokens(3, drafts).ok());
-  // A chunk reuse provider: Schedule refuses and changes nothing.
+  // A chunk reuse provider (with no chunk to give) schedules as without one.
   NoChunks provider;
   s->SetChunkReuseProvider(&provider);
-  st = s->Schedule(&batch);
-  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
-  EXPECT_EQ(s->GetRequestInfo(3)->num_computed_tokens, 20);
-  s->SetChunkReuseProvider(nullptr);
   ASSERT_TRUE(s->Schedule(&batch).ok());
   ASSERT_EQ(batch.num_sequences(), 1);
   EXPECT_EQ(batch.slot_mapping.size(), 3u);  // the sampled token and two drafts

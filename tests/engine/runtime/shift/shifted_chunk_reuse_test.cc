@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "pagedkv/cache/block_pool.h"
 #include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/runtime/scheduler.h"
 
@@ -44,6 +45,8 @@ struct MoverLog {
   std::vector<int64_t> copy_src;        // every CopySlots source slot, in order
   std::vector<int64_t> copy_dst;        // every CopySlots destination slot, in order
   std::vector<int32_t> copy_positions;  // first_position of each CopySlots call
+  std::vector<int32_t> move_groups;     // the group of each MoveSlots call
+  std::vector<int32_t> copy_groups;     // the group of each CopySlots call
   absl::Status move_error;              // returned by MoveSlots
   absl::Status copy_error;              // returned by CopySlots
 };
@@ -53,13 +56,15 @@ class RecordingMover final : public ChunkKvMover {
  public:
   explicit RecordingMover(MoverLog* log) : log_(log) {}
   std::string RopeFingerprint() const override { return "recording rope"; }
-  absl::Status MoveSlots(std::span<const KvSlotMove> moves) override {
+  absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override {
     ++log_->move_calls;
+    log_->move_groups.push_back(group);
     log_->moves.insert(log_->moves.end(), moves.begin(), moves.end());
     return log_->move_error;
   }
-  absl::Status CopySlots(std::span<const int64_t> src, std::span<const int64_t> dst,
+  absl::Status CopySlots(int32_t group, std::span<const int64_t> src, std::span<const int64_t> dst,
                          int32_t first_position) override {
+    log_->copy_groups.push_back(group);
     log_->copy_src.insert(log_->copy_src.end(), src.begin(), src.end());
     log_->copy_dst.insert(log_->copy_dst.end(), dst.begin(), dst.end());
     log_->copy_positions.push_back(first_position);
@@ -153,15 +158,24 @@ TEST(ShiftedChunkReuseTest, ReleaseUnpinsOneChunkAndBadCallsChangeNothing) {
 // The provider under the real scheduler: random requests that share documents at varying
 // positions; after every step the pool and the chunk index are consistent, every chunk being
 // moved is pinned, and at the end no block is held.
+// Over one group and over a full and a sliding-window group (a copy per group; the window
+// group's moves are the chunk tail's, in its own pinned copy).
 TEST(ShiftedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
+  const std::vector<KvCacheGroupSpec> hybrid = {
+      {.kind = KvCacheGroupKind::kFullAttention},
+      {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = 6}};
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
     SCOPED_TRACE(testing::Message() << "seed " << seed);
-    auto manager = KvCacheManager::Create({.num_blocks = 48, .block_size = 4}).value();
+    const std::vector<KvCacheGroupSpec> groups =
+        seed > 4 ? hybrid : std::vector<KvCacheGroupSpec>{};
+    auto manager =
+        KvCacheManager::Create({.num_blocks = 48, .block_size = 4, .groups = groups}).value();
     auto scheduler =
         Scheduler::Create({.max_num_batched_tokens = 40, .max_num_seqs = 4}, *manager).value();
-    auto reuse = ShiftedChunkReuse::Create(manager->AttachChunkIndex().value(), nullptr,
-                                           {.first_k = static_cast<int32_t>(seed % 2)})
-                     .value();
+    auto reuse =
+        ShiftedChunkReuse::Create(manager->AttachChunkIndex().value(), nullptr,
+                                  {.first_k = static_cast<int32_t>(seed % 2), .groups = groups})
+            .value();
     scheduler->SetChunkReuseProvider(reuse.get());
     uint64_t state = seed;
     auto next = [&state](int n) {
@@ -191,7 +205,15 @@ TEST(ShiftedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
         EXPECT_GE(manager->pool().RefCount(static_cast<BlockId>(m.src_slot / 4)), 1);
       }
       shifted += static_cast<int64_t>(batch.slot_moves.size());
-      ASSERT_TRUE(reuse->RunMoves(batch.slot_moves).ok());  // no mover: nothing moves
+      ASSERT_EQ(batch.group_slot_moves.size(), groups.empty() ? 0u : groups.size() - 1);
+      for (const std::vector<KvSlotMove>& moves : batch.group_slot_moves) {
+        EXPECT_LE(moves.size(), batch.slot_moves.size());
+        for (const KvSlotMove& m : moves) {
+          EXPECT_GE(manager->pool().RefCount(static_cast<BlockId>(m.src_slot / 4)), 1);
+        }
+      }
+      // No mover: nothing moves.
+      ASSERT_TRUE(reuse->RunMoves(batch.slot_moves, batch.group_slot_moves).ok());
       std::vector<SampledToken> sampled;
       for (const ScheduledSequence& s : batch.sequences) {
         const SchedulerRequest& r = requests.at(s.request_id);
@@ -353,6 +375,115 @@ KeyedReuse MakeKeyedReuse(int32_t num_blocks) {
   auto index = ChunkIndex::Create(k.pool.get(), {.verify_tokens = false}).value();
   k.reuse = ShiftedChunkReuse::Create(std::move(index), nullptr, {}).value();
   return k;
+}
+
+// Over a full and a sliding-window group (window 4): a copy per group, the window group's of the
+// chunk's last 4 tokens; Acquire lists both groups' slots; RunMoves hands each group's moves to
+// the mover with its group; a group whose copy was evicted misses the chunk until Register
+// copies that group again; bad group slots and options are InvalidArgument.
+TEST(ShiftedChunkReuseTest, OverGroupsEachGroupGetsItsCopy) {
+  MoverLog log;
+  const std::vector<KvCacheGroupSpec> groups = {
+      {.kind = KvCacheGroupKind::kFullAttention},
+      {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = 4}};
+  auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 4}).value();
+  auto reuse = ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(),
+                                         std::make_unique<RecordingMover>(&log), {.groups = groups})
+                   .value();
+  EXPECT_EQ(reuse->num_groups(), 2);
+  const std::vector<TokenId> doc = Tokens(100, 10);
+  std::vector<int64_t> slots0;  // where group 0's KV was computed
+  for (int64_t slot = 40; slot < 50; ++slot) slots0.push_back(slot);
+  std::vector<std::vector<int64_t>> slots1 = {std::vector<int64_t>(10, kNoChunkSlot)};
+  for (int i = 6; i < 10; ++i) slots1[0][static_cast<size_t>(i)] = 60 + i;
+  // Group slots are required with a mover; a tail slot must be valid.
+  EXPECT_EQ(reuse->Register(doc, "", 0, 3, slots0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<std::vector<int64_t>> bad = slots1;
+  bad[0][9] = -1;
+  EXPECT_EQ(reuse->Register(doc, "", 0, 3, slots0, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reuse->index().size(), 0);
+  EXPECT_TRUE(log.copy_groups.empty());
+  ASSERT_TRUE(*reuse->Register(doc, "", 0, /*position=*/3, slots0, slots1));
+  EXPECT_EQ(log.copy_groups, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(log.copy_positions, (std::vector<int32_t>{3, 9}));  // the window copy: tokens 6..9
+  EXPECT_EQ(log.copy_src.size(), 14u);
+  EXPECT_EQ(reuse->index().size(), 2);
+  EXPECT_EQ(pool->NumEvictableBlocks(), 3 + 1);
+
+  std::optional<AcquiredChunk> hit = reuse->Acquire(doc, "", 0);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->position, 3);
+  ASSERT_EQ(hit->group_slots.size(), 1u);
+  ASSERT_EQ(hit->group_positions, (std::vector<int32_t>{3}));
+  ASSERT_EQ(hit->group_slots[0].size(), 10u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(hit->group_slots[0][static_cast<size_t>(i)] == kNoChunkSlot, i < 6) << i;
+  }
+  EXPECT_EQ(pool->NumUsedBlocks(), 4);  // both copies pinned
+  const std::vector<KvSlotMove> moves0 = {{.src_slot = hit->slots[0], .dst_slot = 7}};
+  const std::vector<std::vector<KvSlotMove>> moves1 = {
+      {{.src_slot = hit->group_slots[0][9], .dst_slot = 8}}};
+  ASSERT_TRUE(reuse->RunMoves(moves0, moves1).ok());
+  EXPECT_EQ(log.move_groups, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+  const std::vector<std::vector<KvSlotMove>> too_many(2);
+  EXPECT_EQ(reuse->RunMoves({}, too_many).code(), absl::StatusCode::kInvalidArgument);
+
+  // Evict the window group's copy (one block, the least recently used after group 0's): the
+  // chunk misses; registering it again copies that group only.
+  const BlockId window_block = static_cast<BlockId>(hit->group_slots[0][9] / 4);
+  std::vector<BlockId> held;
+  while (pool->IsCached(window_block)) ASSERT_TRUE(pool->Allocate(1, &held).ok());
+  EXPECT_FALSE(reuse->Acquire(doc, "", 0).has_value());
+  ASSERT_TRUE(pool->Unpin(held).ok());
+  ASSERT_TRUE(*reuse->Register(doc, "", 0, 20, slots0, slots1));
+  EXPECT_EQ(log.copy_groups, (std::vector<int32_t>{0, 1, 1}));
+  std::optional<AcquiredChunk> again = reuse->Acquire(doc, "", 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->group_positions, (std::vector<int32_t>{20}));
+  ASSERT_TRUE(reuse->RunMoves({}).ok());
+  EXPECT_TRUE(reuse->index().ValidateInvariants().ok());
+
+  // Options: blending over groups, a window group 0.
+  EXPECT_EQ(ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(),
+                                      std::make_unique<RecordingMover>(&log),
+                                      {.recompute_fraction = 0.5, .groups = groups})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get()).value(), nullptr,
+                                      {.groups = {groups[1], groups[0]}})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Hash level over two groups: TouchKey hits only when every group's copy is cached.
+TEST(ShiftedChunkReuseKeyTest, OverGroupsEveryGroupMustHoldItsCopy) {
+  const std::vector<KvCacheGroupSpec> groups = {
+      {.kind = KvCacheGroupKind::kFullAttention},
+      {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = 4}};
+  auto pool = BlockPool::Create({.num_blocks = 8, .block_size = 4}).value();
+  auto reuse =
+      ShiftedChunkReuse::Create(ChunkIndex::Create(pool.get(), {.verify_tokens = false}).value(),
+                                nullptr, {.groups = groups})
+          .value();
+  const BlockHash key = BlockHash::FromU64(77);
+  EXPECT_FALSE(reuse->TouchKey(key, 10).value().has_value());
+  EXPECT_EQ(reuse->RegisterKey(key, 10, 5).value(), ChunkCopyResult::kInserted);
+  EXPECT_EQ(pool->NumEvictableBlocks(), 3 + 1);  // 10 tokens, then the last 4
+  int calls = 0;
+  EXPECT_EQ(reuse->TouchKey(key, 10, [&](std::span<const BlockId>) { ++calls; }).value(), 5);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(reuse->RegisterKey(key, 10, 9).value(), ChunkCopyResult::kAlreadyRegistered);
+  EXPECT_EQ(pool->NumUsedBlocks(), 0);
+  std::vector<BlockId> held;
+  ASSERT_TRUE(pool->Allocate(5, &held).ok());  // 4 free, then the LRU copy block
+  EXPECT_FALSE(reuse->TouchKey(key, 10).value().has_value());
+  ASSERT_TRUE(pool->Unpin(held).ok());
+  EXPECT_TRUE(reuse->index().ValidateInvariants().ok());
 }
 
 TEST(ShiftedChunkReuseKeyTest, TouchFindsCopiesAtTheirPositionAndPinsNothing) {
