@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "pagedkv/dtype.h"
+#include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv::engine_internal {
@@ -18,8 +19,19 @@ namespace pagedkv::engine_internal {
 int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
                      int32_t layers_per_block) {
   const int32_t layers = layers_per_block > 0 ? layers_per_block : config.n_layers;
-  return 2 * int64_t{layers} * options.block_size * config.n_kv_heads * config.head_dim() *
-         static_cast<int64_t>(DTypeSize(options.kv_dtype));
+  return 2 * int64_t{layers} * options.block_size * config.n_kv_heads *
+         KvRowBytes(options.kv_dtype, config.head_dim());
+}
+
+absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim) {
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError("EngineOptions.kv_dtype is not a DType value");
+  }
+  if (head_dim % KvRowValuesMultiple(dtype) == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV cache dtype ", DTypeName(dtype), " (--kv-cache-dtype) stores blocks of ",
+                   KvRowValuesMultiple(dtype), " values, but the model's head_dim is ", head_dim,
+                   "; use int8, fp8_e4m3 or fp8_e5m2 (a scale per head)"));
 }
 
 int64_t AvailableMemoryBytes() {
@@ -34,6 +46,7 @@ int64_t AvailableMemoryBytes() {
 
 absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const ModelConfig& config,
                                             int64_t context_length, const KvCacheLayout& layout) {
+  PAGEDKV_RETURN_IF_ERROR(CheckKvDTypeFits(options.kv_dtype, config.head_dim()));
   const int64_t block_bytes =
       KvBlockBytes(options, config, layout.hybrid ? layout.layers_per_block : 0);
   const int64_t groups = layout.hybrid ? static_cast<int64_t>(layout.groups.size()) : 1;
@@ -71,6 +84,10 @@ absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const 
                                                    "kv_cache_memory"));
   }
   size.bytes = size.num_blocks * block_bytes;
+  size.dtype = options.kv_dtype;
+  size.bytes_per_token = 2 * int64_t{config.n_layers} * config.n_kv_heads *
+                         KvRowBytes(options.kv_dtype, config.head_dim());
+  size.tokens = size.num_blocks * options.block_size / groups;
   return size;
 }
 

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 #include "pagedkv/model/model_config.h"
 #include "pagedkv/runtime/engine.h"
@@ -26,6 +28,10 @@ namespace pagedkv::engine_internal {
 // cache's block holds one layer of each group's, KvCacheLayout::layers_per_block).
 PAGEDKV_EXPORT int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
                                     int32_t layers_per_block = 0);
+
+// InvalidArgument, naming --kv-cache-dtype, when a row of head_dim values does not fit `dtype`'s
+// blocks (q8_0, q4_0, q4_1 need a multiple of 32).
+PAGEDKV_EXPORT absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim);
 
 // Bytes the system could give now (MemAvailable), or -1 when unknown.
 PAGEDKV_EXPORT int64_t AvailableMemoryBytes();

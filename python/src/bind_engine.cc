@@ -306,7 +306,7 @@ std::unique_ptr<PyEngine> LoadEngine(
     bool return_logits, std::string model_id, int32_t num_speculative_tokens,
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
     int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
-    const std::string& int8_kernel) {
+    const std::string& int8_kernel, const std::string& kv_cache_dtype) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -334,7 +334,11 @@ std::unique_ptr<PyEngine> LoadEngine(
   o.num_threads = num_threads;
   o.block_size = block_size;
   o.num_kv_blocks = num_kv_blocks;
-  o.kv_dtype = Unwrap(ParseDType(kv_dtype));
+  // kv_cache_dtype (vLLM's name; "auto": f32) takes precedence over kv_dtype when given.
+  const std::string dtype = kv_cache_dtype.empty()     ? kv_dtype
+                            : kv_cache_dtype == "auto" ? std::string("f32")
+                                                       : kv_cache_dtype;
+  o.kv_dtype = Unwrap(ParseDType(dtype));
   o.enable_prefix_caching = enable_prefix_caching;
   o.eviction_policy = std::move(eviction_policy);
   o.scheduler.max_num_batched_tokens = max_num_batched_tokens;
@@ -404,6 +408,21 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
           "The KV cache layout the engine chose (hybrid_kv_cache): a dict with hybrid, "
           "num_groups, layers_per_block and reason.")
       .def_property_readonly(
+          "kv_pool",
+          [](PyEngine& self) {
+            const KvPoolSize& p = self.get().kv_pool();
+            py::dict d;
+            d["num_blocks"] = p.num_blocks;
+            d["bytes"] = p.bytes;
+            d["reason"] = p.reason;
+            d["dtype"] = DTypeName(p.dtype);
+            d["bytes_per_token"] = p.bytes_per_token;
+            d["tokens"] = p.tokens;
+            return d;
+          },
+          "The KV pool the engine allocated: a dict with num_blocks, bytes, reason, dtype, "
+          "bytes_per_token (K and V over every layer, scales included) and tokens.")
+      .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
       .def(
@@ -448,7 +467,7 @@ void BindEngineClass(py::module_& m) {
                arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
                arg("enable_cache_priorities") = false, arg("weights") = "native",
                arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
-               arg("activations") = "int8", arg("int8_kernel") = "",
+               arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
@@ -458,7 +477,9 @@ void BindEngineClass(py::module_& m) {
                "'int8' (EngineOptions::activations: native Q4_0 / Q4_1 / Q8_0 weights times "
                "int8-quantized activations). int8_kernel: '' (leave the process's choice), "
                "'auto', 'avx512vnni', 'avx2' or 'portable' (EngineOptions::int8_kernel; the same "
-               "tokens, only the speed differs; backend_name names the kernel).");
+               "tokens, only the speed differs; backend_name names the kernel). kv_cache_dtype: "
+               "the KV pages' storage ('auto' = f32, f16, bf16, int8, fp8_e4m3, fp8_e5m2, q8_0, "
+               "q4_0, q4_1; overrides kv_dtype; see kv_pool).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

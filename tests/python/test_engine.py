@@ -52,6 +52,28 @@ def test_kv_cache_layout(engine, aidreams):
                             backend="cpu", hybrid_kv_cache="on")
 
 
+def test_quantized_kv_cache_dtype(aidreams, cli):
+    """kv_cache_dtype quantizes the KV pages: kv_pool says so, the CLI gives the same tokens."""
+    model, tok = str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin")
+    bf16 = pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="bf16",
+                               kv_cache_memory=1 << 20)
+    int8 = pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="int8",
+                               kv_cache_memory=1 << 20)
+    assert int8.kv_pool["dtype"] == "int8" and bf16.kv_pool["dtype"] == "bf16"
+# 4 layers x 2(K, V) x 4 KV heads x(16 + 2 scale bytes) against 16 x 2 bytes per row.
+    assert int8.kv_pool["bytes_per_token"] == 4 * 2 * 4 * 18
+    assert int8.kv_pool["tokens"] > 1.7 * bf16.kv_pool["tokens"]
+    out = int8.generate([pagedkv.GenerationRequest(prompt_text="Echoes of", max_new_tokens=20)])
+    args = [str(cli), "generate", "--model", model, "--tokenizer", tok, "-n", "20",
+            "--print-ids", "--backend", "cpu", "--kv-cache-dtype", "int8", "--prompt", "Echoes of"]
+    printed = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    assert " ".join(map(str, out[0].output_tokens)) in printed
+    with pytest.raises(pagedkv.InvalidArgumentError, match="head_dim is 16"):
+        pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="q4_0")
+    with pytest.raises(pagedkv.InvalidArgumentError, match="unknown dtype"):
+        pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="int3")
+
+
 def test_generate_matches_cli(engine, aidreams, cli):
     prompts = ["Echoes of", "Echoes of vectors"]
     args = [str(cli), "generate", "--model", str(aidreams / "aidreams260K.bin"), "--tokenizer",
@@ -70,7 +92,7 @@ def test_generate_matches_cli(engine, aidreams, cli):
                                    prev=results[0].prompt_tokens[-1]) == results[0].text
     stats = engine.stats
     assert stats.num_requests == 2 and stats.num_generated_tokens >= 2
-    # Bounded step statistics: the histogram counts every step, the maxima bound the batches.
+#Bounded step statistics : the histogram counts every step, the maxima bound the batches.
     assert sum(stats.step_num_tokens_histogram) == stats.num_steps
     assert stats.max_step_num_tokens == max(stats.step_num_tokens)
     assert stats.max_step_num_seqs == 2 and stats.num_shifted_hit_tokens == 0
@@ -142,8 +164,8 @@ def test_generate_releases_the_gil_and_refuses_a_second_thread(engine):
 
 
 def test_readmission_counters_after_preemption(aidreams):
-    # Eight prompts on a 36-block pool preempt requests; each re-admission looks its prompt and
-    # generated tokens up again, counted apart from the first admission's prefix hits.
+#Eight prompts on a 36 - block pool preempt requests; each re - admission looks its prompt and
+#generated tokens up again, counted apart from the first admission's prefix hits.
     def run(**kwargs):
         e = pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin"),
                                 backend="cpu", block_size=4, **kwargs)
@@ -165,7 +187,7 @@ def test_readmission_counters_after_preemption(aidreams):
                                                 + r.num_readmission_remote_hit_tokens)
         assert r.num_readmission_host_hit_tokens == r.num_readmission_remote_hit_tokens == 0
         assert r.as_dict()["num_readmission_hit_tokens"] == r.num_readmission_hit_tokens
-    # No tiers here: nothing is loaded from the host or the remote tier.
+#No tiers here : nothing is loaded from the host or the remote tier.
     assert stats.num_host_hit_tokens == stats.num_readmission_host_hit_tokens == 0
     assert stats.num_remote_hit_tokens == stats.num_readmission_remote_hit_tokens == 0
     assert stats.as_dict()["num_readmissions"] == stats.num_readmissions

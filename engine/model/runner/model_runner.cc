@@ -83,6 +83,12 @@ absl::Status ModelRunner::Init() {
   if (!IsValidDType(options_.kv_dtype)) {
     return absl::InvalidArgumentError("ModelRunnerOptions.kv_dtype is not a DType value");
   }
+  if (c.head_dim() % KvRowValuesMultiple(options_.kv_dtype) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelRunnerOptions.kv_dtype ", DTypeName(options_.kv_dtype), " stores blocks of ",
+        KvRowValuesMultiple(options_.kv_dtype), " values, but the model's head_dim is ",
+        c.head_dim(), "; use int8, fp8_e4m3 or fp8_e5m2 (a scale per head)"));
+  }
   rope_config_ = options_.rope.value_or(DefaultRopeConfig(c));
   if (rope_config_.head_dim != c.head_dim()) {
     return absl::InvalidArgumentError(

@@ -170,8 +170,8 @@ class PAGEDKV_EXPORT ModelRunner {
 
   // Copies the K and V of `slots` (each in [0, num_blocks * block_size)) in layer `layer` to the
   // host as fp32: k and v get [slots.size(), n_kv_heads, head_dim]. One batched gather
-  // (GatherRows) for K and one for V, and on a device backend one copy to the host. For hooks,
-  // studies and tests.
+  // (GatherRows) for K and one for V, and on a device backend one copy to the host; quantized
+  // pages are copied per slot and dequantized on the host. For hooks, studies and tests.
   absl::Status ReadKv(int32_t layer, absl::Span<const int64_t> slots, std::vector<float>* k,
                       std::vector<float>* v);
 
@@ -295,6 +295,9 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status CopyOutputs(const ForwardOptions& options, int64_t num_logits, ModelOutput* output);
   // The logits rows `rows` (validated) to output->row_logits.
   absl::Status CopyRows(absl::Span<const int32_t> rows, ModelOutput* output);
+  // ReadKv of quantized pages: each slot's bytes (copied down on a device), dequantized here.
+  absl::Status ReadQuantizedKv(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
+                               std::vector<float>* k, std::vector<float>* v);
   // ReadKv on a device backend: slots up, two gathers, one copy down.
   absl::Status ReadKvThroughDevice(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
                                    std::vector<float>* k, std::vector<float>* v);

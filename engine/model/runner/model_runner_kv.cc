@@ -15,6 +15,7 @@
 #include "engine/model/runner/model_runner.h"
 #include "engine/model/runner/runner_buffers.h"
 #include "pagedkv/dtype.h"
+#include "pagedkv/kernels/kv_quant.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
@@ -164,6 +165,7 @@ absl::Status ModelRunner::ReadKv(int32_t layer, absl::Span<const int64_t> slots,
                                                      " is outside [0, ", layout.NumSlots(), ")"));
     }
   }
+  if (IsQuantizedDType(layout.dtype)) return ReadQuantizedKv(layout, slots, k, v);
   const auto n = static_cast<int64_t>(slots.size());
   const int64_t width = layout.TokenStride();
   k->resize(static_cast<size_t>(n * width));
@@ -183,6 +185,33 @@ absl::Status ModelRunner::ReadKv(int32_t layer, absl::Span<const int64_t> slots,
     return backend_->GatherRows(gather);
   }
   return ReadKvThroughDevice(layout, slots, k, v);
+}
+
+absl::Status ModelRunner::ReadQuantizedKv(const PagedKvLayout& layout,
+                                          absl::Span<const int64_t> slots, std::vector<float>* k,
+                                          std::vector<float>* v) {
+  const int32_t hd = layout.head_dim, heads = layout.num_kv_heads;
+  const auto token_bytes = static_cast<size_t>(layout.TokenStride());  // 1-byte storage units
+  const int64_t width = int64_t{heads} * hd;
+  std::vector<float> k_out(slots.size() * width), v_out(slots.size() * width);
+  std::vector<unsigned char> bytes(token_bytes);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int64_t offset = layout.SlotOffset(slots[i]);
+    for (auto [pages, out] : {std::pair{layout.k, &k_out}, std::pair{layout.v, &v_out}}) {
+      const unsigned char* token = static_cast<const unsigned char*>(pages) + offset;
+      if (!backend_->host_memory()) {
+        PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(bytes.data(), token, token_bytes));
+        token = bytes.data();
+      }
+      for (int32_t h = 0; h < heads; ++h) {
+        DequantizeKvRow(layout.dtype, token + h * layout.HeadStride(), hd,
+                        out->data() + i * width + int64_t{h} * hd);
+      }
+    }
+  }
+  *k = std::move(k_out);
+  *v = std::move(v_out);
+  return absl::OkStatus();
 }
 
 absl::Status ModelRunner::ReadKvThroughDevice(const PagedKvLayout& layout,

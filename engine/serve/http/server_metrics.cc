@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "pagedkv/cache/cache_metrics.h"
 
@@ -76,6 +77,16 @@ int32_t ServerMetrics::num_waiting() const {
   return waiting_;
 }
 
+void ServerMetrics::SetKvPool(const std::string& dtype, int64_t block_size, int64_t num_blocks,
+                              int64_t bytes_per_token, int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  kv_dtype_ = dtype;
+  kv_block_size_ = block_size;
+  kv_num_blocks_ = num_blocks;
+  kv_bytes_per_token_ = bytes_per_token;
+  kv_tokens_ = tokens;
+}
+
 void ServerMetrics::WritePrometheus(std::string* out) const {
   absl::MutexLock lock(&mu_);
   PrometheusWriter w(out, {});
@@ -97,6 +108,16 @@ void ServerMetrics::WritePrometheus(std::string* out) const {
               "Seconds between consecutive tokens of a request.", itl_);
   w.Histogram("pagedkv_e2e_request_latency_seconds",
               "Seconds from a request's arrival to its last token.", e2e_);
+  if (kv_dtype_.empty()) return;
+  PrometheusWriter info(out, {.labels = {{"cache_dtype", kv_dtype_},
+                                         {"block_size", absl::StrCat(kv_block_size_)},
+                                         {"num_blocks", absl::StrCat(kv_num_blocks_)}}});
+  info.Gauge("pagedkv_cache_config_info", "The KV cache's configuration (labels).", 1);
+  w.Gauge("pagedkv_kv_cache_bytes_per_token",
+          "K and V bytes of one token over every layer, scales included.",
+          static_cast<double>(kv_bytes_per_token_));
+  w.Gauge("pagedkv_kv_cache_capacity_tokens", "Tokens the KV pool holds.",
+          static_cast<double>(kv_tokens_));
 }
 
 }  // namespace pagedkv::server

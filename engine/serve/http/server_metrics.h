@@ -10,6 +10,8 @@
 //   pagedkv_num_requests_running / pagedkv_num_requests_waiting       (gauges, after each step)
 //   pagedkv_time_to_first_token_seconds, pagedkv_inter_token_latency_seconds,
 //   pagedkv_e2e_request_latency_seconds                               (histograms)
+//   pagedkv_cache_config_info{cache_dtype,block_size,num_blocks} 1  (vLLM's cache_config_info)
+//   pagedkv_kv_cache_bytes_per_token / pagedkv_kv_cache_capacity_tokens  (gauges, SetKvPool)
 // Latencies are measured at the server: from the request's arrival in the engine queue to the
 // step that produced its first token (TTFT), between its consecutive tokens' steps, and to its
 // last step (end to end). A stop-string cut counts as aborted in the engine but "stop" to the
@@ -46,6 +48,10 @@ class ServerMetrics {
   void ObserveFirstToken(double seconds);
   void ObserveInterToken(double seconds);
   void ObserveEndToEnd(double seconds);
+  // The KV pool the engine allocated: its dtype's name, block size, blocks, K and V bytes of one
+  // token over every layer (scales included) and the tokens it holds.
+  void SetKvPool(const std::string& dtype, int64_t block_size, int64_t num_blocks,
+                 int64_t bytes_per_token, int64_t tokens);
 
   int32_t num_running() const;
   int32_t num_waiting() const;
@@ -66,6 +72,11 @@ class ServerMetrics {
   Histogram ttft_ ABSL_GUARDED_BY(mu_);
   Histogram itl_ ABSL_GUARDED_BY(mu_);
   Histogram e2e_ ABSL_GUARDED_BY(mu_);
+  std::string kv_dtype_ ABSL_GUARDED_BY(mu_);  // empty until SetKvPool
+  int64_t kv_block_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kv_num_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kv_bytes_per_token_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kv_tokens_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pagedkv::server

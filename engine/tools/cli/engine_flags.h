@@ -2,7 +2,9 @@
 //
 // The model and engine flags that `pagedkv generate` and `pagedkv serve` share (same names, same
 // meaning): --model, --tokenizer, --backend, --threads, --weights, --activations, --int8-kernel,
-// --block-size, --num-kv-blocks, --kv-cache-memory, --max-batched-tokens, --speculative,
+// --block-size, --num-kv-blocks, --kv-cache-memory, --kv-cache-dtype (-k / -v),
+// --max-batched-tokens,
+// --speculative,
 // --no-prefix-caching, --allow-context-overrun; and the EngineOptions they set.
 //
 // Example:
@@ -36,6 +38,9 @@ struct EngineFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   std::string kv_cache_memory;  // "" (automatic) or a size: bytes, or with a K, M or G suffix
+  std::string kv_cache_dtype = "auto";  // EngineOptions::kv_dtype; auto: f32, as before
+  std::string kv_cache_dtype_k;         // "" : kv_cache_dtype (llama.cpp's -ctk)
+  std::string kv_cache_dtype_v;         // "" : kv_cache_dtype (llama.cpp's -ctv)
   int32_t max_batched_tokens = 2048;
   std::string speculative;               // "ngram:K" (prompt lookup, K drafts per step); empty: off
   std::string hybrid_kv_cache = "auto";  // auto, on or off (EngineOptions::hybrid_kv_cache)
@@ -47,7 +52,7 @@ void AddModelFlags(CLI::App* cmd, EngineFlags* flags);
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 
 // The EngineOptions the flags set (on DefaultEngineOptions()). InvalidArgument for a bad
-// --backend, --weights, --kv-cache-memory or --speculative.
+// --backend, --weights, --kv-cache-memory, --kv-cache-dtype or --speculative.
 absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags);
 
 }  // namespace pagedkv::cli

@@ -259,8 +259,10 @@ void PrintStats(const Engine& engine) {
   }
   std::cout << "batch per step (tokens/sequences): " << StepSizes(s) << "\n";
   const KvPoolSize& pool = engine.kv_pool();
-  std::cout << absl::StrFormat("kv pool: %d blocks, %.1f MiB (%s)\n", pool.num_blocks,
-                               static_cast<double>(pool.bytes) / (1 << 20), pool.reason);
+  std::cout << absl::StrFormat(
+      "kv pool: %d blocks, %.1f MiB, %s, %d bytes per token, %d tokens (%s)\n", pool.num_blocks,
+      static_cast<double>(pool.bytes) / (1 << 20), DTypeName(pool.dtype), pool.bytes_per_token,
+      pool.tokens, pool.reason);
   const KvCacheLayout& layout = engine.kv_cache_layout();
   std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
             << layout.layers_per_block << " layers per block (" << layout.reason << ")\n";

@@ -150,9 +150,12 @@ absl::Status RunServe(const ServeFlags& flags) {
                            Engine::Load(flags.engine.model, flags.engine.tokenizer, options));
   PAGEDKV_ASSIGN_OR_RETURN(server::ServedModel model, DescribeModel(flags, *engine));
   const KvPoolSize& pool = engine->kv_pool();
-  std::cerr << absl::StrFormat("pagedkv serve: kv pool: %d blocks, %.1f MiB (%s)\n",
-                               pool.num_blocks, static_cast<double>(pool.bytes) / (1 << 20),
-                               pool.reason);
+  metrics.SetKvPool(DTypeName(pool.dtype), engine->options().block_size, pool.num_blocks,
+                    pool.bytes_per_token, pool.tokens);
+  std::cerr << absl::StrFormat(
+      "pagedkv serve: kv pool: %d blocks, %.1f MiB, %s, %d bytes per token, %d tokens (%s)\n",
+      pool.num_blocks, static_cast<double>(pool.bytes) / (1 << 20), DTypeName(pool.dtype),
+      pool.bytes_per_token, pool.tokens, pool.reason);
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> publisher,
                            MakeKvEventPublisher(flags.events));
   const std::string backend = engine->backend_name();

@@ -101,7 +101,12 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
   const KvPoolSize& pool = engine.kv_pool();
   return {{"outputs", outputs},
           {"kv_pool",
-           {{"num_blocks", pool.num_blocks}, {"bytes", pool.bytes}, {"reason", pool.reason}}},
+           {{"num_blocks", pool.num_blocks},
+            {"bytes", pool.bytes},
+            {"reason", pool.reason},
+            {"dtype", DTypeName(pool.dtype)},
+            {"bytes_per_token", pool.bytes_per_token},
+            {"tokens", pool.tokens}}},
           {"prompt_tokens", s.num_prompt_tokens},
           {"prefix_cache_hit_tokens", s.num_prefix_hit_tokens},
           {"tier_hit_tokens",

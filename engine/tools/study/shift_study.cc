@@ -41,6 +41,15 @@ double UnitRoundoff(DType dtype) {
       return std::ldexp(1.0, -11);
     case DType::kBF16:
       return std::ldexp(1.0, -8);
+    case DType::kInt8:  // half a step of a row quantized to +-127 (relative to its largest value)
+    case DType::kQ8_0:
+      return std::ldexp(1.0, -8);
+    case DType::kFp8E4M3:  // 3 mantissa bits
+    case DType::kQ4_0:     // half a step of +-8
+    case DType::kQ4_1:
+      return std::ldexp(1.0, -4);
+    case DType::kFp8E5M2:  // 2 mantissa bits
+      return std::ldexp(1.0, -3);
   }
   return 1.0;
 }

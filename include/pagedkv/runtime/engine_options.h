@@ -98,8 +98,11 @@ struct PAGEDKV_EXPORT SpeculativeOptions {
 // The KV pool an engine allocated, and why that size (EngineOptions.num_kv_blocks).
 struct PAGEDKV_EXPORT KvPoolSize {
   int64_t num_blocks = 0;
-  int64_t bytes = 0;   // K and V over every layer
-  std::string reason;  // e.g. "room for this run's 42 tokens"
+  int64_t bytes = 0;            // K and V over every layer
+  std::string reason;           // e.g. "room for this run's 42 tokens"
+  DType dtype = DType::kF32;    // storage type of K and V (EngineOptions::kv_dtype)
+  int64_t bytes_per_token = 0;  // K and V of one token over every layer, scales included
+  int64_t tokens = 0;           // tokens the pool holds (over every KV cache group)
 };
 
 // Whether the Engine's KvCacheManager keeps one KV cache group per
@@ -157,7 +160,10 @@ struct PAGEDKV_EXPORT EngineOptions {
   // Tokens this run's requests can hold at once (prompts + new tokens, an upper bound), for the
   // automatic size; 0: unknown.
   int64_t kv_token_budget = 0;
-  DType kv_dtype = DType::kF32;         // storage type of cached K and V
+  // Storage type of cached K and V: f32, f16, bf16, or quantized (int8, fp8_e4m3, fp8_e5m2 with a
+  // scale per token and head; q8_0, q4_0, q4_1 in GGUF's 32-value blocks, head_dim a multiple of
+  // 32). Quantized KV holds 2-4x the tokens in the same kv_cache_memory (docs/kernels.md).
+  DType kv_dtype = DType::kF32;
   bool enable_prefix_caching = true;    // reuse cached prompt blocks across requests
   std::string eviction_policy = "lru";  // cached-block eviction: "lru", "lfu", "fifo"
   // Batching: token budget per step, running sequences, chunked prefill, policy. Its

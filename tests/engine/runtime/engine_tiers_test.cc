@@ -104,6 +104,38 @@ TEST_F(EngineTiersTest, APrefixTheDeviceLostComesBackFromTheHostTierWithTheSameT
   }
 }
 
+// Quantized KV pages go to the host tier as their bytes (scales included) and come back the
+// same: the second run's tokens equal the first's on the same dtype, for every quantized dtype
+// the tiny model's head size (8) holds.
+TEST_F(EngineTiersTest, QuantizedBlocksComeBackFromTheHostTierBitForBit) {
+  for (DType dtype : {DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    EngineOptions o = Options();
+    o.kv_dtype = dtype;
+    o.host_tier = {.capacity_blocks = 32};
+    auto engine = MakeEngine(o);
+    EXPECT_EQ(engine->kv_pool().dtype, dtype);
+    const std::vector<TokenId> prompt = Prompt(15, 30);
+    const GenerationResult first = Run(*engine, prompt);
+    engine->kv_cache_manager().ResetPrefixCache();
+    const GenerationResult second = Run(*engine, prompt);
+    EXPECT_EQ(second.num_host_hit_tokens, 28);
+    EXPECT_EQ(second.output_tokens, first.output_tokens);
+    // A cold run on the same dtype computes the same tokens as the one served from the tier.
+    o.host_tier = {};
+    o.enable_prefix_caching = false;
+    EXPECT_EQ(Run(*MakeEngine(o), prompt).output_tokens, second.output_tokens);
+  }
+}
+
+TEST_F(EngineTiersTest, ABlockDTypeTheHeadSizeCannotHoldIsRefused) {
+  EngineOptions o = Options();
+  o.kv_dtype = DType::kQ8_0;  // head_dim 8 < one 32-value block
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(), HasSubstr("--kv-cache-dtype"));
+}
+
 TEST_F(EngineTiersTest, WriteBackStoresBlocksOnlyWhenTheDeviceEvictsThem) {
   EngineOptions o = Options();
   o.num_kv_blocks = 16;
