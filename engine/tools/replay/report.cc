@@ -72,6 +72,22 @@ bool AnyShiftedCounted(const std::vector<CacheReplayResult>& results) {
                      [](const CacheReplayResult& r) { return r.shifted_counted; });
 }
 
+// One line per row over KV cache groups with its shifted hits (rows that counted them).
+void AppendKvGroupsShifted(const std::vector<CacheReplayResult>& results, std::string& out) {
+  out += "\n";
+  for (const CacheReplayResult& r : results) {
+    if (!r.shifted_counted) continue;
+    absl::StrAppendFormat(
+        &out,
+        "%-9s shifted: %.2f%% of prompt tokens from cached chunks (%.2f%% moved), pfx+shift "
+        "%.2f%%; chunks: %d marked, %d hits, %d registered, %d without room\n",
+        r.kv_groups->name, 100 * r.shifted_hit_rate(),
+        100 * Ratio(r.shifted_hit_tokens_moved, r.total_tokens),
+        100 * r.prefix_plus_shifted_token_hit_rate(), r.chunks, r.chunk_hits, r.chunks_registered,
+        r.chunk_register_failures);
+  }
+}
+
 // FormatCacheTable of rows over KV cache groups: tokens hit and KV held per request (full-model
 // blocks), then each row's tier hit tokens when it has tiers.
 std::string FormatKvGroupsTable(const std::vector<CacheReplayResult>& results) {
@@ -89,12 +105,14 @@ std::string FormatKvGroupsTable(const std::vector<CacheReplayResult>& results) {
                           r.evictions, g.refused);
     tiers = tiers || r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
   }
-  if (!tiers) return out;
-  out += "\n";
-  for (const CacheReplayResult& r : results) {
-    absl::StrAppendFormat(&out, "%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
-                          r.kv_groups->name, r.host_hit_tokens, r.remote_hit_tokens);
+  if (tiers) {
+    out += "\n";
+    for (const CacheReplayResult& r : results) {
+      absl::StrAppendFormat(&out, "%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
+                            r.kv_groups->name, r.host_hit_tokens, r.remote_hit_tokens);
+    }
   }
+  if (AnyShiftedCounted(results)) AppendKvGroupsShifted(results, out);
   return out;
 }
 
@@ -102,20 +120,22 @@ std::string FormatKvGroupsTable(const std::vector<CacheReplayResult>& results) {
 nlohmann::json KvGroupsJson(const CacheReplayResult& r) {
   const KvGroupsRow& g = *r.kv_groups;
   const double layers = g.model_layers;
-  return {{"groups", g.groups},
-          {"pages", r.capacity_blocks},
-          {"requests", r.requests},
-          {"refused", g.refused},
-          {"prefix_cache_queries", r.total_tokens},
-          {"prefix_cache_hits", r.hit_tokens},
-          {"token_hit_rate", r.token_hit_rate()},
-          {"mean_prefill_blocks", g.mean_prefill_layer_blocks / layers},
-          {"peak_prefill_blocks", g.peak_prefill_layer_blocks / layers},
-          {"mean_decode_blocks", g.mean_decode_layer_blocks / layers},
-          {"peak_decode_blocks", g.peak_decode_layer_blocks / layers},
-          {"evictions", r.evictions},
-          {"host_hit_tokens", r.host_hit_tokens},
-          {"remote_hit_tokens", r.remote_hit_tokens}};
+  nlohmann::json j = {{"groups", g.groups},
+                      {"pages", r.capacity_blocks},
+                      {"requests", r.requests},
+                      {"refused", g.refused},
+                      {"prefix_cache_queries", r.total_tokens},
+                      {"prefix_cache_hits", r.hit_tokens},
+                      {"token_hit_rate", r.token_hit_rate()},
+                      {"mean_prefill_blocks", g.mean_prefill_layer_blocks / layers},
+                      {"peak_prefill_blocks", g.peak_prefill_layer_blocks / layers},
+                      {"mean_decode_blocks", g.mean_decode_layer_blocks / layers},
+                      {"peak_decode_blocks", g.peak_decode_layer_blocks / layers},
+                      {"evictions", r.evictions},
+                      {"host_hit_tokens", r.host_hit_tokens},
+                      {"remote_hit_tokens", r.remote_hit_tokens}};
+  if (r.shifted_counted) AddShiftedHitJson(r, j);
+  return j;
 }
 
 }  // namespace

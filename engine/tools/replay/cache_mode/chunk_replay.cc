@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "pagedkv/cache/chunk_index.h"
@@ -18,8 +20,15 @@ absl::StatusOr<std::unique_ptr<ChunkReplay>> ChunkReplay::Create(BlockPool* pool
   // Hash-level replay has no tokens to compare: keys alone identify chunks.
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index,
                            ChunkIndex::Create(pool, {.verify_tokens = false}));
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ShiftedChunkReuse> reuse,
-                           ShiftedChunkReuse::Create(std::move(index), /*mover=*/nullptr, {}));
+  return Create(std::move(index), belady, {});
+}
+
+absl::StatusOr<std::unique_ptr<ChunkReplay>> ChunkReplay::Create(
+    std::unique_ptr<ChunkIndex> index, BeladyPolicy* belady,
+    const std::vector<KvCacheGroupSpec>& groups) {
+  PAGEDKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShiftedChunkReuse> reuse,
+      ShiftedChunkReuse::Create(std::move(index), /*mover=*/nullptr, {.groups = groups}));
   return std::unique_ptr<ChunkReplay>(new ChunkReplay(std::move(reuse), belady));
 }
 

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +36,8 @@
 #include "engine/tools/replay/cache_mode/cache_replay.h"
 #include "engine/tools/replay/workload/block_expansion.h"
 #include "pagedkv/cache/block_pool.h"
+#include "pagedkv/cache/chunk_index.h"
+#include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/export.h"
 
 namespace pagedkv::replay {
@@ -44,6 +47,14 @@ class PAGEDKV_EXPORT ChunkReplay {
   // Chunk reuse over `pool` (not owned; must outlive this). `belady`: the pool's policy when it
   // is the clairvoyant one (not owned), else null. InvalidArgument for a null pool.
   static absl::StatusOr<std::unique_ptr<ChunkReplay>> Create(BlockPool* pool, BeladyPolicy* belady);
+
+  // Chunk reuse over `index` (a KvCacheManager's, from AttachChunkIndex with verify_tokens =
+  // false) whose manager has KV cache `groups` (empty: one full-attention group): a chunk is
+  // cached as one copy per group (ShiftedChunkReuse's banner). InvalidArgument for a null index
+  // or groups ShiftedChunkReuse refuses.
+  static absl::StatusOr<std::unique_ptr<ChunkReplay>> Create(
+      std::unique_ptr<ChunkIndex> index, BeladyPolicy* belady,
+      const std::vector<KvCacheGroupSpec>& groups);
 
   // Counts one request's `chunks` (see the banner) into `result`'s chunk fields. InvalidArgument
   // (nothing counted, nothing changed) for a negative prefix_tokens, or a chunk with a negative

@@ -11,8 +11,8 @@
 // pages of each row's layout); the tiers are the engine's TierChain (hybrid_cache_replay.h).
 // Each row reports through plain cache mode's report (FormatCacheTable, CacheResultJson) as a
 // CacheReplayResult with its KvGroupsRow.
-// A workload that marks chunks is refused unless shifted hits are off (--no-shifted): chunk
-// reuse keeps one group's KV (kShiftedReuseNeedsOneGroup), and this replay counts none.
+// A workload that marks chunks has its shifted hits counted (unless --no-shifted) over each row's
+// groups: a chunk is cached as a copy per group (ChunkReplay, hybrid_cache_replay.h).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -42,6 +42,20 @@ absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedW
   return std::max<int64_t>(1, e.distinct_blocks / 5);
 }
 
+// The shifted-hit fields of `from` (ChunkReplay's counts) into `to`.
+void CopyShiftedCounts(const CacheReplayResult& from, CacheReplayResult& to) {
+  to.shifted_counted = from.shifted_counted;
+  to.chunks = from.chunks;
+  to.chunks_in_prefix = from.chunks_in_prefix;
+  to.chunk_hits = from.chunk_hits;
+  to.chunk_hits_moved = from.chunk_hits_moved;
+  to.shifted_hit_tokens = from.shifted_hit_tokens;
+  to.shifted_hit_tokens_moved = from.shifted_hit_tokens_moved;
+  to.shifted_hit_blocks = from.shifted_hit_blocks;
+  to.chunks_registered = from.chunks_registered;
+  to.chunk_register_failures = from.chunk_register_failures;
+}
+
 // Run r as a plain cache-mode result with its KvGroupsRow, for FormatCacheTable / CacheResultJson.
 CacheReplayResult AsCacheResult(const HybridRun& r, const ModelPreset& model,
                                 const HybridReplayOptions& options) {
@@ -57,6 +71,7 @@ CacheReplayResult AsCacheResult(const HybridRun& r, const ModelPreset& model,
   row.remote_hit_tokens = r.result.remote_hit_tokens;
   row.evictions = r.result.evictions;
   row.seconds = r.result.seconds;
+  CopyShiftedCounts(r.result.shifted, row);
   row.kv_groups = KvGroupsRow{.name = r.name,
                               .groups = KvCacheGroupsText(r.groups),
                               .model_layers = model.num_layers,
@@ -114,10 +129,6 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
         "--hybrid-kv replays one capacity with one of lru, lfu, fifo; drop --sweep and extra "
         "--policy values");
   }
-  const bool any_chunks =
-      std::any_of(workload.requests.begin(), workload.requests.end(),
-                  [](const ReplayRequest& request) { return !request.chunks.empty(); });
-  if (c.count_shifted && any_chunks) return absl::InvalidArgumentError(kShiftedReuseNeedsOneGroup);
   PAGEDKV_RETURN_IF_ERROR(CheckExpansionFits(workload, c.block_size, BudgetOf(c)));
   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload expanded,
                            ExpandWorkload(workload, {.block_size = c.block_size}));
@@ -141,6 +152,7 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
                                           .policy = c.tier_policy,
                                           .host_store = host_store,
                                           .host_store_threshold = c.host_store_threshold}};
+    options.count_shifted = c.count_shifted;
     for (const ReplayRequest& q : workload.requests) {
       options.output_tokens.push_back(q.output_length);
     }

@@ -8,12 +8,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/tools/replay/cache_mode/chunk_replay.h"
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/status_macros.h"
 
@@ -72,13 +74,23 @@ void CountTierHits(const TierHits& loaded, int64_t hit_tokens, int64_t block_siz
   result.remote_hit_tokens += remote * block_size;
 }
 
-// Admits (through `tiers` when set), decodes and frees request r. Returns false when the pool
-// refused it; an error only from the tier walk's bookkeeping.
-absl::StatusOr<bool> ReplayOne(KvCacheManager& m, ServeTiers* tiers,
+// What a request is replayed with besides the manager: the tiers and the chunk reuse (null when
+// off), and the request's marked chunks.
+struct ReplayAids {
+  ServeTiers* tiers = nullptr;
+  ChunkReplay* chunks = nullptr;
+  std::span<const TrackedChunk> request_chunks = {};
+};
+
+// Admits (through the tiers when set), counts the marked chunks of, decodes and frees request r.
+// Returns false when the pool refused it; an error only from the tier walk's or the chunk
+// reuse's bookkeeping.
+absl::StatusOr<bool> ReplayOne(KvCacheManager& m, const ReplayAids& aids,
                                const std::vector<TokenId>& prompt, RequestId id,
                                int64_t decode_tokens, Held& held, HybridReplayResult& result) {
   absl::StatusOr<CacheRequest> req = m.NewRequest(id, prompt);
   if (!req.ok()) return false;
+  ServeTiers* tiers = aids.tiers;
   TierHits loaded;
   if (tiers != nullptr) {
     PAGEDKV_ASSIGN_OR_RETURN(loaded, tiers->Onboard(*req));
@@ -90,6 +102,10 @@ absl::StatusOr<bool> ReplayOne(KvCacheManager& m, ServeTiers* tiers,
   }
   if (!hit_tokens.has_value()) return false;
   CountTierHits(loaded, *hit_tokens, m.block_size(), result);
+  if (aids.chunks != nullptr) {
+    PAGEDKV_RETURN_IF_ERROR(aids.chunks->CountRequest(aids.request_chunks, *hit_tokens,
+                                                      m.block_size(), result.shifted));
+  }
   const int64_t prefill = m.NumHeldLayerBlocks(id).value_or(0);
   for (int64_t s = 0; s < decode_tokens; ++s) {
     if (!req->AppendToken(MixToken(id, static_cast<uint64_t>(s))).ok() ||
@@ -103,6 +119,17 @@ absl::StatusOr<bool> ReplayOne(KvCacheManager& m, ServeTiers* tiers,
   result.peak_prefill_layer_blocks = std::max(result.peak_prefill_layer_blocks, prefill);
   result.peak_decode_layer_blocks = std::max(result.peak_decode_layer_blocks, decode);
   return m.Free(id).ok();
+}
+
+// The chunk reuse of marked chunks over `m`'s chunk index, or null when not counted.
+absl::StatusOr<std::unique_ptr<ChunkReplay>> MakeChunkReplay(KvCacheManager& m,
+                                                             const ExpandedWorkload& expanded,
+                                                             const HybridReplayOptions& options) {
+  if (!options.count_shifted || !expanded.has_chunks()) return nullptr;
+  // Hash-level replay has no tokens to compare: keys alone identify chunks.
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index,
+                           m.AttachChunkIndex({.verify_tokens = false}));
+  return ChunkReplay::Create(std::move(index), /*belady=*/nullptr, options.groups);
 }
 
 }  // namespace
@@ -154,7 +181,10 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
   if (options.tiers.enabled()) {
     PAGEDKV_ASSIGN_OR_RETURN(tiers, ServeTiers::Create(options.tiers, m.get(), /*block_bytes=*/0));
   }
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ChunkReplay> chunks,
+                           MakeChunkReplay(*m, expanded, options));
   HybridReplayResult result;
+  result.shifted.shifted_counted = chunks != nullptr;
   Held held;
   const double start = CpuSeconds();
   for (size_t r = 0; r < expanded.num_requests(); ++r) {
@@ -162,8 +192,15 @@ absl::StatusOr<HybridReplayResult> RunHybridCacheReplay(const ExpandedWorkload& 
     ++result.requests;
     const int64_t decode =
         r < options.output_tokens.size() ? options.output_tokens[r] : options.decode_tokens;
+    ReplayAids aids{.tiers = tiers.get(), .chunks = chunks.get()};
+    if (chunks != nullptr) {
+      const auto first = static_cast<size_t>(expanded.chunk_begin[r]);
+      aids.request_chunks =
+          std::span(expanded.chunks)
+              .subspan(first, static_cast<size_t>(expanded.chunk_begin[r + 1]) - first);
+    }
     PAGEDKV_ASSIGN_OR_RETURN(const bool admitted,
-                             ReplayOne(*m, tiers.get(), prompt, r + 1, decode, held, result));
+                             ReplayOne(*m, aids, prompt, r + 1, decode, held, result));
     if (!admitted) ++result.refused;
   }
   result.seconds = CpuSeconds() - start;

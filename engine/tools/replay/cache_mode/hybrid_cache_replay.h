@@ -17,6 +17,12 @@
 // `decode_tokens` (or its output_tokens) decode steps of AllocateSlots(1) (window blocks out of
 // reach are released), Free. A request that does not fit the pool is refused and counted.
 //
+// Shifted hits (options.count_shifted, a workload that marks chunks): after the prompt's
+// AllocateSlots, while its blocks are held, the request's marked chunks go through ChunkReplay
+// over the manager's chunk index, as in plain cache mode (chunk_replay.h); a chunk is cached as
+// a copy per KV cache group (a sliding-window group's holding its last `window` tokens), in the
+// same pool as the prefix blocks.
+//
 // Tiers (options.tiers, capacities in pages): simulated host and remote tiers (no bytes) walked
 // by the engine's TierChain over the manager's groups, as the engine and serve mode do
 // (ServeTiers): before GetComputedBlocks the request is onboarded (each full-attention group's
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/tools/replay/cache_mode/cache_replay.h"
 #include "engine/tools/replay/serve_mode/cost_model.h"
 #include "engine/tools/replay/serve_mode/serve_tiers.h"
 #include "engine/tools/replay/workload/block_expansion.h"
@@ -56,17 +63,6 @@ PAGEDKV_EXPORT int32_t LayersPerPage(const std::vector<KvCacheGroupSpec>& groups
 // are summed ("window 1024 x52 in 6 groups").
 PAGEDKV_EXPORT std::string KvCacheGroupsText(const std::vector<KvCacheGroupSpec>& groups);
 
-// Why a replay over several KV cache groups does not reuse marked chunks at shifted positions
-// (serve mode and --hybrid-kv cache mode refuse it with this message, before replaying anything):
-// chunk reuse (ShiftedChunkReuse, the scheduler's ChunkReuseProvider) pins, moves and copies the
-// KV of one group, and every group would need its own (a full-attention group every token of the
-// chunk, a sliding-window group those inside its window); that is not implemented. One group
-// (e.g. AllFullGroupsFor) reuses chunks as the plain replay does.
-inline constexpr const char* kShiftedReuseNeedsOneGroup =
-    "shifted reuse of marked chunks (e.g. the rag workload's documents) is not supported over "
-    "several KV cache groups: chunk reuse moves the KV of one group, and every group would need "
-    "its own; pass --no-shifted (count_shifted = false), or replay without --hybrid-kv";
-
 struct PAGEDKV_EXPORT HybridReplayOptions {
   int64_t capacity_blocks = 0;           // pages in the pool (> 0, < 2^31)
   int32_t block_size = 16;               // tokens per block; the expansion's
@@ -77,6 +73,9 @@ struct PAGEDKV_EXPORT HybridReplayOptions {
   // decode_tokens for every request.
   std::vector<int64_t> output_tokens;
   ServeTierOptions tiers;  // host / remote tiers, capacities in pages (the links are not used)
+  // Count shifted hits of the workload's marked chunks (ChunkReplay over the manager's chunk
+  // index: a copy per group, see the banner); no effect on a workload without chunks.
+  bool count_shifted = false;
 };
 
 struct PAGEDKV_EXPORT HybridReplayResult {
@@ -94,6 +93,9 @@ struct PAGEDKV_EXPORT HybridReplayResult {
   int64_t peak_decode_layer_blocks = 0;
   int64_t evictions = 0;
   double seconds = 0;  // CPU time of the replay
+  // Shifted hits of marked chunks: ChunkReplay's fields of a cache-mode result (chunks,
+  // chunk_hits, shifted_hit_tokens, ...; shifted_counted when counted); the rest unused.
+  CacheReplayResult shifted;
 
   double TokenHitRate() const {
     return queried_tokens > 0 ? static_cast<double>(hit_tokens) / queried_tokens : 0;

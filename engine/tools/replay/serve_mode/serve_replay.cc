@@ -81,12 +81,6 @@ absl::Status ValidateServeOptions(const Workload& workload, const ServeReplayOpt
                         options.chunk_first_k));
   }
   PAGEDKV_RETURN_IF_ERROR(ValidateWorkload(workload));
-  const bool any_chunks =
-      std::any_of(workload.requests.begin(), workload.requests.end(),
-                  [](const ReplayRequest& request) { return !request.chunks.empty(); });
-  if (options.hybrid_groups.size() > 1 && options.count_shifted && any_chunks) {
-    return absl::InvalidArgumentError(kShiftedReuseNeedsOneGroup);
-  }
   return options.scheduler.Validate();
 }
 

@@ -68,10 +68,9 @@ struct PAGEDKV_EXPORT ServeReplayOptions {
   ServeTierOptions tiers = {};
   // Non-empty: the scheduler drives a KvCacheManager with these KV cache groups
   // (HybridGroupsFor / AllFullGroupsFor in hybrid_cache_replay.h) and capacity_blocks counts its
-  // pages. Tiers work over the groups (each group's pages under its hashes). Shifted reuse over
-  // more than one group is refused (kShiftedReuseNeedsOneGroup, hybrid_cache_replay.h):
-  // RunServeReplay returns InvalidArgument when count_shifted is on and a request marks a chunk;
-  // one group reuses chunks as the plain replay does.
+  // pages. Tiers work over the groups (each group's pages under its hashes), and so does shifted
+  // reuse of marked chunks (ShiftedChunkReuse: a copy per group, a sliding-window group's
+  // holding the chunk's last `window` tokens).
   std::vector<KvCacheGroupSpec> hybrid_groups;
 };
 

@@ -136,7 +136,8 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
     PAGEDKV_ASSIGN_OR_RETURN(sim->reuse_,
                              ShiftedChunkReuse::Create(std::move(index), /*mover=*/nullptr,
                                                        {.first_k = options.chunk_first_k,
-                                                        .model_fingerprint = options.model.name}));
+                                                        .model_fingerprint = options.model.name,
+                                                        .groups = options.hybrid_groups}));
     sim->scheduler_->SetChunkReuseProvider(sim->reuse_.get());
   }
   if (options.tiers.enabled()) {
@@ -265,7 +266,7 @@ absl::Status ServeSimulation::RunBatch() {
     // The engine re-rotates the acquired chunks here, then releases them; with no mover nothing
     // moves (the cost model charges the re-rotation), and the chunks are released.
     work.num_rerotated_tokens += CountShiftedHits(batch_, live_, result_);
-    PAGEDKV_RETURN_IF_ERROR(reuse_->RunMoves(batch_.slot_moves));
+    PAGEDKV_RETURN_IF_ERROR(reuse_->RunMoves(batch_.slot_moves, batch_.group_slot_moves));
   }
   SampleTokens(work);
   if (reuse_ != nullptr) PAGEDKV_RETURN_IF_ERROR(RegisterFinishedChunks(work));

@@ -4,7 +4,7 @@
 // full-attention group gives exactly the plain replay, a windowed model holds less KV per running
 // request and runs more requests than the same model all full at the same KV memory, the host
 // tier runs over groups, the mode's flag path reports both, and shifted reuse of marked chunks
-// is refused over several groups (kShiftedReuseNeedsOneGroup) but runs over one.
+// runs over several groups (a copy per group) as over one.
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -98,28 +98,30 @@ TEST(HybridServeReplayTest, HostTierRunsOverGroups) {
   EXPECT_EQ(h.finished + h.rejected, h.requests);
 }
 
-TEST(HybridServeReplayTest, ShiftedReuseNeedsOneGroup) {
+TEST(HybridServeReplayTest, ShiftedReuseRunsOverGroups) {
   const Workload w = MakeBuiltinWorkload("rag", {.num_requests = 12, .seed = 2}).value();
   ServeReplayOptions o = SmallServeOptions();
   o.model = FindModelPreset("gpt-oss-20b").value();
   o.capacity_blocks = 4000;
-  // Several groups: refused before anything runs, the message names the way out.
+  // Several groups: chunks are reused (a copy per group).
   o.hybrid_groups = HybridGroupsFor(o.model);
-  const absl::StatusOr<ServeReplayResult> refused = RunServeReplay(w, o);
-  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("--no-shifted"), std::string::npos);
-  // Without shifted reuse the same replay runs.
-  o.count_shifted = false;
-  const absl::StatusOr<ServeReplayResult> off = RunServeReplay(w, o);
-  ASSERT_TRUE(off.ok()) << off.status();
-  EXPECT_FALSE(off->shifted_counted);
-  // One group reuses chunks as the plain replay does.
-  o.count_shifted = true;
+  const absl::StatusOr<ServeReplayResult> hybrid = RunServeReplay(w, o);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  EXPECT_TRUE(hybrid->shifted_counted);
+  EXPECT_GT(hybrid->chunk_hits, 0);
+  EXPECT_GT(hybrid->shifted_hit_tokens, 0);
+  EXPECT_EQ(hybrid->finished + hybrid->rejected, hybrid->requests);
+  // One group reuses chunks as the plain replay does; the same chunks are marked.
   o.hybrid_groups = AllFullGroupsFor(o.model);
   const absl::StatusOr<ServeReplayResult> one = RunServeReplay(w, o);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_TRUE(one->shifted_counted);
-  EXPECT_GT(one->chunks, 0);
+  EXPECT_EQ(one->chunks, hybrid->chunks);
+  // Without shifted reuse nothing is counted.
+  o.count_shifted = false;
+  const absl::StatusOr<ServeReplayResult> off = RunServeReplay(w, o);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->shifted_counted);
 }
 
 TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
