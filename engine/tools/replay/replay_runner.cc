@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/tools/replay/cache_mode/cache_replay.h"
@@ -14,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "pagedkv/cache/block_pool.h"
 #include "pagedkv/checked_math.h"
+#include "pagedkv/dtype.h"
 #include "pagedkv/status_macros.h"
 
 namespace pagedkv::replay {
@@ -53,8 +55,26 @@ absl::StatusOr<Workload> LoadWorkload(const ReplayConfig& c, const MemoryBudget&
 
 }  // namespace
 
-absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, int32_t block_size) {
-  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(model_name));
+absl::StatusOr<ModelPreset> ReplayModelPreset(const std::string& name,
+                                              const std::string& kv_cache_dtype) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(name));
+  if (kv_cache_dtype.empty()) return model;
+  absl::StatusOr<DType> dtype = ParseDType(kv_cache_dtype);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-dtype: ", dtype.status().message()));
+  }
+  if (model.head_dim % KvRowValuesMultiple(*dtype) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-dtype ", kv_cache_dtype, ": ",
+                                                   model.name, "'s head_dim ", model.head_dim,
+                                                   " is not a multiple of its 32-value blocks"));
+  }
+  model.kv_dtype = *dtype;
+  return model;
+}
+
+absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, int32_t block_size,
+                                    const std::string& kv_cache_dtype) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, ReplayModelPreset(model_name, kv_cache_dtype));
   if (!std::isfinite(gib) || gib <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--capacity-gib must be a finite number > 0 (got %g)", gib));

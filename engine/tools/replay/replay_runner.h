@@ -55,17 +55,18 @@ struct PAGEDKV_EXPORT ReplayConfig {
   std::string host_link = "pcie5";           // serve mode: link of host-tier loads (serve_tiers.h)
   std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
-  std::string gpu = "H200";                  // GPU preset (serve mode)
-  std::string hardware_profile;              // serve mode: measured profile file in place of gpu
-  double gpu_memory_utilization = 0.9;       // serve mode: memory share for weights + KV
-  int32_t max_num_seqs = 256;                // serve mode scheduler: running sequences cap
-  int32_t max_num_batched_tokens = 8192;     // serve mode scheduler: tokens per step
-  bool cache_aware = false;                  // serve mode scheduler: longest cached prefix first
-  bool json = false;                         // print one JSON object instead of the table
-  bool progress = true;                // progress bar on stderr (only on a terminal, long runs)
-  std::string out_dir = "out/replay";  // where the sweep CSV and plot go
-  std::string csv;                     // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
-  std::string plot;                    // plot path, .svg or .png (default <out_dir>/<...>.png)
+  std::string kv_cache_dtype;           // KV storage of the preset ("": its bf16; int8, q4_0, ...)
+  std::string gpu = "H200";             // GPU preset (serve mode)
+  std::string hardware_profile;         // serve mode: measured profile file in place of gpu
+  double gpu_memory_utilization = 0.9;  // serve mode: memory share for weights + KV
+  int32_t max_num_seqs = 256;           // serve mode scheduler: running sequences cap
+  int32_t max_num_batched_tokens = 8192;  // serve mode scheduler: tokens per step
+  bool cache_aware = false;               // serve mode scheduler: longest cached prefix first
+  bool json = false;                      // print one JSON object instead of the table
+  bool progress = true;                   // progress bar on stderr (only on a terminal, long runs)
+  std::string out_dir = "out/replay";     // where the sweep CSV and plot go
+  std::string csv;                        // sweep CSV path (default <out_dir>/<workload>_sweep.csv)
+  std::string plot;                       // plot path, .svg or .png (default <out_dir>/<...>.png)
   // Host memory the replay may use (estimated before each step: loading, generating, expanding,
   // the pools); 0 = half the machine's memory. Over it, the step is refused with a message
   // naming the trace line or flag responsible.

@@ -34,7 +34,8 @@ absl::StatusOr<CachePlan> PlanCacheRuns(const ReplayConfig& c) {
   plan.capacities = c.sweep;
   if (c.capacity_blocks >= 0) plan.capacities.push_back(c.capacity_blocks);
   if (c.capacity_gib >= 0) {
-    PAGEDKV_ASSIGN_OR_RETURN(int64_t blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
+    PAGEDKV_ASSIGN_OR_RETURN(int64_t blocks,
+                             GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype));
     plan.capacities.push_back(blocks);
   }
   for (int64_t capacity : plan.capacities) {
@@ -57,7 +58,10 @@ absl::StatusOr<CachePlan> PlanCacheRuns(const ReplayConfig& c) {
 // The flag that set the capacities, for messages.
 std::string CapacityFlag(const ReplayConfig& c) {
   if (c.capacity_blocks >= 0) return absl::StrFormat("--capacity-blocks %d", c.capacity_blocks);
-  if (c.capacity_gib >= 0) return absl::StrFormat("--capacity-gib %g", c.capacity_gib);
+  if (c.capacity_gib >= 0) {
+    return absl::StrFormat("--capacity-gib %g of %s KV", c.capacity_gib,
+                           c.kv_cache_dtype.empty() ? "bf16" : c.kv_cache_dtype);
+  }
   if (!c.sweep.empty()) return "--sweep";
   return "the default sweep";
 }
@@ -180,6 +184,7 @@ void PrintCacheTable(const ReplayConfig& c, const CacheReport& report, std::ostr
       Describe(report.workload), first.blocks, c.block_size, report.expanded.distinct_blocks,
       first.not_full_block_tokens, 100 * first.infinite_cache_block_hit_rate(),
       100 * first.infinite_cache_token_hit_rate());
+  if (c.capacity_gib >= 0) out << "capacity: " << CapacityFlag(c) << " (" << c.model << ")\n\n";
   out << FormatCacheTable(results);
   double replay_seconds = 0;
   int64_t replayed_blocks = 0, over_capacity = 0;

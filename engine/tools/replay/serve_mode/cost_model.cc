@@ -10,7 +10,9 @@
 namespace pagedkv::replay {
 
 int64_t ModelPreset::KvBytesPerToken() const {
-  return int64_t{2} * num_layers * num_kv_heads * head_dim * bytes_per_element;
+  const int64_t row = kv_dtype.has_value() ? KvRowBytes(*kv_dtype, head_dim)
+                                           : int64_t{head_dim} * bytes_per_element;
+  return int64_t{2} * num_layers * num_kv_heads * row;
 }
 
 std::vector<GpuPreset> GpuPresets() {

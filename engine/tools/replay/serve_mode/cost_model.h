@@ -26,11 +26,13 @@
 #define PAGEDKV_ENGINE_TOOLS_REPLAY_SERVE_MODE_COST_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
 
 namespace pagedkv::replay {
@@ -61,8 +63,12 @@ struct PAGEDKV_EXPORT ModelPreset {
   // Attention of each layer, [num_layers]: 0 = full attention, > 0 = a sliding window of that
   // many tokens; empty = every layer full. Read by `--hybrid-kv` (hybrid_cache_replay.h).
   std::vector<int32_t> layer_windows;
+  // KV storage when it is not bytes_per_element per value (replay --kv-cache-dtype): each
+  // (token, head) row takes KvRowBytes(*kv_dtype, head_dim), scales included.
+  std::optional<DType> kv_dtype;
 
-  // K and V of one token over all layers: 2 * layers * kv_heads * head_dim * bytes.
+  // K and V of one token over all layers: 2 * layers * kv_heads * (head_dim * bytes, or the
+  // kv_dtype's row bytes).
   int64_t KvBytesPerToken() const;
   double WeightBytes() const {
     return num_parameters *

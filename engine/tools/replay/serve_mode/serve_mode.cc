@@ -22,7 +22,7 @@ namespace {
 absl::Status SetDeviceAndModel(const ReplayConfig& c, ServeReplayOptions& o) {
   if (c.hardware_profile.empty()) {
     PAGEDKV_ASSIGN_OR_RETURN(o.gpu, FindGpuPreset(c.gpu));
-    PAGEDKV_ASSIGN_OR_RETURN(o.model, FindModelPreset(c.model));
+    PAGEDKV_ASSIGN_OR_RETURN(o.model, ReplayModelPreset(c.model, c.kv_cache_dtype));
     return absl::OkStatus();
   }
   PAGEDKV_ASSIGN_OR_RETURN(HardwareProfile profile, ReadHardwareProfile(c.hardware_profile));
@@ -64,7 +64,8 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
         "server's pool as --capacity-blocks (its `pagedkv_kv_cache_blocks` metric)");
   }
   if (c.capacity_gib > 0) {
-    PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size));
+    PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks,
+                             GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype));
   }
   o.count_shifted = c.count_shifted;
   o.tiers.host_capacity_blocks = c.host_capacity_blocks;

@@ -144,6 +144,33 @@ TEST(ReplayCliTest, ServeModePrintsTtftAndThroughput) {
   EXPECT_EQ(j["gpu"], "H100");
 }
 
+// --kv-cache-dtype sets the KV bytes of a block: 1 GiB of llama-3-8b KV (32 layers, 8 KV heads,
+// head_dim 128, 16-token blocks) holds 512 bf16 blocks, 1008 int8 ones (128 + 2 bytes a row) and
+// 1820 q4_0 ones (4 blocks of 18 bytes); serve mode's pool grows the same way.
+TEST(ReplayCliTest, KvCacheDTypeSetsTheBlocksAGibHolds) {
+  const std::vector<std::pair<std::string, std::string>> want = {{"bf16", "lru              512"},
+                                                                 {"int8", "lru             1008"},
+                                                                 {"q4_0", "lru             1820"}};
+  for (const auto& [dtype, row] : want) {
+    CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "50",
+                          "--capacity-gib", "1", "--policy", "lru", "--kv-cache-dtype", dtype});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(row)) << dtype;
+    EXPECT_THAT(r.out, HasSubstr("of " + dtype + " KV")) << dtype;
+  }
+  auto serve_blocks = [](const std::string& dtype) {
+    CliResult r = RunCli({"replay", "--workload", "system-prompt", "--requests", "20", "--mode",
+                          "serve", "--json", "--kv-cache-dtype", dtype});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["capacity_blocks"].get<int64_t>();
+  };
+  EXPECT_GT(serve_blocks("int8"), 19 * serve_blocks("bf16") / 10);
+  CliResult bad = RunCli(
+      {"replay", "--workload", "system-prompt", "--capacity-gib", "1", "--kv-cache-dtype", "int3"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--kv-cache-dtype: unknown dtype 'int3'"));
+}
+
 // A measured profile replaces the GPU preset and the model preset's bytes: a device 1,000x
 // slower than an H100 makes every request slower, and the JSON names the profile.
 TEST(ReplayCliTest, HardwareProfileStandsInForTheGpu) {
