@@ -14,6 +14,7 @@
 #include "cache/tiers/tier_chain.h"
 #include "engine/tools/replay/cache_mode/belady_policy.h"
 #include "engine/tools/replay/cache_mode/chunk_replay.h"
+#include "engine/tools/replay/cache_mode/manager_replay.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/cache/block_pool.h"
 #include "pagedkv/cache/cache_request.h"
@@ -389,12 +390,45 @@ std::vector<std::string> CacheReplayPolicyNames() {
   return names;
 }
 
-absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
-                                                 const CacheReplayOptions& options) {
-  if (options.capacity_blocks <= 0 || options.capacity_blocks >= (int64_t{1} << 31)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cache capacity must be between 1 and 2^31 - 1 blocks (got %d)", options.capacity_blocks));
+namespace {
+
+// The result fields every replay sets from its options and workload.
+CacheReplayResult StartResult(const ExpandedWorkload& w, const CacheReplayOptions& options) {
+  CacheReplayResult res;
+  res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
+  res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
+  res.host_store = {.rule = options.host_store, .threshold = options.host_store_threshold};
+  res.policy = options.policy;
+  res.capacity_blocks = options.capacity_blocks;
+  res.requests = static_cast<int64_t>(w.num_requests());
+  res.blocks = w.num_blocks();
+  res.total_tokens = w.total_tokens;
+  res.not_full_block_tokens = w.partial_tokens;
+  return res;
+}
+
+// The one replay loop: every request, in order, through `replayer` (a CacheReplayer over the bare
+// pool or a ManagerReplayer over KV cache groups), waiting for streamed requests and reporting
+// progress; its CPU and wall time go to `res`.
+template <typename Replayer>
+absl::Status ReplayAll(const ExpandedWorkload& w, const CacheReplayOptions& options,
+                       Replayer& replayer, CacheReplayResult& res) {
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ThreadCpuSeconds();
+  for (size_t r = 0; r < w.num_requests(); ++r) {
+    if (options.requests_ready != nullptr) replayer.WaitFor(*options.requests_ready, r);
+    PAGEDKV_RETURN_IF_ERROR(replayer.ReplayRequest(r));
+    if (options.progress && (r & 1023) == 1023) options.progress(w.request_begin[r + 1]);
   }
+  res.seconds = ThreadCpuSeconds() - cpu_start;
+  res.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::OkStatus();
+}
+
+// RunCacheReplay through a bare BlockPool.
+absl::StatusOr<CacheReplayResult> RunPoolReplay(const ExpandedWorkload& w,
+                                                const CacheReplayOptions& options) {
   PAGEDKV_ASSIGN_OR_RETURN(ReplayPolicy policy, MakeReplayPolicy(w, options.policy));
   BeladyPolicy* const belady = policy.belady;
   // Priority spans need the pool's per-level policies; Belady (the clairvoyant bound, a policy
@@ -419,31 +453,36 @@ absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
   }
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ReplayTiers> tiers,
                            MakeReplayTiers(w, options, pool.get()));
-  CacheReplayResult res;
-  res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
-  res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
-  res.host_store = {.rule = options.host_store, .threshold = options.host_store_threshold};
+  CacheReplayResult res = StartResult(w, options);
   res.shifted_counted = chunks != nullptr;
-  res.policy = options.policy;
-  res.capacity_blocks = options.capacity_blocks;
-  res.requests = static_cast<int64_t>(w.num_requests());
-  res.blocks = w.num_blocks();
-  res.total_tokens = w.total_tokens;
-  res.not_full_block_tokens = w.partial_tokens;
   CacheReplayer replayer(w, *pool, belady, chunks.get(), tiers.get(), res);
-  const auto start = std::chrono::steady_clock::now();
-  const double cpu_start = ThreadCpuSeconds();
-  for (size_t r = 0; r < w.num_requests(); ++r) {
-    if (options.requests_ready != nullptr) replayer.WaitFor(*options.requests_ready, r);
-    PAGEDKV_RETURN_IF_ERROR(replayer.ReplayRequest(r));
-    if (options.progress && (r & 1023) == 1023) options.progress(w.request_begin[r + 1]);
-  }
-  res.seconds = ThreadCpuSeconds() - cpu_start;
-  res.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PAGEDKV_RETURN_IF_ERROR(ReplayAll(w, options, replayer, res));
   res.evictions = pool->stats().evictions;
   if (options.progress) options.progress(w.num_blocks());
   return res;
+}
+
+// RunCacheReplay through a KvCacheManager over options.groups.
+absl::StatusOr<CacheReplayResult> RunManagerReplay(const ExpandedWorkload& w,
+                                                   const CacheReplayOptions& options) {
+  CacheReplayResult res = StartResult(w, options);
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ManagerReplayer> replayer,
+                           ManagerReplayer::Create(w, options, res));
+  PAGEDKV_RETURN_IF_ERROR(ReplayAll(w, options, *replayer, res));
+  replayer->Finish();
+  if (options.progress) options.progress(w.num_blocks());
+  return res;
+}
+
+}  // namespace
+
+absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& w,
+                                                 const CacheReplayOptions& options) {
+  if (options.capacity_blocks <= 0 || options.capacity_blocks >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cache capacity must be between 1 and 2^31 - 1 blocks (got %d)", options.capacity_blocks));
+  }
+  return options.groups.empty() ? RunPoolReplay(w, options) : RunManagerReplay(w, options);
 }
 
 }  // namespace pagedkv::replay

@@ -50,6 +50,11 @@
 // evicts it, once it had at least k hits (k = 0: every evicted block). Shifted chunks' copies
 // never go to a tier.
 //
+// KV cache groups (options.groups, `--hybrid-kv`): the same loop replays each request through a
+// KvCacheManager over the groups instead (ManagerReplayer, manager_replay.h: tokens derived from
+// the keys, lookup, prompt allocation, decode steps, free; the same tiers through the engine's
+// TierChain and chunks through ChunkReplay over the manager's index), reporting a KvGroupsRow.
+//
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(ExpandedWorkload e, ExpandWorkload(workload, {.block_size = 16}));
 //   PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult r,
@@ -67,6 +72,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/tools/replay/workload/block_expansion.h"
+#include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/export.h"
 #include "pagedkv/tiers/kv_tier.h"
 
@@ -90,20 +96,30 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   // Streaming (StreamedExpansion::requests_ready): request r is replayed only once this is > r
   // (the replay waits, yielding); null: the workload is complete.
   const std::atomic<int64_t>* requests_ready = nullptr;
+  // Non-empty: replay through a KvCacheManager over these KV cache groups instead of the bare
+  // pool (a `--hybrid-kv` row; manager_replay.h): capacity_blocks and the tier capacities count
+  // its pages, and the result is a row with kv_groups set (its name and model_layers left to the
+  // caller). Not with belady.
+  std::vector<KvCacheGroupSpec> groups;
+  int32_t decode_tokens = 1;  // groups: decode steps per request after its prompt (>= 0)
+  // Groups: per request (the workload's output_length), decode steps in place of decode_tokens;
+  // empty = decode_tokens for every request.
+  std::vector<int64_t> output_tokens;
 };
 
-// A cache-mode row over KV cache groups (`--hybrid-kv`: hybrid_cache_mode.cc fills it from
-// RunHybridCacheReplay, hybrid_cache_replay.h). Such a row measures prefix hits in tokens and the
+// A cache-mode row over KV cache groups (`--hybrid-kv`: RunCacheReplay with
+// CacheReplayOptions::groups, manager_replay.h). Such a row measures prefix hits in tokens and the
 // KV each request holds, not block-level hits: FormatCacheTable and CacheResultJson report these
 // fields, with its CacheReplayResult's requests, capacity_blocks (pages), total_tokens (prompt
-// tokens looked up), hit_tokens, evictions and tier hit tokens.
+// tokens looked up), hit_tokens (tier hits included), evictions, tier hit tokens and shifted
+// hits.
 struct PAGEDKV_EXPORT KvGroupsRow {
   std::string name;          // "hybrid" or "all_full"
   std::string groups;        // KvCacheGroupsText of the row's groups
   int32_t model_layers = 1;  // KV is reported in full-model blocks: layer-blocks / model_layers
   int64_t refused = 0;       // requests larger than the pool
   // Layer-blocks (held blocks * layers of their group) a request holds after its prompt and after
-  // its decode steps; means over admitted requests, peaks over all (HybridReplayResult's).
+  // its decode steps; means over admitted requests, peaks over all.
   double mean_prefill_layer_blocks = 0;
   int64_t peak_prefill_layer_blocks = 0;
   double mean_decode_layer_blocks = 0;
@@ -172,9 +188,10 @@ struct PAGEDKV_EXPORT CacheReplayResult {
 // Names accepted in CacheReplayOptions::policy: the cache library's, then "belady".
 PAGEDKV_EXPORT std::vector<std::string> CacheReplayPolicyNames();
 
-// Replays `workload` through a fresh BlockPool. InvalidArgument for a capacity out of range, an
-// unknown policy or a negative host_store_threshold; "belady" needs workload.next_use
-// (ExpansionOptions::compute_next_use).
+// Replays `workload` through a fresh BlockPool (or, with options.groups, a fresh KvCacheManager
+// over them), one request after another. InvalidArgument for a capacity out of range, an unknown
+// policy or a negative host_store_threshold (with groups: belady, bad groups or a negative
+// decode_tokens); "belady" needs workload.next_use (ExpansionOptions::compute_next_use).
 PAGEDKV_EXPORT absl::StatusOr<CacheReplayResult> RunCacheReplay(const ExpandedWorkload& workload,
                                                                 const CacheReplayOptions& options);
 

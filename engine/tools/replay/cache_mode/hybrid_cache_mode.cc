@@ -8,17 +8,19 @@
 // layers has capacity * num_layers / LayersPerPage pages. KV memory is reported in full-model
 // blocks (layer-blocks / num_layers), so both rows use one unit. Host and remote tier capacities
 // (--host-capacity-blocks, --remote-capacity-blocks) are full-model blocks too (the same bytes in
-// pages of each row's layout); the tiers are the engine's TierChain (hybrid_cache_replay.h).
-// Each row reports through plain cache mode's report (FormatCacheTable, CacheResultJson) as a
-// CacheReplayResult with its KvGroupsRow.
+// pages of each row's layout); the tiers are the engine's TierChain. Each row is plain cache
+// mode's replay loop (RunCacheReplay with CacheReplayOptions::groups, manager_replay.h) and
+// report (FormatCacheTable, CacheResultJson): a CacheReplayResult with its KvGroupsRow.
 // A workload that marks chunks has its shifted hits counted (unless --no-shifted) over each row's
-// groups: a chunk is cached as a copy per group (ChunkReplay, hybrid_cache_replay.h).
+// groups: a chunk is cached as a copy per group (ChunkReplay over the manager's chunk index).
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/tools/replay/cache_mode/cache_replay.h"
 #include "engine/tools/replay/cache_mode/hybrid_cache_replay.h"
 #include "engine/tools/replay/replay_modes.h"
 #include "engine/tools/replay/report.h"
@@ -31,8 +33,6 @@ namespace {
 struct HybridRun {
   std::string name;  // "hybrid" or "all_full"
   std::vector<KvCacheGroupSpec> groups;
-  int64_t pages = 0;
-  HybridReplayResult result;
 };
 
 absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedWorkload& e) {
@@ -42,62 +42,20 @@ absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedW
   return std::max<int64_t>(1, e.distinct_blocks / 5);
 }
 
-// The shifted-hit fields of `from` (ChunkReplay's counts) into `to`.
-void CopyShiftedCounts(const CacheReplayResult& from, CacheReplayResult& to) {
-  to.shifted_counted = from.shifted_counted;
-  to.chunks = from.chunks;
-  to.chunks_in_prefix = from.chunks_in_prefix;
-  to.chunk_hits = from.chunk_hits;
-  to.chunk_hits_moved = from.chunk_hits_moved;
-  to.shifted_hit_tokens = from.shifted_hit_tokens;
-  to.shifted_hit_tokens_moved = from.shifted_hit_tokens_moved;
-  to.shifted_hit_blocks = from.shifted_hit_blocks;
-  to.chunks_registered = from.chunks_registered;
-  to.chunk_register_failures = from.chunk_register_failures;
-}
-
-// Run r as a plain cache-mode result with its KvGroupsRow, for FormatCacheTable / CacheResultJson.
-CacheReplayResult AsCacheResult(const HybridRun& r, const ModelPreset& model,
-                                const HybridReplayOptions& options) {
-  CacheReplayResult row;
-  row.policy = options.policy;
-  row.capacity_blocks = r.pages;
-  row.requests = r.result.requests;
-  row.total_tokens = r.result.queried_tokens;
-  row.hit_tokens = r.result.hit_tokens;
-  row.host_capacity_blocks = options.tiers.host_capacity_blocks;
-  row.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
-  row.host_hit_tokens = r.result.host_hit_tokens;
-  row.remote_hit_tokens = r.result.remote_hit_tokens;
-  row.evictions = r.result.evictions;
-  row.seconds = r.result.seconds;
-  CopyShiftedCounts(r.result.shifted, row);
-  row.kv_groups = KvGroupsRow{.name = r.name,
-                              .groups = KvCacheGroupsText(r.groups),
-                              .model_layers = model.num_layers,
-                              .refused = r.result.refused,
-                              .mean_prefill_layer_blocks = r.result.mean_prefill_layer_blocks,
-                              .peak_prefill_layer_blocks = r.result.peak_prefill_layer_blocks,
-                              .mean_decode_layer_blocks = r.result.mean_decode_layer_blocks,
-                              .peak_decode_layer_blocks = r.result.peak_decode_layer_blocks};
-  return row;
-}
-
 // The plain cache report of the rows (FormatCacheTable), between a header and the KV ratio.
 void PrintTable(const ReplayConfig& c, const Workload& w, const ModelPreset& model,
-                int64_t capacity, const std::vector<HybridRun>& runs,
-                const std::vector<CacheReplayResult>& rows, std::ostream& out) {
+                int64_t capacity, const std::vector<CacheReplayResult>& rows, std::ostream& out) {
   out << absl::StrFormat(
       "workload %s\nmodel %s: %d layers; capacity %d full-model blocks of %d "
       "tokens\n\n",
       Describe(w), model.name, model.num_layers, capacity, c.block_size);
   out << FormatCacheTable(rows);
-  const double full = runs[1].result.mean_decode_layer_blocks;
+  const double full = rows[1].kv_groups->mean_decode_layer_blocks;
   out << absl::StrFormat(
       "\nKV per request after decode, hybrid / all-full: %.3f (blocks weighted by layers; "
       "%.3f CPU s)\n",
-      full > 0 ? runs[0].result.mean_decode_layer_blocks / full : 0.0,
-      runs[0].result.seconds + runs[1].result.seconds);
+      full > 0 ? rows[0].kv_groups->mean_decode_layer_blocks / full : 0.0,
+      rows[0].seconds + rows[1].seconds);
 }
 
 // The plain cache JSON of each row (CacheResultJson) under its name.
@@ -142,27 +100,27 @@ absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
     const auto pages = [&](int64_t blocks) {
       return blocks * model.num_layers / LayersPerPage(r.groups);
     };
-    r.pages = pages(capacity);
-    HybridReplayOptions options{.capacity_blocks = r.pages,
-                                .block_size = c.block_size,
-                                .policy = policy,
-                                .groups = r.groups,
-                                .tiers = {.host_capacity_blocks = pages(c.host_capacity_blocks),
-                                          .remote_capacity_blocks = pages(c.remote_capacity_blocks),
-                                          .policy = c.tier_policy,
-                                          .host_store = host_store,
-                                          .host_store_threshold = c.host_store_threshold}};
-    options.count_shifted = c.count_shifted;
+    CacheReplayOptions options{.capacity_blocks = pages(capacity),
+                               .policy = policy,
+                               .count_shifted = c.count_shifted,
+                               .host_capacity_blocks = pages(c.host_capacity_blocks),
+                               .remote_capacity_blocks = pages(c.remote_capacity_blocks),
+                               .tier_policy = c.tier_policy,
+                               .host_store = host_store,
+                               .host_store_threshold = c.host_store_threshold,
+                               .groups = r.groups};
     for (const ReplayRequest& q : workload.requests) {
       options.output_tokens.push_back(q.output_length);
     }
-    PAGEDKV_ASSIGN_OR_RETURN(r.result, RunHybridCacheReplay(expanded, options));
-    rows.push_back(AsCacheResult(r, model, options));
+    PAGEDKV_ASSIGN_OR_RETURN(CacheReplayResult row, RunCacheReplay(expanded, options));
+    row.kv_groups->name = r.name;
+    row.kv_groups->model_layers = model.num_layers;
+    rows.push_back(std::move(row));
   }
   if (c.json) {
     PrintJson(c, workload, model, capacity, rows, out);
   } else {
-    PrintTable(c, workload, model, capacity, runs, rows, out);
+    PrintTable(c, workload, model, capacity, rows, out);
   }
   return absl::OkStatus();
 }
