@@ -156,7 +156,8 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   // made, false when every group's is already registered or the pool has no block to give.
   // InvalidArgument (nothing changes) for an empty chunk, a negative position, slot counts that
   // do not match or a negative slot that a group's copy reads; the mover's errors are passed
-  // through (the copies this call made are forgotten again).
+  // through (the copies of other groups this call made are forgotten again; their blocks stay
+  // cached and evictable until the pool evicts them, as after ChunkIndex::Erase).
   absl::StatusOr<bool> Register(std::span<const TokenId> tokens, std::string_view cache_salt,
                                 uint64_t adapter_id, int32_t position,
                                 std::span<const int64_t> slots,
