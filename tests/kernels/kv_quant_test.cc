@@ -197,6 +197,30 @@ TEST(KvQuantTest, DequantizedValuesAreWithinTheStep) {
   }
 }
 
+TEST(KvQuantTest, BranchlessFp8DecodeGivesTheSameBitsForEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    for (const Fp8Format& f : {kFp8E4M3, kFp8E5M2}) {
+      const auto code = static_cast<uint8_t>(c);
+      ASSERT_EQ(FloatToBits(Fp8ToF32Branchless(code, f)), FloatToBits(Fp8ToF32(code, f))) << c;
+    }
+  }
+}
+
+// The row decoder (block loops) and the per-value one agree for every dtype.
+TEST(KvQuantTest, RowAndValueDecodesAgree) {
+  for (DType dtype : kQuantized) {
+    for (const auto& x : TestRows(128)) {
+      const auto row = Quantize(dtype, x);
+      std::vector<float> y(128);
+      DequantizeKvRow(dtype, row.data(), 128, y.data());
+      for (int j = 0; j < 128; ++j) {
+        const float one = DequantizeKvValue(dtype, row.data(), 128, j);
+        ASSERT_TRUE(y[j] == one || (std::isnan(y[j]) && std::isnan(one))) << DTypeName(dtype) << j;
+      }
+    }
+  }
+}
+
 TEST(KvQuantTest, RowSizesAgainstBf16) {
   for (int64_t hd : {64, 128}) {
     const double bf16 = static_cast<double>(KvRowBytes(DType::kBF16, hd));

@@ -216,15 +216,63 @@ PAGEDKV_HD float DequantizeKvValue(DType dtype, const unsigned char* row, int32_
   return KvMul(v, d);
 }
 
-// dst[0, n) = the values of a quantized row of n values. REQUIRES: as QuantizeKvRow.
+// Fp8ToF32(c, f) without branches (selects a compiler can turn into vector blends): the same
+// bits for every code (tests/kernels/kv_quant_test.cc).
+PAGEDKV_HD float Fp8ToF32Branchless(uint8_t c, Fp8Format f) {
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
+  const uint32_t magnitude = c & 0x7Fu;
+  const uint32_t exponent = magnitude >> f.mantissa_bits;
+  const uint32_t mantissa = magnitude & ((1u << f.mantissa_bits) - 1u);
+  const uint32_t step = static_cast<uint32_t>(127 + 1 - f.bias - f.mantissa_bits) << 23;
+  const uint32_t subnormal = FloatToBits(static_cast<float>(mantissa) * BitsToFloat(step));
+  const uint32_t normal = ((exponent + static_cast<uint32_t>(127 - f.bias)) << 23) |
+                          (mantissa << (23 - f.mantissa_bits));
+  const uint32_t top = (1u << (7 - f.mantissa_bits)) - 1u;  // E5M2's special exponent
+  const uint32_t special = mantissa == 0 ? 0x7F800000u : 0x7FC00000u;
+  uint32_t bits = exponent == 0 ? subnormal : normal;
+  bits = f.ieee_specials && exponent == top ? special : bits;
+  bits = !f.ieee_specials && magnitude == kFp8NanCode ? 0x7FC00000u : bits;
+  return BitsToFloat(sign | bits);
+}
+
+// dst[0, n) = the values of a quantized row of n values: each dtype as a plain loop over its
+// blocks (the CPU attention has its own vector decode, kernels/cpu/simd/kv_dequant-inl.h, with
+// the same bits). REQUIRES: as QuantizeKvRow.
 PAGEDKV_HD void DequantizeKvRow(DType dtype, const unsigned char* row, int32_t n, float* dst) {
-  if (dtype == DType::kInt8) {  // the common 8-bit case as a plain loop the compiler vectorizes
+  if (!IsBlockDType(dtype)) {
     const float d = BF16BitsToF32(KvLoadU16(row + n));
-    for (int32_t i = 0; i < n; ++i)
-      dst[i] = KvMul(static_cast<float>(static_cast<int8_t>(row[i])), d);
+    if (dtype == DType::kInt8) {
+      for (int32_t i = 0; i < n; ++i) {
+        dst[i] = KvMul(static_cast<float>(static_cast<int8_t>(row[i])), d);
+      }
+      return;
+    }
+    const Fp8Format f = dtype == DType::kFp8E4M3 ? kFp8E4M3 : kFp8E5M2;
+    for (int32_t i = 0; i < n; ++i) dst[i] = KvMul(Fp8ToF32Branchless(row[i], f), d);
     return;
   }
-  for (int32_t i = 0; i < n; ++i) dst[i] = DequantizeKvValue(dtype, row, n, i);
+  const int64_t block_bytes = KvRowUnits(dtype, kKvQuantBlockValues);
+  for (int32_t b = 0; b < n / kKvQuantBlockValues; ++b) {
+    const unsigned char* block = row + b * block_bytes;
+    float* out = dst + b * kKvQuantBlockValues;
+    const float d = F16BitsToF32(KvLoadU16(block));
+    if (dtype == DType::kQ8_0) {
+      for (int32_t j = 0; j < kKvQuantBlockValues; ++j) {
+        out[j] = KvMul(static_cast<float>(static_cast<int8_t>(block[2 + j])), d);
+      }
+      continue;
+    }
+    const bool q4_1 = dtype == DType::kQ4_1;
+    const unsigned char* nibbles = block + (q4_1 ? 4 : 2);
+    const float m = q4_1 ? F16BitsToF32(KvLoadU16(block + 2)) : 0.0f;
+    const int32_t bias = q4_1 ? 0 : 8;
+    for (int32_t j = 0; j < kKvQuantBlockValues / 2; ++j) {
+      const float lo = KvMul(static_cast<float>((nibbles[j] & 0x0F) - bias), d);
+      const float hi = KvMul(static_cast<float>((nibbles[j] >> 4) - bias), d);
+      out[j] = q4_1 ? KvAdd(lo, m) : lo;
+      out[j + 16] = q4_1 ? KvAdd(hi, m) : hi;
+    }
+  }
 }
 
 // dst[i], i < n: value i of the row at storage unit `offset` of `base` (a whole row of a

@@ -15,6 +15,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/cpu/simd/kv_dequant-inl.h"
 #include "kernels/cpu/simd/reduce-inl.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/kernels/kv_quant.h"
@@ -188,8 +189,8 @@ HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const fl
 }
 
 // Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
-// are not fp32 are converted (dequantized) into the scratch rows. One division per chunk: offsets
-// then step by token_stride within a block. REQUIRES: cache resolved (explicit strides).
+// are not fp32 are decoded (kv_dequant-inl.h) into the scratch rows. One division per chunk:
+// offsets then step by token_stride within a block. REQUIRES: cache resolved (explicit strides).
 HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int32_t kv_head,
                           int64_t j0, int nk, float (*k_scratch)[kMaxHeadDim],
                           float (*v_scratch)[kMaxHeadDim], const float** k_rows,
@@ -203,8 +204,8 @@ HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int3
       k_rows[jj] = static_cast<const float*>(cache.k) + offset;
       v_rows[jj] = static_cast<const float*>(cache.v) + offset;
     } else {
-      LoadKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
-      LoadKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      DecodeKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+      DecodeKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
       k_rows[jj] = k_scratch[jj];
       v_rows[jj] = v_scratch[jj];
     }

@@ -1,0 +1,170 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// Vector decode of one stored KV row to fp32 for the CPU attention (simd/attention_simd.cc):
+// bf16 and every quantized dtype of pagedkv/dtype.h, with the bits of the scalar decoders
+// (pagedkv/kernels/dtype_convert.h LoadRow, pagedkv/kernels/kv_quant.h DequantizeKvRow; the
+// attention tests compare against values read through those). Per-target header: include it
+// after hwy/highway.h inside a foreach_target pass, as reduce-inl.h.
+//
+// Example (in HWY_NAMESPACE):
+//   DecodeKvRow(cache.k, cache.dtype, offset, cache.head_dim, scratch);
+#if defined(PAGEDKV_KERNELS_CPU_SIMD_KV_DEQUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PAGEDKV_KERNELS_CPU_SIMD_KV_DEQUANT_INL_H_
+#undef PAGEDKV_KERNELS_CPU_SIMD_KV_DEQUANT_INL_H_
+#else
+#define PAGEDKV_KERNELS_CPU_SIMD_KV_DEQUANT_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "pagedkv/dtype.h"
+#include "pagedkv/kernels/kv_quant.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedkv::cpu::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using KvDF = hn::ScalableTag<float>;
+
+// dst[i] = float(int8 src[i]) * d, i < n.
+HWY_INLINE void DecodeInt8(const int8_t* src, int32_t n, float d, float* dst) {
+  const KvDF df;
+  const hn::Rebind<int8_t, KvDF> d8;
+  const hn::Rebind<int32_t, KvDF> d32;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  const auto vd = hn::Set(df, d);
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = hn::ConvertTo(df, hn::PromoteTo(d32, hn::LoadU(d8, src + i)));
+    hn::StoreU(hn::Mul(x, vd), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = KvMul(static_cast<float>(src[i]), d);
+}
+
+// dst[i] = bf16 src[i], i < n.
+HWY_INLINE void DecodeBF16(const uint16_t* src, int32_t n, float* dst) {
+  const KvDF df;
+  const hn::Rebind<uint16_t, KvDF> d16;
+  const hn::RebindToUnsigned<KvDF> du;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, src + i)));
+    hn::StoreU(hn::BitCast(df, bits), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = BF16BitsToF32(src[i]);
+}
+
+// dst[i] = fp8 src[i] * d, i < n: Fp8ToF32Branchless lane by lane.
+template <int kMantissaBits, int kBias, bool kIeeeSpecials>
+HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
+  const KvDF df;
+  const hn::Rebind<uint8_t, KvDF> d8;
+  const hn::RebindToUnsigned<KvDF> du;
+  const hn::RebindToSigned<KvDF> di;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  const float step = BitsToFloat(static_cast<uint32_t>(127 + 1 - kBias - kMantissaBits) << 23);
+  constexpr uint32_t kTop = (1u << (7 - kMantissaBits)) - 1u;
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto c = hn::PromoteTo(du, hn::LoadU(d8, src + i));
+    const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
+    const auto magnitude = hn::And(c, hn::Set(du, 0x7Fu));
+    const auto exponent = hn::ShiftRight<kMantissaBits>(magnitude);
+    const auto mantissa = hn::And(magnitude, hn::Set(du, (1u << kMantissaBits) - 1u));
+    const auto normal = hn::Or(
+        hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, static_cast<uint32_t>(127 - kBias)))),
+        hn::ShiftLeft<23 - kMantissaBits>(mantissa));
+    const auto subnormal =
+        hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mantissa)), hn::Set(df, step)));
+    auto bits = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal, normal);
+    if constexpr (kIeeeSpecials) {
+      const auto special = hn::IfThenElse(hn::Eq(mantissa, hn::Zero(du)), hn::Set(du, 0x7F800000u),
+                                          hn::Set(du, 0x7FC00000u));
+      bits = hn::IfThenElse(hn::Eq(exponent, hn::Set(du, kTop)), special, bits);
+    } else {
+      bits = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), hn::Set(du, 0x7FC00000u), bits);
+    }
+    hn::StoreU(hn::Mul(hn::BitCast(df, hn::Or(sign, bits)), hn::Set(df, d)), df, dst + i);
+  }
+  const Fp8Format f{kMantissaBits, kBias, static_cast<uint8_t>(kIeeeSpecials ? 0x7B : 0x7E),
+                    kIeeeSpecials};
+  for (; i < n; ++i) dst[i] = KvMul(Fp8ToF32Branchless(src[i], f), d);
+}
+
+// The 32 values of one Q4_0 / Q4_1 block: nibble j low -> value j, high -> value j + 16;
+// (q - bias) * d (+ m for Q4_1).
+template <bool kQ4_1>
+HWY_INLINE void DecodeQ4Block(const unsigned char* block, float* out) {
+  const KvDF df;
+  const hn::Rebind<uint8_t, KvDF> d8;
+  const hn::Rebind<int32_t, KvDF> d32;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  const float d = F16BitsToF32(KvLoadU16(block));
+  const unsigned char* nibbles = block + (kQ4_1 ? 4 : 2);
+  if (lanes > 16) return DequantizeKvRow(kQ4_1 ? DType::kQ4_1 : DType::kQ4_0, block, 32, out);
+  const auto vd = hn::Set(df, d);
+  const auto vm = hn::Set(df, kQ4_1 ? F16BitsToF32(KvLoadU16(block + 2)) : 0.0f);
+  const auto bias = hn::Set(d32, kQ4_1 ? 0 : 8);
+  for (int32_t j = 0; j < 16; j += lanes) {
+    const auto bytes = hn::PromoteTo(d32, hn::LoadU(d8, nibbles + j));
+    const auto lo = hn::Sub(hn::And(bytes, hn::Set(d32, 0x0F)), bias);
+    const auto hi = hn::Sub(hn::ShiftRight<4>(bytes), bias);
+    auto vlo = hn::Mul(hn::ConvertTo(df, lo), vd);
+    auto vhi = hn::Mul(hn::ConvertTo(df, hi), vd);
+    if constexpr (kQ4_1) {
+      vlo = hn::Add(vlo, vm);
+      vhi = hn::Add(vhi, vm);
+    }
+    hn::StoreU(vlo, df, out + j);
+    hn::StoreU(vhi, df, out + 16 + j);
+  }
+}
+
+// dst[0, n) = the row of n values at storage unit `offset` of `base` (n = head_dim), any dtype
+// but f32 (the attention reads f32 rows in place).
+HWY_INLINE void DecodeKvRow(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
+  const auto* row =
+      static_cast<const unsigned char*>(base) + (IsQuantizedDType(dtype) ? offset : 0);
+  const int64_t block_bytes = KvRowUnits(dtype, kKvQuantBlockValues);
+  switch (dtype) {
+    case DType::kBF16:
+      return DecodeBF16(static_cast<const uint16_t*>(base) + offset, n, dst);
+    case DType::kInt8:
+      return DecodeInt8(reinterpret_cast<const int8_t*>(row), n, BF16BitsToF32(KvLoadU16(row + n)),
+                        dst);
+    case DType::kFp8E4M3:
+      return DecodeFp8<3, 7, false>(row, n, BF16BitsToF32(KvLoadU16(row + n)), dst);
+    case DType::kFp8E5M2:
+      return DecodeFp8<2, 15, true>(row, n, BF16BitsToF32(KvLoadU16(row + n)), dst);
+    case DType::kQ8_0:
+      for (int32_t b = 0; b < n / kKvQuantBlockValues; ++b) {
+        const unsigned char* block = row + b * block_bytes;
+        DecodeInt8(reinterpret_cast<const int8_t*>(block + 2), kKvQuantBlockValues,
+                   F16BitsToF32(KvLoadU16(block)), dst + b * kKvQuantBlockValues);
+      }
+      return;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      for (int32_t b = 0; b < n / kKvQuantBlockValues; ++b) {
+        const unsigned char* block = row + b * block_bytes;
+        float* out = dst + b * kKvQuantBlockValues;
+        if (dtype == DType::kQ4_0) {
+          DecodeQ4Block<false>(block, out);
+        } else {
+          DecodeQ4Block<true>(block, out);
+        }
+      }
+      return;
+    default:
+      return LoadKvRow(base, dtype, offset, n, dst);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagedkv::cpu::simd
+HWY_AFTER_NAMESPACE();
+
+#endif  // PAGEDKV_KERNELS_CPU_SIMD_KV_DEQUANT_INL_H_
