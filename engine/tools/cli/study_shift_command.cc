@@ -434,7 +434,9 @@ void AddModelAndShiftOptions(CLI::App* sub, StudyShiftFlags& flags) {
   sub->add_option("--continuation", o.continuation_length,
                   "Tokens after the chunk scored for quality")
       ->capture_default_str();
-  sub->add_option("--dtypes", flags.dtypes, "KV storage dtypes: f32, bf16, f16")
+  sub->add_option("--dtypes,--kv-cache-dtype", flags.dtypes,
+                  "KV storage dtypes: f32, bf16, f16, int8, fp8_e4m3, fp8_e5m2, q8_0, q4_0, q4_1 "
+                  "(the block types need head sizes of 32s), e.g. f32,bf16,int8")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--variants", flags.variants,
