@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/fp8_convert.h"
@@ -216,6 +218,36 @@ TEST(KvQuantTest, RowAndValueDecodesAgree) {
       for (int j = 0; j < 128; ++j) {
         const float one = DequantizeKvValue(dtype, row.data(), 128, j);
         ASSERT_TRUE(y[j] == one || (std::isnan(y[j]) && std::isnan(one))) << DTypeName(dtype) << j;
+      }
+    }
+  }
+}
+
+// The CPU attention's vector decode (kv_dequant-inl.h) gives LoadKvRow's bits for rows of
+// random bytes, whose scales and codes cover every fp8 code (subnormals, NaN, E5M2's infinities),
+// every int8 and nibble value, and tails shorter than a vector (head_dim 40, 136).
+TEST(KvQuantTest, AttentionDecodeGivesTheScalarBits) {
+  std::mt19937 rng(71);
+  for (DType dtype : {DType::kBF16, DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2, DType::kQ8_0,
+                      DType::kQ4_0, DType::kQ4_1}) {
+    for (int32_t hd : {32, 40, 64, 128, 136, 256}) {
+      if (hd % KvRowValuesMultiple(dtype) != 0) continue;
+      const int64_t units = KvRowUnits(dtype, hd);
+      std::vector<unsigned char> row(static_cast<size_t>(units * DTypeSize(dtype)) + 16);
+      for (int trial = 0; trial < 64; ++trial) {
+        for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<unsigned char>(rng());
+        if (IsQuantizedDType(dtype) && !IsBlockDType(dtype)) {  // a moderate positive scale
+          row[hd] = 0;
+          row[hd + 1] = static_cast<unsigned char>(0x3c + trial % 8);
+          for (int c = 0; c < hd; ++c) row[c] = static_cast<unsigned char>((trial * hd + c) & 0xff);
+        }
+        std::vector<float> want(hd), got(hd, -1.0f);
+        LoadKvRow(row.data(), dtype, 0, hd, want.data());
+        cpu::simd::DecodeKvRowForAttention(row.data(), dtype, 0, hd, got.data());
+        for (int32_t j = 0; j < hd; ++j) {
+          ASSERT_EQ(FloatToBits(got[j]), FloatToBits(want[j]))
+              << DTypeName(dtype) << " hd " << hd << " j " << j << " byte " << int{row[j]};
+        }
       }
     }
   }

@@ -153,7 +153,42 @@ void BM_SmolLm2SharedPrefixTtft(benchmark::State& state) {
   state.counters["prefix_hit_tokens"] = static_cast<double>(last.num_prefix_hit_tokens);
 }
 
+// Decode at a 2,048-token context (issue 41): the prompt's KV is cached once, then each iteration
+// decodes kNew tokens after it; decode_tokens_per_s counts the steps after the first token
+// (latency - TTFT). Args: threads (0: all), KV dtype (pagedkv/dtype.h value).
+void BM_SmolLm2DecodeLongContext(benchmark::State& state) {
+  if (SmolLm2(true) == nullptr) return state.SkipWithError(model_internal::kSmolLm2Missing);
+  constexpr int kContext = 2048, kNew = 48;
+  EngineOptions o;
+  o.backend = BackendKind::kCpu;
+  o.num_threads = static_cast<int32_t>(state.range(0));
+  o.kv_dtype = static_cast<DType>(state.range(1));
+  o.num_kv_blocks = 2 * (kContext + kNew) / 16 + 8;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(SmolLm2(true)->weights, o, SmolLm2(true)->tokenizer);
+  if (!engine.ok()) return state.SkipWithError(std::string(engine.status().message()).c_str());
+  std::mt19937 rng(5);
+  GenerationRequest r{.prompt_tokens = RandomTokens(kContext, rng), .max_new_tokens = kNew};
+  r.stop_at_eos = false;
+  if (!(*engine)->Generate({r}).ok()) return state.SkipWithError("warm-up");
+  double decode_seconds = 0;
+  for (auto _ : state) {
+    auto out = (*engine)->Generate({r});
+    if (!out.ok()) return state.SkipWithError(std::string(out.status().message()).c_str());
+    decode_seconds += out->at(0).latency_s - out->at(0).time_to_first_token_s;
+  }
+  state.counters["decode_tokens_per_s"] =
+      static_cast<double>(state.iterations()) * (kNew - 1) / decode_seconds;
+  state.SetLabel(DTypeName(o.kv_dtype));
+}
+
 BENCHMARK(BM_SmolLm2Load)->Iterations(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SmolLm2DecodeLongContext)
+    ->ArgNames({"threads", "dtype"})
+    ->ArgsProduct({{1, 2}, {0, 2, 3, 4, 6, 7}})
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SmolLm2Decode)
     ->ArgNames({"threads", "native"})
     ->Args({1, 0})

@@ -281,6 +281,11 @@ void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
   }
 }
 
+// DecodeKvRow of this target, for the tests.
+void DecodeKvRowImpl(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
+  DecodeKvRow(base, dtype, offset, n, dst);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace pagedkv::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -289,9 +294,14 @@ HWY_AFTER_NAMESPACE();
 namespace pagedkv::cpu::simd {
 
 HWY_EXPORT(AttendGroupImpl);
+HWY_EXPORT(DecodeKvRowImpl);
 
 void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job) {
   HWY_DYNAMIC_DISPATCH(AttendGroupImpl)(cache, job);
+}
+
+void DecodeKvRowForAttention(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(DecodeKvRowImpl)(base, dtype, offset, n, dst);
 }
 
 }  // namespace pagedkv::cpu::simd

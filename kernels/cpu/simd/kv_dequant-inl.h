@@ -57,37 +57,35 @@ HWY_INLINE void DecodeBF16(const uint16_t* src, int32_t n, float* dst) {
   for (; i < n; ++i) dst[i] = BF16BitsToF32(src[i]);
 }
 
-// dst[i] = fp8 src[i] * d, i < n: Fp8ToF32Branchless lane by lane.
+// dst[i] = fp8 src[i] * d, i < n, with Fp8ToF32's bits: the code's exponent and mantissa bits
+// placed at the top of an fp32's (a subnormal code lands on an fp32 subnormal), times
+// 2^(127 - bias) (exact), then the specials (E4M3's NaN code; E5M2's top exponent) selected.
 template <int kMantissaBits, int kBias, bool kIeeeSpecials>
 HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
   const KvDF df;
   const hn::Rebind<uint8_t, KvDF> d8;
   const hn::RebindToUnsigned<KvDF> du;
-  const hn::RebindToSigned<KvDF> di;
   const auto lanes = static_cast<int32_t>(hn::Lanes(df));
-  const float step = BitsToFloat(static_cast<uint32_t>(127 + 1 - kBias - kMantissaBits) << 23);
-  constexpr uint32_t kTop = (1u << (7 - kMantissaBits)) - 1u;
+  const auto rebias = hn::Set(df, BitsToFloat(static_cast<uint32_t>(127 + 127 - kBias) << 23));
+  const auto vd = hn::Set(df, d);
+  constexpr int kShift = 23 - kMantissaBits;  // the mantissa just below the fp32 exponent
   int32_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto c = hn::PromoteTo(du, hn::LoadU(d8, src + i));
-    const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
     const auto magnitude = hn::And(c, hn::Set(du, 0x7Fu));
-    const auto exponent = hn::ShiftRight<kMantissaBits>(magnitude);
-    const auto mantissa = hn::And(magnitude, hn::Set(du, (1u << kMantissaBits) - 1u));
-    const auto normal = hn::Or(
-        hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, static_cast<uint32_t>(127 - kBias)))),
-        hn::ShiftLeft<23 - kMantissaBits>(mantissa));
-    const auto subnormal =
-        hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mantissa)), hn::Set(df, step)));
-    auto bits = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal, normal);
-    if constexpr (kIeeeSpecials) {
-      const auto special = hn::IfThenElse(hn::Eq(mantissa, hn::Zero(du)), hn::Set(du, 0x7F800000u),
-                                          hn::Set(du, 0x7FC00000u));
-      bits = hn::IfThenElse(hn::Eq(exponent, hn::Set(du, kTop)), special, bits);
+    const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
+    auto value = hn::Mul(hn::BitCast(df, hn::ShiftLeft<kShift>(magnitude)), rebias);
+    if constexpr (kIeeeSpecials) {  // exponent 31: infinity (mantissa 0) or NaN
+      const auto special = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Cu)),
+                                          hn::Set(du, 0x7F800000u), hn::Set(du, 0x7FC00000u));
+      const hn::RebindToSigned<KvDF> di;  // magnitudes are < 128: a signed compare
+      const auto top = hn::Gt(hn::BitCast(di, magnitude), hn::Set(di, 0x7B));
+      value = hn::IfThenElse(hn::RebindMask(df, top), hn::BitCast(df, special), value);
     } else {
-      bits = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Fu)), hn::Set(du, 0x7FC00000u), bits);
+      value = hn::IfThenElse(hn::RebindMask(df, hn::Eq(magnitude, hn::Set(du, 0x7Fu))),
+                             hn::BitCast(df, hn::Set(du, 0x7FC00000u)), value);
     }
-    hn::StoreU(hn::Mul(hn::BitCast(df, hn::Or(sign, bits)), hn::Set(df, d)), df, dst + i);
+    hn::StoreU(hn::Mul(hn::Or(value, hn::BitCast(df, sign)), vd), df, dst + i);
   }
   const Fp8Format f{kMantissaBits, kBias, static_cast<uint8_t>(kIeeeSpecials ? 0x7B : 0x7E),
                     kIeeeSpecials};
