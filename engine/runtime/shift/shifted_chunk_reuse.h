@@ -101,10 +101,10 @@ struct PAGEDKV_EXPORT ShiftedChunkReuseOptions {
 struct PAGEDKV_EXPORT ShiftedChunkReuseStats {
   int64_t acquired = 0;            // Acquire and TouchKey calls that found a chunk
   int64_t released_unused = 0;     // of those, released by the scheduler without using them
-  int64_t registered = 0;          // chunk copies registered
-  int64_t registered_tokens = 0;   // tokens of those copies
-  int64_t register_failures = 0;   // Register(Key) calls that found no block to give
-  int64_t already_registered = 0;  // Register(Key) calls for a chunk already cached
+  int64_t registered = 0;          // Register(Key) calls that made a copy (of some group)
+  int64_t registered_tokens = 0;   // the chunk tokens of those calls
+  int64_t register_failures = 0;   // Register(Key) calls that made none, a group finding no block
+  int64_t already_registered = 0;  // Register(Key) calls for a chunk every group had cached
 };
 
 // Sees a chunk's blocks (in order) while they are pinned, right before ShiftedChunkReuse unpins
