@@ -346,11 +346,12 @@ void PrintChunksReport(const ChunksStudyReport& report, const ChunksStudyOptions
   }
 }
 
-absl::Status WriteChunksCsv(const ChunksStudyReport& report, const std::filesystem::path& dir) {
+absl::Status WriteChunksCsv(const ChunksStudyReport& report, const std::filesystem::path& dir,
+                            const std::string& name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir.string()));
-  std::ofstream q(dir / "chunks_quality.csv");
+  std::ofstream q(dir / name);
   q << "num_chunks,variant,fraction,recomputed,mean_kl,gap_closed,top1_agreement,perplexity,"
        "full_perplexity,compute_saved,rows\n";
   for (const ChunksQualityRow& r : report.rows) {
@@ -360,20 +361,29 @@ absl::Status WriteChunksCsv(const ChunksStudyReport& report, const std::filesyst
                          r.rows);
   }
   if (!q) return absl::InternalError(absl::StrCat("could not write the CSV in ", dir.string()));
-  std::cout << "\nCSV: " << (dir / "chunks_quality.csv").string() << "\n";
+  std::cout << "\nCSV: " << (dir / name).string() << "\n";
   return absl::OkStatus();
 }
 
-// --setting independent-chunks: the study, its table and its CSV. Exit 0, or 2 on an error.
+// --setting independent-chunks: the study, its table and its CSV, once per KV dtype
+// (chunks_quality.csv; with several dtypes chunks_quality_<dtype>.csv each). Exit 0, or 2 on an
+// error.
 int RunChunks(StudyShiftFlags& flags) {
   absl::Status status = ApplyChunksFlags(flags);
-  absl::StatusOr<ChunksStudyReport> report =
-      status.ok() ? RunChunksStudy(flags.chunks) : absl::StatusOr<ChunksStudyReport>(status);
-  if (report.ok()) {
+  const std::vector<DType> dtypes = flags.study.dtypes;
+  for (size_t i = 0; status.ok() && i < dtypes.size(); ++i) {
+    flags.chunks.kv_dtype = dtypes[i];
+    absl::StatusOr<ChunksStudyReport> report = RunChunksStudy(flags.chunks);
+    if (!report.ok()) {
+      status = report.status();
+      break;
+    }
+    if (i > 0) std::cout << "\n";
     PrintChunksReport(*report, flags.chunks);
-    status = WriteChunksCsv(*report, flags.out_dir);
-  } else {
-    status = report.status();
+    const std::string name = dtypes.size() == 1
+                                 ? std::string("chunks_quality.csv")
+                                 : absl::StrCat("chunks_quality_", DTypeName(dtypes[i]), ".csv");
+    status = WriteChunksCsv(*report, flags.out_dir, name);
   }
   if (!status.ok()) {
     std::cerr << "study-shift: " << status.message() << "\n";
