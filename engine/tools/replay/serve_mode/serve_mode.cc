@@ -26,8 +26,9 @@ absl::Status SetDeviceAndModel(const ReplayConfig& c, ServeReplayOptions& o) {
     return absl::OkStatus();
   }
   PAGEDKV_ASSIGN_OR_RETURN(HardwareProfile profile, ReadHardwareProfile(c.hardware_profile));
-  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model,
-                           FindModelPreset(profile.model.empty() ? c.model : profile.model));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      ModelPreset model,
+      ReplayModelPreset(profile.model.empty() ? c.model : profile.model, c.kv_cache_dtype));
   o.gpu = profile.device;
   o.cost = profile.cost;
   o.model = profile.Apply(model);
