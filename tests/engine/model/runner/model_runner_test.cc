@@ -185,7 +185,11 @@ TEST(ModelRunnerBatchTest, ReducedPrecisionKvStaysClose) {
   const std::vector<int32_t> tokens = RandomTokens(20, 64, 8);
   const auto want = ReferenceForward(m).Logits(tokens);
   auto weights = LoadThroughFile(m);
-  for (DType dtype : {DType::kF16, DType::kBF16}) {
+  // Relative logit tolerance per dtype (head_dim 8: int8 and fp8 rows with one scale each;
+  // measured 2.0e-3 and 1.1e-2).
+  const std::pair<DType, double> dtypes[] = {
+      {DType::kF16, 5e-3}, {DType::kBF16, 4e-2}, {DType::kInt8, 6e-3}, {DType::kFp8E4M3, 3e-2}};
+  for (const auto& [dtype, tolerance] : dtypes) {
     auto runner = ModelRunner::Create(
         weights,
         {.backend = BackendKind::kCpu, .num_blocks = 8, .block_size = 8, .kv_dtype = dtype});
@@ -194,8 +198,7 @@ TEST(ModelRunnerBatchTest, ReducedPrecisionKvStaysClose) {
     ModelOutput out;
     ASSERT_TRUE((*runner)->Forward(batch.Input(), {.return_logits = true}, &out).ok());
     for (size_t t = 0; t < tokens.size(); ++t) {
-      ExpectLogitsNear(out.logits, t, want[t], dtype == DType::kF16 ? 5e-3 : 4e-2,
-                       dtype == DType::kF16 ? "f16" : "bf16");
+      ExpectLogitsNear(out.logits, t, want[t], tolerance, DTypeName(dtype));
     }
   }
 }
@@ -313,6 +316,44 @@ TEST(ModelRunnerCudaTest, CudaBackendMatchesTheReference) {
     ExpectLogitsNear(out.logits, 0, want[static_cast<size_t>(p)], 1e-4, "cuda decode");
     const auto& row = want[static_cast<size_t>(p)];
     EXPECT_EQ(out.sampled[0], std::max_element(row.begin(), row.end()) - row.begin());
+  }
+}
+
+// Quantized KV pages on the CUDA backend give the CPU backend's logits (prefill, then decode):
+// both quantize with kv_quant.h; a rotated key an ulp apart may round one step apart.
+TEST(ModelRunnerCudaTest, QuantizedKvMatchesTheCpuBackend) {
+  if (!CudaBackendAvailable()) GTEST_SKIP() << "no CUDA backend (not built with CUDA or no device)";
+  TinyShape shape;
+  shape.dim = 128;  // head_dim 32: every quantized dtype, the GGUF blocks included
+  shape.hidden_dim = 256;
+  const TinyLlama2c m = MakeTinyLlama2c(shape, 31);
+  auto weights = LoadThroughFile(m);
+  const std::vector<int32_t> tokens = RandomTokens(30, 64, 14);
+  const std::vector<BlockId> table = ShuffledBlocks(8, 16, 15);
+  for (DType dtype :
+       {DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    std::vector<float> logits[2];
+    for (BackendKind backend : {BackendKind::kCpu, BackendKind::kCuda}) {
+      auto runner = ModelRunner::Create(
+          weights, {.backend = backend, .num_blocks = 16, .block_size = 4, .kv_dtype = dtype});
+      ASSERT_TRUE(runner.ok()) << runner.status();
+      std::vector<float>& all = logits[backend == BackendKind::kCuda];
+      ModelOutput out;
+      Batch prefill({{&tokens, 0, 20, table}}, 4);
+      ASSERT_TRUE((*runner)->Forward(prefill.Input(), {.return_logits = true}, &out).ok());
+      all = out.logits;
+      for (int32_t p = 20; p < 30; ++p) {
+        Batch step({{&tokens, p, p + 1, table}}, 4);
+        ASSERT_TRUE((*runner)->Forward(step.Input(), {.return_logits = true}, &out).ok());
+        all.insert(all.end(), out.logits.begin(), out.logits.end());
+      }
+    }
+    const size_t vocab = static_cast<size_t>(shape.vocab_size);
+    for (size_t row = 0; row < 30; ++row) {
+      const std::vector<double> cpu(logits[0].begin() + row * vocab,
+                                    logits[0].begin() + (row + 1) * vocab);
+      ExpectLogitsNear(logits[1], row, cpu, 2e-2, DTypeName(dtype));
+    }
   }
 }
 
