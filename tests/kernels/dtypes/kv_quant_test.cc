@@ -470,6 +470,64 @@ TEST(KvQuantTest, ReRotationRequantizesTheRotatedRow) {
   }
 }
 
+// Quantized rows in the other page layouts (HND pages, vLLM's joint K/V tensor, both joint
+// orders, a padded block stride): the same KV write and attention give the bits of the default
+// separate NHD layout.
+TEST(KvQuantTest, EveryLayoutGivesTheSameAttention) {
+  const int32_t hd = 64, nq = 4, nkv = 2, len = 40, num_blocks = 4, bs = 16;
+  const auto k = RandomFloats(len * nkv * hd, 81, -2.0f, 2.0f);
+  const auto v = RandomFloats(len * nkv * hd, 82);
+  const auto q = RandomFloats(nq * hd, 83, -2.0f, 2.0f);
+  std::vector<int64_t> slots(len);
+  for (int32_t j = 0; j < len; ++j)
+    slots[j] = (j / bs == 0 ? 2 : j / bs == 1 ? 0 : 3) * bs + j % bs;
+  const std::vector<int32_t> table = {2, 0, 3}, positions = {len - 1}, qsl = {0, 1},
+                             kv_lens = {len};
+  for (DType dtype : kQuantized) {
+    const PagedKvShape shape{.dtype = dtype,
+                             .num_blocks = num_blocks,
+                             .block_size = bs,
+                             .num_kv_heads = nkv,
+                             .head_dim = hd};
+    const int64_t page = PageElementsOf(shape);
+    std::vector<unsigned char> bytes(static_cast<size_t>(4 * page * num_blocks + 64));
+    auto attend = [&](PagedKvLayout layout) {
+      std::fill(bytes.begin(), bytes.end(), 0x5a);
+      EXPECT_TRUE(cpu::ReshapeAndCache({.k = k.data(),
+                                        .v = v.data(),
+                                        .positions = positions.data(),
+                                        .slot_mapping = slots.data(),
+                                        .num_tokens = len,
+                                        .rotate = false,
+                                        .cache = layout})
+                      .ok());
+      std::vector<float> out(nq * hd, NAN);
+      EXPECT_TRUE(cpu::PagedAttention({.q = q.data(),
+                                       .out = out.data(),
+                                       .positions = positions.data(),
+                                       .query_start_loc = qsl.data(),
+                                       .kv_lens = kv_lens.data(),
+                                       .block_tables = table.data(),
+                                       .num_tokens = 1,
+                                       .num_seqs = 1,
+                                       .num_q_heads = nq,
+                                       .max_blocks_per_seq = 3,
+                                       .cache = layout})
+                      .ok());
+      return out;
+    };
+    unsigned char* base = bytes.data();
+    const std::vector<float> want = attend(SeparateKvLayout(base, base + page * num_blocks, shape));
+    PagedKvLayout padded = SeparateKvLayout(base, base + 2 * page * num_blocks, shape);
+    padded.block_stride = 2 * page;
+    for (const PagedKvLayout& layout :
+         {SeparateKvLayout(base, base + page * num_blocks, shape, KvPageOrder::kHND),
+          JointKvLayout(base, shape), JointKvLayout(base, shape, KvPageOrder::kHND), padded}) {
+      ASSERT_EQ(attend(layout), want) << DTypeName(dtype);
+    }
+  }
+}
+
 TEST(KvQuantTest, BadInputIsRefusedAndTouchesNothing) {
   QuantPages pages(DType::kQ4_0, 2, 4, 1, 64);
   pages.layout.head_dim = 48;  // not a multiple of q4_0's 32-value blocks
