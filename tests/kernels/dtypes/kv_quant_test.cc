@@ -334,6 +334,39 @@ TEST(KvQuantTest, KvWriteQuantizesTheRotatedRows) {
   }
 }
 
+// K and V rows of `slots.size()` tokens written as given (no RoPE).
+absl::Status WriteRows(const PagedKvLayout& layout, const std::vector<float>& k,
+                       const std::vector<float>& v, const std::vector<int64_t>& slots) {
+  return cpu::ReshapeAndCache({.k = k.data(),
+                               .v = v.data(),
+                               .slot_mapping = slots.data(),
+                               .num_tokens = std::ssize(slots),
+                               .rotate = false,
+                               .cache = layout});
+}
+
+// Attention of one decode token (nq heads) at position len - 1 of a sequence of `len` cached
+// keys in `table`'s blocks.
+std::vector<float> DecodeOne(const PagedKvLayout& layout, const std::vector<float>& q, int32_t nq,
+                             const std::vector<int32_t>& table, int32_t len) {
+  const std::vector<int32_t> positions = {len - 1}, qsl = {0, 1}, kv_lens = {len};
+  std::vector<float> out(q.size(), NAN);
+  const absl::Status status =
+      cpu::PagedAttention({.q = q.data(),
+                           .out = out.data(),
+                           .positions = positions.data(),
+                           .query_start_loc = qsl.data(),
+                           .kv_lens = kv_lens.data(),
+                           .block_tables = table.data(),
+                           .num_tokens = 1,
+                           .num_seqs = 1,
+                           .num_q_heads = nq,
+                           .max_blocks_per_seq = static_cast<int32_t>(table.size()),
+                           .cache = layout});
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
 // Float64 attention of one query row over rows [0, n) of dense K / V.
 std::vector<double> Attend(const float* q, const std::vector<std::vector<float>>& k,
                            const std::vector<std::vector<float>>& v, int32_t hd) {
@@ -368,38 +401,19 @@ TEST(KvQuantTest, AttentionReadsTheQuantizedValues) {
   }
   std::vector<int64_t> slots(len);
   for (int32_t j = 0; j < len; ++j) slots[j] = (j / 16) * 16 + j % 16;  // blocks 0..5 in order
-  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5}, positions = {len - 1}, qsl = {0, 1},
-                             kv_lens = {len};
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5};
   const std::pair<DType, double> bounds[] = {{DType::kInt8, 0.01},    {DType::kFp8E4M3, 0.03},
                                              {DType::kFp8E5M2, 0.06}, {DType::kQ8_0, 0.01},
                                              {DType::kQ4_0, 0.08},    {DType::kQ4_1, 0.08}};
   for (const auto& [dtype, bound] : bounds) {
     QuantPages pages(dtype, 6, 16, 1, hd);
-    ASSERT_TRUE(cpu::ReshapeAndCache({.k = k.data(),
-                                      .v = v.data(),
-                                      .slot_mapping = slots.data(),
-                                      .num_tokens = len,
-                                      .rotate = false,
-                                      .cache = pages.layout})
-                    .ok());
+    ASSERT_TRUE(WriteRows(pages.layout, k, v, slots).ok());
     std::vector<std::vector<float>> held_k, held_v;
     for (int32_t j = 0; j < len; ++j) {
       held_k.push_back(pages.Row(pages.layout.k, slots[j], 0));
       held_v.push_back(pages.Row(pages.layout.v, slots[j], 0));
     }
-    std::vector<float> out(nq * hd, NAN);
-    ASSERT_TRUE(cpu::PagedAttention({.q = q.data(),
-                                     .out = out.data(),
-                                     .positions = positions.data(),
-                                     .query_start_loc = qsl.data(),
-                                     .kv_lens = kv_lens.data(),
-                                     .block_tables = table.data(),
-                                     .num_tokens = 1,
-                                     .num_seqs = 1,
-                                     .num_q_heads = nq,
-                                     .max_blocks_per_seq = 6,
-                                     .cache = pages.layout})
-                    .ok());
+    const std::vector<float> out = DecodeOne(pages.layout, q, nq, table, len);
     double worst = 0;
     for (int32_t h = 0; h < nq; ++h) {
       const auto held = Attend(&q[h * hd], held_k, held_v, hd);
@@ -481,8 +495,7 @@ TEST(KvQuantTest, EveryLayoutGivesTheSameAttention) {
   std::vector<int64_t> slots(len);
   for (int32_t j = 0; j < len; ++j)
     slots[j] = (j / bs == 0 ? 2 : j / bs == 1 ? 0 : 3) * bs + j % bs;
-  const std::vector<int32_t> table = {2, 0, 3}, positions = {len - 1}, qsl = {0, 1},
-                             kv_lens = {len};
+  const std::vector<int32_t> table = {2, 0, 3};
   for (DType dtype : kQuantized) {
     const PagedKvShape shape{.dtype = dtype,
                              .num_blocks = num_blocks,
@@ -493,28 +506,8 @@ TEST(KvQuantTest, EveryLayoutGivesTheSameAttention) {
     std::vector<unsigned char> bytes(static_cast<size_t>(4 * page * num_blocks + 64));
     auto attend = [&](PagedKvLayout layout) {
       std::fill(bytes.begin(), bytes.end(), 0x5a);
-      EXPECT_TRUE(cpu::ReshapeAndCache({.k = k.data(),
-                                        .v = v.data(),
-                                        .positions = positions.data(),
-                                        .slot_mapping = slots.data(),
-                                        .num_tokens = len,
-                                        .rotate = false,
-                                        .cache = layout})
-                      .ok());
-      std::vector<float> out(nq * hd, NAN);
-      EXPECT_TRUE(cpu::PagedAttention({.q = q.data(),
-                                       .out = out.data(),
-                                       .positions = positions.data(),
-                                       .query_start_loc = qsl.data(),
-                                       .kv_lens = kv_lens.data(),
-                                       .block_tables = table.data(),
-                                       .num_tokens = 1,
-                                       .num_seqs = 1,
-                                       .num_q_heads = nq,
-                                       .max_blocks_per_seq = 3,
-                                       .cache = layout})
-                      .ok());
-      return out;
+      EXPECT_TRUE(WriteRows(layout, k, v, slots).ok());
+      return DecodeOne(layout, q, nq, table, len);
     };
     unsigned char* base = bytes.data();
     const std::vector<float> want = attend(SeparateKvLayout(base, base + page * num_blocks, shape));
