@@ -112,6 +112,21 @@ TEST_F(EngineRedisTest, ASecondEngineGetsThePrefixFromRedisAndComputesOnlyTheRes
   EXPECT_TRUE(reports_.empty());
 }
 
+// Quantized KV blocks go through Redis as their bytes: a second int8 engine gets the prefix and
+// the first engine's tokens; an engine of another KV dtype (its fingerprint differs) finds none.
+TEST_F(EngineRedisTest, QuantizedBlocksAreSharedOnlyWithTheSameDType) {
+  const std::vector<TokenId> prompt = Prompt(23, 30);
+  EngineOptions int8 = Options();
+  int8.kv_dtype = DType::kInt8;
+  const GenerationResult a = Run(*MakeEngine(int8), Request(prompt));
+  EngineOptions fp8 = Options();
+  fp8.kv_dtype = DType::kFp8E4M3;
+  EXPECT_EQ(Run(*MakeEngine(fp8), Request(prompt)).num_remote_hit_tokens, 0);
+  const GenerationResult b = Run(*MakeEngine(int8), Request(prompt));
+  EXPECT_EQ(b.num_remote_hit_tokens, 28);
+  EXPECT_EQ(b.output_tokens, a.output_tokens);
+}
+
 TEST_F(EngineRedisTest, RemoteHitsAreKeptInTheHostTier) {
   const std::vector<TokenId> prompt = Prompt(2, 30);
   Run(*MakeEngine(Options()), Request(prompt));
