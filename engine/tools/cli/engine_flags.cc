@@ -114,8 +114,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--hybrid-kv-cache", flags->hybrid_kv_cache,
                   "KV cache groups for sliding-window layers, whose out-of-window blocks are "
                   "freed (same ids, less KV memory): auto (default: on for a model with "
-                  "sliding-window and full layers unless tiers, speculative decoding or "
-                  "--metrics-file need a plain cache), on (refuse what it cannot run) or off")
+                  "sliding-window and full layers unless CacheBlend's selective recompute needs "
+                  "one group), on (refuse what it cannot run) or off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 

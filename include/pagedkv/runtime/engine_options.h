@@ -114,8 +114,9 @@ enum class HybridKvCacheMode : uint8_t {
   // single group (see kOn); else off. Engine::kv_cache_layout() says which and why.
   kAuto,
   // Always, or Engine creation fails (InvalidArgument) naming the reason: a model without
-  // windowed layers or whose groups don't fit, KV tiers (host_tier, remote_cache_url) or chunk
-  // reuse (they fill group 0's blocks only).
+  // windowed layers or whose groups don't fit, or CacheBlend's selective recompute
+  // (chunk_reuse.recompute_fraction > 0: one group only). Tiers, priorities, speculative
+  // decoding, metrics and shifted chunk reuse run over the groups.
   kOn,
   kOff,  // one KV cache group: every layer keeps every block
 };
