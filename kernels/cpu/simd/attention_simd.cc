@@ -204,8 +204,13 @@ HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int3
       k_rows[jj] = static_cast<const float*>(cache.k) + offset;
       v_rows[jj] = static_cast<const float*>(cache.v) + offset;
     } else {
-      DecodeKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
-      DecodeKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      if (IsQuantizedDType(cache.dtype)) {
+        DecodeKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+        DecodeKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      } else {  // f16 / bf16: the plain loop, which the compiler vectorizes inline
+        LoadRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
+        LoadRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      }
       k_rows[jj] = k_scratch[jj];
       v_rows[jj] = v_scratch[jj];
     }

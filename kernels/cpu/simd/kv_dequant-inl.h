@@ -1,7 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Vector decode of one stored KV row to fp32 for the CPU attention (simd/attention_simd.cc):
-// bf16 and every quantized dtype of pagedkv/dtype.h, with the bits of the scalar decoders
+// Vector decode of one stored KV row to fp32 for the CPU attention (simd/attention_simd.cc, which
+// uses it for the quantized dtypes; its bf16 case measured slower there than the inline LoadRow
+// loop the compiler vectorizes): every quantized dtype of pagedkv/dtype.h and bf16, with the bits
+// of the scalar decoders
 // (pagedkv/kernels/dtype_convert.h LoadRow, pagedkv/kernels/kv_quant.h DequantizeKvRow; the
 // attention tests compare against values read through those). Per-target header: include it
 // after hwy/highway.h inside a foreach_target pass, as reduce-inl.h.
