@@ -303,6 +303,7 @@ class ScheduledBatch:
     finished_request_ids: List[int]
     preempted_request_ids: List[int]
     slot_moves: List[KvSlotMove]
+    group_slot_moves: List[List[KvSlotMove]]
     block_size: int
     stats: SchedulerStepStats
     num_sequences: int

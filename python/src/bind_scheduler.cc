@@ -171,6 +171,9 @@ void BindBatch(py::module_& m) {
                     "Requests preempted in this step (their blocks were freed).")
       .def_readonly("slot_moves", &ScheduledBatch::slot_moves,
                     "KV to move and re-rotate before the forward pass (KvSlotMove).")
+      .def_readonly("group_slot_moves", &ScheduledBatch::group_slot_moves,
+                    "Over G > 1 KV cache groups: group g's moves at [g - 1], in its own slots "
+                    "(slot_moves is group 0's); empty over one group.")
       .def_readonly("block_size", &ScheduledBatch::block_size, "Tokens per block.")
       .def_readonly("stats", &ScheduledBatch::stats, "The step's counters (SchedulerStepStats).")
       .def_property_readonly("num_sequences", &ScheduledBatch::num_sequences,

@@ -40,6 +40,7 @@ def test_batch_views_are_flat_and_consistent():
         np.testing.assert_array_equal(b.slot_mapping[lo:hi],
                                       table[pos // 4].astype(np.int64) * 4 + pos % 4)
     assert list(b.token_ids[:6]) == [5, 6, 7, 8, 9, 10] and b.block_size == 4
+    assert b.slot_moves == [] and b.group_slot_moves == []  # one group, no chunk reuse
     assert b.stats.num_scheduled_tokens == b.num_tokens and b.stats.step == 0
     with pytest.raises(IndexError):
         b.block_table(2)
