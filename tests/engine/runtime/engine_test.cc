@@ -451,6 +451,49 @@ TEST_F(EngineTest, EmptyPromptStartsFromBosAndAbortIsReported) {
   EXPECT_FALSE(engine->HasUnfinishedRequests());
 }
 
+// n samples of one prompt (as `serve` admits them: n requests sharing the prompt's full blocks):
+// aborting one frees only its own blocks. The pool (21 blocks) holds the survivors (5 shared + 3
+// each) and a fourth request (10) only if the aborted sample's blocks came back, and the
+// survivors still give the tokens of a run without the abort: their shared prompt blocks were
+// neither freed nor overwritten by the fourth request.
+TEST_F(EngineTest, AbortingOneOfNSamplesFreesOnlyItsOwnBlocks) {
+  std::mt19937 rng(91);
+  std::vector<TokenId> prompt(22), other(30);
+  for (TokenId& t : prompt) t = static_cast<TokenId>(3 + rng() % 61);
+  for (TokenId& t : other) t = static_cast<TokenId>(3 + rng() % 61);
+  EngineOptions o = Options();
+  o.num_kv_blocks = 21;
+  const std::vector<GenerationRequest> three = Requests({prompt, prompt, prompt}, 10);
+  auto reference = MakeEngine(o);
+  absl::StatusOr<std::vector<GenerationResult>> want = reference->Generate(three);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto engine = MakeEngine(o);
+  std::vector<RequestId> ids;
+  for (const GenerationRequest& r : three) ids.push_back(*engine->AddRequest(r));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Step().ok());
+  ASSERT_TRUE(engine->AbortRequest(ids[2]).ok());
+  ASSERT_TRUE(engine->AddRequest(Requests({other}, 10)[0]).ok());
+  std::vector<GenerationResult> done;
+  while (engine->HasUnfinishedRequests()) {
+    absl::StatusOr<StepOutput> step = engine->Step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (GenerationResult& r : step->finished) done.push_back(std::move(r));
+  }
+  int survivors = 0;
+  for (const GenerationResult& r : done) {
+    if (r.request_id == ids[0] || r.request_id == ids[1]) {
+      ++survivors;
+      EXPECT_EQ(r.output_tokens, (*want)[0].output_tokens);
+      EXPECT_EQ(r.num_prefix_hit_tokens, r.request_id == ids[0] ? 0 : 20);
+    }
+    if (r.request_id == ids[2]) {
+      EXPECT_EQ(r.finish_reason, FinishReason::kAborted);
+    }
+  }
+  EXPECT_EQ(survivors, 2);
+  EXPECT_EQ(engine->stats().num_preemptions, 0);  // the pool held what ran
+}
+
 TEST_F(EngineTest, BadOptionsAreInvalidArgument) {
   EngineOptions options = Options();
   options.block_size = 0;
