@@ -1,9 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Vector decode of one stored KV row to fp32 for the CPU attention (simd/attention_simd.cc, which
-// uses it for the quantized dtypes; its bf16 case measured slower there than the inline LoadRow
-// loop the compiler vectorizes): every quantized dtype of pagedkv/dtype.h and bf16, with the bits
-// of the scalar decoders
+// Vector decode of one stored quantized KV row to fp32 for the CPU attention
+// (simd/attention_simd.cc; f16 / bf16 rows take the inline LoadRow loop the compiler vectorizes,
+// which measured faster than a Highway bf16 decode): every quantized dtype of pagedkv/dtype.h,
+// with the bits of the scalar decoders
 // (pagedkv/kernels/dtype_convert.h LoadRow, pagedkv/kernels/kv_quant.h DequantizeKvRow; the
 // attention tests compare against values read through those). Per-target header: include it
 // after hwy/highway.h inside a foreach_target pass, as reduce-inl.h.
@@ -43,20 +43,6 @@ HWY_INLINE void DecodeInt8(const int8_t* src, int32_t n, float d, float* dst) {
     hn::StoreU(hn::Mul(x, vd), df, dst + i);
   }
   for (; i < n; ++i) dst[i] = KvMul(static_cast<float>(src[i]), d);
-}
-
-// dst[i] = bf16 src[i], i < n.
-HWY_INLINE void DecodeBF16(const uint16_t* src, int32_t n, float* dst) {
-  const KvDF df;
-  const hn::Rebind<uint16_t, KvDF> d16;
-  const hn::RebindToUnsigned<KvDF> du;
-  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
-  int32_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, src + i)));
-    hn::StoreU(hn::BitCast(df, bits), df, dst + i);
-  }
-  for (; i < n; ++i) dst[i] = BF16BitsToF32(src[i]);
 }
 
 // dst[i] = fp8 src[i] * d, i < n, with Fp8ToF32's bits: the code's exponent and mantissa bits
@@ -123,15 +109,13 @@ HWY_INLINE void DecodeQ4Block(const unsigned char* block, float* out) {
   }
 }
 
-// dst[0, n) = the row of n values at storage unit `offset` of `base` (n = head_dim), any dtype
-// but f32 (the attention reads f32 rows in place).
+// dst[0, n) = the row of n values at storage unit `offset` of `base` (n = head_dim); a plain
+// dtype goes through LoadKvRow.
 HWY_INLINE void DecodeKvRow(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
   const auto* row =
       static_cast<const unsigned char*>(base) + (IsQuantizedDType(dtype) ? offset : 0);
   const int64_t block_bytes = KvRowUnits(dtype, kKvQuantBlockValues);
   switch (dtype) {
-    case DType::kBF16:
-      return DecodeBF16(static_cast<const uint16_t*>(base) + offset, n, dst);
     case DType::kInt8:
       return DecodeInt8(reinterpret_cast<const int8_t*>(row), n, BF16BitsToF32(KvLoadU16(row + n)),
                         dst);
