@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import re
-
+from prometheus_client.parser import text_string_to_metric_families
 from serve_util import Server
 
 
@@ -19,11 +18,15 @@ def test_quantized_kv_server_answers_and_reports_its_pool(cli_module, aidreams_a
         assert body["usage"]["completion_tokens"] == 8
         status, _, text = server.request("GET", "/metrics")
         assert status == 200
-        assert re.search(r'^pagedkv_cache_config_info\{cache_dtype="int8",block_size="16",'
-                         r'num_blocks="\d+"\} 1$', text, re.M), text
-        samples = server.metrics()
+        # Read by Prometheus's own parser (Debian's python3-prometheus-client), as a scraper would.
+        samples = {s.name: s for family in text_string_to_metric_families(text)
+                   for s in family.samples}
+        info = samples["pagedkv_cache_config_info"]
+        assert info.value == 1 and info.labels["cache_dtype"] == "int8"
+        assert info.labels["block_size"] == "16" and int(info.labels["num_blocks"]) > 0
         # 4 layers x (K, V) x 4 KV heads x (16 int8 values + a 2-byte scale)
-        assert samples["pagedkv_kv_cache_bytes_per_token"] == 4 * 2 * 4 * 18
-        assert samples["pagedkv_kv_cache_capacity_tokens"] >= (1 << 20) // (4 * 2 * 4 * 18) - 16
+        bytes_per_token = 4 * 2 * 4 * 18
+        assert samples["pagedkv_kv_cache_bytes_per_token"].value == bytes_per_token
+        assert samples["pagedkv_kv_cache_capacity_tokens"].value >= (1 << 20) // bytes_per_token - 16
     finally:
         assert server.stop() == 0
