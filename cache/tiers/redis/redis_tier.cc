@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "cache/tiers/redis/redis_connection.h"
 #include "cache/tiers/redis/remote_block_events.h"
-#include "cache/tiers/redis/tier_value_codec.h"
+#include "cache/tiers/tier_value_codec.h"
 #include "pagedkv/status_macros.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>

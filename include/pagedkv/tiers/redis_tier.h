@@ -11,7 +11,7 @@
 // models never meet. Values: a 48-byte header (magic "PKVB", format version, dtype, layout,
 // block size, layer count, token count, layout digest, payload bytes, and an XXH3-64 checksum of
 // the rest of the header, the tokens and the payload), the block's token ids, then the payload
-// (cache/tiers/redis/tier_value_codec.h). Reads check all of it against the
+// (cache/tiers/tier_value_codec.h). Reads check all of it against the
 // request: anything else is a miss, the key is deleted, and the incident is reported once.
 //
 // Traffic: LoadPrefix is one MGET of every key asked for; Store is one pipeline of

@@ -1,5 +1,5 @@
 // Copyright 2026 The pagedkv Authors.
-#include "cache/tiers/redis/tier_value_codec.h"
+#include "cache/tiers/tier_value_codec.h"
 
 #include <bit>
 #include <cstring>

@@ -11,8 +11,8 @@
 // Example:
 //   std::string v = EncodeTierValue(format, tokens, payload);
 //   absl::StatusOr<std::span<const std::byte>> kv = DecodeTierValue(format, tokens, bytes);
-#ifndef PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_
-#define PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_
+#ifndef PAGEDKV_CACHE_TIERS_TIER_VALUE_CODEC_H_
+#define PAGEDKV_CACHE_TIERS_TIER_VALUE_CODEC_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -41,4 +41,4 @@ absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat
 
 }  // namespace pagedkv
 
-#endif  // PAGEDKV_CACHE_TIERS_REDIS_TIER_VALUE_CODEC_H_
+#endif  // PAGEDKV_CACHE_TIERS_TIER_VALUE_CODEC_H_

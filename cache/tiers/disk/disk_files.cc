@@ -1,0 +1,228 @@
+// Copyright 2026 The pagedkv Authors.
+#include "cache/tiers/disk/disk_files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pagedkv {
+namespace {
+
+constexpr std::string_view kValueSuffix = ".kv";  // ValueFileName and TempName spell them too
+constexpr std::string_view kTempSuffix = ".tmp";
+
+absl::Status ErrnoError(int error, const char* what, const std::string& path) {
+  return absl::ErrnoToStatus(error, absl::StrCat(what, " ", path));
+}
+
+// Closes a descriptor when it goes out of scope (the error of an explicit Close() is reported).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // close(2) now; its errno (0 when it succeeded).
+  int Close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+int WriteAll(int fd, std::span<const std::byte> bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+int ReadAll(int fd, std::span<std::byte> out) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;  // shorter than fstat said: truncated under us
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+std::string TempName(const std::string& name) {
+  static std::atomic<uint64_t> sequence{0};
+  return absl::StrCat(".", name, ".", ::getpid(), ".", sequence.fetch_add(1), ".tmp");
+}
+
+int64_t MtimeNs(const struct stat& st) {
+  return int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// Lists one shard folder into `out` (a missing folder holds nothing).
+void ListShard(const std::string& shard, int64_t stale_before_ns, std::vector<ValueFileInfo>* out,
+               ScanCounts* counts) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(shard.c_str()), &::closedir);
+  if (dir == nullptr) return;
+  const int dir_fd = ::dirfd(dir.get());
+  while (const struct dirent* e = ::readdir(dir.get())) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // just removed
+    const std::optional<BlockHash> hash = ParseValueFileName(name);
+    if (hash.has_value() && S_ISREG(st.st_mode)) {
+      out->push_back({.hash = *hash, .mtime_ns = MtimeNs(st), .bytes = st.st_size});
+    } else if (name.starts_with(".") && name.ends_with(kTempSuffix)) {
+      if (MtimeNs(st) < stale_before_ns && ::unlinkat(dir_fd, e->d_name, 0) == 0) {
+        ++counts->removed_temporaries;
+      }
+    } else {
+      ++counts->other_files;
+    }
+  }
+}
+
+}  // namespace
+
+std::string ValueFileName(const BlockHash& hash) {
+  return absl::StrFormat("%016x%016x.kv", hash.high, hash.low);
+}
+
+std::optional<BlockHash> ParseValueFileName(std::string_view name) {
+  if (name.size() != 32 + kValueSuffix.size() || !name.ends_with(kValueSuffix)) {
+    return std::nullopt;
+  }
+  BlockHash hash;
+  for (char c : name.substr(0, 32)) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) || absl::ascii_isupper(c)) {
+      return std::nullopt;
+    }
+  }
+  if (!absl::SimpleHexAtoi(absl::string_view(name.data(), 16), &hash.high) ||
+      !absl::SimpleHexAtoi(absl::string_view(name.data() + 16, 16), &hash.low)) {
+    return std::nullopt;
+  }
+  return hash;
+}
+
+std::string ShardDir(const std::string& model_dir, const BlockHash& hash) {
+  return absl::StrFormat("%s/%02x", model_dir, hash.high >> 56);
+}
+
+std::string ValuePath(const std::string& model_dir, const BlockHash& hash) {
+  return absl::StrCat(ShardDir(model_dir, hash), "/", ValueFileName(hash));
+}
+
+absl::Status MakeDirectories(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("MakeDirectories: empty path");
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, "cannot create folder", prefix);
+    }
+    if (slash == std::string::npos) break;
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a folder"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                 std::span<const std::byte> bytes) {
+  const std::string temp = absl::StrCat(dir, "/", TempName(name));
+  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return ErrnoError(errno, "cannot create", temp);
+  int error = WriteAll(fd.get(), bytes);
+  const int close_error = fd.Close();
+  if (error == 0) error = close_error;
+  const std::string path = absl::StrCat(dir, "/", name);
+  if (error == 0 && ::rename(temp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temp.c_str());  // best effort: the write already failed
+    return ErrnoError(error, "cannot write", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
+                           std::vector<std::byte>* out) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
+    return ErrnoError(errno, "cannot open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != expected_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(path, " holds ", st.st_size, " bytes, expected ", expected_bytes));
+  }
+  out->resize(expected_bytes);
+  const int error = ReadAll(fd.get(), std::span<std::byte>(*out));
+  if (error == EIO) return absl::DataLossError(absl::StrCat(path, " is shorter than its size"));
+  if (error != 0) return ErrnoError(error, "cannot read", path);
+  return absl::OkStatus();
+}
+
+absl::Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, "cannot remove", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TouchFile(const std::string& path) {
+  if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0) {
+    return ErrnoError(errno, "cannot touch", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ValueFileInfo>> ListValueFiles(const std::string& model_dir,
+                                                          int64_t stale_before_ns,
+                                                          ScanCounts* counts) {
+  struct stat st;
+  if (::stat(model_dir.c_str(), &st) != 0) return ErrnoError(errno, "cannot scan", model_dir);
+  std::vector<ValueFileInfo> files;
+  for (int shard = 0; shard < 256; ++shard) {
+    ListShard(absl::StrFormat("%s/%02x", model_dir, shard), stale_before_ns, &files, counts);
+  }
+  return files;
+}
+
+int64_t FileClockNowNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace pagedkv

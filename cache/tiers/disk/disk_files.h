@@ -1,0 +1,87 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The files of the disk tier (pagedkv/tiers/disk_tier.h): plain POSIX calls, each returning a
+// status that names the path and the errno, so the tier can count and report the fault and go on.
+// Layout under a model folder: 256 shard folders named by the first two hex digits of a block's
+// chain hash, each holding one file per value, "<32 hex digits of the hash>.kv". A value is
+// written to a temporary name in its shard (".<name>.<pid>.<seq>.tmp") and renamed, so a reader
+// sees either no file or the whole value; temporaries left by a crash are removed by the next
+// scan once they are old.
+//
+// Example:
+//   PAGEDKV_RETURN_IF_ERROR(WriteFileAtomically(shard_dir, ValueFileName(hash), bytes));
+//   absl::Status read = ReadValueFile(ValuePath(model_dir, hash), expected_bytes, &buffer);
+//   if (absl::IsNotFound(read)) ...;  // a miss
+#ifndef PAGEDKV_CACHE_TIERS_DISK_DISK_FILES_H_
+#define PAGEDKV_CACHE_TIERS_DISK_DISK_FILES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pagedkv/cache/block_hash.h"
+
+namespace pagedkv {
+
+// "<32 hex digits>.kv" (high word first).
+std::string ValueFileName(const BlockHash& hash);
+// The hash of a value file's name; nullopt for any other name (temporaries included).
+std::optional<BlockHash> ParseValueFileName(std::string_view name);
+// "<model_dir>/<2 hex digits>": the shard folder of `hash`.
+std::string ShardDir(const std::string& model_dir, const BlockHash& hash);
+// ShardDir + "/" + ValueFileName.
+std::string ValuePath(const std::string& model_dir, const BlockHash& hash);
+
+// mkdir -p `path` (mode 0755). The error names the path and errno.
+absl::Status MakeDirectories(const std::string& path);
+
+// Writes `bytes` to `dir`/`name` through a temporary file and rename(2): readers see the whole
+// file or none. Replaces an existing file. On failure nothing is left behind and the error names
+// errno (ENOSPC, EROFS, EACCES, ENOENT when `dir` is gone: the caller may recreate it).
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                 std::span<const std::byte> bytes);
+
+// Reads the file at `path` into `out` (resized to `expected_bytes`). NotFound when there is no
+// file (a miss), DataLoss when its size is not `expected_bytes` (truncated or foreign), another
+// error for an I/O failure.
+absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
+                           std::vector<std::byte>* out);
+
+// Removes `path`; a missing file is fine (another process removed it first).
+absl::Status RemoveFile(const std::string& path);
+
+// Sets the file's modification time to now (its recency, for the order a restart rebuilds).
+absl::Status TouchFile(const std::string& path);
+
+// A value file found by a scan.
+struct ValueFileInfo {
+  BlockHash hash;
+  int64_t mtime_ns = 0;  // last store or hit
+  int64_t bytes = 0;
+};
+
+// What ListValueFiles found besides the values.
+struct ScanCounts {
+  int64_t removed_temporaries = 0;  // temporaries older than the cut-off, removed
+  int64_t other_files = 0;          // names that are not value files (left alone)
+};
+
+// The value files in `model_dir`'s shard folders (missing shards are skipped). Temporaries whose
+// modification time is before `stale_before_ns` (a writer that crashed) are removed. An error
+// only when `model_dir` itself cannot be read.
+absl::StatusOr<std::vector<ValueFileInfo>> ListValueFiles(const std::string& model_dir,
+                                                          int64_t stale_before_ns,
+                                                          ScanCounts* counts);
+
+// Wall-clock nanoseconds (CLOCK_REALTIME, the clock of file times).
+int64_t FileClockNowNs();
+
+}  // namespace pagedkv
+
+#endif  // PAGEDKV_CACHE_TIERS_DISK_DISK_FILES_H_

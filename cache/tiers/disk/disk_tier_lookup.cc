@@ -1,0 +1,191 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// DiskTier's lookup and store (pagedkv/tiers/disk_tier.h), called from the engine thread.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "cache/tiers/disk/disk_files.h"
+#include "cache/tiers/disk/disk_tier_impl.h"
+#include "cache/tiers/tier_value_codec.h"
+#include "pagedkv/status_macros.h"
+#include "pagedkv/tiers/disk_tier.h"
+
+namespace pagedkv {
+
+// Reads `block`'s value: from the writer's queue while its file is not written yet, else from its
+// file. A miss (no file, a bad file, an I/O error) is nullopt, with the index and counters
+// updated; `*from_file` says where a value came from. The value lives in impl.held or
+// impl.read_buffer until the next call.
+std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
+    const TierBlock& block, bool* from_file, std::vector<BlockHash>* removed) {
+  Impl& impl = *this;
+  bool indexed = false;
+  {
+    std::lock_guard lock(impl.mu);
+    auto it = impl.entries.find(block.hash);
+    indexed = it != impl.entries.end();
+    impl.held = indexed ? it->second.pending : nullptr;
+    if (!indexed && impl.removing.contains(block.hash)) return std::nullopt;  // evicted: going
+  }
+  *from_file = impl.held == nullptr;
+  absl::StatusOr<std::span<const std::byte>> payload = absl::UnknownError("unread");
+  if (!*from_file) {
+    payload = DecodeTierValue(impl.options.format, block.tokens,
+                              std::as_bytes(std::span<const char>(*impl.held)));
+  } else {
+    const absl::Status read =
+        ReadValueFile(ValuePath(impl.model_dir, block.hash), impl.file_bytes, &impl.read_buffer);
+    payload = read.ok() ? DecodeTierValue(impl.options.format, block.tokens, impl.read_buffer)
+                        : absl::StatusOr<std::span<const std::byte>>(read);
+  }
+  if (payload.ok()) return *payload;
+  std::lock_guard lock(impl.mu);
+  if (absl::IsNotFound(payload.status())) {
+    if (indexed) ++impl.disk.vanished;  // evicted by another process, or the folder is gone
+    impl.DropLocked(block.hash, /*remove_file=*/false, removed);
+  } else if (absl::IsDataLoss(payload.status())) {
+    impl.DropLocked(block.hash, /*remove_file=*/false, removed);
+    if (*from_file) impl.QueueRemoveLocked(block.hash);
+    impl.FaultLocked(&DiskTierStats::corrupt_values, payload.status());
+  } else {
+    impl.FaultLocked(&DiskTierStats::read_errors, payload.status());
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
+                                             TierValueSink sink) {
+  EmitWriterRemovals();
+  Impl& impl = *impl_;
+  {
+    std::lock_guard lock(impl.mu);
+    ++impl.stats.lookups;
+  }
+  int64_t taken = 0;
+  std::vector<BlockHash> removed;
+  std::vector<const TierBlock*> announce;
+  absl::Status sink_error;
+  for (const TierBlock& b : blocks) {
+    {
+      std::lock_guard lock(impl.mu);
+      ++impl.stats.queried_blocks;
+    }
+    bool from_file = false;
+    const std::optional<std::span<const std::byte>> value =
+        impl.FetchValue(b, &from_file, &removed);
+    if (!value.has_value()) break;
+    absl::StatusOr<bool> took = sink(taken, *value);
+    if (!took.ok()) sink_error = took.status();
+    if (!took.ok() || !*took) break;
+    ++taken;
+    std::lock_guard lock(impl.mu);
+    ++impl.stats.hit_blocks;
+    impl.stats.loaded_bytes += static_cast<int64_t>(value->size());
+    impl.SuccessLocked();
+    auto it = impl.entries.find(b.hash);
+    if (it == impl.entries.end()) {  // another process's file: ours now too
+      ++impl.disk.adopted;
+      impl.InsertLocked(b.hash, Impl::Entry{}, &removed);
+      it = impl.entries.find(b.hash);
+    } else {
+      impl.policy->Hit(b.hash);
+    }
+    if (HasListeners() && !it->second.announced) {
+      it->second.announced = true;
+      announce.push_back(&b);
+    }
+    if (from_file) TouchFile(PathOf(b.hash)).IgnoreError();  // only the order after a restart
+  }
+  for (const BlockHash& h : removed) {
+    Emit(KvEvent{.type = KvEventType::kBlockRemoved, .hash = h, .medium = medium()});
+  }
+  for (const TierBlock* b : announce) {
+    Emit(KvEvent{.type = KvEventType::kBlockStored,
+                 .hash = b->hash,
+                 .token_count = static_cast<int32_t>(b->tokens.size()),
+                 .token_ids = b->tokens,
+                 .medium = medium()});
+  }
+  if (!sink_error.ok()) return sink_error;
+  return taken;
+}
+
+absl::Status DiskTier::Store(std::span<const TierStoreItem> items) {
+  const TierValueFormat& f = impl_->options.format;
+  for (const TierStoreItem& item : items) {
+    if (static_cast<int64_t>(item.value.size()) != f.value_bytes ||
+        static_cast<int64_t>(item.block.tokens.size()) != f.block_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DiskTier::Store: a value of ", item.value.size(), " bytes for ",
+                       item.block.tokens.size(), " tokens; this tier holds ", f.value_bytes,
+                       "-byte values of ", f.block_size, "-token blocks"));
+    }
+  }
+  EmitWriterRemovals();
+  std::vector<BlockHash> removed;
+  std::vector<const TierStoreItem*> accepted;
+  for (const TierStoreItem& item : items) {
+    if (StoreOne(item, &removed)) accepted.push_back(&item);
+  }
+  for (const BlockHash& h : removed) {
+    Emit(KvEvent{.type = KvEventType::kBlockRemoved, .hash = h, .medium = medium()});
+  }
+  for (const TierStoreItem* item : accepted) {
+    if (!HasListeners()) break;
+    Emit(KvEvent{.type = KvEventType::kBlockStored,
+                 .hash = item->block.hash,
+                 .token_count = static_cast<int32_t>(item->block.tokens.size()),
+                 .token_ids = item->block.tokens,
+                 .medium = medium()});
+  }
+  return absl::OkStatus();
+}
+
+bool DiskTier::StoreOne(const TierStoreItem& item, std::vector<BlockHash>* removed) {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard lock(impl.mu);
+    if (impl.entries.contains(item.block.hash)) {
+      ++impl.stats.store_skipped;
+      return false;
+    }
+    if (impl.disk.pending_bytes + impl.file_bytes > impl.options.max_pending_bytes) {
+      ++impl.disk.dropped_backlog;  // the disk is behind: keep the engine's memory bounded
+      return false;
+    }
+  }
+  std::shared_ptr<const std::string> bytes;
+  try {
+    bytes = std::make_shared<const std::string>(
+        EncodeTierValue(impl.options.format, item.block.tokens, item.value));
+  } catch (const std::bad_alloc&) {
+    std::lock_guard lock(impl.mu);
+    impl.FaultLocked(&DiskTierStats::write_errors,
+                     absl::ResourceExhaustedError("out of host memory for a queued value"));
+    return false;
+  }
+  std::lock_guard lock(impl.mu);
+  if (impl.entries.contains(item.block.hash)) {  // the start scan indexed it meanwhile
+    ++impl.stats.store_skipped;
+    return false;
+  }
+  impl.InsertLocked(item.block.hash, Impl::Entry{.pending = bytes, .announced = HasListeners()},
+                    removed);
+  impl.disk.pending_bytes += static_cast<int64_t>(bytes->size());
+  ++impl.disk.pending_blocks;
+  impl.jobs.push_back({.kind = Impl::Job::Kind::kWrite, .hash = item.block.hash, .bytes = bytes});
+  impl.work_cv.notify_one();
+  return true;
+}
+
+}  // namespace pagedkv

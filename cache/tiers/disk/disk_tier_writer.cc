@@ -1,0 +1,191 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// DiskTier's writer thread and the index updates both threads share (disk_tier_impl.h).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "cache/tiers/disk/disk_files.h"
+#include "cache/tiers/disk/disk_tier_impl.h"
+
+namespace pagedkv {
+namespace {
+
+constexpr int64_t kStaleTemporaryNs = int64_t{600} * 1'000'000'000;  // 10 minutes
+constexpr size_t kScanChunk = 4096;  // files indexed per hold of the lock
+
+}  // namespace
+
+void DiskTier::Impl::Report(std::string_view line) const {
+  if (options.report) {
+    options.report(line);
+  } else {
+    std::cerr << line << "\n";
+  }
+}
+
+void DiskTier::Impl::FaultLocked(int64_t DiskTierStats::*kind, const absl::Status& why) {
+  ++(disk.*kind);
+  ++stats.faults;
+  if (in_incident) return;
+  in_incident = true;
+  ++stats.incidents;
+  Report(absl::StrCat("pagedkv: disk tier ", model_dir, ": ", why.message(),
+                      " (treated as a miss; reported once until it recovers)"));
+}
+
+void DiskTier::Impl::SuccessLocked() {
+  if (!in_incident) return;
+  in_incident = false;
+  Report(absl::StrCat("pagedkv: disk tier ", model_dir, " works again"));
+}
+
+void DiskTier::Impl::DropLocked(const BlockHash& hash, bool remove_file,
+                                std::vector<BlockHash>* removed) {
+  auto it = entries.find(hash);
+  if (it == entries.end()) return;
+  policy->Erase(hash);
+  if (it->second.pending != nullptr) {
+    disk.pending_bytes -= static_cast<int64_t>(it->second.pending->size());
+    --disk.pending_blocks;  // its queued write finds the entry gone and writes nothing
+  }
+  // A pending value's write may be under way: the removal (queued after it) takes its file.
+  if (remove_file) QueueRemoveLocked(hash);
+  if (it->second.announced) (removed != nullptr ? removed : &writer_removed)->push_back(hash);
+  entries.erase(it);
+}
+
+void DiskTier::Impl::QueueRemoveLocked(const BlockHash& hash) {
+  ++removing[hash];
+  jobs.push_back({.kind = Job::Kind::kRemove, .hash = hash});
+  work_cv.notify_one();
+}
+
+void DiskTier::Impl::InsertLocked(const BlockHash& hash, Entry entry,
+                                  std::vector<BlockHash>* removed) {
+  for (const BlockHash& victim : policy->Insert(hash)) {
+    ++stats.evictions;
+    DropLocked(victim, /*remove_file=*/true, removed);
+  }
+  entries.emplace(hash, std::move(entry));
+}
+
+void DiskTier::Impl::WriterLoop() {
+  std::unique_lock lock(mu);
+  while (true) {
+    work_cv.wait(lock, [this] { return stop || !jobs.empty(); });
+    if (jobs.empty()) break;  // stop, and nothing left to write
+    const Job job = std::move(jobs.front());
+    jobs.pop_front();
+    busy = true;
+    lock.unlock();
+    switch (job.kind) {
+      case Job::Kind::kScan:
+        RunScan();
+        break;
+      case Job::Kind::kWrite:
+        RunWrite(job);
+        break;
+      case Job::Kind::kRemove:
+        RunRemove(job);
+        break;
+    }
+    lock.lock();
+    busy = false;
+    if (jobs.empty()) idle_cv.notify_all();
+  }
+}
+
+void DiskTier::Impl::RunWrite(const Job& job) {
+  const auto live = [&] {
+    auto it = entries.find(job.hash);
+    return it != entries.end() && it->second.pending == job.bytes;
+  };
+  {
+    std::lock_guard lock(mu);
+    if (!live()) return;  // evicted before its turn
+  }
+  const std::string shard = ShardDir(model_dir, job.hash);
+  const auto bytes = std::as_bytes(std::span<const char>(*job.bytes));
+  absl::Status written = WriteFileAtomically(shard, ValueFileName(job.hash), bytes);
+  if (absl::IsNotFound(written) && MakeDirectories(shard).ok()) {  // the folder was deleted
+    written = WriteFileAtomically(shard, ValueFileName(job.hash), bytes);
+  }
+  std::lock_guard lock(mu);
+  if (!live()) return;  // evicted while it was written: the removal queued then takes the file
+  Entry& entry = entries.at(job.hash);
+  disk.pending_bytes -= static_cast<int64_t>(job.bytes->size());
+  --disk.pending_blocks;
+  if (written.ok()) {
+    entry.pending = nullptr;
+    ++stats.stored_blocks;
+    stats.stored_bytes += static_cast<int64_t>(job.bytes->size());
+    SuccessLocked();
+    return;
+  }
+  entry.pending = nullptr;  // accounted above; DropLocked must not count it again
+  DropLocked(job.hash, /*remove_file=*/false, nullptr);
+  FaultLocked(&DiskTierStats::write_errors, written);
+}
+
+void DiskTier::Impl::RunRemove(const Job& job) {
+  const absl::Status removed = RemoveFile(ValuePath(model_dir, job.hash));
+  std::lock_guard lock(mu);
+  if (auto it = removing.find(job.hash); it != removing.end() && --it->second == 0) {
+    removing.erase(it);
+  }
+  if (!removed.ok()) FaultLocked(&DiskTierStats::write_errors, removed);
+}
+
+void DiskTier::Impl::RunScan() {
+  const auto start = std::chrono::steady_clock::now();
+  ScanCounts counts;
+  absl::StatusOr<std::vector<ValueFileInfo>> files =
+      ListValueFiles(model_dir, FileClockNowNs() - kStaleTemporaryNs, &counts);
+  if (files.ok()) {
+    std::sort(files->begin(), files->end(), [](const ValueFileInfo& a, const ValueFileInfo& b) {
+      return a.mtime_ns < b.mtime_ns;
+    });
+    IndexScanned(*files);
+  }
+  std::lock_guard lock(mu);
+  if (!files.ok()) FaultLocked(&DiskTierStats::read_errors, files.status());
+  disk.scan_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+  disk.scan_done = true;
+}
+
+void DiskTier::Impl::IndexScanned(std::vector<ValueFileInfo>& files) {
+  for (size_t begin = 0; begin < files.size(); begin += kScanChunk) {
+    std::vector<BlockHash> wrong_size;
+    {
+      std::lock_guard lock(mu);
+      for (size_t i = begin; i < std::min(files.size(), begin + kScanChunk); ++i) {
+        const ValueFileInfo& f = files[i];
+        if (f.bytes != file_bytes) {
+          wrong_size.push_back(f.hash);
+          FaultLocked(&DiskTierStats::corrupt_values,
+                      absl::DataLossError(absl::StrCat(ValueFileName(f.hash), " holds ", f.bytes,
+                                                       " bytes, expected ", file_bytes)));
+          continue;
+        }
+        if (entries.contains(f.hash)) continue;  // stored or adopted since the start
+        InsertLocked(f.hash, Entry{}, nullptr);
+        ++disk.scanned_files;
+      }
+    }
+    for (const BlockHash& h : wrong_size) {
+      RemoveFile(ValuePath(model_dir, h)).IgnoreError();  // already counted as corrupt
+    }
+  }
+}
+
+}  // namespace pagedkv
