@@ -182,6 +182,7 @@ absl::StatusOr<TierHits> TierChain::OnboardPrefix(const CacheRequest& request, i
     PAGEDKV_ASSIGN_OR_RETURN(const int64_t n, LoadFrom(*t, request, g, limit, &next));
     if (t->name() == "host") hits.host_blocks += n;
     if (t->name() == "remote") hits.remote_blocks += n;
+    if (t->name() == "disk") hits.disk_blocks += n;
   }
   return hits;
 }
@@ -193,7 +194,8 @@ absl::StatusOr<TierHits> TierChain::OnboardGroups(const CacheRequest& request, i
     if (groups_[g].kind != KvCacheGroupKind::kFullAttention) continue;
     PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, OnboardPrefix(request, g, end));
     if (!first.has_value()) first = hits;
-    end = std::min(end, hits.device_blocks + hits.host_blocks + hits.remote_blocks);
+    end = std::min(end,
+                   hits.device_blocks + hits.host_blocks + hits.disk_blocks + hits.remote_blocks);
   }
   const int64_t bs = pool_->block_size();
   for (int32_t g = 0; g < static_cast<int32_t>(groups_.size()); ++g) {

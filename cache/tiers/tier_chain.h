@@ -113,6 +113,7 @@ struct PAGEDKV_EXPORT TierHits {
   int64_t device_blocks = 0;  // already in the device pool
   int64_t host_blocks = 0;    // loaded from the tier named "host"
   int64_t remote_blocks = 0;  // loaded from the tier named "remote"
+  int64_t disk_blocks = 0;    // loaded from the tier named "disk"
 };
 
 class PAGEDKV_EXPORT TierChain {

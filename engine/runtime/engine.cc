@@ -24,6 +24,7 @@
 #include "engine/runtime/kv_groups.h"
 #include "engine/runtime/kv_pool_size.h"
 #include "engine/runtime/shift/runner_kv_mover.h"
+#include "engine/runtime/weights_digest.h"
 #include "kernels/cpu/int8_linear.h"
 #include "pagedkv/cache/chunk_index.h"
 #include "pagedkv/cache/kv_cache_manager.h"
@@ -154,9 +155,11 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
       internals_->context,
       EngineContextLimit(c, runner->rope_config(), runner->context_length(), options_));
 
-  PAGEDKV_RETURN_IF_ERROR(CreateKvCache(absl::StrCat(options_.model_id, "|", c.ToString(), "|",
-                                                     runner->rope_config().Fingerprint(),
-                                                     "|kv=", DTypeName(options_.kv_dtype))));
+  // The weights' digest too: tiers (a disk tier outlives the process) must never hand one
+  // checkpoint's KV to another of the same shape.
+  PAGEDKV_RETURN_IF_ERROR(CreateKvCache(absl::StrCat(
+      options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
+      "|kv=", DTypeName(options_.kv_dtype), "|w=", absl::Hex(WeightsDigest(runner->weights())))));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   PAGEDKV_RETURN_IF_ERROR(CreateChunkReuse());
   std::move(restore_int8_kernel).Cancel();

@@ -167,3 +167,7 @@ void Engine::MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record) 
 }
 
 }  // namespace pagedkv
+      record.num_disk_hit_tokens = tier.disk;
+      stats_.num_disk_hit_tokens += tier.disk;
+      record.num_readmission_disk_hit_tokens += tier.disk;
+      stats_.num_readmission_disk_hit_tokens += tier.disk;

@@ -51,14 +51,16 @@ GenerationResult Engine::MakeResult(RequestId id, const RequestRecord& record,
   result.num_prefix_hit_tokens = record.num_prefix_hit_tokens;
   result.num_host_hit_tokens = record.num_host_hit_tokens;
   result.num_remote_hit_tokens = record.num_remote_hit_tokens;
-  result.num_device_hit_tokens =
-      record.num_prefix_hit_tokens - record.num_host_hit_tokens - record.num_remote_hit_tokens;
+  result.num_disk_hit_tokens = record.num_disk_hit_tokens;
+  result.num_device_hit_tokens = record.num_prefix_hit_tokens - record.num_host_hit_tokens -
+                                 record.num_disk_hit_tokens - record.num_remote_hit_tokens;
   result.num_readmission_hit_tokens = record.num_readmission_hit_tokens;
   result.num_readmission_host_hit_tokens = record.num_readmission_host_hit_tokens;
   result.num_readmission_remote_hit_tokens = record.num_readmission_remote_hit_tokens;
-  result.num_readmission_device_hit_tokens = record.num_readmission_hit_tokens -
-                                             record.num_readmission_host_hit_tokens -
-                                             record.num_readmission_remote_hit_tokens;
+  result.num_readmission_disk_hit_tokens = record.num_readmission_disk_hit_tokens;
+  result.num_readmission_device_hit_tokens =
+      record.num_readmission_hit_tokens - record.num_readmission_host_hit_tokens -
+      record.num_readmission_disk_hit_tokens - record.num_readmission_remote_hit_tokens;
   result.num_shifted_hit_tokens = record.num_shifted_hit_tokens;
   result.num_preemptions = std::max(0, record.num_admissions - 1);
   result.time_to_first_token_s = record.time_to_first_token_s;

@@ -17,7 +17,7 @@
 namespace pagedkv {
 
 // Where each block of a waiting request's chain came from, as its onboardings found it.
-enum class BlockSource : uint8_t { kDevice = 0, kHost, kRemote };
+enum class BlockSource : uint8_t { kDevice = 0, kHost, kDisk, kRemote };
 
 // Records one onboarding's hits in `sources` (per chain block, grown as needed): the blocks it
 // loaded are marked with their tier; blocks it found on the device keep their mark (a block an
@@ -30,6 +30,7 @@ struct TierHitTokens {
   int32_t host = 0;
   int32_t remote = 0;
 };
+  int32_t disk = 0;
 TierHitTokens AttributeTierHits(int32_t hit_tokens, int32_t block_size,
                                 const std::vector<BlockSource>& sources);
 
@@ -44,10 +45,12 @@ struct Engine::RequestRecord {
   int32_t num_host_hit_tokens = 0;
   int32_t num_remote_hit_tokens = 0;
   // Over re-admissions after preemption (GenerationResult::num_readmission_*).
+  int32_t num_disk_hit_tokens = 0;
   int32_t num_readmission_hit_tokens = 0;
   int32_t num_readmission_host_hit_tokens = 0;
   int32_t num_readmission_remote_hit_tokens = 0;
   // Waiting for its next admission (added, or preempted): in Internals::onboard_queue.
+  int32_t num_readmission_disk_hit_tokens = 0;
   bool awaiting_admission = true;
   // Per chain block: the tier that loaded it while the request waited (TierChain::Onboard).
   std::vector<BlockSource> block_sources;

@@ -20,18 +20,23 @@
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/tiers/disk_tier.h"
 #include "pagedkv/tiers/host_tier.h"
 #include "pagedkv/tiers/redis_tier.h"
 
 namespace pagedkv {
 void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources) {
-  const int64_t end = hits.device_blocks + hits.host_blocks + hits.remote_blocks;
+  // The chain walks host, disk, remote in turn: their blocks follow the device's in that order.
+  const int64_t host_end = hits.device_blocks + hits.host_blocks;
+  const int64_t disk_end = host_end + hits.disk_blocks;
+  const int64_t end = disk_end + hits.remote_blocks;
   if (static_cast<int64_t>(sources->size()) < end) {
     sources->resize(static_cast<size_t>(end), BlockSource::kDevice);
   }
   for (int64_t i = hits.device_blocks; i < end; ++i) {
-    (*sources)[static_cast<size_t>(i)] =
-        i < hits.device_blocks + hits.host_blocks ? BlockSource::kHost : BlockSource::kRemote;
+    (*sources)[static_cast<size_t>(i)] = i < host_end   ? BlockSource::kHost
+                                         : i < disk_end ? BlockSource::kDisk
+                                                        : BlockSource::kRemote;
   }
 }
 
@@ -42,6 +47,7 @@ TierHitTokens AttributeTierHits(int32_t hit_tokens, int32_t block_size,
   for (size_t i = 0; i < hit_blocks; ++i) {
     if (sources[i] == BlockSource::kHost) out.host += block_size;
     if (sources[i] == BlockSource::kRemote) out.remote += block_size;
+    if (sources[i] == BlockSource::kDisk) out.disk += block_size;
   }
   return out;
 }
@@ -58,6 +64,20 @@ absl::Status Engine::CreateTiers() {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<HostTier> tier, HostTier::Create(std::move(host)));
     tiers.push_back(std::move(tier));
   }
+  if (!options_.disk_tier.directory.empty()) {
+    const DiskCacheOptions& d = options_.disk_tier;
+    PAGEDKV_ASSIGN_OR_RETURN(
+        std::unique_ptr<DiskTier> disk,
+        DiskTier::Create({.directory = d.directory,
+                          .capacity_bytes = d.capacity_bytes,
+                          .model_fingerprint = cache_->options().model_fingerprint,
+                          .format = BlockKvCopier(runner).value_format(),
+                          .policy = d.policy,
+                          .store = d.store,
+                          .max_pending_bytes = d.max_pending_bytes,
+                          .report = d.report}));
+    tiers.push_back(std::move(disk));
+  }
   if (!options_.remote_cache_url.empty()) {
     PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvTier> remote, CreateRemoteTier(runner));
     tiers.push_back(std::move(remote));
@@ -65,8 +85,8 @@ absl::Status Engine::CreateTiers() {
   if (tiers.empty()) return absl::OkStatus();
   if (!options_.enable_prefix_caching) {
     return absl::InvalidArgumentError(
-        "EngineOptions: KV tiers (host_tier) need enable_prefix_caching; turn it on or drop the "
-        "tiers");
+        "EngineOptions: KV tiers (host_tier, disk_tier, remote_cache_url) need "
+        "enable_prefix_caching; turn it on or drop the tiers");
   }
   internals_->copier = std::make_unique<BlockKvCopier>(runner);
   PAGEDKV_ASSIGN_OR_RETURN(
@@ -167,7 +187,8 @@ absl::Status Engine::OnboardWaiting() {
         cache_->NewRequest(id, record.context, {.cache_salt = record.cache_salt}));
     PAGEDKV_ASSIGN_OR_RETURN(const TierHits hits, tiers->Onboard(request));
     NoteOnboarding(hits, &record.block_sources);
-    unmet_blocks += need - hits.device_blocks - hits.host_blocks - hits.remote_blocks;
+    unmet_blocks +=
+        need - hits.device_blocks - hits.host_blocks - hits.disk_blocks - hits.remote_blocks;
   }
   return absl::OkStatus();
 }

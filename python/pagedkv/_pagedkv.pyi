@@ -434,6 +434,8 @@ class GenerationResult:
     time_to_first_token_s: float
     latency_s: float
     def as_dict(self) -> Dict[str, Any]: ...
+    num_disk_hit_tokens: int
+    num_readmission_disk_hit_tokens: int
 
 class StepOutput:
     tokens: List[TokenOutput]
@@ -456,6 +458,7 @@ class EngineStats:
     num_readmissions: int
     num_readmission_tokens: int
     num_readmission_hit_tokens: int
+    num_disk_hit_tokens: int
     num_readmission_host_hit_tokens: int
     num_readmission_remote_hit_tokens: int
     num_draft_tokens: int
@@ -483,7 +486,8 @@ class Engine:
              enable_cache_priorities: bool = False, weights: str = "native",
              kv_cache_memory: int = 0, hybrid_kv_cache: str = "auto",
              activations: str = "int8", int8_kernel: str = "",
-             kv_cache_dtype: str = "") -> Engine: ...
+             kv_cache_dtype: str = "", disk_cache: str = "",
+             disk_cache_size: int = 10737418240) -> Engine: ...
     def add_request(self, request: Optional[GenerationRequest] = None, **kwargs: Any) -> int: ...
     def step(self) -> StepOutput: ...
     def generate(self, requests: Sequence[GenerationRequest]) -> List[GenerationResult]: ...
@@ -499,4 +503,5 @@ class Engine:
     def write_prometheus(self, *, labels: Dict[str, str] = ...) -> str: ...
     vocab_size: int
     model_config: str
+    tier_stats: Dict[str, Dict[str, int]]
     tokenizer: Optional[Tokenizer]

@@ -185,12 +185,12 @@ void BindEngineTypes(py::module_& m) {
                     "Seconds from add_request to the first token.")
       .def_readonly("latency_s", &GenerationResult::latency_s,
                     "Seconds from add_request to finishing.");
-  AddDataclassMethods(res,
-                      {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
-                       "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
-                       "num_remote_hit_tokens", "num_preemptions", "num_readmission_hit_tokens",
-                       "num_readmission_device_hit_tokens", "num_readmission_host_hit_tokens",
-                       "num_readmission_remote_hit_tokens"});
+  AddDataclassMethods(res, {"request_id", "prompt_tokens", "output_tokens", "finish_reason", "text",
+                            "num_prefix_hit_tokens", "num_device_hit_tokens", "num_host_hit_tokens",
+                            "num_remote_hit_tokens", "num_preemptions",
+                            "num_readmission_hit_tokens", "num_readmission_device_hit_tokens",
+                            "num_readmission_host_hit_tokens", "num_readmission_remote_hit_tokens",
+                            "num_disk_hit_tokens", "num_readmission_disk_hit_tokens"});
 
   py::class_<StepOutput, std::shared_ptr<StepOutput>> step(m, "StepOutput", "One engine step.");
   step.def_readonly("tokens", &StepOutput::tokens, "Tokens sampled in this step (TokenOutput).")
@@ -227,6 +227,11 @@ void BindEngineTypes(py::module_& m) {
                     "Of num_prefix_hit_tokens, those loaded from the remote tier.")
       .def_readonly("num_readmissions", &EngineStats::num_readmissions,
                     "Re-admissions after preemption.")
+      .def_readonly("num_disk_hit_tokens", &GenerationResult::num_disk_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
+      .def_readonly("num_readmission_disk_hit_tokens",
+                    &GenerationResult::num_readmission_disk_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the disk tier.")
       .def_readonly("num_readmission_tokens", &EngineStats::num_readmission_tokens,
                     "Tokens those re-admissions looked up (prompt and generated so far).")
       .def_readonly("num_readmission_hit_tokens", &EngineStats::num_readmission_hit_tokens,
@@ -265,12 +270,15 @@ void BindEngineTypes(py::module_& m) {
                            "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens",
                            "num_host_hit_tokens", "num_remote_hit_tokens", "num_readmissions",
                            "num_readmission_tokens", "num_readmission_hit_tokens",
-                           "num_readmission_host_hit_tokens", "num_readmission_remote_hit_tokens"});
+                           "num_readmission_host_hit_tokens", "num_readmission_remote_hit_tokens",
+                           "num_disk_hit_tokens"});
 }
 
 // An Engine and whether a call that released the GIL is running on it. `running` is read and
 // written with the GIL held only, so a second Python thread that calls in while step() or
 // generate() runs gets RuntimeError instead of racing on the engine.
+      .def_readonly("num_disk_hit_tokens", &EngineStats::num_disk_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
 struct PyEngine {
   std::unique_ptr<Engine> engine;  // never null once constructed
   bool running = false;
@@ -306,7 +314,8 @@ std::unique_ptr<PyEngine> LoadEngine(
     bool return_logits, std::string model_id, int32_t num_speculative_tokens,
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
     int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
-    const std::string& int8_kernel, const std::string& kv_cache_dtype) {
+    const std::string& int8_kernel, const std::string& kv_cache_dtype,
+    const std::string& disk_cache, int64_t disk_cache_size) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -396,6 +405,8 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
           "The compute backend, e.g. \"cpu\".")
       .def_property_readonly(
           "kv_cache_layout",
+  o.disk_tier.directory = disk_cache;
+  o.disk_tier.capacity_bytes = disk_cache_size;
           [](PyEngine& self) {
             const KvCacheLayout& l = self.get().kv_cache_layout();
             py::dict d;
@@ -471,6 +482,28 @@ void BindEngineClass(py::module_& m) {
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
+      .def_property_readonly(
+          "tier_stats",
+          [](PyEngine& self) {
+            py::dict tiers;
+            for (const auto& [name, s] : self.get().tier_stats()) {
+              py::dict d;
+              d["lookups"] = s.lookups;
+              d["queried_blocks"] = s.queried_blocks;
+              d["hit_blocks"] = s.hit_blocks;
+              d["loaded_bytes"] = s.loaded_bytes;
+              d["stored_blocks"] = s.stored_blocks;
+              d["stored_bytes"] = s.stored_bytes;
+              d["evictions"] = s.evictions;
+              d["faults"] = s.faults;
+              d["resident_blocks"] = s.resident_blocks;
+              d["resident_bytes"] = s.resident_bytes;
+              tiers[py::str(name)] = d;
+            }
+            return tiers;
+          },
+          "Counters of each KV tier below the device pool, by name (\"host\", \"disk\", "
+          "\"remote\"): a dict of dicts (hit_blocks, stored_blocks, faults, resident_bytes, ...).")
                "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
                "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
                "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
@@ -479,7 +512,9 @@ void BindEngineClass(py::module_& m) {
                "'auto', 'avx512vnni', 'avx2' or 'portable' (EngineOptions::int8_kernel; the same "
                "tokens, only the speed differs; backend_name names the kernel). kv_cache_dtype: "
                "the KV pages' storage ('auto' = f32, f16, bf16, int8, fp8_e4m3, fp8_e5m2, q8_0, "
-               "q4_0, q4_1; overrides kv_dtype; see kv_pool).");
+               "q4_0, q4_1; overrides kv_dtype; see kv_pool). disk_cache: a folder for the disk "
+               "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
+               "byte budget.");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {
@@ -514,4 +549,5 @@ void BindEngine(py::module_& m) {
   BindEngineClass(m);
 }
 
+               arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
 }  // namespace pagedkv::python

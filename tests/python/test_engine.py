@@ -74,6 +74,27 @@ def test_quantized_kv_cache_dtype(aidreams, cli):
         pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="int3")
 
 
+def test_disk_cache_survives_a_new_engine(aidreams, tmp_path):
+    """disk_cache: a second Engine on the same folder loads the prompt's blocks from disk."""
+    model, tok = str(aidreams / "aidreams260K.bin"), str(aidreams / "tok512.bin")
+    request = pagedkv.GenerationRequest(prompt_text="Echoes of vectors and " * 6, max_new_tokens=8)
+    first = pagedkv.Engine.load(model, tok, backend="cpu", block_size=8,
+                                disk_cache=str(tmp_path), disk_cache_size=1 << 26)
+    cold = first.generate([request])[0]
+    assert cold.num_disk_hit_tokens == 0
+    assert first.tier_stats["disk"]["stored_blocks"] + first.tier_stats["disk"]["resident_blocks"] > 0
+    del first  # its writer finishes the files
+    second = pagedkv.Engine.load(model, tok, backend="cpu", block_size=8,
+                                 disk_cache=str(tmp_path), disk_cache_size=1 << 26)
+    warm = second.generate([request])[0]
+    assert warm.num_disk_hit_tokens == warm.num_prefix_hit_tokens >= 8 * (len(warm.prompt_tokens) // 8 - 1)
+    assert warm.output_tokens == cold.output_tokens
+    assert second.stats.num_disk_hit_tokens == warm.num_disk_hit_tokens
+    assert second.tier_stats["disk"]["hit_blocks"] == warm.num_disk_hit_tokens // 8
+    with pytest.raises(pagedkv.InvalidArgumentError, match="capacity_bytes"):
+        pagedkv.Engine.load(model, tok, backend="cpu", disk_cache=str(tmp_path), disk_cache_size=1)
+
+
 def test_generate_matches_cli(engine, aidreams, cli):
     prompts = ["Echoes of", "Echoes of vectors"]
     args = [str(cli), "generate", "--model", str(aidreams / "aidreams260K.bin"), "--tokenizer",

@@ -68,7 +68,7 @@ def test_speculative_json_reports_drafts_and_cached_tokens(cli, aidreams):
     second = out["outputs"][1]
     cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert cached == second["prefix_cache_hit_tokens"] > 0
-    assert second["tier_hit_tokens"] == {"device": cached, "host": 0, "remote": 0}
+    assert second["tier_hit_tokens"] == {"device": cached, "host": 0, "disk": 0, "remote": 0}
 
 
 @pytest.mark.parametrize("value", ["ngram", "ngram:0", "ngram:65", "eagle:3", "ngram:x"])

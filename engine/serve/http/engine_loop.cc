@@ -347,7 +347,10 @@ void EngineLoop::UpdateGauges() {
     busy_ = !live_.empty() && healthy_.load();
   }
   // After waiting_: a reader of the gauges sees what Submit already counts.
-  if (options_.metrics != nullptr) options_.metrics->SetQueue(running, waiting);
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetQueue(running, waiting);
+    options_.metrics->SetTiers(engine_->tier_stats());
+  }
 }
 
 void EngineLoop::PublishEvents() {

@@ -87,6 +87,49 @@ void ServerMetrics::SetKvPool(const std::string& dtype, int64_t block_size, int6
   kv_tokens_ = tokens;
 }
 
+void ServerMetrics::SetTiers(std::vector<std::pair<std::string, TierStats>> tiers) {
+  absl::MutexLock lock(&mu_);
+  tiers_ = std::move(tiers);
+}
+
+namespace {
+
+// One family with a sample per tier (labelled tier="<name>").
+void WriteTierFamily(std::string* out, const char* name, const char* type, const char* help,
+                     const std::vector<std::pair<std::string, TierStats>>& tiers,
+                     int64_t TierStats::*field) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  for (const auto& [tier, stats] : tiers) {
+    absl::StrAppend(out, name, "{tier=\"", tier, "\"} ", stats.*field, "\n");
+  }
+}
+
+void WriteTiers(std::string* out, const std::vector<std::pair<std::string, TierStats>>& tiers) {
+  if (tiers.empty()) return;
+  WriteTierFamily(out, "pagedkv_tier_queried_blocks_total", "counter",
+                  "Blocks looked up in a KV tier (held ones plus the first missing one).", tiers,
+                  &TierStats::queried_blocks);
+  WriteTierFamily(out, "pagedkv_tier_hit_blocks_total", "counter",
+                  "Blocks loaded from a KV tier into the device pool.", tiers,
+                  &TierStats::hit_blocks);
+  WriteTierFamily(out, "pagedkv_tier_loaded_bytes_total", "counter",
+                  "Bytes of KV loaded from a tier.", tiers, &TierStats::loaded_bytes);
+  WriteTierFamily(out, "pagedkv_tier_stored_blocks_total", "counter",
+                  "Blocks written to a KV tier.", tiers, &TierStats::stored_blocks);
+  WriteTierFamily(out, "pagedkv_tier_stored_bytes_total", "counter", "Bytes written to a KV tier.",
+                  tiers, &TierStats::stored_bytes);
+  WriteTierFamily(out, "pagedkv_tier_evictions_total", "counter",
+                  "Blocks a KV tier dropped for room.", tiers, &TierStats::evictions);
+  WriteTierFamily(out, "pagedkv_tier_faults_total", "counter",
+                  "Lookups and stores a fault turned into a miss (I/O error, bad value, ...).",
+                  tiers, &TierStats::faults);
+  WriteTierFamily(out, "pagedkv_tier_resident_bytes", "gauge",
+                  "Bytes a KV tier holds now (-1: a shared tier that cannot know).", tiers,
+                  &TierStats::resident_bytes);
+}
+
+}  // namespace
+
 void ServerMetrics::WritePrometheus(std::string* out) const {
   absl::MutexLock lock(&mu_);
   PrometheusWriter w(out, {});
@@ -108,6 +151,7 @@ void ServerMetrics::WritePrometheus(std::string* out) const {
               "Seconds between consecutive tokens of a request.", itl_);
   w.Histogram("pagedkv_e2e_request_latency_seconds",
               "Seconds from a request's arrival to its last token.", e2e_);
+  WriteTiers(out, tiers_);
   if (kv_dtype_.empty()) return;
   PrometheusWriter info(out, {.labels = {{"cache_dtype", kv_dtype_},
                                          {"block_size", absl::StrCat(kv_block_size_)},

@@ -12,6 +12,8 @@
 //   pagedkv_e2e_request_latency_seconds                               (histograms)
 //   pagedkv_cache_config_info{cache_dtype,block_size,num_blocks} 1  (vLLM's cache_config_info)
 //   pagedkv_kv_cache_bytes_per_token / pagedkv_kv_cache_capacity_tokens  (gauges, SetKvPool)
+//   pagedkv_tier_{queried_blocks,hit_blocks,loaded_bytes,stored_blocks,stored_bytes,evictions,
+//     faults}_total, pagedkv_tier_resident_bytes  (per tier="host"|"disk"|"remote", SetTiers)
 // Latencies are measured at the server: from the request's arrival in the engine queue to the
 // step that produced its first token (TTFT), between its consecutive tokens' steps, and to its
 // last step (end to end). A stop-string cut counts as aborted in the engine but "stop" to the
@@ -29,10 +31,13 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "pagedkv/cache/cache_metrics.h"
+#include "pagedkv/tiers/kv_tier.h"
 
 namespace pagedkv::server {
 
@@ -52,6 +57,10 @@ class ServerMetrics {
   // token over every layer (scales included) and the tokens it holds.
   void SetKvPool(const std::string& dtype, int64_t block_size, int64_t num_blocks,
                  int64_t bytes_per_token, int64_t tokens);
+
+  // The KV tiers' counters (Engine::tier_stats), each sample labelled tier="host" / "disk" /
+  // "remote".
+  void SetTiers(std::vector<std::pair<std::string, TierStats>> tiers);
 
   int32_t num_running() const;
   int32_t num_waiting() const;
@@ -77,6 +86,7 @@ class ServerMetrics {
   int64_t kv_num_blocks_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t kv_bytes_per_token_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t kv_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<std::string, TierStats>> tiers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagedkv::server

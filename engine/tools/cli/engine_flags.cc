@@ -33,8 +33,9 @@ absl::StatusOr<SpeculativeOptions> ParseSpeculative(const std::string& flag) {
   return spec;
 }
 
-// "1073741824", "512M", "2G" (K, M, G: powers of 1024) -> bytes; InvalidArgument otherwise.
-absl::StatusOr<int64_t> ParseMemorySize(const std::string& flag) {
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(std::string_view flag_name, const std::string& flag) {
   std::string digits = flag;
   int shift = 0;
   if (!digits.empty()) {
@@ -47,13 +48,12 @@ absl::StatusOr<int64_t> ParseMemorySize(const std::string& flag) {
   }
   int64_t n = 0;
   if (!absl::SimpleAtoi(digits, &n) || n <= 0 || n > (INT64_MAX >> shift)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-memory '", flag, "': expected a positive size in bytes, or with K, M or G"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(flag_name), " '", flag,
+                     "': expected a positive size in bytes, or with K, M or G"));
   }
   return n << shift;
 }
-
-}  // namespace
 
 void AddModelFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--model", flags->model,
@@ -161,7 +161,8 @@ absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
   options.block_size = flags.block_size;
   options.num_kv_blocks = flags.num_kv_blocks;
   if (!flags.kv_cache_memory.empty()) {
-    PAGEDKV_ASSIGN_OR_RETURN(options.kv_cache_memory, ParseMemorySize(flags.kv_cache_memory));
+    PAGEDKV_ASSIGN_OR_RETURN(options.kv_cache_memory,
+                             ParseByteSize("--kv-cache-memory", flags.kv_cache_memory));
   }
   PAGEDKV_ASSIGN_OR_RETURN(options.kv_dtype, KvCacheDTypeFrom(flags));
   options.enable_prefix_caching = !flags.no_prefix_caching;

@@ -48,6 +48,10 @@ struct EngineFlags {
 
 // --model (required) and --tokenizer.
 void AddModelFlags(CLI::App* cmd, EngineFlags* flags);
+
+// A size flag: "1073741824", "512M", "2G" (K, M, G: powers of 1024) -> bytes; InvalidArgument
+// naming `flag_name` otherwise.
+absl::StatusOr<int64_t> ParseByteSize(std::string_view flag_name, const std::string& flag);
 // The engine flags above.
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 

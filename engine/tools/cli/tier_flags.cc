@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/tools/cli/engine_flags.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/tiers/kv_tier.h"
@@ -12,8 +13,9 @@
 namespace pagedkv::cli {
 namespace {
 
-nlohmann::json TierHitJson(int64_t hit, int64_t host, int64_t remote) {
-  return {{"device", hit - host - remote}, {"host", host}, {"remote", remote}};
+nlohmann::json TierHitJson(int64_t hit, int64_t host, int64_t disk, int64_t remote) {
+  return {
+      {"device", hit - host - disk - remote}, {"host", host}, {"disk", disk}, {"remote", remote}};
 }
 
 nlohmann::json TierStatsJson(const TierStats& s) {
@@ -56,6 +58,13 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags) {
                   "seconds before a remote block expires (0 = never)");
   cmd->add_option("--remote-cache-timeout-ms", flags->remote_cache_timeout_ms,
                   "connect and reply timeout of the remote tier (a slow server is a miss)");
+  cmd->add_option("--disk-cache", flags->disk_cache,
+                  "KV tier of files in this folder, below the host tier: survives restarts, "
+                  "shared by the engines of one machine pointed at it (docs/tiers.md)");
+  cmd->add_option("--disk-cache-size", flags->disk_cache_size,
+                  "byte budget of the disk tier's files for this model (K, M, G suffixes)");
+  cmd->add_option("--disk-cache-policy", flags->disk_cache_policy,
+                  "disk tier eviction policy: lru or arc");
 }
 
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
@@ -65,6 +74,12 @@ absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
   host.policy = flags.host_cache_policy;
   PAGEDKV_ASSIGN_OR_RETURN(host.store.rule, ParseTierStoreRule(flags.host_cache_store));
   host.store.threshold = flags.host_cache_threshold;
+  if (!flags.disk_cache.empty()) {
+    options->disk_tier.directory = flags.disk_cache;
+    PAGEDKV_ASSIGN_OR_RETURN(options->disk_tier.capacity_bytes,
+                             ParseByteSize("--disk-cache-size", flags.disk_cache_size));
+    options->disk_tier.policy = flags.disk_cache_policy;
+  }
   options->remote_cache_url = flags.remote_cache;
   options->remote_tier.key_prefix = flags.remote_cache_prefix;
   options->remote_tier.ttl_seconds = flags.remote_cache_ttl;
@@ -83,12 +98,12 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
          {"finish_reason", FinishReasonName(r.finish_reason)},
          {"prompt_tokens", r.prompt_tokens.size()},
          {"prefix_cache_hit_tokens", r.num_prefix_hit_tokens},
-         {"tier_hit_tokens",
-          TierHitJson(r.num_prefix_hit_tokens, r.num_host_hit_tokens, r.num_remote_hit_tokens)},
+         {"tier_hit_tokens", TierHitJson(r.num_prefix_hit_tokens, r.num_host_hit_tokens,
+                                         r.num_disk_hit_tokens, r.num_remote_hit_tokens)},
          {"preemptions", r.num_preemptions},
          {"readmission_hit_tokens",
           TierHitJson(r.num_readmission_hit_tokens, r.num_readmission_host_hit_tokens,
-                      r.num_readmission_remote_hit_tokens)},
+                      r.num_readmission_disk_hit_tokens, r.num_readmission_remote_hit_tokens)},
          // OpenAI's usage block: prompt tokens served from any cache tier.
          {"usage",
           {{"prompt_tokens", r.prompt_tokens.size()},
@@ -109,13 +124,13 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
             {"tokens", pool.tokens}}},
           {"prompt_tokens", s.num_prompt_tokens},
           {"prefix_cache_hit_tokens", s.num_prefix_hit_tokens},
-          {"tier_hit_tokens",
-           TierHitJson(s.num_prefix_hit_tokens, s.num_host_hit_tokens, s.num_remote_hit_tokens)},
+          {"tier_hit_tokens", TierHitJson(s.num_prefix_hit_tokens, s.num_host_hit_tokens,
+                                          s.num_disk_hit_tokens, s.num_remote_hit_tokens)},
           {"readmissions", s.num_readmissions},
           {"readmission_tokens", s.num_readmission_tokens},
           {"readmission_hit_tokens",
            TierHitJson(s.num_readmission_hit_tokens, s.num_readmission_host_hit_tokens,
-                       s.num_readmission_remote_hit_tokens)},
+                       s.num_readmission_disk_hit_tokens, s.num_readmission_remote_hit_tokens)},
           {"computed_tokens", s.num_computed_tokens},
           {"generated_tokens", s.num_generated_tokens},
           {"steps", s.num_steps},

@@ -1,8 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The KV tier flags of `pagedkv generate` (--host-cache-*, --remote-cache*), the EngineOptions they
-// set, and the
-// --json report of a run (outputs, prefix-cache and per-tier statistics).
+// The KV tier flags of `pagedkv generate` and `serve` (--host-cache-*, --disk-cache*,
+// --remote-cache*), the EngineOptions they set, and the --json report of a run (outputs,
+// prefix-cache and per-tier statistics).
 //
 // Example:
 //   auto flags = std::make_shared<TierFlags>();
@@ -34,6 +34,9 @@ struct TierFlags {
   std::string remote_cache_prefix = "pagedkv";     // --remote-cache-prefix: key-space prefix
   int64_t remote_cache_ttl = 0;                    // --remote-cache-ttl: seconds; 0 = no expiry
   int32_t remote_cache_timeout_ms = 200;           // --remote-cache-timeout-ms: connect and I/O
+  std::string disk_cache;                          // --disk-cache: folder; empty = no disk tier
+  std::string disk_cache_size = "10G";             // --disk-cache-size: byte budget
+  std::string disk_cache_policy = "lru";           // --disk-cache-policy: lru or arc
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.
@@ -43,12 +46,13 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags);
 // uninitialised strings (-Wmaybe-uninitialized, a false positive).
 EngineOptions DefaultEngineOptions();
 
-// Sets options->host_tier, remote_cache_url and remote_tier. InvalidArgument for a bad store rule
-// name (policy names and sizes are checked by Engine::Create).
+// Sets options->host_tier, disk_tier, remote_cache_url and remote_tier. InvalidArgument for a bad
+// store rule name or disk size (policy names and the rest are checked by Engine::Create).
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options);
 
 // {"outputs": [{"prompt_ids", "output_ids", "text", "finish_reason", "prompt_tokens",
-//   "prefix_cache_hit_tokens", "tier_hit_tokens": {"device", "host", "remote"}, "preemptions",
+//   "prefix_cache_hit_tokens", "tier_hit_tokens": {"device", "host", "disk", "remote"},
+//   "preemptions",
 //   "readmission_hit_tokens": {...}}, ...],
 //  "prompt_tokens", "prefix_cache_hit_tokens", "tier_hit_tokens": {...}, "readmissions",
 //  "readmission_tokens", "readmission_hit_tokens": {...}, "computed_tokens",

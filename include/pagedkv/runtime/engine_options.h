@@ -82,6 +82,20 @@ struct PAGEDKV_EXPORT RemoteCacheOptions {
   std::function<int64_t()> now_ms = nullptr;
 };
 
+// The disk tier's settings (pagedkv/tiers/disk_tier.h's DiskTierOptions without what the engine
+// sets: the model fingerprint and the value format come from the model). It sits below the host
+// tier and above the remote one; what it holds survives a restart of the engine, and engines of
+// one machine pointed at one folder share it.
+struct PAGEDKV_EXPORT DiskCacheOptions {
+  std::string directory = {};   // root folder (created if missing); empty: no disk tier
+  int64_t capacity_bytes = 0;   // > 0 with a directory: bytes of this model's files
+  std::string policy = "lru";   // "lru" or "arc"
+  TierStoreOptions store = {};  // when blocks go to disk (write-through by default)
+  int64_t max_pending_bytes = int64_t{256} << 20;  // > 0: queued writes beyond this are dropped
+  // One line per incident and recovery; null: stderr.
+  std::function<void(std::string_view)> report = nullptr;
+};
+
 // Speculative decoding by prompt lookup (vLLM's n-gram speculator, no draft model): after each
 // sampled token of a greedy request, the last n tokens of its context (n from
 // prompt_lookup_max down to prompt_lookup_min) are searched earlier in the context and the tokens
@@ -191,6 +205,9 @@ struct PAGEDKV_EXPORT EngineOptions {
   std::string remote_cache_url = {};
   // Its settings (key prefix, TTL, timeouts, store rule).
   RemoteCacheOptions remote_tier = {};
+  // KV tier of files on local storage, between the host and the remote tier; off while its
+  // directory is empty. Needs prefix caching.
+  DiskCacheOptions disk_tier = {};
   // Speculative decoding by prompt lookup (off by default).
   SpeculativeOptions speculative = {};
   // Block lifetime / idle-before-evict / reuse-gap histograms in the cache manager

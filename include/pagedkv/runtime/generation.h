@@ -111,7 +111,7 @@ struct PAGEDKV_EXPORT GenerationResult {
   // entries; fewer when the request was aborted before its prompt was computed).
   std::vector<TokenLogprobs> prompt_logprobs;
   // Prompt tokens served from the prefix cache at the first admission (OpenAI's cached_tokens),
-  // split by tier: device + host + remote = num_prefix_hit_tokens.
+  // split by tier: device + host + disk + remote = num_prefix_hit_tokens.
   int32_t num_prefix_hit_tokens = 0;
   int32_t num_device_hit_tokens = 0;   // of those, already in the device pool
   int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
@@ -131,6 +131,7 @@ struct PAGEDKV_EXPORT GenerationResult {
   double latency_s = 0.0;              // from AddRequest to finishing
 };
 
+  int32_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
 struct PAGEDKV_EXPORT StepOutput {
   std::vector<TokenOutput> tokens;         // tokens sampled in this step
   std::vector<GenerationResult> finished;  // requests that finished in (or before) this step
@@ -142,6 +143,7 @@ struct PAGEDKV_EXPORT StepOutput {
 
 struct PAGEDKV_EXPORT EngineStats {
   int64_t num_steps = 0;
+  int32_t num_readmission_disk_hit_tokens = 0;
   int64_t num_requests = 0;            // added
   int64_t num_finished = 0;            // finished or aborted
   int64_t num_prompt_tokens = 0;       // over first admissions
@@ -163,6 +165,7 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_readmissions = 0;
   int64_t num_readmission_tokens = 0;
   int64_t num_readmission_hit_tokens = 0;
+  int64_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
   int64_t num_readmission_host_hit_tokens = 0;
   int64_t num_readmission_remote_hit_tokens = 0;
   // Speculative decoding: draft tokens run through the model (in num_computed_tokens), and of
@@ -180,6 +183,7 @@ struct PAGEDKV_EXPORT EngineStats {
   int32_t max_step_num_seqs = 0;         // over every step
   // Steps by tokens in the batch: bucket 0 holds 1 token, bucket b >= 1 holds [2^b, 2^(b+1))
   // tokens (the last bucket everything from 2^31 up).
+  int64_t num_readmission_disk_hit_tokens = 0;
   std::array<int64_t, kHistogramBuckets> step_num_tokens_histogram = {};
 };
 

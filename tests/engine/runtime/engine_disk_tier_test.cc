@@ -1,0 +1,172 @@
+// Copyright 2026 The pagedkv Authors.
+//
+// The engine with a disk KV tier: what one engine stored, a new engine on the same folder (a
+// restart) loads as a prefix hit of the disk tier, with the tokens of a run without any cache;
+// another model never reads it; the host tier sits above the disk tier.
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/model/model_weights.h"
+#include "pagedkv/runtime/engine.h"
+#include "tests/engine/model/tiny_llama2c.h"
+
+namespace pagedkv {
+namespace {
+
+using ::pagedkv::testing::MakeTinyLlama2c;
+using ::pagedkv::testing::TinyShape;
+using ::pagedkv::testing::WriteTempFile;
+using ::testing::HasSubstr;
+
+constexpr int kBlockSize = 4;
+
+class EngineDiskTierTest : public ::testing::Test {
+ protected:
+  EngineDiskTierTest() {
+    std::string pattern = std::filesystem::temp_directory_path() / "pagedkv-engine-disk-XXXXXX";
+    dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
+    weights_ = Weights(41);
+  }
+  ~EngineDiskTierTest() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  static std::shared_ptr<const ModelWeights> Weights(uint32_t seed) {
+    TinyShape shape;
+    shape.seq_len = 96;
+    shape.shared_classifier = false;
+    const auto path = WriteTempFile("engine_disk_model_" + std::to_string(seed) + ".bin",
+                                    MakeTinyLlama2c(shape, seed).FileBytes());
+    return std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
+  }
+  EngineOptions Options() const {
+    EngineOptions o;
+    o.backend = BackendKind::kCpu;
+    o.block_size = kBlockSize;
+    o.num_kv_blocks = 64;
+    o.disk_tier = {.directory = dir_, .capacity_bytes = int64_t{16} << 20};
+    return o;
+  }
+  std::unique_ptr<Engine> MakeEngine(const EngineOptions& o,
+                                     std::shared_ptr<const ModelWeights> weights = nullptr) {
+    absl::StatusOr<std::unique_ptr<Engine>> e =
+        Engine::Create(weights != nullptr ? weights : weights_, o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return std::move(e).value();
+  }
+  static std::vector<TokenId> Prompt(uint32_t seed, int n) {
+    std::mt19937 rng(seed);
+    std::vector<TokenId> t(static_cast<size_t>(n));
+    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
+    return t;
+  }
+  static GenerationResult Run(Engine& engine, const std::vector<TokenId>& prompt) {
+    GenerationRequest r;
+    r.prompt_tokens = prompt;
+    r.max_new_tokens = 12;
+    r.stop_at_eos = false;
+    absl::StatusOr<std::vector<GenerationResult>> out = engine.Generate({r});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? (*out)[0] : GenerationResult{};
+  }
+  std::vector<TokenId> Uncached(const std::vector<TokenId>& prompt) {
+    EngineOptions o = Options();
+    o.disk_tier = {};
+    o.enable_prefix_caching = false;
+    return Run(*MakeEngine(o), prompt).output_tokens;
+  }
+  static TierStats StatsOf(const Engine& engine, const std::string& tier) {
+    for (const auto& [name, s] : engine.tier_stats()) {
+      if (name == tier) return s;
+    }
+    ADD_FAILURE() << "no " << tier << " tier";
+    return {};
+  }
+
+  std::string dir_;
+  std::shared_ptr<const ModelWeights> weights_;
+};
+
+TEST_F(EngineDiskTierTest, ARestartedEngineLoadsThePrefixFromDisk) {
+  const std::vector<TokenId> prompt = Prompt(5, 30);  // 7 full blocks reusable
+  std::vector<TokenId> first_tokens;
+  {
+    auto engine = MakeEngine(Options());
+    const GenerationResult first = Run(*engine, prompt);
+    EXPECT_EQ(first.num_prefix_hit_tokens, 0);
+    first_tokens = first.output_tokens;
+  }  // the engine and its disk tier go: the files stay
+  auto engine = MakeEngine(Options());
+  const GenerationResult second = Run(*engine, prompt);
+  EXPECT_EQ(second.num_prefix_hit_tokens, 28);
+  EXPECT_EQ(second.num_disk_hit_tokens, 28);
+  EXPECT_EQ(second.num_device_hit_tokens, 0);
+  EXPECT_EQ(second.output_tokens, first_tokens);
+  EXPECT_EQ(second.output_tokens, Uncached(prompt));
+  EXPECT_EQ(StatsOf(*engine, "disk").hit_blocks, 7);
+  EXPECT_EQ(engine->stats().num_disk_hit_tokens, 28);
+}
+
+TEST_F(EngineDiskTierTest, QuantizedBlocksComeBackFromDiskAfterARestart) {
+  const std::vector<TokenId> prompt = Prompt(9, 26);
+  for (DType dtype : {DType::kInt8, DType::kFp8E4M3}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    EngineOptions o = Options();
+    o.kv_dtype = dtype;
+    std::vector<TokenId> first;
+    { first = Run(*MakeEngine(o), prompt).output_tokens; }
+    auto engine = MakeEngine(o);
+    const GenerationResult second = Run(*engine, prompt);
+    EXPECT_EQ(second.num_disk_hit_tokens, 24);
+    EXPECT_EQ(second.output_tokens, first);
+  }
+}
+
+TEST_F(EngineDiskTierTest, AnotherModelNeverReadsTheFiles) {
+  const std::vector<TokenId> prompt = Prompt(5, 30);
+  Run(*MakeEngine(Options()), prompt);
+  auto other = MakeEngine(Options(), Weights(77));
+  const GenerationResult r = Run(*other, prompt);
+  EXPECT_EQ(r.num_prefix_hit_tokens, 0);
+  EXPECT_EQ(StatsOf(*other, "disk").hit_blocks, 0);
+  EXPECT_EQ(StatsOf(*other, "disk").faults, 0);
+}
+
+TEST_F(EngineDiskTierTest, TheHostTierSitsAboveTheDiskTier) {
+  EngineOptions o = Options();
+  o.host_tier = {.capacity_blocks = 32};
+  const std::vector<TokenId> prompt = Prompt(5, 30);
+  Run(*MakeEngine(o), prompt);
+  auto engine = MakeEngine(o);  // a new host tier (empty), the same folder
+  const GenerationResult from_disk = Run(*engine, prompt);
+  EXPECT_EQ(from_disk.num_disk_hit_tokens, 28);
+  EXPECT_EQ(from_disk.num_host_hit_tokens, 0);
+  engine->kv_cache_manager().ResetPrefixCache();
+  const GenerationResult from_host = Run(*engine, prompt);  // disk hits were kept in host memory
+  EXPECT_EQ(from_host.num_host_hit_tokens, 28);
+  EXPECT_EQ(from_host.num_disk_hit_tokens, 0);
+  EXPECT_EQ(from_host.output_tokens, from_disk.output_tokens);
+}
+
+TEST_F(EngineDiskTierTest, BadDiskOptionsAreInvalidArgument) {
+  EngineOptions o = Options();
+  o.disk_tier.capacity_bytes = 10;
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(), HasSubstr("capacity_bytes"));
+  o = Options();
+  o.enable_prefix_caching = false;
+  EXPECT_THAT(Engine::Create(weights_, o).status().message(), HasSubstr("disk_tier"));
+}
+
+}  // namespace
+}  // namespace pagedkv
