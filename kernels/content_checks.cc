@@ -191,8 +191,10 @@ absl::Status CheckPagedAttentionContents(const PagedAttentionArgs& a) {
 absl::Status CheckSampleContents(const SampleArgs& args) {
   for (int64_t s = 0; s < args.num_seqs; ++s) {
     if (!SamplingParamsValid(args.params[s])) {
-      return Invalid(
-          "Sample", absl::StrCat("params[", s, "] needs a finite temperature and top_p in (0, 1]"));
+      return Invalid("Sample",
+                     absl::StrCat("params[", s,
+                                  "] needs a finite temperature, top_p in (0, 1], top_k >= 0 and "
+                                  "min_p in [0, 1]"));
     }
   }
   return absl::OkStatus();

@@ -69,10 +69,11 @@ PAGEDKV_HD bool AttentionTableEntryValid(const PagedAttentionArgs& a, int64_t s,
   return (b + 1) * a.cache.block_size <= first - a.sliding_window + 1;
 }
 
-// Finite temperature (<= 0: greedy) and top_p in (0, 1].
+// Finite temperature (<= 0: greedy), top_p in (0, 1], top_k >= 0 and min_p in [0, 1].
 PAGEDKV_HD bool SamplingParamsValid(const SamplingParams& p) {
   const bool finite = fabsf(p.temperature) <= 3.402823466e38f;  // false for inf and NaN
-  return finite && p.top_p > 0.0f && p.top_p <= 1.0f;
+  return finite && p.top_p > 0.0f && p.top_p <= 1.0f && p.top_k >= 0 && p.min_p >= 0.0f &&
+         p.min_p <= 1.0f;
 }
 
 // Host-memory content checks, each op's complete list in the CPU backend's order. REQUIRES: the

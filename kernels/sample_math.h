@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "pagedkv/hd.h"
+#include "pagedkv/kernels/dtype_convert.h"
 
 namespace pagedkv {
 
@@ -37,6 +38,20 @@ inline constexpr float kMinSamplingTemperature = 1e-5f;
 // True when `temperature` means greedy decoding: <= 0, or below kMinSamplingTemperature.
 PAGEDKV_HD bool IsGreedyTemperature(float temperature) {
   return temperature < kMinSamplingTemperature;
+}
+
+// True when top_k limits a row of `vocab` tokens: 1 <= top_k < vocab (vLLM treats 0, and a k
+// that covers the vocabulary, as off).
+PAGEDKV_HD bool TopKActive(int32_t top_k, int64_t vocab) { return top_k >= 1 && top_k < vocab; }
+
+// A float's bits mapped so that unsigned order is float order (-inf < ... < -0 < +0 < ... < inf),
+// for bisection over logits; OrderedFloat inverts it.
+PAGEDKV_HD uint32_t OrderedKey(float f) {
+  const uint32_t bits = FloatToBits(f);
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+PAGEDKV_HD float OrderedFloat(uint32_t key) {
+  return BitsToFloat((key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key);
 }
 
 }  // namespace pagedkv

@@ -14,9 +14,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/runtime/context_limit.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/logit_edit_builder.h"
 #include "pagedkv/runtime/engine.h"
 #include "pagedkv/status_macros.h"
 
@@ -35,6 +37,46 @@ absl::StatusOr<std::vector<TokenId>> PromptOf(GenerationRequest& request,
         "create the engine with one");
   }
   return tokenizer->Encode(request.prompt_text);
+}
+
+// vLLM's sampling fields (SamplingOptions::top_k ... min_tokens) in vLLM's ranges
+// (vllm/sampling_params.py _verify_args), GenerationRequest::logit_bias's tokens in the vocabulary
+// and distinct.
+absl::Status CheckVllmSampling(const SamplingOptions& s, internal::LogitBias logit_bias,
+                               int32_t max_new_tokens, int32_t vocab_size) {
+  auto error = [](absl::string_view field, auto value, absl::string_view range) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddRequest: sampling.", field, " must be ", range, ", got ", value));
+  };
+  if (s.top_k < -1) return error("top_k", s.top_k, "0 or -1 (off) or >= 1");
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return error("min_p", s.min_p, "in [0, 1]");
+  if (!(s.repetition_penalty > 0.0f) || !std::isfinite(s.repetition_penalty)) {
+    return error("repetition_penalty", s.repetition_penalty, "finite and > 0");
+  }
+  if (!(std::abs(s.presence_penalty) <= 2.0f)) {
+    return error("presence_penalty", s.presence_penalty, "in [-2, 2]");
+  }
+  if (!(std::abs(s.frequency_penalty) <= 2.0f)) {
+    return error("frequency_penalty", s.frequency_penalty, "in [-2, 2]");
+  }
+  if (s.min_tokens < 0 || s.min_tokens > max_new_tokens) {
+    return error("min_tokens", s.min_tokens,
+                 absl::StrCat("in [0, max_new_tokens = ", max_new_tokens, "]"));
+  }
+  std::vector<TokenId> tokens;
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0 || token >= vocab_size || !std::isfinite(bias)) {
+      return error("logit_bias", absl::StrCat(token, ": ", bias),
+                   absl::StrCat("token ids in [0, ", vocab_size, ") with finite biases"));
+    }
+    tokens.push_back(token);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  if (std::adjacent_find(tokens.begin(), tokens.end()) != tokens.end()) {
+    return error("logit_bias", *std::adjacent_find(tokens.begin(), tokens.end()),
+                 "one entry per token id");
+  }
+  return absl::OkStatus();
 }
 
 // max_new_tokens, the sampling options and the prompt's tokens are in range.
@@ -59,6 +101,8 @@ absl::Status CheckGenerationRequest(const GenerationRequest& request,
                        SamplingOptions::kMaxLogprobs, "], got ", value));
     }
   }
+  PAGEDKV_RETURN_IF_ERROR(
+      CheckVllmSampling(s, request.logit_bias, request.max_new_tokens, vocab_size));
   if (s.prompt_logprobs >= 0 && !request.chunks.empty()) {
     return absl::InvalidArgumentError(
         "AddRequest: sampling.prompt_logprobs needs the whole prompt computed in place; drop "
@@ -98,11 +142,18 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   if (request.stop_at_eos) {
     for (TokenId stop : c.stop_token_ids) sr.stop_tokens.push_back(stop);
   }
-  PAGEDKV_RETURN_IF_ERROR(scheduler_->AddRequest(std::move(sr)));
+  sr.min_new_tokens = request.sampling.min_tokens;
   auto record = std::make_unique<RequestRecord>();
+  if (request.sampling.min_tokens > 0)
+    record->stop_tokens = internal::DistinctTokens(sr.stop_tokens);
+  if (request.sampling.repetition_penalty != 1.0f) {
+    record->prompt_set = internal::DistinctTokens(prompt);
+  }
+  PAGEDKV_RETURN_IF_ERROR(scheduler_->AddRequest(std::move(sr)));
   record->context = prompt;
   record->prompt = std::move(prompt);
   record->sampling = request.sampling;
+  record->logit_bias = std::move(request.logit_bias);
   record->cache_salt = std::move(request.cache_salt);
   record->chunks = std::move(request.chunks);
   record->chunk_reused.assign(record->chunks.size(), 0);
@@ -130,19 +181,23 @@ void Engine::RecordAdmission(const ScheduledSequence& s, RequestRecord& record) 
       record.num_prefix_hit_tokens = s.num_prefix_hit_tokens;
       record.num_host_hit_tokens = tier.host;
       record.num_remote_hit_tokens = tier.remote;
+      record.num_disk_hit_tokens = tier.disk;
       stats_.num_prompt_tokens += static_cast<int64_t>(record.prompt.size());
       stats_.num_prefix_hit_tokens += s.num_prefix_hit_tokens;
       stats_.num_host_hit_tokens += tier.host;
       stats_.num_remote_hit_tokens += tier.remote;
+      stats_.num_disk_hit_tokens += tier.disk;
     } else {
       record.num_readmission_hit_tokens += s.num_prefix_hit_tokens;
       record.num_readmission_host_hit_tokens += tier.host;
       record.num_readmission_remote_hit_tokens += tier.remote;
+      record.num_readmission_disk_hit_tokens += tier.disk;
       ++stats_.num_readmissions;
       stats_.num_readmission_tokens += static_cast<int64_t>(record.context.size());
       stats_.num_readmission_hit_tokens += s.num_prefix_hit_tokens;
       stats_.num_readmission_host_hit_tokens += tier.host;
       stats_.num_readmission_remote_hit_tokens += tier.remote;
+      stats_.num_readmission_disk_hit_tokens += tier.disk;
     }
     ++record.num_admissions;
     record.awaiting_admission = false;
@@ -167,7 +222,3 @@ void Engine::MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record) 
 }
 
 }  // namespace pagedkv
-      record.num_disk_hit_tokens = tier.disk;
-      stats_.num_disk_hit_tokens += tier.disk;
-      record.num_readmission_disk_hit_tokens += tier.disk;
-      stats_.num_readmission_disk_hit_tokens += tier.disk;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/tiers/tier_chain.h"
@@ -29,8 +30,8 @@ void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources);
 struct TierHitTokens {
   int32_t host = 0;
   int32_t remote = 0;
-};
   int32_t disk = 0;
+};
 TierHitTokens AttributeTierHits(int32_t hit_tokens, int32_t block_size,
                                 const std::vector<BlockSource>& sources);
 
@@ -44,13 +45,13 @@ struct Engine::RequestRecord {
   int32_t num_admissions = 0;
   int32_t num_host_hit_tokens = 0;
   int32_t num_remote_hit_tokens = 0;
-  // Over re-admissions after preemption (GenerationResult::num_readmission_*).
   int32_t num_disk_hit_tokens = 0;
+  // Over re-admissions after preemption (GenerationResult::num_readmission_*).
   int32_t num_readmission_hit_tokens = 0;
   int32_t num_readmission_host_hit_tokens = 0;
   int32_t num_readmission_remote_hit_tokens = 0;
-  // Waiting for its next admission (added, or preempted): in Internals::onboard_queue.
   int32_t num_readmission_disk_hit_tokens = 0;
+  // Waiting for its next admission (added, or preempted): in Internals::onboard_queue.
   bool awaiting_admission = true;
   // Per chain block: the tier that loaded it while the request waited (TierChain::Onboard).
   std::vector<BlockSource> block_sources;
@@ -59,6 +60,11 @@ struct Engine::RequestRecord {
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
   // and it is never registered from this request.
   std::vector<char> chunk_reused;
+  // With a repetition penalty: the prompt's distinct tokens, ascending (logit_edit_builder.h).
+  std::vector<TokenId> prompt_set;
+  std::vector<std::pair<TokenId, float>> logit_bias;  // GenerationRequest::logit_bias
+  // With min_tokens: the distinct tokens that end the request, which it bans until then.
+  std::vector<TokenId> stop_tokens;
   // With SamplingOptions::prompt_logprobs: prompt tokens 1.. so far, in order.
   std::vector<TokenLogprobs> prompt_logprobs;
   std::chrono::steady_clock::time_point added;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "engine/model/runner/model_runner.h"
 #include "engine/runtime/engine_internal.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/logit_edit_builder.h"
 #include "engine/runtime/shift/cache_blend_hook.h"
 #include "engine/runtime/shift/shifted_chunk_reuse.h"
 #include "engine/runtime/step_batch.h"
@@ -133,12 +135,17 @@ Engine::StepBatch Engine::BuildStepBatch() {
       const bool copy = record.sampling.logprobs >= 0;
       step.copied_index.push_back(copy ? static_cast<int32_t>(step.copy_rows.size()) : -1);
       if (copy) step.copy_rows.push_back(static_cast<int32_t>(step.logits_indices.size()));
+      if (internal::NeedsLogitEdits(record.sampling, record.logit_bias)) {
+        AddLogitEdits(s, record, j, &step);
+      }
       step.logits_indices.push_back(s.query_start + s.num_scheduled_tokens - rows + j);
       step.sampling.push_back(
           SamplingParams{.temperature = record.sampling.temperature,
                          .top_p = record.sampling.top_p,
                          .seed = record.sampling.seed,
-                         .counter = static_cast<uint64_t>(record.num_generated + j)});
+                         .counter = static_cast<uint64_t>(record.num_generated + j),
+                         .top_k = std::max(record.sampling.top_k, 0),
+                         .min_p = record.sampling.min_p});
     }
     step.sampled_ids.push_back(s.request_id);
     step.sampled_seqs.push_back(i);
@@ -146,6 +153,26 @@ Engine::StepBatch Engine::BuildStepBatch() {
   }
   AddPromptRows(&step);
   return step;
+}
+
+void Engine::AddLogitEdits(const ScheduledSequence& s, const RequestRecord& record, int32_t j,
+                           StepBatch* step) const {
+  // Row j follows the generated tokens and the first j of the drafts scheduled now (the drafts
+  // are the last num_draft_tokens tokens scheduled), as vLLM counts drafts as output.
+  const std::span<const TokenId> drafts =
+      std::span<const TokenId>(batch_.token_ids)
+          .subspan(static_cast<size_t>(s.query_start + s.num_scheduled_tokens - s.num_draft_tokens),
+                   static_cast<size_t>(j));
+  const std::span<const TokenId> output =
+      std::span<const TokenId>(record.context).subspan(record.prompt.size());
+  step->logit_edits.push_back(
+      internal::BuildLogitEdits({.sampling = &record.sampling,
+                                 .logit_bias = record.logit_bias,
+                                 .prompt_set = record.prompt_set,
+                                 .output = output,
+                                 .drafts = drafts,
+                                 .stop_tokens = record.stop_tokens},
+                                static_cast<int32_t>(step->logits_indices.size())));
 }
 
 void Engine::AddPromptRows(StepBatch* step) const {
@@ -191,6 +218,7 @@ absl::Status Engine::RunModel(const StepBatch& step, ModelOutput* model_out) {
                                   {.return_logits = options_.return_logits,
                                    .sampling = step.sampling,
                                    .copy_rows = step.copy_rows,
+                                   .logit_edits = step.logit_edits,
                                    .hook = blend.has_value() ? &*blend : nullptr},
                                   model_out));
   const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/model/runner/logit_edits.h"
 #include "kernels/sample_math.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/runtime/engine.h"
@@ -36,6 +37,9 @@ struct Engine::StepBatch {
   // row its index among them (-1: not copied).
   std::vector<int32_t> copy_rows;
   std::vector<int32_t> copied_index;
+  // Edits of the rows of requests that asked for min_tokens, logit_bias or penalties
+  // (ForwardOptions::logit_edits), rows ascending.
+  std::vector<RowLogitEdits> logit_edits;
   // Rows after every sampling row: the prompt positions of requests that asked for prompt
   // logprobs (row k of them predicts prompt token prompt_row_positions[k] + 1), each copied.
   struct PromptRow {

@@ -1,14 +1,19 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// CPU sampling: greedy argmax, or softmax(logits / temperature) restricted to the top-p nucleus
-// and drawn with the counter-based uniform of kernels/sample_math.h. The nucleus is every token
-// whose probability is >= the probability at which the descending cumulative mass first reaches
-// top_p; the draw walks kept tokens in index order (the CUDA backend does the same).
-// The threshold is found without sorting, by a weighted quickselect: O(V) expected per row.
+// CPU sampling: greedy argmax, or softmax(logits / temperature) restricted as vLLM's v1 sampler
+// restricts it (min_p, then top_k, then top_p over what they keep) and drawn with the
+// counter-based uniform of kernels/sample_math.h. min_p drops tokens whose probability is below
+// min_p times the largest; top_k keeps the tokens whose logit is >= the k-th largest (ties kept);
+// the nucleus is every remaining token whose probability is >= the probability at which the
+// descending cumulative mass of the remaining tokens first reaches top_p; the draw walks kept
+// tokens in index order (the CUDA backend does the same). Dropped tokens carry probability -1,
+// which no threshold keeps. The k-th logit (nth_element) and the nucleus threshold (a weighted
+// quickselect) are found without sorting: O(V) expected per row.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,12 +48,12 @@ double Mass(const float* begin, const float* end) {
 // reaches what is still needed, is the pivot when the equal part completes it, and lies in the
 // smaller part otherwise (with the greater and equal mass taken off what is needed). Each round
 // keeps one part, so the expected cost is O(V). Pivots come from a fixed hash sequence, so the
-// result is deterministic. NaN probabilities are never candidates (NaN >= t is false anyway).
+// result is deterministic. Dropped (-1) and NaN probabilities are never candidates.
 float NucleusThreshold(const std::vector<float>& probs, int64_t vocab, double target,
                        std::vector<float>& work) {
   work.clear();
   for (int64_t i = 0; i < vocab; ++i) {
-    if (!std::isnan(probs[i])) work.push_back(probs[i]);
+    if (probs[i] >= 0.0f) work.push_back(probs[i]);  // not dropped, not NaN
   }
   if (work.empty()) return 0.0f;
   float* lo = work.data();
@@ -79,6 +84,32 @@ float NucleusThreshold(const std::vector<float>& probs, int64_t vocab, double ta
   return hi[-1];
 }
 
+// The k-th largest of the row's logits. REQUIRES: 1 <= k <= vocab.
+float KthLargestLogit(const float* logits, int64_t vocab, int32_t k, std::vector<float>& work) {
+  work.assign(logits, logits + vocab);
+  const auto kth = work.begin() + (k - 1);
+  std::nth_element(work.begin(), kth, work.end(), std::greater<float>());
+  return *kth;
+}
+
+// Sets probs[i] to -1 (dropped) for the tokens min_p and top_k drop (exp((l - max) / T) is the
+// probability relative to the largest, so min_p compares it directly); returns the mass kept.
+double DropByMinPAndTopK(const float* logits, int64_t vocab, const SamplingParams& params,
+                         std::vector<float>& probs, std::vector<float>& work) {
+  const float kth = TopKActive(params.top_k, vocab)
+                        ? KthLargestLogit(logits, vocab, params.top_k, work)
+                        : -std::numeric_limits<float>::infinity();
+  double total = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (probs[i] < params.min_p || logits[i] < kth) {
+      probs[i] = -1.0f;
+    } else {
+      total += probs[i];
+    }
+  }
+  return total;
+}
+
 int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& params,
                   std::vector<float>& probs, std::vector<float>& work) {
   const float max_logit = *std::max_element(logits, logits + vocab);
@@ -87,6 +118,9 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   for (int64_t i = 0; i < vocab; ++i) {
     probs[i] = std::exp((logits[i] - max_logit) * inv_t);
     total += probs[i];
+  }
+  if (params.min_p > 0.0f || TopKActive(params.top_k, vocab)) {
+    total = DropByMinPAndTopK(logits, vocab, params, probs, work);
   }
   float threshold = 0.0f;
   if (params.top_p < 1.0f) {

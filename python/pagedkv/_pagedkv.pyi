@@ -399,7 +399,10 @@ class GenerationRequest:
                  stop_at_eos: bool = True, stop_tokens: Sequence[int] = ...,
                  chunks: Sequence[Tuple[int, int]] = ..., cache_priority: int = 35,
                  cache_priority_spans: Sequence[Tuple[int, int, int]] = ...,
-                 logprobs: int = -1, prompt_logprobs: int = -1) -> None: ...
+                 logprobs: int = -1, prompt_logprobs: int = -1, top_k: int = 0,
+                 min_p: float = 0.0, repetition_penalty: float = 1.0,
+                 presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 logit_bias: Dict[int, float] = ..., min_tokens: int = 0) -> None: ...
     prompt_tokens: List[int]
     prompt_text: str
     max_new_tokens: int
@@ -431,11 +434,11 @@ class GenerationResult:
     num_readmission_device_hit_tokens: int
     num_readmission_host_hit_tokens: int
     num_readmission_remote_hit_tokens: int
+    num_disk_hit_tokens: int
+    num_readmission_disk_hit_tokens: int
     time_to_first_token_s: float
     latency_s: float
     def as_dict(self) -> Dict[str, Any]: ...
-    num_disk_hit_tokens: int
-    num_readmission_disk_hit_tokens: int
 
 class StepOutput:
     tokens: List[TokenOutput]
@@ -455,10 +458,10 @@ class EngineStats:
     num_preemptions: int
     num_host_hit_tokens: int
     num_remote_hit_tokens: int
+    num_disk_hit_tokens: int
     num_readmissions: int
     num_readmission_tokens: int
     num_readmission_hit_tokens: int
-    num_disk_hit_tokens: int
     num_readmission_host_hit_tokens: int
     num_readmission_remote_hit_tokens: int
     num_draft_tokens: int
@@ -500,8 +503,8 @@ class Engine:
     kv_cache_layout: Dict[str, Any]
     kv_pool: Dict[str, Any]
     stats: EngineStats
+    tier_stats: Dict[str, Dict[str, int]]
     def write_prometheus(self, *, labels: Dict[str, str] = ...) -> str: ...
     vocab_size: int
     model_config: str
-    tier_stats: Dict[str, Dict[str, int]]
     tokenizer: Optional[Tokenizer]

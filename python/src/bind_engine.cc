@@ -22,6 +22,17 @@ namespace {
 
 using py::arg;
 
+// vLLM's sampling fields of SamplingOptions, as the keyword arguments give them.
+struct VllmSampling {
+  int32_t top_k;
+  float min_p;
+  float repetition_penalty;
+  float presence_penalty;
+  float frequency_penalty;
+  std::map<TokenId, float> logit_bias;
+  int32_t min_tokens;
+};
+
 GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string prompt_text,
                               int32_t max_new_tokens, float temperature, float top_p, uint64_t seed,
                               std::string cache_salt, int32_t priority, bool stop_at_eos,
@@ -29,7 +40,7 @@ GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string pr
                               std::vector<std::pair<int32_t, int32_t>> chunks,
                               int32_t cache_priority,
                               const std::vector<PrioritySpanTuple>& cache_priority_spans,
-                              int32_t logprobs, int32_t prompt_logprobs) {
+                              int32_t logprobs, int32_t prompt_logprobs, const VllmSampling& v) {
   GenerationRequest r{.prompt_tokens = std::move(prompt_tokens),
                       .prompt_text = std::move(prompt_text),
                       .max_new_tokens = max_new_tokens,
@@ -37,13 +48,20 @@ GenerationRequest MakeRequest(std::vector<TokenId> prompt_tokens, std::string pr
                                    .top_p = top_p,
                                    .seed = seed,
                                    .logprobs = logprobs,
-                                   .prompt_logprobs = prompt_logprobs},
+                                   .prompt_logprobs = prompt_logprobs,
+                                   .top_k = v.top_k,
+                                   .min_p = v.min_p,
+                                   .repetition_penalty = v.repetition_penalty,
+                                   .presence_penalty = v.presence_penalty,
+                                   .frequency_penalty = v.frequency_penalty,
+                                   .min_tokens = v.min_tokens},
                       .cache_salt = std::move(cache_salt),
                       .priority = priority,
                       .cache_priority = {.priority = cache_priority},
                       .cache_priority_spans = PrioritySpansArgument(cache_priority_spans),
                       .stop_at_eos = stop_at_eos,
                       .stop_tokens = std::move(stop_tokens)};
+  r.logit_bias.assign(v.logit_bias.begin(), v.logit_bias.end());
   for (auto [offset, length] : chunks) r.chunks.push_back({.offset = offset, .length = length});
   return r;
 }
@@ -58,7 +76,35 @@ void RequestArgs(Def&& def) {
       arg("chunks") = std::vector<std::pair<int32_t, int32_t>>{},
       arg("cache_priority") = kDefaultCachePriority,
       arg("cache_priority_spans") = std::vector<PrioritySpanTuple>{}, arg("logprobs") = -1,
-      arg("prompt_logprobs") = -1);
+      arg("prompt_logprobs") = -1, arg("top_k") = 0, arg("min_p") = 0.0f,
+      arg("repetition_penalty") = 1.0f, arg("presence_penalty") = 0.0f,
+      arg("frequency_penalty") = 0.0f, arg("logit_bias") = std::map<TokenId, float>{},
+      arg("min_tokens") = 0);
+}
+
+// GenerationRequest(...)'s keyword arguments in order, vLLM's sampling fields gathered.
+GenerationRequest MakeRequestFromArgs(std::vector<TokenId> prompt_tokens, std::string prompt_text,
+                                      int32_t max_new_tokens, float temperature, float top_p,
+                                      uint64_t seed, std::string cache_salt, int32_t priority,
+                                      bool stop_at_eos, std::vector<TokenId> stop_tokens,
+                                      std::vector<std::pair<int32_t, int32_t>> chunks,
+                                      int32_t cache_priority,
+                                      const std::vector<PrioritySpanTuple>& cache_priority_spans,
+                                      int32_t logprobs, int32_t prompt_logprobs, int32_t top_k,
+                                      float min_p, float repetition_penalty, float presence_penalty,
+                                      float frequency_penalty, std::map<TokenId, float> logit_bias,
+                                      int32_t min_tokens) {
+  return MakeRequest(std::move(prompt_tokens), std::move(prompt_text), max_new_tokens, temperature,
+                     top_p, seed, std::move(cache_salt), priority, stop_at_eos,
+                     std::move(stop_tokens), std::move(chunks), cache_priority,
+                     cache_priority_spans, logprobs, prompt_logprobs,
+                     {.top_k = top_k,
+                      .min_p = min_p,
+                      .repetition_penalty = repetition_penalty,
+                      .presence_penalty = presence_penalty,
+                      .frequency_penalty = frequency_penalty,
+                      .logit_bias = std::move(logit_bias),
+                      .min_tokens = min_tokens});
 }
 
 // (logprob, [(token, logprob)] of the top tokens) for Python.
@@ -105,7 +151,7 @@ void BindTokenizer(py::module_& m) {
 
 void BindEngineTypes(py::module_& m) {
   py::class_<GenerationRequest> req(m, "GenerationRequest", "One request for Engine.generate.");
-  RequestArgs([&](auto&&... a) { req.def(py::init(&MakeRequest), a...); });
+  RequestArgs([&](auto&&... a) { req.def(py::init(&MakeRequestFromArgs), a...); });
   req.def_readwrite("prompt_tokens", &GenerationRequest::prompt_tokens,
                     "The prompt's token ids (used when not empty).")
       .def_readwrite(
@@ -181,6 +227,11 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly("num_readmission_remote_hit_tokens",
                     &GenerationResult::num_readmission_remote_hit_tokens,
                     "Of num_readmission_hit_tokens, those loaded from the remote tier.")
+      .def_readonly("num_disk_hit_tokens", &GenerationResult::num_disk_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
+      .def_readonly("num_readmission_disk_hit_tokens",
+                    &GenerationResult::num_readmission_disk_hit_tokens,
+                    "Of num_readmission_hit_tokens, those loaded from the disk tier.")
       .def_readonly("time_to_first_token_s", &GenerationResult::time_to_first_token_s,
                     "Seconds from add_request to the first token.")
       .def_readonly("latency_s", &GenerationResult::latency_s,
@@ -225,13 +276,10 @@ void BindEngineTypes(py::module_& m) {
                     "Of num_prefix_hit_tokens, those loaded from the host tier.")
       .def_readonly("num_remote_hit_tokens", &EngineStats::num_remote_hit_tokens,
                     "Of num_prefix_hit_tokens, those loaded from the remote tier.")
+      .def_readonly("num_disk_hit_tokens", &EngineStats::num_disk_hit_tokens,
+                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
       .def_readonly("num_readmissions", &EngineStats::num_readmissions,
                     "Re-admissions after preemption.")
-      .def_readonly("num_disk_hit_tokens", &GenerationResult::num_disk_hit_tokens,
-                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
-      .def_readonly("num_readmission_disk_hit_tokens",
-                    &GenerationResult::num_readmission_disk_hit_tokens,
-                    "Of num_readmission_hit_tokens, those loaded from the disk tier.")
       .def_readonly("num_readmission_tokens", &EngineStats::num_readmission_tokens,
                     "Tokens those re-admissions looked up (prompt and generated so far).")
       .def_readonly("num_readmission_hit_tokens", &EngineStats::num_readmission_hit_tokens,
@@ -277,8 +325,6 @@ void BindEngineTypes(py::module_& m) {
 // An Engine and whether a call that released the GIL is running on it. `running` is read and
 // written with the GIL held only, so a second Python thread that calls in while step() or
 // generate() runs gets RuntimeError instead of racing on the engine.
-      .def_readonly("num_disk_hit_tokens", &EngineStats::num_disk_hit_tokens,
-                    "Of num_prefix_hit_tokens, those loaded from the disk tier.")
 struct PyEngine {
   std::unique_ptr<Engine> engine;  // never null once constructed
   bool running = false;
@@ -359,6 +405,8 @@ std::unique_ptr<PyEngine> LoadEngine(
   o.speculative.num_speculative_tokens = num_speculative_tokens;
   o.collect_block_metrics = collect_block_metrics;
   o.enable_cache_priorities = enable_cache_priorities;
+  o.disk_tier.directory = disk_cache;
+  o.disk_tier.capacity_bytes = disk_cache_size;
   absl::StatusOr<std::unique_ptr<Engine>> engine;
   {
     py::gil_scoped_release release;
@@ -405,8 +453,6 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
           "The compute backend, e.g. \"cpu\".")
       .def_property_readonly(
           "kv_cache_layout",
-  o.disk_tier.directory = disk_cache;
-  o.disk_tier.capacity_bytes = disk_cache_size;
           [](PyEngine& self) {
             const KvCacheLayout& l = self.get().kv_cache_layout();
             py::dict d;
@@ -436,6 +482,28 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
       .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
+      .def_property_readonly(
+          "tier_stats",
+          [](PyEngine& self) {
+            py::dict tiers;
+            for (const auto& [name, s] : self.get().tier_stats()) {
+              py::dict d;
+              d["lookups"] = s.lookups;
+              d["queried_blocks"] = s.queried_blocks;
+              d["hit_blocks"] = s.hit_blocks;
+              d["loaded_bytes"] = s.loaded_bytes;
+              d["stored_blocks"] = s.stored_blocks;
+              d["stored_bytes"] = s.stored_bytes;
+              d["evictions"] = s.evictions;
+              d["faults"] = s.faults;
+              d["resident_blocks"] = s.resident_blocks;
+              d["resident_bytes"] = s.resident_bytes;
+              tiers[py::str(name)] = d;
+            }
+            return tiers;
+          },
+          "Counters of each KV tier below the device pool, by name (\"host\", \"disk\", "
+          "\"remote\"): a dict of dicts (hit_blocks, stored_blocks, faults, resident_bytes, ...).")
       .def(
           "write_prometheus",
           [](PyEngine& self, std::map<std::string, std::string> labels) {
@@ -479,31 +547,10 @@ void BindEngineClass(py::module_& m) {
                arg("enable_cache_priorities") = false, arg("weights") = "native",
                arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
                arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
+               arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
                "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
                "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
                "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
-      .def_property_readonly(
-          "tier_stats",
-          [](PyEngine& self) {
-            py::dict tiers;
-            for (const auto& [name, s] : self.get().tier_stats()) {
-              py::dict d;
-              d["lookups"] = s.lookups;
-              d["queried_blocks"] = s.queried_blocks;
-              d["hit_blocks"] = s.hit_blocks;
-              d["loaded_bytes"] = s.loaded_bytes;
-              d["stored_blocks"] = s.stored_blocks;
-              d["stored_bytes"] = s.stored_bytes;
-              d["evictions"] = s.evictions;
-              d["faults"] = s.faults;
-              d["resident_blocks"] = s.resident_blocks;
-              d["resident_bytes"] = s.resident_bytes;
-              tiers[py::str(name)] = d;
-            }
-            return tiers;
-          },
-          "Counters of each KV tier below the device pool, by name (\"host\", \"disk\", "
-          "\"remote\"): a dict of dicts (hit_blocks, stored_blocks, faults, resident_bytes, ...).")
                "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
                "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
                "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
@@ -529,11 +576,15 @@ void BindEngineClass(py::module_& m) {
            std::string cache_salt, int32_t priority, bool stop_at_eos,
            std::vector<TokenId> stop_tokens, std::vector<std::pair<int32_t, int32_t>> chunks,
            int32_t cache_priority, const std::vector<PrioritySpanTuple>& cache_priority_spans,
-           int32_t logprobs, int32_t prompt_logprobs) {
-          return Unwrap(self.get().AddRequest(MakeRequest(
+           int32_t logprobs, int32_t prompt_logprobs, int32_t top_k, float min_p,
+           float repetition_penalty, float presence_penalty, float frequency_penalty,
+           std::map<TokenId, float> logit_bias, int32_t min_tokens) {
+          return Unwrap(self.get().AddRequest(MakeRequestFromArgs(
               std::move(prompt_tokens), std::move(prompt_text), max_new_tokens, temperature, top_p,
               seed, std::move(cache_salt), priority, stop_at_eos, std::move(stop_tokens),
-              std::move(chunks), cache_priority, cache_priority_spans, logprobs, prompt_logprobs)));
+              std::move(chunks), cache_priority, cache_priority_spans, logprobs, prompt_logprobs,
+              top_k, min_p, repetition_penalty, presence_penalty, frequency_penalty,
+              std::move(logit_bias), min_tokens)));
         },
         a..., "Queues a request given by keywords; returns its id.");
   });
@@ -549,5 +600,4 @@ void BindEngine(py::module_& m) {
   BindEngineClass(m);
 }
 
-               arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
 }  // namespace pagedkv::python

@@ -235,3 +235,47 @@ def test_logprobs_and_prompt_logprobs(engine):
     assert all(lp <= 0.0 and len(top) == 2 for lp, top in result.prompt_logprobs)
     with pytest.raises(pagedkv.InvalidArgumentError, match="prompt_logprobs"):
         engine.add_request(prompt_text="x", prompt_logprobs=21)
+
+
+def test_vllm_sampling_fields(engine):
+    """top_k, min_p, the penalties, logit_bias and min_tokens reach the engine: a bias of 100
+    forces its token while the logprobs stay the raw rows'; top_k=1 samples greedily; a repetition
+    penalty follows the hand-applied rule on the step's raw logits; bad values are refused naming
+    the field."""
+    greedy = engine.generate([pagedkv.GenerationRequest(prompt_text="Echoes of", max_new_tokens=6,
+                                                        stop_at_eos=False)])[0].output_tokens
+    top1 = engine.generate([pagedkv.GenerationRequest(
+        prompt_text="Echoes of", max_new_tokens=6, stop_at_eos=False, temperature=1.0, seed=3,
+        top_k=1)])[0].output_tokens
+    assert top1 == greedy
+    forced = 1 + (greedy[0] + 1) % 300
+    rid = engine.add_request(prompt_text="Echoes of", max_new_tokens=4, stop_at_eos=False,
+                             logit_bias={forced: 100.0}, logprobs=0)
+    penal = engine.add_request(prompt_text="Echoes of", max_new_tokens=6, stop_at_eos=False,
+                               repetition_penalty=1.5, frequency_penalty=0.5)
+    prompt = None
+    output = []
+    while engine.has_unfinished_requests():
+        step = engine.step()
+        for i, t in enumerate(step.tokens):
+            row = step.logits[i].astype(np.float64)
+            if t.request_id == rid:
+                assert t.token == forced
+                want = row - row.max() - np.log(np.exp(row - row.max()).sum())
+                assert abs(t.logprobs[0] - want[forced]) < 1e-4 and t.logprobs[0] < -0.5
+            if t.request_id == penal:
+                prompt = prompt or engine.tokenizer.encode("Echoes of")
+                for v in set(prompt) | set(output):
+                    row[v] = row[v] / 1.5 if row[v] > 0 else row[v] * 1.5
+                for v in set(output):
+                    row[v] -= 0.5 * output.count(v)
+                assert t.token == int(np.argmax(row))
+                output.append(t.token)
+    assert len(output) == 6
+    for kwargs, field in [({"top_k": -2}, "top_k"), ({"min_p": 2.0}, "min_p"),
+                          ({"repetition_penalty": 0.0}, "repetition_penalty"),
+                          ({"presence_penalty": 3.0}, "presence_penalty"),
+                          ({"logit_bias": {10**6: 1.0}}, "logit_bias"),
+                          ({"min_tokens": 9}, "min_tokens")]:
+        with pytest.raises(pagedkv.InvalidArgumentError, match=field):
+            engine.add_request(prompt_text="a", max_new_tokens=4, **kwargs)

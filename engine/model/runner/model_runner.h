@@ -62,6 +62,7 @@
 #include "engine/model/runner/backend.h"
 #include "engine/model/runner/batch_parts.h"
 #include "engine/model/runner/layer_hook.h"
+#include "engine/model/runner/logit_edits.h"
 #include "engine/model/runner/step_rope.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/export.h"
@@ -137,7 +138,11 @@ struct PAGEDKV_EXPORT ForwardOptions {
   absl::Span<const SamplingParams> sampling = {};
   // Logits rows (indexes into logits_indices) to copy to ModelOutput::row_logits, in this order
   // (the rows whose requests asked for logprobs). Each must be in [0, logits_indices.size()).
+  // They, and ModelOutput::logits, are the raw logits: copied before logit_edits.
   absl::Span<const int32_t> copy_rows = {};
+  // Edits applied to logits rows after the copies above and before sampling (logit_edits.h):
+  // rows strictly increasing, each in [0, logits_indices.size()). Empty: none.
+  absl::Span<const RowLogitEdits> logit_edits = {};
   // Called at fixed points of every layer (see layer_hook.h); null: a plain pass. Not owned.
   LayerHook* hook = nullptr;
 };
@@ -295,6 +300,8 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status CopyOutputs(const ForwardOptions& options, int64_t num_logits, ModelOutput* output);
   // The logits rows `rows` (validated) to output->row_logits.
   absl::Status CopyRows(absl::Span<const int32_t> rows, ModelOutput* output);
+  // Each edited logits row (validated) down to the host, edited, and back up.
+  absl::Status EditRows(absl::Span<const RowLogitEdits> edits);
   // ReadKv of quantized pages: each slot's bytes (copied down on a device), dequantized here.
   absl::Status ReadQuantizedKv(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
                                std::vector<float>* k, std::vector<float>* v);

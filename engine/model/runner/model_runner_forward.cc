@@ -10,7 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "engine/model/runner/layer_hook.h"
+#include "engine/model/runner/logit_edits.h"
 #include "engine/model/runner/model_runner.h"
 #include "engine/model/runner/runner_buffers.h"
 #include "pagedkv/dtype.h"
@@ -218,10 +220,35 @@ absl::Status ModelRunner::CopyRows(absl::Span<const int32_t> rows, ModelOutput* 
   return absl::OkStatus();
 }
 
+absl::Status ModelRunner::EditRows(absl::Span<const RowLogitEdits> edits) {
+  const auto vocab = static_cast<size_t>(config().vocab_size);
+  std::vector<float> row(vocab);
+  for (const RowLogitEdits& e : edits) {  // validated by ValidateOutputs
+    float* device_row = logits_.as<float>() + static_cast<size_t>(e.row) * vocab;
+    if (backend_->host_memory()) {  // the CPU backend: edited in place
+      ApplyLogitEdits(e, absl::MakeSpan(device_row, vocab));
+      continue;
+    }
+    PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(row.data(), device_row, vocab * sizeof(float)));
+    ApplyLogitEdits(e, absl::MakeSpan(row));
+    PAGEDKV_RETURN_IF_ERROR(backend_->CopyToDevice(device_row, row.data(), vocab * sizeof(float)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelRunner::CopyOutputs(const ForwardOptions& options, int64_t num_logits,
                                       ModelOutput* output) {
   const ModelConfig& c = config();
   Backend& b = *backend_;
+  // The raw logits go out first (logprobs are the model's distribution, as vLLM's default);
+  // the edits then change the rows the sample op reads.
+  PAGEDKV_RETURN_IF_ERROR(CopyRows(options.copy_rows, output));
+  if (options.return_logits) {
+    output->logits.resize(static_cast<size_t>(num_logits * c.vocab_size));
+    PAGEDKV_RETURN_IF_ERROR(
+        b.CopyToHost(output->logits.data(), logits_.data(), output->logits.size() * sizeof(float)));
+  }
+  PAGEDKV_RETURN_IF_ERROR(EditRows(options.logit_edits));
   if (!options.sampling.empty()) {
     PAGEDKV_RETURN_IF_ERROR(CopySpan(b, sampling_params_, options.sampling));
     PAGEDKV_RETURN_IF_ERROR(b.Sample({.logits = logits_.as<const float>(),
@@ -232,12 +259,6 @@ absl::Status ModelRunner::CopyOutputs(const ForwardOptions& options, int64_t num
     output->sampled.resize(static_cast<size_t>(num_logits));
     PAGEDKV_RETURN_IF_ERROR(b.CopyToHost(output->sampled.data(), sampled_.data(),
                                          output->sampled.size() * sizeof(TokenId)));
-  }
-  PAGEDKV_RETURN_IF_ERROR(CopyRows(options.copy_rows, output));
-  if (options.return_logits) {
-    output->logits.resize(static_cast<size_t>(num_logits * c.vocab_size));
-    PAGEDKV_RETURN_IF_ERROR(
-        b.CopyToHost(output->logits.data(), logits_.data(), output->logits.size() * sizeof(float)));
   }
   return b.Synchronize();
 }

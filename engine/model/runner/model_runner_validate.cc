@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/runner/model_runner.h"
+#include "kernels/content_checks.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
@@ -112,6 +113,42 @@ absl::Status ModelRunner::ValidateSequence(const ModelInput& in, int64_t s) cons
   return absl::OkStatus();
 }
 
+namespace {
+
+// ForwardOptions::logit_edits: rows strictly increasing in [0, num_logits), each row's tokens
+// strictly increasing in [0, vocab), positive finite repetition penalty, finite penalties.
+absl::Status ValidateLogitEdits(absl::Span<const RowLogitEdits> edits, int32_t num_logits,
+                                int32_t vocab) {
+  int32_t previous_row = -1;
+  for (size_t i = 0; i < edits.size(); ++i) {
+    const RowLogitEdits& e = edits[i];
+    if (e.row <= previous_row || e.row >= num_logits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ForwardOptions: logit_edits[", i, "].row = ", e.row, " must be in [0, ",
+                       num_logits, ") and after the previous entry's"));
+    }
+    previous_row = e.row;
+    if (!(e.repetition_penalty > 0.0f) || !std::isfinite(e.repetition_penalty) ||
+        !std::isfinite(e.frequency_penalty) || !std::isfinite(e.presence_penalty)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ForwardOptions: logit_edits[", i,
+          "] needs a finite repetition penalty > 0 and finite frequency and presence penalties"));
+    }
+    TokenId previous_token = -1;
+    for (const LogitEdit& edit : e.edits) {
+      if (edit.token <= previous_token || edit.token >= vocab || !std::isfinite(edit.bias)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ForwardOptions: logit_edits[", i, "] has token ", edit.token,
+            ": tokens must increase, stay in [0, ", vocab, ") and carry a finite bias"));
+      }
+      previous_token = edit.token;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
                                           const ForwardOptions& options) const {
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
@@ -129,9 +166,11 @@ absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
   }
   for (size_t i = 0; i < options.sampling.size(); ++i) {
     const SamplingParams& p = options.sampling[i];
-    if (!std::isfinite(p.temperature) || !(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ForwardOptions: sampling[", i, "] needs a finite temperature and top_p in (0, 1]"));
+    if (!SamplingParamsValid(p)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ForwardOptions: sampling[", i,
+                       "] needs a finite temperature, top_p in (0, 1], top_k >= 0 and min_p in "
+                       "[0, 1]"));
     }
   }
   const auto num_logits = static_cast<int32_t>(in.logits_indices.size());
@@ -142,7 +181,7 @@ absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
                        " is outside [0, ", num_logits, ") (the logits rows)"));
     }
   }
-  return absl::OkStatus();
+  return ValidateLogitEdits(options.logit_edits, num_logits, config().vocab_size);
 }
 
 }  // namespace pagedkv

@@ -34,6 +34,7 @@ struct PAGEDKV_EXPORT RequestState {
         arrival_time(request.arrival_time),
         eos_token(request.eos_token),
         stop_tokens(request.stop_tokens),
+        min_new_tokens(request.min_new_tokens),
         num_prompt_tokens(static_cast<int32_t>(request.prompt.size())),
         cache_salt(request.cache_salt),
         adapter_id(request.adapter_id),
@@ -43,8 +44,10 @@ struct PAGEDKV_EXPORT RequestState {
   // Prompt + outputs so far.
   int32_t num_tokens() const { return static_cast<int32_t>(cache.num_tokens()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
-  // True when sampling `token` ends the request.
+  // True when sampling `token` ends the request (counted among the outputs already): a stop
+  // token once min_new_tokens outputs are reached.
   bool IsStopToken(TokenId token) const {
+    if (num_output_tokens() < min_new_tokens) return false;
     return (eos_token.has_value() && token == *eos_token) ||
            std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end();
   }
@@ -56,6 +59,7 @@ struct PAGEDKV_EXPORT RequestState {
   double arrival_time;
   std::optional<TokenId> eos_token;
   std::vector<TokenId> stop_tokens;
+  int32_t min_new_tokens;
   int32_t num_prompt_tokens;
   std::string cache_salt;
   uint64_t adapter_id;

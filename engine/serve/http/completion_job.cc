@@ -52,7 +52,9 @@ CompletionJob::CompletionJob(EngineLoop* loop, std::shared_ptr<RequestChannel> c
       echo_text_(EchoText(api, meta_.prompt_token_ids, tokenizer)),
       peer_fd_(peer_fd),
       index_(index),
-      poll_interval_(kPollInterval / std::max(1, api.n)) {}
+      poll_interval_(kPollInterval / std::max(1, api.n)) {
+  text_.set_min_tokens(api.min_tokens);
+}
 
 CompletionJob::~CompletionJob() {
   if (!ended_) loop_->Abort(channel_->id(), EngineLoop::AbortReason::kClientGone);

@@ -31,6 +31,7 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;  // not owned
   std::string chat_template;             // empty: chat completions are refused
   int64_t context_length = 0;            // positions [0, context_length) may run
+  int32_t vocab_size = 0;                // logit_bias token ids must be below it (0: unchecked)
   int64_t pool_tokens = 0;               // KV pool capacity in tokens (blocks * block size)
   bool priority_scheduling = false;      // priority != 0 is refused otherwise (as vLLM does)
 };

@@ -4,6 +4,7 @@
 // parse with allow_exceptions = false, and every value's type checked before it is read.
 #include "engine/serve/http/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -188,14 +189,8 @@ struct OffField {
   bool (*is_off)(const json& value);
 };
 
-bool IsZero(const json& v) { return v.is_number() && v.get<double>() == 0.0; }
-bool IsOne(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
 bool IsFalse(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool IsEmpty(const json& v) { return (v.is_object() || v.is_array()) && v.empty(); }
-// vLLM's top_k: -1 (older releases) or 0 turn it off.
-bool IsTopKOff(const json& v) {
-  return v.is_number() && (v.get<double>() == 0.0 || v.get<double>() == -1.0);
-}
 bool IsTextFormat(const json& v) {
   return v.is_object() && v.size() == 1 && v.value("type", json()) == json("text");
 }
@@ -203,13 +198,6 @@ bool IsTextFormat(const json& v) {
 // Fields that change the tokens or the text vLLM returns. A value other than "off" is refused
 // naming the field, never ignored (JSON null counts as absent).
 constexpr OffField kUnimplementedFields[] = {
-    {"top_k", IsTopKOff},
-    {"min_p", IsZero},
-    {"repetition_penalty", IsOne},
-    {"presence_penalty", IsZero},
-    {"frequency_penalty", IsZero},
-    {"logit_bias", IsEmpty},
-    {"min_tokens", IsZero},
     {"bad_words", IsEmpty},
     {"allowed_token_ids", IsEmpty},
     {"response_format", IsTextFormat},
@@ -262,6 +250,64 @@ absl::Status ReadSampling(const json& object, ApiRequest* r) {
                            OptionalInteger(object, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max()));
   return absl::OkStatus();
+}
+
+// logit_bias: {"token id": bias}, ids as decimal strings (vLLM's int(key)), biases clamped to
+// [-100, 100] as vLLM clamps them. The ids are checked against the vocabulary later
+// (ToGenerationRequest).
+absl::Status ReadLogitBias(const json& object, ApiRequest* r) {
+  const json* bias = Field(object, "logit_bias");
+  if (bias == nullptr) return absl::OkStatus();
+  if (!bias->is_object()) return FieldError("logit_bias", "must be an object {\"token id\": bias}");
+  for (const auto& [key, value] : bias->items()) {
+    int64_t id = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<TokenId>::max()) {
+      return FieldError("logit_bias", absl::StrCat("keys must be token ids (\"42\"), got \"",
+                                                   key.substr(0, 20), "\""));
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      return FieldError("logit_bias", absl::StrCat("values must be numbers, got ",
+                                                   value.dump().substr(0, 20), " for ", key));
+    }
+    r->logit_bias.emplace_back(static_cast<TokenId>(id),
+                               static_cast<float>(std::clamp(value.get<double>(), -100.0, 100.0)));
+  }
+  return absl::OkStatus();
+}
+
+// vLLM's sampling fields in its ranges (vllm/sampling_params.py _verify_args): top_k -1, 0 or
+// >= 1; min_p [0, 1]; repetition_penalty > 0; presence and frequency [-2, 2]; min_tokens >= 0 and
+// <= max_tokens; logit_bias as above.
+absl::Status ReadVllmSampling(const json& object, ApiRequest* r) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> top_k,
+                           OptionalInteger(object, "top_k", -1, kMaxInt));
+  r->top_k = static_cast<int32_t>(std::max<int64_t>(top_k.value_or(0), 0));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> min_p, OptionalNumber(object, "min_p", 0.0, 1.0));
+  r->min_p = static_cast<float>(min_p.value_or(0.0));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> repetition,
+                           OptionalNumber(object, "repetition_penalty", 0.0, 1e30));
+  if (repetition.has_value() && *repetition <= 0.0) {
+    return FieldError("repetition_penalty", "must be > 0 (1 is off)");
+  }
+  r->repetition_penalty = static_cast<float>(repetition.value_or(1.0));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> presence,
+                           OptionalNumber(object, "presence_penalty", -2.0, 2.0));
+  r->presence_penalty = static_cast<float>(presence.value_or(0.0));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<double> frequency,
+                           OptionalNumber(object, "frequency_penalty", -2.0, 2.0));
+  r->frequency_penalty = static_cast<float>(frequency.value_or(0.0));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> min_tokens,
+                           OptionalInteger(object, "min_tokens", 0, kMaxInt));
+  r->min_tokens = static_cast<int32_t>(min_tokens.value_or(0));
+  if (r->max_tokens.has_value() && r->min_tokens > *r->max_tokens) {
+    return FieldError("min_tokens", absl::StrCat("must be <= max_tokens (", *r->max_tokens,
+                                                 "), got ", r->min_tokens));
+  }
+  return ReadLogitBias(object, r);
 }
 
 // n (1..limits.max_n) and best_of (absent or n: every sample is returned, none is ranked away).
@@ -375,6 +421,7 @@ absl::StatusOr<ApiRequest> ParseApiRequest(absl::string_view body, ApiEndpoint e
   PAGEDKV_RETURN_IF_ERROR(ReadPromptLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadMaxTokens(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadSampling(object, &r));
+  PAGEDKV_RETURN_IF_ERROR(ReadVllmSampling(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadLogprobs(object, &r));
   PAGEDKV_RETURN_IF_ERROR(ReadStop(object, limits, &r));
   return r;

@@ -15,7 +15,11 @@
 //     (true / false) with top_logprobs (0..20), tools and
 //     response_format (absent or plain text only);
 //   vLLM's extensions: cache_salt, priority, ignore_eos, stop_token_ids, return_token_ids,
-//     prompt_logprobs (not streamed).
+//     prompt_logprobs (not streamed), and the sampling fields top_k, min_p, repetition_penalty,
+//     presence_penalty, frequency_penalty (also OpenAI's), logit_bias (OpenAI's) and min_tokens.
+// vLLM fields that would change the output and are not implemented (bad_words, allowed_token_ids,
+// response_format other than text, guided decoding, beam search, ...) are refused naming the field
+// unless sent with their "off" value.
 // A field present with JSON null counts as absent.
 //
 // Errors are InvalidArgument whose message names the field; ErrorParam() gives that field's name
@@ -32,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -70,8 +75,16 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
   bool return_token_ids = false;  // vLLM: prompt_token_ids and token_ids in the choices
-  std::string cache_salt;         // vLLM: requests share cached blocks only with the same salt
-  int32_t priority = 0;           // vLLM: smaller runs first under priority scheduling
+  // vLLM's sampling fields (SamplingOptions has their meaning), in vLLM's ranges.
+  int32_t top_k = 0;                                  // 0 or -1 (sent) off, else >= 1
+  float min_p = 0.0f;                                 // [0, 1]
+  float repetition_penalty = 1.0f;                    // > 0
+  float presence_penalty = 0.0f;                      // [-2, 2]
+  float frequency_penalty = 0.0f;                     // [-2, 2]
+  std::vector<std::pair<TokenId, float>> logit_bias;  // ids as sent, biases clamped to [-100, 100]
+  int32_t min_tokens = 0;                             // <= max_tokens
+  std::string cache_salt;  // vLLM: requests share cached blocks only with the same salt
+  int32_t priority = 0;    // vLLM: smaller runs first under priority scheduling
 };
 
 // A /tokenize body: {"prompt": "..."} or {"messages": [...]}, add_special_tokens (default true).

@@ -48,7 +48,7 @@ absl::Status TextStream::Add(TokenId token) {
   ++num_tokens_;
   const size_t from = text_.size();
   text_ += piece;
-  FindStop(from);
+  if (num_tokens_ > min_tokens_) FindStop(from);
   return absl::OkStatus();
 }
 

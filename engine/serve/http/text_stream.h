@@ -35,6 +35,9 @@ class TextStream {
   // Appends `token`'s text. After a stop string was found further tokens are ignored.
   // InvalidArgument for an id outside the vocabulary.
   absl::Status Add(TokenId token);
+  // vLLM's min_tokens: stop strings are looked for only in tokens after the first `n` (a stop
+  // string may still start in their text).
+  void set_min_tokens(int32_t n) { min_tokens_ = n; }
   // No more tokens: everything not yet taken may be released.
   void Finish() { finished_ = true; }
 
@@ -63,6 +66,7 @@ class TextStream {
   size_t sent_ = 0;
   int stop_index_ = -1;
   int32_t num_tokens_ = 0;
+  int32_t min_tokens_ = 0;
   bool finished_ = false;
 };
 

@@ -103,6 +103,7 @@ absl::StatusOr<server::ServedModel> DescribeModel(const ServeFlags& flags, Engin
   absl::StatusOr<std::string> chat_template = ReadChatTemplate(flags.engine.model);
   if (chat_template.ok()) model.chat_template = std::move(*chat_template);
   model.context_length = engine.context_length();
+  model.vocab_size = engine.config().vocab_size;
   model.pool_tokens = engine.kv_pool().num_blocks * engine.options().block_size;
   model.priority_scheduling = engine.options().scheduler.policy == SchedulingPolicy::kPriority;
   return model;

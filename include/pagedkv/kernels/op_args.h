@@ -195,6 +195,12 @@ struct PAGEDKV_EXPORT SamplingParams {
                              // descending cumulative mass first reaches top_p
   uint64_t seed = 0;         // random stream of the request
   uint64_t counter = 0;      // draw index in the stream (e.g. tokens generated so far)
+  // vLLM's top_k: 0 (or >= vocab_size) off; k >= 1 keeps the tokens whose logit is >= the k-th
+  // largest (ties kept). Not for greedy rows.
+  int32_t top_k = 0;
+  // vLLM's min_p in [0, 1]: 0 off; else drops the tokens whose probability (after temperature) is
+  // < min_p times the largest. Applied with top_k before top_p, which renormalises over the rest.
+  float min_p = 0.0f;
 };
 
 // One token per sequence from its logits row.

@@ -205,6 +205,10 @@ class PAGEDKV_EXPORT Engine {
   absl::Status CreateTiers();
   absl::StatusOr<std::unique_ptr<KvTier>> CreateRemoteTier(ModelRunner* runner) const;
   StepBatch BuildStepBatch();
+  // Appends the logit edits (min_tokens, logit_bias, penalties) of the j-th logits row of `s`,
+  // the row about to be appended.
+  void AddLogitEdits(const ScheduledSequence& s, const RequestRecord& record, int32_t j,
+                     StepBatch* step) const;
   // Appends the prompt positions of requests that asked for prompt logprobs as logits rows.
   void AddPromptRows(StepBatch* step) const;
   // Turns those rows into the requests' prompt logprobs.

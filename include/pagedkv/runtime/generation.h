@@ -55,6 +55,18 @@ struct PAGEDKV_EXPORT SamplingOptions {
   // (its blocks are still cached for others), as vLLM does. Not with GenerationRequest::chunks.
   int32_t prompt_logprobs = -1;
   static constexpr int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+  // vLLM's sampling fields (vllm/sampling_params.py), applied in its v1 sampler's order:
+  // min_tokens, logit_bias, then the penalties on the logits (engine/model/runner/logit_edits.h),
+  // then temperature, min_p, top_k and top_p in the sample op. The defaults turn each off; top_k
+  // and min_p do nothing for greedy requests. Logprobs stay those of the raw logits.
+  int32_t top_k = 0;                // 0 or -1: off; k >= 1: tokens with logit >= the k-th largest
+  float min_p = 0.0f;               // [0, 1]: drop tokens below min_p x the top probability
+  float repetition_penalty = 1.0f;  // > 0: prompt and output tokens' logits / it if > 0, x it else
+  float presence_penalty = 0.0f;    // [-2, 2]: subtracted from each token in the output
+  float frequency_penalty = 0.0f;   // [-2, 2]: times the token's count in the output, subtracted
+  int32_t min_tokens = 0;  // [0, max_new_tokens]: the stop tokens are banned until this many
+  // vLLM's logit_bias is GenerationRequest::logit_bias (a vector here trips GCC 12's
+  // -Wmaybe-uninitialized in callers that copy a designated-initialized request).
 };
 
 struct PAGEDKV_EXPORT GenerationRequest {
@@ -73,6 +85,9 @@ struct PAGEDKV_EXPORT GenerationRequest {
   // (2), as run.c stops at BOS; a Hugging Face model's eos_token_id.
   bool stop_at_eos = true;
   std::vector<TokenId> stop_tokens = {};  // more tokens that end the request (kept in output)
+  // vLLM's logit_bias: (token, finite bias) pairs, distinct tokens in the vocabulary, each bias
+  // added to its token's logit after min_tokens and before the penalties (SamplingOptions).
+  std::vector<std::pair<TokenId, float>> logit_bias = {};
   // Prompt spans (a document, a tool description) that may be reused from a chunk with the same
   // tokens and salt cached at another position (EngineOptions.chunk_reuse), and that are cached
   // as chunks once computed. Sorted by offset, non-overlapping, inside the prompt (offsets index
@@ -116,6 +131,7 @@ struct PAGEDKV_EXPORT GenerationResult {
   int32_t num_device_hit_tokens = 0;   // of those, already in the device pool
   int32_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
   int32_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
+  int32_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
   int32_t num_shifted_hit_tokens = 0;  // prompt tokens reused from shifted chunks (1st admission)
   int32_t num_preemptions = 0;         // times it was preempted and recomputed
   // Over its re-admissions after preemption (each looks its prompt + generated tokens up again,
@@ -127,11 +143,11 @@ struct PAGEDKV_EXPORT GenerationResult {
   int32_t num_readmission_device_hit_tokens = 0;
   int32_t num_readmission_host_hit_tokens = 0;
   int32_t num_readmission_remote_hit_tokens = 0;
+  int32_t num_readmission_disk_hit_tokens = 0;
   double time_to_first_token_s = 0.0;  // from AddRequest to its first token
   double latency_s = 0.0;              // from AddRequest to finishing
 };
 
-  int32_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
 struct PAGEDKV_EXPORT StepOutput {
   std::vector<TokenOutput> tokens;         // tokens sampled in this step
   std::vector<GenerationResult> finished;  // requests that finished in (or before) this step
@@ -143,13 +159,13 @@ struct PAGEDKV_EXPORT StepOutput {
 
 struct PAGEDKV_EXPORT EngineStats {
   int64_t num_steps = 0;
-  int32_t num_readmission_disk_hit_tokens = 0;
   int64_t num_requests = 0;            // added
   int64_t num_finished = 0;            // finished or aborted
   int64_t num_prompt_tokens = 0;       // over first admissions
   int64_t num_prefix_hit_tokens = 0;   // of those, served from the prefix cache (any tier)
   int64_t num_host_hit_tokens = 0;     // of those, loaded from the host tier
   int64_t num_remote_hit_tokens = 0;   // of those, loaded from the remote tier
+  int64_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
   int64_t num_shifted_hit_tokens = 0;  // of those, reused from chunks at another position
   // CacheBlend (every admission): reused chunk tokens recomputed through every layer, and reused
   // chunk tokens run only through layers 0..deviation_layer (re-rotated K/V kept above). Both are
@@ -165,9 +181,9 @@ struct PAGEDKV_EXPORT EngineStats {
   int64_t num_readmissions = 0;
   int64_t num_readmission_tokens = 0;
   int64_t num_readmission_hit_tokens = 0;
-  int64_t num_disk_hit_tokens = 0;     // of those, loaded from the disk tier
   int64_t num_readmission_host_hit_tokens = 0;
   int64_t num_readmission_remote_hit_tokens = 0;
+  int64_t num_readmission_disk_hit_tokens = 0;
   // Speculative decoding: draft tokens run through the model (in num_computed_tokens), and of
   // those, accepted. Acceptance rate = accepted / draft.
   int64_t num_draft_tokens = 0;
@@ -183,7 +199,6 @@ struct PAGEDKV_EXPORT EngineStats {
   int32_t max_step_num_seqs = 0;         // over every step
   // Steps by tokens in the batch: bucket 0 holds 1 token, bucket b >= 1 holds [2^b, 2^(b+1))
   // tokens (the last bucket everything from 2^31 up).
-  int64_t num_readmission_disk_hit_tokens = 0;
   std::array<int64_t, kHistogramBuckets> step_num_tokens_histogram = {};
 };
 

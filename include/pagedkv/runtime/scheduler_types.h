@@ -146,6 +146,9 @@ struct PAGEDKV_EXPORT SchedulerRequest {
   std::optional<TokenId> eos_token;
   // More tokens that finish the request when sampled (kept as the last output).
   std::vector<TokenId> stop_tokens;
+  // eos_token and stop_tokens finish the request only once it has this many outputs (vLLM's
+  // min_tokens; its check_stop skips them before).
+  int32_t min_new_tokens = 0;
   // Spans that may be reused from cached chunks at another position (with a ChunkReuseProvider);
   // sorted by offset, non-overlapping, inside the prompt.
   std::vector<PromptChunk> chunks;

@@ -184,12 +184,14 @@ absl::StatusOr<OpRun> RunBadEmbeddingGather(OpBackend& b, EmbeddingFault fault) 
   return run;
 }
 
-enum class SampleFault { kTopPZero, kNanTemperature, kZeroVocabSize };
+enum class SampleFault { kTopPZero, kNanTemperature, kZeroVocabSize, kNegativeTopK, kMinPAboveOne };
 
 absl::StatusOr<OpRun> RunBadSample(OpBackend& b, SampleFault fault) {
   std::vector<SamplingParams> host_params(2, SamplingParams{.temperature = 1.0f});
   if (fault == SampleFault::kTopPZero) host_params[1].top_p = 0.0f;
   if (fault == SampleFault::kNanTemperature) host_params[0].temperature = NAN;
+  if (fault == SampleFault::kNegativeTopK) host_params[1].top_k = -1;
+  if (fault == SampleFault::kMinPAboveOne) host_params[0].min_p = 1.5f;
   const std::vector<int32_t> tokens0(2, -9);
   PAGEDKV_ASSIGN_OR_RETURN(auto logits, Upload(b, RandomFloats(2 * 50, 34)));
   PAGEDKV_ASSIGN_OR_RETURN(auto params, Upload(b, host_params));
@@ -340,6 +342,12 @@ void AddBadInputCases(std::vector<BadInputCase>& cases) {
   }));
   cases.push_back(Bad<SampleArgs>("nan_temperature", kContents, [](OpBackend& b) {
     return RunBadSample(b, SampleFault::kNanTemperature);
+  }));
+  cases.push_back(Bad<SampleArgs>("negative_top_k", kContents, [](OpBackend& b) {
+    return RunBadSample(b, SampleFault::kNegativeTopK);
+  }));
+  cases.push_back(Bad<SampleArgs>("min_p_above_one", kContents, [](OpBackend& b) {
+    return RunBadSample(b, SampleFault::kMinPAboveOne);
   }));
   cases.push_back(Bad<SampleArgs>("zero_vocab_size", kArguments, [](OpBackend& b) {
     return RunBadSample(b, SampleFault::kZeroVocabSize);

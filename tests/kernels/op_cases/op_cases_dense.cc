@@ -263,6 +263,47 @@ OpCase SampleCase() {
           }};
 }
 
+// vLLM's top_k and min_p (issue 42), alone, together and with top_p, at several draws: top_k 1
+// (the argmax), within the vocabulary, at and past it (off), min_p up to 1 (the maximum only).
+OpCase SampleTopKMinPCase() {
+  return {.name = "sample/top_k_min_p",
+          .ops = {OpFor<SampleArgs>()},
+          .run = [](OpBackend& b) -> absl::StatusOr<OpRun> {
+            const int64_t vocab = 5000;
+            const std::vector<SamplingParams> kinds = {
+                {.temperature = 1.0f, .seed = 1, .top_k = 1},
+                {.temperature = 1.0f, .seed = 2, .top_k = 5},
+                {.temperature = 0.8f, .top_p = 0.7f, .seed = 3, .top_k = 50},
+                {.temperature = 1.0f, .seed = 4, .top_k = 4999},
+                {.temperature = 1.0f, .seed = 5, .top_k = 5000},
+                {.temperature = 1.0f, .seed = 6, .min_p = 0.1f},
+                {.temperature = 2.0f, .top_p = 0.9f, .seed = 7, .min_p = 0.5f},
+                {.temperature = 1.0f, .seed = 8, .min_p = 1.0f},
+                {.temperature = 1.5f, .top_p = 0.95f, .seed = 9, .top_k = 20, .min_p = 0.05f},
+                {.temperature = 0.0f, .top_k = 3, .min_p = 0.9f}};
+            std::vector<SamplingParams> params;
+            for (uint64_t counter = 0; counter < 4; ++counter) {
+              for (SamplingParams p : kinds) {
+                p.counter = counter;
+                params.push_back(p);
+              }
+            }
+            const auto rows = static_cast<int64_t>(params.size());
+            std::vector<float> logits = RandomFloats(rows * vocab, 17, -4.0f, 4.0f);
+            PAGEDKV_ASSIGN_OR_RETURN(auto device_logits, Upload(b, logits));
+            PAGEDKV_ASSIGN_OR_RETURN(auto device_params, Upload(b, params));
+            PAGEDKV_ASSIGN_OR_RETURN(auto tokens, OpBuffer<int32_t>::Filled(b, rows, -1));
+            OpRun run;
+            run.status = b.Run(SampleArgs{.logits = device_logits.data(),
+                                          .params = device_params.data(),
+                                          .out_tokens = tokens.data(),
+                                          .num_seqs = rows,
+                                          .vocab_size = vocab});
+            PAGEDKV_RETURN_IF_ERROR(AddOutput(tokens, "tokens", {}, run));
+            return run;
+          }};
+}
+
 }  // namespace
 
 void AddDenseCases(std::vector<OpCase>& cases) {
@@ -273,6 +314,7 @@ void AddDenseCases(std::vector<OpCase>& cases) {
   cases.push_back(SwiGluCase());
   for (int trial = 0; trial < 30; ++trial) cases.push_back(GatherRowsCase(trial));
   cases.push_back(SampleCase());
+  cases.push_back(SampleTopKMinPCase());
 }
 
 }  // namespace pagedkv::testing

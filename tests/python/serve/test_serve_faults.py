@@ -70,11 +70,14 @@ AUTH = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
     ('{"prompt": "Once", "max_tokens": 100000}', 400, None),    # past the context
     ('{"prompt": "Once", "model": "gpt-4"}', 404, None),
     ('{"prompt": "Once", "priority": 3}', 400, "priority"),
-    # Sampling fields pagedkv does not implement: refused, never silently ignored.
-    ('{"prompt": "Once", "repetition_penalty": 1.3}', 400, "repetition_penalty"),
-    ('{"prompt": "Once", "logit_bias": {"5": 100}}', 400, "logit_bias"),
+    # Fields pagedkv does not implement: refused, never silently ignored.
+    ('{"prompt": "Once", "bad_words": ["x"]}', 400, "bad_words"),
     ('{"prompt": "Once", "response_format": {"type": "json_object"}}', 400, "response_format"),
-    ('{"prompt": "Once", "top_k": 40}', 400, "top_k"),
+    # Implemented sampling fields, out of vLLM's ranges or past the vocabulary.
+    ('{"prompt": "Once", "repetition_penalty": 0}', 400, "repetition_penalty"),
+    ('{"prompt": "Once", "logit_bias": {"512": 100}}', 400, "logit_bias"),
+    ('{"prompt": "Once", "top_k": -2}', 400, "top_k"),
+    ('{"prompt": "Once", "max_tokens": 2, "min_tokens": 3}', 400, "min_tokens"),
 ])
 def test_bad_requests_get_openai_errors(aidreams_server, body, status, param):
     got, _, error = aidreams_server.request("POST", "/v1/completions", body, AUTH)

@@ -55,8 +55,9 @@ class CopyStreamExtensionTest : public ::testing::Test {
 TEST_F(CopyStreamExtensionTest, VersionedOnItsOwnBesideAnUnchangedMainTable) {
   EXPECT_EQ(copy_->abi_version, kPagedkvCopyStreamAbiVersion);
   EXPECT_EQ(copy_->table_size, sizeof(PagedkvCopyStreamPlugin));
-  // The extension did not bump the main table (2 is PagedAttentionArgs::sliding_window's bump).
-  EXPECT_EQ(kPagedkvPluginAbiVersion, 2u);
+  // The extension did not bump the main table (2 is PagedAttentionArgs::sliding_window's bump, 3
+  // SamplingParams' top_k and min_p).
+  EXPECT_EQ(kPagedkvPluginAbiVersion, 3u);
   // The loader takes a plugin with the extension as before.
   EXPECT_TRUE(BackendPlugin::Load(FAKE_PLUGIN_OK, BackendKind::kCuda).ok());
 }

@@ -2,6 +2,8 @@
 #include "engine/serve/http/openai_request.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -136,18 +138,10 @@ TEST(OpenAiRequestTest, EchoAndPromptLogprobs) {
             "echo");
 }
 
-// Sampling fields vLLM accepts and pagedkv does not implement: their off values pass, any other
+// Fields vLLM accepts and pagedkv does not implement: their off values pass, any other
 // value is refused naming the field (never silently ignored).
 TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
   const std::pair<const char*, const char*> off_and_on[][2] = {
-      {{"top_k", "-1"}, {"top_k", "40"}},
-      {{"top_k", "0"}, {"top_k", "1"}},
-      {{"min_p", "0"}, {"min_p", "0.05"}},
-      {{"repetition_penalty", "1.0"}, {"repetition_penalty", "1.3"}},
-      {{"presence_penalty", "0"}, {"presence_penalty", "0.5"}},
-      {{"frequency_penalty", "0.0"}, {"frequency_penalty", "-1"}},
-      {{"logit_bias", "{}"}, {"logit_bias", R"({"5": 100})"}},
-      {{"min_tokens", "0"}, {"min_tokens", "4"}},
       {{"bad_words", "[]"}, {"bad_words", R"(["x"])"}},
       {{"allowed_token_ids", "[]"}, {"allowed_token_ids", "[1, 2]"}},
       {{"response_format", R"({"type": "text"})"},
@@ -172,9 +166,55 @@ TEST(OpenAiRequestTest, UnimplementedSamplingFieldsPassOnlyAtTheirOffValues) {
     }
   }
   // A long value is cut in the message.
-  std::string bias = R"({"prompt": "a", "logit_bias": {)";
-  for (int i = 0; i < 500; ++i) bias += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
-  EXPECT_LT(Refusal(bias + "}}").second.size(), 200u);
+  std::string words = R"({"prompt": "a", "bad_words": [)";
+  for (int i = 0; i < 500; ++i) words += (i ? ", \"" : "\"") + std::to_string(i) + "\"";
+  EXPECT_LT(Refusal(words + "]}").second.size(), 200u);
+}
+
+// vLLM's sampling fields pagedkv implements: read in vLLM's ranges (top_k -1 meaning 0, logit_bias
+// clamped to [-100, 100]); values out of range are refused naming the field.
+TEST(OpenAiRequestTest, ReadsVllmSamplingFieldsInVllmsRanges) {
+  absl::StatusOr<ApiRequest> r = ParseApiRequest(
+      R"({"prompt": "a", "max_tokens": 8, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.3,
+          "presence_penalty": -0.5, "frequency_penalty": 2, "min_tokens": 8,
+          "logit_bias": {"5": 100, "7": -250.5, "0": 1e9}})",
+      ApiEndpoint::kCompletions);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->top_k, 40);
+  EXPECT_FLOAT_EQ(r->min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r->repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(r->presence_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r->frequency_penalty, 2.0f);
+  EXPECT_EQ(r->min_tokens, 8);
+  EXPECT_EQ(r->logit_bias,
+            (std::vector<std::pair<TokenId, float>>{{0, 100.0f}, {5, 100.0f}, {7, -100.0f}}));
+  absl::StatusOr<ApiRequest> off = ParseApiRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "top_k": -1, "logit_bias": {}})",
+      ApiEndpoint::kChatCompletions);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->top_k, 0);
+  EXPECT_TRUE(off->logit_bias.empty());
+  EXPECT_FLOAT_EQ(off->repetition_penalty, 1.0f);
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"("top_k": -2)", "top_k"},
+           {R"("top_k": 1.5)", "top_k"},
+           {R"("min_p": 1.01)", "min_p"},
+           {R"("min_p": -0.1)", "min_p"},
+           {R"("repetition_penalty": 0)", "repetition_penalty"},
+           {R"("repetition_penalty": -1)", "repetition_penalty"},
+           {R"("presence_penalty": 2.5)", "presence_penalty"},
+           {R"("frequency_penalty": -3)", "frequency_penalty"},
+           {R"("min_tokens": -1)", "min_tokens"},
+           {R"("max_tokens": 4, "min_tokens": 5)", "min_tokens"},
+           {R"("logit_bias": [1, 2])", "logit_bias"},
+           {R"("logit_bias": {"a": 1})", "logit_bias"},
+           {R"("logit_bias": {"-1": 1})", "logit_bias"},
+           {R"("logit_bias": {"99999999999": 1})", "logit_bias"},
+           {R"("logit_bias": {"5": "x"})", "logit_bias"},
+       }) {
+    const std::string refused = R"({"prompt": "a", )" + body + "}";
+    EXPECT_EQ(Refusal(refused).first, field) << refused;
+  }
 }
 
 TEST(OpenAiRequestTest, RefusesWrongTypesAndRanges) {
