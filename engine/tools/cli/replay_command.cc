@@ -114,6 +114,11 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                   "A simulated shared (remote) KV tier of this many blocks below the host tier "
                   "(0 = none); with --instances, one shared by all of them")
       ->check(NonNegativeNumber());
+  sub->add_option("--disk-capacity-blocks", config->disk_capacity_blocks,
+                  "A simulated disk KV tier (pagedkv serve --disk-cache) of this many blocks "
+                  "between the host and the remote tier (0 = none); with --instances, one per "
+                  "instance (machine)")
+      ->check(NonNegativeNumber());
   sub->add_option("--tier-policy", config->tier_policy, "Eviction policy of the tiers: lru or arc")
       ->capture_default_str();
   // The words of `pagedkv generate`'s --host-cache-store / --host-cache-threshold (tier_flags.cc),
@@ -129,10 +134,14 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
       ->check(NonNegativeNumber());
   sub->add_option("--host-link", config->host_link,
                   "Serve mode: link host-tier loads are charged on: pcie4, pcie5, 25gbe, 100gbe, "
-                  "rdma")
+                  "rdma, nvme, sata-ssd")
       ->capture_default_str();
   sub->add_option("--remote-link", config->remote_link,
                   "Serve mode: link remote-tier loads are charged on (same presets)")
+      ->capture_default_str();
+  sub->add_option("--disk-link", config->disk_link,
+                  "Serve mode: the disk tier's reads are charged on (nvme: 6.5 GB/s, 80 us per "
+                  "lookup; sata-ssd; or any preset above)")
       ->capture_default_str();
   sub->add_flag("!--no-shifted", config->count_shifted,
                 "Do not count shifted hits of marked chunks (rag documents); in serve mode, do not "

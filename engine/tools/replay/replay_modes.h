@@ -78,6 +78,7 @@ struct PoolPlan {
   int32_t block_size = 16;
   int64_t instances = 1;      // instances, each with a pool and a host tier
   int64_t host_blocks = 0;    // simulated host tier blocks, per instance
+  int64_t disk_blocks = 0;    // simulated disk tier blocks, per instance
   int64_t remote_blocks = 0;  // simulated remote tier blocks, one tier shared by every instance
   int64_t held_bytes = 0;     // already held (the workload, its expansion)
 };

@@ -117,6 +117,7 @@ absl::Status CheckPoolsFit(const MemoryBudget& budget, const PoolPlan& plan,
        .block_size = plan.block_size});
   int64_t per_instance = 0, total = 0;
   if (!CheckedAdd(pool, SimulatedTierBytes(plan.host_blocks), &per_instance) ||
+      !CheckedAdd(per_instance, SimulatedTierBytes(plan.disk_blocks), &per_instance) ||
       !CheckedMul(per_instance, plan.instances, &total) ||
       !CheckedAdd(total, SimulatedTierBytes(plan.remote_blocks), &total) ||
       !CheckedAdd(total, plan.held_bytes, &total)) {
@@ -127,6 +128,10 @@ absl::Status CheckPoolsFit(const MemoryBudget& budget, const PoolPlan& plan,
   if (plan.host_blocks > 0) {
     absl::StrAppendFormat(&what, " and a host tier of %d blocks (--host-capacity-blocks %d)",
                           plan.host_blocks, plan.host_blocks);
+  }
+  if (plan.disk_blocks > 0) {
+    absl::StrAppendFormat(&what, " and a disk tier of %d blocks (--disk-capacity-blocks %d)",
+                          plan.disk_blocks, plan.disk_blocks);
   }
   if (plan.instances > 1)
     absl::StrAppendFormat(&what, " per instance, %d instances", plan.instances);
@@ -190,11 +195,11 @@ absl::Status RunReplay(const ReplayConfig& c, std::ostream& out, std::ostream& e
   if (c.capacity_blocks == 0) {
     return absl::InvalidArgumentError("--capacity-blocks must be > 0 (got 0)");
   }
-  if (c.host_capacity_blocks < 0 || c.remote_capacity_blocks < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--host-capacity-blocks and --remote-capacity-blocks must be >= 0 (got "
-                        "%d and %d)",
-                        c.host_capacity_blocks, c.remote_capacity_blocks));
+  if (c.host_capacity_blocks < 0 || c.remote_capacity_blocks < 0 || c.disk_capacity_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--host-capacity-blocks, --disk-capacity-blocks and --remote-capacity-blocks must be >= 0 "
+        "(got %d, %d and %d)",
+        c.host_capacity_blocks, c.disk_capacity_blocks, c.remote_capacity_blocks));
   }
   if (c.pin_system_prompts && (!c.trace.empty() || c.mode != "cache" || c.instances > 1)) {
     return absl::UnimplementedError(

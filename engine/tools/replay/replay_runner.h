@@ -49,11 +49,13 @@ struct PAGEDKV_EXPORT ReplayConfig {
   // Cache mode: simulated KV tiers below the pool (cache_replay.h); 0 = none.
   int64_t host_capacity_blocks = 0;          // host tier blocks
   int64_t remote_capacity_blocks = 0;        // shared (remote) tier blocks
+  int64_t disk_capacity_blocks = 0;          // disk tier blocks (between host and remote)
   std::string tier_policy = "lru";           // the tiers' eviction policy: lru or arc
   std::string host_store = "write-through";  // write-through or write-back (ParseTierStoreRule)
   int32_t host_store_threshold = 0;          // host tier: store blocks with this many prefix hits
   std::string host_link = "pcie5";           // serve mode: link of host-tier loads (serve_tiers.h)
   std::string remote_link = "100gbe";        // serve mode: link of remote-tier loads
+  std::string disk_link = "nvme";            // serve mode: the disk tier's read bandwidth
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
   std::string kv_cache_dtype;           // KV storage of the preset ("": its bf16; int8, q4_0, ...)
   std::string gpu = "H200";             // GPU preset (serve mode)

@@ -103,13 +103,15 @@ std::string FormatKvGroupsTable(const std::vector<CacheReplayResult>& results) {
                           g.mean_prefill_layer_blocks / layers,
                           g.peak_prefill_layer_blocks / layers, g.mean_decode_layer_blocks / layers,
                           r.evictions, g.refused);
-    tiers = tiers || r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
+    tiers = tiers || r.host_capacity_blocks > 0 || r.disk_capacity_blocks > 0 ||
+            r.remote_capacity_blocks > 0;
   }
   if (tiers) {
     out += "\n";
     for (const CacheReplayResult& r : results) {
-      absl::StrAppendFormat(&out, "%-9s tiers: %d host / %d remote hit tokens (of the tok hit)\n",
-                            r.kv_groups->name, r.host_hit_tokens, r.remote_hit_tokens);
+      absl::StrAppendFormat(
+          &out, "%-9s tiers: %d host / %d disk / %d remote hit tokens (of the tok hit)\n",
+          r.kv_groups->name, r.host_hit_tokens, r.disk_hit_tokens, r.remote_hit_tokens);
     }
   }
   if (AnyShiftedCounted(results)) AppendKvGroupsShifted(results, out);
@@ -133,7 +135,8 @@ nlohmann::json KvGroupsJson(const CacheReplayResult& r) {
                       {"peak_decode_blocks", g.peak_decode_layer_blocks / layers},
                       {"evictions", r.evictions},
                       {"host_hit_tokens", r.host_hit_tokens},
-                      {"remote_hit_tokens", r.remote_hit_tokens}};
+                      {"remote_hit_tokens", r.remote_hit_tokens},
+                      {"disk_hit_tokens", r.disk_hit_tokens}};
   if (r.shifted_counted) AddShiftedHitJson(r, j);
   return j;
 }
@@ -152,9 +155,14 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
     absl::StrAppendFormat(&out, " %10s %10s %10s", "shifted", "moved", "pfx+shift");
   }
   const bool tiers = std::any_of(results.begin(), results.end(), [](const CacheReplayResult& r) {
-    return r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
+    return r.host_capacity_blocks > 0 || r.disk_capacity_blocks > 0 || r.remote_capacity_blocks > 0;
   });
-  if (tiers) absl::StrAppendFormat(&out, " %10s %10s %10s", "host_hit", "remote_hit", "all_tiers");
+  const bool disk = std::any_of(results.begin(), results.end(), [](const CacheReplayResult& r) {
+    return r.disk_capacity_blocks > 0;
+  });
+  if (tiers) absl::StrAppendFormat(&out, " %10s", "host_hit");
+  if (disk) absl::StrAppendFormat(&out, " %10s", "disk_hit");
+  if (tiers) absl::StrAppendFormat(&out, " %10s %10s", "remote_hit", "all_tiers");
   out += "\n";
   for (const CacheReplayResult& r : results) {
     absl::StrAppendFormat(&out, "%-7s %12d %9.2f%% %9.2f%% %9.2f%% %12d %12d %12d %12d", r.policy,
@@ -168,9 +176,11 @@ std::string FormatCacheTable(const std::vector<CacheReplayResult>& results) {
     } else if (shifted) {
       absl::StrAppendFormat(&out, " %10s %10s %10s", "-", "-", "-");
     }
+    if (tiers) absl::StrAppendFormat(&out, " %9.2f%%", 100 * r.host_block_hit_rate());
+    if (disk) absl::StrAppendFormat(&out, " %9.2f%%", 100 * r.disk_block_hit_rate());
     if (tiers) {
-      absl::StrAppendFormat(&out, " %9.2f%% %9.2f%% %9.2f%%", 100 * r.host_block_hit_rate(),
-                            100 * r.remote_block_hit_rate(), 100 * r.tiered_block_hit_rate());
+      absl::StrAppendFormat(&out, " %9.2f%% %9.2f%%", 100 * r.remote_block_hit_rate(),
+                            100 * r.tiered_block_hit_rate());
     }
     out += "\n";
   }
@@ -210,9 +220,13 @@ nlohmann::json CacheResultJson(const CacheReplayResult& r) {
       {"blocks_per_second", r.blocks_per_second()},
       {"shifted_counted", r.shifted_counted},
   };
-  if (r.host_capacity_blocks > 0 || r.remote_capacity_blocks > 0) {
+  if (r.host_capacity_blocks > 0 || r.disk_capacity_blocks > 0 || r.remote_capacity_blocks > 0) {
     j["tiers"] = {{"host_capacity_blocks", r.host_capacity_blocks},
                   {"remote_capacity_blocks", r.remote_capacity_blocks},
+                  {"disk_capacity_blocks", r.disk_capacity_blocks},
+                  {"disk_hit_blocks", r.disk_hit_blocks},
+                  {"disk_hit_tokens", r.disk_hit_tokens},
+                  {"disk_block_hit_rate", r.disk_block_hit_rate()},
                   {"host_store_policy", TierStoreRuleName(r.host_store.rule)},
                   {"host_store_threshold", r.host_store.threshold},
                   {"host_hit_blocks", r.host_hit_blocks},

@@ -101,6 +101,7 @@ absl::StatusOr<std::vector<CacheReplayResult>> RunCachePlan(const ReplayConfig& 
                .count_shifted = c.count_shifted,
                .host_capacity_blocks = c.host_capacity_blocks,
                .remote_capacity_blocks = c.remote_capacity_blocks,
+               .disk_capacity_blocks = c.disk_capacity_blocks,
                .tier_policy = c.tier_policy,
                .host_store = host_store,
                .host_store_threshold = c.host_store_threshold,
@@ -234,6 +235,7 @@ absl::Status RunCacheMode(const ReplayConfig& c, const Workload& workload, std::
                                         {.capacity_blocks = largest_capacity,
                                          .block_size = c.block_size,
                                          .host_blocks = c.host_capacity_blocks,
+                                         .disk_blocks = c.disk_capacity_blocks,
                                          .remote_blocks = c.remote_capacity_blocks,
                                          .held_bytes = expansion.bytes},
                                         flag));

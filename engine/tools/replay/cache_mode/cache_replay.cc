@@ -124,7 +124,10 @@ constexpr int64_t kMaxTieredKeys = int64_t{1} << 31;
 absl::StatusOr<std::unique_ptr<ReplayTiers>> MakeReplayTiers(const ExpandedWorkload& w,
                                                              const CacheReplayOptions& options,
                                                              BlockPool* pool) {
-  if (options.host_capacity_blocks <= 0 && options.remote_capacity_blocks <= 0) return nullptr;
+  if (options.host_capacity_blocks <= 0 && options.disk_capacity_blocks <= 0 &&
+      options.remote_capacity_blocks <= 0) {
+    return nullptr;
+  }
   if (w.num_blocks() >= kMaxTieredKeys) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "tiers replay at most 2^31 - 1 blocks; the workload has %d (replay a shorter trace)",
@@ -132,6 +135,7 @@ absl::StatusOr<std::unique_ptr<ReplayTiers>> MakeReplayTiers(const ExpandedWorkl
   }
   std::vector<std::unique_ptr<KvTier>> chain;
   const std::pair<int64_t, const char*> wanted[] = {{options.host_capacity_blocks, "host"},
+                                                    {options.disk_capacity_blocks, "disk"},
                                                     {options.remote_capacity_blocks, "remote"}};
   for (const auto& [capacity, name] : wanted) {
     if (capacity <= 0) continue;
@@ -261,7 +265,11 @@ class CacheReplayer {
     if (j >= 0 && j < t.host_blocks) {
       ++result_.host_hit_blocks;
       result_.host_hit_tokens += tokens;
-    } else if (j >= t.host_blocks && j < t.host_blocks + t.remote_blocks) {
+    } else if (j >= t.host_blocks && j < t.host_blocks + t.disk_blocks) {
+      ++result_.disk_hit_blocks;
+      result_.disk_hit_tokens += tokens;
+    } else if (j >= t.host_blocks + t.disk_blocks &&
+               j < t.host_blocks + t.disk_blocks + t.remote_blocks) {
       ++result_.remote_hit_blocks;
       result_.remote_hit_tokens += tokens;
     } else {
@@ -361,11 +369,12 @@ double CacheReplayResult::block_hit_rate() const { return Ratio(hit_blocks, bloc
 double CacheReplayResult::token_hit_rate() const { return Ratio(hit_tokens, total_tokens); }
 double CacheReplayResult::host_block_hit_rate() const { return Ratio(host_hit_blocks, blocks); }
 double CacheReplayResult::remote_block_hit_rate() const { return Ratio(remote_hit_blocks, blocks); }
+double CacheReplayResult::disk_block_hit_rate() const { return Ratio(disk_hit_blocks, blocks); }
 double CacheReplayResult::tiered_block_hit_rate() const {
-  return Ratio(hit_blocks + host_hit_blocks + remote_hit_blocks, blocks);
+  return Ratio(hit_blocks + host_hit_blocks + disk_hit_blocks + remote_hit_blocks, blocks);
 }
 double CacheReplayResult::tiered_token_hit_rate() const {
-  return Ratio(hit_tokens + host_hit_tokens + remote_hit_tokens, total_tokens);
+  return Ratio(hit_tokens + host_hit_tokens + disk_hit_tokens + remote_hit_tokens, total_tokens);
 }
 double CacheReplayResult::infinite_cache_block_hit_rate() const {
   return Ratio(infinite_hit_blocks, blocks);
@@ -397,6 +406,7 @@ CacheReplayResult StartResult(const ExpandedWorkload& w, const CacheReplayOption
   CacheReplayResult res;
   res.host_capacity_blocks = std::max<int64_t>(0, options.host_capacity_blocks);
   res.remote_capacity_blocks = std::max<int64_t>(0, options.remote_capacity_blocks);
+  res.disk_capacity_blocks = std::max<int64_t>(0, options.disk_capacity_blocks);
   res.host_store = {.rule = options.host_store, .threshold = options.host_store_threshold};
   res.policy = options.policy;
   res.capacity_blocks = options.capacity_blocks;

@@ -35,14 +35,14 @@
 // of a chunk that a request's prefix hit covers is refreshed too (pinned and released with its
 // new next use), or its old next use, then past, would rank it as needed soonest forever.
 //
-// Tiers (host_capacity_blocks / remote_capacity_blocks > 0): simulated KV tiers below the pool
+// Tiers (host_ / disk_ / remote_capacity_blocks > 0): simulated KV tiers below the pool
 // (HostTier objects holding no bytes), walked by the engine's own TierChain
 // (cache/tiers/tier_chain.h) over the replay's pool, at the engine's points of a step: before a
 // request's walk, TierChain::Onboard reads the request (a CacheRequest whose blocks hash to the
-// workload's keys) past the pool's prefix hit through the host tier, then the remote tier, and
-// loads each tier hit into a pool block (counted as a host or remote hit, not a miss; a remote
-// hit is also stored in the host tier), as long as the pool keeps room for the rest of the
-// request; after the request, the blocks it computed go to the write-through tiers
+// workload's keys) past the pool's prefix hit through the host tier, then the disk tier, then the
+// remote tier, and loads each tier hit into a pool block (counted as a host or remote hit, not a
+// miss; a remote hit is also stored in the host tier), as long as the pool keeps room for the rest
+// of the request; after the request, the blocks it computed go to the write-through tiers
 // (FlushWriteThrough), and write-back tiers take blocks as the pool evicts them. The store rule
 // and threshold are TierChain's (TierStoreGate, cache/tiers/tier_store_gate.h; the reuse counted
 // is a device prefix hit of the tier walk): write-through with threshold 0 stores every block the
@@ -85,6 +85,7 @@ struct PAGEDKV_EXPORT CacheReplayOptions {
   bool count_shifted = true;
   int64_t host_capacity_blocks = 0;    // > 0: a simulated host tier of this many blocks
   int64_t remote_capacity_blocks = 0;  // > 0: a simulated shared tier below the host tier
+  int64_t disk_capacity_blocks = 0;    // > 0: a simulated disk tier between host and remote
   std::string tier_policy = "lru";     // the tiers' eviction policy: "lru" or "arc"
   TierStoreRule host_store = TierStoreRule::kWriteThrough;  // when blocks go to the host tier
   int32_t host_store_threshold = 0;  // host tier: store only blocks with this many prefix hits
@@ -136,11 +137,14 @@ struct PAGEDKV_EXPORT CacheReplayResult {
   int64_t hit_tokens = 0;            // tokens of the pool's hit blocks
   int64_t host_capacity_blocks = 0;  // the options' tier sizes (0: no such tier)
   int64_t remote_capacity_blocks = 0;
+  int64_t disk_capacity_blocks = 0;
   TierStoreOptions host_store;  // the host tier's store rule and threshold
   int64_t host_hit_blocks = 0;  // prefix blocks loaded from the host tier
   int64_t host_hit_tokens = 0;
   int64_t remote_hit_blocks = 0;  // prefix blocks loaded from the remote tier
   int64_t remote_hit_tokens = 0;
+  int64_t disk_hit_blocks = 0;  // prefix blocks loaded from the disk tier
+  int64_t disk_hit_tokens = 0;
   int64_t infinite_hit_blocks = 0;  // prefix hits an unbounded cache would have had
   int64_t infinite_hit_tokens = 0;
   int64_t evictions = 0;              // cached blocks evicted by the pool
@@ -167,8 +171,9 @@ struct PAGEDKV_EXPORT CacheReplayResult {
 
   double block_hit_rate() const;
   double token_hit_rate() const;
-  // Per tier and all tiers together (device + host + remote), of all blocks.
+  // Per tier and all tiers together (device + host + disk + remote), of all blocks.
   double host_block_hit_rate() const;
+  double disk_block_hit_rate() const;
   double remote_block_hit_rate() const;
   double tiered_block_hit_rate() const;
   double tiered_token_hit_rate() const;

@@ -56,8 +56,10 @@ void CountTierHits(const TierHits& loaded, int64_t hit_tokens, int64_t block_siz
                    CacheReplayResult& result) {
   const int64_t past_device = hit_tokens / block_size - loaded.device_blocks;
   const int64_t host = std::clamp<int64_t>(past_device, 0, loaded.host_blocks);
-  const int64_t remote = std::clamp<int64_t>(past_device - host, 0, loaded.remote_blocks);
+  const int64_t disk = std::clamp<int64_t>(past_device - host, 0, loaded.disk_blocks);
+  const int64_t remote = std::clamp<int64_t>(past_device - host - disk, 0, loaded.remote_blocks);
   result.host_hit_tokens += host * block_size;
+  result.disk_hit_tokens += disk * block_size;
   result.remote_hit_tokens += remote * block_size;
 }
 
@@ -82,6 +84,7 @@ absl::StatusOr<std::unique_ptr<ManagerReplayer>> ManagerReplayer::Create(
                               .groups = options.groups}));
   const ServeTierOptions tiers{.host_capacity_blocks = options.host_capacity_blocks,
                                .remote_capacity_blocks = options.remote_capacity_blocks,
+                               .disk_capacity_blocks = options.disk_capacity_blocks,
                                .policy = options.tier_policy,
                                .host_store = options.host_store,
                                .host_store_threshold = options.host_store_threshold};

@@ -105,6 +105,7 @@ absl::Status RunHybridServeMode(const ReplayConfig& c, const Workload& workload,
     // Tier capacities are full-model blocks too: the same bytes in pages of this layout.
     run.tiers.host_capacity_blocks = FullModelToPages(o.tiers.host_capacity_blocks, r, o.model);
     run.tiers.remote_capacity_blocks = FullModelToPages(o.tiers.remote_capacity_blocks, r, o.model);
+    run.tiers.disk_capacity_blocks = FullModelToPages(o.tiers.disk_capacity_blocks, r, o.model);
     run.hybrid_groups = r.groups;
     run.progress = [&bar, offset = static_cast<int64_t>(i) * n](int64_t done) {
       bar.Update(offset + done);

@@ -37,6 +37,7 @@ absl::Status InstanceTiers::BeforeSchedule() {
     if (!w.onboarded) w.hits.device_blocks = hits.device_blocks;
     w.hits.host_blocks += hits.host_blocks;
     w.hits.remote_blocks += hits.remote_blocks;
+    w.hits.disk_blocks += hits.disk_blocks;
     w.onboarded = true;
   }
   return absl::OkStatus();
@@ -61,7 +62,9 @@ void InstanceTiers::CountTierHits(const ScheduledBatch& batch) {
       return std::clamp<int64_t>(seq.num_prefix_hit_tokens - from_block * bs, 0, blocks * bs);
     };
     counts_.host_hit_tokens += clamp_tokens(h.device_blocks, h.host_blocks);
-    counts_.remote_hit_tokens += clamp_tokens(h.device_blocks + h.host_blocks, h.remote_blocks);
+    counts_.disk_hit_tokens += clamp_tokens(h.device_blocks + h.host_blocks, h.disk_blocks);
+    counts_.remote_hit_tokens +=
+        clamp_tokens(h.device_blocks + h.host_blocks + h.disk_blocks, h.remote_blocks);
     waiting_.erase(it);
   }
 }
@@ -70,6 +73,7 @@ InstanceTierCounts InstanceTiers::counts() const {
   InstanceTierCounts c = counts_;
   c.host_loaded_blocks = tiers_->host_stats().hit_blocks;
   c.remote_loaded_blocks = tiers_->remote_stats().hit_blocks;
+  c.disk_loaded_blocks = tiers_->disk_stats().hit_blocks;
   return c;
 }
 

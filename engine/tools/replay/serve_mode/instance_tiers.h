@@ -43,8 +43,10 @@ namespace pagedkv::replay {
 struct PAGEDKV_EXPORT InstanceTierCounts {
   int64_t host_hit_tokens = 0;
   int64_t remote_hit_tokens = 0;
+  int64_t disk_hit_tokens = 0;
   int64_t host_loaded_blocks = 0;  // every load, re-admissions included
   int64_t remote_loaded_blocks = 0;
+  int64_t disk_loaded_blocks = 0;
   double load_seconds = 0;  // simulated time charged for the loads
 };
 

@@ -429,6 +429,8 @@ absl::StatusOr<MultiInstanceResult> Driver::Finish(double t0) {
     a.remote_hit_tokens += s.tiers.remote_hit_tokens;
     a.host_loaded_blocks += s.tiers.host_loaded_blocks;
     a.remote_loaded_blocks += s.tiers.remote_loaded_blocks;
+    a.disk_hit_tokens += s.tiers.disk_hit_tokens;
+    a.disk_loaded_blocks += s.tiers.disk_loaded_blocks;
     a.tier_load_seconds += s.tiers.load_seconds;
     end = std::max(end, inst->now());
     res.per_instance.push_back(s);
@@ -445,6 +447,7 @@ absl::StatusOr<MultiInstanceResult> Driver::Finish(double t0) {
   a.tiers_enabled = serve_.tiers.enabled();
   a.host_capacity_blocks = serve_.tiers.host_capacity_blocks;
   a.remote_capacity_blocks = serve_.tiers.remote_capacity_blocks;
+  a.disk_capacity_blocks = serve_.tiers.disk_capacity_blocks;
   a.host_store = {.rule = serve_.tiers.host_store, .threshold = serve_.tiers.host_store_threshold};
   if (shared_remote_ != nullptr) res.shared_remote = shared_remote_->stats();
   res.event_batches = event_batches_;

@@ -71,11 +71,13 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
   o.count_shifted = c.count_shifted;
   o.tiers.host_capacity_blocks = c.host_capacity_blocks;
   o.tiers.remote_capacity_blocks = c.remote_capacity_blocks;
+  o.tiers.disk_capacity_blocks = c.disk_capacity_blocks;
   o.tiers.policy = c.tier_policy;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_store, ParseTierStoreRule(c.host_store));
   o.tiers.host_store_threshold = c.host_store_threshold;
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.host_link, FindLinkPreset(c.host_link));
   PAGEDKV_ASSIGN_OR_RETURN(o.tiers.remote_link, FindLinkPreset(c.remote_link));
+  PAGEDKV_ASSIGN_OR_RETURN(o.tiers.disk_link, FindLinkPreset(c.disk_link));
   int64_t capacity = o.capacity_blocks;
   if (capacity == 0) {
     PAGEDKV_ASSIGN_OR_RETURN(
@@ -87,6 +89,7 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
        .block_size = c.block_size,
        .instances = std::max(1, c.instances),
        .host_blocks = c.host_capacity_blocks,
+       .disk_blocks = c.disk_capacity_blocks,
        .remote_blocks = c.remote_capacity_blocks,
        .held_bytes = WorkloadBytes(workload)},
       c.capacity_blocks > 0 ? absl::StrFormat("--capacity-blocks %d", c.capacity_blocks)

@@ -159,13 +159,14 @@ std::string FormatServeTable(const ServeReplayResult& r) {
         absl::StrFormat("%d tokens, %.3f s simulated", r.rerotated_tokens, r.rerotation_seconds));
   }
   if (r.tiers_enabled) {
-    row("tiers (host / remote blocks)",
-        absl::StrFormat("%d / %d: hits %.2f%% / %.2f%% of admitted tokens; %d / %d blocks "
-                        "loaded in %.3f s simulated",
-                        r.host_capacity_blocks, r.remote_capacity_blocks,
-                        100.0 * r.host_hit_tokens / std::max<int64_t>(1, r.admitted_tokens),
-                        100.0 * r.remote_hit_tokens / std::max<int64_t>(1, r.admitted_tokens),
-                        r.host_loaded_blocks, r.remote_loaded_blocks, r.tier_load_seconds));
+    const double admitted = static_cast<double>(std::max<int64_t>(1, r.admitted_tokens));
+    row("tiers (host / disk / remote blocks)",
+        absl::StrFormat("%d / %d / %d: hits %.2f%% / %.2f%% / %.2f%% of admitted tokens; "
+                        "%d / %d / %d blocks loaded in %.3f s simulated",
+                        r.host_capacity_blocks, r.disk_capacity_blocks, r.remote_capacity_blocks,
+                        100.0 * r.host_hit_tokens / admitted, 100.0 * r.disk_hit_tokens / admitted,
+                        100.0 * r.remote_hit_tokens / admitted, r.host_loaded_blocks,
+                        r.disk_loaded_blocks, r.remote_loaded_blocks, r.tier_load_seconds));
   }
   row("TTFT mean / p50 / p99",
       absl::StrFormat("%.3f / %.3f / %.3f s", r.ttft_mean_s, r.ttft_p50_s, r.ttft_p99_s));
@@ -233,19 +234,23 @@ nlohmann::json ServeResultJson(const ServeReplayResult& r) {
   }
   if (r.tiers_enabled) {
     const double admitted = static_cast<double>(std::max<int64_t>(1, r.admitted_tokens));
-    j["tiers"] = {
-        {"host_capacity_blocks", r.host_capacity_blocks},
-        {"remote_capacity_blocks", r.remote_capacity_blocks},
-        {"host_store_policy", TierStoreRuleName(r.host_store.rule)},
-        {"host_store_threshold", r.host_store.threshold},
-        {"host_hit_tokens", r.host_hit_tokens},
-        {"remote_hit_tokens", r.remote_hit_tokens},
-        {"device_hit_tokens", r.prefix_hit_tokens - r.host_hit_tokens - r.remote_hit_tokens},
-        {"host_hit_rate", r.host_hit_tokens / admitted},
-        {"remote_hit_rate", r.remote_hit_tokens / admitted},
-        {"host_loaded_blocks", r.host_loaded_blocks},
-        {"remote_loaded_blocks", r.remote_loaded_blocks},
-        {"load_seconds", r.tier_load_seconds}};
+    j["tiers"] = {{"host_capacity_blocks", r.host_capacity_blocks},
+                  {"remote_capacity_blocks", r.remote_capacity_blocks},
+                  {"disk_capacity_blocks", r.disk_capacity_blocks},
+                  {"host_store_policy", TierStoreRuleName(r.host_store.rule)},
+                  {"host_store_threshold", r.host_store.threshold},
+                  {"host_hit_tokens", r.host_hit_tokens},
+                  {"remote_hit_tokens", r.remote_hit_tokens},
+                  {"disk_hit_tokens", r.disk_hit_tokens},
+                  {"device_hit_tokens", r.prefix_hit_tokens - r.host_hit_tokens -
+                                            r.disk_hit_tokens - r.remote_hit_tokens},
+                  {"host_hit_rate", r.host_hit_tokens / admitted},
+                  {"disk_hit_rate", r.disk_hit_tokens / admitted},
+                  {"remote_hit_rate", r.remote_hit_tokens / admitted},
+                  {"host_loaded_blocks", r.host_loaded_blocks},
+                  {"disk_loaded_blocks", r.disk_loaded_blocks},
+                  {"remote_loaded_blocks", r.remote_loaded_blocks},
+                  {"load_seconds", r.tier_load_seconds}};
   }
   return j;
 }

@@ -130,10 +130,10 @@ struct PAGEDKV_EXPORT ServeReplayResult {
   // Tiers (all zero unless options.tiers.enabled()). Hit tokens are counted at first admissions
   // (of prefix_hit_tokens); loaded blocks and seconds over every load.
   bool tiers_enabled = false;
-  int64_t host_capacity_blocks = 0, remote_capacity_blocks = 0;
+  int64_t host_capacity_blocks = 0, remote_capacity_blocks = 0, disk_capacity_blocks = 0;
   TierStoreOptions host_store;  // the host tier's store rule and threshold
-  int64_t host_hit_tokens = 0, remote_hit_tokens = 0;
-  int64_t host_loaded_blocks = 0, remote_loaded_blocks = 0;
+  int64_t host_hit_tokens = 0, remote_hit_tokens = 0, disk_hit_tokens = 0;
+  int64_t host_loaded_blocks = 0, remote_loaded_blocks = 0, disk_loaded_blocks = 0;
   double tier_load_seconds = 0;  // simulated time charged for tier loads
 
   double prefix_hit_rate() const;  // prefix_hit_tokens / admitted_tokens

@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<ServeSimulation>> ServeSimulation::Create(
   sim->result_.tiers_enabled = sim->tiers_ != nullptr;
   sim->result_.host_capacity_blocks = options.tiers.host_capacity_blocks;
   sim->result_.remote_capacity_blocks = options.tiers.remote_capacity_blocks;
+  sim->result_.disk_capacity_blocks = options.tiers.disk_capacity_blocks;
   sim->result_.host_store = {.rule = options.tiers.host_store,
                              .threshold = options.tiers.host_store_threshold};
   sim->result_.shifted_counted = sim->reuse_ != nullptr;
@@ -365,6 +366,8 @@ absl::StatusOr<ServeReplayResult> ServeSimulation::Finish() {
     result_.remote_hit_tokens = counts.remote_hit_tokens;
     result_.host_loaded_blocks = counts.host_loaded_blocks;
     result_.remote_loaded_blocks = counts.remote_loaded_blocks;
+    result_.disk_hit_tokens = counts.disk_hit_tokens;
+    result_.disk_loaded_blocks = counts.disk_loaded_blocks;
   }
   if (result_.shifted_hit_tokens != stats.num_shifted_hit_tokens) {
     return absl::InternalError(absl::StrFormat(

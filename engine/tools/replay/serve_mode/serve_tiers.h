@@ -1,17 +1,19 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Serve-mode replay's KV tiers: simulated host and remote tiers (HostTier objects that hold
+// Serve-mode replay's KV tiers: simulated host, disk and remote tiers (HostTier objects that hold
 // hashes, no bytes) under the KvCacheManager's pool, walked with the engine's own TierChain
 // (cache/tiers/tier_chain.h), and a bandwidth model that charges every load to the simulated clock:
 //   load seconds = host blocks * block bytes / host link bandwidth
 //                + remote blocks * block bytes / remote link bandwidth
 //                + remote round trips * remote link latency
+//                + disk blocks * block bytes / disk bandwidth + disk lookups * disk latency
 // where block bytes = block_size * the model's KV bytes per token and a round trip is one lookup
 // that reached the remote tier (one MGET). The loads of a step are charged before it runs (not
 // overlapped with compute: an upper bound on their cost). Link presets (FindLinkPreset):
 //   pcie4   25 GB/s, 2 us    (PCIe 4.0 x16, achievable)     pcie5   50 GB/s, 2 us  (PCIe 5.0 x16)
 //   25gbe  3.1 GB/s, 100 us  (25 GbE TCP, one Redis hop)     100gbe 12.5 GB/s, 50 us (100 GbE)
 //   rdma   50 GB/s, 10 us    (400 Gb/s RDMA, Mooncake-style)
+//   nvme   6.5 GB/s, 80 us   (PCIe 4.0 NVMe SSD reads)       sata-ssd 0.5 GB/s, 100 us
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ServeTiers> tiers,
@@ -50,13 +52,17 @@ PAGEDKV_EXPORT absl::StatusOr<LinkPreset> FindLinkPreset(std::string_view name);
 struct PAGEDKV_EXPORT ServeTierOptions {
   int64_t host_capacity_blocks = 0;    // > 0: a host tier of this many blocks
   int64_t remote_capacity_blocks = 0;  // > 0: a remote tier of this many blocks
+  int64_t disk_capacity_blocks = 0;    // > 0: a disk tier (between host and remote) of this many
   std::string policy = "lru";          // the tiers' eviction policy: lru or arc
   TierStoreRule host_store = TierStoreRule::kWriteThrough;
   int32_t host_store_threshold = 0;  // host tier: store only blocks with this many prefix hits
   LinkPreset host_link = {"pcie5", 50e9, 2e-6};
   LinkPreset remote_link = {"100gbe", 12.5e9, 50e-6};
+  LinkPreset disk_link = {"nvme", 6.5e9, 80e-6};
 
-  bool enabled() const { return host_capacity_blocks > 0 || remote_capacity_blocks > 0; }
+  bool enabled() const {
+    return host_capacity_blocks > 0 || disk_capacity_blocks > 0 || remote_capacity_blocks > 0;
+  }
 };
 
 class PAGEDKV_EXPORT ServeTiers {
@@ -79,6 +85,7 @@ class PAGEDKV_EXPORT ServeTiers {
   // {host, remote} stats (zero for a tier that is not configured).
   TierStats host_stats() const;
   TierStats remote_stats() const;
+  TierStats disk_stats() const;
 
  private:
   // Moves nothing: simulated tiers hold no bytes.
@@ -96,7 +103,7 @@ class PAGEDKV_EXPORT ServeTiers {
   double block_bytes_;
   NoBytes io_;
   std::unique_ptr<TierChain> chain_;
-  TierStats charged_host_, charged_remote_;  // stats at the last TakeLoadSeconds
+  TierStats charged_host_, charged_remote_, charged_disk_;  // stats at the last TakeLoadSeconds
 };
 
 }  // namespace pagedkv::replay

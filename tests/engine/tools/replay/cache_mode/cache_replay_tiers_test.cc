@@ -49,18 +49,20 @@ Workload MakeWorkload(const Prompts& prompts, bool extra_token) {
 }
 
 struct TierHitCounts {
-  int64_t device = 0, host = 0, remote = 0;
+  int64_t device = 0, host = 0, remote = 0, disk = 0;
   bool operator==(const TierHitCounts&) const = default;
 };
 
 void PrintTo(const TierHitCounts& c, std::ostream* os) {
-  *os << "{device " << c.device << ", host " << c.host << ", remote " << c.remote << "}";
+  *os << "{device " << c.device << ", host " << c.host << ", disk " << c.disk << ", remote "
+      << c.remote << "}";
 }
 
 struct TierSetup {
   int64_t pool_blocks = 4;
   int64_t host_blocks = 0;
   int64_t remote_blocks = 0;
+  int64_t disk_blocks = 0;
   std::string tier_policy = "lru";
   TierStoreRule rule = TierStoreRule::kWriteThrough;
   int32_t threshold = 0;
@@ -76,12 +78,13 @@ TierHitCounts SimulatedTierHits(const Prompts& prompts, const TierSetup& s) {
       RunCacheReplay(*e, {.capacity_blocks = s.pool_blocks + 1,
                           .host_capacity_blocks = s.host_blocks,
                           .remote_capacity_blocks = s.remote_blocks,
+                          .disk_capacity_blocks = s.disk_blocks,
                           .tier_policy = s.tier_policy,
                           .host_store = s.rule,
                           .host_store_threshold = s.threshold});
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return {};
-  return {r->hit_blocks, r->host_hit_blocks, r->remote_hit_blocks};
+  return {r->hit_blocks, r->host_hit_blocks, r->remote_hit_blocks, r->disk_hit_blocks};
 }
 
 // The rule written out on its own: an LRU pool (released blocks, tail first, are the eviction
@@ -236,8 +239,9 @@ TierHitCounts EngineTierHits(const Prompts& prompts, const TierSetup& s) {
   if (!manager.ok()) return {};
   ByteIo io((*manager)->num_blocks());
   std::vector<std::unique_ptr<KvTier>> tiers;
-  const std::pair<int64_t, const char*> wanted[] = {{s.host_blocks, "host"},
-                                                    {s.remote_blocks, "remote"}};
+  // A disk tier is a HostTier named "disk" here: the chain orders and counts tiers by name.
+  const std::pair<int64_t, const char*> wanted[] = {
+      {s.host_blocks, "host"}, {s.disk_blocks, "disk"}, {s.remote_blocks, "remote"}};
   for (const auto& [capacity, name] : wanted) {
     if (capacity == 0) continue;
     HostTierOptions o{.capacity_blocks = capacity,
@@ -285,8 +289,23 @@ TierHitCounts EngineTierHits(const Prompts& prompts, const TierSetup& s) {
     out.device += hits->device_blocks;
     out.host += hits->host_blocks;
     out.remote += hits->remote_blocks;
+    out.disk += hits->disk_blocks;
   }
   return out;
+}
+
+// A disk tier between the host and the remote tier: with a host tier too small to keep A while B
+// runs, A's returns load from the disk tier (every block of it is stored write-through), and the
+// remote tier below it is never reached.
+TEST(CacheReplayTiersTest, TheDiskTierSitsBetweenHostAndRemote) {
+  const TierSetup s{.pool_blocks = 2, .host_blocks = 1, .remote_blocks = 100, .disk_blocks = 100};
+  const TierHitCounts hits = SimulatedTierHits(kAlternating, s);
+  EXPECT_EQ(hits, EngineTierHits(kAlternating, s));
+  EXPECT_GT(hits.disk, 0);
+  EXPECT_EQ(hits.remote, 0);
+  TierSetup no_disk = s;
+  no_disk.disk_blocks = 0;
+  EXPECT_EQ(SimulatedTierHits(kAlternating, no_disk).remote, hits.disk);  // the same blocks
 }
 
 TEST(CacheReplayTiersTest, TierChainCreateNeedsAnIoAndAManager) {
@@ -311,7 +330,7 @@ TEST(CacheReplayTiersTest, EngineTierChainGivesTheHandDerivedHits) {
 
 // Differential: random prompts, small tiers that evict, both store rules, both tier policies
 // and several thresholds; the simulated tiers and the engine's TierChain over real HostTiers
-// count the same device, host and remote hits.
+// count the same device, host, disk and remote hits.
 TEST(CacheReplayTiersTest, SimulatedTiersAgreeWithTheEngineTierChain) {
   for (uint32_t seed : {11u, 12u, 13u}) {
     std::mt19937 rng(seed);
@@ -325,13 +344,14 @@ TEST(CacheReplayTiersTest, SimulatedTiersAgreeWithTheEngineTierChain) {
     for (const char* policy : {"lru", "arc"}) {
       for (TierStoreRule rule : {TierStoreRule::kWriteThrough, TierStoreRule::kWriteBack}) {
         for (int32_t k : {0, 1, 3}) {
-          for (int64_t remote : {0, 12}) {
+          for (const auto& [remote, disk] : {std::pair{0, 0}, {12, 0}, {0, 10}, {12, 10}}) {
             SCOPED_TRACE(testing::Message()
                          << "seed " << seed << " " << policy << " " << TierStoreRuleName(rule)
-                         << " k=" << k << " remote " << remote);
+                         << " k=" << k << " remote " << remote << " disk " << disk);
             const TierSetup s{.pool_blocks = 6,
                               .host_blocks = 8,
                               .remote_blocks = remote,
+                              .disk_blocks = disk,
                               .tier_policy = policy,
                               .rule = rule,
                               .threshold = k};

@@ -125,6 +125,31 @@ TEST(ServeReplayTest, TiersAddPrefixHitsAndChargeTheirLoads) {
   EXPECT_FALSE(FindLinkPreset("carrier-pigeon").ok());
 }
 
+// A disk tier below a small host tier: its hits are attributed to it, its loads are charged at
+// the disk's bandwidth (a SATA SSD costs more simulated time per block than NVMe), and the JSON
+// report carries it.
+TEST(ServeReplayTest, ADiskTierAddsHitsChargedAtItsBandwidth) {
+  auto w = MakeBuiltinWorkload("conversation", {.num_requests = 80, .seed = 5});
+  ASSERT_TRUE(w.ok());
+  ServeReplayOptions o = SmallServeOptions();
+  o.capacity_blocks = 600;
+  o.tiers = {.host_capacity_blocks = 200};
+  auto host_only = RunServeReplay(*w, o);
+  o.tiers.disk_capacity_blocks = 20000;
+  auto nvme = RunServeReplay(*w, o);
+  o.tiers.disk_link = *FindLinkPreset("sata-ssd");
+  auto sata = RunServeReplay(*w, o);
+  ASSERT_TRUE(host_only.ok() && nvme.ok() && sata.ok());
+  EXPECT_GT(nvme->disk_hit_tokens, 0);
+  EXPECT_GT(nvme->disk_loaded_blocks, 0);
+  EXPECT_GT(nvme->prefix_hit_rate(), host_only->prefix_hit_rate());
+  EXPECT_EQ(host_only->disk_hit_tokens, 0);
+  EXPECT_GT(sata->tier_load_seconds / std::max<int64_t>(1, sata->disk_loaded_blocks),
+            nvme->tier_load_seconds / nvme->disk_loaded_blocks);
+  EXPECT_EQ(ServeResultJson(*nvme)["tiers"]["disk_capacity_blocks"], 20000);
+  EXPECT_EQ(ServeResultJson(*nvme)["tiers"]["disk_hit_tokens"], nvme->disk_hit_tokens);
+}
+
 // The host tier's store threshold in serve mode (the engine's TierChain decides): a threshold no
 // block reaches leaves the host tier empty (no host hits; with a remote tier, its hits would
 // still be copied into the host tier, as the engine does), and a threshold of 1 is reported.
