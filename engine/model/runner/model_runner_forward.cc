@@ -221,8 +221,9 @@ absl::Status ModelRunner::CopyRows(absl::Span<const int32_t> rows, ModelOutput* 
 }
 
 absl::Status ModelRunner::EditRows(absl::Span<const RowLogitEdits> edits) {
+  if (edits.empty()) return absl::OkStatus();  // the common case costs nothing
   const auto vocab = static_cast<size_t>(config().vocab_size);
-  std::vector<float> row(vocab);
+  std::vector<float> row(backend_->host_memory() ? 0 : vocab);
   for (const RowLogitEdits& e : edits) {  // validated by ValidateOutputs
     float* device_row = logits_.as<float>() + static_cast<size_t>(e.row) * vocab;
     if (backend_->host_memory()) {  // the CPU backend: edited in place
