@@ -52,6 +52,13 @@ absl::Status Mismatch(const char* what, uint64_t got, uint64_t want) {
 
 std::string EncodeTierValue(const TierValueFormat& format, std::span<const TokenId> tokens,
                             std::span<const std::byte> payload) {
+  std::string out;
+  EncodeTierValueInto(format, tokens, payload, &out);
+  return out;
+}
+
+void EncodeTierValueInto(const TierValueFormat& format, std::span<const TokenId> tokens,
+                         std::span<const std::byte> payload, std::string* out) {
   Header h{.magic = kMagic,
            .version = kTierValueVersion,
            .dtype = format.dtype,
@@ -65,13 +72,12 @@ std::string EncodeTierValue(const TierValueFormat& format, std::span<const Token
            .checksum = 0};
   const auto head = std::as_bytes(std::span<const Header>(&h, 1)).first(offsetof(Header, checksum));
   h.checksum = Checksum(head, tokens, payload);
-  std::string out(kTierValueHeaderBytes + tokens.size_bytes() + payload.size(), '\0');
-  std::memcpy(out.data(), &h, sizeof(h));
-  std::memcpy(out.data() + sizeof(h), tokens.data(), tokens.size_bytes());
+  out->resize(kTierValueHeaderBytes + tokens.size_bytes() + payload.size());
+  std::memcpy(out->data(), &h, sizeof(h));
+  std::memcpy(out->data() + sizeof(h), tokens.data(), tokens.size_bytes());
   if (!payload.empty()) {
-    std::memcpy(out.data() + sizeof(h) + tokens.size_bytes(), payload.data(), payload.size());
+    std::memcpy(out->data() + sizeof(h) + tokens.size_bytes(), payload.data(), payload.size());
   }
-  return out;
 }
 
 absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat& format,

@@ -31,6 +31,9 @@ inline constexpr uint16_t kTierValueVersion = 1;
 // The value for `tokens` and `payload` in `format`.
 std::string EncodeTierValue(const TierValueFormat& format, std::span<const TokenId> tokens,
                             std::span<const std::byte> payload);
+// The same value written into `*out` (resized; a buffer of the right size is reused as is).
+void EncodeTierValueInto(const TierValueFormat& format, std::span<const TokenId> tokens,
+                         std::span<const std::byte> payload, std::string* out);
 
 // The payload of `bytes` (a view into it), when the header matches `format`, the tokens equal
 // `tokens`, the sizes add up and the checksum is right. DataLoss naming the first mismatch

@@ -47,11 +47,15 @@ absl::Status MakeDirectories(const std::string& path);
 absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
                                  std::span<const std::byte> bytes);
 
-// Reads the file at `path` into `out` (resized to `expected_bytes`). NotFound when there is no
-// file (a miss), DataLoss when its size is not `expected_bytes` (truncated or foreign), another
-// error for an I/O failure.
+// Whether a read refreshes the file's modification time (its recency after a restart).
+enum class ReadRecency { kKeep, kTouch };
+
+// Reads the file at `path` into `out` (resized to `expected_bytes`); with kTouch, then sets its
+// modification time to now (on the open descriptor; a failure to do so is ignored). NotFound when
+// there is no file (a miss), DataLoss when its size is not `expected_bytes` (truncated or
+// foreign), another error for an I/O failure.
 absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
-                           std::vector<std::byte>* out);
+                           std::vector<std::byte>* out, ReadRecency recency = ReadRecency::kKeep);
 
 // Removes `path`; a missing file is fine (another process removed it first).
 absl::Status RemoveFile(const std::string& path);

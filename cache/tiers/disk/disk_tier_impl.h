@@ -79,6 +79,15 @@ struct DiskTier::Impl {
   const std::string model_dir;
   const int64_t file_bytes;
 
+  // Encoded-value buffers for reuse (a fresh multi-MiB allocation page-faults on every store):
+  // AcquireBuffer hands one out as a shared_ptr whose deleter gives it back, keeping at most
+  // kMaxSpareBuffers. Declared before everything that holds buffers (destroyed after them); its
+  // own lock, since a buffer may be released with `mu` held.
+  static constexpr size_t kMaxSpareBuffers = 8;
+  std::shared_ptr<std::string> AcquireBuffer();
+  std::mutex spare_mu;
+  std::vector<std::unique_ptr<std::string>> spare;
+
   mutable std::mutex mu;
   std::condition_variable work_cv;  // a job was queued, or stop
   std::condition_variable idle_cv;  // the queue ran empty

@@ -43,8 +43,8 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
     payload = DecodeTierValue(impl.options.format, block.tokens,
                               std::as_bytes(std::span<const char>(*impl.held)));
   } else {
-    const absl::Status read =
-        ReadValueFile(ValuePath(impl.model_dir, block.hash), impl.file_bytes, &impl.read_buffer);
+    const absl::Status read = ReadValueFile(ValuePath(impl.model_dir, block.hash), impl.file_bytes,
+                                            &impl.read_buffer, ReadRecency::kTouch);
     payload = read.ok() ? DecodeTierValue(impl.options.format, block.tokens, impl.read_buffer)
                         : absl::StatusOr<std::span<const std::byte>>(read);
   }
@@ -104,7 +104,6 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
       it->second.announced = true;
       announce.push_back(&b);
     }
-    if (from_file) TouchFile(PathOf(b.hash)).IgnoreError();  // only the order after a restart
   }
   for (const BlockHash& h : removed) {
     Emit(KvEvent{.type = KvEventType::kBlockRemoved, .hash = h, .medium = medium()});
@@ -166,8 +165,9 @@ bool DiskTier::StoreOne(const TierStoreItem& item, std::vector<BlockHash>* remov
   }
   std::shared_ptr<const std::string> bytes;
   try {
-    bytes = std::make_shared<const std::string>(
-        EncodeTierValue(impl.options.format, item.block.tokens, item.value));
+    std::shared_ptr<std::string> buffer = impl.AcquireBuffer();
+    EncodeTierValueInto(impl.options.format, item.block.tokens, item.value, buffer.get());
+    bytes = std::move(buffer);
   } catch (const std::bad_alloc&) {
     std::lock_guard lock(impl.mu);
     impl.FaultLocked(&DiskTierStats::write_errors,

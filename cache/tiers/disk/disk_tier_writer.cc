@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -22,6 +23,23 @@ constexpr int64_t kStaleTemporaryNs = int64_t{600} * 1'000'000'000;  // 10 minut
 constexpr size_t kScanChunk = 4096;  // files indexed per hold of the lock
 
 }  // namespace
+
+std::shared_ptr<std::string> DiskTier::Impl::AcquireBuffer() {
+  std::unique_ptr<std::string> buffer;
+  {
+    std::lock_guard lock(spare_mu);
+    if (!spare.empty()) {
+      buffer = std::move(spare.back());
+      spare.pop_back();
+    }
+  }
+  if (buffer == nullptr) buffer = std::make_unique<std::string>();
+  return std::shared_ptr<std::string>(buffer.release(), [this](std::string* released) {
+    std::unique_ptr<std::string> owned(released);
+    std::lock_guard lock(spare_mu);
+    if (spare.size() < kMaxSpareBuffers) spare.push_back(std::move(owned));
+  });
+}
 
 void DiskTier::Impl::Report(std::string_view line) const {
   if (options.report) {
