@@ -121,6 +121,40 @@ absl::StatusOr<std::unique_ptr<KvTier>> Engine::CreateRemoteTier(
 #endif
 }
 
+namespace {
+
+DiskTier* FindDiskTier(TierChain* tiers) {
+  if (tiers == nullptr) return nullptr;
+  for (const auto& t : tiers->tiers()) {
+    if (t->name() == "disk") return static_cast<DiskTier*>(t.get());
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Engine::SavePrefix(std::string_view name, std::span<const TokenId> prompt,
+                                           std::string_view cache_salt) {
+  DiskTier* disk = FindDiskTier(internals_->tiers.get());
+  if (disk == nullptr) {
+    return absl::FailedPreconditionError(
+        "named saves need a disk tier: start with --disk-cache DIR (EngineOptions::disk_tier)");
+  }
+  if (cache_->num_groups() > 1) {
+    return absl::FailedPreconditionError(
+        "named saves need one KV cache group; this engine runs several (--hybrid-kv-cache off)");
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(const CacheRequest request,
+                           cache_->NewRequest(0, prompt, {.cache_salt = std::string(cache_salt)}));
+  PAGEDKV_ASSIGN_OR_RETURN(const int64_t blocks, disk->Pin(name, request.block_hashes()));
+  return blocks * options_.block_size;
+}
+
+bool Engine::HasSavedPrefix(std::string_view name) const {
+  const DiskTier* disk = FindDiskTier(internals_->tiers.get());
+  return disk != nullptr && disk->HasPin(name);
+}
+
 std::vector<std::pair<std::string, TierStats>> Engine::tier_stats() const {
   std::vector<std::pair<std::string, TierStats>> out;
   if (internals_->tiers == nullptr) return out;

@@ -203,13 +203,6 @@ absl::Status RemoveFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status TouchFile(const std::string& path) {
-  if (::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0) {
-    return ErrnoError(errno, "cannot touch", path);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<ValueFileInfo>> ListValueFiles(const std::string& model_dir,
                                                           int64_t stale_before_ns,
                                                           ScanCounts* counts) {

@@ -60,9 +60,6 @@ absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
 // Removes `path`; a missing file is fine (another process removed it first).
 absl::Status RemoveFile(const std::string& path);
 
-// Sets the file's modification time to now (its recency, for the order a restart rebuilds).
-absl::Status TouchFile(const std::string& path);
-
 // A value file found by a scan.
 struct ValueFileInfo {
   BlockHash hash;

@@ -26,6 +26,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
 #include "pagedkv/tiers/kv_tier.h"
@@ -47,9 +48,12 @@ struct DiskTier::Impl {
   Impl(DiskTierOptions o, std::string dir, int64_t bytes, std::unique_ptr<TierPolicy> p)
       : options(std::move(o)), model_dir(std::move(dir)), file_bytes(bytes), policy(std::move(p)) {}
 
-  // Engine thread: `block`'s value from the writer's queue or its file; nullopt for a miss, with
-  // the index and counters updated. Valid until the next call (held / read_buffer).
-  std::optional<std::span<const std::byte>> FetchValue(const TierBlock& block, bool* from_file,
+  // Where FetchValue found a value.
+  enum class ValueSource { kQueue, kFile, kSave };
+  // Engine thread: `block`'s value from the writer's queue, a named save or its file; nullopt
+  // for a miss, with the index and counters updated. Valid until the next call (held /
+  // read_buffer).
+  std::optional<std::span<const std::byte>> FetchValue(const TierBlock& block, ValueSource* source,
                                                        std::vector<BlockHash>* removed);
 
   // Writer thread: runs jobs until `stop` and no job is left.
@@ -57,6 +61,16 @@ struct DiskTier::Impl {
   void RunWrite(const Job& job);
   void RunRemove(const Job& job);
   void RunScan();
+  // Indexes the named saves under names/ (the start scan).
+  void ScanPinned();
+  // Pin's work: links the leading run of `chain` the tier holds into folder `dir` (an evicted
+  // block from an earlier save that holds it); returns the hashes linked.
+  absl::StatusOr<std::vector<BlockHash>> LinkChain(const std::string& dir,
+                                                   std::span<const BlockHash> chain);
+  // "<names>/<name>/<hash>.kv": a named save's file of `hash`.
+  std::string SavePath(const std::string& name, const BlockHash& hash) const;
+  // "<model_dir>/names".
+  std::string NamesDir() const { return model_dir + "/names"; }
   // Indexes scanned files (oldest first), a chunk at a time under the lock.
   void IndexScanned(std::vector<struct ValueFileInfo>& files);
 
@@ -100,7 +114,10 @@ struct DiskTier::Impl {
   // Hashes with a kRemove job queued or running (an evicted file): a lookup must not adopt the
   // file about to go. Counts, as one hash may be evicted, stored and evicted again.
   absl::flat_hash_map<BlockHash, int32_t> removing;
-  std::vector<BlockHash> writer_removed;  // announced entries the writer dropped (events)
+  std::vector<BlockHash> writer_removed;
+  // Blocks of named saves: hash -> the save's name (Pin, and the start scan of names/).
+  absl::flat_hash_map<BlockHash, std::string>
+      pinned;  // announced entries the writer dropped (events)
   TierStats stats;
   DiskTierStats disk;
   std::thread writer;

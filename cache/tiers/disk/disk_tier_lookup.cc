@@ -22,43 +22,56 @@
 
 namespace pagedkv {
 
-// Reads `block`'s value: from the writer's queue while its file is not written yet, else from its
-// file. A miss (no file, a bad file, an I/O error) is nullopt, with the index and counters
-// updated; `*from_file` says where a value came from. The value lives in impl.held or
-// impl.read_buffer until the next call.
+// Reads `block`'s value: from the writer's queue while its file is not written yet, else from a
+// named save that pins it, else from its file. A miss (no file, a bad file, an I/O error) is
+// nullopt, with the index and counters updated; `*source` says where a value came from. The value
+// lives in held or read_buffer until the next call.
 std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
-    const TierBlock& block, bool* from_file, std::vector<BlockHash>* removed) {
-  Impl& impl = *this;
+    const TierBlock& block, ValueSource* source, std::vector<BlockHash>* removed) {
   bool indexed = false;
+  std::string path;
   {
-    std::lock_guard lock(impl.mu);
-    auto it = impl.entries.find(block.hash);
-    indexed = it != impl.entries.end();
-    impl.held = indexed ? it->second.pending : nullptr;
-    if (!indexed && impl.removing.contains(block.hash)) return std::nullopt;  // evicted: going
+    std::lock_guard lock(mu);
+    auto it = entries.find(block.hash);
+    indexed = it != entries.end();
+    held = indexed ? it->second.pending : nullptr;
+    auto pin = pinned.find(block.hash);
+    *source = held != nullptr       ? ValueSource::kQueue
+              : pin != pinned.end() ? ValueSource::kSave
+                                    : ValueSource::kFile;
+    if (*source == ValueSource::kFile && !indexed && removing.contains(block.hash)) {
+      return std::nullopt;  // evicted, its file about to go
+    }
+    if (*source == ValueSource::kSave) path = SavePath(pin->second, block.hash);
+    if (*source == ValueSource::kFile) path = ValuePath(model_dir, block.hash);
   }
-  *from_file = impl.held == nullptr;
   absl::StatusOr<std::span<const std::byte>> payload = absl::UnknownError("unread");
-  if (!*from_file) {
-    payload = DecodeTierValue(impl.options.format, block.tokens,
-                              std::as_bytes(std::span<const char>(*impl.held)));
+  if (*source == ValueSource::kQueue) {
+    payload =
+        DecodeTierValue(options.format, block.tokens, std::as_bytes(std::span<const char>(*held)));
   } else {
-    const absl::Status read = ReadValueFile(ValuePath(impl.model_dir, block.hash), impl.file_bytes,
-                                            &impl.read_buffer, ReadRecency::kTouch);
-    payload = read.ok() ? DecodeTierValue(impl.options.format, block.tokens, impl.read_buffer)
+    const absl::Status read =
+        ReadValueFile(path, file_bytes, &read_buffer,
+                      *source == ValueSource::kFile ? ReadRecency::kTouch : ReadRecency::kKeep);
+    payload = read.ok() ? DecodeTierValue(options.format, block.tokens, read_buffer)
                         : absl::StatusOr<std::span<const std::byte>>(read);
   }
   if (payload.ok()) return *payload;
-  std::lock_guard lock(impl.mu);
+  std::lock_guard lock(mu);
+  if (*source == ValueSource::kSave) {  // a save's file deleted or damaged by hand: unpinned
+    pinned.erase(block.hash);
+    disk.pinned_blocks = static_cast<int64_t>(pinned.size());
+  }
   if (absl::IsNotFound(payload.status())) {
-    if (indexed) ++impl.disk.vanished;  // evicted by another process, or the folder is gone
-    impl.DropLocked(block.hash, /*remove_file=*/false, removed);
+    if (indexed && *source == ValueSource::kFile) ++disk.vanished;  // evicted elsewhere, or gone
+    if (*source == ValueSource::kFile) DropLocked(block.hash, /*remove_file=*/false, removed);
   } else if (absl::IsDataLoss(payload.status())) {
-    impl.DropLocked(block.hash, /*remove_file=*/false, removed);
-    if (*from_file) impl.QueueRemoveLocked(block.hash);
-    impl.FaultLocked(&DiskTierStats::corrupt_values, payload.status());
+    if (*source != ValueSource::kSave) DropLocked(block.hash, /*remove_file=*/false, removed);
+    if (*source == ValueSource::kFile) QueueRemoveLocked(block.hash);
+    if (*source == ValueSource::kSave) RemoveFile(path).IgnoreError();  // counted below
+    FaultLocked(&DiskTierStats::corrupt_values, payload.status());
   } else {
-    impl.FaultLocked(&DiskTierStats::read_errors, payload.status());
+    FaultLocked(&DiskTierStats::read_errors, payload.status());
   }
   return std::nullopt;
 }
@@ -80,9 +93,8 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
       std::lock_guard lock(impl.mu);
       ++impl.stats.queried_blocks;
     }
-    bool from_file = false;
-    const std::optional<std::span<const std::byte>> value =
-        impl.FetchValue(b, &from_file, &removed);
+    Impl::ValueSource source = Impl::ValueSource::kFile;
+    const std::optional<std::span<const std::byte>> value = impl.FetchValue(b, &source, &removed);
     if (!value.has_value()) break;
     absl::StatusOr<bool> took = sink(taken, *value);
     if (!took.ok()) sink_error = took.status();
@@ -93,6 +105,7 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
     impl.stats.loaded_bytes += static_cast<int64_t>(value->size());
     impl.SuccessLocked();
     auto it = impl.entries.find(b.hash);
+    if (it == impl.entries.end() && source == Impl::ValueSource::kSave) continue;  // unbudgeted
     if (it == impl.entries.end()) {  // another process's file: ours now too
       ++impl.disk.adopted;
       impl.InsertLocked(b.hash, Impl::Entry{}, &removed);

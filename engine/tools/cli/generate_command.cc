@@ -266,6 +266,9 @@ void PrintStats(const Engine& engine) {
   const KvCacheLayout& layout = engine.kv_cache_layout();
   std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
             << layout.layers_per_block << " layers per block (" << layout.reason << ")\n";
+  for (const auto& [name, tier] : engine.tier_stats()) {
+    std::cout << "tier " << name << ": " << tier.Summary() << "\n";
+  }
 }
 
 // --metrics-file: the KV cache manager's Prometheus text (counters, usage, block histograms).

@@ -150,8 +150,20 @@ class PAGEDKV_EXPORT Engine {
   // Null when created without a tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
-  // Counters of each configured KV tier, top first ("host", then "remote"); empty without tiers.
+  // Counters of each configured KV tier, top first ("host", "disk", then "remote"); empty
+  // without tiers.
   std::vector<std::pair<std::string, TierStats>> tier_stats() const;
+
+  // Named saves in the disk tier (llama.cpp's slot save; DiskTier::Pin): pins the full blocks of
+  // `prompt` (under `cache_salt`) that the disk tier holds, in chain order, under `name`, so they
+  // outlive eviction and restarts. Run the prompt first: its blocks reach the disk tier when the
+  // pool caches them (the default write-through rule). Returns the tokens pinned (whole blocks).
+  // FailedPrecondition without a disk tier or with several KV cache groups; InvalidArgument for
+  // a bad name (DiskTier::Pin).
+  absl::StatusOr<int64_t> SavePrefix(std::string_view name, std::span<const TokenId> prompt,
+                                     std::string_view cache_salt = "");
+  // Whether the disk tier holds a save `name` (false without a disk tier).
+  bool HasSavedPrefix(std::string_view name) const;
 
   // Registers `listener` with the device pool (events with an empty medium) and every tier
   // (events with the tier's medium); see kv_events.h. Returns an id for RemoveEventListener.

@@ -92,6 +92,7 @@ struct PAGEDKV_EXPORT DiskTierStats {
   int64_t scanned_files = 0;    // value files the start scan indexed
   int64_t scan_ms = 0;          // how long it took
   bool scan_done = false;       // whether it finished (or was not asked for)
+  int64_t pinned_blocks = 0;    // blocks of named saves (Pin), outside the budget
 };
 
 class PAGEDKV_EXPORT DiskTier final : public KvTier {
@@ -115,6 +116,18 @@ class PAGEDKV_EXPORT DiskTier final : public KvTier {
   DiskTierStats disk_stats() const;
   // Waits until every queued store is written (or dropped) and the start scan is done.
   void Flush();
+
+  // Named saves (llama.cpp's slot save, vLLM's and LMCache's pinned prefixes): pins the leading
+  // run of `chain` (a prompt's block hashes, in order) that the tier holds under `name`, after
+  // Flush, as hard links in "<model>/names/<name>/"; returns how many blocks it pinned. Pinned
+  // blocks outlive eviction and restarts (a lookup that finds a block only there restores it) and
+  // do not count against capacity_bytes; delete the folder to drop them. Saving a name again
+  // replaces it. InvalidArgument for a name that is empty, longer than 128 characters, starts
+  // with '.' or has characters other than letters, digits, '.', '_' and '-'; another error for
+  // a failed file operation (nothing stays pinned then).
+  absl::StatusOr<int64_t> Pin(std::string_view name, std::span<const BlockHash> chain);
+  // Whether a save `name` exists (its folder is there).
+  bool HasPin(std::string_view name) const;
   // "<directory>/<model>": this model's folder.
   const std::string& model_directory() const;
   // The file that holds `hash`'s value.

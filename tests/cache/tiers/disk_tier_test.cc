@@ -284,6 +284,41 @@ TEST(DiskTierTest, EventsCarryTheDiskMedium) {
   EXPECT_EQ(events[3].hash, MakeBlock(3).hash);
 }
 
+// A named save pins a chain's blocks: they outlive eviction (a lookup restores them) and restarts,
+// a block the tier does not hold ends the save, and bad names are refused.
+TEST(DiskTierTest, NamedSavesOutliveEvictionAndRestarts) {
+  TempDir dir;
+  const std::vector<Block> chain = Blocks({1, 2, 3});
+  std::vector<BlockHash> hashes;
+  for (const Block& b : chain) hashes.push_back(b.hash);
+  hashes.push_back(MakeBlock(9).hash);  // never stored: the save stops before it
+  {
+    std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 4));
+    ASSERT_TRUE(StoreBlocks(*tier, chain).ok());
+    absl::StatusOr<int64_t> pinned = tier->Pin("system-prompt.v1", hashes);
+    ASSERT_TRUE(pinned.ok()) << pinned.status();
+    EXPECT_EQ(*pinned, 3);
+    EXPECT_TRUE(tier->HasPin("system-prompt.v1"));
+    EXPECT_FALSE(tier->HasPin("other"));
+    ASSERT_TRUE(StoreBlocks(*tier, Blocks({4, 5, 6, 7})).ok());  // evicts 1, 2 and 3
+    tier->Flush();
+    EXPECT_FALSE(fs::exists(tier->PathOf(MakeBlock(1).hash)));
+    EXPECT_EQ(Load(*tier, chain), 3);  // restored from the save
+    EXPECT_EQ(tier->disk_stats().pinned_blocks, 3);
+    for (const char* bad : {"", ".hidden", "a/b", "sp ace"}) {
+      EXPECT_EQ(tier->Pin(bad, hashes).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    }
+  }
+  std::unique_ptr<DiskTier> again = Open(Options(dir.path(), 1));  // a tiny budget
+  again->Flush();
+  EXPECT_TRUE(again->HasPin("system-prompt.v1"));
+  EXPECT_EQ(again->disk_stats().pinned_blocks, 3);
+  EXPECT_EQ(Load(*again, chain), 3);
+  absl::StatusOr<int64_t> replaced = again->Pin("system-prompt.v1", {hashes.data(), 1});
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(*replaced, 1);
+}
+
 TEST(DiskTierTest, BadOptionsAndValuesAreRefused) {
   TempDir dir;
   DiskTierOptions o = Options(dir.path(), 8);

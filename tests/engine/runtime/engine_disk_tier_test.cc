@@ -157,6 +157,38 @@ TEST_F(EngineDiskTierTest, TheHostTierSitsAboveTheDiskTier) {
   EXPECT_EQ(from_host.output_tokens, from_disk.output_tokens);
 }
 
+// A named save keeps a prompt's blocks through eviction by other prompts and a restart with a
+// disk budget of one block.
+TEST_F(EngineDiskTierTest, ANamedSaveOutlivesEvictionAndRestarts) {
+  const std::vector<TokenId> prompt = Prompt(5, 30);
+  std::vector<TokenId> first_tokens;
+  int64_t file_bytes = 0;
+  {
+    auto engine = MakeEngine(Options());
+    first_tokens = Run(*engine, prompt).output_tokens;
+    const TierStats disk = StatsOf(*engine, "disk");
+    file_bytes = disk.resident_bytes / disk.resident_blocks;
+    absl::StatusOr<int64_t> saved = engine->SavePrefix("story", prompt);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(*saved, 28);
+    EXPECT_TRUE(engine->HasSavedPrefix("story"));
+    EXPECT_FALSE(engine->HasSavedPrefix("other"));
+    EXPECT_EQ(engine->SavePrefix("../up", prompt).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EngineOptions tiny = Options();
+  tiny.disk_tier.capacity_bytes = 2 * file_bytes;
+  auto engine = MakeEngine(tiny);
+  for (uint32_t seed : {6u, 7u, 8u}) Run(*engine, Prompt(seed, 30));  // the budget turns over
+  const GenerationResult again = Run(*engine, prompt);
+  EXPECT_EQ(again.num_disk_hit_tokens, 28);
+  EXPECT_EQ(again.output_tokens, first_tokens);
+  EngineOptions no_disk = Options();
+  no_disk.disk_tier = {};
+  EXPECT_EQ(MakeEngine(no_disk)->SavePrefix("story", prompt).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(EngineDiskTierTest, BadDiskOptionsAreInvalidArgument) {
   EngineOptions o = Options();
   o.disk_tier.capacity_bytes = 10;
