@@ -131,6 +131,7 @@ void HttpServer::AddRoutes() {
   AddStatusRoutes();
   AddGenerationRoutes();
   AddTokenRoutes();
+  AddCacheRoutes();
 }
 
 void HttpServer::AddErrorHandlers() {
@@ -252,6 +253,9 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
   };
   absl::StatusOr<ApiRequest> api = ParseApiRequest(req.body, endpoint, {.max_n = options_.max_n});
   if (!api.ok()) return reject(api.status());
+  if (const absl::Status named = CheckCacheName(req.body, loop); !named.ok()) {
+    return reject(named);
+  }
   if (!api->model.empty() && api->model != model_.name) {
     return reject(absl::NotFoundError(absl::StrCat(
         "the model '", api->model, "' does not exist; this server serves '", model_.name, "'")));
@@ -331,6 +335,74 @@ void HttpServer::RespondWhole(const std::vector<std::shared_ptr<CompletionJob>>&
   }
   res.status = 200;
   res.set_content(ChoicesBody(meta, choices, total), "application/json");
+}
+
+void HttpServer::AddCacheRoutes() {
+  http_->Post("/v1/cache/save", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleCacheSave(req, res);
+  });
+}
+
+absl::Status HttpServer::CheckCacheName(const std::string& body, EngineLoop* loop) {
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto it = parsed.is_object() ? parsed.find("cache_name") : parsed.end();
+  if (!parsed.is_object() || it == parsed.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return FieldError("cache_name", "must be a string (a save's name)");
+  const std::string name = it->get<std::string>();
+  bool held = false;
+  PAGEDKV_RETURN_IF_ERROR(loop->RunOnLoop([&](Engine& e) { held = e.HasSavedPrefix(name); }));
+  if (held) return absl::OkStatus();  // its blocks load through the tier walk, by content
+  return absl::NotFoundError(absl::StrCat("no KV cache save named '", name,
+                                          "' (POST /v1/cache/save first; needs --disk-cache)"));
+}
+
+absl::StatusOr<GenerationResult> HttpServer::RunToEnd(const ApiRequest& api, EngineLoop* loop,
+                                                      std::vector<TokenId>* prompt) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestChannel>> channels,
+                           SubmitChoices(api, loop, prompt));
+  for (;;) {
+    RequestChannel::Update u = channels[0]->Wait(absl::Milliseconds(100));
+    if (!u.status.ok()) return u.status;
+    if (u.result.has_value()) return *std::move(u.result);
+  }
+}
+
+void HttpServer::HandleCacheSave(const httplib::Request& req, httplib::Response& res) {
+  if (!Authorized(req, res)) return;
+  EngineLoop* loop = ReadyLoop(res);
+  if (loop == nullptr) return;
+  auto reject = [&](const absl::Status& status) {
+    SendError(res, HttpStatusOf(status), status.message(), ErrorParam(status));
+  };
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("name") || !body["name"].is_string()) {
+    return reject(FieldError("name", "is required: the save's name (a string)"));
+  }
+  const std::string name = body["name"].get<std::string>();
+  const ApiEndpoint endpoint =
+      body.contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
+  body.erase("name");
+  body["max_tokens"] = 1;  // the prompt is what is saved; one token runs it
+  body["temperature"] = 0;
+  body["stream"] = false;
+  body["n"] = 1;
+  absl::StatusOr<ApiRequest> api = ParseApiRequest(body.dump(), endpoint, {.max_n = 1});
+  if (!api.ok()) return reject(api.status());
+  std::vector<TokenId> prompt;
+  absl::StatusOr<GenerationResult> ran = RunToEnd(*api, loop, &prompt);
+  if (!ran.ok()) return reject(ran.status());
+  absl::StatusOr<int64_t> saved = absl::UnknownError("not run");
+  const absl::Status ran_on_loop =
+      loop->RunOnLoop([&](Engine& e) { saved = e.SavePrefix(name, prompt, api->cache_salt); });
+  if (!ran_on_loop.ok()) return reject(ran_on_loop);
+  if (absl::IsFailedPrecondition(saved.status())) {
+    return SendError(res, 400, saved.status().message());
+  }
+  if (!saved.ok()) return reject(saved.status());
+  SendJson(res, {{"name", name},
+                 {"prompt_tokens", prompt.size()},
+                 {"saved_tokens", *saved},
+                 {"cached_tokens", ran->num_prefix_hit_tokens}});
 }
 
 void HttpServer::AddTokenRoutes() {

@@ -81,8 +81,8 @@ class HttpServer {
 
  private:
   HttpServer(const HttpServerOptions& options, ServerMetrics* metrics);
-  // Registers every handler: AddErrorHandlers, AddStatusRoutes, AddGenerationRoutes and
-  // AddTokenRoutes.
+  // Registers every handler: AddErrorHandlers, AddStatusRoutes, AddGenerationRoutes,
+  // AddTokenRoutes and AddCacheRoutes.
   void AddRoutes();
   // No compression, and JSON errors for bad requests, unknown routes and exceptions.
   void AddErrorHandlers();
@@ -90,11 +90,22 @@ class HttpServer {
   void AddStatusRoutes();
   void AddGenerationRoutes();
   void AddTokenRoutes();
+  // POST /v1/cache/save: llama.cpp's slot save by name, into the disk tier (Engine::SavePrefix).
+  void AddCacheRoutes();
   // False (with the 401 sent) when the API key is required and missing or wrong.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const;
   // The attached loop, or null with the 503 sent (loading, draining, engine failed).
   EngineLoop* ReadyLoop(httplib::Response& res) const;
   void HandleGeneration(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
+  // {"name", "prompt" | "messages", ...}: runs the prompt (one token) and pins its blocks in the
+  // disk tier under the name; answers {"name", "prompt_tokens", "saved_tokens"}.
+  void HandleCacheSave(const httplib::Request& req, httplib::Response& res);
+  // A generation request's "cache_name" (a save to load from): NotFound when no such save is
+  // held; OK without the field (any other field is the parser's).
+  absl::Status CheckCacheName(const std::string& body, EngineLoop* loop);
+  // Submits one request of `api` and waits for its end; *prompt: the prompt's ids.
+  absl::StatusOr<GenerationResult> RunToEnd(const ApiRequest& api, EngineLoop* loop,
+                                            std::vector<TokenId>* prompt);
   // Submits api.n requests of the prompt, encoded once (choice i seeded with seed + i);
   // they are admitted together, so the later ones share the first one's prompt blocks. On a
   // failure the ones submitted are aborted. *prompt: the prompt's ids.

@@ -58,3 +58,47 @@ def test_a_restarted_server_answers_from_the_disk_tier(cli_module, tinystories_a
         assert tiers[("pagedkv_tier_resident_bytes", "disk")] > 0
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_named_save_survives_eviction_and_a_restart(cli_module, tinystories_args, tmp_path):
+    """POST /v1/cache/save pins a prompt's blocks (llama.cpp's slot save): with every unpinned
+    file removed (as eviction would) and the server restarted, a request naming the save gets
+    them from disk; an unknown name is a 404, a server without a disk tier answers 400."""
+    folder = tmp_path / "kv"
+    args = [*tinystories_args, "--disk-cache", str(folder), "--disk-cache-size", "256M"]
+    server = Server(cli_module, args)
+    try:
+        status, _, saved = server.request("POST", "/v1/cache/save",
+                                          {"name": "story", "prompt": STORY * 3})
+        assert status == 200, saved
+        assert saved["name"] == "story" and saved["saved_tokens"] >= 144
+        assert saved["saved_tokens"] <= saved["prompt_tokens"]
+        cold = _complete(server)
+        status, _, body = server.request("POST", "/v1/completions",
+                                         {"prompt": "x", "max_tokens": 1, "cache_name": "nope"})
+        assert status == 404 and "nope" in body["error"]["message"]
+        status, _, body = server.request("POST", "/v1/cache/save", {"prompt": "x"})
+        assert status == 400 and body["error"]["param"] == "name"
+    finally:
+        assert server.stop() == 0
+    for model in folder.iterdir():  # every block file but the save's links, as eviction would
+        for shard in model.iterdir():
+            if shard.name != "names":
+                for f in shard.iterdir():
+                    f.unlink()
+    restarted = Server(cli_module, args)
+    try:
+        status, _, warm = restarted.request("POST", "/v1/completions",
+                                            {"prompt": STORY * 3, "max_tokens": 12,
+                                             "temperature": 0, "cache_name": "story"})
+        assert status == 200, warm
+        assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == saved["saved_tokens"]
+        assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
+    finally:
+        assert restarted.stop() == 0
+    plain = Server(cli_module, tinystories_args)
+    try:
+        status, _, body = plain.request("POST", "/v1/cache/save", {"name": "s", "prompt": "x y"})
+        assert status == 400 and "--disk-cache" in body["error"]["message"]
+    finally:
+        assert plain.stop() == 0
