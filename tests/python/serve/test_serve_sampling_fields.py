@@ -122,3 +122,31 @@ def test_out_of_range_values_get_a_400_naming_the_field(tinystories, body, param
             continue  # the model has no chat template: refused before the sampling fields
         assert status == 400, answer
         assert answer["error"]["param"] == param
+
+
+def test_chat_takes_the_fields_streamed_and_not(cli_module, openai_module, smollm2_args):
+    server = Server(cli_module, smollm2_args)
+    try:
+        client = openai_module.OpenAI(base_url=server.base_url + "/v1", api_key="unused")
+        ask = dict(model="", messages=[{"role": "user", "content": "Say hello."}], max_tokens=5,
+                   temperature=0, logit_bias={"100": 100},
+                   extra_body={"return_token_ids": True, "min_tokens": 5})
+        whole = client.chat.completions.create(**ask)
+        assert whole.choices[0].model_extra["token_ids"] == [100] * 5
+        streamed = "".join(c.choices[0].delta.content or ""
+                           for c in client.chat.completions.create(**ask, stream=True)
+                           if c.choices)
+        assert streamed == whole.choices[0].message.content
+        plain = client.chat.completions.create(
+            model="", messages=[{"role": "user", "content": "Say hello."}], max_tokens=24,
+            temperature=0)
+        penalized = client.chat.completions.create(
+            model="", messages=[{"role": "user", "content": "Say hello."}], max_tokens=24,
+            temperature=0, presence_penalty=2.0, extra_body={"repetition_penalty": 2.0})
+        assert penalized.choices[0].message.content != plain.choices[0].message.content
+        status, _, answer = server.request(
+            "POST", "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Hi"}], "logit_bias": {"49152": 1}})
+        assert status == 400 and answer["error"]["param"] == "logit_bias"
+    finally:
+        assert server.stop() == 0
