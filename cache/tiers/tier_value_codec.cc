@@ -8,8 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "cache/tiers/tier_checksum.h"
 
 namespace pagedkv {
 namespace {
@@ -32,16 +31,6 @@ struct Header {
   uint64_t checksum;
 };
 static_assert(sizeof(Header) == kTierValueHeaderBytes);
-
-uint64_t Checksum(std::span<const std::byte> head, std::span<const TokenId> tokens,
-                  std::span<const std::byte> payload) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, head.data(), head.size());
-  XXH3_64bits_update(&state, tokens.data(), tokens.size_bytes());
-  XXH3_64bits_update(&state, payload.data(), payload.size());
-  return XXH3_64bits_digest(&state);
-}
 
 absl::Status Mismatch(const char* what, uint64_t got, uint64_t want) {
   return absl::DataLossError(
@@ -71,7 +60,7 @@ void EncodeTierValueInto(const TierValueFormat& format, std::span<const TokenId>
            .payload_bytes = payload.size(),
            .checksum = 0};
   const auto head = std::as_bytes(std::span<const Header>(&h, 1)).first(offsetof(Header, checksum));
-  h.checksum = Checksum(head, tokens, payload);
+  h.checksum = TierValueChecksum(head, tokens, payload);
   out->resize(kTierValueHeaderBytes + tokens.size_bytes() + payload.size());
   std::memcpy(out->data(), &h, sizeof(h));
   std::memcpy(out->data() + sizeof(h), tokens.data(), tokens.size_bytes());
@@ -112,7 +101,7 @@ absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat
     return absl::DataLossError("value holds other tokens than the block asked for");
   }
   const auto payload = bytes.subspan(kTierValueHeaderBytes + tokens.size_bytes());
-  if (Checksum(bytes.first(offsetof(Header, checksum)), tokens, payload) != h.checksum) {
+  if (TierValueChecksum(bytes.first(offsetof(Header, checksum)), tokens, payload) != h.checksum) {
     return absl::DataLossError("value checksum mismatch (corrupted value)");
   }
   return payload;

@@ -3,7 +3,8 @@
 // Disk tier store / load bandwidth against plain write(2) / pread(2) of the same bytes on the
 // same file system (results: bench/RESULTS.md, "Disk tier"). Files go under $TMPDIR (default
 // /tmp); neither side calls fsync, so both measure the page cache and the file system's
-// bookkeeping, which is what a store off the engine step and a warm lookup cost.
+// bookkeeping, which is what a store off the engine step and a warm lookup cost; the write
+// benchmarks sync(2) first, so each starts without the previous one's dirty pages.
 //   build/bench/cache/disk_tier_benchmark --benchmark_counters_tabular=true
 // Value sizes: 64 KiB, 256 KiB, 2 MiB (one 16-token block of llama-3-8b BF16 KV is 2 MiB).
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +27,19 @@
 
 namespace pagedkv {
 namespace {
+
+// The disk tier's file names (cache/tiers/disk/disk_files.h): "<2 hex>" / "<32 hex>.kv".
+std::string ValueFileShard(const BlockHash& h) {
+  char out[3];
+  std::snprintf(out, sizeof(out), "%02x", static_cast<unsigned>(h.high >> 56));
+  return out;
+}
+std::string ValueFileNameOf(const BlockHash& h) {
+  char out[40];
+  std::snprintf(out, sizeof(out), "%016llx%016llx.kv", static_cast<unsigned long long>(h.high),
+                static_cast<unsigned long long>(h.low));
+  return out;
+}
 
 constexpr int64_t kBlocks = 64;  // blocks stored / loaded per iteration (a chain)
 constexpr int32_t kBlockSize = 16;
@@ -67,6 +82,7 @@ void BM_DiskTierStore(benchmark::State& state) {
   auto tier = MakeTier(dir, bytes);
   Chain chain(bytes, 1);
   uint64_t next = 1;
+  ::sync();  // start without other runs' dirty pages (each side of the comparison does)
   for (auto _ : state) {
     for (TierStoreItem& item : chain.items) item.block.hash = BlockHash{next++, 0x5EED};
     benchmark::DoNotOptimize(tier->Store(chain.items));
@@ -106,6 +122,7 @@ void BM_PlainFileWrite(benchmark::State& state) {
   const std::string path = dir + "/plain";
   std::vector<std::byte> value(static_cast<size_t>(bytes), std::byte{3});
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ::sync();
   for (auto _ : state) {
     for (int64_t i = 0; i < kBlocks; ++i) {
       if (::pwrite(fd, value.data(), value.size(), static_cast<off_t>(i * bytes)) != bytes) {
@@ -125,6 +142,7 @@ void BM_PlainNewFilesWrite(benchmark::State& state) {
   const std::string dir = TempFolder();
   std::vector<std::byte> value(static_cast<size_t>(bytes), std::byte{3});
   int64_t next = 0;
+  ::sync();
   for (auto _ : state) {
     for (int64_t i = 0; i < kBlocks; ++i, ++next) {
       if (next >= kBlocks) ::unlink((dir + "/" + std::to_string(next - kBlocks)).c_str());
@@ -187,6 +205,52 @@ void BM_PlainFileRead(benchmark::State& state) {
   ::close(fd);
   std::filesystem::remove_all(dir);
 }
+
+// The start scan (rebuilding the index from the folder) over `files` value files of 1 KiB: from
+// Create to the scan's end. Files are created once, outside the timing; the page cache holds the
+// folders (a restart without a cold cache).
+void BM_DiskTierStartScan(benchmark::State& state) {
+  const int64_t files = state.range(0);
+  const int64_t value_bytes = 1024 - 48 - 4 * kBlockSize;
+  const std::string dir = TempFolder();
+  std::string model_dir;
+  {
+    auto tier = MakeTier(dir, value_bytes);
+    model_dir = tier->model_directory();
+  }
+  std::vector<char> bytes(1024, 'x');
+  for (uint64_t shard = 0; shard < 256; ++shard) {
+    std::filesystem::create_directories(model_dir + "/" + ValueFileShard({0, shard << 56}));
+  }
+  for (int64_t i = 0; i < files; ++i) {
+    const BlockHash h{static_cast<uint64_t>(i), static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL};
+    const std::string shard = model_dir + "/" + ValueFileShard(h);
+    const int fd = ::open((shard + "/" + ValueFileNameOf(h)).c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != 1024 || ::close(fd) != 0) {
+      state.SkipWithError("setup failed");
+      return;
+    }
+  }
+  for (auto _ : state) {
+    auto tier = DiskTier::Create({.directory = dir,
+                                  .capacity_bytes = 2 * files * 1024,
+                                  .model_fingerprint = "bench",
+                                  .format = {.block_size = kBlockSize, .value_bytes = value_bytes}})
+                    .value();
+    tier->Flush();
+    state.counters["indexed"] = static_cast<double>(tier->disk_stats().scanned_files);
+  }
+  state.counters["us_per_file"] =
+      benchmark::Counter(static_cast<double>(files), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_DiskTierStartScan)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
 
 #define VALUE_SIZES Arg(64 << 10)->Arg(256 << 10)->Arg(2 << 20)->UseRealTime()
 BENCHMARK(BM_DiskTierStore)->VALUE_SIZES;

@@ -3,10 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cache/tiers/tier_checksum.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/tiers/kv_tier.h"
@@ -59,6 +61,22 @@ TEST(TierValueCodecTest, RoundTripsAndRejectsEveryMismatch) {
   }
   EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, v.size() - 1))).ok());
   EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, 10))).ok());
+}
+
+// The AVX2 kernel (where the CPU has it) gives the portable kernel's checksum on every size,
+// so values written on one machine read on another.
+TEST(TierValueCodecTest, ChecksumKernelsAgree) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(7);
+  for (size_t bytes : {0, 1, 63, 64, 239, 240, 1024, 4097, 65536, 1 << 20}) {
+    std::vector<std::byte> payload(bytes);
+    for (std::byte& b : payload) b = static_cast<std::byte>(rng());
+    const std::vector<TokenId> tokens = {static_cast<TokenId>(bytes), 3, 5};
+    std::vector<std::byte> head(40, std::byte{9});
+    EXPECT_EQ(internal::TierValueChecksumAvx2(head, tokens, payload),
+              internal::TierValueChecksumPortable(head, tokens, payload))
+        << bytes;
+  }
 }
 
 }  // namespace
