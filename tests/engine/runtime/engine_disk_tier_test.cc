@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/events/kv_events.h"
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/runtime/engine.h"
 #include "tests/engine/model/tiny_llama2c.h"
@@ -187,6 +188,24 @@ TEST_F(EngineDiskTierTest, ANamedSaveOutlivesEvictionAndRestarts) {
   no_disk.disk_tier = {};
   EXPECT_EQ(MakeEngine(no_disk)->SavePrefix("story", prompt).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The engine's event listeners hear the disk tier with medium "DISK" (vLLM's offloading
+// connector's name): its stores, and on a restarted engine the blocks a lookup read from disk.
+TEST_F(EngineDiskTierTest, EventsCarryTheDiskMedium) {
+  const std::vector<TokenId> prompt = Prompt(5, 30);
+  for (int run = 0; run < 2; ++run) {
+    auto engine = MakeEngine(Options());
+    int64_t disk_stored = 0;
+    engine->AddEventListener([&](const KvEvent& e) {
+      if (e.medium == "DISK" && e.type == KvEventType::kBlockStored) ++disk_stored;
+    });
+    Run(*engine, prompt);
+    // Run 0: the blocks queued for disk; run 1: the 7 the lookup found there, and the generated
+    // tokens' blocks if they were stored before the start scan indexed the earlier copies.
+    EXPECT_GE(disk_stored, 7) << "run " << run;
+    EXPECT_EQ(StatsOf(*engine, "disk").hit_blocks, run == 0 ? 0 : 7);
+  }
 }
 
 TEST_F(EngineDiskTierTest, BadDiskOptionsAreInvalidArgument) {
