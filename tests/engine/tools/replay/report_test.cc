@@ -70,7 +70,7 @@ TEST(ReportTest, KvGroupsRowsReportTheirKvAndTierHits) {
   const std::string table = FormatCacheTable({r});
   EXPECT_THAT(table, HasSubstr("full x12 | window 128 x12"));
   EXPECT_THAT(table, HasSubstr("25.00%"));
-  EXPECT_THAT(table, HasSubstr("hybrid    tiers: 40 host / 0 remote hit tokens"));
+  EXPECT_THAT(table, HasSubstr("hybrid    tiers: 40 host / 0 disk / 0 remote hit tokens"));
   EXPECT_THAT(table, ::testing::Not(HasSubstr("block_hit")));
   const nlohmann::json j = CacheResultJson(r);
   EXPECT_EQ(j["pages"], 200);

@@ -155,9 +155,9 @@ TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
   ASSERT_TRUE(RunServeMode(c, w, tiers).ok());
   // Each run reports through the plain serve table: its tier line, its groups.
   const std::string text = tiers.str();
-  const size_t first_tiers = text.find("tiers (host / remote blocks)");
+  const size_t first_tiers = text.find("tiers (host / disk / remote blocks)");
   ASSERT_NE(first_tiers, std::string::npos) << text;
-  EXPECT_NE(text.find("tiers (host / remote blocks)", first_tiers + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("tiers (host / disk / remote blocks)", first_tiers + 1), std::string::npos) << text;
   EXPECT_NE(text.find("full x12 | window 128 x12: 1600 pages"), std::string::npos) << text;
   c.host_capacity_blocks = 0;
   // Refused: a model without windows, several instances.
