@@ -18,14 +18,11 @@
 #include "pagedkv/events/kv_events.h"
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/runtime/engine.h"
-#include "tests/engine/model/tiny_llama2c.h"
+#include "tests/engine/runtime/tier_engine_test_util.h"
 
 namespace pagedkv {
 namespace {
 
-using ::pagedkv::testing::MakeTinyLlama2c;
-using ::pagedkv::testing::TinyShape;
-using ::pagedkv::testing::WriteTempFile;
 using ::testing::HasSubstr;
 
 constexpr int kBlockSize = 4;
@@ -35,19 +32,11 @@ class EngineDiskTierTest : public ::testing::Test {
   EngineDiskTierTest() {
     std::string pattern = std::filesystem::temp_directory_path() / "pagedkv-engine-disk-XXXXXX";
     dir_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
-    weights_ = Weights(41);
+    weights_ = testing::TinyTierModel(41);
   }
   ~EngineDiskTierTest() override {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
-  }
-  static std::shared_ptr<const ModelWeights> Weights(uint32_t seed) {
-    TinyShape shape;
-    shape.seq_len = 96;
-    shape.shared_classifier = false;
-    const auto path = WriteTempFile("engine_disk_model_" + std::to_string(seed) + ".bin",
-                                    MakeTinyLlama2c(shape, seed).FileBytes());
-    return std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
   }
   EngineOptions Options() const {
     EngineOptions o;
@@ -59,25 +48,14 @@ class EngineDiskTierTest : public ::testing::Test {
   }
   std::unique_ptr<Engine> MakeEngine(const EngineOptions& o,
                                      std::shared_ptr<const ModelWeights> weights = nullptr) {
-    absl::StatusOr<std::unique_ptr<Engine>> e =
-        Engine::Create(weights != nullptr ? weights : weights_, o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return std::move(e).value();
+    return testing::MakeTierEngine(weights != nullptr ? weights : weights_, o);
   }
   static std::vector<TokenId> Prompt(uint32_t seed, int n) {
-    std::mt19937 rng(seed);
-    std::vector<TokenId> t(static_cast<size_t>(n));
-    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
-    return t;
+    return testing::RandomPrompt(seed, n);
   }
   static GenerationResult Run(Engine& engine, const std::vector<TokenId>& prompt) {
-    GenerationRequest r;
-    r.prompt_tokens = prompt;
-    r.max_new_tokens = 12;
-    r.stop_at_eos = false;
-    absl::StatusOr<std::vector<GenerationResult>> out = engine.Generate({r});
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? (*out)[0] : GenerationResult{};
+    return testing::RunOne(engine,
+                           {.prompt_tokens = prompt, .max_new_tokens = 12, .stop_at_eos = false});
   }
   std::vector<TokenId> Uncached(const std::vector<TokenId>& prompt) {
     EngineOptions o = Options();
@@ -86,11 +64,7 @@ class EngineDiskTierTest : public ::testing::Test {
     return Run(*MakeEngine(o), prompt).output_tokens;
   }
   static TierStats StatsOf(const Engine& engine, const std::string& tier) {
-    for (const auto& [name, s] : engine.tier_stats()) {
-      if (name == tier) return s;
-    }
-    ADD_FAILURE() << "no " << tier << " tier";
-    return {};
+    return testing::TierStatsNamed(engine, tier);
   }
 
   std::string dir_;
@@ -135,7 +109,7 @@ TEST_F(EngineDiskTierTest, QuantizedBlocksComeBackFromDiskAfterARestart) {
 TEST_F(EngineDiskTierTest, AnotherModelNeverReadsTheFiles) {
   const std::vector<TokenId> prompt = Prompt(5, 30);
   Run(*MakeEngine(Options()), prompt);
-  auto other = MakeEngine(Options(), Weights(77));
+  auto other = MakeEngine(Options(), testing::TinyTierModel(77));
   const GenerationResult r = Run(*other, prompt);
   EXPECT_EQ(r.num_prefix_hit_tokens, 0);
   EXPECT_EQ(StatsOf(*other, "disk").hit_blocks, 0);

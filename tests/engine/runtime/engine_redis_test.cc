@@ -17,17 +17,14 @@
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/runtime/engine.h"
-#include "tests/engine/model/tiny_llama2c.h"
+#include "tests/engine/runtime/tier_engine_test_util.h"
 #include "tests/redis_server.h"
 
 namespace pagedkv {
 namespace {
 
 using ::pagedkv::testing::kNoRedisMessage;
-using ::pagedkv::testing::MakeTinyLlama2c;
 using ::pagedkv::testing::RedisServer;
-using ::pagedkv::testing::TinyShape;
-using ::pagedkv::testing::WriteTempFile;
 
 constexpr int kNewTokens = 12;
 
@@ -36,13 +33,7 @@ class EngineRedisTest : public ::testing::Test {
   void SetUp() override {
     redis_ = RedisServer::Start();
     if (!redis_) GTEST_SKIP() << kNoRedisMessage;
-    TinyShape shape;
-    shape.seq_len = 96;
-    shape.shared_classifier = false;
-    const auto path =
-        WriteTempFile("engine_redis_model.bin", MakeTinyLlama2c(shape, 43).FileBytes());
-    weights_ =
-        std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
+    weights_ = testing::TinyTierModel(43);
   }
   EngineOptions Options(bool remote = true) {
     EngineOptions o;
@@ -57,15 +48,10 @@ class EngineRedisTest : public ::testing::Test {
     return o;
   }
   std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
-    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return std::move(e).value();
+    return testing::MakeTierEngine(weights_, o);
   }
   static std::vector<TokenId> Prompt(uint32_t seed, int n) {
-    std::mt19937 rng(seed);
-    std::vector<TokenId> t(static_cast<size_t>(n));
-    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
-    return t;
+    return testing::RandomPrompt(seed, n);
   }
   static GenerationRequest Request(const std::vector<TokenId>& prompt, std::string salt = "") {
     return {.prompt_tokens = prompt,
@@ -74,9 +60,7 @@ class EngineRedisTest : public ::testing::Test {
             .stop_at_eos = false};
   }
   static GenerationResult Run(Engine& engine, const GenerationRequest& r) {
-    absl::StatusOr<std::vector<GenerationResult>> out = engine.Generate({r});
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? (*out)[0] : GenerationResult{};
+    return testing::RunOne(engine, r);
   }
   std::vector<TokenId> Uncached(const std::vector<TokenId>& prompt) {
     EngineOptions o = Options(/*remote=*/false);
@@ -84,11 +68,7 @@ class EngineRedisTest : public ::testing::Test {
     return Run(*MakeEngine(o), Request(prompt)).output_tokens;
   }
   static TierStats Stats(const Engine& engine, const std::string& tier) {
-    for (const auto& [name, s] : engine.tier_stats()) {
-      if (name == tier) return s;
-    }
-    ADD_FAILURE() << "no tier " << tier;
-    return {};
+    return testing::TierStatsNamed(engine, tier);
   }
 
   std::unique_ptr<RedisServer> redis_;

@@ -14,14 +14,11 @@
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/runtime/engine.h"
-#include "tests/engine/model/tiny_llama2c.h"
+#include "tests/engine/runtime/tier_engine_test_util.h"
 
 namespace pagedkv {
 namespace {
 
-using ::pagedkv::testing::MakeTinyLlama2c;
-using ::pagedkv::testing::TinyShape;
-using ::pagedkv::testing::WriteTempFile;
 using ::testing::HasSubstr;
 
 constexpr int kBlockSize = 4;
@@ -29,15 +26,7 @@ constexpr int kNewTokens = 12;
 
 class EngineTiersTest : public ::testing::Test {
  protected:
-  EngineTiersTest() {
-    TinyShape shape;
-    shape.seq_len = 96;
-    shape.shared_classifier = false;
-    const auto path =
-        WriteTempFile("engine_tiers_model.bin", MakeTinyLlama2c(shape, 41).FileBytes());
-    weights_ =
-        std::make_shared<const ModelWeights>(ModelWeights::LoadLlama2c(path.string()).value());
-  }
+  EngineTiersTest() : weights_(testing::TinyTierModel(41)) {}
   static EngineOptions Options() {
     EngineOptions o;
     o.backend = BackendKind::kCpu;
@@ -46,24 +35,14 @@ class EngineTiersTest : public ::testing::Test {
     return o;
   }
   std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
-    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return std::move(e).value();
+    return testing::MakeTierEngine(weights_, o);
   }
   static std::vector<TokenId> Prompt(uint32_t seed, int n) {
-    std::mt19937 rng(seed);
-    std::vector<TokenId> t(static_cast<size_t>(n));
-    for (TokenId& x : t) x = static_cast<TokenId>(3 + rng() % 61);
-    return t;
+    return testing::RandomPrompt(seed, n);
   }
   static GenerationResult Run(Engine& engine, const std::vector<TokenId>& prompt) {
-    GenerationRequest r;
-    r.prompt_tokens = prompt;
-    r.max_new_tokens = kNewTokens;
-    r.stop_at_eos = false;
-    absl::StatusOr<std::vector<GenerationResult>> out = engine.Generate({r});
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? (*out)[0] : GenerationResult{};
+    return testing::RunOne(
+        engine, {.prompt_tokens = prompt, .max_new_tokens = kNewTokens, .stop_at_eos = false});
   }
   // Greedy tokens of `prompt` on an engine without prefix caching.
   std::vector<TokenId> Uncached(const std::vector<TokenId>& prompt) {
@@ -72,11 +51,7 @@ class EngineTiersTest : public ::testing::Test {
     return Run(*MakeEngine(o), prompt).output_tokens;
   }
   static TierStats HostStats(const Engine& engine) {
-    for (const auto& [name, s] : engine.tier_stats()) {
-      if (name == "host") return s;
-    }
-    ADD_FAILURE() << "no host tier";
-    return {};
+    return testing::TierStatsNamed(engine, "host");
   }
 
   std::shared_ptr<const ModelWeights> weights_;
