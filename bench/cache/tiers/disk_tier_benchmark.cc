@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cache/tiers/tier_bench_chain.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
@@ -59,20 +60,7 @@ std::unique_ptr<DiskTier> MakeTier(const std::string& dir, int64_t value_bytes) 
       .value();
 }
 
-struct Chain {
-  std::vector<TokenId> tokens = std::vector<TokenId>(kBlockSize, 7);
-  std::vector<std::byte> value;
-  std::vector<TierStoreItem> items;
-  std::vector<TierBlock> blocks;
-  Chain(int64_t value_bytes, uint64_t first) : value(static_cast<size_t>(value_bytes)) {
-    for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::byte>(i * 31);
-    for (int64_t i = 0; i < kBlocks; ++i) {
-      blocks.push_back(
-          {.hash = BlockHash{first + static_cast<uint64_t>(i), 0x5EED}, .tokens = tokens});
-      items.push_back({.block = blocks.back(), .value = value});
-    }
-  }
-};
+using Chain = bench::TierBenchChain;
 
 // Stores a fresh chain of kBlocks into a full tier and waits for the writer (each file replaces
 // an evicted one: create, write, rename, and an unlink).
@@ -80,7 +68,7 @@ void BM_DiskTierStore(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
   auto tier = MakeTier(dir, bytes);
-  Chain chain(bytes, 1);
+  Chain chain(kBlocks, bytes, 1, 0x5EED);
   uint64_t next = 1;
   ::sync();  // start without other runs' dirty pages (each side of the comparison does)
   for (auto _ : state) {
@@ -99,7 +87,7 @@ void BM_DiskTierLoad(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
   auto tier = MakeTier(dir, bytes);
-  Chain chain(bytes, 1);
+  Chain chain(kBlocks, bytes, 1, 0x5EED);
   if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
   tier->Flush();
   for (auto _ : state) {

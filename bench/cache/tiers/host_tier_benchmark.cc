@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "bench/cache/tiers/tier_bench_chain.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/host_tier.h"
@@ -26,26 +27,13 @@ std::unique_ptr<HostTier> MakeTier(int64_t value_bytes, int64_t capacity) {
       .value();
 }
 
-struct Chain {
-  std::vector<TokenId> tokens = std::vector<TokenId>(16, 7);
-  std::vector<std::byte> value;
-  std::vector<TierStoreItem> items;
-  std::vector<TierBlock> blocks;
-  Chain(int64_t value_bytes, uint64_t first) : value(static_cast<size_t>(value_bytes)) {
-    for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::byte>(i * 31);
-    for (int64_t i = 0; i < kBlocks; ++i) {
-      blocks.push_back(
-          {.hash = BlockHash::FromU64(first + static_cast<uint64_t>(i)), .tokens = tokens});
-      items.push_back({.block = blocks.back(), .value = value});
-    }
-  }
-};
+using Chain = bench::TierBenchChain;
 
 // Stores a fresh chain of kBlocks into a full tier (every store evicts one block).
 void BM_HostTierStore(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   auto tier = MakeTier(bytes, kBlocks);
-  Chain chain(bytes, 1);
+  Chain chain(kBlocks, bytes, 1, 0);
   uint64_t next = 1;
   for (auto _ : state) {
     for (TierStoreItem& item : chain.items) item.block.hash = BlockHash::FromU64(next++);
@@ -58,7 +46,7 @@ void BM_HostTierStore(benchmark::State& state) {
 void BM_HostTierLoad(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   auto tier = MakeTier(bytes, kBlocks);
-  Chain chain(bytes, 1);
+  Chain chain(kBlocks, bytes, 1, 0);
   if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
   std::vector<std::byte> out(static_cast<size_t>(bytes));
   for (auto _ : state) {
@@ -106,9 +94,9 @@ void BM_MemcpyLoadPattern(benchmark::State& state) {
 // the cost a request pays for a configured tier that has nothing for it.
 void BM_HostTierLookupAllMissing(benchmark::State& state) {
   auto tier = MakeTier(1024, 4096);
-  Chain held(1024, 1);
+  Chain held(kBlocks, 1024, 1);
   if (!tier->Store(held.items).ok()) state.SkipWithError("store failed");
-  Chain missing(1024, 1u << 20);
+  Chain missing(kBlocks, 1024, 1u << 20);
   for (auto _ : state) {
     auto n =
         tier->LoadPrefix(missing.blocks, [](int64_t, std::span<const std::byte>) { return true; });

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cache/tiers/tier_bench_chain.h"
 #include "benchmark/benchmark.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/redis_tier.h"
@@ -49,25 +50,13 @@ std::unique_ptr<RedisTier> MakeTier(int64_t value_bytes) {
   return RedisTier::Create(o).value();
 }
 
-struct Chain {
-  std::vector<TokenId> tokens = std::vector<TokenId>(16, 7);
-  std::vector<std::byte> value;
-  std::vector<TierStoreItem> items;
-  std::vector<TierBlock> blocks;
-  Chain(int64_t value_bytes, uint64_t first) : value(static_cast<size_t>(value_bytes)) {
-    for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::byte>(i * 31);
-    for (int64_t i = 0; i < kBlocks; ++i) {
-      blocks.push_back({.hash = BlockHash{first + static_cast<uint64_t>(i), 99}, .tokens = tokens});
-      items.push_back({.block = blocks.back(), .value = value});
-    }
-  }
-};
+using Chain = bench::TierBenchChain;
 
 void BM_RedisTierStore(benchmark::State& state) {
   if (NoServer()) return state.SkipWithError("redis-server did not start");
   const int64_t bytes = state.range(0);
   auto tier = MakeTier(bytes);
-  Chain chain(bytes, 1);
+  Chain chain(kBlocks, bytes, 1, 99);
   uint64_t next = uint64_t{1} << 40;
   for (auto _ : state) {
     for (TierStoreItem& item : chain.items) item.block.hash = BlockHash{next++, 7};
@@ -82,7 +71,7 @@ void BM_RedisTierLoad(benchmark::State& state) {
   if (NoServer()) return state.SkipWithError("redis-server did not start");
   const int64_t bytes = state.range(0);
   auto tier = MakeTier(bytes);
-  Chain chain(bytes, static_cast<uint64_t>(bytes));
+  Chain chain(kBlocks, bytes, static_cast<uint64_t>(bytes), 99);
   if (!tier->Store(chain.items).ok()) return state.SkipWithError("store failed");
   for (auto _ : state) {
     auto n = tier->LoadPrefix(chain.blocks, [](int64_t, std::span<const std::byte> v) {
@@ -99,7 +88,7 @@ void BM_RedisTierLoad(benchmark::State& state) {
 void BM_RedisTierLookupAllMissing(benchmark::State& state) {
   if (NoServer()) return state.SkipWithError("redis-server did not start");
   auto tier = MakeTier(1024);
-  Chain missing(1024, uint64_t{1} << 50);
+  Chain missing(kBlocks, 1024, uint64_t{1} << 50, 99);
   for (auto _ : state) {
     auto n =
         tier->LoadPrefix(missing.blocks, [](int64_t, std::span<const std::byte>) { return true; });
