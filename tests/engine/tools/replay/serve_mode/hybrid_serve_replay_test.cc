@@ -157,7 +157,8 @@ TEST(HybridServeReplayTest, ServeModeFlagReportsBothModels) {
   const std::string text = tiers.str();
   const size_t first_tiers = text.find("tiers (host / disk / remote blocks)");
   ASSERT_NE(first_tiers, std::string::npos) << text;
-  EXPECT_NE(text.find("tiers (host / disk / remote blocks)", first_tiers + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("tiers (host / disk / remote blocks)", first_tiers + 1), std::string::npos)
+      << text;
   EXPECT_NE(text.find("full x12 | window 128 x12: 1600 pages"), std::string::npos) << text;
   c.host_capacity_blocks = 0;
   // Refused: a model without windows, several instances.
