@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The value format of the Redis tier: a 48-byte header, the block's token ids (int32 each), then
+// The value format of the disk and Redis tiers (exported: pagedkv::tier_redis calls it from its
+// own shared library): a 48-byte header, the block's token ids (int32 each), then
 // the payload (the serialised KV). Little-endian, as written by the host (pagedkv builds only on
 // little-endian hosts). Header fields, by byte offset:
 //    0 u32 magic "PKVB"          4 u16 version (1)      6 u8 dtype        7 u8 layout
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "pagedkv/export.h"
 #include "pagedkv/tiers/kv_tier.h"
 #include "pagedkv/types.h"
 
@@ -29,18 +31,20 @@ inline constexpr size_t kTierValueHeaderBytes = 48;
 inline constexpr uint16_t kTierValueVersion = 1;
 
 // The value for `tokens` and `payload` in `format`.
-std::string EncodeTierValue(const TierValueFormat& format, std::span<const TokenId> tokens,
-                            std::span<const std::byte> payload);
+PAGEDKV_EXPORT std::string EncodeTierValue(const TierValueFormat& format,
+                                           std::span<const TokenId> tokens,
+                                           std::span<const std::byte> payload);
 // The same value written into `*out` (resized; a buffer of the right size is reused as is).
-void EncodeTierValueInto(const TierValueFormat& format, std::span<const TokenId> tokens,
-                         std::span<const std::byte> payload, std::string* out);
+PAGEDKV_EXPORT void EncodeTierValueInto(const TierValueFormat& format,
+                                        std::span<const TokenId> tokens,
+                                        std::span<const std::byte> payload, std::string* out);
 
 // The payload of `bytes` (a view into it), when the header matches `format`, the tokens equal
 // `tokens`, the sizes add up and the checksum is right. DataLoss naming the first mismatch
 // otherwise.
-absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat& format,
-                                                           std::span<const TokenId> tokens,
-                                                           std::span<const std::byte> bytes);
+PAGEDKV_EXPORT absl::StatusOr<std::span<const std::byte>> DecodeTierValue(
+    const TierValueFormat& format, std::span<const TokenId> tokens,
+    std::span<const std::byte> bytes);
 
 }  // namespace pagedkv
 

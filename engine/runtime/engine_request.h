@@ -26,7 +26,7 @@ enum class BlockSource : uint8_t { kDevice = 0, kHost, kDisk, kRemote };
 void NoteOnboarding(const TierHits& hits, std::vector<BlockSource>* sources);
 
 // Tokens of an admission's prefix hit of `hit_tokens` (whole blocks along the chain) that the
-// host and the remote tier loaded; the rest was on the device.
+// host, disk and remote tiers loaded; the rest was on the device.
 struct TierHitTokens {
   int32_t host = 0;
   int32_t remote = 0;
