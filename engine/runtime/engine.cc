@@ -135,6 +135,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   const RopeConfig rope = options_.rope.value_or(DefaultRopeConfig(c));
   const int64_t context = ContextLengthFor(c, rope);
   PAGEDKV_ASSIGN_OR_RETURN(kv_layout_, engine_internal::ChooseKvCacheLayout(options_, c));
+  kv_layout_.dtype = options_.kv_dtype;
   PAGEDKV_ASSIGN_OR_RETURN(kv_pool_,
                            engine_internal::ChooseKvPoolSize(options_, c, context, kv_layout_));
   const int64_t num_blocks = kv_pool_.num_blocks;

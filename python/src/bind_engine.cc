@@ -460,10 +460,11 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             d["num_groups"] = l.hybrid ? static_cast<int>(l.groups.size()) : 1;
             d["layers_per_block"] = l.layers_per_block;
             d["reason"] = l.reason;
+            d["dtype"] = DTypeName(l.dtype);
             return d;
           },
           "The KV cache layout the engine chose (hybrid_kv_cache): a dict with hybrid, "
-          "num_groups, layers_per_block and reason.")
+          "num_groups, layers_per_block, reason and dtype (the pages' storage).")
       .def_property_readonly(
           "kv_pool",
           [](PyEngine& self) {

@@ -60,6 +60,7 @@ def test_quantized_kv_cache_dtype(aidreams, cli):
     int8 = pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="int8",
                                kv_cache_memory=1 << 20)
     assert int8.kv_pool["dtype"] == "int8" and bf16.kv_pool["dtype"] == "bf16"
+    assert int8.kv_cache_layout["dtype"] == "int8"
 # 4 layers x 2(K, V) x 4 KV heads x(16 + 2 scale bytes) against 16 x 2 bytes per row.
     assert int8.kv_pool["bytes_per_token"] == 4 * 2 * 4 * 18
     assert int8.kv_pool["tokens"] > 1.7 * bf16.kv_pool["tokens"]

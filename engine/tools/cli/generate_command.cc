@@ -265,7 +265,8 @@ void PrintStats(const Engine& engine) {
       pool.tokens, pool.reason);
   const KvCacheLayout& layout = engine.kv_cache_layout();
   std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
-            << layout.layers_per_block << " layers per block (" << layout.reason << ")\n";
+            << layout.layers_per_block << " layers per block, " << DTypeName(layout.dtype) << " ("
+            << layout.reason << ")\n";
   for (const auto& [name, tier] : engine.tier_stats()) {
     std::cout << "tier " << name << ": " << tier.Summary() << "\n";
   }

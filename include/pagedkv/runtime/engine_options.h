@@ -142,7 +142,8 @@ struct PAGEDKV_EXPORT KvCacheLayout {
   std::vector<int32_t> layer_group;      // hybrid: [n_layers] each layer's group
   // Layers whose K/V one block holds (page arrays): n_layers, or hybrid the groups' num_layers.
   int32_t layers_per_block = 0;
-  std::string reason;  // why hybrid is on or off, e.g. "auto: no sliding-window layers"
+  std::string reason;         // why hybrid is on or off, e.g. "auto: no sliding-window layers"
+  DType dtype = DType::kF32;  // how the pages store K and V (EngineOptions::kv_dtype)
 };
 
 struct PAGEDKV_EXPORT EngineOptions {

@@ -90,6 +90,7 @@ TEST_F(EngineTiersTest, QuantizedBlocksComeBackFromTheHostTierBitForBit) {
     o.host_tier = {.capacity_blocks = 32};
     auto engine = MakeEngine(o);
     EXPECT_EQ(engine->kv_pool().dtype, dtype);
+    EXPECT_EQ(engine->kv_cache_layout().dtype, dtype);
     const std::vector<TokenId> prompt = Prompt(15, 30);
     const GenerationResult first = Run(*engine, prompt);
     engine->kv_cache_manager().ResetPrefixCache();
