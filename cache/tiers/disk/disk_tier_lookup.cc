@@ -32,6 +32,7 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
   std::string path;
   {
     std::lock_guard lock(mu);
+    ++stats.queried_blocks;
     auto it = entries.find(block.hash);
     indexed = it != entries.end();
     held = indexed ? it->second.pending : nullptr;
@@ -89,10 +90,6 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
   std::vector<const TierBlock*> announce;
   absl::Status sink_error;
   for (const TierBlock& b : blocks) {
-    {
-      std::lock_guard lock(impl.mu);
-      ++impl.stats.queried_blocks;
-    }
     Impl::ValueSource source = Impl::ValueSource::kFile;
     const std::optional<std::span<const std::byte>> value = impl.FetchValue(b, &source, &removed);
     if (!value.has_value()) break;

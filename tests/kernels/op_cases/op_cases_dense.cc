@@ -234,6 +234,24 @@ OpCase GatherRowsCase(int trial) {
           }};
 }
 
+// Runs the sample op over `params.size()` rows of `logits` ([rows, vocab]) on `b`; output
+// "tokens".
+absl::StatusOr<OpRun> RunSample(OpBackend& b, const std::vector<float>& logits,
+                                const std::vector<SamplingParams>& params, int64_t vocab) {
+  const auto rows = static_cast<int64_t>(params.size());
+  PAGEDKV_ASSIGN_OR_RETURN(auto device_logits, Upload(b, logits));
+  PAGEDKV_ASSIGN_OR_RETURN(auto device_params, Upload(b, params));
+  PAGEDKV_ASSIGN_OR_RETURN(auto tokens, OpBuffer<int32_t>::Filled(b, rows, -1));
+  OpRun run;
+  run.status = b.Run(SampleArgs{.logits = device_logits.data(),
+                                .params = device_params.data(),
+                                .out_tokens = tokens.data(),
+                                .num_seqs = rows,
+                                .vocab_size = vocab});
+  PAGEDKV_RETURN_IF_ERROR(AddOutput(tokens, "tokens", {}, run));
+  return run;
+}
+
 // Greedy, seeded, nucleus and tie-free rows over a 5000-token vocabulary, one clear winner.
 OpCase SampleCase() {
   return {.name = "sample/mixed_params",
@@ -249,17 +267,7 @@ OpCase SampleCase() {
                 {.temperature = 0.0f, .top_p = 0.5f},
                 {.temperature = 1.3f, .top_p = 0.5f, .seed = 3, .counter = 17},
                 {.temperature = 1.0f, .top_p = 0.05f, .seed = 4}};
-            PAGEDKV_ASSIGN_OR_RETURN(auto device_logits, Upload(b, logits));
-            PAGEDKV_ASSIGN_OR_RETURN(auto device_params, Upload(b, params));
-            PAGEDKV_ASSIGN_OR_RETURN(auto tokens, OpBuffer<int32_t>::Filled(b, rows, -1));
-            OpRun run;
-            run.status = b.Run(SampleArgs{.logits = device_logits.data(),
-                                          .params = device_params.data(),
-                                          .out_tokens = tokens.data(),
-                                          .num_seqs = rows,
-                                          .vocab_size = vocab});
-            PAGEDKV_RETURN_IF_ERROR(AddOutput(tokens, "tokens", {}, run));
-            return run;
+            return RunSample(b, logits, params, vocab);
           }};
 }
 
@@ -288,19 +296,9 @@ OpCase SampleTopKMinPCase() {
                 params.push_back(p);
               }
             }
-            const auto rows = static_cast<int64_t>(params.size());
-            std::vector<float> logits = RandomFloats(rows * vocab, 17, -4.0f, 4.0f);
-            PAGEDKV_ASSIGN_OR_RETURN(auto device_logits, Upload(b, logits));
-            PAGEDKV_ASSIGN_OR_RETURN(auto device_params, Upload(b, params));
-            PAGEDKV_ASSIGN_OR_RETURN(auto tokens, OpBuffer<int32_t>::Filled(b, rows, -1));
-            OpRun run;
-            run.status = b.Run(SampleArgs{.logits = device_logits.data(),
-                                          .params = device_params.data(),
-                                          .out_tokens = tokens.data(),
-                                          .num_seqs = rows,
-                                          .vocab_size = vocab});
-            PAGEDKV_RETURN_IF_ERROR(AddOutput(tokens, "tokens", {}, run));
-            return run;
+            std::vector<float> logits =
+                RandomFloats(static_cast<int64_t>(params.size()) * vocab, 17, -4.0f, 4.0f);
+            return RunSample(b, logits, params, vocab);
           }};
 }
 
