@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(DiskTierOptions optio
     impl->FaultLocked(&DiskTierStats::write_errors, made);
   }
   if (impl->options.scan_at_start) {
+    // The saves first, before any lookup (a request naming a save must find its links); they are
+    // few. The value files, maybe millions, are indexed by the writer thread.
+    impl->ScanPinned();
     impl->jobs.push_back({.kind = Impl::Job::Kind::kScan});
   } else {
     impl->disk.scan_done = true;

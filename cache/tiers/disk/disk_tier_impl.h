@@ -61,8 +61,10 @@ struct DiskTier::Impl {
   void RunWrite(const Job& job);
   void RunRemove(const Job& job);
   void RunScan();
-  // Indexes the named saves under names/ (the start scan).
+  // Indexes the named saves under names/ (at Create, before any lookup).
   void ScanPinned();
+  // Indexes the links of save `name` (one another process made since this tier started).
+  void IndexSave(const std::string& name);
   // Pin's work: links the leading run of `chain` the tier holds into folder `dir` (an evicted
   // block from an earlier save that holds it); returns the hashes linked.
   absl::StatusOr<std::vector<BlockHash>> LinkChain(const std::string& dir,

@@ -96,25 +96,42 @@ bool DiskTier::HasPin(std::string_view name) const {
   if (!CheckName(name).ok()) return false;
   struct stat st;
   const std::string dir = absl::StrCat(impl_->NamesDir(), "/", std::string(name));
-  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  impl_->IndexSave(std::string(name));
+  return true;
 }
 
 std::string DiskTier::Impl::SavePath(const std::string& name, const BlockHash& hash) const {
   return absl::StrCat(NamesDir(), "/", name, "/", ValueFileName(hash));
 }
 
+namespace {
+
+// The hashes of the value files in folder `dir` (a save's links); none when it cannot be read.
+std::vector<BlockHash> SaveHashes(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::vector<BlockHash> hashes;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    const std::optional<BlockHash> h = ParseValueFileName(file.path().filename().string());
+    if (h.has_value()) hashes.push_back(*h);
+  }
+  return hashes;
+}
+
+}  // namespace
+
 void DiskTier::Impl::ScanPinned() {
   std::error_code ec;
-  std::vector<std::pair<BlockHash, std::string>> found;
   for (const auto& save : std::filesystem::directory_iterator(NamesDir(), ec)) {
-    if (!save.is_directory(ec)) continue;
-    for (const auto& file : std::filesystem::directory_iterator(save.path(), ec)) {
-      const std::optional<BlockHash> h = ParseValueFileName(file.path().filename().string());
-      if (h.has_value()) found.emplace_back(*h, save.path().filename().string());
-    }
+    const std::string name = save.path().filename().string();
+    if (save.is_directory(ec) && CheckName(name).ok()) IndexSave(name);  // not a save being built
   }
+}
+
+void DiskTier::Impl::IndexSave(const std::string& name) {
+  const std::vector<BlockHash> hashes = SaveHashes(absl::StrCat(NamesDir(), "/", name));
   std::lock_guard lock(mu);
-  for (auto& [h, name] : found) pinned.emplace(h, std::move(name));
+  for (const BlockHash& h : hashes) pinned.emplace(h, name);
   disk.pinned_blocks = static_cast<int64_t>(pinned.size());
 }
 

@@ -164,7 +164,6 @@ void DiskTier::Impl::RunRemove(const Job& job) {
 
 void DiskTier::Impl::RunScan() {
   const auto start = std::chrono::steady_clock::now();
-  ScanPinned();
   ScanCounts counts;
   absl::StatusOr<std::vector<ValueFileInfo>> files =
       ListValueFiles(model_dir, FileClockNowNs() - kStaleTemporaryNs, &counts);

@@ -74,7 +74,7 @@ struct PAGEDKV_EXPORT DiskTierOptions {
   TierStoreOptions store = {};    // read by the engine (see kv_tier.h)
   std::string medium = "DISK";    // KvTier::medium(), the events' medium
   int64_t max_pending_bytes = int64_t{256} << 20;  // > 0: queued bytes beyond which stores drop
-  bool scan_at_start = true;  // index the files already in the folder (in the writer thread)
+  bool scan_at_start = true;  // index the saves (at once) and the files (in the writer thread)
   // One line per incident and per recovery; null: to stderr ("pagedkv: disk tier ...").
   std::function<void(std::string_view)> report = nullptr;
 };
@@ -126,7 +126,8 @@ class PAGEDKV_EXPORT DiskTier final : public KvTier {
   // with '.' or has characters other than letters, digits, '.', '_' and '-'; another error for
   // a failed file operation (nothing stays pinned then).
   absl::StatusOr<int64_t> Pin(std::string_view name, std::span<const BlockHash> chain);
-  // Whether a save `name` exists (its folder is there).
+  // Whether a save `name` exists (its folder is there). A save another process made since this
+  // tier started is indexed here, so lookups then read its blocks.
   bool HasPin(std::string_view name) const;
   // "<directory>/<model>": this model's folder.
   const std::string& model_directory() const;

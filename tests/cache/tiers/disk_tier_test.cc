@@ -319,6 +319,28 @@ TEST(DiskTierTest, NamedSavesOutliveEvictionAndRestarts) {
   EXPECT_EQ(*replaced, 1);
 }
 
+// A save is there for the first lookup after a restart (no waiting for the start scan), and a
+// save another process made is found once HasPin names it, its value files gone meanwhile.
+TEST(DiskTierTest, ASaveServesTheFirstLookupAndOneFromAnotherProcess) {
+  TempDir dir;
+  const std::vector<Block> chain = Blocks({1, 2, 3});
+  std::vector<BlockHash> hashes;
+  for (const Block& b : chain) hashes.push_back(b.hash);
+  std::unique_ptr<DiskTier> reader = Open(Options(dir.path(), 8));
+  reader->Flush();  // its start scan is done: it cannot learn of the save from there
+  {
+    std::unique_ptr<DiskTier> saver = Open(Options(dir.path(), 8));
+    ASSERT_TRUE(StoreBlocks(*saver, chain).ok());
+    ASSERT_TRUE(saver->Pin("shared", hashes).ok());
+    for (const BlockHash& h : hashes) ASSERT_TRUE(fs::remove(saver->PathOf(h)));
+  }
+  EXPECT_EQ(Load(*reader, chain), 0);  // not indexed, the value files gone
+  EXPECT_TRUE(reader->HasPin("shared"));
+  EXPECT_EQ(Load(*reader, chain), 3);
+  std::unique_ptr<DiskTier> restarted = Open(Options(dir.path(), 8));
+  EXPECT_EQ(Load(*restarted, chain), 3);  // no Flush: the saves are indexed by Create
+}
+
 TEST(DiskTierTest, BadOptionsAndValuesAreRefused) {
   TempDir dir;
   DiskTierOptions o = Options(dir.path(), 8);
