@@ -47,15 +47,31 @@ absl::StatusOr<json> ParseObject(absl::string_view body) {
   return j;
 }
 
+// An integer field's value as pydantic's lax mode reads vLLM's `int` fields: a JSON integer, or
+// a number with no fractional part (40.0; clients written in JavaScript send those). 40.5 is
+// refused naming the field, as are strings and booleans (which pydantic would also take).
 absl::StatusOr<std::optional<int64_t>> OptionalInteger(const json& object, const char* key,
                                                        int64_t min, int64_t max) {
   const json* v = Field(object, key);
   if (v == nullptr) return std::nullopt;
+  const std::string range = absl::StrCat("must be an integer in [", min, ", ", max, "]");
+  if (v->is_number_float()) {
+    const double x = v->get<double>();
+    if (std::isfinite(x) && std::trunc(x) != x) {
+      return FieldError(key, absl::StrCat("must be an integer, got ", v->dump(),
+                                          " (a number with a fractional part)"));
+    }
+    // [-2^63, 2^63): the doubles that convert to int64_t exactly.
+    if (!std::isfinite(x) || x < -0x1p63 || x >= 0x1p63) return FieldError(key, range);
+    const auto integral = static_cast<int64_t>(x);
+    if (integral < min || integral > max) return FieldError(key, range);
+    return integral;
+  }
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-    return FieldError(key, absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+    return FieldError(key, range);
   }
   if (!v->is_number_integer() || v->get<int64_t>() < min || v->get<int64_t>() > max) {
-    return FieldError(key, absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+    return FieldError(key, range);
   }
   return v->get<int64_t>();
 }

@@ -20,7 +20,8 @@
 // vLLM fields that would change the output and are not implemented (bad_words, allowed_token_ids,
 // response_format other than text, guided decoding, beam search, ...) are refused naming the field
 // unless sent with their "off" value.
-// A field present with JSON null counts as absent.
+// A field present with JSON null counts as absent. Integer fields take integral numbers too
+// (40.0), as vLLM's pydantic models do; 40.5 is refused naming the field.
 //
 // Errors are InvalidArgument whose message names the field; ErrorParam() gives that field's name
 // for OpenAI's error object ({"error": {"message", "type", "param", "code"}}).

@@ -101,6 +101,45 @@ def test_top_k_and_min_p_samples_reproduce_with_n_and_stream(client):
     assert top1.choices[0].text == greedy
 
 
+def test_integral_floats_are_integers(tinystories, client):
+    """Clients send "top_k": 40.0; vLLM's pydantic fields take an integral float as the integer
+    (and refuse 40.5, below). Every integer field: the same samples as with integers."""
+    ints = dict(prompt=PROMPT, max_tokens=8, min_tokens=2, n=2, best_of=2, seed=5, top_k=40,
+                logprobs=2, prompt_logprobs=1, temperature=1.0, ignore_eos=True)
+    floats = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+              for k, v in ints.items()}
+    status, _, want = tinystories.request("POST", "/v1/completions", ints)
+    assert status == 200, want
+    status, _, got = tinystories.request("POST", "/v1/completions", floats)
+    assert status == 200, got
+    assert [c["text"] for c in got["choices"]] == [c["text"] for c in want["choices"]]
+    assert [c["logprobs"]["tokens"] for c in got["choices"]] == \
+        [c["logprobs"]["tokens"] for c in want["choices"]]
+    assert len(got["choices"]) == 2 and got["usage"]["completion_tokens"] == 16
+    # Through the openai client too, the way such clients send it.
+    a = client.completions.create(model="", prompt=PROMPT, max_tokens=8, seed=5, temperature=1.0,
+                                  extra_body={"top_k": 40.0})
+    b = client.completions.create(model="", prompt=PROMPT, max_tokens=8, seed=5, temperature=1.0,
+                                  extra_body={"top_k": 40})
+    assert a.choices[0].text == b.choices[0].text
+
+
+@pytest.mark.parametrize("field", ["top_k", "n", "best_of", "max_tokens", "min_tokens", "seed",
+                                   "logprobs", "prompt_logprobs", "top_logprobs"])
+def test_a_fractional_integer_field_gets_a_400_naming_it(tinystories, field):
+    for path, head in [("/v1/completions", {"prompt": PROMPT}),
+                       ("/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "Hi"}], "logprobs": True})]:
+        if field == "top_logprobs" and path == "/v1/completions":
+            continue  # a chat field
+        if field == "logprobs" and path == "/v1/chat/completions":
+            continue  # chat's logprobs is a boolean
+        status, _, answer = tinystories.request("POST", path, {**head, field: 40.5})
+        assert status == 400, (path, answer)
+        assert answer["error"]["param"] == field, (path, answer)
+        assert "fractional part" in answer["error"]["message"]
+
+
 @pytest.mark.parametrize("body, param", [
     ({"top_k": -2}, "top_k"),
     ({"min_p": 1.5}, "min_p"),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -136,6 +137,45 @@ TEST(OpenAiRequestTest, EchoAndPromptLogprobs) {
                     ApiEndpoint::kChatCompletions)
                 .first,
             "echo");
+}
+
+// vLLM's integer fields are pydantic ints (lax mode): an integral number such as 40.0 is the
+// integer, 40.5 is refused naming the field, and the range still applies.
+TEST(OpenAiRequestTest, IntegerFieldsTakeIntegralNumbers) {
+  const ApiRequest c = Completion(R"({"prompt": "a", "top_k": 40.0, "n": 2.0, "best_of": 2.0,
+      "max_tokens": 16.0, "min_tokens": 3.0, "seed": -7.0, "logprobs": 2.0,
+      "prompt_logprobs": 1.0, "priority": 0.0})");
+  EXPECT_EQ(c.top_k, 40);
+  EXPECT_EQ(c.n, 2);
+  EXPECT_EQ(c.max_tokens, 16);
+  EXPECT_EQ(c.min_tokens, 3);
+  EXPECT_EQ(c.seed, -7);
+  EXPECT_EQ(c.logprobs, 2);
+  EXPECT_EQ(c.prompt_logprobs, 1);
+  EXPECT_EQ(Completion(R"({"prompt": "a", "seed": 1e18})").seed, 1000000000000000000);
+  absl::StatusOr<ApiRequest> chat = ParseApiRequest(
+      R"({"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 3.0,
+          "max_completion_tokens": 5.0, "top_k": 1.0})",
+      ApiEndpoint::kChatCompletions);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->logprobs, 3);
+  EXPECT_EQ(chat->max_tokens, 5);
+  EXPECT_EQ(chat->top_k, 1);
+  for (const char* field : {"top_k", "n", "best_of", "max_tokens", "min_tokens", "seed", "logprobs",
+                            "prompt_logprobs", "priority"}) {
+    const auto [param, message] =
+        Refusal(absl::StrCat(R"({"prompt": "a", ")", field, R"(": 2.5})"));
+    EXPECT_EQ(param, field);
+    EXPECT_THAT(message, HasSubstr("fractional part")) << field;
+    EXPECT_EQ(Refusal(absl::StrCat(R"({"prompt": "a", ")", field, R"(": 1e30})")).first, field);
+    EXPECT_EQ(Refusal(absl::StrCat(R"({"prompt": "a", ")", field, R"(": "2"})")).first, field);
+  }
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "a"}], "logprobs": true,
+                        "top_logprobs": 2.5})",
+                    ApiEndpoint::kChatCompletions)
+                .first,
+            "top_logprobs");
+  EXPECT_EQ(Refusal(R"({"prompt": "a", "top_k": -2.0})").first, "top_k");  // still in range
 }
 
 // Fields vLLM accepts and pagedkv does not implement: their off values pass, any other
