@@ -155,6 +155,10 @@ absl::Status Engine::CollectOutputs(const StepBatch& step, const ModelOutput& mo
         t.logprobs = LogprobsOf(step, model_out, k, static_cast<int32_t>(j), token,
                                 record.sampling.logprobs);
       }
+      // The prompt is computed before its first token is sampled, so its logprobs are complete.
+      if (t.index == 0 && record.sampling.prompt_logprobs >= 0) {
+        t.prompt_logprobs = record.prompt_logprobs;
+      }
       ++record.num_generated;
       record.context.push_back(token);
     }

@@ -62,6 +62,7 @@ CompletionJob::~CompletionJob() {
 
 bool CompletionJob::Next(RequestChannel::Update* update) {
   *update = channel_->Wait(poll_interval_);
+  if (update->prompt_logprobs.has_value()) prompt_logprobs_ = std::move(update->prompt_logprobs);
   if (want_logprobs_) AddLogprobs(update->tokens, update->logprobs);
   for (TokenId t : update->tokens) {
     tokens_.push_back(t);
@@ -76,6 +77,8 @@ bool CompletionJob::Next(RequestChannel::Update* update) {
   if (update->result.has_value()) {
     ended_ = true;
     text_.Finish();
+    // Ended before its first token (aborted): what the prompt got so far.
+    if (!prompt_logprobs_.has_value()) prompt_logprobs_ = update->result->prompt_logprobs;
     return true;
   }
   return peer_fd_ < 0 || !PeerHasClosed(peer_fd_);
@@ -89,19 +92,23 @@ void CompletionJob::AddLogprobs(const std::vector<TokenId>& tokens,
                    std::make_move_iterator(entries.end()));
 }
 
-void CompletionJob::AddPromptParts(const GenerationResult& result, ChoiceDelta* choice) const {
+void CompletionJob::AddPromptParts(ChoiceDelta* choice) {
   const std::vector<TokenId>& prompt = meta_.prompt_token_ids;
-  if (prompt_logprobs_k_ >= 0) {
-    choice->prompt_logprobs = texts_.Vllm(prompt, result.prompt_logprobs, prompt_logprobs_k_);
+  const std::vector<TokenLogprobs> none;
+  const std::vector<TokenLogprobs>& logprobs =
+      prompt_logprobs_.has_value() ? *prompt_logprobs_ : none;
+  // A chat response carries vLLM's prompt_logprobs once, beside its choices: choice 0's.
+  const bool chat = meta_.endpoint == ApiEndpoint::kChatCompletions;
+  if (prompt_logprobs_k_ >= 0 && (!chat || index_ == 0)) {
+    choice->prompt_logprobs = texts_.Vllm(prompt, logprobs, prompt_logprobs_k_);
   }
   if (!echo_) return;
   choice->text = echo_text_ + choice->text;
   if (!choice->logprobs.has_value()) return;
-  int64_t offset = 0;
   std::vector<TokenLogprobText> entries =
-      texts_.Prompt(prompt, result.prompt_logprobs, logprobs_k_, &offset);
+      texts_.Prompt(prompt, logprobs, logprobs_k_, &echo_offset_);
   for (TokenLogprobText& e : *choice->logprobs) {
-    e.text_offset += offset;  // past the prompt's entries
+    e.text_offset += echo_offset_;  // past the prompt's entries
     entries.push_back(std::move(e));
   }
   choice->logprobs = std::move(entries);
@@ -112,11 +119,14 @@ std::optional<std::vector<TokenLogprobText>> CompletionJob::LogprobsOf(size_t fr
   if (!want_logprobs_) return std::nullopt;
   to = std::min(to, logprobs_.size());
   from = std::min(from, to);
-  return std::vector<TokenLogprobText>(logprobs_.begin() + static_cast<ptrdiff_t>(from),
-                                       logprobs_.begin() + static_cast<ptrdiff_t>(to));
+  std::vector<TokenLogprobText> entries(logprobs_.begin() + static_cast<ptrdiff_t>(from),
+                                        logprobs_.begin() + static_cast<ptrdiff_t>(to));
+  for (TokenLogprobText& e : entries) e.text_offset += echo_offset_;
+  return entries;
 }
 
 ChoiceDelta CompletionJob::FinalChoice(const GenerationResult& result) const {
+  if (drop_generated_) return {.finish_reason = "length"};
   ChoiceDelta c;
   if (text_.stopped()) {
     c.finish_reason = "stop";
@@ -142,8 +152,7 @@ ChoiceDelta CompletionJob::FinalChoice(const GenerationResult& result) const {
 
 Usage CompletionJob::UsageOf(const GenerationResult& result) const {
   return {.prompt_tokens = static_cast<int64_t>(meta_.prompt_token_ids.size()),
-          .completion_tokens =
-              text_.stopped() ? text_.num_tokens() : static_cast<int64_t>(tokens_.size()),
+          .completion_tokens = static_cast<int64_t>(Counted()),
           .cached_tokens = result.num_prefix_hit_tokens};
 }
 
@@ -156,14 +165,13 @@ int CompletionJob::Finish(ChoiceDelta* choice, Usage* usage, std::string* error_
     *error_body = ErrorBody(500, update.status.message());
     return 500;
   }
-  *choice = drop_generated_ ? ChoiceDelta{.finish_reason = "length"} : FinalChoice(*update.result);
+  *choice = FinalChoice(*update.result);
   choice->index = index_;
   *usage = UsageOf(*update.result);
-  if (drop_generated_) usage->completion_tokens = 0;  // max_tokens 0: only the echoed prompt
   choice->text = drop_generated_ ? std::string() : text_.text();
-  choice->token_ids.assign(tokens_.begin(), tokens_.begin() + usage->completion_tokens);
-  choice->logprobs = LogprobsOf(0, static_cast<size_t>(usage->completion_tokens));
-  AddPromptParts(*update.result, choice);
+  choice->token_ids.assign(tokens_.begin(), tokens_.begin() + static_cast<ptrdiff_t>(Counted()));
+  choice->logprobs = LogprobsOf(0, Counted());
+  AddPromptParts(choice);
   return 200;
 }
 
@@ -176,16 +184,18 @@ int CompletionJob::RunWhole(std::string* body) {
 }
 
 size_t CompletionJob::Counted() const {
+  if (drop_generated_) return 0;
   return text_.stopped() ? static_cast<size_t>(text_.num_tokens()) : tokens_.size();
 }
 
 ChoiceDelta CompletionJob::TakeDelta(ChoiceDelta delta) {
   delta.index = index_;
   delta.first = !sent_first_;
-  delta.text = text_.TakeDelta();
+  delta.text = drop_generated_ ? std::string() : text_.TakeDelta();
   delta.token_ids.assign(tokens_.begin() + static_cast<ptrdiff_t>(sent_tokens_),
                          tokens_.begin() + static_cast<ptrdiff_t>(Counted()));
   delta.logprobs = LogprobsOf(sent_tokens_, Counted());
+  if (!sent_first_) AddPromptParts(&delta);  // the echo and prompt logprobs lead the stream
   sent_first_ = true;
   sent_tokens_ = Counted();
   return delta;

@@ -4,7 +4,9 @@
 // tokens to the response: the whole body (RunWhole), or Server-Sent Events written as tokens
 // arrive (Pump, from cpp-httplib's chunked content provider). It polls the client's socket
 // between tokens, and aborts the engine request (its blocks freed before the next step) when the
-// client has gone, when a write fails, or when a stop string ends the text.
+// client has gone, when a write fails, or when a stop string ends the text. What echo and
+// prompt_logprobs add (the prompt's text, logprob entries and vLLM's prompt_logprobs) leads the
+// choice: its body, or its first chunk (sent with the first token, as vLLM does).
 //
 // Example:
 //   auto job = std::make_shared<CompletionJob>(loop, channel, api, meta, tokenizer, fd);
@@ -71,10 +73,12 @@ class CompletionJob {
   void AddLogprobs(const std::vector<TokenId>& tokens, const std::vector<TokenLogprobs>& logprobs);
   // The logprob entries of tokens [from, to) when the request asked for them, else none.
   std::optional<std::vector<TokenLogprobText>> LogprobsOf(size_t from, size_t to) const;
-  // echo (the prompt's text and logprob entries before the choice's) and vLLM's prompt_logprobs.
-  void AddPromptParts(const GenerationResult& result, ChoiceDelta* choice) const;
+  // Puts what echo shows (the prompt's text and logprob entries) before the generated part
+  // `choice` holds, and vLLM's prompt_logprobs in it; from then on the generated entries' text
+  // offsets start past the prompt's (echo_offset_). Once per choice: its body or first chunk.
+  void AddPromptParts(ChoiceDelta* choice);
   ChoiceDelta FinalChoice(const GenerationResult& result) const;
-  // Tokens that count (those before a stop string).
+  // Tokens that count (those before a stop string; none with max_tokens 0).
   size_t Counted() const;
   // `delta` with the text, ids and logprobs not yet streamed, which are then marked sent.
   ChoiceDelta TakeDelta(ChoiceDelta delta);
@@ -97,6 +101,9 @@ class CompletionJob {
   std::string echo_text_;      // what echo puts before the text
   std::vector<TokenLogprobText> logprobs_;  // one per token of tokens_ with want_logprobs_
   int64_t text_offset_ = 0;                 // code points of the logprob entries' texts so far
+  // The prompt's logprobs once the engine sent them (with the first token, or in the result).
+  std::optional<std::vector<TokenLogprobs>> prompt_logprobs_;
+  int64_t echo_offset_ = 0;  // echo: the generated entries' text offsets start here
   int peer_fd_;
   int32_t index_;
   absl::Duration poll_interval_;  // shared by the choices of one response

@@ -35,7 +35,7 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 RequestChannel::Update RequestChannel::Wait(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !tokens_.empty() || (result_.has_value() && !taken_end_);
+    return !tokens_.empty() || prompt_logprobs_.has_value() || (result_.has_value() && !taken_end_);
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   Update update;
@@ -43,6 +43,8 @@ RequestChannel::Update RequestChannel::Wait(absl::Duration timeout) {
   tokens_.clear();
   update.logprobs = std::move(logprobs_);
   logprobs_.clear();
+  update.prompt_logprobs = std::move(prompt_logprobs_);
+  prompt_logprobs_.reset();
   if (result_.has_value() && !taken_end_) {
     update.result = *result_;
     update.status = status_;
@@ -51,15 +53,14 @@ RequestChannel::Update RequestChannel::Wait(absl::Duration timeout) {
   return update;
 }
 
-void RequestChannel::Deliver(const std::vector<TokenId>& tokens,
-                             std::vector<TokenLogprobs> logprobs,
-                             std::optional<GenerationResult> result, absl::Status status) {
+void RequestChannel::Deliver(Update update) {
   absl::MutexLock lock(&mu_);
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  for (TokenLogprobs& l : logprobs) logprobs_.push_back(std::move(l));
-  if (result.has_value()) {
-    result_ = std::move(result);
-    status_ = std::move(status);
+  tokens_.insert(tokens_.end(), update.tokens.begin(), update.tokens.end());
+  for (TokenLogprobs& l : update.logprobs) logprobs_.push_back(std::move(l));
+  if (update.prompt_logprobs.has_value()) prompt_logprobs_ = std::move(update.prompt_logprobs);
+  if (update.result.has_value()) {
+    result_ = std::move(update.result);
+    status_ = std::move(update.status);
   }
 }
 
@@ -281,11 +282,7 @@ absl::Status EngineLoop::StepOnce() {
 void EngineLoop::Dispatch(const StepOutput& step) {
   const Clock::time_point now = Clock::now();
   ServerMetrics* metrics = options_.metrics;
-  struct NewTokens {
-    std::vector<TokenId> ids;
-    std::vector<TokenLogprobs> logprobs;
-  };
-  absl::flat_hash_map<RequestId, NewTokens> new_tokens;
+  absl::flat_hash_map<RequestId, RequestChannel::Update> updates;
   for (const TokenOutput& t : step.tokens) {
     auto it = live_.find(t.request_id);
     if (it == live_.end()) continue;
@@ -299,9 +296,10 @@ void EngineLoop::Dispatch(const StepOutput& step) {
     }
     live.last_token = now;
     ++live.num_tokens;
-    NewTokens& mine = new_tokens[t.request_id];
-    mine.ids.push_back(t.token);
+    RequestChannel::Update& mine = updates[t.request_id];
+    mine.tokens.push_back(t.token);
     if (t.logprobs.has_value()) mine.logprobs.push_back(*t.logprobs);
+    if (t.prompt_logprobs.has_value()) mine.prompt_logprobs = t.prompt_logprobs;
   }
   if (metrics != nullptr) metrics->CountGenerated(static_cast<int64_t>(step.tokens.size()));
   for (const GenerationResult& r : step.finished) {
@@ -311,18 +309,18 @@ void EngineLoop::Dispatch(const StepOutput& step) {
       metrics->ObserveEndToEnd(SecondsBetween(it->second.arrival, now));
       metrics->CountFinished(it->second.abort_reason == AbortReason::kClientGone);
     }
-    auto tokens = new_tokens.find(r.request_id);
-    NewTokens last = tokens == new_tokens.end() ? NewTokens() : std::move(tokens->second);
-    it->second.channel->Deliver(last.ids, std::move(last.logprobs), r, absl::OkStatus());
-    if (tokens != new_tokens.end()) new_tokens.erase(tokens);
+    RequestChannel::Update last;
+    if (auto mine = updates.find(r.request_id); mine != updates.end()) {
+      last = std::move(mine->second);
+      updates.erase(mine);
+    }
+    last.result = r;
+    it->second.channel->Deliver(std::move(last));
     live_.erase(it);
     absl::MutexLock lock(&mu_);
     --num_live_;
   }
-  for (auto& [id, tokens] : new_tokens) {
-    live_.find(id)->second.channel->Deliver(tokens.ids, std::move(tokens.logprobs), std::nullopt,
-                                            absl::OkStatus());
-  }
+  for (auto& [id, update] : updates) live_.find(id)->second.channel->Deliver(std::move(update));
 }
 
 void EngineLoop::FailAll(const absl::Status& status) {
@@ -330,7 +328,7 @@ void EngineLoop::FailAll(const absl::Status& status) {
     GenerationResult result;
     result.request_id = id;
     result.finish_reason = FinishReason::kAborted;
-    live.channel->Deliver({}, {}, std::move(result), status);
+    live.channel->Deliver({.result = std::move(result), .status = status});
     if (options_.metrics != nullptr) options_.metrics->CountFinished(/*aborted=*/true);
   }
   live_.clear();

@@ -54,8 +54,10 @@ namespace pagedkv::server {
 class RequestChannel {
  public:
   struct Update {
-    std::vector<TokenId> tokens;             // new since the last Wait, in order
-    std::vector<TokenLogprobs> logprobs;     // one per token when the request asked for them
+    std::vector<TokenId> tokens;          // new since the last Wait, in order
+    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+    // The prompt's logprobs (SamplingOptions::prompt_logprobs), with the request's first token.
+    std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
     std::optional<GenerationResult> result;  // set once, when the request has ended
     absl::Status status;                     // not OK: the engine failed (result is then set)
   };
@@ -67,15 +69,15 @@ class RequestChannel {
  private:
   friend class EngineLoop;
   explicit RequestChannel(RequestId id) : id_(id) {}
-  // Appends `tokens` (and their logprobs, when asked) and, when set, ends the request, in one
-  // step (a waiter sees both at once).
-  void Deliver(const std::vector<TokenId>& tokens, std::vector<TokenLogprobs> logprobs,
-               std::optional<GenerationResult> result, absl::Status status);
+  // Appends `update`'s tokens (and their logprobs, when asked), keeps its prompt logprobs and,
+  // when its result is set, ends the request, in one step (a waiter sees all at once).
+  void Deliver(Update update);
 
   const RequestId id_;
   absl::Mutex mu_;
   std::vector<TokenId> tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<TokenLogprobs> logprobs_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::vector<TokenLogprobs>> prompt_logprobs_ ABSL_GUARDED_BY(mu_);
   std::optional<GenerationResult> result_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool taken_end_ ABSL_GUARDED_BY(mu_) = false;

@@ -338,7 +338,7 @@ absl::Status ReadChoiceCount(const json& object, const ApiLimits& limits, ApiReq
   return absl::OkStatus();
 }
 
-// echo (completions, not streamed) and vLLM's prompt_logprobs (0..20, not streamed).
+// echo (completions) and vLLM's prompt_logprobs (0..20), streamed or not.
 absl::Status ReadPromptLogprobs(const json& object, ApiRequest* r) {
   constexpr int64_t kMax = SamplingOptions::kMaxLogprobs;
   PAGEDKV_ASSIGN_OR_RETURN(r->echo, OptionalBool(object, "echo", false));
@@ -348,10 +348,6 @@ absl::Status ReadPromptLogprobs(const json& object, ApiRequest* r) {
   PAGEDKV_ASSIGN_OR_RETURN(std::optional<int64_t> prompt,
                            OptionalInteger(object, "prompt_logprobs", 0, kMax));
   if (prompt.has_value()) r->prompt_logprobs = static_cast<int32_t>(*prompt);
-  if (r->stream && r->echo) return FieldError("echo", "is not supported with stream: true");
-  if (r->stream && prompt.has_value()) {
-    return FieldError("prompt_logprobs", "is not supported with stream: true");
-  }
   return absl::OkStatus();
 }
 

@@ -8,14 +8,15 @@
 // may add their own):
 //   completions: model, prompt (a string, a list of token ids, or a one-element list of either),
 //     max_tokens, temperature, top_p, seed, stop (a string or a list), stream,
-//     stream_options.include_usage, logprobs (0..20 top tokens), echo (not streamed; then
-//     max_tokens may be 0), n (1..max_n; best_of only equal to n);
+//     stream_options.include_usage, logprobs (0..20 top tokens), echo (then max_tokens may be
+//     0), n (1..max_n; best_of only equal to n);
 //   chat: model, messages (role + content as a string or a list of {"type": "text"} parts),
 //     max_completion_tokens (before max_tokens), the sampling and stream fields above, logprobs
 //     (true / false) with top_logprobs (0..20), tools and
 //     response_format (absent or plain text only);
 //   vLLM's extensions: cache_salt, priority, ignore_eos, stop_token_ids, return_token_ids,
-//     prompt_logprobs (not streamed), and the sampling fields top_k, min_p, repetition_penalty,
+//     prompt_logprobs (streamed too: in the first chunk, where vLLM refuses it), and the
+//     sampling fields top_k, min_p, repetition_penalty,
 //     presence_penalty, frequency_penalty (also OpenAI's), logit_bias (OpenAI's) and min_tokens.
 // vLLM fields that would change the output and are not implemented (bad_words, allowed_token_ids,
 // response_format other than text, guided decoding, beam search, ...) are refused naming the field

@@ -158,7 +158,13 @@ std::string StreamChunk(const ResponseMeta& meta, const ChoiceDelta& delta) {
     c["text"] = delta.text;
   }
   if (meta.return_token_ids) c["token_ids"] = delta.token_ids;
+  if (delta.prompt_logprobs.has_value() && !IsChat(meta)) {
+    c["prompt_logprobs"] = VllmPromptLogprobs(*delta.prompt_logprobs);
+  }
   body["choices"] = json::array({FinishFields(delta, std::move(c))});
+  if (delta.prompt_logprobs.has_value() && IsChat(meta)) {
+    body["prompt_logprobs"] = VllmPromptLogprobs(*delta.prompt_logprobs);
+  }
   if (meta.return_token_ids && delta.first) body["prompt_token_ids"] = meta.prompt_token_ids;
   return Dump(body);
 }

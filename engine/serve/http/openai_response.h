@@ -83,7 +83,8 @@ struct ChoiceDelta {
   // "top_logprobs" (the top tokens and the sampled one, as vLLM), "text_offset"}; chat's
   // {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
   std::optional<std::vector<TokenLogprobText>> logprobs;
-  // vLLM's prompt_logprobs when asked (in the choice; chat: in the response): per prompt
+  // vLLM's prompt_logprobs when asked (in the choice; chat: in the response, or in the stream
+  // chunk that carries it, the first of the stream): per prompt
   // position, null where empty (the first), else {"<id>": {"logprob", "rank",
   // "decoded_token"}} for the prompt token and the top ones.
   std::optional<std::vector<std::vector<VllmLogprob>>> prompt_logprobs;

@@ -113,6 +113,10 @@ struct PAGEDKV_EXPORT TokenOutput {
   TokenId token = 0;
   int32_t index = 0;                           // 0 for the request's first generated token
   std::optional<TokenLogprobs> logprobs = {};  // set when the request asked for logprobs
+  // With SamplingOptions::prompt_logprobs, on the request's first token (index 0) only: its
+  // prompt's log-probabilities, as GenerationResult::prompt_logprobs will hold them, so that a
+  // stream can show them before the request ends. Unset otherwise.
+  std::optional<std::vector<TokenLogprobs>> prompt_logprobs = {};
 };
 
 // A finished (or aborted) request.

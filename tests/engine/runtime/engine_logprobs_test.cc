@@ -175,6 +175,43 @@ TEST_F(EngineLogprobsTest, PromptLogprobsMatchTheReferenceColdAndCached) {
   EXPECT_TRUE((*done)[0].prompt_logprobs.empty());
 }
 
+// A stream shows the prompt's logprobs before the request ends: the first token carries them
+// (equal to the result's), later tokens and requests that did not ask carry none.
+TEST_F(EngineLogprobsTest, TheFirstTokenCarriesThePromptLogprobs) {
+  auto engine = MakeEngine();
+  const absl::StatusOr<RequestId> asked =
+      engine->AddRequest(Request({1, 7, 9, 30, 4, 12, 8}, {.prompt_logprobs = 3}));
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_TRUE(engine->AddRequest(Request({1, 5, 5, 40}, {})).ok());
+  std::vector<TokenOutput> mine;
+  std::vector<TokenLogprobs> result;
+  while (engine->HasUnfinishedRequests()) {
+    absl::StatusOr<StepOutput> step = engine->Step();
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (const TokenOutput& t : step->tokens) {
+      if (t.request_id == *asked) {
+        mine.push_back(t);
+      } else {
+        EXPECT_FALSE(t.prompt_logprobs.has_value());
+      }
+    }
+    for (const GenerationResult& r : step->finished) {
+      if (r.request_id == *asked) result = r.prompt_logprobs;
+    }
+  }
+  ASSERT_EQ(mine.size(), 12u);
+  ASSERT_TRUE(mine[0].prompt_logprobs.has_value());
+  ASSERT_EQ(mine[0].prompt_logprobs->size(), 6u);
+  ASSERT_EQ(result.size(), 6u);
+  for (size_t i = 0; i < result.size(); ++i) {
+    EXPECT_EQ((*mine[0].prompt_logprobs)[i].logprob, result[i].logprob) << i;
+    EXPECT_EQ((*mine[0].prompt_logprobs)[i].top.size(), 3u) << i;
+  }
+  for (size_t g = 1; g < mine.size(); ++g) {
+    EXPECT_FALSE(mine[g].prompt_logprobs.has_value()) << g;
+  }
+}
+
 TEST_F(EngineLogprobsTest, OutOfRangeLogprobsAreRefusedAndNothingIsAdded) {
   auto engine = MakeEngine();
   for (const int32_t bad : {-2, SamplingOptions::kMaxLogprobs + 1}) {

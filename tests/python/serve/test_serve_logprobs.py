@@ -137,6 +137,17 @@ def test_chat_logprobs_on_smollm2(cli_module, openai_module, smollm2_args):
         assert [t for t, _, _ in streamed] == [e.token for e in content]
         assert all(top == [] for _, _, top in streamed)  # top_logprobs defaults to 0
         assert np.allclose([v for _, v, _ in streamed], [e.logprob for e in content], atol=TOL)
+        # vLLM's prompt_logprobs: the response's field, or the first chunk's when streamed.
+        ask = dict(model="", messages=messages, max_tokens=2, temperature=0,
+                   extra_body={"prompt_logprobs": 1})
+        want = client.chat.completions.create(**ask).model_extra["prompt_logprobs"]
+        chunks = list(client.chat.completions.create(**ask, stream=True))
+        got = chunks[0].model_extra["prompt_logprobs"]
+        assert len(got) == len(want) > 8 and got[0] is None
+        for g, w in zip(got[1:], want[1:]):
+            assert g.keys() == w.keys()
+            assert all(abs(g[k]["logprob"] - w[k]["logprob"]) < TOL for k in g)
+        assert all(c.model_extra.get("prompt_logprobs") is None for c in chunks[1:])
     finally:
         assert server.stop() == 0
 
@@ -195,13 +206,72 @@ def test_echo_gives_the_prompt_logprobs_cold_or_cached(tinystories, openai_modul
         assert entry["rank"] == 1 + int((rows[i - 1] > rows[i - 1][prompt_ids[i]] + 1e-6).sum())
 
 
+def _choice_chunks(chunks, index=0):
+    return [c.choices[0] for c in chunks if c.choices and c.choices[0].index == index]
+
+
+def test_streamed_echo_leads_with_the_prompt_cold_or_cached(tinystories, openai_module,
+                                                            tinystories_args):
+    """echo and prompt_logprobs with stream: true. The first chunk of each choice carries the
+    echoed prompt, its logprob entries (then the generated tokens') and vLLM's prompt_logprobs;
+    the chunks add up to the whole body, and the prompt's values are the cold ones although the
+    prompt is cached."""
+    client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
+    client.completions.create(model="", prompt=PROMPT, max_tokens=1)  # caches the prompt
+    ask = dict(model="", prompt=PROMPT, max_tokens=4, temperature=0, logprobs=2, echo=True,
+               extra_body={"ignore_eos": True, "prompt_logprobs": 1, "return_token_ids": True})
+    whole = client.completions.create(**ask).choices[0]
+    chunks = list(client.completions.create(**ask, n=2, stream=True,
+                                            stream_options={"include_usage": True}))
+    prompt_ids = chunks[0].model_extra["prompt_token_ids"]
+    rows = _prompt_rows(tinystories_args[1], prompt_ids)
+    for index in (0, 1):
+        mine = _choice_chunks(chunks, index)
+        first = mine[0]
+        assert first.text.startswith(PROMPT)
+        # The prompt's entries, then those of the tokens that had arrived (at least the first).
+        assert len(first.logprobs.tokens) > len(prompt_ids)
+        assert first.logprobs.token_logprobs[0] is None and first.logprobs.top_logprobs[0] is None
+        for i in range(1, len(prompt_ids)):
+            assert abs(first.logprobs.token_logprobs[i] - rows[i - 1][prompt_ids[i]]) < TOL, i
+        vllm = first.model_extra["prompt_logprobs"]
+        assert len(vllm) == len(prompt_ids) and vllm[0] is None
+        for i in range(1, len(prompt_ids)):
+            got = vllm[i][str(prompt_ids[i])]["logprob"]
+            assert abs(got - rows[i - 1][prompt_ids[i]]) < TOL, i
+        assert all(c.model_extra.get("prompt_logprobs") is None for c in mine[1:])
+        # The chunks add up to the whole body.
+        assert "".join(c.text for c in mine) == whole.text
+        entries = [e for c in mine for e in zip(c.logprobs.tokens, c.logprobs.text_offset)]
+        assert entries == list(zip(whole.logprobs.tokens, whole.logprobs.text_offset))
+        values = [v for c in mine for v in c.logprobs.token_logprobs]
+        assert values[0] is None
+        assert np.allclose(values[1:], whole.logprobs.token_logprobs[1:], atol=TOL)
+        assert mine[-1].finish_reason == "length"
+    usage = chunks[-1].usage
+    assert usage.completion_tokens == 8 and usage.prompt_tokens == len(prompt_ids)
+    assert usage.prompt_tokens_details.cached_tokens == 0  # computed, not read from the cache
+
+
+def test_streamed_echo_with_max_tokens_0_is_the_prompt_alone(tinystories, openai_module):
+    client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
+    whole = client.completions.create(model="", prompt=PROMPT, max_tokens=0, echo=True,
+                                      logprobs=0, temperature=0)
+    chunks = list(client.completions.create(model="", prompt=PROMPT, max_tokens=0, echo=True,
+                                            logprobs=0, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    mine = _choice_chunks(chunks)
+    assert "".join(c.text for c in mine) == PROMPT == whole.choices[0].text
+    tokens = [t for c in mine for t in c.logprobs.tokens]
+    assert tokens == whole.choices[0].logprobs.tokens  # the prompt's entries, nothing generated
+    assert mine[-1].finish_reason == "length"
+    assert chunks[-1].usage.completion_tokens == 0
+
+
 def test_bad_logprobs_fields_are_refused(tinystories):
     for body, param in [({"prompt": "a", "logprobs": 21}, "logprobs"),
                         ({"prompt": "a", "logprobs": -1}, "logprobs"),
                         ({"prompt": "a", "top_logprobs": 2}, "top_logprobs"),
-                        ({"prompt": "a", "echo": True, "stream": True}, "echo"),
-                        ({"prompt": "a", "prompt_logprobs": 1, "stream": True},
-                         "prompt_logprobs"),
                         ({"prompt": "a", "prompt_logprobs": 21}, "prompt_logprobs"),
                         ({"prompt": "a", "max_tokens": 0}, "max_tokens")]:
         status, _, answer = tinystories.request("POST", "/v1/completions", body)

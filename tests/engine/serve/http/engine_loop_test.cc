@@ -131,6 +131,33 @@ TEST_F(EngineLoopTest, AbortEndsTheRequestAndFreesItsBlocks) {
   (*loop)->Abort((*channel)->id(), EngineLoop::AbortReason::kClientGone);  // ended: a no-op
 }
 
+// A stream shows the prompt's logprobs before the request ends: the channel hands them out
+// with the first token (as the result will hold them), and only once.
+TEST_F(EngineLoopTest, PromptLogprobsComeWithTheFirstToken) {
+  auto loop = EngineLoop::Start(MakeEngine(64, /*long_running=*/true), {});
+  ASSERT_TRUE(loop.ok());
+  GenerationRequest request = Request((*loop)->engine(), "Once upon a time, there was a", 300);
+  request.sampling.prompt_logprobs = 2;
+  auto channel = (*loop)->Submit(request);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  RequestChannel::Update first = FirstUpdate(**channel);
+  ASSERT_FALSE(first.tokens.empty());
+  ASSERT_TRUE(first.prompt_logprobs.has_value());
+  EXPECT_EQ(first.prompt_logprobs->size(), request.prompt_tokens.size() - 1);
+  bool again = false;
+  GenerationResult result;
+  for (RequestChannel::Update u; !u.result.has_value();) {
+    u = (*channel)->Wait(absl::Seconds(30));
+    again = again || u.prompt_logprobs.has_value();
+    if (u.result.has_value()) result = *u.result;
+  }
+  EXPECT_FALSE(again);
+  ASSERT_EQ(result.prompt_logprobs.size(), first.prompt_logprobs->size());
+  for (size_t i = 0; i < result.prompt_logprobs.size(); ++i) {
+    EXPECT_EQ(result.prompt_logprobs[i].logprob, (*first.prompt_logprobs)[i].logprob) << i;
+  }
+}
+
 TEST_F(EngineLoopTest, RefusesPastTheQueueBoundAndWhatTheEngineRefuses) {
   // One sequence runs at a time, so a second request waits and a third overflows the queue.
   auto loop = EngineLoop::Start(MakeEngine(/*max_num_seqs=*/1, /*long_running=*/true),

@@ -129,9 +129,13 @@ TEST(OpenAiRequestTest, EchoAndPromptLogprobs) {
   EXPECT_EQ(Completion(R"({"prompt": "a", "prompt_logprobs": 3})").prompt_logprobs, 3);
   EXPECT_EQ(Completion(R"({"prompt": "a"})").prompt_logprobs, -1);
   EXPECT_EQ(Refusal(R"({"prompt": "a", "max_tokens": 0})").first, "max_tokens");
-  EXPECT_EQ(Refusal(R"({"prompt": "a", "echo": true, "stream": true})").first, "echo");
-  EXPECT_EQ(Refusal(R"({"prompt": "a", "prompt_logprobs": 1, "stream": true})").first,
-            "prompt_logprobs");
+  // Streamed too (the prompt's part leads the stream).
+  const ApiRequest streamed =
+      Completion(R"({"prompt": "a", "echo": true, "max_tokens": 0, "stream": true,
+                     "logprobs": 1, "prompt_logprobs": 2})");
+  EXPECT_TRUE(streamed.echo && streamed.stream);
+  EXPECT_EQ(streamed.max_tokens, 0);
+  EXPECT_EQ(streamed.prompt_logprobs, 2);
   EXPECT_EQ(Refusal(R"({"prompt": "a", "prompt_logprobs": 21})").first, "prompt_logprobs");
   EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "a"}], "echo": true})",
                     ApiEndpoint::kChatCompletions)

@@ -82,6 +82,21 @@ TEST(OpenAiResponseTest, EchoedFirstTokenAndVllmPromptLogprobs) {
   EXPECT_EQ(chat["prompt_logprobs"][1]["7"]["rank"], 3);
 }
 
+// A stream's first chunk carries vLLM's prompt_logprobs where the whole body does: in the
+// completion choice, at the chat chunk's top level.
+TEST(OpenAiResponseTest, StreamChunkCarriesPromptLogprobs) {
+  ChoiceDelta first{.text = "ab", .first = true};
+  first.prompt_logprobs = {{}, {{.token = 7, .logprob = -2.0f, .rank = 3, .decoded = "b"}}};
+  const json completion = json::parse(StreamChunk(Meta(ApiEndpoint::kCompletions), first));
+  EXPECT_EQ(completion["choices"][0]["prompt_logprobs"][1]["7"]["rank"], 3);
+  EXPECT_FALSE(completion.contains("prompt_logprobs"));
+  const json chat = json::parse(StreamChunk(Meta(ApiEndpoint::kChatCompletions), first));
+  EXPECT_EQ(chat["prompt_logprobs"][1]["7"]["logprob"], -2.0);
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_logprobs"));
+  const json later = json::parse(StreamChunk(Meta(ApiEndpoint::kCompletions), {.text = "c"}));
+  EXPECT_FALSE(later["choices"][0].contains("prompt_logprobs"));
+}
+
 TEST(OpenAiResponseTest, ChatLogprobsInOpenAisShape) {
   const ChoiceDelta choice{.text = " Paris", .logprobs = Entries()};
   const json lp = json::parse(CompletionBody(Meta(ApiEndpoint::kChatCompletions), choice,
