@@ -1,8 +1,13 @@
-"""lm-evaluation-harness (`lm_eval`, PyPI) scores a small multiple-choice task, made here (a task
-YAML and a JSONL file, no hub download), through its `local-completions` model against `pagedkv
-serve`, with its remote tokenizer (`/tokenize`, `/detokenize`, `/tokenizer_info`). Its accuracy
-and every per-choice log-likelihood equal the ones computed here from pagedkv's own echoed prompt
-log-probabilities.
+"""lm-evaluation-harness (`lm_eval`, PyPI) against `pagedkv serve`, on small tasks made here (a
+task YAML and a JSONL file, no hub download):
+- a multiple-choice task through its `local-completions` model, with its remote tokenizer
+  (`/tokenize`, `/detokenize`, `/tokenizer_info`): its accuracy and every per-choice
+  log-likelihood equal the ones computed here from pagedkv's own echoed prompt log-probabilities;
+- a generation task (`generate_until`) through its `local-chat-completions` model on SmolLM2 (a
+  model with a chat template), with no tokenizer at all (`tokenizer_backend=None,
+  tokenized_requests=False`: the server applies the chat template, so nothing comes from the
+  hub): every answer equals the one this test gets from the same server for the same messages,
+  and its exact_match score equals the one computed here from those answers.
 
 lm_eval runs from its own environment (scripts/lm_eval_env.sh; its dependencies would clash with
 the reference environment's pins): $PAGEDKV_LM_EVAL, else ~/.cache/pagedkv/lmeval/bin/lm_eval.
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import string
 import subprocess
 
 import pytest
@@ -34,6 +40,21 @@ def _lm_eval() -> pathlib.Path:
     if not path.exists():
         pytest.skip(f"lm_eval is not installed at {path}: run scripts/lm_eval_env.sh")
     return path
+
+
+def _run_lm_eval(lm_eval: pathlib.Path, args: list[str], task: str, d: pathlib.Path):
+    """(results, samples) of one lm_eval run of `task` (defined under `d`)."""
+    out = d / "out"
+    env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    run = subprocess.run(
+        [str(lm_eval), *args, "--tasks", task, "--include_path", str(d), "--output_path",
+         str(out), "--log_samples"], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    samples = [json.loads(line) for line in next(out.rglob(f"samples_{task}_*.jsonl"))
+               .read_text().splitlines()]
+    return results, samples
 
 
 def _write_task(d: pathlib.Path) -> None:
@@ -76,19 +97,11 @@ def test_lm_eval_accuracy_equals_pagedkvs_own(cli_module, aidreams_args, tmp_pat
     _write_task(tmp_path)
     server = Server(cli_module, aidreams_args)
     try:
-        out = tmp_path / "out"
-        env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
-                   TOKENIZERS_PARALLELISM="false")
-        run = subprocess.run(
-            [str(lm_eval), "--model", "local-completions", "--model_args",
-             f"base_url={server.base_url}/v1/completions,tokenizer_backend=remote,"
-             "tokenized_requests=True,model=aidreams260K.bin,num_concurrent=1,max_retries=1",
-             "--tasks", "pagedkv_mc", "--include_path", str(tmp_path), "--output_path", str(out),
-             "--log_samples"], capture_output=True, text=True, env=env, timeout=600)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        results = json.loads(next(out.rglob("results_*.json")).read_text())
-        samples = [json.loads(line) for line in next(out.rglob("samples_pagedkv_mc_*.jsonl"))
-                   .read_text().splitlines()]
+        results, samples = _run_lm_eval(lm_eval, [
+            "--model", "local-completions", "--model_args",
+            f"base_url={server.base_url}/v1/completions,tokenizer_backend=remote,"
+            "tokenized_requests=True,model=aidreams260K.bin,num_concurrent=1,max_retries=1"],
+            "pagedkv_mc", tmp_path)
         own_correct = 0
         for s in samples:
             context, choices, label = DOCS[s["doc_id"]]
@@ -100,5 +113,77 @@ def test_lm_eval_accuracy_equals_pagedkvs_own(cli_module, aidreams_args, tmp_pat
             own_correct += int(max(range(len(scores)), key=scores.__getitem__) == label)
         assert len(samples) == len(DOCS)
         assert results["results"]["pagedkv_mc"]["acc,none"] == pytest.approx(own_correct / len(DOCS))
+    finally:
+        assert server.stop() == 0
+
+
+# SmolLM2-135M answers the first two as asked and the others in a sentence, so the score is
+# neither 0 nor 1.
+QUESTIONS = [
+    ("Say the word yes.", "Yes"),
+    ("Type the word: banana", "Banana"),
+    ("What is the capital of France? Answer with one word.", "Paris"),
+    ("What is the opposite of hot? Answer with one word.", "Cold"),
+    ("How many legs does a spider have? Answer with a number.", "8"),
+    ("Type the word: apple", "apple"),
+]
+# The task's generation settings, as lm_eval sends them (until -> stop, max_gen_toks ->
+# max_tokens) and as this test sends them itself.
+STOP, MAX_TOKENS = ["\n", "."], 12
+
+
+def _write_generation_task(d: pathlib.Path) -> None:
+    with open(d / "gen.jsonl", "w") as f:
+        for question, answer in QUESTIONS:
+            f.write(json.dumps({"question": question, "answer": answer}) + "\n")
+    (d / "pagedkv_gen.yaml").write_text(
+        "task: pagedkv_gen\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {d / 'gen.jsonl'}\n"
+        "test_split: test\n"
+        "output_type: generate_until\n"
+        "doc_to_text: '{{question}}'\n"
+        "doc_to_target: '{{answer}}'\n"
+        f"generation_kwargs:\n  until: {json.dumps(STOP)}\n  max_gen_toks: {MAX_TOKENS}\n"
+        "  do_sample: false\n  temperature: 0\n"
+        "metric_list:\n  - metric: exact_match\n    aggregation: mean\n"
+        "    higher_is_better: true\n    ignore_case: true\n    ignore_punctuation: true\n")
+
+
+def _normalized(text: str) -> str:
+    """exact_match's ignore_case and ignore_punctuation."""
+    return text.lower().translate(str.maketrans("", "", string.punctuation))
+
+
+def test_lm_eval_chat_generation_score_equals_pagedkvs_own(cli_module, smollm2_args,
+                                                           openai_module, tmp_path):
+    lm_eval = _lm_eval()
+    _write_generation_task(tmp_path)
+    server = Server(cli_module, smollm2_args)
+    try:
+        status, _, models = server.request("GET", "/v1/models")
+        assert status == 200
+        name = models["data"][0]["id"]
+        results, samples = _run_lm_eval(lm_eval, [
+            "--model", "local-chat-completions", "--apply_chat_template", "--model_args",
+            f"base_url={server.base_url}/v1/chat/completions,model={name},"
+            "tokenizer_backend=None,tokenized_requests=False,num_concurrent=1,max_retries=1"],
+            "pagedkv_gen", tmp_path)
+        client = openai_module.OpenAI(base_url=server.base_url + "/v1", api_key="unused")
+        own_correct = 0
+        for s in samples:
+            question, answer = QUESTIONS[s["doc_id"]]
+            messages = [{"role": "user", "content": question}]
+            sent = s["arguments"]["gen_args_0"]["arg_0"][0]  # the messages lm_eval sent
+            assert json.loads(sent) == messages
+            own = client.chat.completions.create(
+                model=name, messages=messages, max_tokens=MAX_TOKENS, temperature=0,
+                stop=STOP, seed=1234).choices[0].message.content
+            assert s["resps"][0][0] == own, s["doc_id"]
+            own_correct += int(_normalized(own) == _normalized(answer))
+        assert len(samples) == len(QUESTIONS)
+        assert 0 < own_correct < len(QUESTIONS)  # a constant score would not be caught
+        score = results["results"]["pagedkv_gen"]["exact_match,none"]
+        assert score == pytest.approx(own_correct / len(QUESTIONS))
     finally:
         assert server.stop() == 0
