@@ -132,8 +132,8 @@ bool ShiftDisjoint(const SortedDims& dims, size_t level, int64_t head_dim, int64
   return true;
 }
 
-// Strides are nested, so no two elements of K (or of V) share an address, and K and V share none.
-absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
+// Strides are nested, so no two elements of K (or of V) share an address.
+absl::Status NeedNestedStrides(const char* op, const PagedKvLayout& c) {
   const SortedDims dims(c);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t extent = Extent(dims, i, c.RowUnits());
@@ -143,6 +143,13 @@ absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
                                       " (the extent of the finer dimensions)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Strides are nested, and K and V (one dtype, the same strides) share no element.
+absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
+  PAGEDKV_RETURN_IF_ERROR(NeedNestedStrides(op, c));
+  const SortedDims dims(c);
   const int64_t esize = DTypeSize(c.dtype);
   const auto k = reinterpret_cast<uintptr_t>(c.k);
   const auto v = reinterpret_cast<uintptr_t>(c.v);
@@ -163,6 +170,38 @@ absl::Status NeedDisjointElements(const char* op, const PagedKvLayout& c) {
   return absl::OkStatus();
 }
 
+// head_dim is a whole number of `dtype`'s row blocks; `field` names the dtype's field.
+absl::Status NeedRowFits(const char* op, DType dtype, int32_t head_dim, const char* field) {
+  if (head_dim % KvRowValuesMultiple(dtype) == 0) return absl::OkStatus();
+  return Invalid(op, absl::StrCat(field, " ", DTypeName(dtype), " stores blocks of ",
+                                  KvRowValuesMultiple(dtype), " values: head_dim = ", head_dim,
+                                  " is not a multiple; use another KV dtype"));
+}
+
+// Mixed K and V dtypes: each side's strides nest, and K's and V's byte spans do not meet
+// (separate tensors; a joint tensor needs one dtype).
+absl::Status NeedMixedSidesApart(const char* op, const PagedKvLayout& cache) {
+  if (cache.v_dtype != kVDTypeOfK && !IsValidDType(cache.v_dtype)) {
+    return Invalid(op, "cache.v_dtype is neither a DType value nor kVDTypeOfK");
+  }
+  if (!cache.MixedDTypes()) return absl::OkStatus();
+  PAGEDKV_RETURN_IF_ERROR(NeedRowFits(op, cache.VDType(), cache.head_dim, "cache.v_dtype"));
+  const PagedKvLayout k_side = cache.KSide();
+  const PagedKvLayout v_side = cache.VSide();
+  for (const PagedKvLayout* side : {&k_side, &v_side}) {
+    PAGEDKV_RETURN_IF_ERROR(NeedStridesInRange(op, *side));
+    PAGEDKV_RETURN_IF_ERROR(NeedNestedStrides(op, *side));
+  }
+  const auto k = reinterpret_cast<uintptr_t>(cache.k);
+  const auto v = reinterpret_cast<uintptr_t>(cache.v);
+  const bool apart = k < v ? v - k >= static_cast<uint64_t>(k_side.NumBytes())
+                           : k - v >= static_cast<uint64_t>(v_side.NumBytes());
+  if (apart) return absl::OkStatus();
+  return Invalid(op, absl::StrCat("cache.k and cache.v overlap; with K in ", DTypeName(cache.dtype),
+                                  " and V in ", DTypeName(cache.VDType()),
+                                  " they must be separate tensors (SeparateKvLayout)"));
+}
+
 }  // namespace
 
 absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache) {
@@ -173,10 +212,9 @@ absl::Status ValidateLayout(const char* op, const PagedKvLayout& cache) {
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.block_size, "cache.block_size"));
   PAGEDKV_RETURN_IF_ERROR(NeedPositive(op, cache.num_kv_heads, "cache.num_kv_heads"));
   PAGEDKV_RETURN_IF_ERROR(NeedHeadDim(op, cache.head_dim));
-  if (cache.head_dim % KvRowValuesMultiple(cache.dtype) != 0) {
-    return Invalid(op, absl::StrCat("cache.dtype ", DTypeName(cache.dtype), " stores blocks of ",
-                                    KvRowValuesMultiple(cache.dtype), " values: head_dim = ",
-                                    cache.head_dim, " is not a multiple; use another KV dtype"));
+  PAGEDKV_RETURN_IF_ERROR(NeedRowFits(op, cache.dtype, cache.head_dim, "cache.dtype"));
+  if (cache.v_dtype != kVDTypeOfK && cache.v_dtype != cache.dtype) {
+    return NeedMixedSidesApart(op, cache);
   }
   PAGEDKV_RETURN_IF_ERROR(NeedStridesInRange(op, cache));
   return NeedDisjointElements(op, cache);

@@ -42,6 +42,7 @@ absl::Status Rope(const RopeArgs& args) {
 absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReshapeAndCache(args));
   const PagedKvLayout cache = args.cache.Resolved();
+  const PagedKvLayout v_side = cache.VSide();
   PAGEDKV_RETURN_IF_ERROR(CheckReshapeAndCacheContents(args));
   const int32_t hd = cache.head_dim;
   const int64_t kv_row = int64_t{cache.num_kv_heads} * hd;
@@ -60,12 +61,13 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
     }
     if (slot < 0) continue;
     const int64_t slot_base = cache.SlotOffset(slot);
+    const int64_t v_slot_base = v_side.SlotOffset(slot);
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
       if (args.rotate) simd::RotateHeads(r, head, 1, hd);
-      const int64_t base = slot_base + h * cache.head_stride;
-      StoreKvRow(cache.k, cache.dtype, base, hd, head);
-      StoreKvRow(cache.v, cache.dtype, base, hd, args.v + t * v_stride + h * hd);
+      StoreKvRow(cache.k, cache.dtype, slot_base + h * cache.head_stride, hd, head);
+      StoreKvRow(v_side.k, v_side.dtype, v_slot_base + h * v_side.head_stride, hd,
+                 args.v + t * v_stride + h * hd);
     }
   }
   return absl::OkStatus();
@@ -78,27 +80,33 @@ namespace {
 // store buffer (loading them right after writing them stalled on store forwarding).
 constexpr int64_t kReRotateTile = 16;
 
-// Token t's K heads rotated by r from src_slots[t] to dst_slots[t], its V heads copied.
+// Copies every head row of slot `src` to slot `dst` in `side` (one dtype's pages).
+void CopySlotRows(const PagedKvLayout& side, int64_t src, int64_t dst) {
+  const int64_t esize = DTypeSize(side.dtype);
+  const int64_t src_base = side.SlotOffset(src);
+  const int64_t dst_base = side.SlotOffset(dst);
+  auto* pages = static_cast<char*>(side.k);
+  for (int32_t h = 0; h < side.num_kv_heads; ++h) {
+    std::memcpy(pages + (dst_base + h * side.head_stride) * esize,
+                pages + (src_base + h * side.head_stride) * esize,
+                static_cast<size_t>(side.RowUnits() * esize));
+  }
+}
+
+// Token t's K heads rotated by r from src_slots[t] to dst_slots[t], its V heads copied. REQUIRES:
+// `cache` resolved.
 void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t t,
                    const simd::RotationCoefficients& r) {
   const int32_t hd = cache.head_dim;
-  const int64_t esize = DTypeSize(cache.dtype);
   const int64_t src = args.src_slots[t];
   const int64_t dst = args.dst_slots[t];
   const int64_t src_slot_base = cache.SlotOffset(src);
   const int64_t dst_slot_base = cache.SlotOffset(dst);
-  if (cache.dtype == DType::kF32) {  // copy K and V to dst, then rotate dst's K heads in place
-    auto* k = static_cast<float*>(cache.k);
-    auto* v = static_cast<float*>(cache.v);
-    if (src != dst) {
-      for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
-        const int64_t from = src_slot_base + h * cache.head_stride;
-        const int64_t to = dst_slot_base + h * cache.head_stride;
-        std::memcpy(k + to, k + from, sizeof(float) * static_cast<size_t>(hd));
-        std::memcpy(v + to, v + from, sizeof(float) * static_cast<size_t>(hd));
-      }
-    }
-    simd::RotateHeads(r, k + dst_slot_base, cache.num_kv_heads, cache.head_stride);
+  if (src != dst) CopySlotRows(cache.VSide(), src, dst);
+  if (cache.dtype == DType::kF32) {  // copy K to dst, then rotate dst's K heads in place
+    if (src != dst) CopySlotRows(cache.KSide(), src, dst);
+    simd::RotateHeads(r, static_cast<float*>(cache.k) + dst_slot_base, cache.num_kv_heads,
+                      cache.head_stride);
     return;
   }
   // A quantized row is dequantized, rotated and quantized again as a whole (its scales change).
@@ -109,14 +117,8 @@ void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t
     const int64_t dst_base = dst_slot_base + h * cache.head_stride;
     LoadKvRow(cache.k, cache.dtype, src_base, hd, head);
     simd::RotateHeads(r, head, 1, hd);
-    if (src == dst) {  // pass-through dims (and V) are already in place
-      StoreKvRow(cache.k, cache.dtype, dst_base, quantized ? hd : r.rotary_dim, head);
-      continue;
-    }
-    StoreKvRow(cache.k, cache.dtype, dst_base, hd, head);
-    std::memcpy(static_cast<char*>(cache.v) + dst_base * esize,
-                static_cast<const char*>(cache.v) + src_base * esize,
-                static_cast<size_t>(cache.RowUnits() * esize));
+    // In place, the pass-through dims are already there (a quantized row is stored whole).
+    StoreKvRow(cache.k, cache.dtype, dst_base, src == dst && !quantized ? r.rotary_dim : hd, head);
   }
 }
 

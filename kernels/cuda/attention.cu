@@ -124,6 +124,22 @@ __device__ __forceinline__ void LoadChunk(const void* base, DType dtype, int64_t
   for (int r = 0; r < N; ++r) out[r] = r < valid ? LoadElement(base, dtype, offset + r) : 0.0f;
 }
 
+// Loads this lane's chunk of the row at storage unit `row` of `side` (one dtype's pages, at
+// side.k): a quantized row dequantized value by value (kv_quant.h).
+template <int N>
+__device__ __forceinline__ void LoadSideChunk(const PagedKvLayout& side, int64_t row, int32_t d0,
+                                              bool vector, float (&out)[N]) {
+  if (IsQuantizedDType(side.dtype)) {
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const bool in_row = d0 + r < side.head_dim;
+      out[r] = in_row ? LoadKvValue(side.k, side.dtype, row, side.head_dim, d0 + r) : 0.0f;
+    }
+    return;
+  }
+  LoadChunk<N>(side.k, side.dtype, row + d0, side.head_dim - d0, vector, out);
+}
+
 // Loads this lane's chunk of K and V for key `j`; false (nothing loaded) when the block table
 // entry is out of range (only reachable with ContentCheck::kTrusted). Warp-uniform.
 template <int N>
@@ -133,20 +149,13 @@ __device__ __forceinline__ bool LoadKey(const PagedKvLayout& cache, const int32_
   const int32_t block = table[j / cache.block_size];
   if (!BlockIdValid(block, cache.num_blocks)) return false;
   // Strides are resolved by the launcher, so the stride fields are the effective ones.
-  const int64_t row = cache.TokenOffset(block, j % cache.block_size) + kvh * cache.head_stride;
-  if (IsQuantizedDType(cache.dtype)) {  // dequantized value by value (kv_quant.h)
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-      const bool in_row = d0 + r < cache.head_dim;
-      k[r] = in_row ? LoadKvValue(cache.k, cache.dtype, row, cache.head_dim, d0 + r) : 0.0f;
-      v[r] = in_row ? LoadKvValue(cache.v, cache.dtype, row, cache.head_dim, d0 + r) : 0.0f;
-    }
-    return true;
-  }
-  const int64_t base = row + d0;
-  const int32_t valid = cache.head_dim - d0;
-  LoadChunk<N>(cache.k, cache.dtype, base, valid, vector, k);
-  LoadChunk<N>(cache.v, cache.dtype, base, valid, vector, v);
+  const auto in_block = static_cast<int32_t>(j % cache.block_size);
+  const int64_t row = cache.TokenOffset(block, in_block) + kvh * cache.head_stride;
+  const PagedKvLayout v_side = cache.VSide();
+  const int64_t v_row =
+      cache.MixedDTypes() ? v_side.TokenOffset(block, in_block) + kvh * v_side.head_stride : row;
+  LoadSideChunk<N>(cache, row, d0, vector, k);
+  LoadSideChunk<N>(v_side, v_row, d0, vector, v);
   return true;
 }
 

@@ -37,8 +37,8 @@ __global__ void QuantizedKvWriteKernel(ReshapeAndCacheArgs a, int64_t k_stride, 
   float row[kMaxHeadDim];
   for (int32_t d = 0; d < hd; ++d) row[d] = in[d];
   if (is_k && a.rotate) RopeRotateHead(a.rope, a.positions[t], row);
-  StoreKvRow(is_k ? cache.k : cache.v, cache.dtype, cache.SlotOffset(slot) + h * cache.head_stride,
-             hd, row);
+  const PagedKvLayout side = is_k ? cache.KSide() : cache.VSide();
+  StoreKvRow(side.k, side.dtype, side.SlotOffset(slot) + h * side.head_stride, hd, row);
 }
 
 // Thread i moves row i: token i / heads, head i % heads.
@@ -68,9 +68,13 @@ __global__ void QuantizedReRotateKernel(ReRotateArgs a) {
   }
   StoreKvRow(cache.k, cache.dtype, to, hd, row);
   if (src == dst) return;
-  const auto* v_from = static_cast<const unsigned char*>(cache.v) + from;
-  auto* v_to = static_cast<unsigned char*>(cache.v) + to;
-  for (int64_t b = 0; b < cache.RowUnits(); ++b) v_to[b] = v_from[b];
+  const PagedKvLayout v_side = cache.VSide();
+  const int64_t esize = DTypeSize(v_side.dtype);
+  const auto* v_from = static_cast<const unsigned char*>(v_side.k) +
+                       (v_side.SlotOffset(src) + h * v_side.head_stride) * esize;
+  auto* v_to = static_cast<unsigned char*>(v_side.k) +
+               (v_side.SlotOffset(dst) + h * v_side.head_stride) * esize;
+  for (int64_t b = 0; b < v_side.RowUnits() * esize; ++b) v_to[b] = v_from[b];
 }
 
 }  // namespace

@@ -509,7 +509,7 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t strea
   }
   ReshapeAndCacheArgs launch = args;
   launch.cache = args.cache.Resolved();
-  if (IsQuantizedDType(launch.cache.dtype)) {
+  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes()) {  // row by row
     return LaunchQuantizedKvWrite(launch, k_stride, v_stride, stream);
   }
   const int n = KvWriteWidth(launch, k_stride, v_stride);
@@ -536,7 +536,9 @@ absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream, const Launc
   }
   ReRotateArgs launch = args;
   launch.cache = args.cache.Resolved();
-  if (IsQuantizedDType(launch.cache.dtype)) return LaunchQuantizedReRotate(launch, stream);
+  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes()) {  // row by row
+    return LaunchQuantizedReRotate(launch, stream);
+  }
   const int n = ReRotateWidth(launch);
   const TokenJobs jobs =
       WithBlockTokens(MakeTokenJobs(launch.cache.num_kv_heads, launch.cache.head_dim,

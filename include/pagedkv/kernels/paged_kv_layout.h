@@ -24,6 +24,10 @@
 // Padding (a block or head stride larger than the tightest one) is set on the result's fields.
 // Ops validate the strides (kernels/op_validate.h: not negative, no two elements of K or V at the
 // same address) and touch only the layout's elements, never the padding between them.
+// K and V may have different dtypes (llama.cpp's -ctk / -ctv): v_dtype names V's, and V then has
+// strides of its own (v_head_stride, v_token_stride, v_block_stride, 0 meaning contiguous in V's
+// storage units); with mixed dtypes K and V must be separate tensors. KSide() and VSide() give each
+// as a layout of one dtype, so kernels address V as `VSide()` with the offsets of that view.
 // Offsets are 64-bit. The struct does not own memory; host memory for pagedkv::cpu ops, device
 // memory for pagedkv::cuda ops. Plain value type: thread-compatible.
 //
@@ -44,10 +48,13 @@
 
 namespace pagedkv {
 
+// PagedKvLayout::v_dtype's default: V is stored as K is.
+inline constexpr DType kVDTypeOfK = static_cast<DType>(-1);
+
 struct PAGEDKV_EXPORT PagedKvLayout {
   void* k = nullptr;          // key pages (see the banner for the element offsets)
   void* v = nullptr;          // value pages, same strides; K-to-V is v - k
-  DType dtype = DType::kF32;  // storage type of k and v
+  DType dtype = DType::kF32;  // storage type of k (and of v unless v_dtype says otherwise)
   int32_t num_blocks = 0;     // physical blocks in the pool
   int32_t block_size = 0;     // tokens per block
   int32_t num_kv_heads = 0;   // KV heads per token
@@ -55,6 +62,37 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   int64_t block_stride = 0;   // elements between blocks (0: PageElements())
   int64_t token_stride = 0;   // elements between tokens of a block (0: num_kv_heads * HeadStride())
   int64_t head_stride = 0;    // elements between heads of a token (0: RowUnits())
+  DType v_dtype = kVDTypeOfK;  // V's storage type when it differs from K's (kVDTypeOfK: dtype)
+  int64_t v_block_stride = 0;  // V's strides in V's units, read only when VDType() != dtype
+  int64_t v_token_stride = 0;  // (0: contiguous, as for K)
+  int64_t v_head_stride = 0;
+
+  // V's storage type.
+  PAGEDKV_HD DType VDType() const { return v_dtype == kVDTypeOfK ? dtype : v_dtype; }
+  // True when K and V are stored in different dtypes.
+  PAGEDKV_HD bool MixedDTypes() const { return VDType() != dtype; }
+  // K alone as a layout of one dtype: k and v both point at K's pages.
+  PAGEDKV_HD PagedKvLayout KSide() const {
+    PagedKvLayout out = *this;
+    out.v = k;
+    out.v_dtype = kVDTypeOfK;
+    out.v_block_stride = out.v_token_stride = out.v_head_stride = 0;
+    return out;
+  }
+  // V alone as a layout of one dtype (V's strides): k and v both point at V's pages.
+  PAGEDKV_HD PagedKvLayout VSide() const {
+    PagedKvLayout out = *this;
+    out.k = v;
+    out.dtype = VDType();
+    if (MixedDTypes()) {
+      out.block_stride = v_block_stride;
+      out.token_stride = v_token_stride;
+      out.head_stride = v_head_stride;
+    }
+    out.v_dtype = kVDTypeOfK;
+    out.v_block_stride = out.v_token_stride = out.v_head_stride = 0;
+    return out;
+  }
 
   // Storage units of one (token, head) row: head_dim, or a quantized row's bytes with its scales.
   PAGEDKV_HD int64_t RowUnits() const { return KvRowUnits(dtype, head_dim); }
@@ -71,12 +109,19 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   PAGEDKV_HD int64_t PageElements() const {
     return (block_size - 1) * TokenStride() + (num_kv_heads - 1) * HeadStride() + RowUnits();
   }
-  // Copy with every stride field explicit (what the ops run on; offsets are unchanged).
+  // Copy with every stride field explicit, V's too when mixed (what the ops run on; offsets are
+  // unchanged).
   PAGEDKV_HD PagedKvLayout Resolved() const {
     PagedKvLayout out = *this;
     out.head_stride = HeadStride();
     out.token_stride = TokenStride();
     out.block_stride = BlockStride();
+    if (MixedDTypes()) {
+      const PagedKvLayout v_side = VSide();
+      out.v_head_stride = v_side.HeadStride();
+      out.v_token_stride = v_side.TokenStride();
+      out.v_block_stride = v_side.BlockStride();
+    }
     return out;
   }
   // True when every stride is the contiguous one ([num_blocks, block_size, heads, head_dim]).
@@ -95,7 +140,7 @@ struct PAGEDKV_EXPORT PagedKvLayout {
   PAGEDKV_HD int64_t SpanElements() const {
     return (num_blocks - int64_t{1}) * BlockStride() + PageElements();
   }
-  // SpanElements() in bytes.
+  // SpanElements() in bytes (K's; VSide().NumBytes() is V's).
   PAGEDKV_HD int64_t NumBytes() const { return SpanElements() * DTypeSize(dtype); }
   // Slot of token `offset` in block `block_id`.
   PAGEDKV_HD int64_t Slot(int32_t block_id, int32_t offset) const {
@@ -133,11 +178,12 @@ enum class KvPageOrder : int32_t {
 
 // The logical shape of one layer's pool, for the layout helpers.
 struct PAGEDKV_EXPORT PagedKvShape {
-  DType dtype = DType::kF32;  // storage type
-  int32_t num_blocks = 0;     // physical blocks
-  int32_t block_size = 0;     // tokens per block
-  int32_t num_kv_heads = 0;   // KV heads per token
-  int32_t head_dim = 0;       // elements per head
+  DType dtype = DType::kF32;   // storage type (K's, and V's unless v_dtype says otherwise)
+  DType v_dtype = kVDTypeOfK;  // V's storage type (SeparateKvLayout only)
+  int32_t num_blocks = 0;      // physical blocks
+  int32_t block_size = 0;      // tokens per block
+  int32_t num_kv_heads = 0;    // KV heads per token
+  int32_t head_dim = 0;        // elements per head
 };
 
 // Strides of one tight page in `order`; k and v as given.
@@ -164,14 +210,25 @@ PAGEDKV_HD int64_t PageElementsOf(const PagedKvShape& shape) {
 
 // Separate K and V tensors: [num_blocks, block_size, heads, head_dim] each (kNHD, today's default)
 // or [num_blocks, heads, block_size, head_dim] (kHND, FlashInfer).
+// With shape.v_dtype set, V has its own dtype and the strides of its own tight pages.
 PAGEDKV_HD PagedKvLayout SeparateKvLayout(void* k, void* v, const PagedKvShape& shape,
                                           KvPageOrder order = KvPageOrder::kNHD) {
-  return PageLayout(k, v, shape, order, PageElementsOf(shape));
+  PagedKvLayout out = PageLayout(k, v, shape, order, PageElementsOf(shape));
+  if (shape.v_dtype == kVDTypeOfK || shape.v_dtype == shape.dtype) return out;
+  PagedKvShape v_shape = shape;
+  v_shape.dtype = shape.v_dtype;
+  const PagedKvLayout v_side = PageLayout(v, v, v_shape, order, PageElementsOf(v_shape));
+  out.v_dtype = shape.v_dtype;
+  out.v_head_stride = v_side.head_stride;
+  out.v_token_stride = v_side.token_stride;
+  out.v_block_stride = v_side.block_stride;
+  return out;
 }
 
 // One joint tensor, K page then V page in each block: [num_blocks, 2, block_size, heads, head_dim]
 // (kNHD: vLLM's FlashInfer backend, FlashInfer NHD) or [num_blocks, 2, heads, block_size,
-// head_dim] (kHND: FlashInfer HND). `kv` is the tensor's first element; v = kv + one page.
+// head_dim] (kHND: FlashInfer HND). `kv` is the tensor's first element; v = kv + one page. K and
+// V share shape.dtype (shape.v_dtype is for SeparateKvLayout).
 PAGEDKV_HD PagedKvLayout JointKvLayout(void* kv, const PagedKvShape& shape,
                                        KvPageOrder order = KvPageOrder::kNHD) {
   const int64_t page = PageElementsOf(shape);
@@ -182,9 +239,9 @@ PAGEDKV_HD PagedKvLayout JointKvLayout(void* kv, const PagedKvShape& shape,
 // True when every (slot, head) row of `layout` starts at an element offset that is a multiple of
 // `n` and head_dim is too, so a kernel may load n consecutive elements of a row as one vector
 // (given base pointers aligned to the vector size, which the caller checks). False for a quantized
-// dtype (its rows are not vectors of elements).
+// dtype (its rows are not vectors of elements) and for mixed K and V dtypes.
 PAGEDKV_HD bool RowsAlignedTo(const PagedKvLayout& layout, int32_t n) {
-  return !IsQuantizedDType(layout.dtype) && layout.head_dim % n == 0 &&
+  return !IsQuantizedDType(layout.dtype) && !layout.MixedDTypes() && layout.head_dim % n == 0 &&
          layout.HeadStride() % n == 0 && layout.TokenStride() % n == 0 &&
          layout.BlockStride() % n == 0;
 }

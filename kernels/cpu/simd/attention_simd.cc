@@ -188,37 +188,32 @@ HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const fl
   }
 }
 
-// Points k_rows[jj] / v_rows[jj] at the K and V rows of keys [j0, j0 + nk) of kv_head; pages that
-// are not fp32 are decoded (kv_dequant-inl.h) into the scratch rows. One division per chunk:
-// offsets then step by token_stride within a block. REQUIRES: cache resolved (explicit strides).
-HWY_INLINE void ChunkRows(const PagedKvLayout& cache, const int32_t* table, int32_t kv_head,
-                          int64_t j0, int nk, float (*k_scratch)[kMaxHeadDim],
-                          float (*v_scratch)[kMaxHeadDim], const float** k_rows,
-                          const float** v_rows) {
-  int64_t block = j0 / cache.block_size;
-  int64_t in_block = j0 % cache.block_size;
-  const int64_t head = kv_head * cache.head_stride;
-  int64_t offset = table[block] * cache.block_stride + in_block * cache.token_stride + head;
+// Points rows[jj] at the rows of keys [j0, j0 + nk) of kv_head in `side` (one dtype's pages, at
+// side.k); pages that are not fp32 are decoded (kv_dequant-inl.h) into the scratch rows. One
+// division per chunk: offsets then step by token_stride within a block. REQUIRES: side resolved
+// (explicit strides).
+HWY_INLINE void SideRows(const PagedKvLayout& side, const int32_t* table, int32_t kv_head,
+                         int64_t j0, int nk, float (*scratch)[kMaxHeadDim], const float** rows) {
+  int64_t block = j0 / side.block_size;
+  int64_t in_block = j0 % side.block_size;
+  const int64_t head = kv_head * side.head_stride;
+  int64_t offset = table[block] * side.block_stride + in_block * side.token_stride + head;
   for (int jj = 0; jj < nk; ++jj) {
-    if (cache.dtype == DType::kF32) {
-      k_rows[jj] = static_cast<const float*>(cache.k) + offset;
-      v_rows[jj] = static_cast<const float*>(cache.v) + offset;
+    if (side.dtype == DType::kF32) {
+      rows[jj] = static_cast<const float*>(side.k) + offset;
     } else {
-      if (IsQuantizedDType(cache.dtype)) {
-        DecodeKvRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
-        DecodeKvRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+      if (IsQuantizedDType(side.dtype)) {
+        DecodeKvRow(side.k, side.dtype, offset, side.head_dim, scratch[jj]);
       } else {  // f16 / bf16: the plain loop, which the compiler vectorizes inline
-        LoadRow(cache.k, cache.dtype, offset, cache.head_dim, k_scratch[jj]);
-        LoadRow(cache.v, cache.dtype, offset, cache.head_dim, v_scratch[jj]);
+        LoadRow(side.k, side.dtype, offset, side.head_dim, scratch[jj]);
       }
-      k_rows[jj] = k_scratch[jj];
-      v_rows[jj] = v_scratch[jj];
+      rows[jj] = scratch[jj];
     }
-    if (++in_block < cache.block_size) {
-      offset += cache.token_stride;
+    if (++in_block < side.block_size) {
+      offset += side.token_stride;
     } else if (jj + 1 < nk) {  // the next key opens the next block (never read past the table)
       in_block = 0;
-      offset = table[++block] * cache.block_stride + head;
+      offset = table[++block] * side.block_stride + head;
     }
   }
 }
@@ -234,10 +229,12 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
   float v_scratch[kChunk][kMaxHeadDim];
   const float* k_rows[kChunk];
   const float* v_rows[kChunk];
+  const PagedKvLayout v_side = cache.VSide();
   for (int g = 0; g < ng; ++g) std::fill(acc[g], acc[g] + hd, 0.0f);
   for (int64_t j0 = job.first_key; j0 < job.num_keys; j0 += kChunk) {
     const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
-    ChunkRows(cache, job.table, job.kv_head, j0, nk, k_scratch, v_scratch, k_rows, v_rows);
+    SideRows(cache, job.table, job.kv_head, j0, nk, k_scratch, k_rows);
+    SideRows(v_side, job.table, job.kv_head, j0, nk, v_scratch, v_rows);
     for (int g = 0; g < ng; ++g) {
       const float* q = job.q + int64_t{g0 + g} * hd;
       const float chunk_max = Scores<NV>(q, k_rows, nk, hd, job.scale, p[g]);

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -65,24 +66,25 @@ void PlaceBatch(const std::vector<int32_t>& kv_lens, const std::vector<int32_t>&
   in.args.num_seqs = static_cast<int32_t>(kv_lens.size());
 }
 
-// Contiguous K then V pages of `shape` holding random K (seed k_seed, in [-2, 2]) and V values.
+// Contiguous K then V pages of `shape` (each side in its own dtype) holding random K (seed k_seed,
+// in [-2, 2]) and V values.
 void FillContiguousPages(const PagedKvLayout& shape, uint32_t k_seed, uint32_t v_seed,
                          AttentionInputs& in) {
-  const int64_t n = shape.NumElements();
-  const int64_t es = DTypeSize(shape.dtype);
-  in.pages.assign(static_cast<size_t>(2 * n * es), 0);
+  const PagedKvLayout k_side = shape.KSide(), v_side = shape.VSide();
+  const int64_t k_bytes = k_side.NumBytes();
+  in.pages.assign(static_cast<size_t>(k_bytes + v_side.NumBytes()), 0);
   const int64_t rows = shape.NumSlots() * shape.num_kv_heads, hd = shape.head_dim;
   const std::vector<float> k = RandomFloats(rows * hd, k_seed, -2.0f, 2.0f);
   const std::vector<float> v = RandomFloats(rows * hd, v_seed);
   for (int64_t r = 0; r < rows; ++r) {  // row r at r * RowUnits (a quantized row: its bytes)
-    const int64_t at = r * shape.RowUnits();
-    StoreKvRow(in.pages.data(), shape.dtype, at, shape.head_dim, k.data() + r * hd);
-    StoreKvRow(in.pages.data() + n * es, shape.dtype, at, shape.head_dim, v.data() + r * hd);
+    StoreKvRow(in.pages.data(), k_side.dtype, r * k_side.RowUnits(), hd, k.data() + r * hd);
+    StoreKvRow(in.pages.data() + k_bytes, v_side.dtype, r * v_side.RowUnits(), hd,
+               v.data() + r * hd);
   }
-  in.layout = [shape, n, es](char* base) {
+  in.layout = [shape, k_bytes](char* base) {
     PagedKvLayout layout = shape;
     layout.k = base;
-    layout.v = base + n * es;
+    layout.v = base + k_bytes;
     return layout;
   };
 }
@@ -112,15 +114,20 @@ absl::StatusOr<OpRun> RunAttention(OpBackend& b, const AttentionInputs& in) {
   return run;
 }
 
-// 4 sequences (prefill, decode, chunk, decode), GQA 8:2, head_dim 64, 40 blocks of 16.
-AttentionInputs MixedBatch(DType dtype) {
+// 4 sequences (prefill, decode, chunk, decode), GQA 8:2, head_dim 64, 40 blocks of 16; V in
+// v_dtype when given.
+AttentionInputs MixedBatch(DType dtype, DType v_dtype = kVDTypeOfK) {
   AttentionInputs in;
   in.args.num_q_heads = 8;
   in.args.max_blocks_per_seq = 8;
   PlaceBatch({20, 100, 7, 128}, {20, 1, 3, 1}, 16, 40, 9, in);
-  FillContiguousPages(
-      {.dtype = dtype, .num_blocks = 40, .block_size = 16, .num_kv_heads = 2, .head_dim = 64}, 10,
-      11, in);
+  FillContiguousPages({.dtype = dtype,
+                       .num_blocks = 40,
+                       .block_size = 16,
+                       .num_kv_heads = 2,
+                       .head_dim = 64,
+                       .v_dtype = v_dtype},
+                      10, 11, in);
   in.q = RandomFloats(in.args.num_tokens * 8 * 64, 12, -2.0f, 2.0f);
   return in;
 }
@@ -211,6 +218,15 @@ void AddAttentionCases(std::vector<OpCase>& cases) {
                                                  "_hd", shape.hd, "/", DTypeName(dtype)),
                                     [shape, dtype] { return LongSequences(shape, dtype, 29); }));
     }
+  }
+  // K and V in different dtypes (llama.cpp's -ctk / -ctv): each side read in its own.
+  for (const auto& [k, v] : {std::pair{DType::kQ8_0, DType::kQ4_0},
+                             {DType::kBF16, DType::kInt8},
+                             {DType::kF16, DType::kQ4_1},
+                             {DType::kQ4_0, DType::kF32}}) {
+    cases.push_back(
+        AttentionCase(absl::StrCat("mixed_batch/", DTypeName(k), "_k_", DTypeName(v), "_v"),
+                      [k, v] { return MixedBatch(k, v); }));
   }
   // Windows of 1, inside a partition, across several, and longer than any sequence: partitions
   // wholly before the window are empty, one is cut by it.
