@@ -19,7 +19,9 @@ namespace pagedkv {
 
 BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
   const PagedKvLayout& l = runner_->kv_layout(0);
-  page_bytes_ = l.PageElements() * DTypeSize(l.dtype);
+  const PagedKvLayout v_side = l.VSide();
+  page_bytes_[0] = l.PageElements() * DTypeSize(l.dtype);
+  page_bytes_[1] = v_side.PageElements() * DTypeSize(v_side.dtype);
   // With KV cache groups, layers of different groups share page arrays: each array once.
   for (int32_t layer = 0; layer < runner_->config().n_layers; ++layer) {
     const void* k = runner_->kv_layout(layer).k;
@@ -28,11 +30,16 @@ BlockKvCopier::BlockKvCopier(ModelRunner* runner) : runner_(runner) {
     if (!seen) page_layers_.push_back(layer);
   }
   const auto num_pages = static_cast<int32_t>(page_layers_.size());
-  value_bytes_ = int64_t{num_pages} * 2 * page_bytes_;
+  value_bytes_ = int64_t{num_pages} * (page_bytes_[0] + page_bytes_[1]);
   format_ =
       absl::StrCat("dtype=", DTypeName(l.dtype), " layout=kv-pages-v1 heads=", l.num_kv_heads,
                    " head_dim=", l.head_dim, " token_stride=", l.TokenStride(),
                    " head_stride=", l.HeadStride(), " layers=", num_pages, " block=", l.block_size);
+  if (l.MixedDTypes()) {
+    absl::StrAppend(&format_, " v_dtype=", DTypeName(v_side.dtype),
+                    " v_token_stride=", v_side.TokenStride(),
+                    " v_head_stride=", v_side.HeadStride());
+  }
 }
 
 TierValueFormat BlockKvCopier::value_format() const {
@@ -62,12 +69,10 @@ absl::Status BlockKvCopier::Read(BlockId block, std::span<std::byte> out) {
   PAGEDKV_RETURN_IF_ERROR(Check(block, out.size()));
   std::byte* dst = out.data();
   for (const int32_t layer : page_layers_) {
-    const PagedKvLayout& l = runner_->kv_layout(layer);
-    const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
-    for (void* base : {l.k, l.v}) {
-      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToHost(
-          dst, static_cast<const std::byte*>(base) + offset, static_cast<size_t>(page_bytes_)));
-      dst += page_bytes_;
+    for (int kv = 0; kv < 2; ++kv) {
+      const auto bytes = static_cast<size_t>(page_bytes_[kv]);
+      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToHost(dst, Page(block, layer, kv), bytes));
+      dst += bytes;
     }
   }
   return absl::OkStatus();
@@ -77,12 +82,10 @@ absl::Status BlockKvCopier::Write(BlockId block, std::span<const std::byte> valu
   PAGEDKV_RETURN_IF_ERROR(Check(block, value.size()));
   const std::byte* src = value.data();
   for (const int32_t layer : page_layers_) {
-    const PagedKvLayout& l = runner_->kv_layout(layer);
-    const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
-    for (void* base : {l.k, l.v}) {
-      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToDevice(
-          static_cast<std::byte*>(base) + offset, src, static_cast<size_t>(page_bytes_)));
-      src += page_bytes_;
+    for (int kv = 0; kv < 2; ++kv) {
+      const auto bytes = static_cast<size_t>(page_bytes_[kv]);
+      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyToDevice(Page(block, layer, kv), src, bytes));
+      src += bytes;
     }
   }
   return absl::OkStatus();
@@ -94,8 +97,8 @@ BlockKvCopier::~BlockKvCopier() {
 
 std::byte* BlockKvCopier::Page(BlockId block, int32_t layer, int kv) const {
   const PagedKvLayout& l = runner_->kv_layout(layer);
-  const int64_t offset = block * l.BlockStride() * DTypeSize(l.dtype);
-  return static_cast<std::byte*>(kv == 0 ? l.k : l.v) + offset;
+  const PagedKvLayout side = kv == 0 ? l.KSide() : l.VSide();
+  return static_cast<std::byte*>(side.k) + block * side.BlockStride() * DTypeSize(side.dtype);
 }
 
 absl::StatusOr<std::byte*> BlockKvCopier::TakeStaging() {
@@ -120,8 +123,8 @@ absl::Status BlockKvCopier::WriteAsync(BlockId block, std::span<const std::byte>
   for (const int32_t layer : page_layers_) {
     for (int kv = 0; kv < 2; ++kv) {
       PAGEDKV_RETURN_IF_ERROR(
-          backend.LoadAsync(Page(block, layer, kv), src, static_cast<size_t>(page_bytes_)));
-      src += page_bytes_;
+          backend.LoadAsync(Page(block, layer, kv), src, static_cast<size_t>(page_bytes_[kv])));
+      src += page_bytes_[kv];
     }
   }
   return absl::OkStatus();
@@ -139,8 +142,8 @@ absl::Status BlockKvCopier::ReadAsync(BlockId block, std::span<std::byte> out) {
   for (const int32_t layer : page_layers_) {
     for (int kv = 0; kv < 2; ++kv) {
       PAGEDKV_RETURN_IF_ERROR(
-          backend.StoreAsync(dst, Page(block, layer, kv), static_cast<size_t>(page_bytes_)));
-      dst += page_bytes_;
+          backend.StoreAsync(dst, Page(block, layer, kv), static_cast<size_t>(page_bytes_[kv])));
+      dst += page_bytes_[kv];
     }
   }
   return absl::OkStatus();

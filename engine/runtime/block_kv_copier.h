@@ -82,7 +82,7 @@ class PAGEDKV_EXPORT BlockKvCopier final : public BlockValueIo {
   std::byte* Page(BlockId block, int32_t layer, int kv) const;
 
   ModelRunner* runner_;
-  int64_t page_bytes_ = 0;            // bytes of one K (or V) page
+  int64_t page_bytes_[2] = {0, 0};    // bytes of one K page, of one V page
   std::vector<int32_t> page_layers_;  // the first layer of each distinct page array
   int64_t value_bytes_ = 0;
   std::string format_;

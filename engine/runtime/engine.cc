@@ -83,6 +83,13 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
   return absl::OkStatus();
 }
 
+// "|kv_v=<dtype>" when V's dtype differs from K's, else nothing (fingerprints of one-dtype caches
+// stay as they were).
+std::string KvDTypeVFingerprint(const EngineOptions& options) {
+  if (options.KvDTypeV() == options.kv_dtype) return "";
+  return absl::StrCat("|kv_v=", DTypeName(options.KvDTypeV()));
+}
+
 }  // namespace
 
 Engine::Engine() = default;
@@ -136,6 +143,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   const int64_t context = ContextLengthFor(c, rope);
   PAGEDKV_ASSIGN_OR_RETURN(kv_layout_, engine_internal::ChooseKvCacheLayout(options_, c));
   kv_layout_.dtype = options_.kv_dtype;
+  kv_layout_.v_dtype = options_.KvDTypeV();
   PAGEDKV_ASSIGN_OR_RETURN(kv_pool_,
                            engine_internal::ChooseKvPoolSize(options_, c, context, kv_layout_));
   const int64_t num_blocks = kv_pool_.num_blocks;
@@ -145,6 +153,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   runner_options.num_blocks = static_cast<int32_t>(num_blocks);
   runner_options.block_size = options_.block_size;
   runner_options.kv_dtype = options_.kv_dtype;
+  runner_options.kv_dtype_v = options_.KvDTypeV();
   runner_options.activations = options_.activations;
   runner_options.rope = rope;
   runner_options.layer_kv_group = kv_layout_.layer_group;  // empty unless hybrid
@@ -158,9 +167,10 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
 
   // The weights' digest too: tiers (a disk tier outlives the process) must never hand one
   // checkpoint's KV to another of the same shape.
-  PAGEDKV_RETURN_IF_ERROR(CreateKvCache(absl::StrCat(
-      options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
-      "|kv=", DTypeName(options_.kv_dtype), "|w=", absl::Hex(WeightsDigest(runner->weights())))));
+  PAGEDKV_RETURN_IF_ERROR(CreateKvCache(
+      absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
+                   "|kv=", DTypeName(options_.kv_dtype), KvDTypeVFingerprint(options_),
+                   "|w=", absl::Hex(WeightsDigest(runner->weights())))));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   PAGEDKV_RETURN_IF_ERROR(CreateChunkReuse());
   std::move(restore_int8_kernel).Cancel();

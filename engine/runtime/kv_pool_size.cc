@@ -19,19 +19,31 @@ namespace pagedkv::engine_internal {
 int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
                      int32_t layers_per_block) {
   const int32_t layers = layers_per_block > 0 ? layers_per_block : config.n_layers;
-  return 2 * int64_t{layers} * options.block_size * config.n_kv_heads *
-         KvRowBytes(options.kv_dtype, config.head_dim());
+  return int64_t{layers} * options.block_size * KvTokenRowBytes(options, config);
 }
 
-absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim) {
+int64_t KvTokenRowBytes(const EngineOptions& options, const ModelConfig& config) {
+  return int64_t{config.n_kv_heads} * (KvRowBytes(options.kv_dtype, config.head_dim()) +
+                                       KvRowBytes(options.KvDTypeV(), config.head_dim()));
+}
+
+absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim, const char* flag) {
   if (!IsValidDType(dtype)) {
-    return absl::InvalidArgumentError("EngineOptions.kv_dtype is not a DType value");
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV cache dtype of ", flag, " is not a DType value"));
   }
   if (head_dim % KvRowValuesMultiple(dtype) == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("KV cache dtype ", DTypeName(dtype), " (--kv-cache-dtype) stores blocks of ",
+      absl::StrCat("KV cache dtype ", DTypeName(dtype), " (", flag, ") stores blocks of ",
                    KvRowValuesMultiple(dtype), " values, but the model's head_dim is ", head_dim,
                    "; use int8, fp8_e4m3 or fp8_e5m2 (a scale per head)"));
+}
+
+absl::Status CheckKvDTypesFit(const EngineOptions& options, int32_t head_dim) {
+  const bool split = options.kv_dtype_v.has_value();
+  PAGEDKV_RETURN_IF_ERROR(CheckKvDTypeFits(options.kv_dtype, head_dim,
+                                           split ? "--kv-cache-dtype-k" : "--kv-cache-dtype"));
+  return CheckKvDTypeFits(options.KvDTypeV(), head_dim, "--kv-cache-dtype-v");
 }
 
 int64_t AvailableMemoryBytes() {
@@ -46,7 +58,7 @@ int64_t AvailableMemoryBytes() {
 
 absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const ModelConfig& config,
                                             int64_t context_length, const KvCacheLayout& layout) {
-  PAGEDKV_RETURN_IF_ERROR(CheckKvDTypeFits(options.kv_dtype, config.head_dim()));
+  PAGEDKV_RETURN_IF_ERROR(CheckKvDTypesFit(options, config.head_dim()));
   const int64_t block_bytes =
       KvBlockBytes(options, config, layout.hybrid ? layout.layers_per_block : 0);
   const int64_t groups = layout.hybrid ? static_cast<int64_t>(layout.groups.size()) : 1;
@@ -85,8 +97,8 @@ absl::StatusOr<KvPoolSize> ChooseKvPoolSize(const EngineOptions& options, const 
   }
   size.bytes = size.num_blocks * block_bytes;
   size.dtype = options.kv_dtype;
-  size.bytes_per_token = 2 * int64_t{config.n_layers} * config.n_kv_heads *
-                         KvRowBytes(options.kv_dtype, config.head_dim());
+  size.v_dtype = options.KvDTypeV();
+  size.bytes_per_token = int64_t{config.n_layers} * KvTokenRowBytes(options, config);
   size.tokens = size.num_blocks * options.block_size / groups;
   return size;
 }

@@ -29,9 +29,15 @@ namespace pagedkv::engine_internal {
 PAGEDKV_EXPORT int64_t KvBlockBytes(const EngineOptions& options, const ModelConfig& config,
                                     int32_t layers_per_block = 0);
 
-// InvalidArgument, naming --kv-cache-dtype, when a row of head_dim values does not fit `dtype`'s
-// blocks (q8_0, q4_0, q4_1 need a multiple of 32).
-PAGEDKV_EXPORT absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim);
+// Bytes of K and V of one token of one layer, over its KV heads (K's and V's dtypes).
+PAGEDKV_EXPORT int64_t KvTokenRowBytes(const EngineOptions& options, const ModelConfig& config);
+
+// InvalidArgument, naming `flag`, when a row of head_dim values does not fit `dtype`'s blocks
+// (q8_0, q4_0, q4_1 need a multiple of 32) or dtype is not a DType value.
+PAGEDKV_EXPORT absl::Status CheckKvDTypeFits(DType dtype, int32_t head_dim, const char* flag);
+
+// CheckKvDTypeFits of K's and V's dtypes (naming --kv-cache-dtype, or -k / -v when split).
+PAGEDKV_EXPORT absl::Status CheckKvDTypesFit(const EngineOptions& options, int32_t head_dim);
 
 // Bytes the system could give now (MemAvailable), or -1 when unknown.
 PAGEDKV_EXPORT int64_t AvailableMemoryBytes();

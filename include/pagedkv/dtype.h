@@ -135,6 +135,12 @@ inline const char* DTypeName(DType dtype) {
   return "invalid";
 }
 
+// A KV cache's dtypes for messages and labels: "q8_0" when K and V share it, else "q8_0/q4_0"
+// (K's, then V's).
+inline std::string KvDTypesName(DType k, DType v) {
+  return k == v ? DTypeName(k) : std::string(DTypeName(k)) + "/" + DTypeName(v);
+}
+
 // Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16"/"half", "bf16"/"bfloat16", "int8",
 // "fp8"/"fp8_e4m3", "fp8_e5m2", "q8_0", "q4_0", "q4_1".
 inline absl::StatusOr<DType> ParseDType(std::string_view name) {

@@ -361,7 +361,7 @@ std::unique_ptr<PyEngine> LoadEngine(
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
     int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
     const std::string& int8_kernel, const std::string& kv_cache_dtype,
-    const std::string& disk_cache, int64_t disk_cache_size) {
+    const std::string& disk_cache, int64_t disk_cache_size, const std::string& kv_cache_dtype_v) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -394,6 +394,10 @@ std::unique_ptr<PyEngine> LoadEngine(
                             : kv_cache_dtype == "auto" ? std::string("f32")
                                                        : kv_cache_dtype;
   o.kv_dtype = Unwrap(ParseDType(dtype));
+  if (!kv_cache_dtype_v.empty()) {  // V's own dtype (llama.cpp's -ctv)
+    const DType v = Unwrap(ParseDType(kv_cache_dtype_v == "auto" ? "f32" : kv_cache_dtype_v));
+    if (v != o.kv_dtype) o.kv_dtype_v = v;
+  }
   o.enable_prefix_caching = enable_prefix_caching;
   o.eviction_policy = std::move(eviction_policy);
   o.scheduler.max_num_batched_tokens = max_num_batched_tokens;
@@ -461,10 +465,12 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             d["layers_per_block"] = l.layers_per_block;
             d["reason"] = l.reason;
             d["dtype"] = DTypeName(l.dtype);
+            d["v_dtype"] = DTypeName(l.v_dtype);
             return d;
           },
           "The KV cache layout the engine chose (hybrid_kv_cache): a dict with hybrid, "
-          "num_groups, layers_per_block, reason and dtype (the pages' storage).")
+          "num_groups, layers_per_block, reason, dtype and v_dtype (the K and V pages' "
+          "storage).")
       .def_property_readonly(
           "kv_pool",
           [](PyEngine& self) {
@@ -474,12 +480,14 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
             d["bytes"] = p.bytes;
             d["reason"] = p.reason;
             d["dtype"] = DTypeName(p.dtype);
+            d["v_dtype"] = DTypeName(p.v_dtype);
             d["bytes_per_token"] = p.bytes_per_token;
             d["tokens"] = p.tokens;
             return d;
           },
-          "The KV pool the engine allocated: a dict with num_blocks, bytes, reason, dtype, "
-          "bytes_per_token (K and V over every layer, scales included) and tokens.")
+          "The KV pool the engine allocated: a dict with num_blocks, bytes, reason, dtype "
+          "and v_dtype (K's and V's storage), bytes_per_token (K and V over every layer, scales "
+          "included) and tokens.")
       .def_property_readonly(
           "stats", [](PyEngine& self) { return EngineStats(self.get().stats()); },
           "A snapshot of the totals.")
@@ -537,32 +545,34 @@ void BindEngineClass(py::module_& m) {
   py::class_<PyEngine> e(m, "Engine",
                          "A llama2.c model served on the paged KV cache (prefix caching, "
                          "continuous batching). One thread drives it at a time.");
-  e.def_static("load", &LoadEngine, arg("model_path"), arg("tokenizer_path") = "", py::kw_only(),
-               arg("backend") = "auto", arg("num_threads") = 0, arg("block_size") = 16,
-               arg("num_kv_blocks") = 0, arg("kv_dtype") = "f32",
-               arg("enable_prefix_caching") = true, arg("eviction_policy") = "lru",
-               arg("max_num_batched_tokens") = 2048, arg("max_num_seqs") = 256,
-               arg("enable_chunked_prefill") = true, arg("allow_context_overrun") = false,
-               arg("return_logits") = false, arg("model_id") = "llama2c",
-               arg("num_speculative_tokens") = 0, arg("collect_block_metrics") = false,
-               arg("enable_cache_priorities") = false, arg("weights") = "native",
-               arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
-               arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
-               arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
-               "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
-               "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
-               "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
-               "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
-               "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
-               "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
-               "'int8' (EngineOptions::activations: native Q4_0 / Q4_1 / Q8_0 weights times "
-               "int8-quantized activations). int8_kernel: '' (leave the process's choice), "
-               "'auto', 'avx512vnni', 'avx2' or 'portable' (EngineOptions::int8_kernel; the same "
-               "tokens, only the speed differs; backend_name names the kernel). kv_cache_dtype: "
-               "the KV pages' storage ('auto' = f32, f16, bf16, int8, fp8_e4m3, fp8_e5m2, q8_0, "
-               "q4_0, q4_1; overrides kv_dtype; see kv_pool). disk_cache: a folder for the disk "
-               "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
-               "byte budget.");
+  e.def_static(
+      "load", &LoadEngine, arg("model_path"), arg("tokenizer_path") = "", py::kw_only(),
+      arg("backend") = "auto", arg("num_threads") = 0, arg("block_size") = 16,
+      arg("num_kv_blocks") = 0, arg("kv_dtype") = "f32", arg("enable_prefix_caching") = true,
+      arg("eviction_policy") = "lru", arg("max_num_batched_tokens") = 2048,
+      arg("max_num_seqs") = 256, arg("enable_chunked_prefill") = true,
+      arg("allow_context_overrun") = false, arg("return_logits") = false,
+      arg("model_id") = "llama2c", arg("num_speculative_tokens") = 0,
+      arg("collect_block_metrics") = false, arg("enable_cache_priorities") = false,
+      arg("weights") = "native", arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
+      arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
+      arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
+      arg("kv_cache_dtype_v") = "",
+      "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
+      "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
+      "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
+      "format (CPU backend), 'f32' converts them at load. kv_cache_memory: bytes for the "
+      "KV pool when num_kv_blocks is 0 (0: automatic). hybrid_kv_cache: 'auto', 'on' or "
+      "'off' (EngineOptions::hybrid_kv_cache; see kv_cache_layout). activations: 'f32' or "
+      "'int8' (EngineOptions::activations: native Q4_0 / Q4_1 / Q8_0 weights times "
+      "int8-quantized activations). int8_kernel: '' (leave the process's choice), "
+      "'auto', 'avx512vnni', 'avx2' or 'portable' (EngineOptions::int8_kernel; the same "
+      "tokens, only the speed differs; backend_name names the kernel). kv_cache_dtype: "
+      "the KV pages' storage ('auto' = f32, f16, bf16, int8, fp8_e4m3, fp8_e5m2, q8_0, "
+      "q4_0, q4_1; overrides kv_dtype; see kv_pool); kv_cache_dtype_v: V's own "
+      "dtype when it differs (llama.cpp's -ctv; '' = K's). disk_cache: a folder for the disk "
+      "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
+      "byte budget.");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

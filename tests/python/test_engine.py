@@ -71,6 +71,19 @@ def test_quantized_kv_cache_dtype(aidreams, cli):
     assert " ".join(map(str, out[0].output_tokens)) in printed
     with pytest.raises(pagedkv.InvalidArgumentError, match="head_dim is 16"):
         pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="q4_0")
+    # K and V in their own dtypes (llama.cpp's -ctk / -ctv): each side's rows counted.
+    mixed = pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="bf16",
+                                kv_cache_dtype_v="int8", kv_cache_memory=1 << 20)
+    assert (mixed.kv_pool["dtype"], mixed.kv_pool["v_dtype"]) == ("bf16", "int8")
+    assert mixed.kv_cache_layout["v_dtype"] == "int8"
+    assert mixed.kv_pool["bytes_per_token"] == 4 * 4 * (16 * 2 + 18)
+    out = mixed.generate([pagedkv.GenerationRequest(prompt_text="Echoes of", max_new_tokens=20)])
+    args[args.index("--kv-cache-dtype"):args.index("--kv-cache-dtype") + 2] = [
+        "--kv-cache-dtype-k", "bf16", "--kv-cache-dtype-v", "int8"]
+    printed = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    assert " ".join(map(str, out[0].output_tokens)) in printed
+    with pytest.raises(pagedkv.InvalidArgumentError, match="head_dim is 16"):
+        pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype_v="q8_0")
     with pytest.raises(pagedkv.InvalidArgumentError, match="unknown dtype"):
         pagedkv.Engine.load(model, tok, backend="cpu", kv_cache_dtype="int3")
 

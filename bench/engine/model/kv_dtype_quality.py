@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Quality of quantized KV caches against the fp32-KV (or --reference) run of the same model (issue 41).
 
-32 prompts generate --tokens greedy tokens each (EOS ignored) with fp32 KV. Then, per
---kv-cache-dtype:
+32 prompts generate --tokens greedy tokens each (EOS ignored) with fp32 KV. Then, per dtype of
+--dtypes (one name for K and V, or "K/V" such as q8_0/q4_0, llama.cpp's -ctk / -ctv):
   - top-1 agreement, teacher-forced: every prompt + its fp32 continuation is run as one prompt with
     prompt_logprobs=1; the share of continuation positions whose most probable next token equals
     the one the fp32-KV engine gives on the same input (so a divergence does not cascade);
@@ -36,8 +36,10 @@ def log_softmax(rows):
 
 
 def load(args, dtype):
+    """An engine whose KV is `dtype`: one name for K and V, or "K/V" (e.g. q8_0/q4_0) for each."""
+    k, _, v = dtype.partition("/")
     return pagedkv.Engine.load(args.model, args.tokenizer, num_threads=args.threads,
-                               kv_cache_dtype=dtype, return_logits=True,
+                               kv_cache_dtype=k, kv_cache_dtype_v=v, return_logits=True,
                                max_num_seqs=len(PROMPTS))
 
 

@@ -80,14 +80,19 @@ absl::Status ModelRunner::Init() {
     return absl::InvalidArgumentError(
         absl::StrCat("ModelRunnerOptions.block_size must be positive, got ", options_.block_size));
   }
-  if (!IsValidDType(options_.kv_dtype)) {
-    return absl::InvalidArgumentError("ModelRunnerOptions.kv_dtype is not a DType value");
-  }
-  if (c.head_dim() % KvRowValuesMultiple(options_.kv_dtype) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ModelRunnerOptions.kv_dtype ", DTypeName(options_.kv_dtype), " stores blocks of ",
-        KvRowValuesMultiple(options_.kv_dtype), " values, but the model's head_dim is ",
-        c.head_dim(), "; use int8, fp8_e4m3 or fp8_e5m2 (a scale per head)"));
+  const std::pair<DType, const char*> kv_dtypes[] = {{options_.kv_dtype, "kv_dtype"},
+                                                     {options_.VDType(), "kv_dtype_v"}};
+  for (const auto& [dtype, field] : kv_dtypes) {
+    if (!IsValidDType(dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ModelRunnerOptions.", field, " is not a DType value"));
+    }
+    if (c.head_dim() % KvRowValuesMultiple(dtype) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ModelRunnerOptions.", field, " ", DTypeName(dtype), " stores blocks of ",
+                       KvRowValuesMultiple(dtype), " values, but the model's head_dim is ",
+                       c.head_dim(), "; use int8, fp8_e4m3 or fp8_e5m2 (a scale per head)"));
+    }
   }
   rope_config_ = options_.rope.value_or(DefaultRopeConfig(c));
   if (rope_config_.head_dim != c.head_dim()) {
@@ -132,16 +137,19 @@ absl::Status ModelRunner::AllocateKvPages() {
   std::vector<PagedKvLayout> arrays(static_cast<size_t>(num_arrays));
   kv_pages_.reserve(2 * static_cast<size_t>(num_arrays));
   for (int32_t a = 0; a < num_arrays; ++a) {
-    PagedKvLayout layout{.k = nullptr,
-                         .v = nullptr,
-                         .dtype = options_.kv_dtype,
-                         .num_blocks = options_.num_blocks,
-                         .block_size = options_.block_size,
-                         .num_kv_heads = c.n_kv_heads,
-                         .head_dim = c.head_dim()};
-    const auto bytes = static_cast<size_t>(layout.NumBytes());
-    PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer k, DeviceBuffer::Create(*backend_, bytes));
-    PAGEDKV_ASSIGN_OR_RETURN(DeviceBuffer v, DeviceBuffer::Create(*backend_, bytes));
+    const PagedKvShape shape{.dtype = options_.kv_dtype,
+                             .v_dtype = options_.VDType(),
+                             .num_blocks = options_.num_blocks,
+                             .block_size = options_.block_size,
+                             .num_kv_heads = c.n_kv_heads,
+                             .head_dim = c.head_dim()};
+    PagedKvLayout layout = SeparateKvLayout(nullptr, nullptr, shape);
+    PAGEDKV_ASSIGN_OR_RETURN(
+        DeviceBuffer k,
+        DeviceBuffer::Create(*backend_, static_cast<size_t>(layout.KSide().NumBytes())));
+    PAGEDKV_ASSIGN_OR_RETURN(
+        DeviceBuffer v,
+        DeviceBuffer::Create(*backend_, static_cast<size_t>(layout.VSide().NumBytes())));
     layout.k = k.data();
     layout.v = v.data();
     kv_pages_.push_back(std::move(k));

@@ -29,11 +29,11 @@
 // there.
 //
 // The runner owns the KV pages (K and V per layer, [num_blocks, block_size, n_kv_heads,
-// head_dim] of options.kv_dtype; with KV cache groups, options.layer_kv_group, one such array per
-// layer of the largest group, shared by the groups, each through its own block tables and slots),
-// the RoPE table and the activations, all in the backend's memory; it does not decide which slots
-// a token uses (the scheduler / KV cache manager do).
-// RoPE is llama2.c's (interleaved pairs, base 10000) unless options.rope overrides it.
+// head_dim] of options.kv_dtype and options.VDType(), separate tensors; with KV cache groups,
+// options.layer_kv_group, one such array per layer of the largest group, shared by the groups, each
+// through its own block tables and slots), the RoPE table and the activations, all in the backend's
+// memory; it does not decide which slots a token uses (the scheduler / KV cache manager do). RoPE
+// is llama2.c's (interleaved pairs, base 10000) unless options.rope overrides it.
 //
 // Example (one sequence of 3 prompt tokens in block 0, block_size 16):
 //   PAGEDKV_ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(weights, {.num_blocks = 64}));
@@ -81,7 +81,9 @@ struct PAGEDKV_EXPORT ModelRunnerOptions {
   BackendKind backend = BackendKind::kAuto;  // where to compute (see backend_kind.h)
   int32_t num_blocks = 0;                    // KV blocks (per layer); > 0
   int32_t block_size = 16;                   // tokens per KV block; > 0
-  DType kv_dtype = DType::kF32;              // storage type of the KV pages
+  DType kv_dtype = DType::kF32;              // storage type of the K pages (and V's by default)
+  DType kv_dtype_v = kVDTypeOfK;             // storage type of the V pages (kVDTypeOfK: kv_dtype)
+  DType VDType() const { return kv_dtype_v == kVDTypeOfK ? kv_dtype : kv_dtype_v; }
   // RoPE; unset: the model's (config.rope, e.g. a Hugging Face model's), else llama2.c's
   // (head_dim, interleaved pairs, config.rope_base, no scaling, max_position_embeddings =
   // seq_len). When set, head_dim must match the model's.
@@ -302,9 +304,10 @@ class PAGEDKV_EXPORT ModelRunner {
   absl::Status CopyRows(absl::Span<const int32_t> rows, ModelOutput* output);
   // Each edited logits row (validated) down to the host, edited, and back up.
   absl::Status EditRows(absl::Span<const RowLogitEdits> edits);
-  // ReadKv of quantized pages: each slot's bytes (copied down on a device), dequantized here.
-  absl::Status ReadQuantizedKv(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
-                               std::vector<float>* k, std::vector<float>* v);
+  // ReadKv of quantized or mixed-dtype pages: each slot's bytes of K and of V (copied down on a
+  // device), decoded here row by row.
+  absl::Status ReadKvRowByRow(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
+                              std::vector<float>* k, std::vector<float>* v);
   // ReadKv on a device backend: slots up, two gathers, one copy down.
   absl::Status ReadKvThroughDevice(const PagedKvLayout& layout, absl::Span<const int64_t> slots,
                                    std::vector<float>* k, std::vector<float>* v);

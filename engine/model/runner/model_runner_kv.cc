@@ -165,7 +165,9 @@ absl::Status ModelRunner::ReadKv(int32_t layer, absl::Span<const int64_t> slots,
                                                      " is outside [0, ", layout.NumSlots(), ")"));
     }
   }
-  if (IsQuantizedDType(layout.dtype)) return ReadQuantizedKv(layout, slots, k, v);
+  if (IsQuantizedDType(layout.dtype) || layout.MixedDTypes()) {
+    return ReadKvRowByRow(layout, slots, k, v);
+  }
   const auto n = static_cast<int64_t>(slots.size());
   const int64_t width = layout.TokenStride();
   k->resize(static_cast<size_t>(n * width));
@@ -187,25 +189,26 @@ absl::Status ModelRunner::ReadKv(int32_t layer, absl::Span<const int64_t> slots,
   return ReadKvThroughDevice(layout, slots, k, v);
 }
 
-absl::Status ModelRunner::ReadQuantizedKv(const PagedKvLayout& layout,
-                                          absl::Span<const int64_t> slots, std::vector<float>* k,
-                                          std::vector<float>* v) {
+absl::Status ModelRunner::ReadKvRowByRow(const PagedKvLayout& layout,
+                                         absl::Span<const int64_t> slots, std::vector<float>* k,
+                                         std::vector<float>* v) {
   const int32_t hd = layout.head_dim, heads = layout.num_kv_heads;
-  const auto token_bytes = static_cast<size_t>(layout.TokenStride());  // 1-byte storage units
   const int64_t width = int64_t{heads} * hd;
   std::vector<float> k_out(slots.size() * width), v_out(slots.size() * width);
-  std::vector<unsigned char> bytes(token_bytes);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const int64_t offset = layout.SlotOffset(slots[i]);
-    for (auto [pages, out] : {std::pair{layout.k, &k_out}, std::pair{layout.v, &v_out}}) {
-      const unsigned char* token = static_cast<const unsigned char*>(pages) + offset;
+  const PagedKvLayout k_side = layout.KSide(), v_side = layout.VSide();
+  for (auto [side, out] : {std::pair{&k_side, &k_out}, std::pair{&v_side, &v_out}}) {
+    const int64_t unit = DTypeSize(side->dtype);
+    std::vector<unsigned char> bytes(static_cast<size_t>(side->TokenStride() * unit));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const void* token =
+          static_cast<const unsigned char*>(side->k) + side->SlotOffset(slots[i]) * unit;
       if (!backend_->host_memory()) {
-        PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(bytes.data(), token, token_bytes));
+        PAGEDKV_RETURN_IF_ERROR(backend_->CopyToHost(bytes.data(), token, bytes.size()));
         token = bytes.data();
       }
       for (int32_t h = 0; h < heads; ++h) {
-        DequantizeKvRow(layout.dtype, token + h * layout.HeadStride(), hd,
-                        out->data() + i * width + int64_t{h} * hd);
+        LoadKvRow(token, side->dtype, h * side->HeadStride(), hd,
+                  out->data() + i * width + int64_t{h} * hd);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include "engine/tools/cli/engine_flags.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -102,9 +103,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "size a multiple of 32); 8-bit types hold ~2x the tokens of bf16 in the same "
                   "--kv-cache-memory, q4_0 ~3.5x (docs/kernels.md#quantized-kv-cache)");
   cmd->add_option("--kv-cache-dtype-k", flags->kv_cache_dtype_k,
-                  "K's dtype (default: --kv-cache-dtype); must equal V's for now");
+                  "K's dtype (default: --kv-cache-dtype), as llama.cpp's -ctk");
   cmd->add_option("--kv-cache-dtype-v", flags->kv_cache_dtype_v,
-                  "V's dtype (default: --kv-cache-dtype); must equal K's for now");
+                  "V's dtype (default: --kv-cache-dtype), as llama.cpp's -ctv: e.g. -k q8_0 "
+                  "-v q4_0 keeps the sensitive keys at 8 bits");
   cmd->add_option("--max-batched-tokens", flags->max_batched_tokens,
                   "token budget per step (smaller = chunked prefill)")
       ->check(PositiveNumber());
@@ -121,24 +123,28 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
 
 namespace {
 
-// --kv-cache-dtype and its K / V overrides as one DType (K and V share the pages' dtype).
-absl::StatusOr<DType> KvCacheDTypeFrom(const EngineFlags& flags) {
-  const std::string both = flags.kv_cache_dtype == "auto" ? "f32" : flags.kv_cache_dtype;
-  const std::string k = flags.kv_cache_dtype_k.empty() ? both : flags.kv_cache_dtype_k;
-  const std::string v = flags.kv_cache_dtype_v.empty() ? both : flags.kv_cache_dtype_v;
-  absl::StatusOr<DType> k_dtype = ParseDType(k == "auto" ? "f32" : k);
-  absl::StatusOr<DType> v_dtype = ParseDType(v == "auto" ? "f32" : v);
-  if (!k_dtype.ok() || !v_dtype.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv-cache-dtype: ", (k_dtype.ok() ? v_dtype : k_dtype).status().message()));
+// The dtype a KV dtype flag names ("auto": f32, the compute dtype); InvalidArgument naming `flag`.
+absl::StatusOr<DType> KvDTypeFlag(const std::string& value, const char* flag) {
+  absl::StatusOr<DType> dtype = ParseDType(value == "auto" ? "f32" : value);
+  if (dtype.ok()) return dtype;
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", dtype.status().message()));
+}
+
+// --kv-cache-dtype and its K / V overrides into options.kv_dtype and kv_dtype_v (set only when V's
+// dtype differs from K's).
+absl::Status SetKvCacheDTypes(const EngineFlags& flags, EngineOptions* options) {
+  const bool k_given = !flags.kv_cache_dtype_k.empty(), v_given = !flags.kv_cache_dtype_v.empty();
+  PAGEDKV_ASSIGN_OR_RETURN(const DType both, KvDTypeFlag(flags.kv_cache_dtype, "--kv-cache-dtype"));
+  DType k = both, v = both;
+  if (k_given) {
+    PAGEDKV_ASSIGN_OR_RETURN(k, KvDTypeFlag(flags.kv_cache_dtype_k, "--kv-cache-dtype-k"));
   }
-  if (*k_dtype != *v_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-dtype-k ", DTypeName(*k_dtype), " and --kv-cache-dtype-v ", DTypeName(*v_dtype),
-        ": different K and V dtypes are not supported yet; give one "
-        "--kv-cache-dtype"));
+  if (v_given) {
+    PAGEDKV_ASSIGN_OR_RETURN(v, KvDTypeFlag(flags.kv_cache_dtype_v, "--kv-cache-dtype-v"));
   }
-  return *k_dtype;
+  options->kv_dtype = k;
+  options->kv_dtype_v = v == k ? std::nullopt : std::optional<DType>(v);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -164,7 +170,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFrom(const EngineFlags& flags) {
     PAGEDKV_ASSIGN_OR_RETURN(options.kv_cache_memory,
                              ParseByteSize("--kv-cache-memory", flags.kv_cache_memory));
   }
-  PAGEDKV_ASSIGN_OR_RETURN(options.kv_dtype, KvCacheDTypeFrom(flags));
+  PAGEDKV_RETURN_IF_ERROR(SetKvCacheDTypes(flags, &options));
   options.enable_prefix_caching = !flags.no_prefix_caching;
   options.allow_context_overrun = flags.allow_context_overrun;
   options.scheduler.max_num_batched_tokens = flags.max_batched_tokens;

@@ -261,12 +261,12 @@ void PrintStats(const Engine& engine) {
   const KvPoolSize& pool = engine.kv_pool();
   std::cout << absl::StrFormat(
       "kv pool: %d blocks, %.1f MiB, %s, %d bytes per token, %d tokens (%s)\n", pool.num_blocks,
-      static_cast<double>(pool.bytes) / (1 << 20), DTypeName(pool.dtype), pool.bytes_per_token,
-      pool.tokens, pool.reason);
+      static_cast<double>(pool.bytes) / (1 << 20), KvDTypesName(pool.dtype, pool.v_dtype),
+      pool.bytes_per_token, pool.tokens, pool.reason);
   const KvCacheLayout& layout = engine.kv_cache_layout();
   std::cout << "kv cache: " << (layout.hybrid ? "hybrid" : "plain") << ", "
-            << layout.layers_per_block << " layers per block, " << DTypeName(layout.dtype) << " ("
-            << layout.reason << ")\n";
+            << layout.layers_per_block << " layers per block, "
+            << KvDTypesName(layout.dtype, layout.v_dtype) << " (" << layout.reason << ")\n";
   for (const auto& [name, tier] : engine.tier_stats()) {
     std::cout << "tier " << name << ": " << tier.Summary() << "\n";
   }

@@ -151,12 +151,12 @@ absl::Status RunServe(const ServeFlags& flags) {
                            Engine::Load(flags.engine.model, flags.engine.tokenizer, options));
   PAGEDKV_ASSIGN_OR_RETURN(server::ServedModel model, DescribeModel(flags, *engine));
   const KvPoolSize& pool = engine->kv_pool();
-  metrics.SetKvPool(DTypeName(pool.dtype), engine->options().block_size, pool.num_blocks,
-                    pool.bytes_per_token, pool.tokens);
+  metrics.SetKvPool(KvDTypesName(pool.dtype, pool.v_dtype), engine->options().block_size,
+                    pool.num_blocks, pool.bytes_per_token, pool.tokens);
   std::cerr << absl::StrFormat(
       "pagedkv serve: kv pool: %d blocks, %.1f MiB, %s, %d bytes per token, %d tokens (%s)\n",
-      pool.num_blocks, static_cast<double>(pool.bytes) / (1 << 20), DTypeName(pool.dtype),
-      pool.bytes_per_token, pool.tokens, pool.reason);
+      pool.num_blocks, static_cast<double>(pool.bytes) / (1 << 20),
+      KvDTypesName(pool.dtype, pool.v_dtype), pool.bytes_per_token, pool.tokens, pool.reason);
   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<KvEventPublisher> publisher,
                            MakeKvEventPublisher(flags.events));
   const std::string backend = engine->backend_name();

@@ -120,6 +120,7 @@ nlohmann::json GenerateJson(const Engine& engine, const std::vector<GenerationRe
             {"bytes", pool.bytes},
             {"reason", pool.reason},
             {"dtype", DTypeName(pool.dtype)},
+            {"v_dtype", DTypeName(pool.v_dtype)},
             {"bytes_per_token", pool.bytes_per_token},
             {"tokens", pool.tokens}}},
           {"prompt_tokens", s.num_prompt_tokens},

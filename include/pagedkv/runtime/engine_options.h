@@ -114,7 +114,8 @@ struct PAGEDKV_EXPORT KvPoolSize {
   int64_t num_blocks = 0;
   int64_t bytes = 0;            // K and V over every layer
   std::string reason;           // e.g. "room for this run's 42 tokens"
-  DType dtype = DType::kF32;    // storage type of K and V (EngineOptions::kv_dtype)
+  DType dtype = DType::kF32;    // storage type of K (and V's unless v_dtype differs)
+  DType v_dtype = DType::kF32;  // storage type of V (EngineOptions::KvDTypeV())
   int64_t bytes_per_token = 0;  // K and V of one token over every layer, scales included
   int64_t tokens = 0;           // tokens the pool holds (over every KV cache group)
 };
@@ -142,8 +143,9 @@ struct PAGEDKV_EXPORT KvCacheLayout {
   std::vector<int32_t> layer_group;      // hybrid: [n_layers] each layer's group
   // Layers whose K/V one block holds (page arrays): n_layers, or hybrid the groups' num_layers.
   int32_t layers_per_block = 0;
-  std::string reason;         // why hybrid is on or off, e.g. "auto: no sliding-window layers"
-  DType dtype = DType::kF32;  // how the pages store K and V (EngineOptions::kv_dtype)
+  std::string reason;           // why hybrid is on or off, e.g. "auto: no sliding-window layers"
+  DType dtype = DType::kF32;    // how the pages store K (EngineOptions::kv_dtype)
+  DType v_dtype = DType::kF32;  // how the pages store V (EngineOptions::KvDTypeV())
 };
 
 struct PAGEDKV_EXPORT EngineOptions {
@@ -180,6 +182,10 @@ struct PAGEDKV_EXPORT EngineOptions {
   // scale per token and head; q8_0, q4_0, q4_1 in GGUF's 32-value blocks, head_dim a multiple of
   // 32). Quantized KV holds 2-4x the tokens in the same kv_cache_memory (docs/kernels.md).
   DType kv_dtype = DType::kF32;
+  // V's storage type when it differs from K's (llama.cpp's -ctk / -ctv: keys are the sensitive
+  // half, e.g. K q8_0 with V q4_0); unset: kv_dtype.
+  std::optional<DType> kv_dtype_v = std::nullopt;
+  DType KvDTypeV() const { return kv_dtype_v.value_or(kv_dtype); }
   bool enable_prefix_caching = true;    // reuse cached prompt blocks across requests
   std::string eviction_policy = "lru";  // cached-block eviction: "lru", "lfu", "fifo"
   // Batching: token budget per step, running sequences, chunked prefill, policy. Its

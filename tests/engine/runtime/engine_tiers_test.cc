@@ -104,6 +104,37 @@ TEST_F(EngineTiersTest, QuantizedBlocksComeBackFromTheHostTierBitForBit) {
   }
 }
 
+// K and V in different dtypes: blocks go to the host tier as both sides' bytes and come back the
+// same; a cold run computes the same tokens; the fingerprint differs from either one-dtype
+// cache's, so their tier values never mix.
+TEST_F(EngineTiersTest, MixedKAndVDTypesComeBackFromTheHostTierBitForBit) {
+  EngineOptions o = Options();
+  o.kv_dtype = DType::kBF16;
+  o.kv_dtype_v = DType::kInt8;
+  o.host_tier = {.capacity_blocks = 32};
+  auto engine = MakeEngine(o);
+  EXPECT_EQ(engine->kv_pool().v_dtype, DType::kInt8);
+  EXPECT_EQ(engine->kv_cache_layout().v_dtype, DType::kInt8);
+  const std::vector<TokenId> prompt = Prompt(25, 30);
+  const GenerationResult first = Run(*engine, prompt);
+  engine->kv_cache_manager().ResetPrefixCache();
+  const GenerationResult second = Run(*engine, prompt);
+  EXPECT_EQ(second.num_host_hit_tokens, 28);
+  EXPECT_EQ(second.output_tokens, first.output_tokens);
+  EngineOptions cold = o;
+  cold.host_tier = {};
+  cold.enable_prefix_caching = false;
+  EXPECT_EQ(Run(*MakeEngine(cold), prompt).output_tokens, second.output_tokens);
+  EngineOptions one = cold;
+  one.kv_dtype_v = std::nullopt;
+  const std::string mixed = engine->kv_cache_fingerprint();
+  EXPECT_NE(MakeEngine(one)->kv_cache_fingerprint(), mixed);
+  one.kv_dtype = DType::kInt8;
+  EXPECT_NE(MakeEngine(one)->kv_cache_fingerprint(), mixed);
+  one.kv_dtype_v = DType::kInt8;  // V's dtype named but equal to K's: one dtype
+  EXPECT_EQ(MakeEngine(one)->kv_pool().v_dtype, DType::kInt8);
+}
+
 TEST_F(EngineTiersTest, ABlockDTypeTheHeadSizeCannotHoldIsRefused) {
   EngineOptions o = Options();
   o.kv_dtype = DType::kQ8_0;  // head_dim 8 < one 32-value block

@@ -139,5 +139,31 @@ TEST(KvPoolSizeTest, ABlockDTypeNeedsHeadDimsOf32) {
   EXPECT_TRUE(ChooseKvPoolSize(o, c, 8192).ok());
 }
 
+// K and V in their own dtypes (llama.cpp's -ctk q8_0 -ctv q4_0): a token's bytes are K's rows plus
+// V's; a V dtype the head size cannot hold names --kv-cache-dtype-v.
+TEST(KvPoolSizeTest, KAndVDTypesEachCountTheirOwnRows) {
+  const ModelConfig c = SmolLm2Shape();
+  EngineOptions o;
+  o.kv_cache_memory = int64_t{1} << 30;
+  o.kv_dtype = DType::kQ8_0;
+  o.kv_dtype_v = DType::kQ4_0;
+  absl::StatusOr<KvPoolSize> s = ChooseKvPoolSize(o, c, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->dtype, DType::kQ8_0);
+  EXPECT_EQ(s->v_dtype, DType::kQ4_0);
+  EXPECT_EQ(s->bytes_per_token, 30 * 3 * (68 + 36));
+  EXPECT_EQ(KvBlockBytes(o, c), 16 * 30 * 3 * (68 + 36));
+  ModelConfig odd = c;
+  odd.dim = 9 * 48;  // head_dim 48: K int8 fits, V q4_0 does not
+  o.kv_dtype = DType::kInt8;
+  s = ChooseKvPoolSize(o, odd, 8192);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("q4_0 (--kv-cache-dtype-v)"));
+  o.kv_dtype = DType::kQ4_0;  // now K's that does not fit, named as -k
+  o.kv_dtype_v = DType::kInt8;
+  EXPECT_THAT(ChooseKvPoolSize(o, odd, 8192).status().message(),
+              HasSubstr("q4_0 (--kv-cache-dtype-k)"));
+}
+
 }  // namespace
 }  // namespace pagedkv::engine_internal

@@ -330,12 +330,20 @@ TEST(ModelRunnerCudaTest, QuantizedKvMatchesTheCpuBackend) {
   auto weights = LoadThroughFile(m);
   const std::vector<int32_t> tokens = RandomTokens(30, 64, 14);
   const std::vector<BlockId> table = ShuffledBlocks(8, 16, 15);
-  for (DType dtype :
-       {DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+  // Each quantized dtype for K and V, and K and V in different dtypes (llama.cpp's -ctk / -ctv).
+  const std::pair<DType, DType> kv_dtypes[] = {
+      {DType::kInt8, DType::kInt8},       {DType::kFp8E4M3, DType::kFp8E4M3},
+      {DType::kFp8E5M2, DType::kFp8E5M2}, {DType::kQ8_0, DType::kQ8_0},
+      {DType::kQ4_0, DType::kQ4_0},       {DType::kQ4_1, DType::kQ4_1},
+      {DType::kQ8_0, DType::kQ4_0},       {DType::kBF16, DType::kInt8}};
+  for (const auto& [dtype, v_dtype] : kv_dtypes) {
     std::vector<float> logits[2];
     for (BackendKind backend : {BackendKind::kCpu, BackendKind::kCuda}) {
-      auto runner = ModelRunner::Create(
-          weights, {.backend = backend, .num_blocks = 16, .block_size = 4, .kv_dtype = dtype});
+      auto runner = ModelRunner::Create(weights, {.backend = backend,
+                                                  .num_blocks = 16,
+                                                  .block_size = 4,
+                                                  .kv_dtype = dtype,
+                                                  .kv_dtype_v = v_dtype});
       ASSERT_TRUE(runner.ok()) << runner.status();
       std::vector<float>& all = logits[backend == BackendKind::kCuda];
       ModelOutput out;
@@ -352,7 +360,7 @@ TEST(ModelRunnerCudaTest, QuantizedKvMatchesTheCpuBackend) {
     for (size_t row = 0; row < 30; ++row) {
       const std::vector<double> cpu(logits[0].begin() + row * vocab,
                                     logits[0].begin() + (row + 1) * vocab);
-      ExpectLogitsNear(logits[1], row, cpu, 2e-2, DTypeName(dtype));
+      ExpectLogitsNear(logits[1], row, cpu, 2e-2, KvDTypesName(dtype, v_dtype).c_str());
     }
   }
 }
