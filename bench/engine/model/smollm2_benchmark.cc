@@ -155,7 +155,8 @@ void BM_SmolLm2SharedPrefixTtft(benchmark::State& state) {
 
 // Decode at a 2,048-token context (issue 41): the prompt's KV is cached once, then each iteration
 // decodes kNew tokens after it; decode_tokens_per_s counts the steps after the first token
-// (latency - TTFT). Args: threads (0: all), KV dtype (pagedkv/dtype.h value).
+// (latency - TTFT). Args: threads (0: all), KV dtype (pagedkv/dtype.h value), V's dtype when it
+// differs (-1: K's).
 void BM_SmolLm2DecodeLongContext(benchmark::State& state) {
   if (SmolLm2(true) == nullptr) return state.SkipWithError(model_internal::kSmolLm2Missing);
   constexpr int kContext = 2048, kNew = 48;
@@ -163,6 +164,7 @@ void BM_SmolLm2DecodeLongContext(benchmark::State& state) {
   o.backend = BackendKind::kCpu;
   o.num_threads = static_cast<int32_t>(state.range(0));
   o.kv_dtype = static_cast<DType>(state.range(1));
+  if (state.range(2) >= 0) o.kv_dtype_v = static_cast<DType>(state.range(2));
   o.num_kv_blocks = 2 * (kContext + kNew) / 16 + 8;
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(SmolLm2(true)->weights, o, SmolLm2(true)->tokenizer);
@@ -179,13 +181,15 @@ void BM_SmolLm2DecodeLongContext(benchmark::State& state) {
   }
   state.counters["decode_tokens_per_s"] =
       static_cast<double>(state.iterations()) * (kNew - 1) / decode_seconds;
-  state.SetLabel(DTypeName(o.kv_dtype));
+  state.SetLabel(KvDTypesName(o.kv_dtype, o.KvDTypeV()));
 }
 
 BENCHMARK(BM_SmolLm2Load)->Iterations(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SmolLm2DecodeLongContext)
-    ->ArgNames({"threads", "dtype"})
-    ->ArgsProduct({{1, 2}, {0, 2, 3, 4, 6, 7}})
+    ->ArgNames({"threads", "dtype", "v_dtype"})
+    ->ArgsProduct({{1, 2}, {0, 2, 3, 4, 6, 7}, {-1}})
+    ->Args({1, 6, 7})  // q8_0 keys, q4_0 values
+    ->Args({2, 6, 7})
     ->Iterations(3)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
