@@ -17,13 +17,19 @@ uint64_t TierValueChecksumAvx2(std::span<const std::byte> head, std::span<const 
                                std::span<const std::byte> payload) {
   return TierValueChecksumPortable(head, tokens, payload);
 }
+uint64_t TierValueChecksumAvx512(std::span<const std::byte> head, std::span<const TokenId> tokens,
+                                 std::span<const std::byte> payload) {
+  return TierValueChecksumPortable(head, tokens, payload);
+}
 }  // namespace internal
 #endif
 
 uint64_t TierValueChecksum(std::span<const std::byte> head, std::span<const TokenId> tokens,
                            std::span<const std::byte> payload) {
 #if defined(PAGEDKV_TIER_CHECKSUM_AVX2)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return internal::TierValueChecksumAvx512(head, tokens, payload);
   if (avx2) return internal::TierValueChecksumAvx2(head, tokens, payload);
 #endif
   return internal::TierValueChecksumPortable(head, tokens, payload);

@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // The checksum of a tier value (tier_value_codec.h): XXH3-64 over the header's first 40 bytes,
-// the token ids and the payload, as one stream. On x86-64 CPUs with AVX2 it runs XXH3's AVX2
-// kernel (tier_checksum_avx2.cc, chosen once at run time; about 1.7x the SSE2 kernel's speed on a
-// multi-MiB payload); the result is the same on every path, so values move between machines.
+// the token ids and the payload, as one stream. On x86-64 CPUs it runs XXH3's widest kernel the
+// CPU has, chosen once at run time: AVX-512 (tier_checksum_avx512.cc), else AVX2
+// (tier_checksum_avx2.cc, about 1.7x the SSE2 kernel's speed on a multi-MiB payload); the result
+// is the same on every path, so values move between machines.
 //
 // Example:
 //   const uint64_t sum = TierValueChecksum(header_bytes, tokens, payload);
@@ -22,12 +23,14 @@ uint64_t TierValueChecksum(std::span<const std::byte> head, std::span<const Toke
                            std::span<const std::byte> payload);
 
 namespace internal {
-// The two kernels, for the dispatcher and for a test that they agree. The AVX2 one REQUIRES a CPU
-// with AVX2 (and exists only in x86-64 builds: elsewhere it is the portable one).
+// The kernels, for the dispatcher and for a test that they agree. The AVX2 and AVX-512 ones
+// REQUIRE a CPU with AVX2 / AVX-512F (x86-64 builds; elsewhere they are the portable one).
 uint64_t TierValueChecksumPortable(std::span<const std::byte> head, std::span<const TokenId> tokens,
                                    std::span<const std::byte> payload);
 uint64_t TierValueChecksumAvx2(std::span<const std::byte> head, std::span<const TokenId> tokens,
                                std::span<const std::byte> payload);
+uint64_t TierValueChecksumAvx512(std::span<const std::byte> head, std::span<const TokenId> tokens,
+                                 std::span<const std::byte> payload);
 }  // namespace internal
 
 }  // namespace pagedkv

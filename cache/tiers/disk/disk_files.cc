@@ -190,7 +190,8 @@ absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
   const int error = ReadAll(fd.get(), std::span<std::byte>(*out));
   if (error == EIO) return absl::DataLossError(absl::StrCat(path, " is shorter than its size"));
   if (error != 0) return ErrnoError(error, "cannot read", path);
-  if (recency == ReadRecency::kTouch && ::futimens(fd.get(), nullptr) != 0) {
+  const bool stale = FileClockNowNs() - MtimeNs(st) > kTouchGranularityNs;
+  if (recency == ReadRecency::kTouch && stale && ::futimens(fd.get(), nullptr) != 0) {
     // Only the order a restart rebuilds suffers (a read-only folder, another owner): not a fault.
   }
   return absl::OkStatus();

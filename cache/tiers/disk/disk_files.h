@@ -50,8 +50,13 @@ absl::Status WriteFileAtomically(const std::string& dir, const std::string& name
 // Whether a read refreshes the file's modification time (its recency after a restart).
 enum class ReadRecency { kKeep, kTouch };
 
+// The resolution of the recency a read leaves: a file touched less than this ago is not touched.
+inline constexpr int64_t kTouchGranularityNs = 1'000'000'000;
+
 // Reads the file at `path` into `out` (resized to `expected_bytes`); with kTouch, then sets its
-// modification time to now (on the open descriptor; a failure to do so is ignored). NotFound when
+// modification time to now when it is older than kTouchGranularityNs (on the open descriptor; a
+// failure to do so is ignored): a block read again and again dirties its inode once a second at
+// most. NotFound when
 // there is no file (a miss), DataLoss when its size is not `expected_bytes` (truncated or
 // foreign), another error for an I/O failure.
 absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,

@@ -73,9 +73,11 @@ TEST(TierValueCodecTest, ChecksumKernelsAgree) {
     for (std::byte& b : payload) b = static_cast<std::byte>(rng());
     const std::vector<TokenId> tokens = {static_cast<TokenId>(bytes), 3, 5};
     std::vector<std::byte> head(40, std::byte{9});
-    EXPECT_EQ(internal::TierValueChecksumAvx2(head, tokens, payload),
-              internal::TierValueChecksumPortable(head, tokens, payload))
-        << bytes;
+    const uint64_t portable = internal::TierValueChecksumPortable(head, tokens, payload);
+    EXPECT_EQ(internal::TierValueChecksumAvx2(head, tokens, payload), portable) << bytes;
+    if (__builtin_cpu_supports("avx512f")) {
+      EXPECT_EQ(internal::TierValueChecksumAvx512(head, tokens, payload), portable) << bytes;
+    }
   }
 }
 
