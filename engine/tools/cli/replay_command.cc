@@ -98,6 +98,8 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                   "KV storage of the --model preset (default bf16): f32, f16, bf16, int8, "
                   "fp8_e4m3, fp8_e5m2, q8_0, q4_0, q4_1; sets the blocks --capacity-gib and "
                   "serve mode's memory hold (scales included) and serve mode's KV bytes read");
+  sub->add_option("--kv-cache-dtype-v", config->kv_cache_dtype_v,
+                  "V's storage when it differs from K's (--kv-cache-dtype), as llama.cpp's -ctv");
   sub->add_option_function<std::string>(
       "--sweep", [config](const std::string& text) { config->sweep = ParseSweep(text); },
       "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV and a plot");

@@ -51,14 +51,18 @@ std::string ServeHeader(const ReplayConfig& config, const Workload& workload,
                         const ServeReplayOptions& options);
 
 // Blocks that `gib` GiB of KV hold for the model preset `model_name` at `block_size`, its KV
-// stored as `kv_cache_dtype` ("": the preset's bf16). InvalidArgument when that is no block at
-// all, or for an unknown dtype or one the preset's head size cannot hold.
+// stored as `kv_cache_dtype` ("": the preset's bf16), V as `kv_cache_dtype_v` when given ("": as
+// K). InvalidArgument when that is no block at all, or for an unknown dtype or one the preset's
+// head size cannot hold.
 absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, int32_t block_size,
-                                    const std::string& kv_cache_dtype = "");
+                                    const std::string& kv_cache_dtype = "",
+                                    const std::string& kv_cache_dtype_v = "");
 
-// The model preset `name` with its KV stored as `kv_cache_dtype` ("": as the preset says).
+// The model preset `name` with its KV stored as `kv_cache_dtype` ("": as the preset says), V as
+// `kv_cache_dtype_v` when given.
 absl::StatusOr<ModelPreset> ReplayModelPreset(const std::string& name,
-                                              const std::string& kv_cache_dtype);
+                                              const std::string& kv_cache_dtype,
+                                              const std::string& kv_cache_dtype_v = "");
 
 // OK when every policy is known and, outside cache mode, is not belady.
 absl::Status CheckPolicies(const std::vector<std::string>& policies, bool cache_mode);

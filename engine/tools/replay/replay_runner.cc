@@ -55,26 +55,46 @@ absl::StatusOr<Workload> LoadWorkload(const ReplayConfig& c, const MemoryBudget&
 
 }  // namespace
 
-absl::StatusOr<ModelPreset> ReplayModelPreset(const std::string& name,
-                                              const std::string& kv_cache_dtype) {
-  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(name));
-  if (kv_cache_dtype.empty()) return model;
-  absl::StatusOr<DType> dtype = ParseDType(kv_cache_dtype);
+namespace {
+
+// The dtype `flag` names for `model`'s KV; InvalidArgument for an unknown one or one its head size
+// cannot hold.
+absl::StatusOr<DType> PresetKvDType(const ModelPreset& model, const std::string& value,
+                                    const char* flag) {
+  absl::StatusOr<DType> dtype = ParseDType(value);
   if (!dtype.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-dtype: ", dtype.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", dtype.status().message()));
   }
   if (model.head_dim % KvRowValuesMultiple(*dtype) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-dtype ", kv_cache_dtype, ": ",
-                                                   model.name, "'s head_dim ", model.head_dim,
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", value, ": ", model.name,
+                                                   "'s head_dim ", model.head_dim,
                                                    " is not a multiple of its 32-value blocks"));
   }
-  model.kv_dtype = *dtype;
+  return dtype;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelPreset> ReplayModelPreset(const std::string& name,
+                                              const std::string& kv_cache_dtype,
+                                              const std::string& kv_cache_dtype_v) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(name));
+  if (!kv_cache_dtype.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(model.kv_dtype,
+                             PresetKvDType(model, kv_cache_dtype, "--kv-cache-dtype"));
+  }
+  if (!kv_cache_dtype_v.empty()) {
+    PAGEDKV_ASSIGN_OR_RETURN(model.kv_dtype_v,
+                             PresetKvDType(model, kv_cache_dtype_v, "--kv-cache-dtype-v"));
+  }
   return model;
 }
 
 absl::StatusOr<int64_t> GibToBlocks(double gib, const std::string& model_name, int32_t block_size,
-                                    const std::string& kv_cache_dtype) {
-  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, ReplayModelPreset(model_name, kv_cache_dtype));
+                                    const std::string& kv_cache_dtype,
+                                    const std::string& kv_cache_dtype_v) {
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model,
+                           ReplayModelPreset(model_name, kv_cache_dtype, kv_cache_dtype_v));
   if (!std::isfinite(gib) || gib <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--capacity-gib must be a finite number > 0 (got %g)", gib));

@@ -58,6 +58,7 @@ struct PAGEDKV_EXPORT ReplayConfig {
   std::string disk_link = "nvme";            // serve mode: the disk tier's read bandwidth
   std::string model = "llama-3-8b";          // model preset (KV bytes per token, serve-mode cost)
   std::string kv_cache_dtype;           // KV storage of the preset ("": its bf16; int8, q4_0, ...)
+  std::string kv_cache_dtype_v;         // V's storage when it differs ("": kv_cache_dtype's)
   std::string gpu = "H200";             // GPU preset (serve mode)
   std::string hardware_profile;         // serve mode: measured profile file in place of gpu
   double gpu_memory_utilization = 0.9;  // serve mode: memory share for weights + KV

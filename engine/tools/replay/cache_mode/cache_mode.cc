@@ -34,8 +34,8 @@ absl::StatusOr<CachePlan> PlanCacheRuns(const ReplayConfig& c) {
   plan.capacities = c.sweep;
   if (c.capacity_blocks >= 0) plan.capacities.push_back(c.capacity_blocks);
   if (c.capacity_gib >= 0) {
-    PAGEDKV_ASSIGN_OR_RETURN(int64_t blocks,
-                             GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype));
+    PAGEDKV_ASSIGN_OR_RETURN(int64_t blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size,
+                                                         c.kv_cache_dtype, c.kv_cache_dtype_v));
     plan.capacities.push_back(blocks);
   }
   for (int64_t capacity : plan.capacities) {
@@ -59,8 +59,9 @@ absl::StatusOr<CachePlan> PlanCacheRuns(const ReplayConfig& c) {
 std::string CapacityFlag(const ReplayConfig& c) {
   if (c.capacity_blocks >= 0) return absl::StrFormat("--capacity-blocks %d", c.capacity_blocks);
   if (c.capacity_gib >= 0) {
+    const std::string k = c.kv_cache_dtype.empty() ? "bf16" : c.kv_cache_dtype;
     return absl::StrFormat("--capacity-gib %g of %s KV", c.capacity_gib,
-                           c.kv_cache_dtype.empty() ? "bf16" : c.kv_cache_dtype);
+                           c.kv_cache_dtype_v.empty() ? k : k + "/" + c.kv_cache_dtype_v);
   }
   if (!c.sweep.empty()) return "--sweep";
   return "the default sweep";

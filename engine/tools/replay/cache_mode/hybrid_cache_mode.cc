@@ -38,7 +38,7 @@ struct HybridRun {
 absl::StatusOr<int64_t> FullModelCapacity(const ReplayConfig& c, const ExpandedWorkload& e) {
   if (c.capacity_blocks > 0) return c.capacity_blocks;
   if (c.capacity_gib > 0) {
-    return GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype);
+    return GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype, c.kv_cache_dtype_v);
   }
   // Default: a fifth of the workload's distinct blocks (a cache that has to evict).
   return std::max<int64_t>(1, e.distinct_blocks / 5);
@@ -76,7 +76,8 @@ void PrintJson(const ReplayConfig& c, const Workload& w, const ModelPreset& mode
 
 absl::Status RunHybridCacheMode(const ReplayConfig& c, const Workload& workload,
                                 std::ostream& out) {
-  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model, ReplayModelPreset(c.model, c.kv_cache_dtype));
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model,
+                           ReplayModelPreset(c.model, c.kv_cache_dtype, c.kv_cache_dtype_v));
   if (model.layer_windows.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--hybrid-kv needs a --model preset with sliding-window layers (gpt-oss-20b, "

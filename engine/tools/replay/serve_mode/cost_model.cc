@@ -10,9 +10,10 @@
 namespace pagedkv::replay {
 
 int64_t ModelPreset::KvBytesPerToken() const {
-  const int64_t row = kv_dtype.has_value() ? KvRowBytes(*kv_dtype, head_dim)
-                                           : int64_t{head_dim} * bytes_per_element;
-  return int64_t{2} * num_layers * num_kv_heads * row;
+  const int64_t k_row = kv_dtype.has_value() ? KvRowBytes(*kv_dtype, head_dim)
+                                             : int64_t{head_dim} * bytes_per_element;
+  const int64_t v_row = kv_dtype_v.has_value() ? KvRowBytes(*kv_dtype_v, head_dim) : k_row;
+  return int64_t{num_layers} * num_kv_heads * (k_row + v_row);
 }
 
 std::vector<GpuPreset> GpuPresets() {

@@ -66,9 +66,11 @@ struct PAGEDKV_EXPORT ModelPreset {
   // KV storage when it is not bytes_per_element per value (replay --kv-cache-dtype): each
   // (token, head) row takes KvRowBytes(*kv_dtype, head_dim), scales included.
   std::optional<DType> kv_dtype;
+  // V's storage when it differs from K's (replay --kv-cache-dtype-v); unset: as K.
+  std::optional<DType> kv_dtype_v;
 
-  // K and V of one token over all layers: 2 * layers * kv_heads * (head_dim * bytes, or the
-  // kv_dtype's row bytes).
+  // K and V of one token over all layers: layers * kv_heads * (K's row bytes + V's), a row being
+  // head_dim * bytes or the dtype's row bytes.
   int64_t KvBytesPerToken() const;
   double WeightBytes() const {
     return num_parameters *

@@ -22,13 +22,14 @@ namespace {
 absl::Status SetDeviceAndModel(const ReplayConfig& c, ServeReplayOptions& o) {
   if (c.hardware_profile.empty()) {
     PAGEDKV_ASSIGN_OR_RETURN(o.gpu, FindGpuPreset(c.gpu));
-    PAGEDKV_ASSIGN_OR_RETURN(o.model, ReplayModelPreset(c.model, c.kv_cache_dtype));
+    PAGEDKV_ASSIGN_OR_RETURN(o.model,
+                             ReplayModelPreset(c.model, c.kv_cache_dtype, c.kv_cache_dtype_v));
     return absl::OkStatus();
   }
   PAGEDKV_ASSIGN_OR_RETURN(HardwareProfile profile, ReadHardwareProfile(c.hardware_profile));
-  PAGEDKV_ASSIGN_OR_RETURN(
-      ModelPreset model,
-      ReplayModelPreset(profile.model.empty() ? c.model : profile.model, c.kv_cache_dtype));
+  PAGEDKV_ASSIGN_OR_RETURN(ModelPreset model,
+                           ReplayModelPreset(profile.model.empty() ? c.model : profile.model,
+                                             c.kv_cache_dtype, c.kv_cache_dtype_v));
   o.gpu = profile.device;
   o.cost = profile.cost;
   o.model = profile.Apply(model);
@@ -65,8 +66,8 @@ absl::StatusOr<ServeReplayOptions> ServeOptionsFrom(const ReplayConfig& c,
         "server's pool as --capacity-blocks (its `pagedkv_kv_cache_blocks` metric)");
   }
   if (c.capacity_gib > 0) {
-    PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks,
-                             GibToBlocks(c.capacity_gib, c.model, c.block_size, c.kv_cache_dtype));
+    PAGEDKV_ASSIGN_OR_RETURN(o.capacity_blocks, GibToBlocks(c.capacity_gib, c.model, c.block_size,
+                                                            c.kv_cache_dtype, c.kv_cache_dtype_v));
   }
   o.count_shifted = c.count_shifted;
   o.tiers.host_capacity_blocks = c.host_capacity_blocks;

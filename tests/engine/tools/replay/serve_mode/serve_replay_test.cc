@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/tools/replay/serve_mode/serve_replay.h"
 
+#include "engine/tools/replay/replay_modes.h"
 #include "engine/tools/replay/serve_mode/cost_model.h"
 #include "engine/tools/replay/workload/generators.h"
 #include "gmock/gmock.h"
@@ -24,6 +25,19 @@ TEST(CostModelTest, PresetsAndKvBytesPerToken) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("H100, H200, A100"));
   EXPECT_FALSE(FindModelPreset("gpt-5").ok());
+}
+
+// --kv-cache-dtype with --kv-cache-dtype-v: a token's K rows in one dtype, its V rows in the other
+// (llama-3-8b: 32 layers x 8 KV heads of 128 values; q8_0 rows 136 bytes, q4_0 72).
+TEST(CostModelTest, KAndVDTypesEachCountTheirRows) {
+  absl::StatusOr<ModelPreset> mixed = ReplayModelPreset("llama-3-8b", "q8_0", "q4_0");
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->KvBytesPerToken(), 32 * 8 * (136 + 72));
+  absl::StatusOr<int64_t> blocks = GibToBlocks(1.0, "llama-3-8b", 16, "q8_0", "q4_0");
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ(*blocks, (int64_t{1} << 30) / (16 * 32 * 8 * (136 + 72)));
+  absl::StatusOr<ModelPreset> bad = ReplayModelPreset("llama-3-8b", "", "q3_k");
+  EXPECT_THAT(bad.status().message(), HasSubstr("--kv-cache-dtype-v"));
 }
 
 TEST(CostModelTest, StepTimeIsTheRooflineMaximum) {
