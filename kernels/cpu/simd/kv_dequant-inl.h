@@ -46,8 +46,10 @@ HWY_INLINE void DecodeInt8(const int8_t* src, int32_t n, float d, float* dst) {
 }
 
 // dst[i] = fp8 src[i] * d, i < n, with Fp8ToF32's bits: the code's exponent and mantissa bits
-// placed at the top of an fp32's (a subnormal code lands on an fp32 subnormal), times
-// 2^(127 - bias) (exact), then the specials (E4M3's NaN code; E5M2's top exponent) selected.
+// placed at the top of an fp32's, times 2^(127 - bias) (exact); a subnormal code (exponent 0) is
+// its mantissa times the subnormal step instead, so no intermediate is an fp32 subnormal (a
+// program running with flush-to-zero / denormals-are-zero keeps them); then the specials (E4M3's
+// NaN code; E5M2's top exponent) selected.
 template <int kMantissaBits, int kBias, bool kIeeeSpecials>
 HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
   const KvDF df;
@@ -55,6 +57,9 @@ HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
   const hn::RebindToUnsigned<KvDF> du;
   const auto lanes = static_cast<int32_t>(hn::Lanes(df));
   const auto rebias = hn::Set(df, BitsToFloat(static_cast<uint32_t>(127 + 127 - kBias) << 23));
+  const auto step =
+      hn::Set(df, BitsToFloat(static_cast<uint32_t>(127 + 1 - kBias - kMantissaBits) << 23));
+  const hn::RebindToSigned<KvDF> di;  // magnitudes are < 128: signed compares and conversions
   const auto vd = hn::Set(df, d);
   constexpr int kShift = 23 - kMantissaBits;  // the mantissa just below the fp32 exponent
   int32_t i = 0;
@@ -63,10 +68,12 @@ HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
     const auto magnitude = hn::And(c, hn::Set(du, 0x7Fu));
     const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
     auto value = hn::Mul(hn::BitCast(df, hn::ShiftLeft<kShift>(magnitude)), rebias);
+    const auto subnormal = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, magnitude)), step);
+    const auto exponent_zero = hn::Lt(hn::BitCast(di, magnitude), hn::Set(di, 1 << kMantissaBits));
+    value = hn::IfThenElse(hn::RebindMask(df, exponent_zero), subnormal, value);
     if constexpr (kIeeeSpecials) {  // exponent 31: infinity (mantissa 0) or NaN
       const auto special = hn::IfThenElse(hn::Eq(magnitude, hn::Set(du, 0x7Cu)),
                                           hn::Set(du, 0x7F800000u), hn::Set(du, 0x7FC00000u));
-      const hn::RebindToSigned<KvDF> di;  // magnitudes are < 128: a signed compare
       const auto top = hn::Gt(hn::BitCast(di, magnitude), hn::Set(di, 0x7B));
       value = hn::IfThenElse(hn::RebindMask(df, top), hn::BitCast(df, special), value);
     } else {

@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/simd/simd_kernels.h"
@@ -252,6 +256,30 @@ TEST(KvQuantTest, AttentionDecodeGivesTheScalarBits) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// With flush-to-zero and denormals-are-zero set (-ffast-math programs, torch.set_flush_denormal),
+// the CPU attention's fp8 decode still gives every code's value, subnormal codes included: no
+// intermediate is an fp32 subnormal. The scale is 1, so every product is the code's value.
+TEST(KvQuantTest, Fp8DecodeKeepsSubnormalCodesUnderFlushToZero) {
+  constexpr int32_t kValues = 256;
+  for (DType dtype : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    std::vector<unsigned char> row(4 * kValues);  // the row (kValues + 2 bytes), then slack
+    for (int c = 0; c < kValues; ++c) row[c] = static_cast<unsigned char>(c);
+    row[kValues] = 0x80;  // bf16 1.0: 0x3F80, little-endian
+    row[kValues + 1] = 0x3F;
+    std::vector<float> want(kValues), got(kValues, -1.0f);
+    LoadKvRow(row.data(), dtype, 0, kValues, want.data());
+    const unsigned int csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);  // FTZ (bit 15) and DAZ (bit 6)
+    cpu::simd::DecodeKvRowForAttention(row.data(), dtype, 0, kValues, got.data());
+    _mm_setcsr(csr);
+    for (int c = 0; c < kValues; ++c) {
+      ASSERT_EQ(FloatToBits(got[c]), FloatToBits(want[c])) << DTypeName(dtype) << " code " << c;
+    }
+  }
+}
+#endif
 
 TEST(KvQuantTest, RowSizesAgainstBf16) {
   for (int64_t hd : {64, 128}) {
