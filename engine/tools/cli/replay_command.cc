@@ -86,7 +86,8 @@ void AddWorkloadFlags(CLI::App* sub, ReplayConfig* config) {
                 "covers at most input_length - 1 tokens)");
 }
 
-void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
+// The cache's size: blocks, or GiB of the preset's KV in its dtypes.
+void AddCapacityFlags(CLI::App* sub, ReplayConfig* config) {
   auto* cap_blocks =
       sub->add_option("--capacity-blocks", config->capacity_blocks, "Cache capacity in blocks")
           ->check(PositiveNumber());
@@ -100,6 +101,10 @@ void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
                   "serve mode's memory hold (scales included) and serve mode's KV bytes read");
   sub->add_option("--kv-cache-dtype-v", config->kv_cache_dtype_v,
                   "V's storage when it differs from K's (--kv-cache-dtype), as llama.cpp's -ctv");
+}
+
+void AddCacheFlags(CLI::App* sub, ReplayConfig* config) {
+  AddCapacityFlags(sub, config);
   sub->add_option_function<std::string>(
       "--sweep", [config](const std::string& text) { config->sweep = ParseSweep(text); },
       "Cache mode: capacities (blocks) to sweep, e.g. 1000,4000,16000; writes a CSV and a plot");
