@@ -184,6 +184,27 @@ inline std::vector<RopeConfig> AllScalingConfigs() {
   return configs;
 }
 
+// Float64 attention (scale 1 / sqrt(hd)) of one query row over dense K / V rows of hd values.
+inline std::vector<double> ReferenceDenseAttention(const float* q,
+                                                   const std::vector<std::vector<float>>& k,
+                                                   const std::vector<std::vector<float>>& v,
+                                                   int32_t hd) {
+  std::vector<double> scores(k.size());
+  double max_score = -INFINITY, total = 0;
+  for (size_t j = 0; j < k.size(); ++j) {
+    double s = 0;
+    for (int32_t d = 0; d < hd; ++d) s += double(q[d]) * k[j][d];
+    scores[j] = s / std::sqrt(double(hd));
+    max_score = std::max(max_score, scores[j]);
+  }
+  for (double& s : scores) total += (s = std::exp(s - max_score));
+  std::vector<double> out(hd, 0.0);
+  for (size_t j = 0; j < k.size(); ++j) {
+    for (int32_t d = 0; d < hd; ++d) out[d] += scores[j] / total * v[j][d];
+  }
+  return out;
+}
+
 }  // namespace pagedkv::testing
 
 #endif  // PAGEDKV_TESTS_KERNELS_KERNEL_TEST_UTIL_H_

@@ -35,6 +35,7 @@ namespace {
 
 using ::pagedkv::testing::RandomFloats;
 using ::pagedkv::testing::ReferenceAttentionFactor;
+using ::pagedkv::testing::ReferenceDenseAttention;
 using ::pagedkv::testing::ReferenceInvFreq;
 using ::pagedkv::testing::ReferenceRotate;
 
@@ -395,25 +396,6 @@ std::vector<float> DecodeOne(const PagedKvLayout& layout, const std::vector<floa
   return out;
 }
 
-// Float64 attention of one query row over rows [0, n) of dense K / V.
-std::vector<double> Attend(const float* q, const std::vector<std::vector<float>>& k,
-                           const std::vector<std::vector<float>>& v, int32_t hd) {
-  std::vector<double> scores(k.size());
-  double max_score = -INFINITY, total = 0;
-  for (size_t j = 0; j < k.size(); ++j) {
-    double s = 0;
-    for (int32_t d = 0; d < hd; ++d) s += double(q[d]) * k[j][d];
-    scores[j] = s / std::sqrt(double(hd));
-    max_score = std::max(max_score, scores[j]);
-  }
-  for (double& s : scores) total += (s = std::exp(s - max_score));
-  std::vector<double> out(hd, 0.0);
-  for (size_t j = 0; j < k.size(); ++j) {
-    for (int32_t d = 0; d < hd; ++d) out[d] += scores[j] / total * v[j][d];
-  }
-  return out;
-}
-
 // Decode attention of one sequence (96 keys, GQA 4:1) over quantized pages: within 2e-6 of float64
 // attention over the values the pages hold (dequantization is exact arithmetic), and within the
 // dtype's stated error of attention over the unquantized keys and values (docs/kernels.md).
@@ -444,8 +426,8 @@ TEST(KvQuantTest, AttentionReadsTheQuantizedValues) {
     const std::vector<float> out = DecodeOne(pages.layout, q, nq, table, len);
     double worst = 0;
     for (int32_t h = 0; h < nq; ++h) {
-      const auto held = Attend(&q[h * hd], held_k, held_v, hd);
-      const auto exact = Attend(&q[h * hd], k_rows, v_rows, hd);
+      const auto held = ReferenceDenseAttention(&q[h * hd], held_k, held_v, hd);
+      const auto exact = ReferenceDenseAttention(&q[h * hd], k_rows, v_rows, hd);
       for (int32_t d = 0; d < hd; ++d) {
         ASSERT_NEAR(out[h * hd + d], held[d], 2e-6) << DTypeName(dtype);
         worst = std::max(worst, std::fabs(out[h * hd + d] - exact[d]));

@@ -24,6 +24,7 @@ namespace pagedkv {
 namespace {
 
 using ::pagedkv::testing::RandomFloats;
+using ::pagedkv::testing::ReferenceDenseAttention;
 using ::testing::HasSubstr;
 
 constexpr int32_t kBlocks = 6, kBlockSize = 16, kHeads = 2, kHeadDim = 64;
@@ -110,25 +111,6 @@ TEST(MixedKvDTypeTest, KvWriteStoresEachSideAsItsOwnDTypeWould) {
   }
 }
 
-// Float64 attention of one query row over dense K / V rows.
-std::vector<double> Attend(const float* q, const std::vector<std::vector<float>>& k,
-                           const std::vector<std::vector<float>>& v) {
-  std::vector<double> scores(k.size());
-  double max_score = -INFINITY, total = 0;
-  for (size_t j = 0; j < k.size(); ++j) {
-    double s = 0;
-    for (int32_t d = 0; d < kHeadDim; ++d) s += double(q[d]) * k[j][d];
-    scores[j] = s / std::sqrt(double(kHeadDim));
-    max_score = std::max(max_score, scores[j]);
-  }
-  for (double& s : scores) total += (s = std::exp(s - max_score));
-  std::vector<double> out(kHeadDim, 0.0);
-  for (size_t j = 0; j < k.size(); ++j) {
-    for (int32_t d = 0; d < kHeadDim; ++d) out[d] += scores[j] / total * v[j][d];
-  }
-  return out;
-}
-
 // One decode token (GQA 4:2) over 90 keys in shuffled blocks: within 2e-6 of float64 attention
 // over the keys the K pages hold and the values the V pages hold.
 TEST(MixedKvDTypeTest, AttentionReadsEachSideInItsDType) {
@@ -168,7 +150,8 @@ TEST(MixedKvDTypeTest, AttentionReadsEachSideInItsDType) {
         held_k.push_back(Pages::Row(pages.layout.KSide(), slots[j], kvh));
         held_v.push_back(Pages::Row(pages.layout.VSide(), slots[j], kvh));
       }
-      const std::vector<double> want = Attend(&q[h * kHeadDim], held_k, held_v);
+      const std::vector<double> want =
+          ReferenceDenseAttention(&q[h * kHeadDim], held_k, held_v, kHeadDim);
       for (int32_t d = 0; d < kHeadDim; ++d) {
         ASSERT_NEAR(out[h * kHeadDim + d], want[d], 2e-6) << Name(kd, vd) << " head " << h;
       }
