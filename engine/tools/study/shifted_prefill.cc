@@ -205,18 +205,19 @@ absl::StatusOr<ModelRunner*> ShiftedPrefill::Probe(int32_t num_layers) {
 absl::Status ShiftedPrefill::CopyKvToProbe(const ShiftedPrefillInput& input, ModelRunner& probe,
                                            int32_t num_layers, int32_t num_blocks) {
   for (int32_t layer = 0; layer < num_layers; ++layer) {
-    const PagedKvLayout& from = runner_->kv_layout(layer);
-    const PagedKvLayout& to = probe.kv_layout(layer);
-    const auto block_bytes = static_cast<size_t>(from.BlockStride() * DTypeSize(from.dtype));
-    for (int32_t b = 0; b < num_blocks; ++b) {
-      const size_t offset =
-          static_cast<size_t>(input.block_table[static_cast<size_t>(b)]) * block_bytes;
-      PAGEDKV_RETURN_IF_ERROR(probe.backend().CopyDeviceToDevice(
-          static_cast<char*>(to.k) + offset, static_cast<const char*>(from.k) + offset,
-          block_bytes));
-      PAGEDKV_RETURN_IF_ERROR(probe.backend().CopyDeviceToDevice(
-          static_cast<char*>(to.v) + offset, static_cast<const char*>(from.v) + offset,
-          block_bytes));
+    const PagedKvLayout& all_from = runner_->kv_layout(layer);
+    const PagedKvLayout& all_to = probe.kv_layout(layer);
+    // K's pages, then V's (each side its own dtype's block bytes).
+    for (const auto& [from, to] : {std::pair{all_from.KSide(), all_to.KSide()},
+                                   std::pair{all_from.VSide(), all_to.VSide()}}) {
+      const auto block_bytes = static_cast<size_t>(from.BlockStride() * DTypeSize(from.dtype));
+      for (int32_t b = 0; b < num_blocks; ++b) {
+        const size_t offset =
+            static_cast<size_t>(input.block_table[static_cast<size_t>(b)]) * block_bytes;
+        PAGEDKV_RETURN_IF_ERROR(probe.backend().CopyDeviceToDevice(
+            static_cast<char*>(to.k) + offset, static_cast<const char*>(from.k) + offset,
+            block_bytes));
+      }
     }
   }
   return absl::OkStatus();
