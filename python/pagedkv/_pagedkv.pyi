@@ -415,6 +415,7 @@ class TokenOutput:
     token: int
     index: int
     logprobs: Optional[Tuple[float, List[Tuple[int, float]]]]
+    prompt_logprobs: Optional[List[Tuple[float, List[Tuple[int, float]]]]]
     def as_dict(self) -> Dict[str, Any]: ...
 
 class GenerationResult:

@@ -179,7 +179,18 @@ void BindEngineTypes(py::module_& m) {
             return LogprobsTuple(*t.logprobs);
           },
           "With logprobs=N: (the token's log-probability, [(token, logprob)] of the N most "
-          "probable tokens, descending); else None.");
+          "probable tokens, descending); else None.")
+      .def_property_readonly(
+          "prompt_logprobs",
+          [](const TokenOutput& t) -> py::object {
+            if (!t.prompt_logprobs.has_value()) return py::none();
+            py::list out;
+            for (const TokenLogprobs& l : *t.prompt_logprobs) out.append(LogprobsTuple(l));
+            return out;
+          },
+          "With prompt_logprobs=N, on the request's first token only: the prompt's "
+          "log-probabilities as GenerationResult.prompt_logprobs will hold them (so a stream "
+          "can show them first); else None.");
   AddDataclassMethods(tok, {"request_id", "token", "index"});
 
   py::class_<GenerationResult> res(m, "GenerationResult", "A finished (or aborted) request.");

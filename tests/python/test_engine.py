@@ -233,10 +233,13 @@ def test_logprobs_and_prompt_logprobs(engine):
     raw logits rows (the step's logits for the generated tokens)."""
     rid = engine.add_request(prompt_text="Echoes of", max_new_tokens=4, logprobs=3,
                              prompt_logprobs=2, stop_at_eos=False)
-    finished = []
+    finished, first_prompt_logprobs = [], []
     while engine.has_unfinished_requests():
         step = engine.step()
         for i, t in enumerate(step.tokens):
+            assert (t.prompt_logprobs is not None) == (t.index == 0)  # the first token carries them
+            if t.index == 0:
+                first_prompt_logprobs = t.prompt_logprobs
             row = step.logits[i].astype(np.float64)
             want = row - row.max() - np.log(np.exp(row - row.max()).sum())
             logprob, top = t.logprobs
@@ -247,6 +250,7 @@ def test_logprobs_and_prompt_logprobs(engine):
     result = finished[0]
     assert len(result.prompt_logprobs) == len(result.prompt_tokens) - 1
     assert all(lp <= 0.0 and len(top) == 2 for lp, top in result.prompt_logprobs)
+    assert first_prompt_logprobs == result.prompt_logprobs
     with pytest.raises(pagedkv.InvalidArgumentError, match="prompt_logprobs"):
         engine.add_request(prompt_text="x", prompt_logprobs=21)
 
