@@ -80,7 +80,7 @@ namespace {
 // store buffer (loading them right after writing them stalled on store forwarding).
 constexpr int64_t kReRotateTile = 16;
 
-// Copies every head row of slot `src` to slot `dst` in `side` (one dtype's pages).
+// Copies every head row of slot `src` to slot `dst` in `side`'s k pages (side.dtype's rows).
 void CopySlotRows(const PagedKvLayout& side, int64_t src, int64_t dst) {
   const int64_t esize = DTypeSize(side.dtype);
   const int64_t src_base = side.SlotOffset(src);
@@ -94,17 +94,17 @@ void CopySlotRows(const PagedKvLayout& side, int64_t src, int64_t dst) {
 }
 
 // Token t's K heads rotated by r from src_slots[t] to dst_slots[t], its V heads copied. REQUIRES:
-// `cache` resolved.
-void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t t,
-                   const simd::RotationCoefficients& r) {
+// `cache` resolved, v_side its VSide().
+void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache,
+                   const PagedKvLayout& v_side, int64_t t, const simd::RotationCoefficients& r) {
   const int32_t hd = cache.head_dim;
   const int64_t src = args.src_slots[t];
   const int64_t dst = args.dst_slots[t];
   const int64_t src_slot_base = cache.SlotOffset(src);
   const int64_t dst_slot_base = cache.SlotOffset(dst);
-  if (src != dst) CopySlotRows(cache.VSide(), src, dst);
+  if (src != dst) CopySlotRows(v_side, src, dst);
   if (cache.dtype == DType::kF32) {  // copy K to dst, then rotate dst's K heads in place
-    if (src != dst) CopySlotRows(cache.KSide(), src, dst);
+    if (src != dst) CopySlotRows(cache, src, dst);  // CopySlotRows reads k only
     simd::RotateHeads(r, static_cast<float*>(cache.k) + dst_slot_base, cache.num_kv_heads,
                       cache.head_stride);
     return;
@@ -127,6 +127,7 @@ void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache, int64_t
 absl::Status ReRotate(const ReRotateArgs& args) {
   PAGEDKV_RETURN_IF_ERROR(ValidateReRotate(args));
   const PagedKvLayout cache = args.cache.Resolved();
+  const PagedKvLayout v_side = cache.VSide();
   PAGEDKV_RETURN_IF_ERROR(CheckReRotateContents(args));
   simd::RotationCoefficients tile[kReRotateTile];
   for (int64_t t0 = 0; t0 < args.num_tokens; t0 += kReRotateTile) {
@@ -135,7 +136,7 @@ absl::Status ReRotate(const ReRotateArgs& args) {
       simd::ReRotateCoefficients(args.rope, args.mode, args.old_positions[t0 + i],
                                  args.new_positions[t0 + i], &tile[i]);
     }
-    for (int64_t i = 0; i < nt; ++i) ReRotateToken(args, cache, t0 + i, tile[i]);
+    for (int64_t i = 0; i < nt; ++i) ReRotateToken(args, cache, v_side, t0 + i, tile[i]);
   }
   return absl::OkStatus();
 }

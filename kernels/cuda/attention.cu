@@ -141,17 +141,17 @@ __device__ __forceinline__ void LoadSideChunk(const PagedKvLayout& side, int64_t
 }
 
 // Loads this lane's chunk of K and V for key `j`; false (nothing loaded) when the block table
-// entry is out of range (only reachable with ContentCheck::kTrusted). Warp-uniform.
+// entry is out of range (only reachable with ContentCheck::kTrusted). Warp-uniform. REQUIRES:
+// v_side is cache.VSide() (made once per thread, not per key).
 template <int N>
-__device__ __forceinline__ bool LoadKey(const PagedKvLayout& cache, const int32_t* table, int64_t j,
-                                        int32_t kvh, int32_t d0, bool vector, float (&k)[N],
-                                        float (&v)[N]) {
+__device__ __forceinline__ bool LoadKey(const PagedKvLayout& cache, const PagedKvLayout& v_side,
+                                        const int32_t* table, int64_t j, int32_t kvh, int32_t d0,
+                                        bool vector, float (&k)[N], float (&v)[N]) {
   const int32_t block = table[j / cache.block_size];
   if (!BlockIdValid(block, cache.num_blocks)) return false;
   // Strides are resolved by the launcher, so the stride fields are the effective ones.
   const auto in_block = static_cast<int32_t>(j % cache.block_size);
   const int64_t row = cache.TokenOffset(block, in_block) + kvh * cache.head_stride;
-  const PagedKvLayout v_side = cache.VSide();
   const int64_t v_row =
       cache.MixedDTypes() ? v_side.TokenOffset(block, in_block) + kvh * v_side.head_stride : row;
   LoadSideChunk<N>(cache, row, d0, vector, k);
@@ -308,12 +308,14 @@ __global__ void __launch_bounds__(kThreads)
   float acc[kHeadTile][N];
   OnlineSoftmax softmax[kHeadTile];
   LoadQueries<N>(a, w, d0, q, acc);
+  const PagedKvLayout v_side = a.cache.VSide();
   for (int64_t j = w.begin + warp; j < w.end; j += 2 * kWarps) {
     const int64_t j2 = j + kWarps;
     float k0[N], v0[N], k1[N], v1[N];
-    const bool ok0 = LoadKey<N>(a.cache, w.table, j, w.kv_head, d0, plan.vector_loads, k0, v0);
-    const bool ok1 =
-        j2 < w.end && LoadKey<N>(a.cache, w.table, j2, w.kv_head, d0, plan.vector_loads, k1, v1);
+    const bool ok0 =
+        LoadKey<N>(a.cache, v_side, w.table, j, w.kv_head, d0, plan.vector_loads, k0, v0);
+    const bool ok1 = j2 < w.end && LoadKey<N>(a.cache, v_side, w.table, j2, w.kv_head, d0,
+                                              plan.vector_loads, k1, v1);
     if (ok0) AttendKey<N>(q, k0, v0, plan.scale, softmax, acc);
     if (ok1) AttendKey<N>(q, k1, v1, plan.scale, softmax, acc);
   }
