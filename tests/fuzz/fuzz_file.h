@@ -1,7 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // For fuzz targets whose code under test reads a file: writes each input to one temporary file
-// (made once per process) and returns its path.
+// (made once per process, removed when the process exits normally) and returns its path.
 //
 //   const std::string& path = WriteFuzzFile("safetensors", data, size);
 //   auto opened = SafetensorsFile::Open(path);
@@ -12,17 +12,25 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace pagedkv::fuzz {
 
+// The file's name, in storage that outlives static destructors (the exit handler reads it).
+inline char* FuzzFileName() {
+  static char name[128];
+  return name;
+}
+
 // The input's bytes in /tmp/pagedkv_fuzz_<tag>_XXXXXX; empty when the file cannot be written.
 inline std::string WriteFuzzFile(const char* tag, const uint8_t* data, size_t size) {
   static const std::string path = [tag] {
-    std::string name = std::string("/tmp/pagedkv_fuzz_") + tag + "_XXXXXX";
-    const int fd = mkstemp(name.data());
+    std::snprintf(FuzzFileName(), 128, "/tmp/pagedkv_fuzz_%s_XXXXXX", tag);
+    const int fd = mkstemp(FuzzFileName());
     if (fd >= 0) close(fd);
-    return name;
+    std::atexit([] { std::remove(FuzzFileName()); });
+    return std::string(FuzzFileName());
   }();
   FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) return "";

@@ -19,6 +19,7 @@
 
 #include "tests/engine/model/gguf_test_writer.h"
 #include "tests/engine/model/hf_test_model.h"
+#include "tests/test_temp_dir.h"
 
 namespace pagedkv::testing {
 
@@ -86,8 +87,7 @@ inline std::filesystem::path WriteGgufModel(HfTestModel* m, uint32_t type, const
                                             GgufWriter w = {}) {
   AddLlamaMetadata(*m, &w);
   AddLlamaTensors(m, type, &w);
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("pagedkv_gguf_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto path = TestTempDir() / ("gguf_" + name + ".gguf");
   WriteGgufFile(path, w.Bytes());
   return path;
 }

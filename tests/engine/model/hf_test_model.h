@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/test_temp_dir.h"
 
 namespace pagedkv::testing {
 
@@ -143,8 +144,7 @@ struct HfTestModel {
 
   // Writes the directory under the temp dir and returns it.
   std::filesystem::path Write(const std::string& name) const {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("pagedkv_hf_" + name + "_" + std::to_string(::getpid()));
+    const auto dir = TestTempDir() / ("hf_" + name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     WriteFile(dir / "config.json", ConfigJson().dump(2));

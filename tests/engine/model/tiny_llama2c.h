@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_temp_dir.h"
+
 namespace pagedkv::testing {
 
 // The llama2.c header fields, as the test writes them.
@@ -104,10 +106,7 @@ inline TinyLlama2c MakeTinyLlama2c(const TinyShape& shape, uint32_t seed) {
 
 // Writes `bytes` to a fresh file under the test temp dir and returns its path.
 inline std::filesystem::path WriteTempFile(const std::string& name, const std::string& bytes) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pagedkv_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path path = dir / name;
+  const std::filesystem::path path = TestTempDir() / name;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/gguf_test_writer.h"
+#include "tests/test_temp_dir.h"
 
 namespace pagedkv::model_internal {
 namespace {
@@ -27,8 +28,7 @@ using ::pagedkv::testing::WriteGgufFile;
 using ::testing::HasSubstr;
 
 std::string Write(const std::string& name, const std::string& bytes) {
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("pagedkv_gguf_file_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto p = ::pagedkv::testing::TestTempDir() / ("gguf_file_" + name + ".gguf");
   WriteGgufFile(p, bytes);
   return p.string();
 }

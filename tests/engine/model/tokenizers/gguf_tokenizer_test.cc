@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "pagedkv/model/chat_template.h"
 #include "tests/engine/model/gguf_test_writer.h"
+#include "tests/test_temp_dir.h"
 
 namespace pagedkv::model_internal {
 namespace {
@@ -28,8 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 GgufFile Open(const std::string& name, const GgufWriter& w) {
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("pagedkv_gguf_tok_" + name + "_" + std::to_string(::getpid()) + ".gguf");
+  const auto p = ::pagedkv::testing::TestTempDir() / ("gguf_tok_" + name + ".gguf");
   WriteGgufFile(p, w.Bytes());
   absl::StatusOr<GgufFile> f = GgufFile::Open(p.string());
   EXPECT_TRUE(f.ok()) << f.status();
