@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "cache/policies/arc_target.h"
 #include "cache/policies/tier_policies.h"
 #include "pagedkv/cache/block_hash.h"
+#include "pagedkv/status_macros.h"
 #include "pagedkv/tiers/tier_policy.h"
 
 namespace pagedkv {
@@ -32,7 +34,7 @@ namespace {
 
 enum ListId : uint8_t { kT1 = 0, kT2 = 1, kB1 = 2, kB2 = 3 };
 
-class TierArcPolicy final : public TierPolicy {
+class TierArcPolicy final : public EvictingTierPolicy {
  public:
   explicit TierArcPolicy(int64_t capacity) : c_(capacity), target_(capacity) {}
   std::string_view name() const override { return "arc"; }
@@ -54,6 +56,14 @@ class TierArcPolicy final : public TierPolicy {
     if (!Contains(hash)) return false;
     Remove(hash);
     return true;
+  }
+
+  std::optional<BlockHash> EvictOne() override {
+    if (size() == 0) return std::nullopt;
+    std::vector<BlockHash> dropped;  // REPLACE's choice; its victim becomes a ghost, as there
+    const bool from_t1 = target_.ReplaceFromT1(Size(kT1), Size(kT2), /*after_b2_hit=*/false);
+    Demote(from_t1 ? kT1 : kT2, from_t1 ? kB1 : kB2, &dropped);
+    return dropped.front();
   }
 
   std::vector<BlockHash> Resident() const override {
@@ -157,12 +167,19 @@ void TierArcPolicy::InsertNew(const BlockHash& hash, std::vector<BlockHash>* dro
 
 }  // namespace
 
-std::unique_ptr<TierPolicy> NewTierArcPolicy(int64_t capacity) {
+std::unique_ptr<EvictingTierPolicy> NewTierArcPolicy(int64_t capacity) {
   return std::make_unique<TierArcPolicy>(capacity);
 }
 
 absl::StatusOr<std::unique_ptr<TierPolicy>> MakeTierPolicy(std::string_view name,
                                                            int64_t capacity) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<EvictingTierPolicy> policy,
+                           MakeEvictingTierPolicy(name, capacity));
+  return policy;
+}
+
+absl::StatusOr<std::unique_ptr<EvictingTierPolicy>> MakeEvictingTierPolicy(std::string_view name,
+                                                                           int64_t capacity) {
   if (capacity < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("tier policy capacity must be >= 1 block, got ", capacity));

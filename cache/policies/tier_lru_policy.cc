@@ -4,6 +4,7 @@
 // node. Invariant: the map and the list hold the same hashes, list.size() <= capacity.
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -15,7 +16,7 @@
 namespace pagedkv {
 namespace {
 
-class TierLruPolicy final : public TierPolicy {
+class TierLruPolicy final : public EvictingTierPolicy {
  public:
   explicit TierLruPolicy(int64_t capacity) : capacity_(capacity) {}
   std::string_view name() const override { return "lru"; }
@@ -53,6 +54,14 @@ class TierLruPolicy final : public TierPolicy {
     return true;
   }
 
+  std::optional<BlockHash> EvictOne() override {
+    if (order_.empty()) return std::nullopt;
+    const BlockHash victim = order_.back();
+    where_.erase(victim);
+    order_.pop_back();
+    return victim;
+  }
+
   std::vector<BlockHash> Resident() const override { return {order_.begin(), order_.end()}; }
 
  private:
@@ -63,7 +72,7 @@ class TierLruPolicy final : public TierPolicy {
 
 }  // namespace
 
-std::unique_ptr<TierPolicy> NewTierLruPolicy(int64_t capacity) {
+std::unique_ptr<EvictingTierPolicy> NewTierLruPolicy(int64_t capacity) {
   return std::make_unique<TierLruPolicy>(capacity);
 }
 

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cache/policies/tier_policies.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/cache/block_hash.h"
@@ -174,6 +176,50 @@ TEST(TierPolicyTest, LruMatchesTheBruteForceModelUnderRandomOperations) {
 TEST(TierPolicyTest, ArcMatchesTheBruteForceModelUnderRandomOperations) {
   for (int64_t capacity : {1, 2, 5, 16, 64}) {
     for (uint64_t seed : {1u, 2u, 3u}) RunRandomOps<ArcModel>("arc", capacity, seed);
+  }
+}
+
+// EvictOne drops what Insert would: two policies run the same random operations, and whenever a
+// never-seen hash arrives at a full policy, one Inserts it while the other first calls EvictOne;
+// the victim and every later result must be the same.
+void RunEvictOneLockstep(const std::string& name, int64_t capacity, uint64_t seed) {
+  SCOPED_TRACE(name + " capacity " + std::to_string(capacity) + " seed " + std::to_string(seed));
+  std::unique_ptr<EvictingTierPolicy> inserts = MakeEvictingTierPolicy(name, capacity).value();
+  std::unique_ptr<EvictingTierPolicy> evicts = MakeEvictingTierPolicy(name, capacity).value();
+  EXPECT_EQ(evicts->EvictOne(), std::nullopt);  // nothing resident
+  std::mt19937_64 rng(seed);
+  const uint64_t universe = static_cast<uint64_t>(capacity) * 4;
+  uint64_t fresh = universe;  // ids above the universe are never seen again
+  int64_t compared = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    const BlockHash h = H(op < 3 ? fresh++ : rng() % universe);
+    if (op < 3 && inserts->size() == capacity) {
+      const std::optional<BlockHash> victim = evicts->EvictOne();
+      ASSERT_TRUE(victim.has_value());
+      ASSERT_EQ(inserts->Insert(h), std::vector<BlockHash>{*victim}) << "step " << step;
+      ASSERT_TRUE(evicts->Insert(h).empty());
+      ++compared;
+    } else if (op == 9) {
+      ASSERT_EQ(inserts->Erase(h), evicts->Erase(h));
+    } else if (inserts->Contains(h)) {
+      inserts->Hit(h);
+      evicts->Hit(h);
+    } else {
+      ASSERT_EQ(inserts->Insert(h), evicts->Insert(h)) << "step " << step;
+    }
+    ASSERT_THAT(evicts->Resident(), UnorderedElementsAreArray(inserts->Resident()));
+  }
+  EXPECT_GT(compared, 100);
+  while (evicts->size() > 0) ASSERT_TRUE(evicts->EvictOne().has_value());
+  EXPECT_EQ(evicts->EvictOne(), std::nullopt);
+}
+
+TEST(TierPolicyTest, EvictOneDropsWhatInsertWouldDrop) {
+  for (const char* name : {"lru", "arc"}) {
+    for (int64_t capacity : {1, 2, 5, 16}) {
+      for (uint64_t seed : {1u, 2u}) RunEvictOneLockstep(name, capacity, seed);
+    }
   }
 }
 
