@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv {
 namespace {
@@ -156,21 +158,40 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
-                                 std::span<const std::byte> bytes) {
-  const std::string temp = absl::StrCat(dir, "/", TempName(name));
+absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& name,
+                                           std::span<const std::byte> bytes) {
+  std::string temp = absl::StrCat(dir, "/", TempName(name));
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoError(errno, "cannot create", temp);
   int error = WriteAll(fd.get(), bytes);
   const int close_error = fd.Close();
   if (error == 0) error = close_error;
-  const std::string path = absl::StrCat(dir, "/", name);
-  if (error == 0 && ::rename(temp.c_str(), path.c_str()) != 0) error = errno;
   if (error != 0) {
     ::unlink(temp.c_str());  // best effort: the write already failed
-    return ErrnoError(error, "cannot write", path);
+    return ErrnoError(error, "cannot write", absl::StrCat(dir, "/", name));
   }
-  return absl::OkStatus();
+  return temp;
+}
+
+absl::StatusOr<bool> PublishTemporary(const std::string& temp, const std::string& path) {
+  int rc = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    // No RENAME_NOREPLACE here: link(2) fails with EEXIST just the same.
+    rc = ::link(temp.c_str(), path.c_str());
+    if (rc == 0 || errno == EEXIST) ::unlink(temp.c_str());
+    if (rc != 0 && errno != EEXIST) rc = ::rename(temp.c_str(), path.c_str());  // no hard links
+  }
+  if (rc == 0) return true;
+  const int error = errno;
+  ::unlink(temp.c_str());  // the value is there already, or it cannot be published
+  if (error == EEXIST) return false;
+  return ErrnoError(error, "cannot write", path);
+}
+
+absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::string& name,
+                                         std::span<const std::byte> bytes) {
+  PAGEDKV_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(dir, name, bytes));
+  return PublishTemporary(temp, absl::StrCat(dir, "/", name));
 }
 
 absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
@@ -204,16 +225,28 @@ absl::Status RemoveFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ValueFileInfo>> ListValueFiles(const std::string& model_dir,
-                                                          int64_t stale_before_ns,
-                                                          ScanCounts* counts) {
-  struct stat st;
-  if (::stat(model_dir.c_str(), &st) != 0) return ErrnoError(errno, "cannot scan", model_dir);
-  std::vector<ValueFileInfo> files;
-  for (int shard = 0; shard < 256; ++shard) {
-    ListShard(absl::StrFormat("%s/%02x", model_dir, shard), stale_before_ns, &files, counts);
+int64_t ListValueShard(const std::string& model_dir, int shard, int64_t stale_before_ns,
+                       std::vector<ValueFileInfo>* out, ScanCounts* counts) {
+  const size_t before = out->size();
+  ListShard(absl::StrFormat("%s/%02x", model_dir, shard), stale_before_ns, out, counts);
+  return static_cast<int64_t>(out->size() - before);
+}
+
+int64_t CountValueShard(const std::string& model_dir, int shard) {
+  const std::string path = absl::StrFormat("%s/%02x", model_dir, shard);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), &::closedir);
+  if (dir == nullptr) return 0;
+  int64_t n = 0;
+  while (const struct dirent* e = ::readdir(dir.get())) {
+    if (!ParseValueFileName(e->d_name).has_value()) continue;
+    struct stat st;
+    const bool regular = e->d_type == DT_REG ||
+                         (e->d_type == DT_UNKNOWN &&
+                          ::fstatat(::dirfd(dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                          S_ISREG(st.st_mode));
+    if (regular) ++n;
   }
-  return files;
+  return n;
 }
 
 int64_t FileClockNowNs() {

@@ -41,11 +41,22 @@ std::string ValuePath(const std::string& model_dir, const BlockHash& hash);
 // mkdir -p `path` (mode 0755). The error names the path and errno.
 absl::Status MakeDirectories(const std::string& path);
 
-// Writes `bytes` to `dir`/`name` through a temporary file and rename(2): readers see the whole
-// file or none. Replaces an existing file. On failure nothing is left behind and the error names
-// errno (ENOSPC, EROFS, EACCES, ENOENT when `dir` is gone: the caller may recreate it).
-absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
-                                 std::span<const std::byte> bytes);
+// Writes `bytes` to a new temporary file in `dir` (".<name>.<pid>.<seq>.tmp") and returns its
+// path. On failure nothing is left behind and the error names errno (ENOSPC, EROFS, EACCES, ENOENT
+// when `dir` is gone: the caller may recreate it).
+absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& name,
+                                           std::span<const std::byte> bytes);
+
+// Renames the temporary `temp` to `path` unless `path` exists (renameat2 with RENAME_NOREPLACE;
+// link + unlink on a file system without it): readers see the whole file or none, and exactly
+// one of several processes publishing the same name creates it. True when this call created
+// `path`; false when a file was already there (same name, same content: the temporary is
+// removed). On failure the temporary is removed and the error names errno.
+absl::StatusOr<bool> PublishTemporary(const std::string& temp, const std::string& path);
+
+// WriteTemporary + PublishTemporary.
+absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::string& name,
+                                         std::span<const std::byte> bytes);
 
 // Whether a read refreshes the file's modification time (its recency after a restart).
 enum class ReadRecency { kKeep, kTouch };
@@ -78,12 +89,18 @@ struct ScanCounts {
   int64_t other_files = 0;          // names that are not value files (left alone)
 };
 
-// The value files in `model_dir`'s shard folders (missing shards are skipped). Temporaries whose
-// modification time is before `stale_before_ns` (a writer that crashed) are removed. An error
-// only when `model_dir` itself cannot be read.
-absl::StatusOr<std::vector<ValueFileInfo>> ListValueFiles(const std::string& model_dir,
-                                                          int64_t stale_before_ns,
-                                                          ScanCounts* counts);
+// The value files of shard folder `shard` (0-255) of `model_dir`, appended to `out` (a missing
+// folder holds none); returns how many names it found (any size). Temporaries whose modification
+// time is before `stale_before_ns` (a writer that crashed) are removed.
+int64_t ListValueShard(const std::string& model_dir, int shard, int64_t stale_before_ns,
+                       std::vector<ValueFileInfo>* out, ScanCounts* counts);
+
+// How many value files shard folder `shard` of `model_dir` holds (names only: readdir, no stat
+// of regular entries); 0 for a missing folder.
+int64_t CountValueShard(const std::string& model_dir, int shard);
+
+// The shard folder number of `hash` (0-255).
+inline int ShardOf(const BlockHash& hash) { return static_cast<int>(hash.high >> 56); }
 
 // Wall-clock nanoseconds (CLOCK_REALTIME, the clock of file times).
 int64_t FileClockNowNs();

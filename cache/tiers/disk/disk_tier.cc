@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(DiskTierOptions optio
         absl::StrCat("DiskTierOptions.capacity_bytes ", options.capacity_bytes,
                      " holds no block (a file is ", file_bytes, " bytes); raise it"));
   }
-  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<TierPolicy> policy,
-                           MakeTierPolicy(options.policy, options.capacity_bytes / file_bytes));
+  PAGEDKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<EvictingTierPolicy> policy,
+      MakeEvictingTierPolicy(options.policy, options.capacity_bytes / file_bytes));
   std::string model_dir = ModelDirectory(options);
   auto impl = std::make_unique<Impl>(std::move(options), std::move(model_dir), file_bytes,
                                      std::move(policy));

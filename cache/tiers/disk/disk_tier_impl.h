@@ -7,6 +7,10 @@
 // pending_blocks sum those entries; an entry without `pending` has its file written (or found by
 // a scan or a lookup), unless another process removed it since (a lookup then drops it).
 // A job's work on files runs without the lock; it checks the entry again before and after.
+// The folder's shared budget (folder_usage.h) is the writer thread's alone: it publishes a value
+// and removes files only while it holds the usage file's lock (never while waiting for it with
+// `mu` held: the lock order is usage, then mu), and evicts within that hold until the folder
+// has room (disk_tier_budget.cc).
 #ifndef PAGEDKV_CACHE_TIERS_DISK_DISK_TIER_IMPL_H_
 #define PAGEDKV_CACHE_TIERS_DISK_DISK_TIER_IMPL_H_
 
@@ -27,6 +31,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/policies/tier_policies.h"
+#include "cache/tiers/disk/disk_files.h"
+#include "cache/tiers/disk/folder_usage.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
 #include "pagedkv/tiers/kv_tier.h"
@@ -40,13 +47,17 @@ struct DiskTier::Impl {
     bool announced = false;                      // a kBlockStored event went out for it
   };
   struct Job {
-    enum class Kind { kScan, kWrite, kRemove } kind;
-    BlockHash hash = {};
+    enum class Kind { kScan, kWrite, kRemove, kRecount } kind;
+    BlockHash hash = {};  // kRecount: a hash of the shard to count again
     std::shared_ptr<const std::string> bytes = nullptr;  // kWrite
   };
 
-  Impl(DiskTierOptions o, std::string dir, int64_t bytes, std::unique_ptr<TierPolicy> p)
-      : options(std::move(o)), model_dir(std::move(dir)), file_bytes(bytes), policy(std::move(p)) {}
+  Impl(DiskTierOptions o, std::string dir, int64_t bytes, std::unique_ptr<EvictingTierPolicy> p)
+      : options(std::move(o)),
+        model_dir(std::move(dir)),
+        file_bytes(bytes),
+        usage(model_dir, file_bytes),
+        policy(std::move(p)) {}
 
   // Where FetchValue found a value.
   enum class ValueSource { kQueue, kFile, kSave };
@@ -60,7 +71,35 @@ struct DiskTier::Impl {
   void WriterLoop();
   void RunWrite(const Job& job);
   void RunRemove(const Job& job);
+  void RunRecount(const Job& job);
   void RunScan();
+
+  // The shared budget (disk_tier_budget.cc), writer thread only.
+  // Publishes `temp` as `job`'s file once the folder has room for it under the budget; false
+  // when the file was there already or the entry was dropped meanwhile (`temp` removed then).
+  absl::StatusOr<bool> PublishWithinBudget(const Job& job, const std::string& temp);
+  // REQUIRES: usage locked. Runs the queued removals, then evicts (this process's policy's
+  // victims, then the oldest files it does not index) until one more file fits; false when
+  // nothing is left to evict. Never evicts `publishing`, the value about to be published.
+  bool MakeRoomLocked(const BlockHash& publishing);
+  // REQUIRES: usage locked. Runs every queued kRemove job now.
+  void RunQueuedRemovalsLocked();
+  // The policy's next victim with a written file (victims still queued are dropped on the way;
+  // `publishing` is kept).
+  std::optional<BlockHash> NextLocalVictim(const BlockHash& publishing);
+  // The oldest file of another process found by the last RefillCandidates.
+  std::optional<BlockHash> NextCandidate();
+  // Lists the folder (recounting each shard) and keeps its oldest files this process does not
+  // index as eviction candidates.
+  void RefillCandidates();
+  // REQUIRES: usage locked (or unusable). Unlinks `hash`'s file and subtracts it; a file found
+  // gone makes its shard be counted again. The error of a failed unlink (not counted here).
+  absl::Status UnlinkCounted(const BlockHash& hash);
+  // Locks the usage file: false (counted once per incident) when it cannot be used.
+  bool LockUsage();
+  void UnlockUsage();
+  // The value files of every shard, each shard listed and recounted under the usage lock.
+  absl::StatusOr<std::vector<ValueFileInfo>> ListFolderCounted();
   // Indexes the named saves under names/ (at Create, before any lookup).
   void ScanPinned();
   // Indexes the links of save `name` (one another process made since this tier started).
@@ -74,7 +113,7 @@ struct DiskTier::Impl {
   // "<model_dir>/names".
   std::string NamesDir() const { return model_dir + "/names"; }
   // Indexes scanned files (oldest first), a chunk at a time under the lock.
-  void IndexScanned(std::vector<struct ValueFileInfo>& files);
+  void IndexScanned(std::vector<ValueFileInfo>& files);
 
   // REQUIRES: mu held. Queues the removal of `hash`'s file.
   void QueueRemoveLocked(const BlockHash& hash);
@@ -94,6 +133,11 @@ struct DiskTier::Impl {
   const DiskTierOptions options;
   const std::string model_dir;
   const int64_t file_bytes;
+  // The writer thread's own (no lock): the shared budget and the oldest files of other
+  // processes, evicted when this process's own are gone.
+  FolderUsage usage;
+  std::deque<BlockHash> candidates;
+  bool usage_broken = false;  // the last LockUsage failed (one fault per run of failures)
 
   // Encoded-value buffers for reuse (a fresh multi-MiB allocation page-faults on every store):
   // AcquireBuffer hands one out as a shared_ptr whose deleter gives it back, keeping at most
@@ -107,7 +151,7 @@ struct DiskTier::Impl {
   mutable std::mutex mu;
   std::condition_variable work_cv;  // a job was queued, or stop
   std::condition_variable idle_cv;  // the queue ran empty
-  std::unique_ptr<TierPolicy> policy;
+  std::unique_ptr<EvictingTierPolicy> policy;
   absl::flat_hash_map<BlockHash, Entry> entries;
   std::deque<Job> jobs;
   bool busy = false;  // the writer is running a job

@@ -64,7 +64,11 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
     disk.pinned_blocks = static_cast<int64_t>(pinned.size());
   }
   if (absl::IsNotFound(payload.status())) {
-    if (indexed && *source == ValueSource::kFile) ++disk.vanished;  // evicted elsewhere, or gone
+    if (indexed && *source == ValueSource::kFile) {  // evicted elsewhere, or removed by hand
+      ++disk.vanished;
+      jobs.push_back({.kind = Job::Kind::kRecount, .hash = block.hash});  // heals the usage
+      work_cv.notify_one();
+    }
     if (*source == ValueSource::kFile) DropLocked(block.hash, /*remove_file=*/false, removed);
   } else if (absl::IsDataLoss(payload.status())) {
     if (*source != ValueSource::kSave) DropLocked(block.hash, /*remove_file=*/false, removed);

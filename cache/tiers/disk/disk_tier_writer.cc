@@ -1,7 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // DiskTier's writer thread and the index updates both threads share (disk_tier_impl.h).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
@@ -114,6 +117,9 @@ void DiskTier::Impl::WriterLoop() {
       case Job::Kind::kRemove:
         RunRemove(job);
         break;
+      case Job::Kind::kRecount:
+        RunRecount(job);
+        break;
     }
     lock.lock();
     busy = false;
@@ -132,16 +138,18 @@ void DiskTier::Impl::RunWrite(const Job& job) {
   }
   const std::string shard = ShardDir(model_dir, job.hash);
   const auto bytes = std::as_bytes(std::span<const char>(*job.bytes));
-  absl::Status written = WriteFileAtomically(shard, ValueFileName(job.hash), bytes);
-  if (absl::IsNotFound(written) && MakeDirectories(shard).ok()) {  // the folder was deleted
-    written = WriteFileAtomically(shard, ValueFileName(job.hash), bytes);
+  absl::StatusOr<std::string> temp = WriteTemporary(shard, ValueFileName(job.hash), bytes);
+  if (absl::IsNotFound(temp.status()) && MakeDirectories(shard).ok()) {  // the folder was deleted
+    temp = WriteTemporary(shard, ValueFileName(job.hash), bytes);
   }
+  absl::Status written = temp.status();
+  if (temp.ok()) written = PublishWithinBudget(job, *temp).status();
   std::lock_guard lock(mu);
   if (!live()) return;  // evicted while it was written: the removal queued then takes the file
   Entry& entry = entries.at(job.hash);
   disk.pending_bytes -= static_cast<int64_t>(job.bytes->size());
   --disk.pending_blocks;
-  if (written.ok()) {
+  if (written.ok()) {  // published, or the same value was there already
     entry.pending = nullptr;
     ++stats.stored_blocks;
     stats.stored_bytes += static_cast<int64_t>(job.bytes->size());
@@ -154,19 +162,25 @@ void DiskTier::Impl::RunWrite(const Job& job) {
 }
 
 void DiskTier::Impl::RunRemove(const Job& job) {
-  const absl::Status removed = RemoveFile(ValuePath(model_dir, job.hash));
+  const bool locked = LockUsage();
+  const absl::Status removed = UnlinkCounted(job.hash);
+  if (locked) UnlockUsage();
   std::lock_guard lock(mu);
+  if (!removed.ok()) FaultLocked(&DiskTierStats::write_errors, removed);
   if (auto it = removing.find(job.hash); it != removing.end() && --it->second == 0) {
     removing.erase(it);
   }
-  if (!removed.ok()) FaultLocked(&DiskTierStats::write_errors, removed);
+}
+
+void DiskTier::Impl::RunRecount(const Job& job) {
+  if (!LockUsage()) return;
+  usage.Recount(ShardOf(job.hash));
+  UnlockUsage();
 }
 
 void DiskTier::Impl::RunScan() {
   const auto start = std::chrono::steady_clock::now();
-  ScanCounts counts;
-  absl::StatusOr<std::vector<ValueFileInfo>> files =
-      ListValueFiles(model_dir, FileClockNowNs() - kStaleTemporaryNs, &counts);
+  absl::StatusOr<std::vector<ValueFileInfo>> files = ListFolderCounted();
   if (files.ok()) {
     std::sort(files->begin(), files->end(), [](const ValueFileInfo& a, const ValueFileInfo& b) {
       return a.mtime_ns < b.mtime_ns;
@@ -179,6 +193,24 @@ void DiskTier::Impl::RunScan() {
                      std::chrono::steady_clock::now() - start)
                      .count();
   disk.scan_done = true;
+}
+
+absl::StatusOr<std::vector<ValueFileInfo>> DiskTier::Impl::ListFolderCounted() {
+  struct stat st;
+  if (::stat(model_dir.c_str(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot scan ", model_dir));
+  }
+  const int64_t stale_before = FileClockNowNs() - kStaleTemporaryNs;
+  std::vector<ValueFileInfo> files;
+  ScanCounts counts;
+  for (int shard = 0; shard < FolderUsage::kShards; ++shard) {
+    // Under the lock, so the count is exact: no process renames or unlinks in it meanwhile.
+    const bool locked = LockUsage();
+    const int64_t found = ListValueShard(model_dir, shard, stale_before, &files, &counts);
+    if (locked) usage.SetCount(shard, found);
+    if (locked) UnlockUsage();
+  }
+  return files;
 }
 
 void DiskTier::Impl::IndexScanned(std::vector<ValueFileInfo>& files) {
@@ -200,9 +232,12 @@ void DiskTier::Impl::IndexScanned(std::vector<ValueFileInfo>& files) {
         ++disk.scanned_files;
       }
     }
+    if (wrong_size.empty()) continue;
+    const bool locked = LockUsage();
     for (const BlockHash& h : wrong_size) {
-      RemoveFile(ValuePath(model_dir, h)).IgnoreError();  // already counted as corrupt
+      UnlinkCounted(h).IgnoreError();  // the file was counted as corrupt above
     }
+    if (locked) UnlockUsage();
   }
 }
 
