@@ -23,6 +23,7 @@
 
 #include "bench/cache/tiers/tier_bench_chain.h"
 #include "benchmark/benchmark.h"
+#include "cache/tiers/disk/folder_usage.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
 
@@ -233,6 +234,24 @@ void BM_DiskTierStartScan(benchmark::State& state) {
                                                          benchmark::Counter::kInvert);
   std::filesystem::remove_all(dir);
 }
+// What the budget shared by a folder's processes adds to every store (and to every eviction
+// made outside a store): one locked section of the usage file (flock, fstat, read and check the
+// 2 KiB table, write it back, unlock).
+void BM_FolderUsageUpdate(benchmark::State& state) {
+  const std::string dir = TempFolder();
+  FolderUsage usage(dir, 48 + 4 * kBlockSize + (64 << 10));
+  int shard = 0;
+  for (auto _ : state) {
+    bool rebuilt = false;
+    if (!usage.Lock(&rebuilt).ok()) state.SkipWithError("lock failed");
+    usage.Add(shard, 1);
+    shard = (shard + 1) % FolderUsage::kShards;
+    if (!usage.Unlock().ok()) state.SkipWithError("write failed");
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_FolderUsageUpdate);
+
 BENCHMARK(BM_DiskTierStartScan)
     ->Arg(100000)
     ->Arg(1000000)

@@ -71,18 +71,34 @@ uint64_t FolderUsage::Checksum() const {
   return XXH3_64bits_withSeed(counts_.data(), sizeof(counts_), seed);
 }
 
-absl::Status FolderUsage::Open() {
-  struct stat st;
-  if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_nlink > 0) return absl::OkStatus();
-  if (fd_ >= 0) ::close(fd_);  // its folder was deleted: a new file goes with the new folder
-  fd_ = Retry([&] { return ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); });
-  if (fd_ < 0) return ErrnoError(errno, "cannot open the folder's usage file", path_);
-  return absl::OkStatus();
+absl::Status FolderUsage::OpenLocked(struct stat* st) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fd_ < 0) {
+      // O_NOATIME: every write moves the file's mtime past its atime, so relatime would write
+      // the inode on every read too (allowed for the file's owner; others open without it).
+      constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC;
+      fd_ = Retry([&] { return ::open(path_.c_str(), kFlags | O_NOATIME, 0644); });
+      if (fd_ < 0 && errno == EPERM)
+        fd_ = Retry([&] { return ::open(path_.c_str(), kFlags, 0644); });
+      if (fd_ < 0) return ErrnoError(errno, "cannot open the folder's usage file", path_);
+    }
+    if (Retry([&] { return ::flock(fd_, LOCK_EX); }) != 0) {
+      return ErrnoError(errno, "cannot lock", path_);
+    }
+    if (::fstat(fd_, st) != 0) {
+      const int error = errno;
+      ::flock(fd_, LOCK_UN);
+      return ErrnoError(error, "cannot stat", path_);
+    }
+    if (st->st_nlink > 0) return absl::OkStatus();
+    // Its folder was deleted: a new file goes with the new folder.
+    ::close(fd_);  // unlocks
+    fd_ = -1;
+  }
+  return absl::UnavailableError(absl::StrCat(path_, " is deleted again and again"));
 }
 
-absl::Status FolderUsage::Read(bool* fresh) {
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) return ErrnoError(errno, "cannot stat", path_);
+absl::Status FolderUsage::Read(const struct stat& st, bool* fresh) {
   *fresh = st.st_size == 0;
   oversized_ = static_cast<uint64_t>(st.st_size) > kFileBytes;
   if (*fresh) return absl::OkStatus();
@@ -113,14 +129,12 @@ void FolderUsage::RecountAll() {
 
 absl::Status FolderUsage::Lock(bool* rebuilt_corrupt) {
   *rebuilt_corrupt = false;
-  if (absl::Status opened = Open(); !opened.ok()) return opened;
-  if (Retry([&] { return ::flock(fd_, LOCK_EX); }) != 0) {
-    return ErrnoError(errno, "cannot lock", path_);
-  }
+  struct stat st;
+  if (absl::Status opened = OpenLocked(&st); !opened.ok()) return opened;
   locked_ = true;
   dirty_ = false;
   bool fresh = false;
-  const absl::Status read = Read(&fresh);
+  const absl::Status read = Read(st, &fresh);
   if (read.ok() && !fresh) return absl::OkStatus();
   if (!read.ok() && !absl::IsDataLoss(read)) {
     ::flock(fd_, LOCK_UN);

@@ -36,6 +36,8 @@
 
 #include "absl/status/status.h"
 
+struct stat;
+
 namespace pagedkv {
 
 class FolderUsage {
@@ -72,10 +74,13 @@ class FolderUsage {
   void SetCount(int shard, int64_t files);
 
  private:
-  // Opens (creating) the file; closes a descriptor whose file lost its name first.
-  absl::Status Open();
-  // Reads the table; `*fresh` when the file is new (empty); DataLoss when it fails a check.
-  absl::Status Read(bool* fresh);
+  // Opens (creating) the file, locks it and stats it into `*st`; a descriptor whose file lost
+  // its name (the folder was deleted) is closed and the file opened again. Nothing is held on
+  // error.
+  absl::Status OpenLocked(struct stat* st);
+  // Reads the table of a file of `st`; `*fresh` when the file is new (empty); DataLoss when it
+  // fails a check.
+  absl::Status Read(const struct stat& st, bool* fresh);
   void RecountAll();
   uint64_t Checksum() const;
 
