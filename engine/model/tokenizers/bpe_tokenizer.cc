@@ -18,6 +18,7 @@
 #include "engine/model/tokenizers/added_tokens.h"
 #include "engine/model/tokenizers/bpe_model.h"
 #include "engine/model/tokenizers/byte_level.h"
+#include "engine/model/tokenizers/pipeline.h"
 #include "engine/model/tokenizers/unicode_categories.h"
 #include "engine/model/tokenizers/unicode_nfc.h"
 #include "pagedkv/status_macros.h"
@@ -62,11 +63,13 @@ std::string ReplaceAll(std::string_view s, std::string_view from, std::string_vi
 struct BpeTokenizer::Impl {
   BpeTokenizerSpec spec;  // vocab, merges and added tokens cleared after Create
   std::optional<BpeModel> model;
-  std::vector<std::string> tokens;  // by id
-  std::vector<bool> special;        // by id
+  model_internal::Pipeline pipeline;  // the generic normalizers and pre-tokenizers, if any
+  std::vector<std::string> tokens;    // by id
+  std::vector<bool> special;          // by id
   AddedTokenMatcher raw_added, normalized_added;
 
-  std::string Normalize(std::string_view segment) const;
+  // *lead_kept: see Pipeline::Normalize.
+  std::string Normalize(std::string_view segment, bool* lead_kept = nullptr) const;
   // `at_start`: the segment begins the text (Metaspace's "first" scheme).
   void EncodeSegment(std::string_view normalized, bool at_start, std::vector<TokenId>* out) const;
   void EncodeMetaspace(std::string_view segment, bool at_start, std::vector<TokenId>* out) const;
@@ -74,7 +77,9 @@ struct BpeTokenizer::Impl {
                      std::string* out) const;
 };
 
-std::string BpeTokenizer::Impl::Normalize(std::string_view segment) const {
+std::string BpeTokenizer::Impl::Normalize(std::string_view segment, bool* lead_kept) const {
+  if (pipeline.has_normalizers()) return pipeline.Normalize(segment, lead_kept);
+  if (lead_kept != nullptr) *lead_kept = true;
   const std::string nfc = spec.nfc ? model_internal::NfcNormalize(segment) : std::string();
   if (spec.nfc) segment = nfc;
   if (spec.family != BpeFamily::kSentencePiece || segment.empty()) return std::string(segment);
@@ -111,6 +116,12 @@ void BpeTokenizer::Impl::EncodeMetaspace(std::string_view segment, bool at_start
 
 void BpeTokenizer::Impl::EncodeSegment(std::string_view normalized, bool at_start,
                                        std::vector<TokenId>* out) const {
+  if (pipeline.has_pre_tokenizers()) {
+    for (const std::string& word : pipeline.PreTokenize(normalized, at_start)) {
+      model->EncodeWord(word, out);
+    }
+    return;
+  }
   if (spec.family == BpeFamily::kSentencePiece) {
     if (spec.metaspace != MetaspaceMode::kOff) return EncodeMetaspace(normalized, at_start, out);
     model->EncodeWord(normalized, out);
@@ -161,6 +172,8 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::Create(const BpeTokenizerSpec& spec) 
                                                              .fuse_unk = spec.fuse_unk,
                                                              .ignore_merges = spec.ignore_merges}));
   impl->model.emplace(std::move(model));
+  PAGEDKV_ASSIGN_OR_RETURN(impl->pipeline,
+                           model_internal::Pipeline::Create(spec.normalizers, spec.pre_tokenizers));
   impl->spec = spec;
   impl->spec.vocab.clear();
   impl->spec.merges.clear();
@@ -208,13 +221,14 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_specia
       ids.push_back(raw.id);
       continue;
     }
-    const std::string normalized = m.Normalize(raw.text);
+    bool lead_kept = true;
+    const std::string normalized = m.Normalize(raw.text, &lead_kept);
     for (const TextPiece& piece : m.normalized_added.Split(normalized)) {
       if (piece.id >= 0) {
         ids.push_back(piece.id);
       } else {
         const bool at_start =
-            raw.text.data() == text.data() && piece.text.data() == normalized.data();
+            raw.text.data() == text.data() && piece.text.data() == normalized.data() && lead_kept;
         m.EncodeSegment(piece.text, at_start, &ids);
       }
     }

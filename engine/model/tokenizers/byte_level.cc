@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,13 @@ std::vector<std::string_view> SplitByteLevel(std::string_view text, ByteLevelSpl
   }
   SplitRange(cps, offsets, start, cps.size(), ByteLevelSplit::kGpt2, text, &pieces);
   return pieces;
+}
+
+std::optional<ByteLevelSplit> ByteLevelSplitOf(std::string_view pattern) {
+  if (pattern == kGpt2SplitPattern) return ByteLevelSplit::kGpt2;
+  if (pattern == kLlama3SplitPattern) return ByteLevelSplit::kLlama3;
+  if (pattern == kQwen2SplitPattern) return ByteLevelSplit::kQwen2;
+  return std::nullopt;
 }
 
 std::string ToByteLevelAlphabet(std::string_view bytes) {

@@ -13,6 +13,7 @@
 #ifndef PAGEDKV_ENGINE_MODEL_TOKENIZERS_BYTE_LEVEL_H_
 #define PAGEDKV_ENGINE_MODEL_TOKENIZERS_BYTE_LEVEL_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,17 @@
 #include "pagedkv/model/bpe_tokenizer.h"
 
 namespace pagedkv::model_internal {
+
+// The split regexes as tokenizer.json spells them.
+inline constexpr std::string_view kGpt2SplitPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kLlama3SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kQwen2SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The hand-written split of `pattern` when it is one of the three above.
+PAGEDKV_EXPORT std::optional<ByteLevelSplit> ByteLevelSplitOf(std::string_view pattern);
 
 // The pieces of `text` under `split` (views into text), in order; they concatenate to `text`.
 PAGEDKV_EXPORT std::vector<std::string_view> SplitByteLevel(std::string_view text,

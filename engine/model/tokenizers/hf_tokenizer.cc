@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/formats/file_bytes.h"
 #include "engine/model/formats/json_fields.h"
+#include "engine/model/tokenizers/pipeline.h"
+#include "engine/model/tokenizers/split_regex.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/status_macros.h"
 
@@ -28,27 +31,25 @@ using model_internal::RequiredString;
 using nlohmann::json;
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // "▁"
-constexpr std::string_view kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 absl::Status Refuse(const std::string& where, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": unsupported ", what));
 }
 
-// The components of `c`: its "Sequence" members (under `list_key`), or c itself.
+// The components of `c`: its "Sequence" members (under `list_key`, nested sequences flattened),
+// or c itself.
+void AppendMembers(const json& c, const char* list_key, int depth, std::vector<const json*>* out) {
+  const json* type = c.is_object() ? FindField(c, "type") : nullptr;
+  const json* list = c.is_object() ? FindField(c, list_key) : nullptr;
+  if (depth < 8 && type != nullptr && *type == "Sequence" && list != nullptr && list->is_array()) {
+    for (const json& m : *list) AppendMembers(m, list_key, depth + 1, out);
+  } else {
+    out->push_back(&c);
+  }
+}
+
 std::vector<const json*> Members(const json& c, const char* list_key) {
   std::vector<const json*> out;
-  const json* type = FindField(c, "type");
-  const json* list = FindField(c, list_key);
-  if (type != nullptr && *type == "Sequence" && list != nullptr && list->is_array()) {
-    for (const json& m : *list) out.push_back(&m);
-  } else {
-    out.push_back(&c);
-  }
+  AppendMembers(c, list_key, 0, &out);
   return out;
 }
 
@@ -57,73 +58,89 @@ absl::StatusOr<std::string> TypeOf(const json& c, const std::string& where) {
   return RequiredString(c, "type", where);
 }
 
-// A Replace's {"pattern": {"String": from}, "content": to}.
+// A pattern {"String": s} or {"Regex": r}: (text, is_regex).
+absl::StatusOr<std::pair<std::string, bool>> PatternOf(const json& c, const std::string& where) {
+  const json* p = FindField(c, "pattern");
+  const json* str = p != nullptr && p->is_object() ? FindField(*p, "String") : nullptr;
+  const json* re = p != nullptr && p->is_object() ? FindField(*p, "Regex") : nullptr;
+  if (str != nullptr && str->is_string()) return std::make_pair(str->get<std::string>(), false);
+  if (re != nullptr && re->is_string()) {
+    std::string r = re->get<std::string>();
+    if (absl::Status st = model_internal::SplitRegex::Compile(r).status(); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", st.message()));
+    }
+    return std::make_pair(std::move(r), true);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": pattern must be {\"String\": ...} or {\"Regex\": ...}"));
+}
+
+// A Replace's {"pattern": {"String": from}, "content": to} (decoders: String only).
 absl::StatusOr<std::pair<std::string, std::string>> ReplacePair(const json& c,
                                                                 const std::string& where) {
-  const json* p = FindField(c, "pattern");
-  const json* from = p != nullptr && p->is_object() ? FindField(*p, "String") : nullptr;
-  if (from == nullptr || !from->is_string()) {
-    return Refuse(where, "Replace pattern (only {\"String\": ...})");
-  }
+  PAGEDKV_ASSIGN_OR_RETURN(auto pattern, PatternOf(c, where));
+  if (pattern.second) return Refuse(where, "Replace with a Regex pattern here (only String)");
   PAGEDKV_ASSIGN_OR_RETURN(std::string to, RequiredString(c, "content", where));
-  return std::make_pair(from->get<std::string>(), to);
+  return std::make_pair(pattern.first, to);
+}
+
+absl::StatusOr<NormalizerStep> ParseNormalizerStep(const json& m, const std::string& at) {
+  using K = NormalizerStep::Kind;
+  PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(m, at));
+  NormalizerStep n;
+  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    n.kind = type == "NFC"    ? K::kNfc
+             : type == "NFD"  ? K::kNfd
+             : type == "NFKC" ? K::kNfkc
+                              : K::kNfkd;
+  } else if (type == "Lowercase") {
+    n.kind = K::kLowercase;
+  } else if (type == "Strip") {
+    n.kind = K::kStrip;
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> left, OptionalBool(m, "strip_left", at));
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> right, OptionalBool(m, "strip_right", at));
+    n.strip_left = left.value_or(true);
+    n.strip_right = right.value_or(true);
+  } else if (type == "Prepend") {
+    n.kind = K::kPrepend;
+    PAGEDKV_ASSIGN_OR_RETURN(n.content, RequiredString(m, "prepend", at));
+  } else if (type == "Replace") {
+    n.kind = K::kReplace;
+    PAGEDKV_ASSIGN_OR_RETURN(auto pattern, PatternOf(m, at + " Replace"));
+    if (!pattern.second && pattern.first.empty()) return Refuse(at, "Replace of an empty String");
+    std::tie(n.pattern, n.regex) = pattern;
+    PAGEDKV_ASSIGN_OR_RETURN(n.content, RequiredString(m, "content", at));
+  } else {
+    return Refuse(at,
+                  absl::StrCat("type \"", type,
+                               "\" (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, "
+                               "Replace, Sequence)"));
+  }
+  return n;
 }
 
 absl::Status ParseNormalizer(const json& root, const std::string& where, BpeTokenizerSpec* spec) {
   spec->prepend_space_marker = false;
   spec->replace_spaces = false;
   const json* n = FindField(root, "normalizer");
-  if (n == nullptr) return absl::OkStatus();
+  if (n == nullptr || n->is_null()) return absl::OkStatus();
   const std::string at = absl::StrCat(where, ": normalizer");
   for (const json* m : Members(*n, "normalizers")) {
-    PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
-    if (type == "NFC") {
-      spec->nfc = true;
-    } else if (type == "Prepend") {
-      PAGEDKV_ASSIGN_OR_RETURN(std::string p, RequiredString(*m, "prepend", at));
-      if (p != kSpaceMarker) return Refuse(at, absl::StrCat("Prepend of \"", p, "\" (only ▁)"));
-      spec->prepend_space_marker = true;
-    } else if (type == "Replace") {
-      PAGEDKV_ASSIGN_OR_RETURN(auto pair, ReplacePair(*m, at));
-      if (pair.first != " " || pair.second != kSpaceMarker) {
-        return Refuse(at, "Replace (only \" \" -> \"▁\")");
-      }
-      spec->replace_spaces = true;
-    } else {
-      return Refuse(at, absl::StrCat("type \"", type, "\""));
-    }
+    PAGEDKV_ASSIGN_OR_RETURN(NormalizerStep step, ParseNormalizerStep(*m, at));
+    spec->normalizers.push_back(std::move(step));
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseByteLevelPre(const json& m, const std::string& at, bool* use_regex,
-                               BpeTokenizerSpec* spec) {
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> prefix, OptionalBool(m, "add_prefix_space", at));
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> regex, OptionalBool(m, "use_regex", at));
-  spec->add_prefix_space = prefix.value_or(true);
-  *use_regex = regex.value_or(true);
-  return absl::OkStatus();
-}
-
-absl::Status ParseSplit(const json& m, const std::string& at, BpeTokenizerSpec* spec) {
-  const json* p = FindField(m, "pattern");
-  const json* re = p != nullptr && p->is_object() ? FindField(*p, "Regex") : nullptr;
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<std::string> behavior, OptionalString(m, "behavior", at));
-  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> invert, OptionalBool(m, "invert", at));
-  if (re == nullptr || !re->is_string() || behavior.value_or("") != "Isolated" ||
-      invert.value_or(false)) {
-    return Refuse(at, "Split (only {\"Regex\": ...}, behavior Isolated, invert false)");
-  }
-  const std::string r = re->get<std::string>();
-  if (r == kGpt2Regex)
-    spec->split = ByteLevelSplit::kGpt2;
-  else if (r == kLlama3Regex)
-    spec->split = ByteLevelSplit::kLlama3;
-  else if (r == kQwen2Regex)
-    spec->split = ByteLevelSplit::kQwen2;
-  else
-    return Refuse(at, absl::StrCat("Split regex ", r, " (known: GPT-2's, Llama-3's, Qwen2's)"));
-  return absl::OkStatus();
+absl::StatusOr<SplitBehavior> BehaviorOf(const json& m, const std::string& at) {
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<std::string> b, OptionalString(m, "behavior", at));
+  const std::string v = b.value_or("Isolated");
+  if (v == "Removed") return SplitBehavior::kRemoved;
+  if (v == "Isolated") return SplitBehavior::kIsolated;
+  if (v == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (v == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (v == "Contiguous") return SplitBehavior::kContiguous;
+  return Refuse(at, absl::StrCat("behavior \"", v, "\""));
 }
 
 // Metaspace's prepend_scheme ("always", "first", "never"; older files: add_prefix_space).
@@ -140,43 +157,99 @@ absl::StatusOr<MetaspaceMode> MetaspaceScheme(const json& m, const std::string& 
   return Refuse(at, absl::StrCat("Metaspace prepend_scheme \"", s, "\""));
 }
 
+absl::StatusOr<PreTokenizerStep> ParseByteLevelStep(const json& m, const std::string& at) {
+  PreTokenizerStep t{.kind = PreTokenizerStep::Kind::kByteLevel};
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> prefix, OptionalBool(m, "add_prefix_space", at));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> regex, OptionalBool(m, "use_regex", at));
+  t.add_prefix_space = prefix.value_or(true);
+  t.use_regex = regex.value_or(true);
+  return t;
+}
+
+absl::StatusOr<PreTokenizerStep> ParseSplitStep(const json& m, const std::string& at) {
+  PreTokenizerStep t{.kind = PreTokenizerStep::Kind::kSplit};
+  PAGEDKV_ASSIGN_OR_RETURN(auto pattern, PatternOf(m, at + " Split"));
+  if (!pattern.second && pattern.first.empty()) return Refuse(at, "Split on an empty String");
+  std::tie(t.pattern, t.regex) = pattern;
+  PAGEDKV_ASSIGN_OR_RETURN(t.behavior, BehaviorOf(m, at));
+  PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> invert, OptionalBool(m, "invert", at));
+  t.invert = invert.value_or(false);
+  return t;
+}
+
+absl::StatusOr<PreTokenizerStep> ParsePreTokenizerStep(const json& m, const std::string& at) {
+  using K = PreTokenizerStep::Kind;
+  PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(m, at));
+  if (type == "ByteLevel") return ParseByteLevelStep(m, at);
+  if (type == "Split") return ParseSplitStep(m, at);
+  PreTokenizerStep t;
+  if (type == "Metaspace") {
+    t.kind = K::kMetaspace;
+    PAGEDKV_ASSIGN_OR_RETURN(t.metaspace, MetaspaceScheme(m, at));
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> split, OptionalBool(m, "split", at));
+    t.metaspace_split = split.value_or(true);
+  } else if (type == "Digits") {
+    t.kind = K::kDigits;
+    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> each, OptionalBool(m, "individual_digits", at));
+    t.individual_digits = each.value_or(false);
+  } else if (type == "Punctuation") {
+    t.kind = K::kPunctuation;
+    PAGEDKV_ASSIGN_OR_RETURN(t.behavior, BehaviorOf(m, at));
+  } else if (type == "Whitespace") {
+    t.kind = K::kWhitespace;
+  } else if (type == "WhitespaceSplit") {
+    t.kind = K::kWhitespaceSplit;
+  } else {
+    return Refuse(at,
+                  absl::StrCat("type \"", type,
+                               "\" (supported: ByteLevel, Split, Metaspace, Digits, Punctuation, "
+                               "Whitespace, WhitespaceSplit, Sequence)"));
+  }
+  return t;
+}
+
+// Maps the steps onto the family's hand-written pre-tokenizer when they are one of the shapes it
+// implements exactly (Metaspace alone; ByteLevel with its regex, after Digits(individual) or not;
+// a known Split then ByteLevel without regex); false otherwise.
+bool UseFastPath(const std::vector<PreTokenizerStep>& steps, BpeTokenizerSpec* spec) {
+  using K = PreTokenizerStep::Kind;
+  const size_t n = steps.size();
+  if (n == 1 && steps[0].kind == K::kMetaspace) {
+    spec->metaspace = steps[0].metaspace;
+    spec->metaspace_split = steps[0].metaspace_split;
+    return true;
+  }
+  if (n == 0 || n > 2 || steps[n - 1].kind != K::kByteLevel) return false;
+  const PreTokenizerStep& bl = steps[n - 1];
+  if (n == 1) {
+    if (!bl.use_regex) return false;
+    spec->split = ByteLevelSplit::kGpt2;
+    spec->add_prefix_space = bl.add_prefix_space;
+    return true;
+  }
+  if (bl.add_prefix_space) return false;  // tokenizers prefixes every piece, the fast path one
+  if (steps[0].kind == K::kDigits && steps[0].individual_digits && bl.use_regex) {
+    spec->split = ByteLevelSplit::kGpt2Digits;
+    return true;
+  }
+  const auto known = model_internal::Pipeline::KnownByteLevelSplit(steps[0]);
+  if (!known.has_value() || bl.use_regex) return false;
+  spec->split = *known;
+  return true;
+}
+
 absl::Status ParsePreTokenizer(const json& root, const std::string& where, BpeTokenizerSpec* spec) {
   const json* p = FindField(root, "pre_tokenizer");
   spec->family = BpeFamily::kSentencePiece;
-  if (p == nullptr) return absl::OkStatus();
+  if (p == nullptr || p->is_null()) return absl::OkStatus();
   const std::string at = absl::StrCat(where, ": pre_tokenizer");
-  const json* type = p->is_object() ? FindField(*p, "type") : nullptr;
-  if (type != nullptr && *type == "Metaspace") {
-    PAGEDKV_ASSIGN_OR_RETURN(spec->metaspace, MetaspaceScheme(*p, at));
-    PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> split, OptionalBool(*p, "split", at));
-    spec->metaspace_split = split.value_or(true);
-    return absl::OkStatus();
-  }
-  bool split = false, byte_level = false, use_regex = false, digits = false;
+  std::vector<PreTokenizerStep> steps;
   for (const json* m : Members(*p, "pretokenizers")) {
-    PAGEDKV_ASSIGN_OR_RETURN(std::string type, TypeOf(*m, at));
-    if (type == "ByteLevel" && !byte_level) {
-      PAGEDKV_RETURN_IF_ERROR(ParseByteLevelPre(*m, at, &use_regex, spec));
-      byte_level = true;
-    } else if (type == "Split" && !split && !byte_level && !digits) {
-      PAGEDKV_RETURN_IF_ERROR(ParseSplit(*m, at, spec));
-      split = true;
-    } else if (type == "Digits" && !digits && !split && !byte_level) {
-      // SmolLM's: every digit a piece of its own, then GPT-2's regex on the rest.
-      PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> each, OptionalBool(*m, "individual_digits", at));
-      if (!each.value_or(false)) return Refuse(at, "Digits without individual_digits");
-      digits = true;
-    } else {
-      return Refuse(at, absl::StrCat("type \"", type, "\" here"));
-    }
+    PAGEDKV_ASSIGN_OR_RETURN(PreTokenizerStep step, ParsePreTokenizerStep(*m, at));
+    if (step.kind == PreTokenizerStep::Kind::kByteLevel) spec->family = BpeFamily::kByteLevel;
+    steps.push_back(std::move(step));
   }
-  if (!byte_level || split == use_regex || (digits && !use_regex)) {
-    return Refuse(at,
-                  "combination (ByteLevel with use_regex, after Digits or not, or Split then "
-                  "ByteLevel without)");
-  }
-  if (use_regex) spec->split = digits ? ByteLevelSplit::kGpt2Digits : ByteLevelSplit::kGpt2;
-  spec->family = BpeFamily::kByteLevel;
+  if (!UseFastPath(steps, spec)) spec->pre_tokenizers = std::move(steps);
   return absl::OkStatus();
 }
 
@@ -400,12 +473,6 @@ absl::StatusOr<BpeTokenizerSpec> ParseHfTokenizerJson(const std::string& json_te
   PAGEDKV_RETURN_IF_ERROR(ParseAddedTokens(root, where, &spec));
   PAGEDKV_RETURN_IF_ERROR(ParseNormalizer(root, where, &spec));
   PAGEDKV_RETURN_IF_ERROR(ParsePreTokenizer(root, where, &spec));
-  if (spec.family == BpeFamily::kByteLevel && (spec.prepend_space_marker || spec.replace_spaces)) {
-    return Refuse(where, "normalizer with a ByteLevel pre-tokenizer");
-  }
-  if (spec.metaspace != MetaspaceMode::kOff && (spec.prepend_space_marker || spec.replace_spaces)) {
-    return Refuse(where, "Prepend/Replace normalizer together with a Metaspace pre-tokenizer");
-  }
   PAGEDKV_RETURN_IF_ERROR(ParsePostProcessor(root, where, &spec));
   PAGEDKV_RETURN_IF_ERROR(ParseDecoder(root, where, &spec));
   return spec;

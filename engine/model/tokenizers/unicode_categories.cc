@@ -14,6 +14,17 @@ namespace {
 struct CodePointRange {
   char32_t first, last;
 };
+struct CategoryRange {
+  char32_t first, last;
+  uint8_t category;  // a GeneralCategory
+};
+struct LowercaseMapping {
+  char32_t cp;
+  char32_t to[3];  // zero-padded
+};
+struct FoldMapping {
+  char32_t cp, fold;
+};
 
 #include "engine/model/tokenizers/unicode_categories_table.inc"
 
@@ -74,6 +85,54 @@ bool IsWhitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
          cp == 0x205F || cp == 0x3000;
+}
+
+bool IsWordChar(char32_t cp) {
+  if (cp < 0x80) return IsLetter(cp) || IsNumber(cp) || cp == '_';
+  return InRanges(kWordRanges, cp);
+}
+
+bool IsPunctuation(char32_t cp) {
+  if (cp < 0x80) return cp > 0x20 && cp < 0x7F && !IsLetter(cp) && !IsNumber(cp);
+  const GeneralCategory c = CategoryOf(cp);
+  return c >= GeneralCategory::kPc && c <= GeneralCategory::kPs;
+}
+
+GeneralCategory CategoryOf(char32_t cp) {
+  const auto* it = std::upper_bound(std::begin(kCategoryRanges), std::end(kCategoryRanges), cp,
+                                    [](char32_t c, const CategoryRange& r) { return c < r.first; });
+  if (it == std::begin(kCategoryRanges) || cp > std::prev(it)->last) return GeneralCategory::kCn;
+  return static_cast<GeneralCategory>(std::prev(it)->category);
+}
+
+std::string_view CategoryName(GeneralCategory c) {
+  static constexpr std::string_view kNames[kNumGeneralCategories] = {
+      "Cc", "Cf", "Cn", "Co", "Cs", "Ll", "Lm", "Lo", "Lt", "Lu", "Mc", "Me", "Mn", "Nd", "Nl",
+      "No", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "Sc", "Sk", "Sm", "So", "Zl", "Zp", "Zs"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+void AppendLowercase(char32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
+    return;
+  }
+  const auto* it = std::lower_bound(std::begin(kLowercase), std::end(kLowercase), cp,
+                                    [](const LowercaseMapping& m, char32_t x) { return m.cp < x; });
+  if (it == std::end(kLowercase) || it->cp != cp) {
+    AppendUtf8(cp, out);
+    return;
+  }
+  for (char32_t c : it->to) {
+    if (c != 0) AppendUtf8(c, out);
+  }
+}
+
+char32_t SimpleFold(char32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+  const auto* it = std::lower_bound(std::begin(kSimpleFold), std::end(kSimpleFold), cp,
+                                    [](const FoldMapping& m, char32_t x) { return m.cp < x; });
+  return it != std::end(kSimpleFold) && it->cp == cp ? it->fold : cp;
 }
 
 char32_t NextCodePoint(std::string_view s, size_t* i) {

@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Unicode helpers for tokenizers: UTF-8 decoding and the character classes of the byte-level BPE
-// split regexes: \p{L} (general category L*), \p{N} (N*), \s (White_Space). Categories come from
-// a generated range table (scripts/gen_unicode_categories.py, Python's unicodedata; its Unicode
-// version is in the table's first line).
+// Unicode helpers for tokenizers: UTF-8 decoding, the character classes of split regexes and
+// pre-tokenizers (\p{L} (general category L*), \p{N} (N*), \s (White_Space), \w as Oniguruma
+// defines it, every general category for \p{..}), Rust's char::to_lowercase and one-to-one case
+// folding. Tables are generated (scripts/gen_unicode_categories.py, Python's unicodedata; its
+// Unicode version is in the table's first line).
 //
 // Example:
 //   size_t i = 0;
@@ -13,6 +14,7 @@
 #define PAGEDKV_ENGINE_MODEL_TOKENIZERS_UNICODE_CATEGORIES_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,6 +25,52 @@ namespace pagedkv::model_internal {
 PAGEDKV_EXPORT bool IsLetter(char32_t cp);      // \p{L}
 PAGEDKV_EXPORT bool IsNumber(char32_t cp);      // \p{N}
 PAGEDKV_EXPORT bool IsWhitespace(char32_t cp);  // \s (Unicode White_Space)
+PAGEDKV_EXPORT bool IsWordChar(char32_t cp);    // Oniguruma's \w (see the generator)
+// tokenizers' Punctuation pre-tokenizer: ASCII punctuation or a P* general category.
+PAGEDKV_EXPORT bool IsPunctuation(char32_t cp);
+
+// General categories, in the generator's order; kCn for unassigned code points.
+enum class GeneralCategory : uint8_t {
+  kCc,
+  kCf,
+  kCn,
+  kCo,
+  kCs,
+  kLl,
+  kLm,
+  kLo,
+  kLt,
+  kLu,
+  kMc,
+  kMe,
+  kMn,
+  kNd,
+  kNl,
+  kNo,
+  kPc,
+  kPd,
+  kPe,
+  kPf,
+  kPi,
+  kPo,
+  kPs,
+  kSc,
+  kSk,
+  kSm,
+  kSo,
+  kZl,
+  kZp,
+  kZs,
+};
+inline constexpr int kNumGeneralCategories = 30;
+PAGEDKV_EXPORT GeneralCategory CategoryOf(char32_t cp);
+// The two-letter name of category `c` ("Lu").
+PAGEDKV_EXPORT std::string_view CategoryName(GeneralCategory c);
+
+// Appends Rust's char::to_lowercase of `cp` (one to three code points) as UTF-8.
+PAGEDKV_EXPORT void AppendLowercase(char32_t cp, std::string* out);
+// The one-to-one case folding of `cp` (itself when it has none), as (?i:...) compares.
+PAGEDKV_EXPORT char32_t SimpleFold(char32_t cp);
 
 // Decodes the code point at s[*i] and advances *i past it. An invalid or truncated sequence
 // yields U+FFFD and advances one byte. REQUIRES: *i < s.size().

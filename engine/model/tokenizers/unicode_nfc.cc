@@ -25,6 +25,10 @@ struct Decomposition {
 struct Composition {
   char32_t first, second, composite;
 };
+struct CompatDecomposition {
+  char32_t cp;
+  uint32_t offset, length;  // into kCompatData
+};
 
 #include "engine/model/tokenizers/unicode_nfc_table.inc"
 
@@ -37,6 +41,16 @@ uint8_t Ccc(char32_t cp) {
   const auto* it = std::lower_bound(std::begin(kCombiningClasses), std::end(kCombiningClasses), cp,
                                     [](const CombiningClass& c, char32_t x) { return c.cp < x; });
   return it != std::end(kCombiningClasses) && it->cp == cp ? it->ccc : 0;
+}
+
+// Appends the full compatibility decomposition of cp when it differs from the canonical one.
+bool DecomposeCompat(char32_t cp, std::vector<char32_t>* out) {
+  const auto* it =
+      std::lower_bound(std::begin(kCompatDecompositions), std::end(kCompatDecompositions), cp,
+                       [](const CompatDecomposition& d, char32_t x) { return d.cp < x; });
+  if (cp < 0xA0 || it == std::end(kCompatDecompositions) || it->cp != cp) return false;
+  out->insert(out->end(), kCompatData + it->offset, kCompatData + it->offset + it->length);
+  return true;
 }
 
 void Decompose(char32_t cp, std::vector<char32_t>* out) {
@@ -114,19 +128,25 @@ void ComposeAll(std::vector<char32_t>* cps) {
 
 }  // namespace
 
-std::string NfcNormalize(std::string_view text) {
+std::string UnicodeNormalize(std::string_view text, NormalForm form) {
   bool ascii = true;
   for (char ch : text) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
   if (ascii) return std::string(text);
+  const bool compat = form == NormalForm::kNfkc || form == NormalForm::kNfkd;
   std::vector<char32_t> cps;
   cps.reserve(text.size());
-  for (size_t i = 0; i < text.size();) Decompose(NextCodePoint(text, &i), &cps);
+  for (size_t i = 0; i < text.size();) {
+    const char32_t cp = NextCodePoint(text, &i);
+    if (!compat || !DecomposeCompat(cp, &cps)) Decompose(cp, &cps);
+  }
   CanonicalOrder(&cps);
-  ComposeAll(&cps);
+  if (form == NormalForm::kNfc || form == NormalForm::kNfkc) ComposeAll(&cps);
   std::string out;
   out.reserve(text.size());
   for (char32_t cp : cps) AppendUtf8(cp, &out);
   return out;
 }
+
+std::string NfcNormalize(std::string_view text) { return UnicodeNormalize(text, NormalForm::kNfc); }
 
 }  // namespace pagedkv::model_internal

@@ -13,6 +13,9 @@
 //   kByteLevel (GPT-2, Llama-3, Qwen2): the split regex (GPT-2's, Llama-3's or Qwen2's, each
 //     implemented by hand over Unicode letter/number/space classes), each piece's bytes mapped by
 //     GPT-2's byte-to-unicode table, BPE per piece (ignore_merges as Llama-3); decoder ByteLevel.
+// Any other tokenizer.json combination runs as generic steps (BpeTokenizerSpec::normalizers and
+// ::pre_tokenizers, in the file's order, as tokenizers runs them); `family` then only picks the
+// decoder and whether pieces are byte-level.
 // Both: added tokens are matched first, leftmost-longest (those with normalized = false on the
 // raw text, the others on the normalized text, with their content normalized too, as tokenizers
 // does); lstrip / rstrip eat whitespace beside them. The post-processor template adds
@@ -74,6 +77,49 @@ enum class MetaspaceMode {
   kNever,   // spaces replaced, nothing prepended
 };
 
+// One tokenizer.json normalizer, applied in order to each text segment between added tokens.
+struct PAGEDKV_EXPORT NormalizerStep {
+  enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kStrip, kPrepend, kReplace };
+  Kind kind = Kind::kNfc;
+  std::string pattern;       // kReplace: what to replace (a literal, or a regex when regex)
+  bool regex = false;        // kReplace: pattern is a Split-style regex (split_regex.h)
+  std::string content;       // kReplace: the replacement; kPrepend: what goes before the text
+  bool strip_left = false;   // kStrip: drop leading White_Space
+  bool strip_right = false;  // kStrip: drop trailing White_Space
+};
+
+// tokenizers' SplitDelimiterBehavior: what happens to the matched pieces of a split.
+enum class SplitBehavior {
+  kRemoved,             // matches dropped
+  kIsolated,            // matches are pieces of their own
+  kMergedWithPrevious,  // a match joins the piece before it
+  kMergedWithNext,      // a match joins the piece after it
+  kContiguous,          // adjacent matches form one piece
+};
+
+// One tokenizer.json pre-tokenizer, applied in order to every piece the previous ones produced.
+struct PAGEDKV_EXPORT PreTokenizerStep {
+  enum class Kind {
+    kSplit,            // pattern (a regex when regex, else a literal), behavior, invert
+    kByteLevel,        // add_prefix_space, use_regex (GPT-2's split), then the byte alphabet
+    kDigits,           // \p{N}: each alone (individual_digits) or runs of them
+    kWhitespace,       // the pieces matching \w+|[^\w\s]+; the rest dropped
+    kWhitespaceSplit,  // split on White_Space, which is dropped
+    kPunctuation,      // ASCII punctuation and P* characters, per behavior
+    kMetaspace,  // " " -> "▁", the prepend per metaspace, split before "▁" if metaspace_split
+  };
+  Kind kind = Kind::kSplit;
+  std::string pattern;
+  bool regex = true;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
+  bool add_prefix_space = false;
+  bool use_regex = true;
+  bool individual_digits = false;
+  MetaspaceMode metaspace = MetaspaceMode::kAlways;
+  bool metaspace_split = true;
+};
+
 struct PAGEDKV_EXPORT AddedToken {
   std::string content;
   TokenId id = 0;
@@ -109,6 +155,12 @@ struct PAGEDKV_EXPORT BpeTokenizerSpec {
   // kByteLevel pre-tokenizer.
   ByteLevelSplit split = ByteLevelSplit::kGpt2;
   bool add_prefix_space = false;  // ByteLevel add_prefix_space
+  // Generic components (tokenizer.json in any supported combination). A non-empty normalizers
+  // replaces nfc / prepend_space_marker / replace_spaces; a non-empty pre_tokenizers replaces
+  // the family's pre-tokenizer (metaspace, split, add_prefix_space). `family` still picks the
+  // decoder; with kByteLevel, pre_tokenizers must map to the byte alphabet (a kByteLevel step).
+  std::vector<NormalizerStep> normalizers;
+  std::vector<PreTokenizerStep> pre_tokenizers;
   // Post-processor template for one sequence: ids around it when special tokens are added.
   std::vector<TokenId> prefix_ids;
   std::vector<TokenId> suffix_ids;

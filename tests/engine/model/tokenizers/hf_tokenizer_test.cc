@@ -288,18 +288,18 @@ TEST(HfTokenizerByteLevelTest, SplitRegexes) {
 
 TEST(HfTokenizerJsonTest, UnknownComponentsAreRefusedByName) {
   json j = SentencePieceJson();
-  j["normalizer"] = {{"type", "NFKC"}};
+  j["normalizer"] = {{"type", "BertNormalizer"}};
   absl::StatusOr<BpeTokenizerSpec> s = ParseHfTokenizerJson(j.dump(), "t.json");
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.status().message(), HasSubstr("NFKC"));
+  EXPECT_THAT(s.status().message(), HasSubstr("BertNormalizer"));
   j = SentencePieceJson();
   j["model"]["type"] = "WordPiece";
   s = ParseHfTokenizerJson(j.dump(), "t.json");
   EXPECT_THAT(s.status().message(), HasSubstr("WordPiece"));
   j = SentencePieceJson();
-  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
   s = ParseHfTokenizerJson(j.dump(), "t.json");
-  EXPECT_THAT(s.status().message(), HasSubstr("Whitespace"));
+  EXPECT_THAT(s.status().message(), HasSubstr("BertPreTokenizer"));
   j = SentencePieceJson();
   j["decoder"] = {{"type", "WordPiece"}};
   s = ParseHfTokenizerJson(j.dump(), "t.json");
