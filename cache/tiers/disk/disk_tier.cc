@@ -126,7 +126,8 @@ DiskTierStats DiskTier::disk_stats() const {
 
 void DiskTier::Flush() {
   std::unique_lock lock(impl_->mu);
-  impl_->idle_cv.wait(lock, [this] { return impl_->jobs.empty() && !impl_->busy; });
+  impl_->idle_cv.wait(
+      lock, [this] { return impl_->jobs.empty() && impl_->removals.empty() && !impl_->busy; });
 }
 
 void DiskTier::EmitWriterRemovals() {

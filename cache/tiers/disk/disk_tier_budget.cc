@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,7 +60,7 @@ void DiskTier::Impl::UnlockUsage() {
   FaultLocked(&DiskTierStats::write_errors, written);
 }
 
-absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash) {
+absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash, bool recount_if_gone) {
   const std::string path = ValuePath(model_dir, hash);
   if (::unlink(path.c_str()) == 0) {
     if (usage.locked()) usage.Add(ShardOf(hash), -1);
@@ -68,7 +69,7 @@ absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash) {
   const int error = errno;
   if (error != ENOENT) return absl::ErrnoToStatus(error, absl::StrCat("cannot remove ", path));
   // Gone already: another process evicted it (and subtracted it), or it was removed by hand.
-  if (usage.locked()) usage.Recount(ShardOf(hash));
+  if (usage.locked() && recount_if_gone) usage.Recount(ShardOf(hash));
   return absl::OkStatus();
 }
 
@@ -123,21 +124,16 @@ bool DiskTier::Impl::MakeRoomLocked(const BlockHash& publishing) {
 }
 
 void DiskTier::Impl::RunQueuedRemovalsLocked() {
-  std::vector<BlockHash> queued;
+  std::deque<Removal> queued;
   {
     std::lock_guard lock(mu);
-    for (const Job& job : jobs) {
-      if (job.kind == Job::Kind::kRemove) queued.push_back(job.hash);
-    }
-    // Safe out of order: a write of the same hash queued before its removal belongs to an
-    // evicted entry (it writes nothing), and one queued after still runs after.
-    std::erase_if(jobs, [](const Job& job) { return job.kind == Job::Kind::kRemove; });
+    queued.swap(removals);
   }
   std::vector<absl::Status> results;
-  for (const BlockHash& h : queued) results.push_back(UnlinkCounted(h));
+  for (const Removal& r : queued) results.push_back(UnlinkCounted(r.hash, r.written));
   std::lock_guard lock(mu);
   for (size_t i = 0; i < queued.size(); ++i) {
-    if (auto it = removing.find(queued[i]); it != removing.end() && --it->second == 0) {
+    if (auto it = removing.find(queued[i].hash); it != removing.end() && --it->second == 0) {
       removing.erase(it);
     }
     if (!results[i].ok()) FaultLocked(&DiskTierStats::write_errors, results[i]);

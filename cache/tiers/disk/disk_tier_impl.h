@@ -47,7 +47,7 @@ struct DiskTier::Impl {
     bool announced = false;                      // a kBlockStored event went out for it
   };
   struct Job {
-    enum class Kind { kScan, kWrite, kRemove, kRecount } kind;
+    enum class Kind { kScan, kWrite, kRecount } kind;
     BlockHash hash = {};  // kRecount: a hash of the shard to count again
     std::shared_ptr<const std::string> bytes = nullptr;  // kWrite
   };
@@ -70,7 +70,8 @@ struct DiskTier::Impl {
   // Writer thread: runs jobs until `stop` and no job is left.
   void WriterLoop();
   void RunWrite(const Job& job);
-  void RunRemove(const Job& job);
+  // Runs every queued removal, in one locked section of the usage file.
+  void RunRemovals();
   void RunRecount(const Job& job);
   void RunScan();
 
@@ -82,7 +83,7 @@ struct DiskTier::Impl {
   // victims, then the oldest files it does not index) until one more file fits; false when
   // nothing is left to evict. Never evicts `publishing`, the value about to be published.
   bool MakeRoomLocked(const BlockHash& publishing);
-  // REQUIRES: usage locked. Runs every queued kRemove job now.
+  // REQUIRES: usage locked (or unusable). Runs every queued removal now.
   void RunQueuedRemovalsLocked();
   // The policy's next victim with a written file (victims still queued are dropped on the way;
   // `publishing` is kept).
@@ -94,7 +95,8 @@ struct DiskTier::Impl {
   void RefillCandidates();
   // REQUIRES: usage locked (or unusable). Unlinks `hash`'s file and subtracts it; a file found
   // gone makes its shard be counted again. The error of a failed unlink (not counted here).
-  absl::Status UnlinkCounted(const BlockHash& hash);
+  // `recount_if_gone` false: the file may never have been written (a queued value evicted).
+  absl::Status UnlinkCounted(const BlockHash& hash, bool recount_if_gone = true);
   // Locks the usage file: false (counted once per incident) when it cannot be used.
   bool LockUsage();
   void UnlockUsage();
@@ -116,9 +118,10 @@ struct DiskTier::Impl {
   void IndexScanned(std::vector<ValueFileInfo>& files);
 
   // REQUIRES: mu held. Queues the removal of `hash`'s file.
-  void QueueRemoveLocked(const BlockHash& hash);
+  // `written`: its file was written (false for a value whose write may not have run).
+  void QueueRemoveLocked(const BlockHash& hash, bool written);
   // REQUIRES: mu held. Drops `hash` from the index and the policy (a victim or a bad file): a
-  // written file gets a kRemove job when `remove_file`; an announced entry is added to
+  // written file is queued for removal when `remove_file`; an announced entry is added to
   // `*removed` (or writer_removed when null) for its kBlockRemoved event.
   void DropLocked(const BlockHash& hash, bool remove_file, std::vector<BlockHash>* removed);
   // REQUIRES: mu held. Indexes `hash` (a new store, an adopted or scanned file) and drops the
@@ -150,14 +153,19 @@ struct DiskTier::Impl {
 
   mutable std::mutex mu;
   std::condition_variable work_cv;  // a job was queued, or stop
-  std::condition_variable idle_cv;  // the queue ran empty
+  std::condition_variable idle_cv;  // the queues ran empty
   std::unique_ptr<EvictingTierPolicy> policy;
   absl::flat_hash_map<BlockHash, Entry> entries;
   std::deque<Job> jobs;
-  bool busy = false;  // the writer is running a job
+  struct Removal {
+    BlockHash hash;
+    bool written;  // the file was written (a missing one then means the usage count is off)
+  };
+  std::deque<Removal> removals;  // files to remove (evicted or bad), run before any job
+  bool busy = false;             // the writer is running a job
   bool stop = false;
   bool in_incident = false;
-  // Hashes with a kRemove job queued or running (an evicted file): a lookup must not adopt the
+  // Hashes in `removals` or being removed (an evicted file): a lookup must not adopt the
   // file about to go. Counts, as one hash may be evicted, stored and evicted again.
   absl::flat_hash_map<BlockHash, int32_t> removing;
   std::vector<BlockHash> writer_removed;

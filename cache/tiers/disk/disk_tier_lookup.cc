@@ -72,7 +72,7 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
     if (*source == ValueSource::kFile) DropLocked(block.hash, /*remove_file=*/false, removed);
   } else if (absl::IsDataLoss(payload.status())) {
     if (*source != ValueSource::kSave) DropLocked(block.hash, /*remove_file=*/false, removed);
-    if (*source == ValueSource::kFile) QueueRemoveLocked(block.hash);
+    if (*source == ValueSource::kFile) QueueRemoveLocked(block.hash, /*written=*/true);
     if (*source == ValueSource::kSave) RemoveFile(path).IgnoreError();  // counted below
     FaultLocked(&DiskTierStats::corrupt_values, payload.status());
   } else {

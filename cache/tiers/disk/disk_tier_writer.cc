@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,15 +78,16 @@ void DiskTier::Impl::DropLocked(const BlockHash& hash, bool remove_file,
     disk.pending_bytes -= static_cast<int64_t>(it->second.pending->size());
     --disk.pending_blocks;  // its queued write finds the entry gone and writes nothing
   }
-  // A pending value's write may be under way: the removal (queued after it) takes its file.
-  if (remove_file) QueueRemoveLocked(hash);
+  // A pending value's write may be under way: it checks the entry before it publishes, and a
+  // file it published before this drop goes with the removal (run after it).
+  if (remove_file) QueueRemoveLocked(hash, /*written=*/it->second.pending == nullptr);
   if (it->second.announced) (removed != nullptr ? removed : &writer_removed)->push_back(hash);
   entries.erase(it);
 }
 
-void DiskTier::Impl::QueueRemoveLocked(const BlockHash& hash) {
+void DiskTier::Impl::QueueRemoveLocked(const BlockHash& hash, bool written) {
   ++removing[hash];
-  jobs.push_back({.kind = Job::Kind::kRemove, .hash = hash});
+  removals.push_back({.hash = hash, .written = written});
   work_cv.notify_one();
 }
 
@@ -101,29 +103,30 @@ void DiskTier::Impl::InsertLocked(const BlockHash& hash, Entry entry,
 void DiskTier::Impl::WriterLoop() {
   std::unique_lock lock(mu);
   while (true) {
-    work_cv.wait(lock, [this] { return stop || !jobs.empty(); });
-    if (jobs.empty()) break;  // stop, and nothing left to write
-    const Job job = std::move(jobs.front());
-    jobs.pop_front();
+    work_cv.wait(lock, [this] { return stop || !jobs.empty() || !removals.empty(); });
+    if (jobs.empty() && removals.empty()) break;  // stop, and nothing left to do
+    // Removals go first, all at once (one locked section of the usage file): safe out of order,
+    // as a write of the same hash queued before its removal belongs to an evicted entry (it
+    // writes nothing) and one queued after still runs after.
+    std::optional<Job> job;
+    if (removals.empty()) {
+      job = std::move(jobs.front());
+      jobs.pop_front();
+    }
     busy = true;
     lock.unlock();
-    switch (job.kind) {
-      case Job::Kind::kScan:
-        RunScan();
-        break;
-      case Job::Kind::kWrite:
-        RunWrite(job);
-        break;
-      case Job::Kind::kRemove:
-        RunRemove(job);
-        break;
-      case Job::Kind::kRecount:
-        RunRecount(job);
-        break;
+    if (!job.has_value()) {
+      RunRemovals();
+    } else if (job->kind == Job::Kind::kScan) {
+      RunScan();
+    } else if (job->kind == Job::Kind::kWrite) {
+      RunWrite(*job);
+    } else {
+      RunRecount(*job);
     }
     lock.lock();
     busy = false;
-    if (jobs.empty()) idle_cv.notify_all();
+    if (jobs.empty() && removals.empty()) idle_cv.notify_all();
   }
 }
 
@@ -161,15 +164,10 @@ void DiskTier::Impl::RunWrite(const Job& job) {
   FaultLocked(&DiskTierStats::write_errors, written);
 }
 
-void DiskTier::Impl::RunRemove(const Job& job) {
+void DiskTier::Impl::RunRemovals() {
   const bool locked = LockUsage();
-  const absl::Status removed = UnlinkCounted(job.hash);
+  RunQueuedRemovalsLocked();
   if (locked) UnlockUsage();
-  std::lock_guard lock(mu);
-  if (!removed.ok()) FaultLocked(&DiskTierStats::write_errors, removed);
-  if (auto it = removing.find(job.hash); it != removing.end() && --it->second == 0) {
-    removing.erase(it);
-  }
 }
 
 void DiskTier::Impl::RunRecount(const Job& job) {
