@@ -312,5 +312,89 @@ TEST(HfTokenizerJsonTest, UnknownComponentsAreRefusedByName) {
   EXPECT_FALSE(ParseHfTokenizerJson("{not json", "t.json").ok());
 }
 
+// SentencePieceJson with `pre` as its pre-tokenizer (and ByteLevel's decoder when it has one).
+absl::StatusOr<BpeTokenizerSpec> WithPre(json pre) {
+  json j = SentencePieceJson();
+  if (pre.dump().find("ByteLevel") != std::string::npos) j["decoder"] = {{"type", "ByteLevel"}};
+  j["pre_tokenizer"] = std::move(pre);
+  return ParseHfTokenizerJson(j.dump(), "t.json");
+}
+
+TEST(HfTokenizerJsonTest, GenericComponentsInAnyOrder) {
+  json j = SentencePieceJson();
+  j["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [
+      {"type": "Strip", "strip_left": true, "strip_right": false},
+      {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+      {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+      {"type": "Prepend", "prepend": "▁"}]})");
+  absl::StatusOr<BpeTokenizerSpec> s = ParseHfTokenizerJson(j.dump(), "t.json");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->normalizers.size(), 5u);  // the nested Sequence flattened
+  EXPECT_EQ(s->normalizers[0].kind, NormalizerStep::Kind::kStrip);
+  EXPECT_FALSE(s->normalizers[0].strip_right);
+  EXPECT_EQ(s->normalizers[2].kind, NormalizerStep::Kind::kLowercase);
+  EXPECT_TRUE(s->normalizers[3].regex);
+  s = WithPre(json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Punctuation", "behavior": "Contiguous"}, {"type": "Whitespace"},
+      {"type": "Split", "pattern": {"String": "-"}, "behavior": "MergedWithNext", "invert": true},
+      {"type": "Digits", "individual_digits": false}, {"type": "WhitespaceSplit"},
+      {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}]})"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->pre_tokenizers.size(), 6u);
+  EXPECT_EQ(s->pre_tokenizers[0].behavior, SplitBehavior::kContiguous);
+  EXPECT_FALSE(s->pre_tokenizers[2].regex);
+  EXPECT_TRUE(s->pre_tokenizers[2].invert);
+  EXPECT_EQ(s->family, BpeFamily::kSentencePiece);
+}
+
+TEST(HfTokenizerJsonTest, KnownShapesKeepTheHandWrittenPath) {
+  const std::string llama3 = std::string(model_internal::kLlama3SplitPattern);
+  json split = {{"type", "Split"},
+                {"pattern", {{"Regex", llama3}}},
+                {"behavior", "Isolated"},
+                {"invert", false}};
+  json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  absl::StatusOr<BpeTokenizerSpec> s =
+      WithPre({{"type", "Sequence"}, {"pretokenizers", {split, bl}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->pre_tokenizers.empty());
+  EXPECT_EQ(s->split, ByteLevelSplit::kLlama3);
+  EXPECT_EQ(s->family, BpeFamily::kByteLevel);
+  // With add_prefix_space tokenizers prefixes every piece: the generic steps do that.
+  bl["add_prefix_space"] = true;
+  s = WithPre({{"type", "Sequence"}, {"pretokenizers", {split, bl}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pre_tokenizers.size(), 2u);
+  // Another regex runs on the generic engine.
+  split["pattern"]["Regex"] = "(?:" + llama3 + ")";
+  bl["add_prefix_space"] = false;
+  s = WithPre({{"type", "Sequence"}, {"pretokenizers", {split, bl}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pre_tokenizers.size(), 2u);
+}
+
+TEST(HfTokenizerJsonTest, BadGenericComponentsAreRefusedWithTheReason) {
+  absl::StatusOr<BpeTokenizerSpec> s =
+      WithPre({{"type", "Split"}, {"pattern", {{"Regex", "(?<=a)b"}}}, {"behavior", "Isolated"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("pre_tokenizer"));
+  EXPECT_THAT(s.status().message(), HasSubstr("lookbehind"));
+  s = WithPre({{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}});
+  EXPECT_THAT(s.status().message(), HasSubstr("Sideways"));
+  s = WithPre({{"type", "Split"}, {"pattern", {{"Glob", "a"}}}, {"behavior", "Isolated"}});
+  EXPECT_THAT(s.status().message(), HasSubstr("pattern must be"));
+  s = WithPre({{"type", "Split"}, {"pattern", {{"String", ""}}}, {"behavior", "Isolated"}});
+  EXPECT_THAT(s.status().message(), HasSubstr("empty String"));
+}
+
+TEST(HfTokenizerJsonTest, GenericPipelineEncodes) {
+  // Lowercase + Whitespace over the SentencePiece vocabulary: "AB  a" -> words "ab", "a".
+  json j = SentencePieceJson();
+  j["normalizer"] = {{"type", "Lowercase"}};
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  const Tokenizer t = Make(j);
+  EXPECT_EQ(Ids(t, "AB  a", /*bos=*/false), (std::vector<TokenId>{8, 4}));
+}
+
 }  // namespace
 }  // namespace pagedkv

@@ -32,5 +32,25 @@ TEST(UnicodeNfcTest, SingletonsExclusionsHangulAndLoneMarks) {
   EXPECT_EQ(NfcNormalize("\xCC\x81x"), "\xCC\x81x");
 }
 
+TEST(UnicodeNormalizeTest, CompatibilityAndDecomposedForms) {
+  // NFKC: ligature U+FB01 -> "fi", full-width U+FF28 -> "H", superscript two -> "2", NBSP -> " ",
+  // U+2460 CIRCLED DIGIT ONE -> "1", U+FDFA (18 code points) expands whole.
+  EXPECT_EQ(
+      UnicodeNormalize("\xEF\xAC\x81\xEF\xBC\xA8\xC2\xB2\xC2\xA0\xE2\x91\xA0", NormalForm::kNfkc),
+      "fiH2 1");
+  EXPECT_EQ(UnicodeNormalize("\xEF\xB7\xBA", NormalForm::kNfkd).size(), 33u);
+  // A compatibility decomposition that then composes canonically: U+1E9B (long s with dot above)
+  // is U+017F U+0307 canonically; NFKC makes it U+1E61, NFKD "s" U+0307, NFC keeps it.
+  EXPECT_EQ(UnicodeNormalize("\xE1\xBA\x9B", NormalForm::kNfkc), "\xE1\xB9\xA1");
+  EXPECT_EQ(UnicodeNormalize("\xE1\xBA\x9B", NormalForm::kNfkd), "s\xCC\x87");
+  EXPECT_EQ(UnicodeNormalize("\xE1\xBA\x9B", NormalForm::kNfc), "\xE1\xBA\x9B");
+  EXPECT_EQ(UnicodeNormalize("\xE1\xBA\x9B", NormalForm::kNfd), "\xC5\xBF\xCC\x87");
+  // Hangul decomposes in NFD / NFKD and recomposes in NFKC.
+  EXPECT_EQ(UnicodeNormalize("\xEA\xB0\x81", NormalForm::kNfd),
+            "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");
+  EXPECT_EQ(UnicodeNormalize("\xEA\xB0\x81", NormalForm::kNfkc), "\xEA\xB0\x81");
+  EXPECT_EQ(UnicodeNormalize("plain", NormalForm::kNfkd), "plain");
+}
+
 }  // namespace
 }  // namespace pagedkv::model_internal
