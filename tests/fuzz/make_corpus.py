@@ -169,6 +169,27 @@ def hf_seeds(out):
                   "merges": [["\u0120", "a"], ["a", "b"]]}}
     write(out + "/hf_tokenizer", "bytelevel",
           json.dumps(bytelevel).encode() + b"\xff\xfe" + b"ab a<|end|> b")
+    # The generic pipeline: normalizers and pre-tokenizers in sequence, a Split regex with the
+    # constructs split_regex.h accepts (for the fuzzer to mutate), and a pathological one.
+    generic = dict(bytelevel, normalizer={"type": "Sequence", "normalizers": [
+        {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Strip", "strip_left": True,
+                                                  "strip_right": False},
+        {"type": "Replace", "pattern": {"Regex": r"\s{2,}"}, "content": " "}]},
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": r"(?i:'s|'ll)|[^\r\n\p{L}\p{N}]?\p{L}+|"
+                                                   r"\p{N}{1,3}|(?:a*|b)+?x|\s+(?!\S)|\s+"},
+             "behavior": "MergedWithNext", "invert": False},
+            {"type": "Punctuation", "behavior": "Contiguous"},
+            {"type": "Digits", "individual_digits": False},
+            {"type": "ByteLevel", "add_prefix_space": True, "use_regex": False}]})
+    write(out + "/hf_tokenizer", "generic",
+          json.dumps(generic).encode() + b"\xff\xfe" + "Ab  ｃ'S 1234 ﬁ!? \u00e9\n".encode())
+    slow = dict(bytelevel, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"(a*)*b|(a|a)*c"}, "behavior": "Removed",
+         "invert": True},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]})
+    write(out + "/hf_tokenizer", "pathological",
+          json.dumps(slow).encode() + b"\xff\xfe" + b"a" * 3000)
 
 
 def op_seeds(out):
