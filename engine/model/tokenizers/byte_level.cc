@@ -43,8 +43,10 @@ bool IsNewline(char32_t c) { return c == '\r' || c == '\n'; }
 size_t MatchContraction(const std::vector<char32_t>& c, size_t i, bool fold_case) {
   const size_t n = c.size();
   if (c[i] != '\'' || i + 1 >= n) return i;
-  auto low = [&](size_t k) -> char32_t {
-    return fold_case && c[k] >= 'A' && c[k] <= 'Z' ? c[k] + 32 : c[k];
+  auto low = [&](size_t k) -> char32_t {  // the one-to-one case folds onto s t r e v m l d
+    if (!fold_case) return c[k];
+    if (c[k] == 0x17F) return 's';  // LATIN SMALL LETTER LONG S, the only non-ASCII one
+    return c[k] >= 'A' && c[k] <= 'Z' ? c[k] + 32 : c[k];
   };
   const char32_t a = low(i + 1);
   if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;

@@ -3,8 +3,9 @@
 // The byte-level BPE pre-tokenizer: GPT-2's byte-to-unicode alphabet (every byte is a printable
 // character: bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF map to themselves, the other 68 to
 // U+0100 onwards in byte order) and the split regexes of GPT-2, Llama-3 and Qwen2, implemented by
-// hand over \p{L}, \p{N} and \s (engine/model/tokenizers/unicode_categories.h). Known
-// approximation: the case-insensitive contractions of Llama-3 / Qwen2 fold ASCII letters only.
+// hand over \p{L}, \p{N} and \s (engine/model/tokenizers/unicode_categories.h). The
+// case-insensitive contractions of Llama-3 / Qwen2 fold as Oniguruma does ('S', and U+017F for
+// 's').
 //
 // Example:
 //   std::vector<std::string_view> pieces = SplitByteLevel("Hello world", ByteLevelSplit::kGpt2);
