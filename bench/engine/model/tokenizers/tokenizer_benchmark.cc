@@ -8,6 +8,9 @@
 //     alphabet and 64 merges of frequent pairs).
 //   BM_Llama2cEncode: aidreams260K's llama2.c tokenizer (run.c's score-ordered merges, a heap).
 //   BM_Utf8Scan: the floor, decoding the same bytes as code points.
+//   BM_SplitLlama3HandWritten / BM_SplitLlama3Generic: Llama-3's split regex alone, by the
+//     hand-written splitter (byte_level.h) and by the generic Split engine (split_regex.h) that
+//     runs every other tokenizer.json regex; the ratio is the generic engine's cost.
 // Bytes/s are reported; the text doubles with state.range(0) (KB) to show the growth.
 //
 //   build-dev/bench/engine/model/tokenizer_benchmark --benchmark_counters_tabular=true
@@ -16,10 +19,13 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "engine/model/tokenizers/byte_level.h"
+#include "engine/model/tokenizers/split_regex.h"
 #include "engine/model/tokenizers/unicode_categories.h"
 #include "pagedkv/model/bpe_tokenizer.h"
 #include "pagedkv/model/tokenizer.h"
@@ -126,6 +132,36 @@ void BM_Utf8Scan(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
 }
 
+void BM_SplitLlama3HandWritten(benchmark::State& state) {
+  const std::string text = Text(state.range(0));
+  size_t pieces = 0;
+  for (auto _ : state) {
+    std::vector<std::string_view> out =
+        model_internal::SplitByteLevel(text, ByteLevelSplit::kLlama3);
+    benchmark::DoNotOptimize(out.data());
+    pieces = out.size();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+  state.counters["pieces"] = static_cast<double>(pieces);
+}
+
+void BM_SplitLlama3Generic(benchmark::State& state) {
+  const std::string text = Text(state.range(0));
+  const model_internal::SplitRegex re =
+      model_internal::SplitRegex::Compile(model_internal::kLlama3SplitPattern).value();
+  size_t pieces = 0;
+  for (auto _ : state) {
+    std::vector<char32_t> cps;  // decoding is part of the generic path's cost
+    cps.reserve(text.size());
+    for (size_t i = 0; i < text.size();) cps.push_back(model_internal::NextCodePoint(text, &i));
+    std::vector<std::pair<size_t, size_t>> out = re.FindAll(cps);
+    benchmark::DoNotOptimize(out.data());
+    pieces = out.size();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+  state.counters["pieces"] = static_cast<double>(pieces);
+}
+
 BENCHMARK(BM_HfEncodeSentencePiece)
     ->RangeMultiplier(4)
     ->Range(64, 1024)
@@ -133,6 +169,8 @@ BENCHMARK(BM_HfEncodeSentencePiece)
 BENCHMARK(BM_HfEncodeByteLevel)->RangeMultiplier(4)->Range(64, 1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Llama2cEncode)->RangeMultiplier(4)->Range(64, 1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Utf8Scan)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SplitLlama3HandWritten)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SplitLlama3Generic)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pagedkv::bench
