@@ -184,9 +184,11 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::Create(const BpeTokenizerSpec& spec) 
 absl::Status BpeTokenizer::BuildAdded(const BpeTokenizerSpec& spec, Impl* impl) {
   std::vector<AddedPattern> raw, normalized;
   for (const AddedToken& a : spec.added_tokens) {
-    impl->tokens[static_cast<size_t>(a.id)] = a.content;
     impl->special[static_cast<size_t>(a.id)] = a.special;
     const std::string text = a.normalized ? impl->Normalize(a.content) : a.content;
+    // tokenizers' id_to_token (and so its decoder) gives a normalized added token's normalized
+    // content ("▁xy" for "XY" under Prepend + Lowercase), whatever the model calls that id.
+    impl->tokens[static_cast<size_t>(a.id)] = text;
     (a.normalized ? normalized : raw)
         .push_back(AddedPattern{.text = text, .id = a.id, .lstrip = a.lstrip, .rstrip = a.rstrip});
   }
