@@ -13,6 +13,8 @@
 //                    BM_GemmPackedSmolLm2 (the same shapes in fp32, packed): below 16 rows the
 //                    blocks are multiplied in registers, from 16 rows each panel is decoded
 //                    once per call into the packed layout.
+//   BM_GemmQuantTypesInt8: Q4_0 / Q4_K / Q6_K on SmolLM2's down shape with int8 activations
+//                    from Int8Tiles, beside BM_GemmQuantTypes (fp32 activations).
 //   BM_GemmInt8Kernels: BM_GemmQuantInt8's shapes, one thread, each int8 kernel this CPU runs
 //                    forced in turn (kernel: 0 avx2, 1 avx512vnni from the rows, 2 avx512vnni
 //                    from Int8Tiles built outside the timing; the label names it).
@@ -266,6 +268,23 @@ BENCHMARK(BM_GemmQuant)->Name("BM_GemmQuantTypes")->Apply([](benchmark::internal
                          WeightType::kQ6_K}) {
       const bool super = QuantBlockValuesOf(t) == kQuantSuperValues;
       if (!super) b->Args({m, 1536, 576, 1, static_cast<int64_t>(t)});
+      b->Args({m, 576, 1536, 1, static_cast<int64_t>(t)});
+    }
+  }
+  b->UseRealTime();
+});
+// The same with int8 activations from Int8Tiles (the engine's default where the VNNI kernel
+// runs; elsewhere Q4_K / Q6_K keep fp32 activations and the label says "fp32 activations").
+void BM_GemmQuantTypesInt8(benchmark::State& state) {
+  GemmQuant(state, ActivationType::kInt8, /*tiled=*/true);
+  const auto type = static_cast<WeightType>(state.range(4));
+  state.SetLabel(cpu::Int8QuantLinearRuns(type, /*tiled=*/true) ? cpu::Int8KernelName()
+                                                                : "fp32 activations");
+}
+BENCHMARK(BM_GemmQuantTypesInt8)->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "threads", "type"});
+  for (int64_t m : {1, 16, 64}) {
+    for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
       b->Args({m, 576, 1536, 1, static_cast<int64_t>(t)});
     }
   }

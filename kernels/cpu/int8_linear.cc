@@ -52,11 +52,11 @@ int64_t ColumnGroup(Kernel kernel) { return kernel == Kernel::kVnni ? 16 : 8; }
 // The quantized x's buffer (ThreadScratch): the largest m * k of a step, about 1.25 bytes a value.
 struct QuantizedXTag {};
 
-// Lays the quantized rows out in one buffer: q, then scale, sum and qsum per block.
+// Lays the quantized rows out in one buffer: q, then scale, sum, qsum and qsum_lo per block.
 bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
   const int64_t blocks = a.m * (a.k / kQuantBlockValues);
   const size_t q_bytes = static_cast<size_t>(a.m * a.k + 63) / 64 * 64;
-  const size_t per_block = sizeof(float) * 2 + sizeof(int32_t);
+  const size_t per_block = sizeof(float) * 2 + sizeof(int32_t) * 2;
   unsigned char* base =
       ThreadScratch<QuantizedXTag>(q_bytes + static_cast<size_t>(blocks) * per_block);
   if (base == nullptr) return false;
@@ -64,6 +64,7 @@ bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
   auto* scale = reinterpret_cast<float*>(base + q_bytes);
   auto* sum = scale + blocks;
   auto* qsum = reinterpret_cast<int32_t*>(sum + blocks);
+  auto* qsum_lo = qsum + blocks;
   if (Chosen() != Kernel::kPortable) {  // the VNNI kernel runs on AVX2 CPUs only
     int8_kernels::Avx2QuantizeRows(a.x, a.m, a.k, q, scale, qsum);
   } else {
@@ -73,14 +74,23 @@ bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
     }
   }
   for (int64_t b = 0; b < blocks; ++b) sum[b] = scale[b] * static_cast<float>(qsum[b]);
-  *rows = {
-      .q = q, .scale = scale, .sum = sum, .qsum = qsum, .blocks_per_row = a.k / kQuantBlockValues};
+  const bool halves = a.w_type == WeightType::kQ6_K;
+  for (int64_t b = 0; halves && b < blocks; ++b) {
+    int32_t lo = 0;
+    for (int c = 0; c < 16; ++c) lo += q[b * kQuantBlockValues + c];
+    qsum_lo[b] = lo;
+  }
+  *rows = {.q = q,
+           .scale = scale,
+           .sum = sum,
+           .qsum = qsum,
+           .qsum_lo = halves ? qsum_lo : nullptr,
+           .blocks_per_row = a.k / kQuantBlockValues};
   return true;
 }
 
 // The chain of int8_activations.h for columns [j_begin, j_end), one output at a time.
 void PortableColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end) {
-  const int64_t bb = QuantBlockBytes(a.w_type);
   const int64_t blocks = x.blocks_per_row;
   for (int64_t i = 0; i < a.m; ++i) {
     for (int64_t j = j_begin; j < j_end; ++j) {
@@ -88,8 +98,8 @@ void PortableColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begi
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t xb = i * blocks + b;
-        const int32_t isum = Int8BlockDot(a.w_type, row + b * bb, x.q + xb * kQuantBlockValues);
-        acc = Int8BlockAccumulate(a.w_type, row + b * bb, x.scale[xb], x.sum[xb], isum, acc);
+        const int32_t isum = Int8RowBlockDot(a.w_type, row, b, x.q + xb * kQuantBlockValues);
+        acc = Int8RowBlockAccumulate(a.w_type, row, b, x.scale[xb], x.sum[xb], isum, acc);
       }
       float* out = a.y + i * a.n + j;
       *out = a.accumulate ? *out + acc : acc;
@@ -107,6 +117,13 @@ const char* ForcedInt8Kernel() {
 }
 
 bool Int8KernelReadsTiles() { return Chosen() == Kernel::kVnni; }
+
+bool Int8QuantLinearRuns(WeightType type, bool tiled) {
+  if (!Int8ActivationsSupport(type)) return false;
+  if (!Int8SuperBlockType(type)) return true;
+  const Kernel kernel = Chosen();
+  return kernel == Kernel::kPortable || (kernel == Kernel::kVnni && tiled);
+}
 
 Int8KernelChoice CurrentInt8KernelChoice() {
   return static_cast<Int8KernelChoice>(forced_kernel.load(std::memory_order_relaxed));
@@ -161,6 +178,10 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
   ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
     const int64_t j_begin = begin * group;
     const int64_t j_end = std::min(args.n, end * group);
+    if (Int8SuperBlockType(args.w_type) && kernel == Kernel::kVnni && tiles != nullptr) {
+      return int8_kernels::VnniTiledSuperColumns(args, x, *tiles, j_begin, j_end);
+    }
+    if (Int8SuperBlockType(args.w_type)) return PortableColumns(args, x, j_begin, j_end);
     switch (kernel) {
       case Kernel::kVnni:
         if (tiles != nullptr)

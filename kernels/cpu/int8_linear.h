@@ -29,11 +29,12 @@ namespace pagedkv::cpu {
 
 // x quantized by QuantizeActivationBlock, row after row: [m, k / 32] blocks.
 struct Int8Rows {
-  const int8_t* q = nullptr;      // [m, k]
-  const float* scale = nullptr;   // [m, k / 32]: dx of each block
-  const float* sum = nullptr;     // [m, k / 32]: sx = dx * qsum (Q4_1's offset term)
-  const int32_t* qsum = nullptr;  // [m, k / 32]: sum of each block's q (Q4_0's bias term)
-  int64_t blocks_per_row = 0;     // k / 32
+  const int8_t* q = nullptr;         // [m, k]
+  const float* scale = nullptr;      // [m, k / 32]: dx of each block
+  const float* sum = nullptr;        // [m, k / 32]: sx = dx * qsum (Q4_1's offset term)
+  const int32_t* qsum = nullptr;     // [m, k / 32]: sum of each block's q (Q4_0's bias term)
+  const int32_t* qsum_lo = nullptr;  // [m, k / 32]: sum of its first 16 q (Q6_K only, else null)
+  int64_t blocks_per_row = 0;        // k / 32
 };
 
 // Which kernel Int8QuantLinear runs here: "avx512vnni", "avx2" or "portable" (the forced one
@@ -57,10 +58,16 @@ enum class Int8KernelChoice : int {};
 PAGEDKV_EXPORT Int8KernelChoice CurrentInt8KernelChoice();
 PAGEDKV_EXPORT void RestoreInt8KernelChoice(Int8KernelChoice choice);
 
+// Whether Int8QuantLinear multiplies W of `type` here, `tiled` saying whether W's Int8Tiles are
+// given: the 32-value block types always; Q4_K / Q6_K from tiles with the VNNI kernel, or with the
+// portable kernel when it is forced (the AVX2 kernel has no super-block form yet). QuantLinear
+// keeps fp32 activations where this says no, so no CPU runs a slower path than fp32 activations.
+PAGEDKV_EXPORT bool Int8QuantLinearRuns(WeightType type, bool tiled);
+
 // y = x W^T (+ y) with int8 activations; the VNNI kernel multiplies `tiles` (args.w's, or null)
 // when given, the others ignore them (the same bits either way). REQUIRES: args validated
-// (ValidateQuantLinear), Int8ActivationsSupport(args.w_type), tiles null or built from args.w.
-// ResourceExhausted (y untouched) when the quantized copy of x cannot be allocated.
+// (ValidateQuantLinear), Int8QuantLinearRuns(args.w_type, tiles != null), tiles null or built
+// from args.w. ResourceExhausted (y untouched) when the quantized copy of x cannot be allocated.
 PAGEDKV_EXPORT absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
                                             const Int8Tiles* tiles = nullptr);
 
@@ -93,6 +100,9 @@ void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Til
                       int64_t j_begin, int64_t j_end);
 // AVX-512 F / BW / VL / DQ / VNNI, with the OS's ZMM state, and Avx2Supported().
 bool VnniSupported();
+// VnniTiledColumns for Q4_K and Q6_K tiles (int8_tiles.h); j_begin and j_end multiples of 16.
+void VnniTiledSuperColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                           int64_t j_begin, int64_t j_end);
 
 }  // namespace int8_kernels
 

@@ -260,6 +260,64 @@ PAGEDKV_VNNI void TiledTile(const Int8Rows& x, int64_t row, const Int8Tiles& til
   StoreRows<RX>(acc, y, ldy, accumulate);
 }
 
+// Q6_K's step for one block of 16 W rows (`groups`: q + 32) and RX rows of x: the two halves'
+// exact sums (groups 0-3 and 4-7, each from -32 times its half's sum(qx)), isum = sc_lo * lo +
+// sc_hi * hi in int32 (exact, int8_activations.h), then acc[r] = fma(d * dx, isum, acc[r]).
+template <int RX>
+PAGEDKV_VNNI inline void Q6KBlockStep(const Int8Rows& x, int64_t row, int64_t b,
+                                      const __m512i* groups, __m512i sc_lo, __m512i sc_hi, __m512 d,
+                                      __m512* acc) {
+  const int64_t blocks = x.blocks_per_row;
+  __m512i lo[RX], hi[RX];
+  for (int r = 0; r < RX; ++r) {
+    const int64_t xb = (row + r) * blocks + b;
+    lo[r] = _mm512_set1_epi32(-32 * x.qsum_lo[xb]);
+    hi[r] = _mm512_set1_epi32(-32 * (x.qsum[xb] - x.qsum_lo[xb]));
+  }
+  for (int g = 0; g < 8; ++g) {
+    for (int r = 0; r < RX; ++r) {
+      int32_t word;
+      std::memcpy(&word, x.q + ((row + r) * blocks + b) * kQuantBlockValues + 4 * g, 4);
+      __m512i& sum = g < 4 ? lo[r] : hi[r];
+      sum = _mm512_dpbusd_epi32(sum, groups[g], _mm512_set1_epi32(word));
+    }
+  }
+  for (int r = 0; r < RX; ++r) {
+    const __m512i isum =
+        _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo[r]), _mm512_mullo_epi32(sc_hi, hi[r]));
+    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x.scale[(row + r) * blocks + b]));
+    acc[r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[r]);
+  }
+}
+
+// TiledTile for Q4_K / Q6_K tiles: Q4_K is Q4_1's step with the tile's fp32 dw and -mw, Q6_K
+// its own.
+template <WeightType kType, int RX>
+PAGEDKV_VNNI void TiledSuperTile(const Int8Rows& x, int64_t row, const Int8Tiles& tiles, int64_t t,
+                                 float* y, int64_t ldy, bool accumulate) {
+  __m512 acc[RX];
+  for (int r = 0; r < RX; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < x.blocks_per_row; ++b) {
+    const unsigned char* at = tiles.block(t, b);
+    __m512i groups[8];
+    if constexpr (kType == WeightType::kQ4_K) {
+      for (int v = 0; v < 4; ++v) {
+        const __m512i packed = _mm512_loadu_si512(at + 64 * v);
+        groups[v] = _mm512_and_si512(packed, low);
+        groups[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+      }
+      BlockStep<WeightType::kQ4_1, RX>(x, row, b, groups, _mm512_loadu_ps(at + 256),
+                                       _mm512_loadu_ps(at + 320), acc);
+    } else {
+      for (int g = 0; g < 8; ++g) groups[g] = _mm512_loadu_si512(at + 64 * g);
+      Q6KBlockStep<RX>(x, row, b, groups, _mm512_loadu_si512(at + 512),
+                       _mm512_loadu_si512(at + 576), _mm512_loadu_ps(at + 640), acc);
+    }
+  }
+  StoreRows<RX>(acc, y, ldy, accumulate);
+}
+
 // Rows [0, m) of x against tiles [j_begin / 16, j_end / 16) of W's Int8Tiles, kPanelTiles tiles
 // at a time: each group of rows runs the panel's tiles while its blocks of x are in L1, and the
 // panel (a few tens of KB) stays in L2.
@@ -270,8 +328,13 @@ PAGEDKV_VNNI void TiledColumns(const QuantLinearArgs& a, const Int8Rows& x, cons
     const int64_t j1 = std::min(j_end, j0 + kTileRows * kPanelTiles);
     ForRowGroups(a.m, [&](auto rx, int64_t i) {
       for (int64_t j = j0; j < j1; j += kTileRows) {
-        TiledTile<kType, decltype(rx)::value>(x, i, tiles, j / kTileRows, a.y + i * a.n + j, a.n,
-                                              a.accumulate);
+        constexpr int kRx = decltype(rx)::value;
+        if constexpr (Int8SuperBlockType(kType)) {
+          TiledSuperTile<kType, kRx>(x, i, tiles, j / kTileRows, a.y + i * a.n + j, a.n,
+                                     a.accumulate);
+        } else {
+          TiledTile<kType, kRx>(x, i, tiles, j / kTileRows, a.y + i * a.n + j, a.n, a.accumulate);
+        }
       }
     });
   }
@@ -336,6 +399,14 @@ void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Til
                       int64_t j_begin, int64_t j_end) {
   WithInt8Type(a.w_type,
                [&](auto t) { TiledColumns<decltype(t)::value>(a, x, tiles, j_begin, j_end); });
+}
+
+void VnniTiledSuperColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                           int64_t j_begin, int64_t j_end) {
+  if (a.w_type == WeightType::kQ4_K) {
+    return TiledColumns<WeightType::kQ4_K>(a, x, tiles, j_begin, j_end);
+  }
+  TiledColumns<WeightType::kQ6_K>(a, x, tiles, j_begin, j_end);
 }
 
 }  // namespace pagedkv::cpu::int8_kernels

@@ -61,7 +61,8 @@ absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
         "QuantLinear: int8_tiles were not built from args.w (its pointer, type, n and k)");
   }
   if (args.m == 0) return absl::OkStatus();
-  if (args.activations == ActivationType::kInt8 && Int8ActivationsSupport(args.w_type)) {
+  if (args.activations == ActivationType::kInt8 &&
+      Int8QuantLinearRuns(args.w_type, int8_tiles != nullptr)) {
     return Int8QuantLinear(args, pool, int8_tiles);
   }
   // The panel decode addresses a panel's rows by 32-bit byte offsets.

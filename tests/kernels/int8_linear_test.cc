@@ -311,11 +311,11 @@ TEST_F(Int8LinearTest, TilesRefuseWhatTheyCannotHoldAndForeignTilesAreRefused) {
   const auto w = RandomRows(WeightType::kQ4_1, 32, 64, 101);
   for (auto [type, n, k] : {std::tuple{WeightType::kQ4_1, int64_t{24}, int64_t{64}},
                             std::tuple{WeightType::kQ4_1, int64_t{32}, int64_t{48}},
-                            std::tuple{WeightType::kQ4_K, int64_t{32}, int64_t{256}},
+                            std::tuple{WeightType::kQ4_K, int64_t{32}, int64_t{96}},
                             std::tuple{WeightType::kQ4_1, int64_t{0}, int64_t{64}}}) {
     const absl::Status s = cpu::Int8Tiles::Build(w.data(), type, n, k).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n << " " << k;
-    EXPECT_NE(s.message().find("multiple of 16"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("multiple of 16 and k of the type's block"), std::string::npos) << s;
   }
   EXPECT_EQ(cpu::Int8Tiles::Build(nullptr, WeightType::kQ4_1, 32, 64).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -331,6 +331,7 @@ TEST_F(Int8LinearTest, TilesRefuseWhatTheyCannotHoldAndForeignTilesAreRefused) {
   EXPECT_EQ(y, std::vector<float>(32, 3.0f));
 }
 
+// Half weights, and Q4_K / Q6_K without tiles (int8_super_linear_test.cc has the rest).
 TEST_F(Int8LinearTest, TypesWithoutAnInt8PathGiveTheFp32Bits) {
   constexpr int64_t m = 3, n = 9, k = 256;
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kF16}) {
