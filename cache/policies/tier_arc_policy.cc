@@ -58,12 +58,22 @@ class TierArcPolicy final : public EvictingTierPolicy {
     return true;
   }
 
-  std::optional<BlockHash> EvictOne() override {
-    if (size() == 0) return std::nullopt;
-    std::vector<BlockHash> dropped;  // REPLACE's choice; its victim becomes a ghost, as there
+  std::optional<BlockHash> Victim(const Evictable& evictable) const override {
+    // REPLACE's list first, then the other.
     const bool from_t1 = target_.ReplaceFromT1(Size(kT1), Size(kT2), /*after_b2_hit=*/false);
-    Demote(from_t1 ? kT1 : kT2, from_t1 ? kB1 : kB2, &dropped);
-    return dropped.front();
+    for (const ListId l : {from_t1 ? kT1 : kT2, from_t1 ? kT2 : kT1}) {
+      for (auto it = lists_[l].rbegin(); it != lists_[l].rend(); ++it) {
+        if (evictable == nullptr || evictable(*it)) return *it;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<BlockHash> EvictOne(const Evictable& evictable) override {
+    const std::optional<BlockHash> victim = Victim(evictable);
+    // The victim becomes a ghost, as REPLACE's does.
+    if (victim.has_value()) Move(*victim, where_.at(*victim).list == kT1 ? kB1 : kB2);
+    return victim;
   }
 
   std::vector<BlockHash> Resident() const override {

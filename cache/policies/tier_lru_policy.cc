@@ -54,11 +54,16 @@ class TierLruPolicy final : public EvictingTierPolicy {
     return true;
   }
 
-  std::optional<BlockHash> EvictOne() override {
-    if (order_.empty()) return std::nullopt;
-    const BlockHash victim = order_.back();
-    where_.erase(victim);
-    order_.pop_back();
+  std::optional<BlockHash> Victim(const Evictable& evictable) const override {
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (evictable == nullptr || evictable(*it)) return *it;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<BlockHash> EvictOne(const Evictable& evictable) override {
+    const std::optional<BlockHash> victim = Victim(evictable);
+    if (victim.has_value()) Erase(*victim);
     return victim;
   }
 

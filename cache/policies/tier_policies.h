@@ -8,6 +8,7 @@
 #define PAGEDKV_CACHE_POLICIES_TIER_POLICIES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -20,10 +21,14 @@ namespace pagedkv {
 
 class EvictingTierPolicy : public TierPolicy {
  public:
+  using Evictable = std::function<bool(const BlockHash&)>;
   // Drops the resident entry Insert would drop first to make room (LRU: the least recently used;
-  // ARC: the paper's REPLACE, as if T1 + T2 were full) and returns it; nullopt when none is
-  // resident.
-  virtual std::optional<BlockHash> EvictOne() = 0;
+  // ARC: the paper's REPLACE, as if T1 + T2 were full) among those `evictable` accepts (null:
+  // all), and returns it; nullopt when there is none. Entries passed over stay where they are.
+  // O(1) when the first candidate is accepted, O(passed over) otherwise.
+  virtual std::optional<BlockHash> EvictOne(const Evictable& evictable = nullptr) = 0;
+  // The entry EvictOne(evictable) would drop, without dropping it.
+  virtual std::optional<BlockHash> Victim(const Evictable& evictable = nullptr) const = 0;
 };
 
 std::unique_ptr<EvictingTierPolicy> NewTierLruPolicy(int64_t capacity);

@@ -218,6 +218,12 @@ absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
   return absl::OkStatus();
 }
 
+std::optional<int64_t> FileMtimeNs(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return MtimeNs(st);
+}
+
 absl::Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, "cannot remove", path);

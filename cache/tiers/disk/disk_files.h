@@ -73,6 +73,10 @@ inline constexpr int64_t kTouchGranularityNs = 1'000'000'000;
 absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
                            std::vector<std::byte>* out, ReadRecency recency = ReadRecency::kKeep);
 
+// The modification time of the file at `path` (its last store, or a hit); nullopt when there is
+// none (or it cannot be read).
+std::optional<int64_t> FileMtimeNs(const std::string& path);
+
 // Removes `path`; a missing file is fine (another process removed it first).
 absl::Status RemoveFile(const std::string& path);
 

@@ -76,12 +76,12 @@ absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash, bool recount_i
 absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const std::string& temp) {
   const std::string path = ValuePath(model_dir, job.hash);
   if (!LockUsage()) return PublishTemporary(temp, path);  // this process's own budget only
-  bool room = MakeRoomLocked(job.hash);
-  if (!room) {  // nothing of this process's left to evict: learn the folder's other files
+  Room room = MakeRoomLocked(/*may_list=*/true);
+  if (room == Room::kNeedListing) {  // list the folder without holding the others up
     UnlockUsage();
     RefillCandidates();
     if (!LockUsage()) return PublishTemporary(temp, path);
-    room = MakeRoomLocked(job.hash);
+    room = MakeRoomLocked(/*may_list=*/false);
   }
   bool live = false;
   {
@@ -90,7 +90,7 @@ absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const s
     live = it != entries.end() && it->second.pending == job.bytes;  // not evicted meanwhile
   }
   absl::StatusOr<bool> published = false;
-  if (!room) {
+  if (room != Room::kRoom) {
     published = absl::ResourceExhaustedError(
         absl::StrCat(model_dir,
                      " is at its byte budget and holds no file this process can "
@@ -101,26 +101,67 @@ absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const s
   }
   // Inside the lock, as a publish is: while another process holds it, each writer has at most
   // one temporary (a leftover is removed by the next scan once old).
-  if (!room || !live) RemoveFile(temp).IgnoreError();
+  if (room != Room::kRoom || !live) RemoveFile(temp).IgnoreError();
   UnlockUsage();
   return published;
 }
 
-bool DiskTier::Impl::MakeRoomLocked(const BlockHash& publishing) {
+DiskTier::Impl::Room DiskTier::Impl::MakeRoomLocked(bool may_list) {
   RunQueuedRemovalsLocked();  // files this process already chose to evict go first
   const int64_t capacity_files = options.capacity_bytes / file_bytes;
   while (usage.files() + 1 > capacity_files) {
-    std::optional<BlockHash> victim = NextLocalVictim(publishing);
-    if (!victim.has_value()) victim = NextCandidate();
-    if (!victim.has_value()) return false;
-    const absl::Status removed = UnlinkCounted(*victim);
+    const std::optional<BlockHash> own = PeekOwnVictim();
+    // A listing costs a pass over the folder: made when this process has nothing of its own to
+    // evict, or at most once per capacity_files evictions (so its cost per eviction is bounded).
+    if (candidates.empty() && may_list &&
+        (!own.has_value() || evictions_since_listing >= capacity_files)) {
+      return Room::kNeedListing;
+    }
+    bool take_own = false;
+    const std::optional<BlockHash> victim = ChooseVictim(own, &take_own);
+    if (!victim.has_value()) return Room::kNoVictim;
+    ++evictions_since_listing;
+    // A listed file found gone was most likely evicted by its owner (who subtracted it): no
+    // recount for it (the next listing recounts every shard anyway).
+    const absl::Status removed = UnlinkCounted(*victim, /*recount_if_gone=*/take_own);
     std::lock_guard lock(mu);
     if (auto it = removing.find(*victim); it != removing.end() && --it->second == 0) {
       removing.erase(it);
     }
     if (!removed.ok()) FaultLocked(&DiskTierStats::write_errors, removed);
   }
-  return true;
+  return Room::kRoom;
+}
+
+std::optional<BlockHash> DiskTier::Impl::ChooseVictim(const std::optional<BlockHash>& own,
+                                                      bool* take_own) {
+  // The older of this process's next victim and the oldest listed file of the others, by
+  // modification time (a store, or a hit at most a second ago): an approximate LRU over the
+  // folder, so a process never keeps evicting its own newer files while older ones of an idle
+  // process stay.
+  while (!candidates.empty()) {
+    const BlockHash listed = candidates.front();
+    const std::optional<int64_t> listed_time = FileMtimeNs(ValuePath(model_dir, listed));
+    bool adopted = false;
+    {
+      std::lock_guard lock(mu);
+      adopted = entries.contains(listed);
+    }
+    if (!listed_time.has_value() || adopted) {  // gone, or indexed here since: own now
+      candidates.pop_front();
+      continue;
+    }
+    const std::optional<int64_t> own_time =
+        own.has_value() ? FileMtimeNs(ValuePath(model_dir, *own)) : std::nullopt;
+    if (own.has_value() && (!own_time.has_value() || *own_time <= *listed_time)) break;
+    candidates.pop_front();
+    std::lock_guard lock(mu);
+    ++stats.evictions;
+    ++removing[listed];
+    return listed;
+  }
+  *take_own = true;
+  return TakeOwnVictim();
 }
 
 void DiskTier::Impl::RunQueuedRemovalsLocked() {
@@ -140,55 +181,44 @@ void DiskTier::Impl::RunQueuedRemovalsLocked() {
   }
 }
 
-std::optional<BlockHash> DiskTier::Impl::NextLocalVictim(const BlockHash& publishing) {
+std::optional<BlockHash> DiskTier::Impl::PeekOwnVictim() {
   std::lock_guard lock(mu);
-  bool skipped = false;  // `publishing` came up: it goes back after the others
-  std::optional<BlockHash> found;
-  while (std::optional<BlockHash> victim = policy->EvictOne()) {
-    if (*victim == publishing) {
-      skipped = true;
-      continue;
-    }
-    auto it = entries.find(*victim);
-    const bool written = it != entries.end() && it->second.pending == nullptr;
-    ++stats.evictions;
-    DropLocked(*victim, /*remove_file=*/false, nullptr);  // a queued value: its write is skipped
-    if (!written) continue;
-    ++removing[*victim];  // a lookup must not adopt it before the unlink
-    found = victim;
-    break;
-  }
-  // Back as the most recent entry (the policy holds one fewer now, so nothing is dropped).
-  if (skipped) policy->Insert(publishing);
-  return found;
+  return policy->Victim([this](const BlockHash& h) { return IsWrittenLocked(h); });
 }
 
-std::optional<BlockHash> DiskTier::Impl::NextCandidate() {
+std::optional<BlockHash> DiskTier::Impl::TakeOwnVictim() {
   std::lock_guard lock(mu);
-  while (!candidates.empty()) {
-    const BlockHash h = candidates.front();
-    candidates.pop_front();
-    auto it = entries.find(h);
-    if (it != entries.end() && it->second.pending != nullptr) continue;  // ours, not written yet
-    if (it != entries.end()) DropLocked(h, /*remove_file=*/false, nullptr);  // adopted since
-    ++stats.evictions;
-    ++removing[h];
-    return h;
-  }
-  return std::nullopt;
+  // Only written files free room; queued values (the one being published among them) stay.
+  const std::optional<BlockHash> victim =
+      policy->EvictOne([this](const BlockHash& h) { return IsWrittenLocked(h); });
+  if (!victim.has_value()) return std::nullopt;
+  ++stats.evictions;
+  DropLocked(*victim, /*remove_file=*/false, nullptr);
+  ++removing[*victim];  // a lookup must not adopt it before the unlink
+  return victim;
+}
+
+bool DiskTier::Impl::IsWrittenLocked(const BlockHash& hash) const {
+  auto it = entries.find(hash);
+  return it != entries.end() && it->second.pending == nullptr;
 }
 
 void DiskTier::Impl::RefillCandidates() {
   candidates.clear();
+  evictions_since_listing = 0;
   absl::StatusOr<std::vector<ValueFileInfo>> files = ListFolderCounted();
   if (!files.ok()) return;  // the folder is gone: nothing to evict, and it holds nothing
-  std::sort(files->begin(), files->end(),
-            [](const ValueFileInfo& a, const ValueFileInfo& b) { return a.mtime_ns < b.mtime_ns; });
-  std::lock_guard lock(mu);
-  for (const ValueFileInfo& f : *files) {
-    if (candidates.size() >= kMaxCandidates) break;
-    if (!entries.contains(f.hash)) candidates.push_back(f.hash);
+  {
+    std::lock_guard lock(mu);
+    std::erase_if(*files, [this](const ValueFileInfo& f) { return entries.contains(f.hash); });
   }
+  const auto older = [](const ValueFileInfo& a, const ValueFileInfo& b) {
+    return a.mtime_ns < b.mtime_ns;
+  };
+  const size_t kept = std::min(files->size(), kMaxCandidates);
+  std::partial_sort(files->begin(), files->begin() + static_cast<std::ptrdiff_t>(kept),
+                    files->end(), older);
+  for (size_t i = 0; i < kept; ++i) candidates.push_back((*files)[i].hash);
 }
 
 }  // namespace pagedkv

@@ -79,17 +79,24 @@ struct DiskTier::Impl {
   // Publishes `temp` as `job`'s file once the folder has room for it under the budget; false
   // when the file was there already or the entry was dropped meanwhile (`temp` removed then).
   absl::StatusOr<bool> PublishWithinBudget(const Job& job, const std::string& temp);
-  // REQUIRES: usage locked. Runs the queued removals, then evicts (this process's policy's
-  // victims, then the oldest files it does not index) until one more file fits; false when
-  // nothing is left to evict. Never evicts `publishing`, the value about to be published.
-  bool MakeRoomLocked(const BlockHash& publishing);
-  // REQUIRES: usage locked (or unusable). Runs every queued removal now.
+  enum class Room { kRoom, kNeedListing, kNoVictim };
+  // REQUIRES: usage locked. Runs the queued removals, then evicts until one more file fits: each
+  // victim is the older (by file time) of this process's policy's next victim with a written
+  // file and the oldest file of the others from the last listing. kNeedListing (only when
+  // `may_list`) asks the caller to list the folder without the lock first; kNoVictim when
+  // nothing is left to evict. Queued values (the one being published among them) stay.
+  Room MakeRoomLocked(bool may_list);
+  // REQUIRES: usage locked. Runs every queued removal now.
   void RunQueuedRemovalsLocked();
-  // The policy's next victim with a written file (victims still queued are dropped on the way;
-  // `publishing` is kept).
-  std::optional<BlockHash> NextLocalVictim(const BlockHash& publishing);
-  // The oldest file of another process found by the last RefillCandidates.
-  std::optional<BlockHash> NextCandidate();
+  // The policy's next victim among the entries with a written file, left in place.
+  std::optional<BlockHash> PeekOwnVictim();
+  // Drops that victim from the index (its file is the caller's to unlink).
+  std::optional<BlockHash> TakeOwnVictim();
+  // MakeRoomLocked's choice between `own` (PeekOwnVictim) and the oldest listed file; sets
+  // `*take_own` when it took its own victim (TakeOwnVictim).
+  std::optional<BlockHash> ChooseVictim(const std::optional<BlockHash>& own, bool* take_own);
+  // REQUIRES: mu held. Whether `hash` is indexed with its file written.
+  bool IsWrittenLocked(const BlockHash& hash) const;
   // Lists the folder (recounting each shard) and keeps its oldest files this process does not
   // index as eviction candidates.
   void RefillCandidates();
@@ -140,6 +147,7 @@ struct DiskTier::Impl {
   // processes, evicted when this process's own are gone.
   FolderUsage usage;
   std::deque<BlockHash> candidates;
+  int64_t evictions_since_listing = 0;
   bool usage_broken = false;  // the last LockUsage failed (one fault per run of failures)
 
   // Encoded-value buffers for reuse (a fresh multi-MiB allocation page-faults on every store):

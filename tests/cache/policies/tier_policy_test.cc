@@ -195,8 +195,10 @@ void RunEvictOneLockstep(const std::string& name, int64_t capacity, uint64_t see
     const int op = static_cast<int>(rng() % 10);
     const BlockHash h = H(op < 3 ? fresh++ : rng() % universe);
     if (op < 3 && inserts->size() == capacity) {
+      const std::optional<BlockHash> peeked = evicts->Victim();
       const std::optional<BlockHash> victim = evicts->EvictOne();
       ASSERT_TRUE(victim.has_value());
+      ASSERT_EQ(peeked, victim);
       ASSERT_EQ(inserts->Insert(h), std::vector<BlockHash>{*victim}) << "step " << step;
       ASSERT_TRUE(evicts->Insert(h).empty());
       ++compared;
@@ -220,6 +222,24 @@ TEST(TierPolicyTest, EvictOneDropsWhatInsertWouldDrop) {
     for (int64_t capacity : {1, 2, 5, 16}) {
       for (uint64_t seed : {1u, 2u}) RunEvictOneLockstep(name, capacity, seed);
     }
+  }
+}
+
+// Entries the caller may not evict are passed over and keep their place.
+TEST(TierPolicyTest, EvictOneSkipsWhatTheCallerKeeps) {
+  for (const char* name : {"lru", "arc"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<EvictingTierPolicy> policy = MakeEvictingTierPolicy(name, 8).value();
+    for (uint64_t id = 1; id <= 4; ++id) policy->Insert(H(id));
+    const auto odd = [](const BlockHash& h) { return h == H(1) || h == H(3); };
+    const auto even = [](const BlockHash& h) { return h == H(2) || h == H(4); };
+    EXPECT_EQ(policy->Victim(even), H(2));    // a look, nothing dropped
+    EXPECT_EQ(policy->EvictOne(even), H(2));  // the oldest of those allowed
+    EXPECT_EQ(policy->EvictOne(even), H(4));
+    EXPECT_EQ(policy->EvictOne(even), std::nullopt);
+    EXPECT_THAT(policy->Resident(), UnorderedElementsAreArray({H(1), H(3)}));
+    EXPECT_EQ(policy->EvictOne(odd), H(1));  // 1 kept its place as the oldest
+    EXPECT_EQ(policy->EvictOne(), H(3));
   }
 }
 

@@ -126,6 +126,35 @@ TEST(DiskTierBudgetTest, ASmallerBudgetEvictsFilesOnlyTheOtherTierKnows) {
   EXPECT_EQ(UsageFiles(*big), 16);
 }
 
+// A tier that stores into a folder full of an idle tier's older files evicts those, oldest
+// first, rather than its own newer ones (file times order the two tiers' victims).
+TEST(DiskTierBudgetTest, ATierEvictsAnIdleTiersOlderFilesBeforeItsOwnNewerOnes) {
+  TempDir dir;
+  std::unique_ptr<DiskTier> idle = Open(dir.path(), kBudget);
+  std::unique_ptr<DiskTier> busy = Open(dir.path(), kBudget);
+  idle->Flush();
+  busy->Flush();  // both start scans found nothing
+  for (uint64_t id = 0; id < kBudget; ++id) ASSERT_TRUE(StoreBlocks(*idle, {MakeBlock(id)}).ok());
+  idle->Flush();
+  for (uint64_t id = 0; id < kBudget; ++id) {  // stored long ago, oldest first
+    const struct timespec times[2] = {{1'000'000 + static_cast<time_t>(id), 0},
+                                      {1'000'000 + static_cast<time_t>(id), 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, idle->PathOf(MakeBlock(id).hash).c_str(), times, 0), 0);
+  }
+  std::vector<Block> mine;
+  for (uint64_t id = 100; id < 106; ++id) {
+    mine.push_back(MakeBlock(id));
+    ASSERT_TRUE(StoreBlocks(*busy, {mine.back()}).ok());
+    busy->Flush();
+  }
+  EXPECT_EQ(CountFiles(*busy), kBudget);
+  EXPECT_EQ(Load(*busy, mine), 6);                          // all of its own stayed
+  EXPECT_EQ(Load(*idle, {MakeBlock(6), MakeBlock(7)}), 2);  // the idle tier's two newest stayed
+  EXPECT_EQ(Load(*idle, {MakeBlock(5)}), 0);
+  EXPECT_EQ(busy->stats().evictions, 6);
+  EXPECT_EQ(busy->stats().faults + idle->stats().faults, 0);
+}
+
 // The child: stores blocks [first, first + count) through a budget of kBudget, flushing each.
 [[noreturn]] void StoreInChild(const std::string& dir, uint64_t first, uint64_t count,
                                int ready_fd) {
