@@ -97,7 +97,19 @@ bool TermMatches(const ClassTerm& t, char32_t c) {
 
 }  // namespace
 
+void CharClass::Prepare() {
+  for (char32_t c = 0; c < 128; ++c) {
+    if (MatchesSlow(c)) ascii[c / 64] |= uint64_t{1} << (c % 64);
+  }
+  prepared = true;
+}
+
 bool CharClass::Matches(char32_t c) const {
+  if (c < 128 && prepared) return (ascii[c / 64] >> (c % 64)) & 1;
+  return MatchesSlow(c);
+}
+
+bool CharClass::MatchesSlow(char32_t c) const {
   bool hit = false;
   for (const ClassTerm& t : terms) {
     if (TermMatches(t, c) || (fold && TermMatches(t, SimpleFold(c)))) {
@@ -240,6 +252,7 @@ absl::StatusOr<SplitRegex> RegexCompiler::Run() {
   re.classes_ = std::move(classes_);
   re.num_slots_ = num_slots_;
   re.slot_of_ = std::move(slot_of_);
+  re.ComputeClosures();
   return re;
 }
 
@@ -400,6 +413,7 @@ RegexNode RegexCompiler::ClassNode(CharClass cls) {
       }
     }
   }
+  cls.Prepare();
   classes_.push_back(std::move(cls));
   return Node{.kind = Node::Kind::kClass, .cls = static_cast<uint32_t>(classes_.size() - 1)};
 }
@@ -698,10 +712,54 @@ bool SplitRegex::Consumes(const Inst& inst, char32_t c) const {
   return inst.op == Op::kClass && classes_[inst.x].Matches(c);
 }
 
+void SplitRegex::ComputeClosures() {
+  constexpr size_t kMaxTotal = size_t{1} << 20;  // entries over all closures
+  closure_.assign(program_.size(), {});
+  if (num_slots_ > 0) return;
+  size_t total = 0;
+  std::vector<uint32_t> seen(program_.size(), UINT32_MAX);
+  std::vector<uint32_t> stack;
+  for (uint32_t entry = 0; entry < program_.size(); ++entry) {
+    const bool entered =
+        entry == 0 || program_[entry - 1].op == Op::kClass || program_[entry - 1].op == Op::kChar;
+    if (!entered) continue;
+    std::vector<uint32_t> leaves;
+    bool fixed = true;  // no assertion on the way
+    stack.assign(1, entry);
+    while (!stack.empty() && fixed) {
+      const uint32_t pc = stack.back();
+      stack.pop_back();
+      if (seen[pc] == entry) continue;
+      seen[pc] = entry;
+      const Inst& inst = program_[pc];
+      if (inst.op == Op::kJmp) {
+        stack.push_back(inst.x);
+      } else if (inst.op == Op::kSplit) {
+        stack.push_back(inst.y);
+        stack.push_back(inst.x);
+      } else if (inst.op == Op::kClass || inst.op == Op::kChar || inst.op == Op::kMatch) {
+        leaves.push_back(pc);
+      } else {
+        fixed = false;
+      }
+    }
+    total += leaves.size();
+    if (fixed && total <= kMaxTotal) closure_[entry] = std::move(leaves);
+  }
+}
+
 // Adds the thread (pc, start) at text position pos to *list, following jumps, splits (x first)
 // and assertions; each instruction enters a list once per step.
 void SplitRegex::AddThread(Thread t, const std::vector<char32_t>& text, size_t pos, Scratch* s,
                            ThreadList* list) const {
+  if (const std::vector<uint32_t>& leaves = closure_[t.pc]; !leaves.empty()) {
+    for (uint32_t pc : leaves) {  // no slots in this program: the mark key is 2 * pc
+      if (list->mark[2 * pc] == list->gen) continue;
+      list->mark[2 * pc] = list->gen;
+      list->threads.push_back({pc, t.start, {}});
+    }
+    return;
+  }
   s->stack.clear();
   s->stack.push_back(std::move(t));
   while (!s->stack.empty()) {

@@ -58,6 +58,11 @@ struct CharClass {
   bool negated = false;  // [^...]
   bool fold = false;     // inside (?i:...)
   bool Matches(char32_t c) const;
+  // Caches Matches for ASCII in `ascii` (call once the terms are final).
+  void Prepare();
+  bool MatchesSlow(char32_t c) const;  // without the cache
+  uint64_t ascii[2] = {0, 0};
+  bool prepared = false;
 };
 
 class PAGEDKV_EXPORT SplitRegex {
@@ -106,6 +111,11 @@ class PAGEDKV_EXPORT SplitRegex {
   std::vector<CharClass> classes_;
   uint32_t num_slots_ = 0;        // loops whose body can match empty (Oniguruma leaves them then)
   std::vector<int32_t> slot_of_;  // per instruction: its innermost such loop, or -1
+  // Per instruction where threads enter (0 and after each consuming one): the consuming and
+  // Match instructions its jumps and splits reach, in priority order; empty when an assertion or
+  // a slot is on the way (AddThread then walks the program).
+  std::vector<std::vector<uint32_t>> closure_;
+  void ComputeClosures();
 };
 
 }  // namespace pagedkv::model_internal
