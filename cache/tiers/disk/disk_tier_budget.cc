@@ -3,10 +3,11 @@
 // DiskTier's byte budget shared by the processes of one folder (folder_usage.h, and "Budget" in
 // pagedkv/tiers/disk_tier.h), in the writer thread: a value is published only while the usage
 // file is locked and after evicting until it fits, so the folder's value files never exceed the
-// budget of the process that published last. Victims come from this process's policy first (the
-// files it wrote, found at its start scan or adopted on a lookup), then from the oldest files of
-// the folder it does not index (a listing, made when it has none of its own left, amortised over
-// up to kMaxCandidates evictions).
+// budget of the process that published last. Each victim is the older, by file time, of this
+// process's policy's next victim (files it wrote, found at its start scan or adopted on a lookup)
+// and the oldest file of the folder it does not index (from a listing made when it has nothing of
+// its own to evict, or at most once per capacity's worth of evictions; up to kMaxCandidates
+// kept).
 #include <unistd.h>
 
 #include <algorithm>
