@@ -21,8 +21,10 @@
 namespace pagedkv::model_internal {
 namespace {
 
-constexpr int kMaxDepth = 64;          // group nesting
-constexpr uint32_t kMaxRepeat = 1000;  // {m,n} bounds
+constexpr int kMaxDepth = 64;                      // group nesting
+constexpr uint32_t kMaxRepeat = 1000;              // {m,n} bounds
+constexpr size_t kMaxPattern = 65536;              // code points of a pattern
+constexpr size_t kMaxFoldTerms = size_t{1} << 18;  // folded characters (?i:[...]) classes add
 
 using Cat = GeneralCategory;
 
@@ -176,6 +178,7 @@ class RegexCompiler {
   std::vector<SplitRegex::Inst> program_;
   std::vector<std::pair<const Node*, uint32_t>> lookaheads_;  // body, kAhead instruction
   uint32_t num_slots_ = 0;
+  size_t fold_terms_ = 0;            // terms ClassNode added for (?i:...)
   std::vector<int32_t> slot_stack_;  // the nullable loops being compiled, innermost last
   std::vector<int32_t> slot_of_;     // per instruction: its innermost nullable loop, or -1
 };
@@ -236,6 +239,10 @@ bool RegexCompiler::EatAscii(std::string_view s) {
 }
 
 absl::StatusOr<SplitRegex> RegexCompiler::Run() {
+  if (p_.size() > kMaxPattern) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Split regex: a pattern longer than ", kMaxPattern, " characters"));
+  }
   const Node root = ParseAlt(/*fold=*/false, 0);
   if (error_.ok() && !AtEnd()) Fail("unmatched ')'");
   if (error_.ok()) Compile(root);
@@ -412,6 +419,8 @@ RegexNode RegexCompiler::ClassNode(CharClass cls) {
         if (f != x) cls.terms.push_back({.lo = f, .hi = f});
       }
     }
+    fold_terms_ += cls.terms.size() - n;
+    if (fold_terms_ > kMaxFoldTerms) Fail("case-insensitive classes too large");
   }
   cls.Prepare();
   classes_.push_back(std::move(cls));
@@ -750,16 +759,21 @@ void SplitRegex::ComputeClosures() {
 
 // Adds the thread (pc, start) at text position pos to *list, following jumps, splits (x first)
 // and assertions; each instruction enters a list once per step.
+// AddThread by the precomputed closure of t.pc; false when it has none.
+bool SplitRegex::AddFromClosure(const Thread& t, ThreadList* list) const {
+  const std::vector<uint32_t>& leaves = closure_[t.pc];
+  if (leaves.empty()) return false;
+  for (uint32_t pc : leaves) {  // no slots in this program: the mark key is 2 * pc
+    if (list->mark[2 * pc] == list->gen) continue;
+    list->mark[2 * pc] = list->gen;
+    list->threads.push_back({pc, t.start, {}});
+  }
+  return true;
+}
+
 void SplitRegex::AddThread(Thread t, const std::vector<char32_t>& text, size_t pos, Scratch* s,
                            ThreadList* list) const {
-  if (const std::vector<uint32_t>& leaves = closure_[t.pc]; !leaves.empty()) {
-    for (uint32_t pc : leaves) {  // no slots in this program: the mark key is 2 * pc
-      if (list->mark[2 * pc] == list->gen) continue;
-      list->mark[2 * pc] = list->gen;
-      list->threads.push_back({pc, t.start, {}});
-    }
-    return;
-  }
+  if (AddFromClosure(t, list)) return;
   s->stack.clear();
   s->stack.push_back(std::move(t));
   while (!s->stack.empty()) {

@@ -104,6 +104,7 @@ class PAGEDKV_EXPORT SplitRegex {
   struct Thread;
   void AddThread(Thread t, const std::vector<char32_t>& text, size_t pos, Scratch* s,
                  ThreadList* list) const;
+  bool AddFromClosure(const Thread& t, ThreadList* list) const;
   bool MatchesAt(uint32_t pc, const std::vector<char32_t>& text, size_t pos) const;
   bool Consumes(const Inst& inst, char32_t c) const;
 

@@ -113,6 +113,11 @@ TEST(SplitRegexTest, UnsupportedConstructsAreRefusedByName) {
   }
   EXPECT_THAT(SplitRegex::Compile(std::string(200, '(')).status().message(),
               HasSubstr("nested deeper"));
+  EXPECT_THAT(SplitRegex::Compile(std::string(70000, 'a')).status().message(),
+              HasSubstr("longer than"));
+  std::string folds;
+  for (int k = 0; k < 300; ++k) folds += R"((?i:[\x{1}-\x{2FFF}]))";
+  EXPECT_THAT(SplitRegex::Compile(folds).status().message(), HasSubstr("too large"));
 }
 
 TEST(SplitRegexTest, PathologicalPatternsStayBounded) {
