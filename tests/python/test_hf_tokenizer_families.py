@@ -364,3 +364,20 @@ def test_family_decodes_and_invalid_utf8(tk, tmp_path, family):
             assert hf.decode(kept) == raw.replace(b"<|bos|>", b"").decode("utf-8", "replace"), raw
         else:
             assert ours.decode(kept, prev=-1) == hf.decode(kept), raw
+
+
+@pytest.mark.parametrize("pattern,what", [(r"(?<=a)b", "lookbehind"), (r"(?>ab)", "atomic"),
+                                          (r"a++", "possessive"), (r"(a)\1", "backreference"),
+                                          (r"\p{Han}+", r"\p{Han}")])
+def test_unsupported_regex_is_refused_by_name(tk, tmp_path, byte_level_base, pattern, what):
+    # tokenizers (Oniguruma) takes these; pagedkv refuses the file, naming the construct.
+    from tokenizers import Regex, pre_tokenizers
+    hf = byte_level_base
+    hf.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    path = tmp_path / "refused.json"
+    hf.save(str(path))
+    with pytest.raises(ValueError, match="pre_tokenizer") as e:
+        pagedkv.Tokenizer.load_huggingface(str(path))
+    assert what in str(e.value)
