@@ -218,6 +218,32 @@ HWY_INLINE void SideRows(const PagedKvLayout& side, const int32_t* table, int32_
   }
 }
 
+// Asks the caches for the rows of keys [j0, j0 + nk) of kv_head in `side` (SideRows' walk), every
+// 64 bytes of each row, so that the next chunk's loads do not wait on memory: the rows of a
+// sequence lie in blocks scattered over the pool, where the hardware prefetchers lose the stream.
+// No effect on any value.
+HWY_INLINE void PrefetchRows(const PagedKvLayout& side, const int32_t* table, int32_t kv_head,
+                             int64_t j0, int nk) {
+  const int64_t unit = DTypeSize(side.dtype);
+  const int64_t row_bytes = KvRowBytes(side.dtype, side.head_dim);
+  const auto* base = static_cast<const char*>(side.k);
+  int64_t block = j0 / side.block_size;
+  int64_t in_block = j0 % side.block_size;
+  const int64_t head = kv_head * side.head_stride;
+  int64_t offset = table[block] * side.block_stride + in_block * side.token_stride + head;
+  for (int jj = 0; jj < nk; ++jj) {
+    const char* row = base + offset * unit;
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b);
+    __builtin_prefetch(row + row_bytes - 1);  // a row that starts mid-line ends in one more
+    if (++in_block < side.block_size) {
+      offset += side.token_stride;
+    } else if (jj + 1 < nk) {
+      in_block = 0;
+      offset = table[++block] * side.block_stride + head;
+    }
+  }
+}
+
 // One pass over the keys for query heads [g0, g0 + ng) of the job's group. NV as in Scores.
 template <int NV>
 void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32_t g0, int ng) {
@@ -235,6 +261,11 @@ void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32
     const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
     SideRows(cache, job.table, job.kv_head, j0, nk, k_scratch, k_rows);
     SideRows(v_side, job.table, job.kv_head, j0, nk, v_scratch, v_rows);
+    if (j0 + kChunk < job.num_keys) {
+      const int next = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0 - kChunk));
+      PrefetchRows(cache, job.table, job.kv_head, j0 + kChunk, next);
+      PrefetchRows(v_side, job.table, job.kv_head, j0 + kChunk, next);
+    }
     for (int g = 0; g < ng; ++g) {
       const float* q = job.q + int64_t{g0 + g} * hd;
       const float chunk_max = Scores<NV>(q, k_rows, nk, hd, job.scale, p[g]);
