@@ -167,14 +167,11 @@ std::string ToByteLevelAlphabet(std::string_view bytes) {
 
 std::string FromByteLevelAlphabet(std::string_view token) {
   std::string out;
+  out.reserve(token.size());
   for (size_t i = 0; i < token.size();) {
-    const size_t start = i;
     const char32_t cp = NextCodePoint(token, &i);
-    if (cp < Map().to_byte.size() && Map().to_byte[cp] >= 0) {
-      out.push_back(static_cast<char>(Map().to_byte[cp]));
-    } else {
-      out.append(token.substr(start, i - start));
-    }
+    if (cp >= Map().to_byte.size() || Map().to_byte[cp] < 0) return std::string(token);
+    out.push_back(static_cast<char>(Map().to_byte[cp]));
   }
   return out;
 }

@@ -42,8 +42,9 @@ PAGEDKV_EXPORT std::vector<std::string_view> SplitByteLevel(std::string_view tex
 // Each byte of `bytes` as its byte-to-unicode character (UTF-8).
 PAGEDKV_EXPORT std::string ToByteLevelAlphabet(std::string_view bytes);
 
-// The bytes of a byte-level token: each character mapped back; characters outside the alphabet
-// are kept as their UTF-8 bytes (tokenizers' ByteLevel decoder does the same).
+// The bytes of a byte-level token: each character mapped back; a token with a character outside
+// the alphabet (an added token such as "Ġx y") is kept whole as its UTF-8 bytes, as tokenizers'
+// ByteLevel decoder does.
 PAGEDKV_EXPORT std::string FromByteLevelAlphabet(std::string_view token);
 
 }  // namespace pagedkv::model_internal

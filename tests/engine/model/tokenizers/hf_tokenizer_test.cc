@@ -396,5 +396,13 @@ TEST(HfTokenizerJsonTest, GenericPipelineEncodes) {
   EXPECT_EQ(Ids(t, "AB  a", /*bos=*/false), (std::vector<TokenId>{8, 4}));
 }
 
+TEST(HfTokenizerByteLevelTest, TokensOutsideTheAlphabetDecodeWhole) {
+  using model_internal::FromByteLevelAlphabet;
+  EXPECT_EQ(FromByteLevelAlphabet("\xC4\xA0x\xC4\xA0y"), " x y");  // "ĠxĠy"
+  // One character outside the alphabet (the space): the whole token stays as it is, "Ġ" too.
+  EXPECT_EQ(FromByteLevelAlphabet("\xC4\xA0x y"), "\xC4\xA0x y");
+  EXPECT_EQ(FromByteLevelAlphabet("\xC3\xA9"), "\xE9");  // "é" is byte 0xE9
+}
+
 }  // namespace
 }  // namespace pagedkv
