@@ -14,10 +14,11 @@
 //                  with a ByteLevel step the tokenizer is byte-level, else SentencePiece-style
 //   post_processor null, TemplateProcessing (single: special tokens around $A), ByteLevel, or a
 //                  Sequence of them
-//   decoder        null; Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0),
-//                  Metaspace (approximated: "▁" -> " " and one leading space stripped, where
-//                  tokenizers drops every "▁" of the first token) or a Sequence of them;
-//                  ByteLevel
+//   decoder        null (tokens concatenated; tokenizers joins them with spaces);
+//                  Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0) after Fuse,
+//                  Metaspace ("▁" -> " "; with prepend_scheme first / always every "▁" of the
+//                  first decoded token dropped, as tokenizers does), or a Sequence of them;
+//                  ByteLevel (a token with a character outside the byte alphabet kept whole)
 //   added_tokens   id, content, special, normalized, lstrip, rstrip (single_word refused)
 //
 // Example:
