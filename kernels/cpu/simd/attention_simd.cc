@@ -188,6 +188,22 @@ HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const fl
   }
 }
 
+// dst[0, n) = the f16 / bf16 row at element `offset` of `base`. f16 a vector at a time (F16C's
+// vcvtph2ps on x86, whatever MXCSR's flush-to-zero bits say), bf16 and the tail through
+// LoadRow's plain loop, which the compiler vectorizes: both exact (every half is a float).
+HWY_INLINE void LoadHalfRow(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
+  if (dtype != DType::kF16) return LoadRow(base, dtype, offset, n, dst);
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const auto* src = static_cast<const hwy::float16_t*>(base) + offset;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, src + i)), df, dst + i);
+  }
+  if (i < n) LoadRow(base, dtype, offset + i, n - i, dst + i);
+}
+
 // Points rows[jj] at the rows of keys [j0, j0 + nk) of kv_head in `side` (one dtype's pages, at
 // side.k); pages that are not fp32 are decoded (kv_dequant-inl.h) into the scratch rows. One
 // division per chunk: offsets then step by token_stride within a block. REQUIRES: side resolved
@@ -204,8 +220,8 @@ HWY_INLINE void SideRows(const PagedKvLayout& side, const int32_t* table, int32_
     } else {
       if (IsQuantizedDType(side.dtype)) {
         DecodeKvRow(side.k, side.dtype, offset, side.head_dim, scratch[jj]);
-      } else {  // f16 / bf16: the plain loop, which the compiler vectorizes inline
-        LoadRow(side.k, side.dtype, offset, side.head_dim, scratch[jj]);
+      } else {
+        LoadHalfRow(side.k, side.dtype, offset, side.head_dim, scratch[jj]);
       }
       rows[jj] = scratch[jj];
     }
@@ -316,7 +332,8 @@ void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
 
 // DecodeKvRow of this target, for the tests.
 void DecodeKvRowImpl(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {
-  DecodeKvRow(base, dtype, offset, n, dst);
+  if (IsQuantizedDType(dtype)) return DecodeKvRow(base, dtype, offset, n, dst);
+  LoadHalfRow(base, dtype, offset, n, dst);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -81,8 +81,9 @@ struct PAGEDKV_EXPORT AttentionGroup {
 // REQUIRES: cache resolved (PagedKvLayout::Resolved) and valid; table covers num_keys positions.
 PAGEDKV_EXPORT void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
 
-// The row decode AttendGroup applies to non-f32 pages (kv_dequant-inl.h) on this CPU's target:
-// dst[0, n) = the row at storage unit `offset` of `base`. The same bits as LoadKvRow (tests).
+// The row decode AttendGroup applies to non-f32 pages (kv_dequant-inl.h; f16 / bf16 by
+// vector conversion) on this CPU's target: dst[0, n) = the row at storage unit `offset` of
+// `base`. The same bits as LoadKvRow (tests).
 PAGEDKV_EXPORT void DecodeKvRowForAttention(const void* base, DType dtype, int64_t offset,
                                             int32_t n, float* dst);
 

@@ -280,6 +280,27 @@ TEST(KvQuantTest, Fp8DecodeKeepsSubnormalCodesUnderFlushToZero) {
     }
   }
 }
+// f16 pages decode a vector at a time (vcvtph2ps): every code equals the software decode, its
+// subnormals too with MXCSR's flush-to-zero and denormals-are-zero bits set.
+TEST(KvQuantTest, F16DecodeKeepsEveryCodeUnderFlushToZero) {
+  constexpr int32_t kValues = 1 << 16;
+  std::vector<uint16_t> row(kValues);
+  for (int32_t c = 0; c < kValues; ++c) row[static_cast<size_t>(c)] = static_cast<uint16_t>(c);
+  std::vector<float> want(kValues), got(kValues, -1.0f);
+  LoadKvRow(row.data(), DType::kF16, 0, kValues - 5, want.data());  // an odd tail, too
+  const unsigned int csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);  // FTZ (bit 15) and DAZ (bit 6)
+  cpu::simd::DecodeKvRowForAttention(row.data(), DType::kF16, 0, kValues - 5, got.data());
+  _mm_setcsr(csr);
+  for (int32_t c = 0; c < kValues - 5; ++c) {
+    if (std::isnan(want[c])) {
+      ASSERT_TRUE(std::isnan(got[c])) << "code " << c;
+    } else {
+      ASSERT_EQ(FloatToBits(got[c]), FloatToBits(want[c])) << "code " << c;
+    }
+  }
+}
+
 #endif
 
 TEST(KvQuantTest, RowSizesAgainstBf16) {
