@@ -21,6 +21,19 @@ def _complete(server: Server) -> dict:
     return body
 
 
+def _shared_prefix(server: Server, a: str, b: str) -> int:
+    """How many leading token ids the prompts a and b share (the server's /tokenize)."""
+    ids = []
+    for prompt in (a, b):
+        status, _, body = server.request("POST", "/tokenize", {"prompt": prompt})
+        assert status == 200, body
+        ids.append(body["tokens"])
+    n = 0
+    while n < min(map(len, ids)) and ids[0][n] == ids[1][n]:
+        n += 1
+    return n
+
+
 def _tier_samples(server: Server) -> dict[tuple[str, str], float]:
     status, _, text = server.request("GET", "/metrics")
     assert status == 200
@@ -60,12 +73,19 @@ def test_a_restarted_server_answers_from_the_disk_tier(cli_module, tinystories_a
         assert restarted.stop() == 0
 
 
+# A prompt that leaves the saved one after two of its three parts.
+OTHER = STORY * 2 + "Then a big storm came, and everyone ran inside to hide under the warm blankets."
+
+
 def test_a_named_save_survives_eviction_and_a_restart(cli_module, tinystories_args, tmp_path):
     """POST /v1/cache/save pins a prompt's blocks (llama.cpp's slot save): with every unpinned
     file removed (as eviction would) and the server restarted, a request naming the save gets
-    them from disk; an unknown name is a 404, a server without a disk tier answers 400."""
+    them from disk, and one whose prompt leaves the saved one part way gets the full blocks they
+    share (llama.cpp's restored slot serves the common prefix likewise), with a cold server's
+    text; an unknown name is a 404, a server without a disk tier answers 400."""
     folder = tmp_path / "kv"
-    args = [*tinystories_args, "--disk-cache", str(folder), "--disk-cache-size", "256M"]
+    args = [*tinystories_args, "--block-size", "16", "--disk-cache", str(folder),
+            "--disk-cache-size", "256M"]
     server = Server(cli_module, args)
     try:
         status, _, saved = server.request("POST", "/v1/cache/save",
@@ -83,7 +103,7 @@ def test_a_named_save_survives_eviction_and_a_restart(cli_module, tinystories_ar
         assert server.stop() == 0
     for model in folder.iterdir():  # every block file but the save's links, as eviction would
         for shard in model.iterdir():
-            if shard.name != "names":
+            if shard.is_dir() and shard.name != "names":  # not the folder's usage file
                 for f in shard.iterdir():
                     f.unlink()
     restarted = Server(cli_module, args)
@@ -94,10 +114,22 @@ def test_a_named_save_survives_eviction_and_a_restart(cli_module, tinystories_ar
         assert status == 200, warm
         assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == saved["saved_tokens"]
         assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
+        shared = _shared_prefix(restarted, STORY * 3, OTHER)
+        status, _, partial = restarted.request("POST", "/v1/completions",
+                                               {"prompt": OTHER, "max_tokens": 12,
+                                                "temperature": 0, "cache_name": "story"})
+        assert status == 200, partial
+        cached = partial["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert cached == min(shared // 16 * 16, saved["saved_tokens"])
+        assert 0 < cached < saved["saved_tokens"], (cached, shared)
     finally:
         assert restarted.stop() == 0
     plain = Server(cli_module, tinystories_args)
     try:
+        status, _, fresh = plain.request("POST", "/v1/completions",
+                                         {"prompt": OTHER, "max_tokens": 12, "temperature": 0})
+        assert status == 200, fresh
+        assert fresh["choices"][0]["text"] == partial["choices"][0]["text"]
         status, _, body = plain.request("POST", "/v1/cache/save", {"name": "s", "prompt": "x y"})
         assert status == 400 and "--disk-cache" in body["error"]["message"]
     finally:
