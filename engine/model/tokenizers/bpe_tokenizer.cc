@@ -75,6 +75,7 @@ struct BpeTokenizer::Impl {
   void EncodeMetaspace(std::string_view segment, bool at_start, std::vector<TokenId>* out) const;
   void AppendDecoded(std::string_view token, bool replace_invalid, std::string* bytes,
                      std::string* out) const;
+  std::string JoinTokens(absl::Span<const TokenId> ids, bool at_start) const;
 };
 
 std::string BpeTokenizer::Impl::Normalize(std::string_view segment, bool* lead_kept) const {
@@ -239,6 +240,20 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_specia
   return ids;
 }
 
+// tokenizers' decode without a decoder: the non-special token strings joined by " " (a " "
+// first when the text continues a sequence). REQUIRES: every id is in the vocabulary.
+std::string BpeTokenizer::Impl::JoinTokens(absl::Span<const TokenId> ids, bool at_start) const {
+  std::string out;
+  bool first = at_start;
+  for (TokenId id : ids) {
+    if (special[static_cast<size_t>(id)]) continue;
+    if (!first) out.push_back(' ');
+    out.append(tokens[static_cast<size_t>(id)]);
+    first = false;
+  }
+  return out;
+}
+
 // Appends one token's decoded text to *out; byte-fallback bytes wait in *bytes until a
 // non-byte token (or the end) flushes them.
 void BpeTokenizer::Impl::AppendDecoded(std::string_view token, bool replace_invalid,
@@ -267,14 +282,17 @@ void BpeTokenizer::Impl::AppendDecoded(std::string_view token, bool replace_inva
 absl::StatusOr<std::string> BpeTokenizer::Decode(absl::Span<const TokenId> tokens, bool at_start,
                                                  bool replace_invalid_utf8) const {
   const Impl& m = *impl_;
-  std::string out, bytes;
-  // tokenizers' Metaspace decoder: the first token decoded (special ones are skipped first).
-  bool first = at_start && m.spec.metaspace_drops_first_token_markers;
   for (TokenId id : tokens) {
     if (id < 0 || id >= vocab_size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "Decode: token id %d is outside the vocabulary [0, %d)", id, vocab_size()));
     }
+  }
+  if (m.spec.decode_joins_with_spaces) return m.JoinTokens(tokens, at_start);
+  std::string out, bytes;
+  // tokenizers' Metaspace decoder: the first token decoded (special ones are skipped first).
+  bool first = at_start && m.spec.metaspace_drops_first_token_markers;
+  for (TokenId id : tokens) {
     if (m.special[static_cast<size_t>(id)]) continue;
     const std::string& token = m.tokens[static_cast<size_t>(id)];
     if (first) {

@@ -423,7 +423,8 @@ absl::Status ParseDecoder(const json& root, const std::string& where, BpeTokeniz
   spec->strip_leading_spaces = 0;
   spec->metaspace_drops_first_token_markers = false;
   const json* d = FindField(root, "decoder");
-  if (d == nullptr) return absl::OkStatus();
+  spec->decode_joins_with_spaces = d == nullptr || d->is_null();
+  if (spec->decode_joins_with_spaces) return absl::OkStatus();
   const std::string at = absl::StrCat(where, ": decoder");
   const bool byte_level = spec->family == BpeFamily::kByteLevel;
   if (!byte_level) spec->decode_byte_fallback = false;  // only with a ByteFallback step

@@ -148,6 +148,9 @@ struct PAGEDKV_EXPORT BpeTokenizerSpec {
   bool metaspace_drops_first_token_markers = false;
   // Decoder ByteFallback: "<0xNN>" tokens decode to their bytes (without it, to their text).
   bool decode_byte_fallback = true;
+  // No decoder at all (tokenizer.json's null): Decode joins the token strings with " ", as
+  // tokenizers does; a text that does not start a sequence then begins with the " ".
+  bool decode_joins_with_spaces = false;
   // kSentencePiece Metaspace pre-tokenizer: " " -> "▁", the prepend per the mode, and with
   // metaspace_split each "▁"-led word is its own BPE word.
   MetaspaceMode metaspace = MetaspaceMode::kOff;

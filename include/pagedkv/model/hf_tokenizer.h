@@ -14,7 +14,7 @@
 //                  with a ByteLevel step the tokenizer is byte-level, else SentencePiece-style
 //   post_processor null, TemplateProcessing (single: special tokens around $A), ByteLevel, or a
 //                  Sequence of them
-//   decoder        null (tokens concatenated; tokenizers joins them with spaces);
+//   decoder        null (the tokens joined with spaces, as tokenizers does);
 //                  Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0) after Fuse,
 //                  Metaspace ("▁" -> " "; with prepend_scheme first / always every "▁" of the
 //                  first decoded token dropped, as tokenizers does), or a Sequence of them;

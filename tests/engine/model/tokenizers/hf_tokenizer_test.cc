@@ -404,5 +404,21 @@ TEST(HfTokenizerByteLevelTest, TokensOutsideTheAlphabetDecodeWhole) {
   EXPECT_EQ(FromByteLevelAlphabet("\xC3\xA9"), "\xE9");  // "é" is byte 0xE9
 }
 
+TEST(HfTokenizerJsonTest, NoDecoderJoinsTokensWithSpaces) {
+  json j = SentencePieceJson();
+  j["decoder"] = nullptr;  // tokenizers' decode then joins the token strings with " "
+  absl::StatusOr<BpeTokenizerSpec> spec = ParseHfTokenizerJson(j.dump(), "t.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->decode_joins_with_spaces);
+  absl::StatusOr<BpeTokenizer> tok = BpeTokenizer::Create(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  // <s> (special) skipped; "▁ab" and "▁a" joined; a continuation starts with the space.
+  EXPECT_EQ(tok->Decode({1, 9, 7, 10}, /*at_start=*/true, /*replace_invalid_utf8=*/true).value(),
+            "\xE2\x96\x81"
+            "ab \xE2\x96\x81"
+            "a <0xC3>");
+  EXPECT_EQ(tok->Decode({4}, /*at_start=*/false, /*replace_invalid_utf8=*/true).value(), " a");
+}
+
 }  // namespace
 }  // namespace pagedkv
