@@ -583,7 +583,7 @@ void BindEngineClass(py::module_& m) {
       "q4_0, q4_1; overrides kv_dtype; see kv_pool); kv_cache_dtype_v: V's own "
       "dtype when it differs (llama.cpp's -ctv; '' = K's). disk_cache: a folder for the disk "
       "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
-      "byte budget.");
+      "byte budget (shared by every process using the folder).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -62,7 +62,8 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags) {
                   "KV tier of files in this folder, below the host tier: survives restarts, "
                   "shared by the engines of one machine pointed at it (docs/tiers.md)");
   cmd->add_option("--disk-cache-size", flags->disk_cache_size,
-                  "byte budget of the disk tier's files for this model (K, M, G suffixes)");
+                  "byte budget of the disk tier's files for this model (K, M, G suffixes), "
+                  "shared by every process using the folder: give them all the same");
   cmd->add_option("--disk-cache-policy", flags->disk_cache_policy,
                   "disk tier eviction policy: lru or arc");
 }

@@ -23,9 +23,13 @@
 // Budget: capacity_bytes over whole files; the tier's policy ("lru" or "arc", tier_policy.h)
 // evicts by removing files. The index is in memory; at start the writer thread rebuilds it from
 // the folder (oldest modification time first; a hit refreshes a file's time), so lookups do not
-// wait for the scan. Processes sharing a folder each keep their own index and budget (each
-// counts its own files and those it adopted): the folder holds at most about the sum of their
-// budgets, and a file one process evicts is a miss for the others (never an error).
+// wait for the scan. Processes sharing a folder share its budget: a count of the folder's files
+// ("<model>/usage", updated under flock(2) with every rename and unlink) makes the writer evict
+// before it publishes a file (the older, by file time, of its own policy's next victim and the
+// oldest file of the others), so the folder's value files never exceed the budget of the
+// process that publishes (plus one temporary per writer in flight); give every process the same
+// capacity_bytes. A file one process evicts is a miss for the others (never an error).
+// docs/tiers.md has the protocol.
 //
 // Faults are misses, never wrong KV: a truncated or corrupted file (deleted, counted), a full disk
 // or read-only folder (the store is dropped and counted), a folder deleted under the tier (stores
