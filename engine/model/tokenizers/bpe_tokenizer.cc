@@ -66,6 +66,13 @@ struct BpeTokenizer::Impl {
   model_internal::Pipeline pipeline;  // the generic normalizers and pre-tokenizers, if any
   std::vector<std::string> tokens;    // by id
   std::vector<bool> special;          // by id
+  // What Decode reads for an id: tokens[id], or the normalized content of a normalized added
+  // token (tokenizers' id_to_token gives that form; token() keeps the content, the token's name).
+  absl::flat_hash_map<TokenId, std::string> decoded_as;
+  const std::string& DecodeString(TokenId id) const {
+    const auto it = decoded_as.find(id);
+    return it != decoded_as.end() ? it->second : tokens[static_cast<size_t>(id)];
+  }
   AddedTokenMatcher raw_added, normalized_added;
 
   // *lead_kept: see Pipeline::Normalize.
@@ -185,11 +192,12 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::Create(const BpeTokenizerSpec& spec) 
 absl::Status BpeTokenizer::BuildAdded(const BpeTokenizerSpec& spec, Impl* impl) {
   std::vector<AddedPattern> raw, normalized;
   for (const AddedToken& a : spec.added_tokens) {
+    impl->tokens[static_cast<size_t>(a.id)] = a.content;
     impl->special[static_cast<size_t>(a.id)] = a.special;
     const std::string text = a.normalized ? impl->Normalize(a.content) : a.content;
-    // tokenizers' id_to_token (and so its decoder) gives a normalized added token's normalized
-    // content ("▁xy" for "XY" under Prepend + Lowercase), whatever the model calls that id.
-    impl->tokens[static_cast<size_t>(a.id)] = text;
+    // tokenizers decodes a normalized added token as its normalized content ("▁xy" for "XY"
+    // under Prepend + Lowercase), whatever the model calls that id.
+    if (text != a.content) impl->decoded_as[a.id] = text;
     (a.normalized ? normalized : raw)
         .push_back(AddedPattern{.text = text, .id = a.id, .lstrip = a.lstrip, .rstrip = a.rstrip});
   }
@@ -248,7 +256,7 @@ std::string BpeTokenizer::Impl::JoinTokens(absl::Span<const TokenId> ids, bool a
   for (TokenId id : ids) {
     if (special[static_cast<size_t>(id)]) continue;
     if (!first) out.push_back(' ');
-    out.append(tokens[static_cast<size_t>(id)]);
+    out.append(DecodeString(id));
     first = false;
   }
   return out;
@@ -294,7 +302,7 @@ absl::StatusOr<std::string> BpeTokenizer::Decode(absl::Span<const TokenId> token
   bool first = at_start && m.spec.metaspace_drops_first_token_markers;
   for (TokenId id : tokens) {
     if (m.special[static_cast<size_t>(id)]) continue;
-    const std::string& token = m.tokens[static_cast<size_t>(id)];
+    const std::string& token = m.DecodeString(id);
     if (first) {
       m.AppendDecoded(ReplaceAll(token, kSpaceMarker, ""), replace_invalid_utf8, &bytes, &out);
       first = false;
