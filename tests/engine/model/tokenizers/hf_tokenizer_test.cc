@@ -420,5 +420,25 @@ TEST(HfTokenizerJsonTest, NoDecoderJoinsTokensWithSpaces) {
   EXPECT_EQ(tok->Decode({4}, /*at_start=*/false, /*replace_invalid_utf8=*/true).value(), " a");
 }
 
+TEST(HfTokenizerJsonTest, NormalizedAddedTokensKeepTheirNameAndDecodeNormalized) {
+  json j = SentencePieceJson();
+  j["added_tokens"].push_back({{"id", 12},
+                               {"content", "XY"},
+                               {"special", false},
+                               {"normalized", true},
+                               {"lstrip", false},
+                               {"rstrip", false}});
+  absl::StatusOr<BpeTokenizerSpec> spec = ParseHfTokenizerJson(j.dump(), "t.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<BpeTokenizer> tok = BpeTokenizer::Create(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->token(12), "XY");
+  EXPECT_EQ(tok->token(1), "<s>");
+  // tokenizers decodes it as its normalized content "▁XY" (Prepend), so the decoder's Replace
+  // gives " XY", as for any word.
+  EXPECT_EQ(tok->Decode({4, 12}, /*at_start=*/false, /*replace_invalid_utf8=*/true).value(),
+            "a XY");
+}
+
 }  // namespace
 }  // namespace pagedkv
