@@ -86,8 +86,10 @@ struct DiskTier::Impl {
   // `may_list`) asks the caller to list the folder without the lock first; kNoVictim when
   // nothing is left to evict. Queued values (the one being published among them) stay.
   Room MakeRoomLocked(bool may_list);
-  // REQUIRES: usage locked. Runs every queued removal now.
+  // REQUIRES: usage locked (or unusable). Runs every queued removal now.
   void RunQueuedRemovalsLocked();
+  // REQUIRES: usage locked. Runs the oldest queued removal; false when none is queued.
+  bool RunOneQueuedRemovalLocked();
   // The policy's next victim among the entries with a written file, left in place.
   std::optional<BlockHash> PeekOwnVictim();
   // Drops that victim from the index (its file is the caller's to unlink).
@@ -166,11 +168,13 @@ struct DiskTier::Impl {
   absl::flat_hash_map<BlockHash, Entry> entries;
   std::deque<Job> jobs;
   struct Removal {
-    BlockHash hash;
-    bool written;  // the file was written (a missing one then means the usage count is off)
+    BlockHash hash = {};
+    bool written = false;  // the file was written (a missing one then means the usage count is off)
   };
-  std::deque<Removal> removals;  // files to remove (evicted or bad), run before any job
-  bool busy = false;             // the writer is running a job
+  // Files to remove (evicted or bad): run one per file a store needs room for, all at once
+  // before a write of a hash among them, and all when no job waits.
+  std::deque<Removal> removals;
+  bool busy = false;  // the writer is running a job
   bool stop = false;
   bool in_incident = false;
   // Hashes in `removals` or being removed (an evicted file): a lookup must not adopt the

@@ -105,11 +105,15 @@ void DiskTier::Impl::WriterLoop() {
   while (true) {
     work_cv.wait(lock, [this] { return stop || !jobs.empty() || !removals.empty(); });
     if (jobs.empty() && removals.empty()) break;  // stop, and nothing left to do
-    // Removals go first, all at once (one locked section of the usage file): safe out of order,
-    // as a write of the same hash queued before its removal belongs to an evicted entry (it
-    // writes nothing) and one queued after still runs after.
+    // Removals wait for a store that needs the room (MakeRoomLocked), for a write of their own
+    // hash (which must not find the evicted file still there), or for an empty job queue; then
+    // all run in one locked section of the usage file. Running them early is always safe: a
+    // write of the same hash queued before its removal belongs to an evicted entry.
     std::optional<Job> job;
-    if (removals.empty()) {
+    const bool removals_first =
+        !removals.empty() && (jobs.empty() || (jobs.front().kind == Job::Kind::kWrite &&
+                                               removing.contains(jobs.front().hash)));
+    if (!removals_first) {
       job = std::move(jobs.front());
       jobs.pop_front();
     }
@@ -225,7 +229,8 @@ void DiskTier::Impl::IndexScanned(std::vector<ValueFileInfo>& files) {
                                                        " bytes, expected ", file_bytes)));
           continue;
         }
-        if (entries.contains(f.hash)) continue;  // stored or adopted since the start
+        // Stored or adopted since the start, or evicted since (its removal is queued).
+        if (entries.contains(f.hash) || removing.contains(f.hash)) continue;
         InsertLocked(f.hash, Entry{}, nullptr);
         ++disk.scanned_files;
       }
