@@ -35,7 +35,7 @@ WORDS = [
 ]
 GAPS = [" ", " ", " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u3000", "\u00a0",
         "\u2009", "", "!", "?! ", ", ", ". ", "'", "\"", "<tool>", "<|bos|>", " <|eot|> ",
-        "<pad>", " Hello", "ſx"]
+        "<pad>", " Hello", "ſx", "the", "²", "_", "\u200d"]
 
 
 def make_corpus(seed: int, n: int) -> list[str]:
@@ -63,7 +63,8 @@ def tk():
 
 
 def add_tokens(tok, tk):
-    """Special tokens with lstrip / rstrip, and non-special ones normalized or not."""
+    """Special tokens with lstrip / rstrip, non-special ones normalized or not, and a
+    single_word one ("the": apart from "they", "_the", "\u200dthe", but not from "²the")."""
     tok.add_special_tokens([
         tk.AddedToken("<|bos|>", special=True, normalized=False),
         tk.AddedToken("<|eot|>", special=True, normalized=False, lstrip=True, rstrip=True),
@@ -73,6 +74,7 @@ def add_tokens(tok, tk):
         tk.AddedToken("<tool>", special=False, normalized=False, lstrip=True),
         tk.AddedToken(" Hello", special=False, normalized=True),
         tk.AddedToken("ſx", special=False, normalized=True),
+        tk.AddedToken("the", special=False, normalized=False, single_word=True),
     ])
 
 

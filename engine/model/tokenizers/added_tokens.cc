@@ -35,6 +35,18 @@ size_t SpacesAfter(std::string_view text, size_t begin) {
   return i - begin;
 }
 
+// Whether text[begin, end) has no word character right before or after it.
+bool IsSingleWord(std::string_view text, size_t begin, size_t end) {
+  if (end < text.size()) {
+    size_t k = end;
+    if (IsRustWordChar(NextCodePoint(text, &k))) return false;
+  }
+  if (begin == 0) return true;
+  size_t start = begin - 1;  // back to the first byte of the code point before
+  while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+  return !IsRustWordChar(NextCodePoint(text, &start));
+}
+
 }  // namespace
 
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedPattern> patterns)
@@ -62,6 +74,10 @@ std::vector<TextPiece> AddedTokenMatcher::Split(std::string_view text) const {
     }
     if (hit == nullptr) {
       ++i;
+      continue;
+    }
+    if (hit->single_word && !IsSingleWord(text, i, i + hit->text.size())) {
+      i += hit->text.size();
       continue;
     }
     const size_t begin = i - (hit->lstrip ? SpacesBefore(text, last, i) : 0);

@@ -1,7 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Splits text on added tokens, leftmost-longest, as tokenizers' AddedVocabulary does: a match
-// with lstrip (rstrip) also takes the whitespace before (after) it.
+// with lstrip (rstrip) also takes the whitespace before (after) it; a single_word match with a
+// word character (the Rust regex crate's \w) right before or after it is dropped and its text
+// stays plain (no shorter token is tried there).
 //
 // Example:
 //   AddedTokenMatcher m({{"<s>", 1, false, false}});
@@ -24,6 +26,7 @@ struct PAGEDKV_EXPORT AddedPattern {
   TokenId id = 0;
   bool lstrip = false;
   bool rstrip = false;
+  bool single_word = false;  // a match beside a word character is left as text
 };
 
 // A piece of split text: an added token (id >= 0) or text for the model (id == -1).

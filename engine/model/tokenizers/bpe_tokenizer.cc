@@ -199,7 +199,11 @@ absl::Status BpeTokenizer::BuildAdded(const BpeTokenizerSpec& spec, Impl* impl) 
     // under Prepend + Lowercase), whatever the model calls that id.
     if (text != a.content) impl->decoded_as[a.id] = text;
     (a.normalized ? normalized : raw)
-        .push_back(AddedPattern{.text = text, .id = a.id, .lstrip = a.lstrip, .rstrip = a.rstrip});
+        .push_back(AddedPattern{.text = text,
+                                .id = a.id,
+                                .lstrip = a.lstrip,
+                                .rstrip = a.rstrip,
+                                .single_word = a.single_word});
   }
   impl->raw_added = AddedTokenMatcher(std::move(raw));
   impl->normalized_added = AddedTokenMatcher(std::move(normalized));

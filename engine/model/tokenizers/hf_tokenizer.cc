@@ -343,8 +343,7 @@ absl::Status ParseAddedTokens(const json& root, const std::string& where, BpeTok
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> lstrip, OptionalBool(t, "lstrip", at));
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> rstrip, OptionalBool(t, "rstrip", at));
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> single, OptionalBool(t, "single_word", at));
-    if (single.value_or(false))
-      return Refuse(at, absl::StrCat("single_word on \"", a.content, "\""));
+    a.single_word = single.value_or(false);
     a.special = special.value_or(false);
     a.normalized = normalized.value_or(!a.special);  // tokenizers' default
     a.lstrip = lstrip.value_or(false);

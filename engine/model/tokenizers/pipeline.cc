@@ -29,7 +29,6 @@ using PreKind = PreTokenizerStep::Kind;
 using NormKind = NormalizerStep::Kind;
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // "▁"
-constexpr std::string_view kWhitespacePattern = R"(\w+|[^\w\s]+)";
 
 // `literal` as a regex that matches exactly it.
 std::string EscapeLiteral(std::string_view literal) {
@@ -99,6 +98,26 @@ std::vector<SplitSpan> CharSpans(std::string_view text, Pred pred) {
     last = i;
   }
   if (last < text.size()) spans.push_back({last, text.size(), false});
+  return spans;
+}
+
+// tokenizers' Whitespace: the matches of \w+|[^\w\s]+ (the Rust regex crate's classes, not
+// Oniguruma's) kept, the whitespace between them dropped: runs of word characters and runs of
+// other non-space characters.
+std::vector<SplitSpan> WhitespaceSpans(std::string_view text) {
+  std::vector<SplitSpan> spans;
+  int run = -1;  // the class of the open run: 0 word, 1 other, -1 none (whitespace)
+  for (size_t i = 0; i < text.size();) {
+    const size_t b = i;
+    const char32_t c = NextCodePoint(text, &i);
+    const int cls = IsWhitespace(c) ? -1 : IsRustWordChar(c) ? 0 : 1;
+    if (cls >= 0 && cls == run) {
+      spans.back().end = i;
+    } else if (cls >= 0) {
+      spans.push_back({b, i, false});
+    }
+    run = cls;
+  }
   return spans;
 }
 
@@ -180,8 +199,6 @@ absl::StatusOr<Pipeline> Pipeline::Create(const std::vector<NormalizerStep>& nor
     const std::string where = absl::StrCat("pre_tokenizer ", k);
     if (t.kind == PreKind::kSplit && !KnownByteLevelSplit(t).has_value()) {
       PAGEDKV_ASSIGN_OR_RETURN(re, CompilePattern(t.pattern, t.regex, where + " (Split)"));
-    } else if (t.kind == PreKind::kWhitespace) {
-      PAGEDKV_ASSIGN_OR_RETURN(re, CompilePattern(kWhitespacePattern, true, where));
     }
     p.pre_tokenizer_regex_.push_back(std::move(re));
   }
@@ -325,8 +342,7 @@ void Pipeline::RunStep(size_t step, const Piece& piece, std::vector<Piece>* out)
                               : RegexSpans(*pre_tokenizer_regex_[step], text),
                      t.behavior, out);
     case PreKind::kWhitespace:
-      return SplitBy(piece, Inverted(RegexSpans(*pre_tokenizer_regex_[step], text)),
-                     SplitBehavior::kRemoved, out);
+      return SplitBy(piece, WhitespaceSpans(text), SplitBehavior::kRemoved, out);
     case PreKind::kWhitespaceSplit:
       return SplitBy(piece, CharSpans(text, IsWhitespace), SplitBehavior::kRemoved, out);
     case PreKind::kPunctuation:

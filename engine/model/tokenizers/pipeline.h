@@ -76,7 +76,7 @@ class PAGEDKV_EXPORT Pipeline {
   std::vector<NormalizerStep> normalizers_;
   std::vector<std::optional<SplitRegex>> normalizer_regex_;  // kReplace
   std::vector<PreTokenizerStep> pre_tokenizers_;
-  std::vector<std::optional<SplitRegex>> pre_tokenizer_regex_;  // kSplit, kWhitespace
+  std::vector<std::optional<SplitRegex>> pre_tokenizer_regex_;  // kSplit
 };
 
 }  // namespace pagedkv::model_internal

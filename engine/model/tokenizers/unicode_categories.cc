@@ -92,6 +92,12 @@ bool IsWordChar(char32_t cp) {
   return InRanges(kWordRanges, cp);
 }
 
+bool IsRustWordChar(char32_t cp) {
+  if (cp == 0x200C || cp == 0x200D) return true;
+  if (cp >= 0x80 && cp < 0x100 && CategoryOf(cp) == GeneralCategory::kNo) return false;
+  return IsWordChar(cp);
+}
+
 bool IsPunctuation(char32_t cp) {
   if (cp < 0x80) return cp > 0x20 && cp < 0x7F && !IsLetter(cp) && !IsNumber(cp);
   const GeneralCategory c = CategoryOf(cp);

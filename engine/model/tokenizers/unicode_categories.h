@@ -26,6 +26,9 @@ PAGEDKV_EXPORT bool IsLetter(char32_t cp);      // \p{L}
 PAGEDKV_EXPORT bool IsNumber(char32_t cp);      // \p{N}
 PAGEDKV_EXPORT bool IsWhitespace(char32_t cp);  // \s (Unicode White_Space)
 PAGEDKV_EXPORT bool IsWordChar(char32_t cp);    // Oniguruma's \w (see the generator)
+// The Rust regex crate's \w (tokenizers' Whitespace pre-tokenizer and single_word check):
+// IsWordChar without the Latin-1 digits such as "²", with ZERO WIDTH (NON-)JOINER.
+PAGEDKV_EXPORT bool IsRustWordChar(char32_t cp);
 // tokenizers' Punctuation pre-tokenizer: ASCII punctuation or a P* general category.
 PAGEDKV_EXPORT bool IsPunctuation(char32_t cp);
 

@@ -103,7 +103,7 @@ struct PAGEDKV_EXPORT PreTokenizerStep {
     kSplit,            // pattern (a regex when regex, else a literal), behavior, invert
     kByteLevel,        // add_prefix_space, use_regex (GPT-2's split), then the byte alphabet
     kDigits,           // \p{N}: each alone (individual_digits) or runs of them
-    kWhitespace,       // the pieces matching \w+|[^\w\s]+; the rest dropped
+    kWhitespace,       // the pieces matching \w+|[^\w\s]+ (Rust regex classes); the rest dropped
     kWhitespaceSplit,  // split on White_Space, which is dropped
     kPunctuation,      // ASCII punctuation and P* characters, per behavior
     kMetaspace,  // " " -> "▁", the prepend per metaspace, split before "▁" if metaspace_split
@@ -123,10 +123,11 @@ struct PAGEDKV_EXPORT PreTokenizerStep {
 struct PAGEDKV_EXPORT AddedToken {
   std::string content;
   TokenId id = 0;
-  bool special = true;      // skipped by Decode
-  bool normalized = false;  // matched on the normalized text
-  bool lstrip = false;      // also takes the whitespace before it
-  bool rstrip = false;      // also takes the whitespace after it
+  bool special = true;       // skipped by Decode
+  bool normalized = false;   // matched on the normalized text
+  bool lstrip = false;       // also takes the whitespace before it
+  bool rstrip = false;       // also takes the whitespace after it
+  bool single_word = false;  // only matches with no word character (Rust's \w) beside it
 };
 
 struct PAGEDKV_EXPORT BpeTokenizerSpec {

@@ -19,7 +19,7 @@
 //                  Metaspace ("▁" -> " "; with prepend_scheme first / always every "▁" of the
 //                  first decoded token dropped, as tokenizers does), or a Sequence of them;
 //                  ByteLevel (a token with a character outside the byte alphabet kept whole)
-//   added_tokens   id, content, special, normalized, lstrip, rstrip (single_word refused)
+//   added_tokens   id, content, special, normalized, lstrip, rstrip, single_word
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(pagedkv::BpeTokenizerSpec spec,

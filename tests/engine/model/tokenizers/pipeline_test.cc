@@ -2,13 +2,15 @@
 //
 // Pipeline: tokenizers' split behaviours worked out by hand on "the-final--countdown", each
 // normalizer, each pre-tokenizer, their composition (ByteLevel's prefix on every piece,
-// Metaspace's "first" after a Strip), invalid UTF-8 (kept, never a crash) and bad patterns.
+// Metaspace's "first" after a Strip), invalid UTF-8 (kept, never a crash) and bad patterns; and
+// the added-token matcher's single_word rule, which uses the same Rust \w as Whitespace.
 #include "engine/model/tokenizers/pipeline.h"
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/model/tokenizers/added_tokens.h"
 #include "engine/model/tokenizers/byte_level.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -84,6 +86,14 @@ TEST(TokenizerPipelineTest, Normalizers) {
 TEST(TokenizerPipelineTest, PreTokenizers) {
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kWhitespace}}, "Hi, you!  ok"),
               ElementsAre("Hi", ",", "you", "!", "ok"));
+  // Whitespace's \w is the Rust regex crate's: ZERO WIDTH JOINER is a word character, "²" is not
+  // (Oniguruma's \w, which Split uses, says the opposite of both).
+  EXPECT_THAT(RunPipeline({}, {{.kind = P::kWhitespace}},
+                          "a\u200D"
+                          "b a\u00B2b"),
+              ElementsAre("a\u200D"
+                          "b",
+                          "a", "\u00B2", "b"));
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kWhitespaceSplit}}, " Hi,\u3000you "),
               ElementsAre("Hi,", "you"));
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kPunctuation, .behavior = SplitBehavior::kContiguous}},
@@ -151,6 +161,24 @@ TEST(TokenizerPipelineTest, BadPatternsNameTheStep) {
   p = Pipeline::Create({{.kind = N::kReplace, .pattern = "", .regex = false}}, {});
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("empty String"));
+}
+
+TEST(AddedTokenMatcherTest, SingleWordNeedsNoWordCharacterBeside) {
+  const AddedTokenMatcher m(
+      {{.text = "the", .id = 7, .single_word = true}, {.text = "th", .id = 8}});
+  auto ids = [&](std::string_view text) {
+    std::vector<TokenId> out;
+    for (const TextPiece& p : m.Split(text)) out.push_back(p.id);
+    return out;
+  };
+  EXPECT_THAT(ids("the"), ElementsAre(7));
+  EXPECT_THAT(ids("a the!"), ElementsAre(-1, 7, -1));
+  // Beside a word character the match is dropped, and "th" is not tried in its place.
+  EXPECT_THAT(ids("they"), ElementsAre(-1));
+  EXPECT_THAT(ids("_the"), ElementsAre(-1));
+  EXPECT_THAT(ids("\u200Dthe"), ElementsAre(-1));     // ZERO WIDTH JOINER: a Rust \w character
+  EXPECT_THAT(ids("\u00B2the"), ElementsAre(-1, 7));  // "²" is not one
+  EXPECT_THAT(ids("thy"), ElementsAre(8, -1));
 }
 
 }  // namespace
