@@ -247,6 +247,14 @@ def test_bert_like_normalizers_and_pre_tokenizers(tk, tmp_path):
             assert ours.decode(ids, prev=ids[0]) == " " + hf.decode(ids), text
 
 
+def test_bert_pre_tokenizer_and_strip_accents(tk, tmp_path):
+    from tokenizers import normalizers, pre_tokenizers
+    hf, ours = build(tk, tmp_path, "bert2", normalizer=normalizers.Sequence(
+        [normalizers.NFD(), normalizers.StripAccents(), normalizers.Lowercase()]),
+        pre_tokenizer=pre_tokenizers.BertPreTokenizer())
+    assert_same_ids(hf, ours)
+
+
 @pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD"])
 def test_normal_forms_with_whitespace_split(tk, tmp_path, form):
     from tokenizers import normalizers, pre_tokenizers

@@ -95,6 +95,8 @@ absl::StatusOr<NormalizerStep> ParseNormalizerStep(const json& m, const std::str
                               : K::kNfkd;
   } else if (type == "Lowercase") {
     n.kind = K::kLowercase;
+  } else if (type == "StripAccents") {
+    n.kind = K::kStripAccents;
   } else if (type == "Strip") {
     n.kind = K::kStrip;
     PAGEDKV_ASSIGN_OR_RETURN(std::optional<bool> left, OptionalBool(m, "strip_left", at));
@@ -111,10 +113,10 @@ absl::StatusOr<NormalizerStep> ParseNormalizerStep(const json& m, const std::str
     std::tie(n.pattern, n.regex) = pattern;
     PAGEDKV_ASSIGN_OR_RETURN(n.content, RequiredString(m, "content", at));
   } else {
-    return Refuse(at,
-                  absl::StrCat("type \"", type,
-                               "\" (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, "
-                               "Replace, Sequence)"));
+    return Refuse(
+        at, absl::StrCat("type \"", type,
+                         "\" (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, "
+                         "Prepend, Replace, Sequence)"));
   }
   return n;
 }
@@ -199,11 +201,13 @@ absl::StatusOr<PreTokenizerStep> ParsePreTokenizerStep(const json& m, const std:
     t.kind = K::kWhitespace;
   } else if (type == "WhitespaceSplit") {
     t.kind = K::kWhitespaceSplit;
+  } else if (type == "BertPreTokenizer") {
+    t.kind = K::kBert;
   } else {
     return Refuse(at,
                   absl::StrCat("type \"", type,
                                "\" (supported: ByteLevel, Split, Metaspace, Digits, Punctuation, "
-                               "Whitespace, WhitespaceSplit, Sequence)"));
+                               "Whitespace, WhitespaceSplit, BertPreTokenizer, Sequence)"));
   }
   return t;
 }

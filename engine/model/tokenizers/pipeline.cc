@@ -228,6 +228,20 @@ std::string Lowercase(std::string_view s) {
   return out;
 }
 
+// `s` without its combining marks (M*); invalid bytes stay.
+std::string StripAccents(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t b = i;
+    const GeneralCategory c = CategoryOf(NextCodePoint(s, &i));
+    if (c != GeneralCategory::kMn && c != GeneralCategory::kMc && c != GeneralCategory::kMe) {
+      out.append(s.substr(b, i - b));
+    }
+  }
+  return out;
+}
+
 std::string_view Strip(std::string_view s, bool left, bool right) {
   size_t b = 0, e = s.size();
   while (left && b < e) {
@@ -284,6 +298,9 @@ std::string Pipeline::Normalize(std::string_view segment, bool* lead_kept) const
         break;
       case NormKind::kLowercase:
         s = Lowercase(s);
+        break;
+      case NormKind::kStripAccents:
+        s = StripAccents(s);
         break;
       case NormKind::kStrip: {
         const std::string_view stripped = Strip(s, n.strip_left, n.strip_right);
@@ -351,10 +368,21 @@ void Pipeline::RunStep(size_t step, const Piece& piece, std::vector<Piece>* out)
       return SplitBy(piece, CharSpans(text, IsNumber),
                      t.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
                      out);
+    case PreKind::kBert:
+      return Bert(piece, out);
     case PreKind::kByteLevel:
       return ByteLevel(t, piece, out);
     case PreKind::kMetaspace:
       return Metaspace(t, piece, out);
+  }
+}
+
+// BertPreTokenizer: White_Space dropped, then each punctuation character a piece of its own.
+void Pipeline::Bert(const Piece& piece, std::vector<Piece>* out) const {
+  std::vector<Piece> words;
+  SplitBy(piece, CharSpans(piece.text, IsWhitespace), SplitBehavior::kRemoved, &words);
+  for (const Piece& w : words) {
+    SplitBy(w, CharSpans(w.text, IsPunctuation), SplitBehavior::kIsolated, out);
   }
 }
 

@@ -70,6 +70,7 @@ class PAGEDKV_EXPORT Pipeline {
   void RunStep(size_t step, const Piece& piece, std::vector<Piece>* out) const;
   void SplitBy(const Piece& piece, const std::vector<SplitSpan>& spans, SplitBehavior behavior,
                std::vector<Piece>* out) const;
+  void Bert(const Piece& piece, std::vector<Piece>* out) const;
   void ByteLevel(const PreTokenizerStep& step, const Piece& piece, std::vector<Piece>* out) const;
   void Metaspace(const PreTokenizerStep& step, const Piece& piece, std::vector<Piece>* out) const;
 

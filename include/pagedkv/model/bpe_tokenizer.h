@@ -79,7 +79,18 @@ enum class MetaspaceMode {
 
 // One tokenizer.json normalizer, applied in order to each text segment between added tokens.
 struct PAGEDKV_EXPORT NormalizerStep {
-  enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kStrip, kPrepend, kReplace };
+  // kStripAccents drops every combining mark (general category M*).
+  enum class Kind {
+    kNfc,
+    kNfd,
+    kNfkc,
+    kNfkd,
+    kLowercase,
+    kStrip,
+    kPrepend,
+    kReplace,
+    kStripAccents
+  };
   Kind kind = Kind::kNfc;
   std::string pattern;       // kReplace: what to replace (a literal, or a regex when regex)
   bool regex = false;        // kReplace: pattern is a Split-style regex (split_regex.h)
@@ -107,6 +118,7 @@ struct PAGEDKV_EXPORT PreTokenizerStep {
     kWhitespaceSplit,  // split on White_Space, which is dropped
     kPunctuation,      // ASCII punctuation and P* characters, per behavior
     kMetaspace,  // " " -> "▁", the prepend per metaspace, split before "▁" if metaspace_split
+    kBert,       // BertPreTokenizer: split on White_Space (dropped), each punctuation alone
   };
   Kind kind = Kind::kSplit;
   std::string pattern;

@@ -5,13 +5,14 @@
 // Accepted components (anything else is refused with InvalidArgument naming its type or field):
 //   model          BPE (vocab, merges as "a b" strings or [a, b] pairs, unk_token, fuse_unk,
 //                  byte_fallback, ignore_merges; dropout null, no subword prefix / suffix)
-//   normalizer     null, NFC, NFD, NFKC, NFKD, Lowercase, Strip, Prepend, Replace (String or
-//                  Regex pattern), or a Sequence of them in any order
+//   normalizer     null, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend,
+//                  Replace (String or Regex pattern), or a Sequence of them in any order
 //   pre_tokenizer  null, Metaspace("▁", prepend_scheme, split), ByteLevel(add_prefix_space,
 //                  use_regex), Split(String or Regex pattern, any behavior, invert), Digits,
-//                  Punctuation(behavior), Whitespace, WhitespaceSplit, or a Sequence of them in
-//                  any order (the regex constructs Split accepts: docs/models.md);
-//                  with a ByteLevel step the tokenizer is byte-level, else SentencePiece-style
+//                  Punctuation(behavior), Whitespace, WhitespaceSplit, BertPreTokenizer, or a
+//                  Sequence of them in any order (the regex constructs Split accepts:
+//                  docs/models.md); with a ByteLevel step the tokenizer is byte-level, else
+//                  SentencePiece-style
 //   post_processor null, TemplateProcessing (single: special tokens around $A), ByteLevel, or a
 //                  Sequence of them
 //   decoder        null (the tokens joined with spaces, as tokenizers does);

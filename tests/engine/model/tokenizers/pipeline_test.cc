@@ -73,6 +73,9 @@ TEST(TokenizerPipelineTest, Normalizers) {
                       "\xE3\x80\x80 a b\t\n"),
             "a b");
   EXPECT_EQ(normalize({{.kind = N::kPrepend, .content = "_"}}, ""), "");
+  // StripAccents after NFD: "é" (e + U+0301) and "ṩ" lose their marks.
+  EXPECT_EQ(normalize({{.kind = N::kNfd}, {.kind = N::kStripAccents}}, "caf\xC3\xA9 \xE1\xB9\xA9"),
+            "cafe s");
   EXPECT_EQ(normalize({{.kind = N::kReplace, .pattern = R"(\s+)", .regex = true, .content = " "}},
                       "a \t\nb  c"),
             "a b c");
@@ -99,6 +102,8 @@ TEST(TokenizerPipelineTest, PreTokenizers) {
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kPunctuation, .behavior = SplitBehavior::kContiguous}},
                           "a,b!!$c"),
               ElementsAre("a", ",", "b", "!!$", "c"));  // ASCII '$' counts as punctuation
+  EXPECT_THAT(RunPipeline({}, {{.kind = P::kBert}}, "Hi, you!! a$b  ok"),
+              ElementsAre("Hi", ",", "you", "!", "!", "a", "$", "b", "ok"));
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kDigits}}, "a123b4"), ElementsAre("a", "123", "b", "4"));
   EXPECT_THAT(RunPipeline({}, {{.kind = P::kDigits, .individual_digits = true}}, "a12"),
               ElementsAre("a", "1", "2"));
