@@ -268,24 +268,22 @@ PAGEDKV_VNNI inline void Q6KBlockStep(const Int8Rows& x, int64_t row, int64_t b,
                                       const __m512i* groups, __m512i sc_lo, __m512i sc_hi, __m512 d,
                                       __m512* acc) {
   const int64_t blocks = x.blocks_per_row;
-  __m512i lo[RX], hi[RX];
+  // Row by row: two sums live at a time (all RX rows' halves at once would spill registers).
   for (int r = 0; r < RX; ++r) {
     const int64_t xb = (row + r) * blocks + b;
-    lo[r] = _mm512_set1_epi32(-32 * x.qsum_lo[xb]);
-    hi[r] = _mm512_set1_epi32(-32 * (x.qsum[xb] - x.qsum_lo[xb]));
-  }
-  for (int g = 0; g < 8; ++g) {
-    for (int r = 0; r < RX; ++r) {
-      int32_t word;
-      std::memcpy(&word, x.q + ((row + r) * blocks + b) * kQuantBlockValues + 4 * g, 4);
-      __m512i& sum = g < 4 ? lo[r] : hi[r];
-      sum = _mm512_dpbusd_epi32(sum, groups[g], _mm512_set1_epi32(word));
+    const int8_t* q = x.q + xb * kQuantBlockValues;
+    __m512i lo = _mm512_set1_epi32(-32 * x.qsum_lo[xb]);
+    __m512i hi = _mm512_set1_epi32(-32 * (x.qsum[xb] - x.qsum_lo[xb]));
+    for (int g = 0; g < 4; ++g) {
+      int32_t lo_word, hi_word;
+      std::memcpy(&lo_word, q + 4 * g, 4);
+      std::memcpy(&hi_word, q + 16 + 4 * g, 4);
+      lo = _mm512_dpbusd_epi32(lo, groups[g], _mm512_set1_epi32(lo_word));
+      hi = _mm512_dpbusd_epi32(hi, groups[g + 4], _mm512_set1_epi32(hi_word));
     }
-  }
-  for (int r = 0; r < RX; ++r) {
     const __m512i isum =
-        _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo[r]), _mm512_mullo_epi32(sc_hi, hi[r]));
-    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x.scale[(row + r) * blocks + b]));
+        _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo), _mm512_mullo_epi32(sc_hi, hi));
+    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x.scale[xb]));
     acc[r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[r]);
   }
 }
