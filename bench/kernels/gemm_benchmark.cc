@@ -15,7 +15,8 @@
 //                    once per call into the packed layout.
 //   BM_GemmQuantTypesInt8: Q4_0 / Q4_K / Q6_K on SmolLM2's down shape with int8 activations
 //                    from Int8Tiles, beside BM_GemmQuantTypes (fp32 activations).
-//   BM_GemmInt8Kernels: BM_GemmQuantInt8's shapes, one thread, each int8 kernel this CPU runs
+//   BM_GemmInt8Kernels: BM_GemmQuantInt8's shapes (and Q4_K / Q6_K, always from tiles), one thread,
+//   each int8 kernel this CPU runs
 //                    forced in turn (kernel: 0 avx2, 1 avx512vnni from the rows, 2 avx512vnni
 //                    from Int8Tiles built outside the timing; the label names it).
 //   BM_GemmOpenBlas: OpenBLAS cblas_sgemm (libopenblas-dev; only when pkg-config finds it), one
@@ -40,6 +41,7 @@
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/threaded_ops.h"
+#include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/kernels/quant_blocks.h"
 #if PAGEDKV_HAVE_OPENBLAS
@@ -210,10 +212,11 @@ void BM_GemmInt8Kernels(benchmark::State& state) {
   const char* kernel = kInt8Kernels[state.range(5)];
   const cpu::Int8KernelChoice previous = cpu::CurrentInt8KernelChoice();
   if (!cpu::ForceInt8Kernel(kernel).ok()) return state.SkipWithError("kernel not on this CPU");
-  const bool tiled = state.range(5) == 2;
+  const auto type = static_cast<WeightType>(state.range(4));
+  const bool tiled = state.range(5) == 2 || Int8SuperBlockType(type);  // Q4_K / Q6_K: tiles only
   GemmQuant(state, ActivationType::kInt8, tiled);
   cpu::RestoreInt8KernelChoice(previous);
-  state.SetLabel(tiled ? "avx512vnni tiles" : kernel);
+  state.SetLabel(tiled ? std::string(kernel) + " tiles" : std::string(kernel));
 }
 
 #if PAGEDKV_HAVE_OPENBLAS
@@ -300,6 +303,10 @@ BENCHMARK(BM_GemmInt8Kernels)->Apply([](benchmark::internal::Benchmark* b) {
     }
     for (int64_t kernel : {0, 1, 2}) {
       b->Args({m, 49152, 576, 1, static_cast<int64_t>(WeightType::kQ8_0), kernel});
+    }
+    for (WeightType t : {WeightType::kQ4_K, WeightType::kQ6_K}) {  // from tiles: avx2, vnni
+      b->Args({m, 576, 1536, 1, static_cast<int64_t>(t), 0});
+      b->Args({m, 576, 1536, 1, static_cast<int64_t>(t), 2});
     }
   }
   b->UseRealTime();

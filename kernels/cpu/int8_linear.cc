@@ -46,8 +46,15 @@ const char* KernelName(Kernel kernel) {
   }
 }
 
-// Output columns per work item: the kernel's W rows per tile.
-int64_t ColumnGroup(Kernel kernel) { return kernel == Kernel::kVnni ? 16 : 8; }
+// Whether `kernel` multiplies tiles of `type` (the super-block types: the VNNI and AVX2 kernels).
+bool ReadsTiles(Kernel kernel, WeightType type) {
+  return kernel == Kernel::kVnni || (kernel == Kernel::kAvx2 && Int8SuperBlockType(type));
+}
+
+// Output columns per work item: the kernel's W rows per tile (16 for every tile it reads).
+int64_t ColumnGroup(Kernel kernel, WeightType type, bool tiled) {
+  return kernel == Kernel::kVnni || (tiled && ReadsTiles(kernel, type)) ? 16 : 8;
+}
 
 // The quantized x's buffer (ThreadScratch): the largest m * k of a step, about 1.25 bytes a value.
 struct QuantizedXTag {};
@@ -116,13 +123,13 @@ const char* ForcedInt8Kernel() {
   return forced == Kernel::kAuto ? "auto" : KernelName(forced);
 }
 
-bool Int8KernelReadsTiles() { return Chosen() == Kernel::kVnni; }
+bool Int8KernelReadsTiles(WeightType type) { return ReadsTiles(Chosen(), type); }
 
 bool Int8QuantLinearRuns(WeightType type, bool tiled) {
   if (!Int8ActivationsSupport(type)) return false;
   if (!Int8SuperBlockType(type)) return true;
   const Kernel kernel = Chosen();
-  return kernel == Kernel::kPortable || (kernel == Kernel::kVnni && tiled);
+  return kernel == Kernel::kPortable || (tiled && ReadsTiles(kernel, type));
 }
 
 Int8KernelChoice CurrentInt8KernelChoice() {
@@ -171,15 +178,18 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
                      "); use ActivationType::kF32 or fewer rows per step"));
   }
   const Kernel kernel = Chosen();
-  const int64_t group = ColumnGroup(kernel);
+  const int64_t group = ColumnGroup(kernel, args.w_type, tiles != nullptr);
   const int64_t groups = (args.n + group - 1) / group;
   const double work_per_group =
       static_cast<double>(group) * static_cast<double>(args.m) * static_cast<double>(args.k);
   ParallelFor(pool, groups, MinItemsPerRange(work_per_group), [&](int64_t begin, int64_t end) {
     const int64_t j_begin = begin * group;
     const int64_t j_end = std::min(args.n, end * group);
-    if (Int8SuperBlockType(args.w_type) && kernel == Kernel::kVnni && tiles != nullptr) {
-      return int8_kernels::VnniTiledSuperColumns(args, x, *tiles, j_begin, j_end);
+    if (Int8SuperBlockType(args.w_type) && tiles != nullptr && kernel != Kernel::kPortable) {
+      if (kernel == Kernel::kVnni) {
+        return int8_kernels::VnniTiledSuperColumns(args, x, *tiles, j_begin, j_end);
+      }
+      return int8_kernels::Avx2TiledSuperColumns(args, x, *tiles, j_begin, j_end);
     }
     if (Int8SuperBlockType(args.w_type)) return PortableColumns(args, x, j_begin, j_end);
     switch (kernel) {

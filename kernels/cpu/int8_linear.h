@@ -46,8 +46,9 @@ PAGEDKV_EXPORT const char* Int8KernelName();
 // cannot run.
 // Not thread-safe against running kernels: call before work starts.
 PAGEDKV_EXPORT absl::Status ForceInt8Kernel(const char* name);
-// True when the kernel that runs now multiplies Int8Tiles (int8_tiles.h): the VNNI kernel.
-PAGEDKV_EXPORT bool Int8KernelReadsTiles();
+// True when the kernel that runs now multiplies Int8Tiles (int8_tiles.h) of `type`: the VNNI
+// kernel for every int8 type, the AVX2 kernel for Q4_K and Q6_K.
+PAGEDKV_EXPORT bool Int8KernelReadsTiles(WeightType type);
 
 // What ForceInt8Kernel last set: "auto" (the default) or the forced kernel's name.
 PAGEDKV_EXPORT const char* ForcedInt8Kernel();
@@ -59,9 +60,9 @@ PAGEDKV_EXPORT Int8KernelChoice CurrentInt8KernelChoice();
 PAGEDKV_EXPORT void RestoreInt8KernelChoice(Int8KernelChoice choice);
 
 // Whether Int8QuantLinear multiplies W of `type` here, `tiled` saying whether W's Int8Tiles are
-// given: the 32-value block types always; Q4_K / Q6_K from tiles with the VNNI kernel, or with the
-// portable kernel when it is forced (the AVX2 kernel has no super-block form yet). QuantLinear
-// keeps fp32 activations where this says no, so no CPU runs a slower path than fp32 activations.
+// given: the 32-value block types always; Q4_K / Q6_K from tiles with the VNNI or the AVX2
+// kernel, or with the portable kernel when it is forced. QuantLinear keeps fp32 activations where
+// this says no, so no CPU runs a slower path than fp32 activations.
 PAGEDKV_EXPORT bool Int8QuantLinearRuns(WeightType type, bool tiled);
 
 // y = x W^T (+ y) with int8 activations; the VNNI kernel multiplies `tiles` (args.w's, or null)
@@ -100,7 +101,10 @@ void VnniTiledColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Til
                       int64_t j_begin, int64_t j_end);
 // AVX-512 F / BW / VL / DQ / VNNI, with the OS's ZMM state, and Avx2Supported().
 bool VnniSupported();
-// VnniTiledColumns for Q4_K and Q6_K tiles (int8_tiles.h); j_begin and j_end multiples of 16.
+// Columns [j_begin, j_end) from Q4_K / Q6_K tiles (int8_tiles.h), by the AVX2 or the VNNI
+// kernel; j_begin and j_end multiples of 16.
+void Avx2TiledSuperColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
+                           int64_t j_begin, int64_t j_end);
 void VnniTiledSuperColumns(const QuantLinearArgs& a, const Int8Rows& x, const Int8Tiles& tiles,
                            int64_t j_begin, int64_t j_end);
 

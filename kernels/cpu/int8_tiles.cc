@@ -138,7 +138,7 @@ absl::StatusOr<Int8Tiles> Int8Tiles::Build(const void* w, WeightType type, int64
 
 bool Int8TilesUsable(WeightType type, int64_t n, int64_t k) {
   return Int8ActivationsSupport(type) && n > 0 && n % kInt8TileRows == 0 && k > 0 &&
-         k % QuantBlockValuesOf(type) == 0 && Int8KernelReadsTiles();
+         k % QuantBlockValuesOf(type) == 0 && Int8KernelReadsTiles(type);
 }
 
 }  // namespace pagedkv::cpu

@@ -1,8 +1,9 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Int8Tiles: a Q4_0 / Q4_1 / Q8_0 / Q4_K / Q6_K matrix W [n, k] repacked once into the layout the
-// AVX-512 VNNI int8 kernel multiplies directly (kernels/cpu/int8_linear_vnni.cc), so that no call
-// decodes or transposes W again. For the 32-value block types the same bytes as the file's
+// AVX-512 VNNI int8 kernel multiplies directly (kernels/cpu/int8_linear_vnni.cc; Q4_K / Q6_K's
+// also the AVX2 kernel, int8_linear_avx2_super.cc), so that no call decodes or transposes W
+// again. For the 32-value block types the same bytes as the file's
 // blocks, rearranged (the same size):
 //   tile t (rows 16t .. 16t + 15), block b, at (t * k / 32 + b) * Int8TileBlockBytes(type):
 //   - Q4_0 / Q4_1: 4 vectors of 64 bytes; byte 4c + j of vector v is byte 4v + j of row c's
@@ -81,8 +82,9 @@ class PAGEDKV_EXPORT Int8Tiles {
   int64_t k_ = 0;
 };
 
-// Whether the VNNI kernel would multiply W [n, k] of `type` from tiles: it runs here (or is
-// forced), the type has tiles and n, k fit. Callers build tiles only when this holds.
+// Whether the int8 kernel that runs here (or is forced) would multiply W [n, k] of `type` from
+// tiles (Int8KernelReadsTiles: the VNNI kernel, or the AVX2 one for Q4_K / Q6_K), the type has
+// tiles and n, k fit. Callers build tiles only when this holds.
 PAGEDKV_EXPORT bool Int8TilesUsable(WeightType type, int64_t n, int64_t k);
 
 }  // namespace pagedkv::cpu

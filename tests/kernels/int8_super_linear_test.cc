@@ -1,11 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // Int8 activations over Q4_K / Q6_K weights (the super-block chain of
-// pagedkv/kernels/int8_activations.h): the VNNI kernel on Int8Tiles and the portable kernel give
-// the chain's bits, block by block; the tiles hold the decoded blocks where int8_tiles.h says; y
-// stays within the activations' rounding of a float64 reference; rows do not depend on the
-// batch; and where no kernel multiplies the type (no tiles, the AVX2 kernel) QuantLinear keeps
-// fp32 activations' bits.
+// pagedkv/kernels/int8_activations.h): the VNNI and AVX2 kernels on Int8Tiles and the portable one
+// give the chain's bits, block by block; the tiles hold the decoded blocks where int8_tiles.h says;
+// y stays within the activations' rounding of a float64 reference; rows do not depend on the batch;
+// and where no kernel multiplies the type (no tiles) QuantLinear keeps fp32 activations' bits.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -66,13 +65,13 @@ float Chain(WeightType type, const std::vector<float>& x, const std::vector<unsi
   return acc;
 }
 
-// The kernels that multiply Q4_K / Q6_K here: the portable one, and the VNNI one from tiles.
+// The kernels that multiply Q4_K / Q6_K here: the portable one, the AVX2 and VNNI ones from tiles.
 std::vector<std::string> SuperKernels() {
   std::vector<std::string> names = {"portable"};
-  if (cpu::int8_kernels::VnniSupported()) {
-    names.push_back("avx512vnni");
-  } else {
-    std::printf("[   NOTE   ] no AVX-512 VNNI here: the tiled super-block kernel is not tested\n");
+  if (cpu::int8_kernels::Avx2Supported()) names.push_back("avx2");
+  if (cpu::int8_kernels::VnniSupported()) names.push_back("avx512vnni");
+  if (names.size() < 3) {
+    std::printf("[   NOTE   ] this CPU runs %zu of 3 super-block int8 kernels\n", names.size());
   }
   return names;
 }
@@ -262,11 +261,12 @@ TEST_F(Int8SuperLinearTest, RowsDoNotDependOnTheBatchOrTheThreads) {
   }
 }
 
-// Without tiles (the default kernel) or with the AVX2 kernel, Q4_K / Q6_K keep fp32 activations.
+// Without tiles, Q4_K / Q6_K keep fp32 activations (but with the portable kernel forced).
 TEST_F(Int8SuperLinearTest, WhereNoKernelMultipliesThemTheFp32BitsStay) {
   constexpr int64_t m = 3, n = 16, k = 256;
   std::vector<std::string> kernels = {"auto"};
   if (cpu::int8_kernels::Avx2Supported()) kernels.push_back("avx2");
+  if (cpu::int8_kernels::VnniSupported()) kernels.push_back("avx512vnni");
   for (WeightType type : kSuperTypes) {
     const auto w = RandomRows(type, n, k, 15);
     const auto x = RandomFloats(static_cast<size_t>(m * k), 16);
@@ -278,7 +278,7 @@ TEST_F(Int8SuperLinearTest, WhereNoKernelMultipliesThemTheFp32BitsStay) {
     ASSERT_TRUE(cpu::QuantLinear(f32, nullptr).ok());
     for (const std::string& kernel : kernels) {
       ASSERT_TRUE(cpu::ForceInt8Kernel(kernel.c_str()).ok());
-      const bool tiled_runs = kernel == "auto" && cpu::int8_kernels::VnniSupported();
+      const bool tiled_runs = kernel != "auto" || cpu::int8_kernels::Avx2Supported();
       EXPECT_EQ(cpu::Int8QuantLinearRuns(type, /*tiled=*/true), tiled_runs) << kernel;
       EXPECT_FALSE(cpu::Int8QuantLinearRuns(type, /*tiled=*/false)) << kernel;
       std::vector<float> y(m * n);

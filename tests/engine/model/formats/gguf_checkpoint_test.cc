@@ -222,8 +222,9 @@ TEST_P(GgufCheckpointTest, LogitsMatchFloat64ReferenceAtEveryPosition) {
 }
 
 // Native block weights with int8 activations (the engine's default; Q4_K / Q6_K through the
-// tiles of the VNNI kernel where the CPU has it, else fp32 activations): within the activations'
-// rounding of the float64 reference, and its greedy id where the reference's lead is clear.
+// tiles of the VNNI or AVX2 kernel where the CPU has one, else fp32 activations): within the
+// activations' rounding of the float64 reference, and its greedy id where the reference's lead is
+// clear.
 TEST_P(GgufCheckpointTest, Int8ActivationsStayNearTheFloat64Reference) {
   const GgufCase& c = GetParam();
   if (c.type == kGgufF32 || c.type == kGgufF16 || c.type == kGgufBF16) GTEST_SKIP() << "no blocks";
@@ -242,7 +243,7 @@ TEST_P(GgufCheckpointTest, Int8ActivationsStayNearTheFloat64Reference) {
   const size_t V = static_cast<size_t>(c.spec.vocab);
   ASSERT_EQ(got.size(), want.size() * V);
   const bool super_block = c.type == kGgufQ4_K || c.type == kGgufQ6_K;
-  if (!super_block || cpu::int8_kernels::VnniSupported()) {  // the int8 path ran: other bits
+  if (!super_block || cpu::int8_kernels::Avx2Supported()) {  // the int8 path ran: other bits
     EXPECT_NE(got, RunLogits(loaded->weights, ids, ActivationType::kF32)) << c.name;
   }
   for (size_t t = 0; t < want.size(); ++t) {
