@@ -122,6 +122,7 @@ absl::StatusOr<Int8Tiles> Int8Tiles::Build(const void* w, WeightType type, int64
   }
   tiles.source_ = w;
   tiles.type_ = type;
+  tiles.block_bytes_ = Int8TileBlockBytes(type);
   tiles.n_ = n;
   tiles.k_ = k;
   const auto* rows = static_cast<const unsigned char*>(w);

@@ -61,7 +61,7 @@ class PAGEDKV_EXPORT Int8Tiles {
 
   // Tile t's 32-value block b. REQUIRES: 0 <= t < n / 16, 0 <= b < k / 32.
   const unsigned char* block(int64_t t, int64_t b) const {
-    return data_.get() + (t * (k_ / kQuantBlockValues) + b) * Int8TileBlockBytes(type_);
+    return data_.get() + (t * (k_ / kQuantBlockValues) + b) * block_bytes_;
   }
   const void* source() const { return source_; }  // the W it was built from
   WeightType type() const { return type_; }
@@ -78,6 +78,7 @@ class PAGEDKV_EXPORT Int8Tiles {
   std::unique_ptr<unsigned char, Free> data_;
   const void* source_ = nullptr;
   WeightType type_ = WeightType::kQ8_0;
+  int64_t block_bytes_ = 0;  // Int8TileBlockBytes(type_), read once per block by the kernels
   int64_t n_ = 0;
   int64_t k_ = 0;
 };
