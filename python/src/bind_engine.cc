@@ -129,7 +129,9 @@ void BindTokenizer(py::module_& m) {
           [](const std::string& path) {
             return std::make_shared<Tokenizer>(Unwrap(Tokenizer::LoadHuggingFace(path)));
           },
-          arg("path"), "Reads a Hugging Face tokenizer.json (byte-level BPE).")
+          arg("path"),
+          "Reads a Hugging Face tokenizer.json: a BPE model (byte-level or SentencePiece-style)\n"
+          "with the normalizers, pre-tokenizers and decoders docs/models.md lists.")
       .def(
           "encode",
           [](const Tokenizer& tok, const std::string& text, bool add_bos, bool add_eos) {
