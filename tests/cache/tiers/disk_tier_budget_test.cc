@@ -182,6 +182,24 @@ pid_t ForkStorer(const std::string& dir, uint64_t first, uint64_t count) {
   return ready ? child : -1;
 }
 
+// Kills and reaps a child still running when a test ends early (a failed ASSERT), so it never
+// writes into the next test's folder.
+class ChildGuard {
+ public:
+  explicit ChildGuard(pid_t pid) : pid_(pid) {}
+  ~ChildGuard() {
+    if (pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  ChildGuard(const ChildGuard&) = delete;
+  ChildGuard& operator=(const ChildGuard&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
 // The bound the code guarantees: a value file is published (renamed in) only under the usage
 // file's lock and after evicting until it fits, so at any moment the value files number at most
 // the budget; each writer has at most one temporary (its value in flight) beside them.
@@ -189,6 +207,7 @@ TEST(DiskTierBudgetTest, TwoProcessesStayWithinTheBudgetPlusOneValueInFlightEach
   TempDir dir;
   const pid_t child = ForkStorer(dir.path(), 0, 400);
   ASSERT_GT(child, 0);
+  const ChildGuard guard(child);
   std::unique_ptr<DiskTier> tier = Open(dir.path(), kBudget);
   int64_t snapshots = 0, max_values = 0;
   int status = 0;
@@ -218,6 +237,7 @@ TEST(DiskTierBudgetTest, AKilledProcessAndHandEditsAreHealedAtRestart) {
   TempDir dir;
   const pid_t storer = ForkStorer(dir.path(), 0, 1'000'000);
   ASSERT_GT(storer, 0);
+  const ChildGuard storer_guard(storer);
   std::string model_dir, extra;
   {
     std::unique_ptr<DiskTier> probe = Open(dir.path(), kBudget);
@@ -235,6 +255,7 @@ TEST(DiskTierBudgetTest, AKilledProcessAndHandEditsAreHealedAtRestart) {
   ASSERT_EQ(::pipe(fds), 0);
   const pid_t holder = ::fork();
   ASSERT_GE(holder, 0);
+  const ChildGuard holder_guard(holder);
   if (holder == 0) {
     const int fd = ::open((model_dir + "/usage").c_str(), O_RDWR);
     const char locked = 'l';
