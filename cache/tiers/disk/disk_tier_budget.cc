@@ -30,6 +30,10 @@ namespace pagedkv {
 namespace {
 
 constexpr size_t kMaxCandidates = 65536;  // files of other processes kept from one listing
+// Listings one store may make: another process may evict every listed file between a listing and
+// the relock (the listed files are then gone and count for nothing), so a store lists again, a
+// few times, before it gives up and drops its value.
+constexpr int kMaxListingsPerStore = 3;
 
 }  // namespace
 
@@ -78,8 +82,8 @@ absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const s
   const std::string path = ValuePath(model_dir, job.hash);
   if (!LockUsage()) return PublishTemporary(temp, path);  // this process's own budget only
   Room room = MakeRoomLocked(/*may_list=*/true);
-  if (room == Room::kNeedListing) {  // list the folder without holding the others up
-    UnlockUsage();
+  for (int listings = 0; room != Room::kRoom && listings < kMaxListingsPerStore; ++listings) {
+    UnlockUsage();  // list the folder without holding the others up
     RefillCandidates();
     if (!LockUsage()) return PublishTemporary(temp, path);
     room = MakeRoomLocked(/*may_list=*/false);
