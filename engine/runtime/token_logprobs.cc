@@ -8,10 +8,13 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/simd/simd_kernels.h"
+
 namespace pagedkv {
 namespace {
 
-// log(sum exp(row)) in float64 around the maximum; NaN when a logit is NaN or +inf.
+// log(sum exp(row)) around the maximum (the exps in fp32 vectors, summed in float64:
+// simd_kernels.h); NaN when a logit is NaN or +inf.
 double LogSumExp(absl::Span<const float> row) {
   float max = -std::numeric_limits<float>::infinity();
   for (const float x : row) {
@@ -19,8 +22,7 @@ double LogSumExp(absl::Span<const float> row) {
     max = std::max(max, x);
   }
   if (!std::isfinite(max)) return std::numeric_limits<double>::quiet_NaN();
-  double sum = 0.0;
-  for (const float x : row) sum += std::exp(static_cast<double>(x) - max);
+  const double sum = cpu::simd::SumExpShifted(row.data(), static_cast<int64_t>(row.size()), max);
   return max + std::log(sum);
 }
 

@@ -7,6 +7,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd/elementwise_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Each target's pass re-includes this file after foreach_target.h.
+#include <cmath>
 #include <cstdint>
 
 #include "hwy/contrib/math/math-inl.h"
@@ -85,6 +86,27 @@ void SwiGluRowsImpl(const SwiGluArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
+double SumExpShiftedImpl(const float* HWY_RESTRICT x, int64_t n, float shift) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto vshift = hn::Set(d, shift);
+  // exp(v - shift) for v - shift below -88 is below 6e-39 of the largest term (1): clamped there
+  // so that -inf (and any large negative) stays in Exp's range.
+  const auto min_arg = hn::Set(d, -88.0f);
+  constexpr int64_t kVectorsPerBlock = 8;  // fp32 sums of at most 8 terms <= 1 per lane
+  double sum = 0.0;
+  int64_t i = 0;
+  while (i + lanes <= n) {
+    auto block = hn::Zero(d);
+    for (int64_t v = 0; v < kVectorsPerBlock && i + lanes <= n; ++v, i += lanes) {
+      block = hn::Add(block, hn::Exp(d, hn::Max(hn::Sub(hn::LoadU(d, x + i), vshift), min_arg)));
+    }
+    sum += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, block)));
+  }
+  for (; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - shift);
+  return sum;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace pagedkv::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -94,6 +116,7 @@ namespace pagedkv::cpu::simd {
 
 HWY_EXPORT(RmsNormRowsImpl);
 HWY_EXPORT(SwiGluRowsImpl);
+HWY_EXPORT(SumExpShiftedImpl);
 
 void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end) {
   HWY_DYNAMIC_DISPATCH(RmsNormRowsImpl)(args, row_begin, row_end);
@@ -101,6 +124,10 @@ void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end) {
 
 void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end) {
   HWY_DYNAMIC_DISPATCH(SwiGluRowsImpl)(args, row_begin, row_end);
+}
+
+double SumExpShifted(const float* x, int64_t n, float shift) {
+  return HWY_DYNAMIC_DISPATCH(SumExpShiftedImpl)(x, n, shift);
 }
 
 }  // namespace pagedkv::cpu::simd

@@ -65,6 +65,11 @@ PAGEDKV_EXPORT void QuantLinearPanels(const QuantLinearArgs& args, int64_t panel
 PAGEDKV_EXPORT void RmsNormRows(const RmsNormArgs& args, int64_t row_begin, int64_t row_end);
 PAGEDKV_EXPORT void SwiGluRows(const SwiGluArgs& args, int64_t row_begin, int64_t row_end);
 
+// sum over i < n of exp(x[i] - shift), in float64: each exp in fp32 (Highway's Exp, about one
+// ulp; arguments below -88 count as -88), summed in fp32 over 8 vectors, then in float64. For
+// shift = max(x) the relative error stays near 1e-6 (log-probabilities over a vocabulary).
+PAGEDKV_EXPORT double SumExpShifted(const float* x, int64_t n, float shift);
+
 // One query token's heads of one KV head (the GQA group): out[g] = softmax(q[g] K^T * scale) V
 // over keys [first_key, num_keys) of the sequence, one exp per key and head (online softmax over
 // chunks of keys: the running state is rescaled once per chunk).
