@@ -233,6 +233,17 @@ PAGEDKV_VNNI void DecodedTile(const Int8Rows& x, int64_t row, const unsigned cha
   StoreRows<RX>(acc, y, ldy, accumulate);
 }
 
+// A tile block of nibbles (Q4_0 / Q4_1 / Q4_K, int8_tiles.h) as its 8 groups: group v is the low
+// nibbles of the block's vector v, group v + 4 their high nibbles.
+PAGEDKV_VNNI inline void NibbleGroups(const unsigned char* at, __m512i* groups) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int v = 0; v < 4; ++v) {
+    const __m512i packed = _mm512_loadu_si512(at + 64 * v);
+    groups[v] = _mm512_and_si512(packed, low);
+    groups[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+  }
+}
+
 // y[r][c] (+)= x[row + r] . W[16 t + c] for r < RX, c < 16, from tile t of W's Int8Tiles: the
 // groups are the tile's bytes (Q4: its low and high nibbles), the scales one conversion each.
 template <WeightType kType, int RX>
@@ -241,18 +252,13 @@ PAGEDKV_VNNI void TiledTile(const Int8Rows& x, int64_t row, const Int8Tiles& til
   constexpr int64_t kValueBytes = kType == WeightType::kQ8_0 ? 512 : 256;
   __m512 acc[RX];
   for (int r = 0; r < RX; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < x.blocks_per_row; ++b) {
     const unsigned char* at = tiles.block(t, b);
     __m512i groups[8];
     if constexpr (kType == WeightType::kQ8_0) {
       for (int g = 0; g < 8; ++g) groups[g] = _mm512_loadu_si512(at + 64 * g);
     } else {
-      for (int v = 0; v < 4; ++v) {
-        const __m512i packed = _mm512_loadu_si512(at + 64 * v);
-        groups[v] = _mm512_and_si512(packed, low);
-        groups[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
-      }
+      NibbleGroups(at, groups);
     }
     const __m512 mw = kType == WeightType::kQ4_1 ? Halves16At(at + kValueBytes + 32) : __m512{};
     BlockStep<kType, RX>(x, row, b, groups, Halves16At(at + kValueBytes), mw, acc);
@@ -295,16 +301,11 @@ PAGEDKV_VNNI void TiledSuperTile(const Int8Rows& x, int64_t row, const Int8Tiles
                                  float* y, int64_t ldy, bool accumulate) {
   __m512 acc[RX];
   for (int r = 0; r < RX; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < x.blocks_per_row; ++b) {
     const unsigned char* at = tiles.block(t, b);
     __m512i groups[8];
     if constexpr (kType == WeightType::kQ4_K) {
-      for (int v = 0; v < 4; ++v) {
-        const __m512i packed = _mm512_loadu_si512(at + 64 * v);
-        groups[v] = _mm512_and_si512(packed, low);
-        groups[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
-      }
+      NibbleGroups(at, groups);
       BlockStep<WeightType::kQ4_1, RX>(x, row, b, groups, _mm512_loadu_ps(at + 256),
                                        _mm512_loadu_ps(at + 320), acc);
     } else {
