@@ -41,9 +41,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/tokenizers/unicode_categories.h"
 #include "pagedkv/export.h"
 
 namespace pagedkv::model_internal {
+
+namespace split_regex_internal {
+
+// ClassTerm::categories bits: one category, categories first .. last, and \p{L}'s and \p{N}'s
+// sets (which matching tests with the faster IsLetter / IsNumber).
+constexpr uint32_t Bit(GeneralCategory c) { return uint32_t{1} << static_cast<int>(c); }
+constexpr uint32_t Bits(GeneralCategory first, GeneralCategory last) {
+  uint32_t m = 0;
+  for (int c = static_cast<int>(first); c <= static_cast<int>(last); ++c) m |= uint32_t{1} << c;
+  return m;
+}
+constexpr uint32_t LetterBits() { return Bits(GeneralCategory::kLl, GeneralCategory::kLu); }
+constexpr uint32_t NumberBits() { return Bits(GeneralCategory::kNd, GeneralCategory::kNo); }
+
+}  // namespace split_regex_internal
 
 // One term of a character class: a range, a set of general categories, or \w \s \d.
 struct ClassTerm {
