@@ -299,7 +299,45 @@ BENCHMARK(BM_PagedAttentionSmallHeads)
     ->Args({16, 4, 4, 48})
     ->Args({16, 4, 8, 48})
     ->Args({16, 4, 8, 256})
-    ->Args({64, 8, 8, 256});
+    ->Args({64, 8, 8, 256})
+    ->Args({64, 3, 9, 1024});  // SmolLM2-135M, 32 sequences of their own blocks
+
+// SmolLM2-135M's decode step (head_dim 64, 3 KV heads, 9 query heads, fp32 pages, blocks of 16)
+// for `seqs` sequences in `prefixes` groups: each group's sequences share `prefix` keys (the same
+// blocks: forks of one prompt, a shared system prompt) and hold `own` keys each. One thread.
+// Args: seqs, prefixes, prefix, own. Reports keys x query heads per second.
+void BM_PagedAttentionSharedPrefix(benchmark::State& state) {
+  const auto seqs = static_cast<int32_t>(state.range(0));
+  const auto prefixes = static_cast<int32_t>(state.range(1));
+  const auto prefix = static_cast<int32_t>(state.range(2));
+  const auto own = static_cast<int32_t>(state.range(3));
+  const int32_t kv_heads = 3, nq = 9, hd = 64;
+  DecodeBatch batch(seqs, prefix + own, nq, hd, 19);
+  const int32_t prefix_blocks = prefix / kBlockSize;  // REQUIRES: prefix a multiple of 16
+  for (int32_t s = 0; s < seqs; ++s) {  // group g's prefix lives in sequence g's first blocks
+    const int32_t g = s % prefixes;
+    std::copy_n(batch.tables.begin() + int64_t{g} * batch.blocks_per_seq, prefix_blocks,
+                batch.tables.begin() + int64_t{s} * batch.blocks_per_seq);
+  }
+  auto k = Random(static_cast<size_t>(batch.num_blocks()) * kBlockSize * kv_heads * hd, 20);
+  auto v = Random(k.size(), 21);
+  const PagedAttentionArgs args = batch.Args({.k = k.data(),
+                                              .v = v.data(),
+                                              .dtype = DType::kF32,
+                                              .num_blocks = batch.num_blocks(),
+                                              .block_size = kBlockSize,
+                                              .num_kv_heads = kv_heads,
+                                              .head_dim = hd});
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
+  state.counters["key_heads/s"] =
+      benchmark::Counter(static_cast<double>(seqs) * (prefix + own) * nq,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PagedAttentionSharedPrefix)
+    ->ArgNames({"seqs", "prefixes", "prefix", "own"})
+    ->Args({8, 1, 992, 40})     // n = 8 samples of a 1,000-token prompt
+    ->Args({32, 4, 512, 96})    // vLLM's prefix-repetition load at concurrency 32
+    ->Args({32, 32, 512, 96});  // the same lengths, nothing shared
 
 // Arg: 0 greedy, 1 temperature + top-p on flat logits (nucleus ~90% of the vocabulary: the
 // worst case, a full sort), 2 top-p on peaked logits (x64: the nucleus is a few hundred tokens).

@@ -2,18 +2,22 @@
 //
 // The CPU backend's thread pool and its threaded, vectorised ops (kernels/cpu/threaded_ops.h):
 // every item of a ParallelFor runs exactly once; results are bit-identical for any thread count
-// and a row's result does not depend on the other rows of the batch; extreme SwiGLU gates and
+// and a row's result does not depend on the other rows of the batch (attention's tokens walked
+// together over shared blocks included); extreme SwiGLU gates and
 // long, odd-length rows still match float64 references.
 #include "kernels/cpu/threaded_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/kernels/rope_table.h"
@@ -197,6 +201,101 @@ TEST(ThreadedElementwiseTest, RmsNormMatchesFloat64AndThreadCountsAgree) {
     }
     if (first.empty()) first = out;
     EXPECT_TRUE(BitEqual(out, first));
+  }
+}
+
+// A batch whose tokens attention walks together (attention_rows.h): a prefill chunk, decode
+// tokens of sequences whose tables begin with the same blocks (one sharing only its first two
+// blocks, one too short to share), and a sequence of its own blocks.
+struct SharedPrefixBatch {
+  static constexpr int32_t kBlockSize = 16, kKvHeads = 2, kQHeads = 6, kMaxBlocks = 8;
+  explicit SharedPrefixBatch(int32_t head_dim) : hd(head_dim) {
+    const std::vector<std::vector<int32_t>> seq_tables = {
+        {0, 1, 2, 3, 4},   // prefill: tokens at 60..79 of 80
+        {0, 1, 2, 3, 10},  // decode tokens sharing 4 blocks (64 keys) and their own last one
+        {0, 1, 2, 3, 11},
+        {0, 1, 2, 3, 12},
+        {0, 1, 2, 3, 13, 14},
+        {0, 1, 20, 21, 22},            // shares 2 blocks (one chunk) with the others
+        {30, 31, 32, 33, 34, 35, 36},  // its own blocks
+        {0, 1, 2}};                    // 40 keys: too few to share
+    kv_lens = {80, 70, 75, 79, 90, 72, 100, 40};
+    tables.assign(seq_tables.size() * kMaxBlocks, -1);
+    for (size_t s = 0; s < seq_tables.size(); ++s) {
+      std::copy(seq_tables[s].begin(), seq_tables[s].end(), tables.begin() + s * kMaxBlocks);
+    }
+    qsl = {0, 20};
+    for (int32_t p = 60; p < 80; ++p) positions.push_back(p);
+    for (size_t s = 1; s < kv_lens.size(); ++s) {
+      positions.push_back(kv_lens[s] - 1);
+      qsl.push_back(qsl.back() + 1);
+    }
+    k = RandomFloats(int64_t{40} * kBlockSize * kKvHeads * hd, 31, -2.0f, 2.0f);
+    v = RandomFloats(k.size(), 32);
+    q = RandomFloats(static_cast<int64_t>(positions.size()) * kQHeads * hd, 33, -2.0f, 2.0f);
+  }
+  // The batch's arguments; `token` >= 0: that token alone, as the only token of its sequence.
+  PagedAttentionArgs Args(float* out, int32_t token = -1) {
+    PagedAttentionArgs a{.q = q.data(),
+                         .out = out,
+                         .positions = positions.data(),
+                         .query_start_loc = qsl.data(),
+                         .kv_lens = kv_lens.data(),
+                         .block_tables = tables.data(),
+                         .num_tokens = static_cast<int64_t>(positions.size()),
+                         .num_seqs = static_cast<int32_t>(kv_lens.size()),
+                         .num_q_heads = kQHeads,
+                         .max_blocks_per_seq = kMaxBlocks,
+                         .cache = {.k = k.data(),
+                                   .v = v.data(),
+                                   .dtype = DType::kF32,
+                                   .num_blocks = 40,
+                                   .block_size = kBlockSize,
+                                   .num_kv_heads = kKvHeads,
+                                   .head_dim = hd}};
+    if (token < 0) return a;
+    const auto s =
+        static_cast<int32_t>(std::upper_bound(qsl.begin(), qsl.end(), token) - qsl.begin() - 1);
+    a.q += int64_t{token} * kQHeads * hd;
+    a.positions += token;
+    a.query_start_loc = kOneToken;
+    a.kv_lens += s;
+    a.block_tables += int64_t{s} * kMaxBlocks;
+    a.num_tokens = 1;
+    a.num_seqs = 1;
+    return a;
+  }
+  static constexpr int32_t kOneToken[2] = {0, 1};
+  int32_t hd;
+  std::vector<int32_t> kv_lens, tables, qsl, positions;
+  std::vector<float> k, v, q;
+};
+
+TEST(ThreadedAttentionTest, TokensWalkedTogetherGetTheirOwnBitsForAnyThreadCount) {
+  for (int32_t hd : {64, 40}) {  // whole vectors, and the general row loop
+    SharedPrefixBatch batch(hd);
+    const int64_t row = int64_t{SharedPrefixBatch::kQHeads} * hd;
+    const auto tokens = static_cast<int32_t>(batch.positions.size());
+    std::vector<float> alone(static_cast<size_t>(tokens * row), -1.0f);
+    for (int32_t t = 0; t < tokens; ++t) {
+      ASSERT_TRUE(cpu::PagedAttention(batch.Args(alone.data() + t * row, t), nullptr).ok());
+    }
+    auto plan = cpu::PlanAttentionRows(batch.Args(nullptr), batch.Args(nullptr).cache, 1);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::vector<std::pair<int32_t, int64_t>> runs;  // (tokens, shared keys)
+    for (const cpu::AttentionRowRun& run : plan->runs)
+      runs.emplace_back(run.count, run.shared_keys);
+    EXPECT_EQ(runs, (std::vector<std::pair<int32_t, int64_t>>{
+                        {8, 96}, {8, 96}, {4, 96}, {1, 0}, {4, 64}, {1, 0}, {1, 0}}))
+        << "the prefill in runs of 24 / 3 heads, the four sequences on blocks 0-3 together";
+    auto pools = Pools();
+    pools.push_back(cpu::ThreadPool::Create(16).value());  // 32 jobs wanted: runs split in halves
+    for (const auto& pool : pools) {
+      std::vector<float> together(alone.size(), -1.0f);
+      ASSERT_TRUE(cpu::PagedAttention(batch.Args(together.data()), pool.get()).ok());
+      EXPECT_TRUE(BitEqual(together, alone))
+          << "head_dim " << hd << ", " << (pool ? pool->num_threads() : 0) << " threads";
+    }
   }
 }
 

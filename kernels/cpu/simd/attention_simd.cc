@@ -1,9 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// Vector paged attention for one (query token, KV head) group. Keys are taken in chunks of
-// kChunk: the chunk's scores, their max, one scalar exp to rescale the running state (the online
-// softmax of kernels/softmax_math.h, per chunk instead of per key), then one vector exp per key,
-// and the weighted values added in key order. Query heads of the group share each K/V row load.
+// Vector paged attention for the (query token, KV head) groups of one or more tokens. Keys are
+// taken in chunks of kChunk: the chunk's scores, their max, one scalar exp to rescale the running
+// state (the online softmax of kernels/softmax_math.h, per chunk instead of per key), then one
+// vector exp per key, and the weighted values added in key order. Query heads of the group, and
+// the rows of tokens whose keys lie in the same blocks, share each chunk's K/V rows.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd/attention_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -26,8 +27,8 @@ namespace pagedkv::cpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kChunk = 32;    // keys per online-softmax step; a multiple of every target's lanes
-constexpr int kMaxGroup = 8;  // query heads per pass over the keys (stack scratch)
+// Keys per online-softmax step (kAttentionChunkKeys); a multiple of every target's lanes.
+constexpr int kChunk = static_cast<int>(kAttentionChunkKeys);
 
 // Running state of one query head: max m, normaliser l, unnormalised output acc.
 struct HeadState {
@@ -175,17 +176,63 @@ HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float rescale, const float* 
   }
 }
 
-// acc[0, NV * lanes) = acc * rescale + sum_j p[j] * v[j] (WeightedSum's order, as Accumulate).
+// Vectors of acc one key pass updates: its four chains of each stay in registers (16 of the 32
+// AVX-512 registers; 8 of the 16 elsewhere).
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kPassVectors = 4;
+#else
+constexpr int kPassVectors = 2;
+#endif
+
+// acc[offset, offset + G * lanes) = WeightedSum of each of its G vectors, the keys in the outer
+// loop: each key's weight is broadcast and its row pointer read once for all G vectors. Per lane
+// the same multiply-adds in the same order as WeightedSum (chain j % 4, then (c0 + c1) + (c2 +
+// c3)).
+template <int G>
+HWY_INLINE void AccumulatePass(float* HWY_RESTRICT acc, float rescale, const float* p,
+                               const float* const* v, int num_keys, int32_t offset) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const auto lanes = static_cast<int32_t>(hn::Lanes(d));
+  V c[4][G];
+  HWY_UNROLL(4)
+  for (int g = 0; g < G; ++g) {
+    c[0][g] = hn::Mul(hn::LoadU(d, acc + offset + g * lanes), hn::Set(d, rescale));
+    c[1][g] = c[2][g] = c[3][g] = hn::Zero(d);
+  }
+  int j = 0;
+  for (; j + 4 <= num_keys; j += 4) {
+    HWY_UNROLL(4)
+    for (int i = 0; i < 4; ++i) {
+      const V w = hn::Set(d, p[j + i]);
+      const float* row = v[j + i] + offset;
+      HWY_UNROLL(4)
+      for (int g = 0; g < G; ++g) c[i][g] = hn::MulAdd(w, hn::LoadU(d, row + g * lanes), c[i][g]);
+    }
+  }
+  for (int i = 0; j + i < num_keys; ++i) {  // at most three keys left
+    const V w = hn::Set(d, p[j + i]);
+    const float* row = v[j + i] + offset;
+    HWY_UNROLL(4)
+    for (int g = 0; g < G; ++g) c[i][g] = hn::MulAdd(w, hn::LoadU(d, row + g * lanes), c[i][g]);
+  }
+  HWY_UNROLL(4)
+  for (int g = 0; g < G; ++g) {
+    hn::StoreU(hn::Add(hn::Add(c[0][g], c[1][g]), hn::Add(c[2][g], c[3][g])), d,
+               acc + offset + g * lanes);
+  }
+}
+
+// acc[0, NV * lanes) = acc * rescale + sum_j p[j] * v[j] (WeightedSum's order, as Accumulate),
+// kPassVectors vectors per pass over the keys.
 template <int NV>
 HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT acc, float rescale, const float* p,
                                 const float* const* v, int num_keys) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int32_t>(hn::Lanes(d));
-  for (int i = 0; i < NV * lanes; i += lanes) {
-    const auto a = WeightedSum(d, hn::LoadU(d, acc + i), rescale, p, num_keys,
-                               [&](int j) { return hn::LoadU(d, v[j] + i); });
-    hn::StoreU(a, d, acc + i);
-  }
+  constexpr int kG = NV < kPassVectors ? NV : kPassVectors;
+  static_assert(NV % kG == 0, "head_dim's vectors split into whole passes");
+  for (int v0 = 0; v0 < NV; v0 += kG) AccumulatePass<kG>(acc, rescale, p, v, num_keys, v0 * lanes);
 }
 
 // dst[0, n) = the f16 / bf16 row at element `offset` of `base`. f16 a vector at a time (F16C's
@@ -260,73 +307,130 @@ HWY_INLINE void PrefetchRows(const PagedKvLayout& side, const int32_t* table, in
   }
 }
 
-// One pass over the keys for query heads [g0, g0 + ng) of the job's group. NV as in Scores.
-template <int NV>
-void AttendSubgroup(const PagedKvLayout& cache, const AttentionGroup& job, int32_t g0, int ng) {
-  const int32_t hd = cache.head_dim;
-  float acc[kMaxGroup][kMaxHeadDim];
-  float p[kMaxGroup][kChunk];
-  HeadState state[kMaxGroup];
+// One chunk of keys: row pointers for K and V (pages that are not fp32 decoded into the
+// scratch rows).
+struct ChunkRows {
   float k_scratch[kChunk][kMaxHeadDim];
   float v_scratch[kChunk][kMaxHeadDim];
-  const float* k_rows[kChunk];
-  const float* v_rows[kChunk];
+  const float* k[kChunk];
+  const float* v[kChunk];
+};
+
+// Points `c` at keys [j0, j0 + nk) of `table` and prefetches the chunk after it when it starts
+// before `end`.
+HWY_INLINE void LoadChunk(const PagedKvLayout& cache, const PagedKvLayout& v_side,
+                          const int32_t* table, int32_t kv_head, int64_t j0, int nk, int64_t end,
+                          ChunkRows* c) {
+  SideRows(cache, table, kv_head, j0, nk, c->k_scratch, c->k);
+  SideRows(v_side, table, kv_head, j0, nk, c->v_scratch, c->v);
+  if (j0 + kChunk < end) {
+    const int next = static_cast<int>(std::min<int64_t>(kChunk, end - j0 - kChunk));
+    PrefetchRows(cache, table, kv_head, j0 + kChunk, next);
+    PrefetchRows(v_side, table, kv_head, j0 + kChunk, next);
+  }
+}
+
+// One online-softmax step of one query head over the chunk's first nk keys.
+template <int NV>
+HWY_INLINE void StepHead(const float* q, const ChunkRows& c, int nk, int32_t hd, float scale,
+                         HeadState* state, float* acc, float* p) {
+  const float chunk_max = Scores<NV>(q, c.k, nk, hd, scale, p);
+  const float new_m = std::max(state->m, chunk_max);
+  // exp(m - new_m): 0 on the first chunk (exp(-inf)), exactly 1 when the max stays.
+  const float rescale = new_m == state->m ? 1.0f : expf(state->m - new_m);
+  state->l = state->l * rescale + ExpShifted(p, new_m);
+  state->m = new_m;
+  if constexpr (NV > 0) {
+    AccumulateFixed<NV>(acc, rescale, p, c.v, nk);
+  } else {
+    Accumulate(acc, rescale, p, c.v, nk, hd);
+  }
+}
+
+// The running state of the query heads of one pass: row r's head g at index r * ng + g.
+struct PassState {
+  float acc[kMaxAttentionHeadRows][kMaxHeadDim];
+  float p[kMaxAttentionHeadRows][kChunk];
+  HeadState head[kMaxAttentionHeadRows];
+};
+
+// Steps query heads [g0, g0 + ng) of row r through the chunk's first nk keys.
+template <int NV>
+HWY_INLINE void StepRow(const AttentionGroup& row, int r, int32_t g0, int ng, const ChunkRows& c,
+                        int nk, int32_t hd, PassState* s) {
+  for (int g = 0; g < ng; ++g) {
+    const int h = r * ng + g;
+    StepHead<NV>(row.q + int64_t{g0 + g} * hd, c, nk, hd, row.scale, &s->head[h], s->acc[h],
+                 s->p[h]);
+  }
+}
+
+// One pass over the keys for query heads [g0, g0 + ng) of every row: keys [0, shared_end)
+// through rows[0]'s table, a chunk read once for all rows; then each row alone. NV as in Scores.
+template <int NV>
+void AttendRowsPass(const PagedKvLayout& cache, const AttentionRows& job, int32_t g0, int ng) {
+  const int32_t hd = cache.head_dim;
   const PagedKvLayout v_side = cache.VSide();
-  for (int g = 0; g < ng; ++g) std::fill(acc[g], acc[g] + hd, 0.0f);
-  for (int64_t j0 = job.first_key; j0 < job.num_keys; j0 += kChunk) {
-    const int nk = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0));
-    SideRows(cache, job.table, job.kv_head, j0, nk, k_scratch, k_rows);
-    SideRows(v_side, job.table, job.kv_head, j0, nk, v_scratch, v_rows);
-    if (j0 + kChunk < job.num_keys) {
-      const int next = static_cast<int>(std::min<int64_t>(kChunk, job.num_keys - j0 - kChunk));
-      PrefetchRows(cache, job.table, job.kv_head, j0 + kChunk, next);
-      PrefetchRows(v_side, job.table, job.kv_head, j0 + kChunk, next);
-    }
-    for (int g = 0; g < ng; ++g) {
-      const float* q = job.q + int64_t{g0 + g} * hd;
-      const float chunk_max = Scores<NV>(q, k_rows, nk, hd, job.scale, p[g]);
-      const float new_m = std::max(state[g].m, chunk_max);
-      // exp(m - new_m): 0 on the first chunk (exp(-inf)), exactly 1 when the max stays.
-      const float rescale = new_m == state[g].m ? 1.0f : expf(state[g].m - new_m);
-      state[g].l = state[g].l * rescale + ExpShifted(p[g], new_m);
-      state[g].m = new_m;
-      if constexpr (NV > 0) {
-        AccumulateFixed<NV>(acc[g], rescale, p[g], v_rows, nk);
-      } else {
-        Accumulate(acc[g], rescale, p[g], v_rows, nk, hd);
-      }
+  const int32_t kv_head = job.rows[0].kv_head;
+  PassState s;
+  ChunkRows c;
+  int64_t widest = 0;
+  for (int r = 0; r < job.num_rows; ++r) {
+    widest = std::max(widest, job.rows[r].num_keys);
+    for (int g = 0; g < ng; ++g) std::fill(s.acc[r * ng + g], s.acc[r * ng + g] + hd, 0.0f);
+  }
+  const int64_t shared_end = std::min(job.shared_keys, widest);
+  for (int64_t j0 = 0; j0 < shared_end; j0 += kChunk) {
+    const int nk = static_cast<int>(std::min<int64_t>(kChunk, shared_end - j0));
+    LoadChunk(cache, v_side, job.rows[0].table, kv_head, j0, nk, shared_end, &c);
+    for (int r = 0; r < job.num_rows; ++r) {
+      const int64_t end = std::min(job.rows[r].num_keys, shared_end);
+      if (j0 < end)
+        StepRow<NV>(job.rows[r], r, g0, ng, c,
+                    static_cast<int>(std::min<int64_t>(kChunk, end - j0)), hd, &s);
     }
   }
-  for (int g = 0; g < ng; ++g) {
-    const float inv = state[g].l > 0.0f ? 1.0f / state[g].l : 0.0f;
-    float* out = job.out + int64_t{g0 + g} * hd;
-    for (int32_t i = 0; i < hd; ++i) out[i] = acc[g][i] * inv;
+  for (int r = 0; r < job.num_rows; ++r) {
+    const AttentionGroup& row = job.rows[r];
+    for (int64_t j0 = std::max(shared_end, row.first_key); j0 < row.num_keys; j0 += kChunk) {
+      const int nk = static_cast<int>(std::min<int64_t>(kChunk, row.num_keys - j0));
+      LoadChunk(cache, v_side, row.table, kv_head, j0, nk, row.num_keys, &c);
+      StepRow<NV>(row, r, g0, ng, c, nk, hd, &s);
+    }
+    for (int g = 0; g < ng; ++g) {
+      const HeadState& state = s.head[r * ng + g];
+      const float inv = state.l > 0.0f ? 1.0f / state.l : 0.0f;
+      float* out = row.out + int64_t{g0 + g} * hd;
+      for (int32_t i = 0; i < hd; ++i) out[i] = s.acc[r * ng + g][i] * inv;
+    }
   }
 }
 
 template <int NV>
-void AttendAllSubgroups(const PagedKvLayout& cache, const AttentionGroup& job) {
-  for (int32_t g0 = 0; g0 < job.group; g0 += kMaxGroup) {
-    AttendSubgroup<NV>(cache, job, g0, std::min(kMaxGroup, job.group - g0));
+void AttendRowsAllHeads(const PagedKvLayout& cache, const AttentionRows& job) {
+  const int32_t group = job.rows[0].group;
+  const int32_t per_pass = std::max(1, kMaxAttentionHeadRows / job.num_rows);
+  for (int32_t g0 = 0; g0 < group; g0 += per_pass) {
+    AttendRowsPass<NV>(cache, job, g0, std::min(per_pass, group - g0));
   }
 }
 
 // Head dims of whole vectors get the unrolled row loops; any other takes the general one.
-void AttendGroupImpl(const PagedKvLayout& cache, const AttentionGroup& job) {
+void AttendRowsImpl(const PagedKvLayout& cache, const AttentionRows& job) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t hd = cache.head_dim;
   switch (hd % lanes == 0 ? hd / lanes : 0) {
     case 1:
-      return AttendAllSubgroups<1>(cache, job);
+      return AttendRowsAllHeads<1>(cache, job);
     case 2:
-      return AttendAllSubgroups<2>(cache, job);
+      return AttendRowsAllHeads<2>(cache, job);
     case 4:
-      return AttendAllSubgroups<4>(cache, job);
+      return AttendRowsAllHeads<4>(cache, job);
     case 8:
-      return AttendAllSubgroups<8>(cache, job);
+      return AttendRowsAllHeads<8>(cache, job);
     default:
-      return AttendAllSubgroups<0>(cache, job);
+      return AttendRowsAllHeads<0>(cache, job);
   }
 }
 
@@ -343,11 +447,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace pagedkv::cpu::simd {
 
-HWY_EXPORT(AttendGroupImpl);
+HWY_EXPORT(AttendRowsImpl);
 HWY_EXPORT(DecodeKvRowImpl);
 
+void AttendRows(const PagedKvLayout& cache, const AttentionRows& job) {
+  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(cache, job);
+}
+
 void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job) {
-  HWY_DYNAMIC_DISPATCH(AttendGroupImpl)(cache, job);
+  AttendRows(cache, {.rows = &job, .num_rows = 1, .shared_keys = 0});
 }
 
 void DecodeKvRowForAttention(const void* base, DType dtype, int64_t offset, int32_t n, float* dst) {

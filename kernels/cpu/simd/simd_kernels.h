@@ -86,6 +86,26 @@ struct PAGEDKV_EXPORT AttentionGroup {
 // REQUIRES: cache resolved (PagedKvLayout::Resolved) and valid; table covers num_keys positions.
 PAGEDKV_EXPORT void AttendGroup(const PagedKvLayout& cache, const AttentionGroup& job);
 
+// Keys per online-softmax step of AttendGroup / AttendRows. A row's result depends only on its
+// own query, keys and this chunking (steps start at first_key), never on the rows beside it.
+inline constexpr int64_t kAttentionChunkKeys = 32;
+// Query heads (rows x group) one AttendRows pass holds.
+inline constexpr int32_t kMaxAttentionHeadRows = 24;
+
+// Several tokens' AttentionGroups of one KV head in one walk over their common keys: keys
+// [0, shared_keys) lie in the same blocks for every row (the same sequence, or sequences whose
+// block tables begin alike: forks of one prompt, a shared system prompt), so each chunk of them
+// is read (and decoded) once for all rows; each row then goes on alone through its own table.
+// Every row's output has the same bits as AttendGroup of that row alone.
+struct PAGEDKV_EXPORT AttentionRows {
+  const AttentionGroup* rows = nullptr;  // same kv_head, group and scale; first_key 0
+  int32_t num_rows = 0;                  // >= 1, num_rows * group <= kMaxAttentionHeadRows
+  int64_t shared_keys = 0;               // a multiple of kAttentionChunkKeys (0: nothing shared)
+};
+// REQUIRES: as AttendGroup for every row, and rows[0].table equal to every row's table over the
+// blocks of keys [0, shared_keys) that row reads.
+PAGEDKV_EXPORT void AttendRows(const PagedKvLayout& cache, const AttentionRows& job);
+
 // The row decode AttendGroup applies to non-f32 pages (kv_dequant-inl.h; f16 / bf16 by
 // vector conversion) on this CPU's target: dst[0, n) = the row at storage unit `offset` of
 // `base`. The same bits as LoadKvRow (tests).
