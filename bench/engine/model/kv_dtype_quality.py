@@ -11,6 +11,10 @@
     KL(p_fp32 || p_dtype) of the next-token distribution over the steps whose contexts are still
     identical.
 
+Every run uses --activations (int8, the engine's default for quantized weights, or f32): int8
+activations round each linear layer's input, which magnifies any change in the KV; f32 measures
+the KV dtype alone.
+
 Runs with the interpreter the pagedkv module was built for (scripts/test.sh uses /usr/bin/python3):
   PYTHONPATH=build/python /usr/bin/python3 bench/engine/model/kv_dtype_quality.py \\
       --model ~/.cache/pagedkv/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -40,6 +44,7 @@ def load(args, dtype):
     k, _, v = dtype.partition("/")
     return pagedkv.Engine.load(args.model, args.tokenizer, num_threads=args.threads,
                                kv_cache_dtype=k, kv_cache_dtype_v=v, return_logits=True,
+                               activations=args.activations,
                                max_num_seqs=len(PROMPTS))
 
 
@@ -134,6 +139,8 @@ def main():
     parser.add_argument("--reference", default="f32",
                         help="the KV dtype compared against (f16: llama.cpp's default KV)")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--activations", default="int8", choices=["int8", "f32"],
+                        help="the linear layers' activations in every run, reference included")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results = []
