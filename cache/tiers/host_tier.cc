@@ -166,6 +166,7 @@ TierStats HostTier::stats() const {
   TierStats s = stats_;
   s.resident_blocks = static_cast<int64_t>(entries_.size());
   s.resident_bytes = s.resident_blocks * options_.value_bytes;
+  s.shared_resident_bytes = s.resident_bytes;  // this process's alone
   return s;
 }
 

@@ -31,9 +31,11 @@ double TierStats::HitRate() const {
 std::string TierStats::Summary() const {
   return absl::StrFormat(
       "lookups=%d queried=%d hits=%d (%.1f%%) loaded_bytes=%d stored=%d stored_bytes=%d "
-      "skipped=%d evictions=%d faults=%d incidents=%d resident=%d",
+      "skipped=%d evictions=%d faults=%d incidents=%d resident=%d resident_bytes=%d "
+      "shared_resident_bytes=%d",
       lookups, queried_blocks, hit_blocks, 100.0 * HitRate(), loaded_bytes, stored_blocks,
-      stored_bytes, store_skipped, evictions, faults, incidents, resident_blocks);
+      stored_bytes, store_skipped, evictions, faults, incidents, resident_blocks, resident_bytes,
+      shared_resident_bytes);
 }
 
 int KvTier::AddEventListener(KvEventListener listener) {

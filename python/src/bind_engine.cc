@@ -520,6 +520,7 @@ void BindEngineQueries(py::class_<PyEngine>& e) {
               d["faults"] = s.faults;
               d["resident_blocks"] = s.resident_blocks;
               d["resident_bytes"] = s.resident_bytes;
+              d["shared_resident_bytes"] = s.shared_resident_bytes;
               tiers[py::str(name)] = d;
             }
             return tiers;

@@ -116,6 +116,8 @@ TierStats DiskTier::stats() const {
   TierStats s = impl_->stats;
   s.resident_blocks = static_cast<int64_t>(impl_->entries.size());
   s.resident_bytes = s.resident_blocks * impl_->file_bytes;
+  s.shared_resident_bytes =
+      impl_->disk.folder_files >= 0 ? impl_->disk.folder_files * impl_->file_bytes : -1;
   return s;
 }
 

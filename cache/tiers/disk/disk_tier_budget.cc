@@ -59,10 +59,11 @@ bool DiskTier::Impl::LockUsage() {
 }
 
 void DiskTier::Impl::UnlockUsage() {
+  const int64_t files = usage.files();
   const absl::Status written = usage.Unlock();
-  if (written.ok()) return;
   std::lock_guard lock(mu);
-  FaultLocked(&DiskTierStats::write_errors, written);
+  disk.folder_files = written.ok() ? files : -1;
+  if (!written.ok()) FaultLocked(&DiskTierStats::write_errors, written);
 }
 
 absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash, bool recount_if_gone) {

@@ -126,6 +126,10 @@ void WriteTiers(std::string* out, const std::vector<std::pair<std::string, TierS
   WriteTierFamily(out, "pagedkv_tier_resident_bytes", "gauge",
                   "Bytes a KV tier holds now (-1: a shared tier that cannot know).", tiers,
                   &TierStats::resident_bytes);
+  WriteTierFamily(out, "pagedkv_tier_shared_resident_bytes", "gauge",
+                  "Bytes a KV tier holds for every process sharing it (the disk tier's folder; "
+                  "-1: unknown).",
+                  tiers, &TierStats::shared_resident_bytes);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@
 //   pagedkv_cache_config_info{cache_dtype,block_size,num_blocks} 1  (vLLM's cache_config_info)
 //   pagedkv_kv_cache_bytes_per_token / pagedkv_kv_cache_capacity_tokens  (gauges, SetKvPool)
 //   pagedkv_tier_{queried_blocks,hit_blocks,loaded_bytes,stored_blocks,stored_bytes,evictions,
-//     faults}_total, pagedkv_tier_resident_bytes  (per tier="host"|"disk"|"remote", SetTiers)
+//     faults}_total, pagedkv_tier_{resident,shared_resident}_bytes (per tier="host"|"disk"|
+//     "remote", SetTiers)
 // Latencies are measured at the server: from the request's arrival in the engine queue to the
 // step that produced its first token (TTFT), between its consecutive tokens' steps, and to its
 // last step (end to end). A stop-string cut counts as aborted in the engine but "stop" to the

@@ -30,7 +30,8 @@ nlohmann::json TierStatsJson(const TierStats& s) {
           {"faults", s.faults},
           {"incidents", s.incidents},
           {"resident_blocks", s.resident_blocks},
-          {"resident_bytes", s.resident_bytes}};
+          {"resident_bytes", s.resident_bytes},
+          {"shared_resident_bytes", s.shared_resident_bytes}};
 }
 
 }  // namespace

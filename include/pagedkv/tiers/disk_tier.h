@@ -97,6 +97,9 @@ struct PAGEDKV_EXPORT DiskTierStats {
   int64_t scan_ms = 0;          // how long it took
   bool scan_done = false;       // whether it finished (or was not asked for)
   int64_t pinned_blocks = 0;    // blocks of named saves (Pin), outside the budget
+  // Value files in the folder, every process's, as the usage file said when the writer last held
+  // it (-1 before that, or while it cannot be used); TierStats::shared_resident_bytes in bytes.
+  int64_t folder_files = -1;
 };
 
 class PAGEDKV_EXPORT DiskTier final : public KvTier {

@@ -101,10 +101,13 @@ struct PAGEDKV_EXPORT TierStats {
   int64_t incidents = 0;        // fault episodes reported (one per run of faults)
   int64_t resident_blocks = 0;  // blocks held now (when the tier knows; -1 when it does not)
   int64_t resident_bytes = 0;   // bytes held now (when the tier knows; -1 when it does not)
+  // Bytes held now for every process that shares the tier's storage: the disk tier's folder as
+  // its usage file last said; resident_bytes for a tier of this process alone; -1 when unknown.
+  int64_t shared_resident_bytes = -1;
 
   // hit_blocks / queried_blocks, or 0.
   double HitRate() const;
-  // One line, e.g. "lookups=3 queried=12 hits=8 (66.7%) loaded=1.0MiB stored=4 ...".
+  // One line, e.g. "lookups=3 queried=12 hits=8 (66.7%) loaded_bytes=1048576 stored=4 ...".
   std::string Summary() const;
 };
 

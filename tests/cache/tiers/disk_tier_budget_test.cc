@@ -89,6 +89,11 @@ TEST(DiskTierBudgetTest, TwoTiersOnOneFolderKeepToOneBudget) {
     ASSERT_EQ(UsageFiles(*a), CountFiles(*a)) << "after store " << i;
   }
   EXPECT_EQ(CountFiles(*a), kBudget);  // full, and not emptier: nothing evicted for nothing
+  // Each tier reports its own files and the folder's, every process's (as of its last store).
+  EXPECT_EQ(a->disk_stats().folder_files, kBudget);
+  EXPECT_EQ(b->stats().shared_resident_bytes, kBudget * FileBytes());
+  EXPECT_EQ(a->stats().resident_bytes + b->stats().resident_bytes, kBudget * FileBytes());
+  EXPECT_LT(b->stats().resident_bytes, b->stats().shared_resident_bytes);
   EXPECT_EQ(Load(*a, {MakeBlock(29)}), 1);
   EXPECT_EQ(Load(*b, {MakeBlock(129)}), 1);
   EXPECT_EQ(a->stats().faults + b->stats().faults, 0);

@@ -37,6 +37,7 @@ TierStats SharedTierView::stats() const {
   const TierStats shared = shared_->stats();
   s.resident_blocks = shared.resident_blocks;
   s.resident_bytes = shared.resident_bytes;
+  s.shared_resident_bytes = shared.resident_bytes;  // every instance's
   return s;
 }
 
