@@ -213,6 +213,7 @@ struct DecodeBatch {
   DecodeBatch(int32_t seqs, int32_t kv_len, int32_t nq, int32_t hd, uint32_t seed)
       : blocks_per_seq((kv_len + kBlockSize - 1) / kBlockSize),
         num_q_heads(nq),
+        head_dim(hd),
         tables(static_cast<size_t>(seqs) * blocks_per_seq),
         qsl(static_cast<size_t>(seqs) + 1),
         lens(static_cast<size_t>(seqs), kv_len),
@@ -239,7 +240,7 @@ struct DecodeBatch {
             .cache = layout};
   }
 
-  int32_t blocks_per_seq, num_q_heads;
+  int32_t blocks_per_seq, num_q_heads, head_dim;
   std::vector<int32_t> tables, qsl, lens, pos;
   std::vector<float> q, out;
 };
@@ -270,6 +271,26 @@ BENCHMARK(BM_PagedAttentionDecode)->ArgNames({"dtype", "kv_len"})->Apply([](auto
   for (int dtype = 0; dtype <= 8; ++dtype) b->Args({dtype, 2048});
 });
 
+// Times attention of `batch` over random fp32 pages of kv_heads heads (seed) and reports keys x
+// query heads per second ("key_heads/s").
+void RunF32Attention(benchmark::State& state, DecodeBatch& batch, int32_t kv_heads, uint32_t seed) {
+  const int32_t hd = batch.head_dim;
+  auto k = Random(static_cast<size_t>(batch.num_blocks()) * kBlockSize * kv_heads * hd, seed);
+  auto v = Random(k.size(), seed + 1);
+  const PagedAttentionArgs args = batch.Args({.k = k.data(),
+                                              .v = v.data(),
+                                              .dtype = DType::kF32,
+                                              .num_blocks = batch.num_blocks(),
+                                              .block_size = kBlockSize,
+                                              .num_kv_heads = kv_heads,
+                                              .head_dim = hd});
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
+  double key_heads = 0;
+  for (int32_t len : batch.lens) key_heads += static_cast<double>(len) * batch.num_q_heads;
+  state.counters["key_heads/s"] =
+      benchmark::Counter(key_heads, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // A decode step of the small models: one query token for each of 32 sequences of kv_len cached
 // keys, fp32 pages in shuffled blocks of 16. Args: head_dim, KV heads, query heads, kv_len
 // (aidreams260K: 16, 4, 4; TinyStories-656K: 16, 4, 8). Reports keys x heads per second.
@@ -280,18 +301,7 @@ void BM_PagedAttentionSmallHeads(benchmark::State& state) {
   const auto kv_len = static_cast<int32_t>(state.range(3));
   const int32_t seqs = 32;
   DecodeBatch batch(seqs, kv_len, nq, hd, 18);
-  auto k = Random(static_cast<size_t>(batch.num_blocks()) * kBlockSize * kv_heads * hd, 16);
-  auto v = Random(k.size(), 17);
-  const PagedAttentionArgs args = batch.Args({.k = k.data(),
-                                              .v = v.data(),
-                                              .dtype = DType::kF32,
-                                              .num_blocks = batch.num_blocks(),
-                                              .block_size = kBlockSize,
-                                              .num_kv_heads = kv_heads,
-                                              .head_dim = hd});
-  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
-  state.counters["key_heads/s"] = benchmark::Counter(static_cast<double>(seqs) * kv_len * nq,
-                                                     benchmark::Counter::kIsIterationInvariantRate);
+  RunF32Attention(state, batch, kv_heads, 16);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * seqs * kv_len * kv_heads * hd *
                           2 * 4);
 }
@@ -319,19 +329,7 @@ void BM_PagedAttentionSharedPrefix(benchmark::State& state) {
     std::copy_n(batch.tables.begin() + int64_t{g} * batch.blocks_per_seq, prefix_blocks,
                 batch.tables.begin() + int64_t{s} * batch.blocks_per_seq);
   }
-  auto k = Random(static_cast<size_t>(batch.num_blocks()) * kBlockSize * kv_heads * hd, 20);
-  auto v = Random(k.size(), 21);
-  const PagedAttentionArgs args = batch.Args({.k = k.data(),
-                                              .v = v.data(),
-                                              .dtype = DType::kF32,
-                                              .num_blocks = batch.num_blocks(),
-                                              .block_size = kBlockSize,
-                                              .num_kv_heads = kv_heads,
-                                              .head_dim = hd});
-  for (auto _ : state) benchmark::DoNotOptimize(cpu::PagedAttention(args));
-  state.counters["key_heads/s"] =
-      benchmark::Counter(static_cast<double>(seqs) * (prefix + own) * nq,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  RunF32Attention(state, batch, kv_heads, 20);
 }
 BENCHMARK(BM_PagedAttentionSharedPrefix)
     ->ArgNames({"seqs", "prefixes", "prefix", "own"})

@@ -14,35 +14,13 @@ seconds and cached_tokens. Standard library only (any python3).
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
-import re
-import subprocess
 import tempfile
-import time
 
-
-def start(cli: str, args: list[str]) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([cli, "serve", "--port", "0", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    port = 0
-    for line in proc.stderr:
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if "ready:" in line:
-            return proc, port
-    raise RuntimeError("pagedkv serve exited before it was ready")
+from serve_process import post_json, start
 
 
 def complete(port: int, prompt: list[int]) -> tuple[float, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    body = json.dumps({"prompt": prompt, "max_tokens": 1, "temperature": 0})
-    start_s = time.perf_counter()
-    conn.request("POST", "/v1/completions", body=body,
-                 headers={"Content-Type": "application/json"})
-    reply = json.loads(conn.getresponse().read())
-    return time.perf_counter() - start_s, reply
+    return post_json(port, "/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0})
 
 
 def run(cli: str, args: list[str], prompt: list[int]) -> tuple[float, int]:

@@ -17,38 +17,14 @@ find the prompt's full blocks). Standard library only (any python3).
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import random
-import re
 import statistics
-import subprocess
-import time
 
-
-def start(cli: str, args: list[str]) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([cli, "serve", "--port", "0", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    port = 0
-    for line in proc.stderr:
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if "ready:" in line:
-            return proc, port
-    raise RuntimeError("pagedkv serve exited before it was ready")
+from serve_process import post_json, start
 
 
 def complete(port: int, body: dict) -> tuple[float, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    start_s = time.perf_counter()
-    conn.request("POST", "/v1/completions", body=json.dumps(body),
-                 headers={"Content-Type": "application/json"})
-    response = conn.getresponse()
-    reply = json.loads(response.read())
-    if response.status != 200:
-        raise RuntimeError(f"HTTP {response.status}: {reply}")
-    return time.perf_counter() - start_s, reply
+    return post_json(port, "/v1/completions", body)
 
 
 def request(rng: random.Random, args: argparse.Namespace, n: int, seed: int) -> dict:
