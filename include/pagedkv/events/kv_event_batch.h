@@ -45,9 +45,10 @@
 
 namespace pagedkv {
 
-// vLLM's medium names.
+// vLLM's medium names ("DISK": its offloading connector's file-system tier, pagedkv's DiskTier).
 inline constexpr char kMediumGpu[] = "GPU";
 inline constexpr char kMediumCpu[] = "CPU";
+inline constexpr char kMediumDisk[] = "DISK";
 
 // One event of a batch (vLLM's BlockStored / BlockRemoved / AllBlocksCleared).
 struct PAGEDKV_EXPORT KvBatchEvent {

@@ -50,9 +50,10 @@ namespace pagedkv {
 using InstanceId = int32_t;
 
 struct PAGEDKV_EXPORT PrefixRouterIndexOptions {
-  // Weight of a cached block per medium (0 = worthless, 1 = as good as computed here).
-  std::vector<std::pair<std::string, double>> medium_weights = {{kMediumGpu, 1.0},
-                                                                {kMediumCpu, 0.5}};
+  // Weight of a cached block per medium (0 = worthless, 1 = as good as computed here): a block
+  // in host memory must be copied back first, one on local disk read back (slower still).
+  std::vector<std::pair<std::string, double>> medium_weights = {
+      {kMediumGpu, 1.0}, {kMediumCpu, 0.5}, {kMediumDisk, 0.25}};
   double unknown_medium_weight = 0.5;  // a medium not listed above, or none
 };
 

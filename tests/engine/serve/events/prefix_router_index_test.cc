@@ -132,6 +132,12 @@ TEST(PrefixRouterIndexTest, TiersAndRemoval) {
   EXPECT_DOUBLE_EQ(m[0].weighted_blocks, 3.0);
   EXPECT_EQ(m[1].matched_blocks, 4);
   EXPECT_DOUBLE_EQ(m[1].weighted_blocks, 2.0);  // host blocks count half
+  // A disk tier's blocks (DiskTier's events) count a quarter by default.
+  index->Apply(2, KvEventBatch{.events = {{.type = KvEventType::kBlockStored,
+                                           .block_hashes = {H(1), H(2), H(3), H(4)},
+                                           .medium = kMediumDisk}}});
+  EXPECT_DOUBLE_EQ(index->Match(q)[2].weighted_blocks, 1.0);
+  index->RemoveInstance(2);
   // Removing block 2 from device memory breaks instance 0's prefix after block 1.
   index->Apply(0, KvEventBatch{.events = {{.type = KvEventType::kBlockRemoved,
                                            .block_hashes = {H(2)},
