@@ -10,14 +10,18 @@
 // which no threshold keeps. The k-th logit (nth_element) and the nucleus threshold (a weighted
 // quickselect) are found without sorting: O(V) expected per row.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/content_checks.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/threaded_ops.h"
 #include "kernels/op_validate.h"
 #include "kernels/sample_math.h"
 #include "pagedkv/kernels/cpu_ops.h"
@@ -126,9 +130,14 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   if (params.top_p < 1.0f) {
     threshold = NucleusThreshold(probs, vocab, static_cast<double>(params.top_p) * total, work);
   }
-  double kept = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (probs[i] >= threshold) kept += probs[i];
+  // Without top-p (threshold 0) every kept probability is >= 0 and every dropped one -1: the
+  // sum below would add exactly total's terms in total's order.
+  double kept = total;
+  if (params.top_p < 1.0f) {
+    kept = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (probs[i] >= threshold) kept += probs[i];
+    }
   }
   const double u = SampleUniform(params.seed, params.counter) * kept;
   double cumulative = 0.0;
@@ -142,20 +151,51 @@ int32_t SampleRow(const float* logits, int64_t vocab, const SamplingParams& para
   return static_cast<int32_t>(last_kept);
 }
 
+// Samples rows [begin, end) into tokens[begin, end) with this thread's scratch; false when the
+// scratch cannot be allocated.
+bool SampleRows(const SampleArgs& args, int64_t begin, int64_t end, int32_t* tokens) {
+  thread_local std::vector<float> probs;
+  thread_local std::vector<float> work;
+  try {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* row = args.logits + s * args.vocab_size;
+      const SamplingParams& p = args.params[s];
+      if (IsGreedyTemperature(p.temperature)) {
+        tokens[s] = Argmax(row, args.vocab_size);
+        continue;
+      }
+      probs.resize(static_cast<size_t>(args.vocab_size));
+      tokens[s] = SampleRow(row, args.vocab_size, p, probs, work);
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-absl::Status Sample(const SampleArgs& args) {
+absl::Status Sample(const SampleArgs& args) { return Sample(args, nullptr); }
+
+absl::Status Sample(const SampleArgs& args, ThreadPool* pool) {
   PAGEDKV_RETURN_IF_ERROR(ValidateSample(args));
   PAGEDKV_RETURN_IF_ERROR(CheckSampleContents(args));
-  std::vector<float> probs(args.vocab_size);
-  std::vector<float> work;
-  for (int64_t s = 0; s < args.num_seqs; ++s) {
-    const float* row = args.logits + s * args.vocab_size;
-    const SamplingParams& p = args.params[s];
-    args.out_tokens[s] = IsGreedyTemperature(p.temperature)
-                             ? Argmax(row, args.vocab_size)
-                             : SampleRow(row, args.vocab_size, p, probs, work);
+  // Rows are independent (each draws from its own seed and counter): the same tokens for any
+  // split. A sampled row costs a few passes over the vocabulary; greedy rows one.
+  // Tokens land in out_tokens only when every row succeeded.
+  std::vector<int32_t> tokens;
+  try {
+    tokens.resize(static_cast<size_t>(args.num_seqs));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("Sample: out of memory for its scratch");
   }
+  std::atomic<bool> failed{false};
+  ParallelFor(pool, args.num_seqs, MinItemsPerRange(4.0 * static_cast<double>(args.vocab_size)),
+              [&](int64_t begin, int64_t end) {
+                if (!SampleRows(args, begin, end, tokens.data())) failed = true;
+              });
+  if (failed) return absl::ResourceExhaustedError("Sample: out of memory for its scratch");
+  std::copy(tokens.begin(), tokens.end(), args.out_tokens);
   return absl::OkStatus();
 }
 

@@ -3,9 +3,9 @@
 // The CPU ops of pagedkv/kernels/cpu_ops.h with their work split over a ThreadPool: the CPU
 // backend's entry points (threads are a property of the backend, not of the op arguments). Each
 // validates exactly as the public op does and leaves every output untouched on error. Work is split
-// by output columns (Linear, LmHead), rows (RmsNorm, SwiGlu) or (query token, KV head) pairs
-// (PagedAttention), and only when there is enough of it to pay for waking the workers; every
-// output element is computed by one thread the same way, so results are bit-identical for any
+// by output columns (Linear, LmHead), rows (RmsNorm, SwiGlu, Sample) or (run of query tokens, KV
+// head) pairs (PagedAttention), and only when there is enough of it to pay for waking the workers;
+// every output element is computed by one thread the same way, so results are bit-identical for any
 // pool size (and for a null pool, which runs everything on the calling thread).
 //
 // Example:
@@ -29,6 +29,9 @@ PAGEDKV_EXPORT absl::Status LmHead(const LmHeadArgs& args, ThreadPool* pool);
 PAGEDKV_EXPORT absl::Status RmsNorm(const RmsNormArgs& args, ThreadPool* pool);
 PAGEDKV_EXPORT absl::Status SwiGlu(const SwiGluArgs& args, ThreadPool* pool);
 PAGEDKV_EXPORT absl::Status PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
+// Rows split over threads; every row draws from its own seed and counter, so the same tokens.
+// ResourceExhausted (out_tokens untouched) when a thread's scratch cannot be allocated.
+PAGEDKV_EXPORT absl::Status Sample(const SampleArgs& args, ThreadPool* pool);
 
 // Multiply-adds (or elements) a range must hold before work is split off to another thread.
 inline constexpr int64_t kMinWorkPerThread = int64_t{1} << 16;

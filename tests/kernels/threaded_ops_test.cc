@@ -20,6 +20,7 @@
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/rope_table.h"
 #include "pagedkv/rope_config.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -296,6 +297,47 @@ TEST(ThreadedAttentionTest, TokensWalkedTogetherGetTheirOwnBitsForAnyThreadCount
       EXPECT_TRUE(BitEqual(together, alone))
           << "head_dim " << hd << ", " << (pool ? pool->num_threads() : 0) << " threads";
     }
+  }
+}
+
+TEST(ThreadedSampleTest, SameTokensForAnyThreadCount) {
+  const int64_t rows = 24, vocab = 5000;
+  const auto logits = RandomFloats(rows * vocab, 41, -4.0f, 4.0f);
+  std::vector<SamplingParams> params(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {  // greedy, temperature, top-p, top-k and min-p rows
+    params[r] = {.temperature = r % 5 == 0 ? 0.0f : 0.7f,
+                 .top_p = r % 5 == 2 ? 0.9f : 1.0f,
+                 .seed = static_cast<uint64_t>(100 + r),
+                 .counter = static_cast<uint64_t>(r),
+                 .top_k = r % 5 == 3 ? 40 : 0,
+                 .min_p = r % 5 == 4 ? 0.05f : 0.0f};
+  }
+  auto sample = [&](cpu::ThreadPool* pool) {
+    std::vector<int32_t> tokens(static_cast<size_t>(rows), -1);
+    EXPECT_TRUE(cpu::Sample({.logits = logits.data(),
+                             .params = params.data(),
+                             .out_tokens = tokens.data(),
+                             .num_seqs = rows,
+                             .vocab_size = vocab},
+                            pool)
+                    .ok());
+    return tokens;
+  };
+  const std::vector<int32_t> alone = sample(nullptr);
+  EXPECT_EQ(alone, [&] {  // the one-row-at-a-time entry point
+    std::vector<int32_t> tokens(static_cast<size_t>(rows), -1);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_TRUE(cpu::Sample({.logits = logits.data() + r * vocab,
+                               .params = params.data() + r,
+                               .out_tokens = tokens.data() + r,
+                               .num_seqs = 1,
+                               .vocab_size = vocab})
+                      .ok());
+    }
+    return tokens;
+  }());
+  for (const auto& pool : Pools()) {
+    EXPECT_EQ(sample(pool.get()), alone) << (pool ? pool->num_threads() : 0) << " threads";
   }
 }
 

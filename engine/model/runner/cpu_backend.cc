@@ -148,7 +148,7 @@ class CpuBackend final : public Backend {
   absl::Status PagedAttention(const PagedAttentionArgs& args) override {
     return cpu::PagedAttention(args, pool());
   }
-  absl::Status Sample(const SampleArgs& args) override { return cpu::Sample(args); }
+  absl::Status Sample(const SampleArgs& args) override { return cpu::Sample(args, pool()); }
 
   int32_t max_concurrent_parts() const override {
     return pool_ == nullptr ? 1 : pool_->num_threads();
