@@ -2,6 +2,7 @@
 #include "kernels/cpu/attention_rows.h"
 
 #include <algorithm>
+#include <compare>
 #include <cstdint>
 #include <new>
 #include <vector>
@@ -67,15 +68,9 @@ void AddCrossSequenceRuns(const PagedAttentionArgs& args, int32_t block_size, in
   std::sort(lone.begin(), lone.end(), [&](const AttentionRowToken& a, const AttentionRowToken& b) {
     const int32_t* ta = TableOf(args, a);
     const int32_t* tb = TableOf(args, b);
-    if (std::lexicographical_compare(ta, ta + BlocksRead(a, block_size), tb,
-                                     tb + BlocksRead(b, block_size))) {
-      return true;
-    }
-    if (std::lexicographical_compare(tb, tb + BlocksRead(b, block_size), ta,
-                                     ta + BlocksRead(a, block_size))) {
-      return false;
-    }
-    return a.seq < b.seq;
+    const auto order = std::lexicographical_compare_three_way(ta, ta + BlocksRead(a, block_size),
+                                                              tb, tb + BlocksRead(b, block_size));
+    return order != 0 ? order < 0 : a.seq < b.seq;
   });
   for (size_t i = 0; i < lone.size();) {
     int64_t shared = 0;  // set by the first to join; later ones must share as much

@@ -55,6 +55,7 @@ bool DiskTier::Impl::LockUsage() {
                                                          "to its own budget only")));
   }
   usage_broken = !locked.ok();
+  if (!locked.ok()) disk.folder_files = -1;  // unknown until the usage file works again
   return locked.ok();
 }
 

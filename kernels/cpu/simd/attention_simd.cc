@@ -200,22 +200,21 @@ HWY_INLINE void AccumulatePass(float* HWY_RESTRICT acc, float rescale, const flo
     c[0][g] = hn::Mul(hn::LoadU(d, acc + offset + g * lanes), hn::Set(d, rescale));
     c[1][g] = c[2][g] = c[3][g] = hn::Zero(d);
   }
+  // Key `key` into chain `chain`.
+  auto add_key = [&](int chain, int key) HWY_ATTR {
+    const V w = hn::Set(d, p[key]);
+    const float* row = v[key] + offset;
+    HWY_UNROLL(4)
+    for (int g = 0; g < G; ++g) {
+      c[chain][g] = hn::MulAdd(w, hn::LoadU(d, row + g * lanes), c[chain][g]);
+    }
+  };
   int j = 0;
   for (; j + 4 <= num_keys; j += 4) {
     HWY_UNROLL(4)
-    for (int i = 0; i < 4; ++i) {
-      const V w = hn::Set(d, p[j + i]);
-      const float* row = v[j + i] + offset;
-      HWY_UNROLL(4)
-      for (int g = 0; g < G; ++g) c[i][g] = hn::MulAdd(w, hn::LoadU(d, row + g * lanes), c[i][g]);
-    }
+    for (int i = 0; i < 4; ++i) add_key(i, j + i);
   }
-  for (int i = 0; j + i < num_keys; ++i) {  // at most three keys left
-    const V w = hn::Set(d, p[j + i]);
-    const float* row = v[j + i] + offset;
-    HWY_UNROLL(4)
-    for (int g = 0; g < G; ++g) c[i][g] = hn::MulAdd(w, hn::LoadU(d, row + g * lanes), c[i][g]);
-  }
+  for (int i = 0; j + i < num_keys; ++i) add_key(i, j + i);  // at most three keys left
   HWY_UNROLL(4)
   for (int g = 0; g < G; ++g) {
     hn::StoreU(hn::Add(hn::Add(c[0][g], c[1][g]), hn::Add(c[2][g], c[3][g])), d,
