@@ -91,6 +91,18 @@ absl::Status BlockKvCopier::Write(BlockId block, std::span<const std::byte> valu
   return absl::OkStatus();
 }
 
+absl::Status BlockKvCopier::Copy(BlockId src, BlockId dst) {
+  PAGEDKV_RETURN_IF_ERROR(Check(src, static_cast<size_t>(value_bytes_)));
+  PAGEDKV_RETURN_IF_ERROR(Check(dst, static_cast<size_t>(value_bytes_)));
+  for (const int32_t layer : page_layers_) {
+    for (int kv = 0; kv < 2; ++kv) {
+      PAGEDKV_RETURN_IF_ERROR(runner_->backend().CopyDeviceToDevice(
+          Page(dst, layer, kv), Page(src, layer, kv), static_cast<size_t>(page_bytes_[kv])));
+    }
+  }
+  return absl::OkStatus();
+}
+
 BlockKvCopier::~BlockKvCopier() {
   for (std::byte* slot : staging_) runner_->backend().FreeStaging(slot);  // waits for the copies
 }

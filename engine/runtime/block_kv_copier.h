@@ -58,6 +58,10 @@ class PAGEDKV_EXPORT BlockKvCopier final : public BlockValueIo {
   // Copies `value` into block `block`'s pages (same checks as Read).
   absl::Status Write(BlockId block, std::span<const std::byte> value) override;
 
+  // Copies block `src`'s pages into block `dst`'s, on the device (a block copied on write).
+  // InvalidArgument for a block out of range; a backend copy error as is.
+  absl::Status Copy(BlockId src, BlockId dst);
+
   // The asynchronous forms (see the banner and BlockValueIo), same checks as Read and Write.
   absl::Status WriteAsync(BlockId block, std::span<const std::byte> value) override;
   absl::Status FenceWrites() override;

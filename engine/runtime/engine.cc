@@ -157,10 +157,14 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   runner_options.activations = options_.activations;
   runner_options.rope = rope;
   runner_options.layer_kv_group = kv_layout_.layer_group;  // empty unless hybrid
+  // Before the runner: it may let the pages of weights it copies go (ReleaseInPlaceRows), which
+  // the digest's samples would read back.
+  const uint64_t weights_digest = WeightsDigest(*weights);
   internals_ = std::make_unique<Internals>();
   PAGEDKV_ASSIGN_OR_RETURN(internals_->runner,
                            ModelRunner::Create(std::move(weights), runner_options));
   ModelRunner* runner = internals_->runner.get();
+  internals_->copier = std::make_unique<BlockKvCopier>(runner);
   PAGEDKV_ASSIGN_OR_RETURN(
       internals_->context,
       EngineContextLimit(c, runner->rope_config(), runner->context_length(), options_));
@@ -170,7 +174,7 @@ absl::Status Engine::Init(std::shared_ptr<const ModelWeights> weights) {
   PAGEDKV_RETURN_IF_ERROR(CreateKvCache(
       absl::StrCat(options_.model_id, "|", c.ToString(), "|", runner->rope_config().Fingerprint(),
                    "|kv=", DTypeName(options_.kv_dtype), KvDTypeVFingerprint(options_),
-                   "|w=", absl::Hex(WeightsDigest(runner->weights())))));
+                   "|w=", absl::Hex(weights_digest))));
   PAGEDKV_RETURN_IF_ERROR(CreateTiers());
   PAGEDKV_RETURN_IF_ERROR(CreateChunkReuse());
   std::move(restore_int8_kernel).Cancel();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -127,9 +128,11 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   PAGEDKV_RETURN_IF_ERROR(CheckGenerationRequest(request, prompt, c.vocab_size));
   PAGEDKV_RETURN_IF_ERROR(CheckContext(prompt.size(), request.max_new_tokens, internals_->context,
                                        options_.allow_context_overrun));
+  PAGEDKV_ASSIGN_OR_RETURN(const RequestId prompt_source, PromptSourceOf(request, prompt));
   const RequestId id = next_id_;
   SchedulerRequest sr;
   sr.id = id;
+  sr.prompt_source = prompt_source;
   sr.prompt = prompt;
   sr.max_new_tokens = request.max_new_tokens;
   sr.priority = request.priority;
@@ -163,6 +166,21 @@ absl::StatusOr<RequestId> Engine::AddRequest(GenerationRequest request) {
   ++next_id_;
   ++stats_.num_requests;
   return id;
+}
+
+absl::StatusOr<RequestId> Engine::PromptSourceOf(const GenerationRequest& request,
+                                                 std::span<const TokenId> prompt) const {
+  if (request.prompt_source == 0) return 0;
+  const auto it = requests_.find(request.prompt_source);
+  if (it == requests_.end()) return 0;  // finished: its full blocks may still be cached
+  const RequestRecord& source = *it->second;
+  if (!std::equal(prompt.begin(), prompt.end(), source.prompt.begin(), source.prompt.end()) ||
+      source.cache_salt != request.cache_salt) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AddRequest: prompt_source ", request.prompt_source,
+        " has another prompt or cache salt; a prompt source must be a sample of the same prompt"));
+  }
+  return request.prompt_source;
 }
 
 absl::Status Engine::AbortRequest(RequestId id) {

@@ -29,9 +29,10 @@ struct PAGEDKV_EXPORT Engine::Internals {
   std::unique_ptr<ModelRunner> runner;
   ContextLimit context;  // what AddRequest enforces (engine/runtime/context_limit.h)
   std::unique_ptr<ShiftedChunkReuse> reuse;  // after runner: destroyed first (uses the runner)
-  std::unique_ptr<BlockKvCopier> copier;     // the tiers' io (over the runner); null without tiers
-  std::unique_ptr<TierChain> tiers;          // after copier: destroyed first; null without tiers
-  std::vector<RequestId> onboard_queue;      // added, not yet admitted: looked up in the tiers
+  // Over the runner: the tiers' io and the scheduler's block copies (ScheduledBatch::block_copies).
+  std::unique_ptr<BlockKvCopier> copier;
+  std::unique_ptr<TierChain> tiers;      // after copier: destroyed first; null without tiers
+  std::vector<RequestId> onboard_queue;  // added, not yet admitted: looked up in the tiers
   // Engine::AddEventListener id -> (device pool listener id, one listener id per tier).
   absl::flat_hash_map<int, std::pair<int, std::vector<int>>> listeners;
   int next_listener_id = 0;

@@ -80,6 +80,9 @@ absl::StatusOr<StepOutput> Engine::Step() {
   if (reuse != nullptr) {
     PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves, batch_.group_slot_moves));
   }
+  for (const BlockCopy& copy : batch_.block_copies) {
+    PAGEDKV_RETURN_IF_ERROR(internals_->copier->Copy(copy.src, copy.dst));
+  }
   if (batch_.empty()) return out;
 
   const StepBatch step = BuildStepBatch();

@@ -88,7 +88,6 @@ absl::Status Engine::CreateTiers() {
         "EngineOptions: KV tiers (host_tier, disk_tier, remote_cache_url) need "
         "enable_prefix_caching; turn it on or drop the tiers");
   }
-  internals_->copier = std::make_unique<BlockKvCopier>(runner);
   PAGEDKV_ASSIGN_OR_RETURN(
       internals_->tiers,
       TierChain::Create(std::move(tiers), internals_->copier.get(), cache_.get()));

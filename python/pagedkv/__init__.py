@@ -59,6 +59,7 @@ __all__ = [
     "AllBlocksCleared",
     "AllocationPlan",
     "AlreadyExistsError",
+    "BlockCopy",
     "BlockPool",
     "BlockRemoved",
     "BlockStored",

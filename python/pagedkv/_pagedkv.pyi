@@ -261,7 +261,13 @@ class ScheduledSequence:
     num_shifted_hit_tokens: int
     num_blend_tokens: int
     num_draft_tokens: int
+    num_copied_tokens: int
     seq_len: int
+    def as_dict(self) -> Dict[str, Any]: ...
+
+class BlockCopy:
+    src: int
+    dst: int
     def as_dict(self) -> Dict[str, Any]: ...
 
 class KvSlotMove:
@@ -287,6 +293,7 @@ class SchedulerStepStats:
     num_shifted_hit_tokens: int
     num_blend_tokens: int
     num_draft_tokens: int
+    num_copied_tokens: int
     num_used_blocks: int
     num_total_blocks: int
     def as_dict(self) -> Dict[str, Any]: ...
@@ -304,6 +311,7 @@ class ScheduledBatch:
     preempted_request_ids: List[int]
     slot_moves: List[KvSlotMove]
     group_slot_moves: List[List[KvSlotMove]]
+    block_copies: List[BlockCopy]
     block_size: int
     stats: SchedulerStepStats
     num_sequences: int
@@ -343,6 +351,7 @@ class SchedulerStats:
     num_shifted_hit_tokens: int
     num_draft_tokens: int
     num_accepted_draft_tokens: int
+    num_copied_tokens: int
     def as_dict(self) -> Dict[str, Any]: ...
 
 class Scheduler:
@@ -355,7 +364,8 @@ class Scheduler:
                     priority: int = 0, arrival_time: float = 0.0, cache_salt: str = "",
                     adapter_id: int = 0, multimodal: Optional[List[MultimodalInput]] = None,
                     eos_token: Optional[int] = None, stop_tokens: Sequence[int] = ...,
-                    chunks: Optional[List[Tuple[int, int]]] = None) -> None: ...
+                    chunks: Optional[List[Tuple[int, int]]] = None,
+                    prompt_source: int = 0) -> None: ...
     def schedule(self) -> ScheduledBatch: ...
     def update_from_output(
         self, sampled: Union[Dict[int, int], Iterable[Tuple[int, int]],
@@ -408,6 +418,7 @@ class GenerationRequest:
     max_new_tokens: int
     cache_salt: str
     priority: int
+    prompt_source: int
     def as_dict(self) -> Dict[str, Any]: ...
 
 class TokenOutput:

@@ -165,9 +165,13 @@ void BindEngineTypes(py::module_& m) {
                      "Salt: requests with different salts never share cached blocks.")
       .def_readwrite("priority", &GenerationRequest::priority,
                      "Scheduling priority: smaller values are admitted first under the priority "
-                     "policy, larger ones preempted first.");
-  AddDataclassMethods(req,
-                      {"prompt_tokens", "prompt_text", "max_new_tokens", "cache_salt", "priority"});
+                     "policy, larger ones preempted first.")
+      .def_readwrite("prompt_source", &GenerationRequest::prompt_source,
+                     "Another sample of the same prompt (OpenAI's n): the id of an unfinished "
+                     "request with the same prompt and salt whose prompt KV this one takes (full "
+                     "blocks shared, the partial last block copied); 0 = none.");
+  AddDataclassMethods(req, {"prompt_tokens", "prompt_text", "max_new_tokens", "cache_salt",
+                            "priority", "prompt_source"});
 
   py::class_<TokenOutput> tok(m, "TokenOutput", "One token produced by a step.");
   tok.def_readonly("request_id", &TokenOutput::request_id, "The request the token belongs to.")

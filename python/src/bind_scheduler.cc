@@ -88,12 +88,14 @@ void BindBatchParts(py::module_& m) {
                     "Of those, tokens scheduled too for selective recompute (CacheBlend).")
       .def_readonly("num_draft_tokens", &ScheduledSequence::num_draft_tokens,
                     "Draft tokens scheduled after the new ones (speculative decoding).")
+      .def_readonly("num_copied_tokens", &ScheduledSequence::num_copied_tokens,
+                    "Prompt tokens copied from the prompt source's blocks at this admission.")
       .def_property_readonly("seq_len", &ScheduledSequence::seq_len,
                              "num_computed_tokens + num_scheduled_tokens.");
   AddDataclassMethods(
       s, {"request_id", "query_start", "num_scheduled_tokens", "num_computed_tokens",
           "block_table_start", "num_blocks", "samples", "newly_admitted", "num_prefix_hit_tokens",
-          "num_shifted_hit_tokens", "num_blend_tokens", "num_draft_tokens"});
+          "num_shifted_hit_tokens", "num_blend_tokens", "num_draft_tokens", "num_copied_tokens"});
 
   py::class_<KvSlotMove> mv(m, "KvSlotMove", "KV to move (re-rotate) before the forward pass.");
   mv.def_readonly("src_slot", &KvSlotMove::src_slot, "Slot the KV is read from.")
@@ -102,6 +104,11 @@ void BindBatchParts(py::module_& m) {
                     "Position the keys were rotated for.")
       .def_readonly("new_position", &KvSlotMove::new_position, "Position to rotate them to.");
   AddDataclassMethods(mv, {"src_slot", "dst_slot", "old_position", "new_position"});
+
+  py::class_<BlockCopy> bc(m, "BlockCopy", "A block's KV copied into another before the step.");
+  bc.def_readonly("src", &BlockCopy::src, "Block copied from (the prompt source's).")
+      .def_readonly("dst", &BlockCopy::dst, "Block copied into (the sample's own).");
+  AddDataclassMethods(bc, {"src", "dst"});
 
   py::class_<SchedulerStepStats> st(m, "SchedulerStepStats", "Counters of one step.");
   std::vector<std::string> names;
@@ -124,6 +131,7 @@ void BindBatchParts(py::module_& m) {
   PAGEDKV_FIELD(num_blend_tokens,
                 "Of those, tokens scheduled for CacheBlend recompute (in the batch).");
   PAGEDKV_FIELD(num_draft_tokens, "Draft tokens scheduled for verification.");
+  PAGEDKV_FIELD(num_copied_tokens, "Prompt tokens copied from prompt sources.");
   PAGEDKV_FIELD(num_used_blocks, "KV blocks held by running requests after scheduling.");
   PAGEDKV_FIELD(num_total_blocks, "KV pool size in blocks.");
 #undef PAGEDKV_FIELD
@@ -174,6 +182,8 @@ void BindBatch(py::module_& m) {
       .def_readonly("group_slot_moves", &ScheduledBatch::group_slot_moves,
                     "Over G > 1 KV cache groups: group g's moves at [g - 1], in its own slots "
                     "(slot_moves is group 0's); empty over one group.")
+      .def_readonly("block_copies", &ScheduledBatch::block_copies,
+                    "Blocks to copy before the forward pass (BlockCopy): prompt sources.")
       .def_readonly("block_size", &ScheduledBatch::block_size, "Tokens per block.")
       .def_readonly("stats", &ScheduledBatch::stats, "The step's counters (SchedulerStepStats).")
       .def_property_readonly("num_sequences", &ScheduledBatch::num_sequences,
@@ -245,11 +255,13 @@ void BindResults(py::module_& m) {
       .def_readonly("num_draft_tokens", &SchedulerStats::num_draft_tokens,
                     "Draft tokens scheduled (speculative decoding).")
       .def_readonly("num_accepted_draft_tokens", &SchedulerStats::num_accepted_draft_tokens,
-                    "Of those, accepted.");
-  AddDataclassMethods(
-      st, {"num_steps", "num_scheduled_tokens", "num_preemptions", "num_finished", "num_aborted",
-           "num_admissions", "num_admitted_tokens", "num_prefix_hit_tokens",
-           "num_shifted_hit_tokens", "num_draft_tokens", "num_accepted_draft_tokens"});
+                    "Of those, accepted.")
+      .def_readonly("num_copied_tokens", &SchedulerStats::num_copied_tokens,
+                    "Prompt tokens copied from prompt sources.");
+  AddDataclassMethods(st, {"num_steps", "num_scheduled_tokens", "num_preemptions", "num_finished",
+                           "num_aborted", "num_admissions", "num_admitted_tokens",
+                           "num_prefix_hit_tokens", "num_shifted_hit_tokens", "num_draft_tokens",
+                           "num_accepted_draft_tokens", "num_copied_tokens"});
 }
 
 std::unique_ptr<PyScheduler> MakeScheduler(py::object cache, int32_t max_num_batched_tokens,
@@ -277,7 +289,7 @@ void AddRequest(PyScheduler& self, RequestId id, std::vector<TokenId> prompt,
                 int32_t max_new_tokens, int32_t priority, double arrival_time,
                 std::string cache_salt, uint64_t adapter_id, std::optional<py::list> multimodal,
                 std::optional<TokenId> eos_token, std::vector<TokenId> stop_tokens,
-                std::optional<py::list> chunks) {
+                std::optional<py::list> chunks, RequestId prompt_source) {
   SchedulerRequest r{.id = id,
                      .prompt = std::move(prompt),
                      .max_new_tokens = max_new_tokens,
@@ -296,6 +308,7 @@ void AddRequest(PyScheduler& self, RequestId id, std::vector<TokenId> prompt,
       r.chunks.push_back({.offset = offset, .length = length});
     }
   }
+  r.prompt_source = prompt_source;
   CheckStatus(self.get().AddRequest(std::move(r)));
 }
 
@@ -312,8 +325,9 @@ void BindSchedulerClass(py::module_& m) {
            arg("max_new_tokens") = 16, arg("priority") = 0, arg("arrival_time") = 0.0,
            arg("cache_salt") = "", arg("adapter_id") = 0, arg("multimodal") = py::none(),
            arg("eos_token") = py::none(), arg("stop_tokens") = std::vector<TokenId>{},
-           arg("chunks") = py::none(),
-           "Queues a request; chunks are (offset, length) pairs of reusable prompt spans.")
+           arg("chunks") = py::none(), arg("prompt_source") = 0,
+           "Queues a request; chunks are (offset, length) pairs of reusable prompt spans; "
+           "prompt_source names another sample of the same prompt whose KV it takes.")
       .def(
           "schedule",
           [](PyScheduler& self) {

@@ -297,3 +297,30 @@ def test_vllm_sampling_fields(engine):
                           ({"min_tokens": 9}, "min_tokens")]:
         with pytest.raises(pagedkv.InvalidArgumentError, match=field):
             engine.add_request(prompt_text="a", max_new_tokens=4, **kwargs)
+
+
+def test_samples_of_one_prompt_take_its_kv(engine, aidreams):
+    """GenerationRequest.prompt_source: the samples sample what each would alone."""
+    prompt = "Echoes of vectors and tensors in a quiet room"
+
+    def sample(i, source=0):
+        r = pagedkv.GenerationRequest(prompt_text=prompt, max_new_tokens=10, temperature=0.9,
+                                      seed=40 + i)
+        r.prompt_source = source
+        return r
+
+    first = engine.add_request(sample(0))
+    ids = [first] + [engine.add_request(sample(i, first)) for i in (1, 2)]
+    together = {rid: [] for rid in ids}
+    for t in engine.stream():
+        together[t.request_id].append(t.token)
+    for i, rid in enumerate(ids):
+        alone = pagedkv.Engine.load(str(aidreams / "aidreams260K.bin"),
+                                    str(aidreams / "tok512.bin"), backend="cpu", block_size=8)
+        [result] = alone.generate([sample(i)])
+        assert together[rid] == result.output_tokens, i
+    other = engine.add_request(sample(0))
+    bad = pagedkv.GenerationRequest(prompt_text="another prompt", max_new_tokens=2)
+    bad.prompt_source = other
+    with pytest.raises(pagedkv.InvalidArgumentError, match="prompt_source"):
+        engine.add_request(bad)

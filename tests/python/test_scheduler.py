@@ -128,3 +128,20 @@ def test_scheduler_keeps_its_cache_alive():
     gc.collect()
     s.schedule()
     assert s.cache.num_requests == 1
+
+
+def test_samples_of_one_prompt_copy_its_partial_block():
+    cache, s = make()
+    prompt = list(range(1, 11))  # two full blocks of 4 and 2 tokens
+    s.add_request(1, prompt, max_new_tokens=2)
+    s.add_request(2, prompt, max_new_tokens=2, prompt_source=1)
+    first = s.schedule()
+    assert [q.request_id for q in first.sequences] == [1] and first.block_copies == []
+    s.update_from_output({1: 50})
+    b = s.schedule()
+    sample = b.sequences[1]
+    assert (sample.request_id, sample.num_prefix_hit_tokens, sample.num_copied_tokens,
+            sample.num_scheduled_tokens) == (2, 8, 1, 1)
+    [copy] = b.block_copies
+    assert copy.as_dict() == {"src": int(b.block_table(0)[2]), "dst": int(b.block_table(1)[2])}
+    assert b.stats.num_copied_tokens == 1 and s.stats.num_copied_tokens == 1

@@ -39,7 +39,8 @@ struct PAGEDKV_EXPORT RequestState {
         cache_salt(request.cache_salt),
         adapter_id(request.adapter_id),
         chunks(request.chunks),
-        skip_prefix_cache_lookup(request.skip_prefix_cache_lookup) {}
+        skip_prefix_cache_lookup(request.skip_prefix_cache_lookup),
+        prompt_source(request.prompt_source) {}
 
   // Prompt + outputs so far.
   int32_t num_tokens() const { return static_cast<int32_t>(cache.num_tokens()); }
@@ -65,6 +66,7 @@ struct PAGEDKV_EXPORT RequestState {
   uint64_t adapter_id;
   std::vector<PromptChunk> chunks;  // sorted, non-overlapping, inside the prompt
   bool skip_prefix_cache_lookup;    // admissions ignore cached blocks (SchedulerRequest)
+  RequestId prompt_source;          // takes its prompt's KV from this request (SchedulerRequest)
 
   RequestStatus status = RequestStatus::kWaiting;
   // Tokens whose KV is computed or scheduled in the current admission (0 while waiting).

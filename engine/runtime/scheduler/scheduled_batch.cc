@@ -62,6 +62,7 @@ void ScheduledBatch::Clear() {
   for (std::vector<int64_t>& slots : group_slot_mapping) slots.clear();
   slot_moves.clear();
   for (std::vector<KvSlotMove>& moves : group_slot_moves) moves.clear();
+  block_copies.clear();
   block_size = 0;
   stats = SchedulerStepStats{};
 }

@@ -145,6 +145,7 @@ void Scheduler::Impl::CountSequence(const Decision& d, const ScheduledSequence& 
   if (d.newly_admitted) {
     ++st.num_newly_admitted;
     st.num_prefix_hit_tokens += seq.num_prefix_hit_tokens;
+    st.num_copied_tokens += seq.num_copied_tokens;
     st.num_admitted_prompt_tokens += r.num_tokens();
   }
 }
@@ -154,9 +155,11 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   RequestState& r = *d.request;
   PAGEDKV_ASSIGN_OR_RETURN(std::span<const BlockId> table, cache_.GetBlockTable(r.id));
   PAGEDKV_RETURN_IF_ERROR(EmitSlotMoves(d, table, batch));
-  // The first scheduled token: the first reused one when blending, else the first new one.
-  const int32_t start = r.num_computed_tokens + (d.blend ? 0 : d.num_reused);
-  const int32_t end = r.num_computed_tokens + d.num_reused + d.num_new_tokens;
+  PAGEDKV_RETURN_IF_ERROR(EmitBlockCopies(d, table, batch));
+  // The first scheduled token: the first reused one when blending, else the first new one
+  // (copied tokens and reused ones never meet in one decision).
+  const int32_t start = r.num_computed_tokens + d.num_copied + (d.blend ? 0 : d.num_reused);
+  const int32_t end = r.num_computed_tokens + d.num_copied + d.num_reused + d.num_new_tokens;
   if (static_cast<int64_t>(table.size()) != NumBlocksFor(end + d.num_drafts, bs)) {
     return absl::InternalError(absl::StrCat("scheduler: request ", r.id, " has ", table.size(),
                                             " blocks for ", end, " tokens + ", d.num_drafts,
@@ -175,6 +178,7 @@ absl::Status Scheduler::Impl::EmitSequence(const Decision& d, ScheduledBatch* ba
   seq.newly_admitted = d.newly_admitted;
   seq.num_prefix_hit_tokens = d.newly_admitted ? r.num_prefix_hit_tokens : 0;
   seq.num_shifted_hit_tokens = d.num_reused;
+  seq.num_copied_tokens = d.num_copied;
   seq.num_blend_tokens = d.blend ? d.num_reused : 0;
   seq.num_draft_tokens = d.num_drafts;
   PAGEDKV_RETURN_IF_ERROR(EmitGroupTokens(r, start, end + d.num_drafts, batch));

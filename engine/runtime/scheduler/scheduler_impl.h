@@ -7,6 +7,7 @@
 //   scheduler_schedule.cc  one step's decisions: running requests (with drafts), preemption,
 //                          admission of waiting requests
 //   scheduler_reuse.cc     chunk reuse planning through the ChunkReuseProvider
+//   scheduler_fork.cc      prompt sources: a request's prompt KV taken from another's (n samples)
 //   scheduler_emit.cc      the decisions written out as one flat ScheduledBatch
 //   scheduler_output.cc    UpdateFromOutput: sampled tokens checked, appended, drafts kept
 #ifndef PAGEDKV_ENGINE_RUNTIME_SCHEDULER_SCHEDULER_IMPL_H_
@@ -42,6 +43,9 @@ struct Decision {
   AcquiredChunk chunk = {};
   int32_t chunk_first = 0;  // chunk token moved to the request's token num_computed_tokens
   int32_t num_drafts = 0;   // draft tokens scheduled after the new ones (lookahead slots)
+  // Prompt tokens before the new ones whose KV is copied from `copy_source`'s blocks.
+  int32_t num_copied = 0;
+  RequestId copy_source = 0;
 };
 
 // A chunk span's part that may be reused: prompt tokens [begin, end).
@@ -135,6 +139,17 @@ class Scheduler::Impl {
   // step stops before the next reusable range, which is tried on a later step.
   void PlanReuse(RequestState& request, int32_t from, int32_t* num_new, Decision* d);
   void ReleaseChunk(Decision* d);
+  // scheduler_fork.cc: the running or waiting request whose prompt KV `request` may take
+  // (SchedulerRequest::prompt_source), or null.
+  const RequestState* PromptSource(const RequestState& request) const;
+  // True while `request`'s prompt source has yet to compute the prompt: admission waits for it.
+  bool WaitsForPromptSource(const RequestState& request) const;
+  // Tokens from `num_hit` on that admitting `request` copies from its prompt source (filling
+  // d->copy_source): all of the prompt but its last token, once the source has computed them.
+  int32_t CopyablePromptTokens(const RequestState& request, int32_t num_hit, Decision* d) const;
+  // The block copies of decision `d` (its copied tokens' blocks of `table`, from the source's).
+  absl::Status EmitBlockCopies(const Decision& d, std::span<const BlockId> table,
+                               ScheduledBatch* batch) const;
 
   ChunkReuseProvider* reuse_ = nullptr;  // not owned; null: chunk reuse off
   SchedulerOptions options_;

@@ -157,7 +157,9 @@ void Scheduler::Impl::OrderWaiting(std::vector<RequestState*>* order) const {
       cache_aware ? waiting_.size()
                   : std::min<size_t>(waiting_.size(), static_cast<size_t>(options_.max_num_seqs));
   for (auto it = waiting_.begin(); it != waiting_.end() && order->size() < limit; ++it) {
-    order->push_back(it->request);
+    // A sample waiting for its prompt source is no candidate yet (nor does it take the place of
+    // one: the source may be behind it).
+    if (!WaitsForPromptSource(*it->request)) order->push_back(it->request);
   }
   if (!cache_aware) return;
   std::vector<std::pair<int64_t, RequestState*>> keyed;
@@ -176,7 +178,9 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
     PAGEDKV_ASSIGN_OR_RETURN(hit, cache_.GetComputedBlocks(request->cache));
   }
   const int32_t num_hit = static_cast<int32_t>(hit.num_computed_tokens);
-  int32_t num_new = request->num_tokens() - num_hit;
+  Decision d{request, 0, /*newly_admitted=*/true};
+  d.num_copied = CopyablePromptTokens(*request, num_hit, &d);
+  int32_t num_new = request->num_tokens() - num_hit - d.num_copied;
   if (!options_.enable_chunked_prefill) {
     if (num_new > *budget) return false;
   } else {
@@ -185,10 +189,9 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
     }
     num_new = std::min(num_new, *budget);
   }
-  Decision d{request, 0, /*newly_admitted=*/true};
-  PlanReuse(*request, num_hit, &num_new, &d);
+  PlanReuse(*request, num_hit, &num_new, &d);  // never with copies: they exclude chunks
   const absl::Status status =
-      cache_.AllocateSlots(request->cache, d.num_reused + num_new, hit,
+      cache_.AllocateSlots(request->cache, d.num_copied + d.num_reused + num_new, hit,
                            {.no_cache_from_token = d.num_reused > 0 ? num_hit : -1});
   if (!status.ok()) ReleaseChunk(&d);
   if (absl::IsResourceExhausted(status)) return false;
@@ -205,6 +208,7 @@ absl::StatusOr<bool> Scheduler::Impl::TryAdmit(RequestState* request, int32_t* b
   ++stats_.num_admissions;
   stats_.num_admitted_tokens += request->num_tokens();
   stats_.num_prefix_hit_tokens += num_hit;
+  stats_.num_copied_tokens += d.num_copied;
   return true;
 }
 

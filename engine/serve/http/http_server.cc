@@ -300,12 +300,14 @@ absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> HttpServer::SubmitC
     for (const auto& c : channels) loop->Abort(c->id(), EngineLoop::AbortReason::kClientGone);
   };
   // The prompt is encoded once; choice i draws from the request's seed (given or random) + i, so
-  // each is reproducible and they differ.
+  // each is reproducible and they differ. Choices 1.. take the prompt's KV from choice 0 (the
+  // engine's prompt_source: full blocks shared, the partial last block copied).
   PAGEDKV_ASSIGN_OR_RETURN(const GenerationRequest generation, ToGenerationRequest(api, model_));
   *prompt = generation.prompt_tokens;
   for (int32_t i = 0; i < api.n; ++i) {
     GenerationRequest choice = generation;
     choice.sampling.seed += static_cast<uint64_t>(i);
+    if (i > 0) choice.prompt_source = channels[0]->id();
     absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(std::move(choice));
     if (!channel.ok()) {
       abort_all();

@@ -58,6 +58,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -201,6 +202,11 @@ class PAGEDKV_EXPORT Engine {
   absl::Status RegisterChunks(int32_t i);
   // Marks the chunk of `record` that sequence `s` reused tokens of in this step.
   static void MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record);
+  // The scheduler's prompt source for `request` (its prompt encoded as `prompt`): its
+  // prompt_source while that request is unfinished, 0 once it has finished. InvalidArgument when
+  // the source has another prompt or cache salt.
+  absl::StatusOr<RequestId> PromptSourceOf(const GenerationRequest& request,
+                                           std::span<const TokenId> prompt) const;
   GenerationResult MakeResult(RequestId id, const RequestRecord& record,
                               std::vector<TokenId> output_tokens, FinishReason reason) const;
   // Step's parts, in order.

@@ -93,6 +93,12 @@ struct PAGEDKV_EXPORT GenerationRequest {
   // as chunks once computed. Sorted by offset, non-overlapping, inside the prompt (offsets index
   // the prompt tokens, BOS included).
   std::vector<PromptChunk> chunks = {};
+  // Another sample of the same prompt (OpenAI's `n`): the id of an unfinished request of this
+  // engine with the same prompt and cache salt, whose prompt KV this request takes instead of
+  // computing it (SchedulerRequest::prompt_source: the full blocks shared, the partial last block
+  // copied, only the last token computed, once the source has computed the prompt). 0 = none; a
+  // finished source is ignored. InvalidArgument for a source with another prompt or salt.
+  RequestId prompt_source = 0;
 };
 
 struct PAGEDKV_EXPORT TokenLogprob {

@@ -156,6 +156,16 @@ struct PAGEDKV_EXPORT SchedulerRequest {
   // cached for other requests): for a caller that needs the logits of every prompt position
   // (prompt logprobs), as vLLM skips reading the prefix cache for such requests.
   bool skip_prefix_cache_lookup = false;
+  // The n samples of one prompt (OpenAI's `n`): a request with the same prompt (tokens, cache
+  // salt and adapter; no multimodal inputs or chunks on either), whose KV this one takes (0 =
+  // none). This request is then admitted only once the source has computed its prompt (all but
+  // the last token), and takes it from the source instead of computing it: the full blocks
+  // through the prefix cache (shared, reference-counted), the partial last block copied into a
+  // block of its own (batch.block_copies, copy on write), and only the last prompt token is
+  // computed, for its own logits. Ignored when the source has finished (or is unknown, or does
+  // not share the prompt), over several KV cache groups and with skip_prefix_cache_lookup: the
+  // prompt is then computed (or found in the prefix cache) as usual.
+  RequestId prompt_source = 0;
 };
 
 // One token whose KV is moved before a step's forward pass (shifted-position reuse): its key is
@@ -205,6 +215,10 @@ struct PAGEDKV_EXPORT ScheduledSequence {
   // accepted ones in SampledToken::num_accepted_draft_tokens. 0 otherwise.
   int32_t num_draft_tokens = 0;
 
+  // For newly admitted sequences: prompt tokens whose KV was copied from the prompt source's
+  // blocks (SchedulerRequest::prompt_source, batch.block_copies), counted in num_computed_tokens.
+  int32_t num_copied_tokens = 0;
+
   // KV length after this step: num_computed_tokens + num_scheduled_tokens.
   int32_t seq_len() const { return num_computed_tokens + num_scheduled_tokens; }
 };
@@ -227,6 +241,7 @@ struct PAGEDKV_EXPORT SchedulerStepStats {
   int64_t num_shifted_hit_tokens = 0;      // tokens reused from chunks at another position
   int32_t num_blend_tokens = 0;            // of those, scheduled for CacheBlend (in the batch)
   int32_t num_draft_tokens = 0;            // draft tokens scheduled for verification
+  int64_t num_copied_tokens = 0;           // prompt tokens copied from a prompt source
   int32_t num_used_blocks = 0;             // KV blocks held by running requests after scheduling
   int32_t num_total_blocks = 0;            // KV pool size
 };
@@ -244,6 +259,15 @@ struct PAGEDKV_EXPORT SchedulerStats {
   int64_t num_shifted_hit_tokens = 0;     // tokens reused from chunks at another position
   int64_t num_draft_tokens = 0;           // draft tokens scheduled (speculative decoding)
   int64_t num_accepted_draft_tokens = 0;  // of those, accepted by UpdateFromOutput
+  int64_t num_copied_tokens = 0;          // prompt tokens copied from a prompt source
+};
+
+// One block's KV copied into another before a step's forward pass (every layer's K and V pages,
+// quantization scales included): the partial last prompt block of a request that takes its prompt
+// from a prompt source (SchedulerRequest::prompt_source), copied on write.
+struct PAGEDKV_EXPORT BlockCopy {
+  BlockId src = 0;
+  BlockId dst = 0;
 };
 
 // One step's work, flat (the layout the model runner and kernels use). n = sequences.size().
@@ -284,6 +308,8 @@ struct PAGEDKV_EXPORT ScheduledBatch {
   // group_slot_moves[g - 1] holds group g's moves, in its slots (a sliding-window group moves
   // only the chunk tokens it keeps). Empty (size 0) over a manager of one group.
   std::vector<std::vector<KvSlotMove>> group_slot_moves;
+  // Blocks to copy before the forward pass (group 0's; prompt sources are used over one group).
+  std::vector<BlockCopy> block_copies;
   // Tokens per block of the KV cache (for slot arithmetic).
   int32_t block_size = 0;
   SchedulerStepStats stats;

@@ -115,12 +115,21 @@ class RandomRun {
     for (int i = 0; i < config_.num_requests; ++i) {
       SchedulerRequest r;
       r.id = static_cast<RequestId>(1000 + i * 7);
-      if (Pick(0, 3) != 0) r.prompt = heads[static_cast<size_t>(Pick(0, 3))];
-      std::vector<TokenId> tail = RandomTokens(Pick(r.prompt.empty() ? 1 : 0, 20));
-      r.prompt.insert(r.prompt.end(), tail.begin(), tail.end());
-      r.max_new_tokens = Pick(1, 12);
+      if (i > 0 && Pick(0, 4) == 0) {
+        // Another sample of an earlier request's prompt, taking its KV while it runs.
+        const SchedulerRequest& source = pending_[static_cast<size_t>(Pick(0, i - 1))];
+        r.prompt = source.prompt;
+        r.cache_salt = source.cache_salt;
+        r.prompt_source = source.id;
+        r.max_new_tokens = Pick(1, source.max_new_tokens);  // fits wherever the source fits
+      } else {
+        if (Pick(0, 3) != 0) r.prompt = heads[static_cast<size_t>(Pick(0, 3))];
+        std::vector<TokenId> tail = RandomTokens(Pick(r.prompt.empty() ? 1 : 0, 20));
+        r.prompt.insert(r.prompt.end(), tail.begin(), tail.end());
+        r.max_new_tokens = Pick(1, 12);
+        r.cache_salt = Pick(0, 4) == 0 ? "other" : "";
+      }
       r.priority = Pick(0, 3);
-      r.cache_salt = Pick(0, 4) == 0 ? "other" : "";
       if (Pick(0, 2) == 0) r.eos_token = static_cast<TokenId>(Pick(0, kVocab - 1));
       if (!opt.enable_chunked_prefill) {
         // Without chunking a request must always fit the budget whole (AddRequest checks it).
@@ -217,6 +226,11 @@ class RandomRun {
       m.next_pos = 0;
     }
 
+    // Block copies run before the forward pass.
+    for (const BlockCopy& copy : batch_.block_copies) {
+      std::copy_n(kv_.begin() + int64_t{copy.src} * bs, bs, kv_.begin() + int64_t{copy.dst} * bs);
+    }
+
     // Sequences.
     absl::flat_hash_set<int64_t> slots;
     for (int32_t i = 0; i < batch_.num_sequences(); ++i) {
@@ -225,13 +239,18 @@ class RandomRun {
       const int32_t n = static_cast<int32_t>(m.tokens.size());
       if (s.newly_admitted) {
         ASSERT_EQ(m.state, Model::kWaiting) << s.request_id;
-        ASSERT_EQ(s.num_computed_tokens, s.num_prefix_hit_tokens);
+        ASSERT_EQ(s.num_computed_tokens, s.num_prefix_hit_tokens + s.num_copied_tokens);
         ASSERT_EQ(s.num_prefix_hit_tokens % bs, 0);
-        ASSERT_LT(s.num_prefix_hit_tokens, n);
+        ASSERT_LT(s.num_computed_tokens, n);
+        if (s.num_copied_tokens > 0) {
+          ASSERT_EQ(s.num_computed_tokens, n - 1);
+        }
         if (!opt.enable_chunked_prefill) {
           ASSERT_EQ(s.seq_len(), n);
         }
-        if (opt.policy == SchedulingPolicy::kFcfs && !opt.cache_aware && !m.admitted_once) {
+        // (A sample waits for its prompt source, so it may come later.)
+        if (opt.policy == SchedulingPolicy::kFcfs && !opt.cache_aware && !m.admitted_once &&
+            m.spec.prompt_source == 0) {
           ASSERT_GT(m.add_order, last_first_admission_) << "FCFS order broken";
           last_first_admission_ = m.add_order;
         }
@@ -365,7 +384,7 @@ class RandomRun {
 };
 
 TEST(SchedulerRandomTest, InvariantsHoldEveryStep) {
-  int64_t preemptions = 0, hits = 0, aborts = 0;
+  int64_t preemptions = 0, hits = 0, aborts = 0, copied = 0;
   for (int seed = 0; seed < kNumSeeds; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     RandomRun run(static_cast<uint64_t>(seed) * 7919 + 1);
@@ -373,14 +392,16 @@ TEST(SchedulerRandomTest, InvariantsHoldEveryStep) {
     preemptions += run.totals().num_preemptions;
     hits += run.totals().num_prefix_hit_tokens;
     aborts += run.totals().num_aborted;
+    copied += run.totals().num_copied_tokens;
   }
   // The runs exercise what the invariants are about.
   EXPECT_GT(preemptions, 0);
   EXPECT_GT(hits, 0);
   EXPECT_GT(aborts, 0);
-  std::printf("preemptions=%lld prefix_hit_tokens=%lld aborts=%lld\n",
+  EXPECT_GT(copied, 0);
+  std::printf("preemptions=%lld prefix_hit_tokens=%lld aborts=%lld copied_tokens=%lld\n",
               static_cast<long long>(preemptions), static_cast<long long>(hits),
-              static_cast<long long>(aborts));
+              static_cast<long long>(aborts), static_cast<long long>(copied));
 }
 
 }  // namespace
