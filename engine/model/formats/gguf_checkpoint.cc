@@ -299,7 +299,10 @@ class GgufPacker {
     used_.insert(name);
     const WeightType native =
         storage_ == WeightStorage::kNative && matrix ? NativeTypeOf(t->type) : WeightType::kF32;
-    if (matrix) out_->matrix_types.push_back(native);
+    if (matrix) {
+      out_->matrix_types.push_back(native);
+      out_->in_place.push_back(nullptr);
+    }
     if (native != WeightType::kF32 && cols % QuantBlockValuesOf(native) == 0) {
       return AppendNative(*t, name, rows, cols, qk_head_dim);
     }
@@ -327,7 +330,8 @@ class GgufPacker {
     return absl::OkStatus();
   }
 
-  // Copies the tensor's blocks, checking each row's values are finite (decoded one row at a time).
+  // Keeps the tensor's blocks, checking each row's values are finite (decoded one row at a time):
+  // in place in the file's mapping, or copied into `native` when its rows are un-permuted.
   absl::Status AppendNative(const GgufTensorInfo& t, const std::string& name, int64_t rows,
                             int64_t cols, int32_t qk_head_dim) {
     const std::string_view bytes = f_.TensorBytes(t);
@@ -338,12 +342,14 @@ class GgufPacker {
           t.type, bytes.substr(static_cast<size_t>(r) * row_bytes, row_bytes), cols, row.data()));
       PAGEDKV_RETURN_IF_ERROR(CheckFinite(name, row.data(), cols, r * cols));
     }
+    if (qk_head_dim == 0) {
+      out_->in_place.back() = reinterpret_cast<const unsigned char*>(bytes.data());
+      return absl::OkStatus();
+    }
     std::vector<unsigned char>& native = out_->native;
     const size_t at = native.size();
     native.insert(native.end(), bytes.begin(), bytes.end());
-    if (qk_head_dim > 0) {
-      UnpermuteQkRows(rows, static_cast<int64_t>(row_bytes), qk_head_dim, native.data() + at);
-    }
+    UnpermuteQkRows(rows, static_cast<int64_t>(row_bytes), qk_head_dim, native.data() + at);
     return absl::OkStatus();
   }
 
@@ -402,6 +408,7 @@ absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f, WeightStorage st
   }
   if (storage == WeightStorage::kF32)
     return ModelWeights::FromParts(c, std::move(parts.payload), {});
+  parts.mapping = f.mapping();  // the in-place matrices' rows
   return ModelWeights::FromNativeParts(c, std::move(parts));
 }
 

@@ -41,8 +41,10 @@ namespace pagedkv::model_internal {
 PAGEDKV_EXPORT absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& file);
 
 // Loads the weights (see the banner); InvalidArgument naming the tensor for a missing,
-// misshapen, unsupported-type, non-finite or unexpected tensor. With kNative, Q4_1 and Q8_0
-// matrices keep their blocks (rows of Q/K still un-permuted, whole blocks at a time).
+// misshapen, unsupported-type, non-finite or unexpected tensor. With kNative, matrices of a type
+// the kernels take keep their blocks, read in place from `file`'s mapping (the weights share it,
+// GgufFile::mapping; NativeWeightParts::in_place), except Q / K, whose rows are un-permuted
+// (whole blocks at a time) into a copy.
 PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadGgufWeights(
     const GgufFile& file, WeightStorage storage = WeightStorage::kF32);
 

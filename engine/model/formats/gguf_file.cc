@@ -198,7 +198,7 @@ absl::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
 }
 
 absl::Status GgufFile::Parse() {
-  GgufReader r(file_.bytes(), file_.path());
+  GgufReader r(file_->bytes(), file_->path());
   PAGEDKV_ASSIGN_OR_RETURN(uint32_t magic, r.Read<uint32_t>("the magic"));
   if (magic != 0x46554747u) return r.Bad("does not start with the magic \"GGUF\"");
   PAGEDKV_ASSIGN_OR_RETURN(version_, r.Read<uint32_t>("the version"));
@@ -277,7 +277,7 @@ absl::Status GgufFile::ParseTensorInfos(GgufReader& r, int64_t count) {
 }
 
 absl::Status GgufFile::PlaceTensors(int64_t data_start) {
-  const auto size = static_cast<int64_t>(file_.bytes().size());
+  const auto size = static_cast<int64_t>(file_->bytes().size());
   std::vector<const GgufTensorInfo*> order;
   for (GgufTensorInfo& t : tensors_) {
     int64_t end = 0;
@@ -371,7 +371,7 @@ const GgufTensorInfo* GgufFile::FindTensor(absl::string_view name) const {
 }
 
 std::string_view GgufFile::TensorBytes(const GgufTensorInfo& t) const {
-  return file_.bytes().substr(static_cast<size_t>(t.begin), static_cast<size_t>(t.bytes));
+  return file_->bytes().substr(static_cast<size_t>(t.begin), static_cast<size_t>(t.bytes));
 }
 
 absl::Status GgufFile::ReadF32(const GgufTensorInfo& t, float* out) const {

@@ -29,8 +29,10 @@
 #define PAGEDKV_ENGINE_MODEL_FORMATS_GGUF_FILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -95,7 +97,7 @@ class PAGEDKV_EXPORT GgufFile {
 
   uint32_t version() const { return version_; }
   int64_t alignment() const { return alignment_; }
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return file_->path(); }
 
   // Null when there is no key `key`.
   const GgufValue* Find(absl::string_view key) const;
@@ -115,17 +117,20 @@ class PAGEDKV_EXPORT GgufFile {
   const GgufTensorInfo* FindTensor(absl::string_view name) const;
   // The tensor's raw bytes (inside the mapping).
   std::string_view TensorBytes(const GgufTensorInfo& t) const;
+  // Shares the mapping: TensorBytes stay valid while a copy of this lives, also after this
+  // GgufFile is gone (ModelWeights keeps GGUF matrices in place this way).
+  std::shared_ptr<const void> mapping() const { return file_; }
   // Converts the tensor to fp32 into out[0, num_elements); InvalidArgument naming the file and
   // tensor for an unsupported type. REQUIRES: t is one of this file's; out holds num_elements.
   absl::Status ReadF32(const GgufTensorInfo& t, float* out) const;
 
  private:
-  explicit GgufFile(MappedFile file) : file_(std::move(file)) {}
+  explicit GgufFile(MappedFile file) : file_(std::make_shared<const MappedFile>(std::move(file))) {}
   absl::Status Parse();
   absl::Status ParseTensorInfos(GgufReader& r, int64_t count);
   absl::Status PlaceTensors(int64_t data_start);
 
-  MappedFile file_;
+  std::shared_ptr<const MappedFile> file_;  // never null
   uint32_t version_ = 0;
   int64_t alignment_ = 32;
   std::vector<std::string> keys_;

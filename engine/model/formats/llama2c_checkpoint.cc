@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // ModelWeights: the llama2.c legacy (v0) checkpoint loader.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/formats/file_bytes.h"
+#include "engine/model/formats/mapped_file.h"
 #include "pagedkv/model/model_config.h"
 #include "pagedkv/model/model_weights.h"
 #include "pagedkv/status_macros.h"
@@ -86,9 +88,11 @@ namespace {
 // whose type (types, in payload order; past its end kF32) is a block format.
 class TensorCursor {
  public:
+  // in_place: empty, or per matrix its rows in place (null: in `bytes`).
   TensorCursor(const float* floats, const unsigned char* bytes,
-               const std::vector<WeightType>& types)
-      : floats_(floats), bytes_(bytes), types_(types) {}
+               const std::vector<WeightType>& types,
+               const std::vector<const unsigned char*>& in_place)
+      : floats_(floats), bytes_(bytes), types_(types), in_place_(in_place) {}
   const float* Floats(int64_t n) {
     const float* p = floats_;
     floats_ += n;
@@ -96,10 +100,14 @@ class TensorCursor {
   }
   // A [rows, cols] matrix: its fp32 pointer, or null with *native set.
   const float* Matrix(int64_t rows, int64_t cols, NativeMatrix* native) {
-    const WeightType t = next_ < types_.size() ? types_[next_] : WeightType::kF32;
-    ++next_;
+    const size_t i = next_++;
+    const WeightType t = i < types_.size() ? types_[i] : WeightType::kF32;
     if (t == WeightType::kF32) return Floats(rows * cols);
     native->type = t;
+    if (i < in_place_.size() && in_place_[i] != nullptr) {
+      native->data = in_place_[i];
+      return nullptr;
+    }
     native->data = bytes_;
     bytes_ += rows * WeightRowBytes(t, cols);
     return nullptr;
@@ -109,6 +117,7 @@ class TensorCursor {
   const float* floats_;
   const unsigned char* bytes_;
   const std::vector<WeightType>& types_;
+  const std::vector<const unsigned char*>& in_place_;
   size_t next_ = 0;
 };
 
@@ -136,7 +145,7 @@ void ModelWeights::BindPointers() {
   const PayloadLayout s = LayoutOf(c);
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   const auto layers = static_cast<size_t>(c.n_layers);
-  TensorCursor cur(payload_.data(), native_.data(), matrix_types_);
+  TensorCursor cur(payload_.data(), native_.data(), matrix_types_, in_place_);
   native_token_embedding_ = {};
   token_embedding_ = cur.Matrix(c.vocab_size, d, &native_token_embedding_);
   layers_.assign(layers, LayerWeights{});
@@ -164,27 +173,44 @@ void ModelWeights::BindPointers() {
   }
 }
 
-absl::StatusOr<ModelWeights> ModelWeights::FromNativeParts(const ModelConfig& config,
-                                                           NativeWeightParts parts) {
-  PAGEDKV_RETURN_IF_ERROR(config.Validate());
+namespace {
+
+// The fp32 payload floats and `native` bytes that `parts`' types imply (in-place matrices take
+// neither); InvalidArgument for a type a matrix cannot have or an in_place of the wrong length.
+absl::Status NativePartSizes(const ModelConfig& config, const NativeWeightParts& parts,
+                             int64_t* floats, int64_t* bytes) {
   const std::vector<MatrixShape> shapes = MatrixShapes(config);
-  if (parts.matrix_types.size() != shapes.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("FromNativeParts: %s has %d matrices, got %d types", config.ToString(),
-                        shapes.size(), parts.matrix_types.size()));
+  if (parts.matrix_types.size() != shapes.size() ||
+      (!parts.in_place.empty() && parts.in_place.size() != shapes.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FromNativeParts: %s has %d matrices, got %d types and %d in-place entries",
+        config.ToString(), shapes.size(), parts.matrix_types.size(), parts.in_place.size()));
   }
-  int64_t floats = PayloadSize(config), bytes = 0;
+  *floats = ModelWeights::PayloadSize(config);
+  *bytes = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const WeightType t = parts.matrix_types[i];
-    if (t == WeightType::kF32) continue;
-    if (static_cast<int>(t) >= kWeightTypeCount || shapes[i].cols % QuantBlockValuesOf(t) != 0) {
+    const bool in_place = !parts.in_place.empty() && parts.in_place[i] != nullptr;
+    if (t == WeightType::kF32 && !in_place) continue;
+    if (t == WeightType::kF32 || static_cast<int>(t) >= kWeightTypeCount ||
+        shapes[i].cols % QuantBlockValuesOf(t) != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("FromNativeParts: matrix %d (%d x %d) cannot be kept in block type %d", i,
                           shapes[i].rows, shapes[i].cols, static_cast<int>(t)));
     }
-    floats -= shapes[i].rows * shapes[i].cols;
-    bytes += shapes[i].rows * WeightRowBytes(t, shapes[i].cols);
+    *floats -= shapes[i].rows * shapes[i].cols;
+    if (!in_place) *bytes += shapes[i].rows * WeightRowBytes(t, shapes[i].cols);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> ModelWeights::FromNativeParts(const ModelConfig& config,
+                                                           NativeWeightParts parts) {
+  PAGEDKV_RETURN_IF_ERROR(config.Validate());
+  int64_t floats = 0, bytes = 0;
+  PAGEDKV_RETURN_IF_ERROR(NativePartSizes(config, parts, &floats, &bytes));
   if (static_cast<int64_t>(parts.payload.size()) != floats ||
       static_cast<int64_t>(parts.native.size()) != bytes ||
       static_cast<int64_t>(parts.qkv_bias.size()) != QkvBiasSize(config)) {
@@ -194,19 +220,58 @@ absl::StatusOr<ModelWeights> ModelWeights::FromNativeParts(const ModelConfig& co
         config.ToString(), floats, bytes, QkvBiasSize(config), parts.payload.size(),
         parts.native.size(), parts.qkv_bias.size()));
   }
+  const bool any_in_place = std::any_of(parts.in_place.begin(), parts.in_place.end(),
+                                        [](const unsigned char* p) { return p != nullptr; });
+  if (any_in_place && parts.mapping == nullptr) {
+    return absl::InvalidArgumentError(
+        "FromNativeParts: in-place matrices need the mapping that keeps them alive");
+  }
   ModelWeights weights;
   weights.config_ = config;
   weights.payload_ = std::move(parts.payload);
   weights.qkv_bias_ = std::move(parts.qkv_bias);
   weights.native_ = std::move(parts.native);
   weights.matrix_types_ = std::move(parts.matrix_types);
+  if (any_in_place) {
+    weights.in_place_ = std::move(parts.in_place);
+    weights.mapping_ = std::move(parts.mapping);
+  }
   weights.BindPointers();
   return weights;
 }
 
 int64_t ModelWeights::weight_bytes() const {
   return static_cast<int64_t>((payload_.size() + qkv_bias_.size()) * sizeof(float) +
-                              native_.size());
+                              native_.size()) +
+         in_place_bytes();
+}
+
+int64_t ModelWeights::in_place_bytes() const {
+  const std::vector<MatrixShape> shapes = MatrixShapes(config_);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < in_place_.size(); ++i) {
+    if (in_place_[i] == nullptr) continue;
+    bytes += shapes[i].rows * WeightRowBytes(matrix_types_[i], shapes[i].cols);
+  }
+  return bytes;
+}
+
+absl::StatusOr<bool> ModelWeights::ReleaseInPlaceRows(const void* data, int64_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const std::vector<MatrixShape> shapes = MatrixShapes(config_);
+  for (size_t i = 0; i < in_place_.size() && data != nullptr && bytes >= 0; ++i) {
+    const auto rows = reinterpret_cast<uintptr_t>(in_place_[i]);
+    if (rows == 0) continue;
+    const auto size =
+        static_cast<uintptr_t>(shapes[i].rows * WeightRowBytes(matrix_types_[i], shapes[i].cols));
+    if (begin < rows || begin - rows > size ||
+        static_cast<uintptr_t>(bytes) > size - (begin - rows)) {
+      continue;
+    }
+    PAGEDKV_RETURN_IF_ERROR(model_internal::ReleaseMappedPages(data, static_cast<size_t>(bytes)));
+    return true;
+  }
+  return false;
 }
 
 int64_t ModelWeights::QkvBiasSize(const ModelConfig& config) {

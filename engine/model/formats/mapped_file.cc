@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -64,6 +65,20 @@ void MappedFile::Reset() {
   if (data_ != nullptr) ::munmap(data_, size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+absl::Status ReleaseMappedPages(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  if (data == nullptr || bytes < page || bytes > UINTPTR_MAX - begin) return absl::OkStatus();
+  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages only
+  const uintptr_t last = (begin + bytes) / page * page;
+  if (first >= last) return absl::OkStatus();
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) {
+    return absl::InternalError(
+        absl::StrFormat("cannot release %d mapped bytes: %s", last - first, std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pagedkv::model_internal

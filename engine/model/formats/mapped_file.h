@@ -1,7 +1,8 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // MappedFile: a read-only memory map of a whole file (safetensors payloads are read in place and
-// converted once, never copied whole into memory).
+// converted once, never copied whole into memory; GGUF matrices that the loader does not reorder
+// are kept in place, see pagedkv/model/model_weights.h).
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pagedkv/export.h"
 
@@ -44,6 +46,14 @@ class PAGEDKV_EXPORT MappedFile {
   void* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Gives back the resident pages that lie wholly inside [data, data + bytes) (madvise
+// MADV_DONTNEED; the partial pages at either end stay). For a MappedFile's bytes, which are never
+// written, a later read maps them again from the file: the same bytes while the file is
+// unchanged. Internal when madvise fails (nothing else happens). An empty range does nothing.
+// REQUIRES: the range lies inside one MappedFile's bytes (never anonymous memory: its pages
+// would read back as zeros).
+PAGEDKV_EXPORT absl::Status ReleaseMappedPages(const void* data, size_t bytes);
 
 }  // namespace pagedkv::model_internal
 

@@ -59,11 +59,14 @@ class PAGEDKV_EXPORT Backend {
   }
   // Prepares now what QuantLinear over the block-format matrix W [n, k] of `type` (in memory
   // declared constant) would otherwise prepare on its first call: the CPU backend builds W's
-  // Int8Tiles (cpu/int8_tiles.h) when int8 activations would multiply them. Default: nothing.
+  // Int8Tiles (cpu/int8_tiles.h) when int8 activations would multiply them. True when
+  // QuantLinear over W with these activations then reads that copy only, never W's rows (the
+  // caller may let W's pages go, ModelWeights::ReleaseInPlaceRows). Default: nothing, false.
   // ResourceExhausted when that cannot allocate (nothing kept).
-  virtual absl::Status PrepareQuantWeights(const void* /*w*/, WeightType /*type*/, int64_t /*n*/,
-                                           int64_t /*k*/, ActivationType /*activations*/) {
-    return absl::OkStatus();
+  virtual absl::StatusOr<bool> PrepareQuantWeights(const void* /*w*/, WeightType /*type*/,
+                                                   int64_t /*n*/, int64_t /*k*/,
+                                                   ActivationType /*activations*/) {
+    return false;
   }
 
   // Compute (see pagedkv/kernels/op_args.h for each op's contract).

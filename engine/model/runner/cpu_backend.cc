@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/runner/backend.h"
+#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/int8_tiles.h"
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/quant_linear.h"
@@ -99,11 +100,15 @@ class CpuBackend final : public Backend {
     return weights_.DeclareConstant(data, bytes);
   }
 
-  absl::Status PrepareQuantWeights(const void* w, WeightType type, int64_t n, int64_t k,
-                                   ActivationType activations) override {
-    if (activations != ActivationType::kInt8) return absl::OkStatus();
+  // QuantLinear below then finds the tiles (the same test, Int8TilesUsable) and the int8 kernel
+  // reads them alone (cpu::QuantLinear, Int8QuantLinear).
+  absl::StatusOr<bool> PrepareQuantWeights(const void* w, WeightType type, int64_t n, int64_t k,
+                                           ActivationType activations) override {
+    if (activations != ActivationType::kInt8) return false;
     std::lock_guard<std::mutex> lock(weights_mu_);
-    return weights_.FindInt8Tiles(w, type, n, k, pool()).status();
+    PAGEDKV_ASSIGN_OR_RETURN(const cpu::Int8Tiles* tiles,
+                             weights_.FindInt8Tiles(w, type, n, k, pool()));
+    return tiles != nullptr && cpu::Int8QuantLinearRuns(type, /*tiled=*/true);
   }
 
   absl::Status Linear(const LinearArgs& args) override {

@@ -38,11 +38,18 @@ absl::Status ModelRunner::PrepareNativeMatrices() {
   if (!weights_->has_native() || !backend_->host_memory()) return absl::OkStatus();
   const ModelConfig& c = weights_->config();
   const int64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
-  auto declare = [&](const NativeMatrix& m, int64_t rows, int64_t cols) {
+  // Rows read in place from the model file whose only reader is now the backend's copy (the
+  // int8 kernel's tiles) stop being resident; a later reader (the embedding gather of a tied
+  // table, another runner) maps them back from the file, the same bytes.
+  auto declare = [&](const NativeMatrix& m, int64_t rows, int64_t cols) -> absl::Status {
     if (m.data == nullptr) return absl::OkStatus();
-    PAGEDKV_RETURN_IF_ERROR(backend_->DeclareConstant(
-        m.data, static_cast<size_t>(rows * WeightRowBytes(m.type, cols))));
-    return backend_->PrepareQuantWeights(m.data, m.type, rows, cols, options_.activations);
+    const int64_t bytes = rows * WeightRowBytes(m.type, cols);
+    PAGEDKV_RETURN_IF_ERROR(backend_->DeclareConstant(m.data, static_cast<size_t>(bytes)));
+    PAGEDKV_ASSIGN_OR_RETURN(
+        const bool copied,
+        backend_->PrepareQuantWeights(m.data, m.type, rows, cols, options_.activations));
+    if (copied) return weights_->ReleaseInPlaceRows(m.data, bytes).status();
+    return absl::OkStatus();
   };
   PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_token_embedding(), c.vocab_size, d));
   PAGEDKV_RETURN_IF_ERROR(declare(weights_->native_classifier(), c.vocab_size, d));

@@ -26,6 +26,7 @@
 #define PAGEDKV_MODEL_MODEL_WEIGHTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,11 +72,16 @@ struct PAGEDKV_EXPORT NativeWeightParts {
   std::vector<float> payload;
   // q/k/v biases as FromParts takes them (empty without ModelConfig::qkv_bias).
   std::vector<float> qkv_bias;
-  // The native matrices' rows, matrix after matrix in payload order.
+  // The native matrices' rows, matrix after matrix in payload order (but those in `in_place`).
   std::vector<unsigned char> native;
   // One type per matrix in payload order: token_embedding, wq of every layer, then wk, wv, wo,
   // w1, w2, w3 likewise, then wcls when not shared. kF32: in `payload`; else in `native`.
   std::vector<WeightType> matrix_types;
+  // Optional, one entry per matrix: non-null for a native matrix whose rows are read where they
+  // lie, in a read-only file mapping that `mapping` keeps alive (a GGUF file's blocks), instead
+  // of in `native`. Empty: every native matrix is in `native`.
+  std::vector<const unsigned char*> in_place;
+  std::shared_ptr<const void> mapping;
 };
 
 // How a loader keeps the weights in memory.
@@ -147,9 +153,20 @@ class PAGEDKV_EXPORT ModelWeights {
   const NativeMatrix& native_token_embedding() const { return native_token_embedding_; }
   const NativeMatrix& native_classifier() const { return native_classifier_; }
   // True when any matrix is kept in block format.
-  bool has_native() const { return !native_.empty(); }
-  // Bytes of weights held in memory (fp32 payload, biases and native matrices).
+  bool has_native() const { return !native_.empty() || !in_place_.empty(); }
+  // Bytes of weights (fp32 payload, biases and native matrices, in place ones included).
   int64_t weight_bytes() const;
+  // Bytes of the native matrices read in place from the model file's read-only mapping
+  // (NativeWeightParts::in_place): the GGUF matrices whose rows the loader does not reorder.
+  int64_t in_place_bytes() const;
+  // Gives back the resident pages of [data, data + bytes) when that lies in one in-place
+  // matrix: a holder of a repacked copy that alone is read (the CPU backend's Int8Tiles) then
+  // does not keep the rows resident too. A later read of those rows maps them again from the
+  // file: the same bytes while the file is unchanged (truncating or rewriting the file in place
+  // under a running process is not supported: a read may then fault with SIGBUS or see the new
+  // bytes, as with llama.cpp's mmap). Returns true when released, false (nothing done) for rows
+  // held in memory; Internal when the kernel refuses (madvise). Contents never change.
+  absl::StatusOr<bool> ReleaseInPlaceRows(const void* data, int64_t bytes) const;
 
  private:
   ModelWeights() = default;
@@ -160,6 +177,9 @@ class PAGEDKV_EXPORT ModelWeights {
   std::vector<float> qkv_bias_;  // [n_layers, q_dim + 2 kv_dim] with config_.qkv_bias, else empty
   std::vector<unsigned char> native_;     // block-format matrices (NativeWeightParts::native)
   std::vector<WeightType> matrix_types_;  // empty: every matrix fp32
+  // NativeWeightParts::in_place (empty when it holds no matrix) and what keeps it alive.
+  std::vector<const unsigned char*> in_place_;
+  std::shared_ptr<const void> mapping_;
   NativeMatrix native_token_embedding_;
   NativeMatrix native_classifier_;
   std::vector<LayerWeights> layers_;
