@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/cache/kv_cache_manager.h"
+#include "pagedkv/status_macros.h"
 
 namespace pagedkv::server {
 
@@ -68,6 +69,9 @@ void RequestChannel::Deliver(Update update) {
 
 struct EngineLoop::Pending {
   GenerationRequest request;
+  // Another sample of the same prompt, queued before this one (SubmitSamples): once added, its
+  // id becomes request.prompt_source.
+  std::shared_ptr<Pending> prompt_source;
   bool done = false;  // under EngineLoop::mu_
   absl::Status status;
   std::shared_ptr<RequestChannel> channel;
@@ -118,25 +122,51 @@ EngineLoop::~EngineLoop() {
 }
 
 absl::StatusOr<std::shared_ptr<RequestChannel>> EngineLoop::Submit(GenerationRequest request) {
-  auto pending = std::make_shared<Pending>();
-  pending->request = std::move(request);
+  std::vector<GenerationRequest> one;
+  one.push_back(std::move(request));
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestChannel>> channels,
+                           SubmitSamples(std::move(one)));
+  return channels[0];
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> EngineLoop::SubmitSamples(
+    std::vector<GenerationRequest> samples) {
+  std::vector<std::shared_ptr<Pending>> group;
+  for (GenerationRequest& sample : samples) {
+    auto pending = std::make_shared<Pending>();
+    pending->request = std::move(sample);
+    if (!group.empty()) pending->prompt_source = group[0];
+    group.push_back(std::move(pending));
+  }
   absl::MutexLock lock(&mu_);
   if (stop_ || stopped_ || !healthy_.load()) {
     return absl::UnavailableError("the engine has stopped; no new requests are taken");
   }
   if (draining_) return absl::UnavailableError("the server is shutting down (draining)");
   const int64_t queued = waiting_ + static_cast<int64_t>(pending_.size());
-  if (queued >= options_.max_queued_requests) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(queued, " requests are already waiting (--max-queued-requests ",
-                     options_.max_queued_requests, "); retry later"));
+  if (queued + static_cast<int64_t>(group.size()) > options_.max_queued_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        queued, " requests are already waiting (--max-queued-requests ",
+        options_.max_queued_requests, "), no room for ", group.size(), "; retry later"));
   }
-  pending_.push_back(pending);
-  Pending* p = pending.get();
+  pending_.insert(pending_.end(), group.begin(), group.end());
+  Pending* last = group.back().get();
   mu_.Await(absl::Condition(
-      +[](Pending* q) { return q->done; }, p));
-  if (!p->status.ok()) return p->status;
-  return p->channel;
+      +[](Pending* q) { return q->done; }, last));  // added in order: the others are done too
+  return TakeChannels(group);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> EngineLoop::TakeChannels(
+    const std::vector<std::shared_ptr<Pending>>& group) {
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  absl::Status status;
+  for (const std::shared_ptr<Pending>& p : group) {
+    status.Update(p->status);
+    if (p->channel != nullptr) channels.push_back(p->channel);
+  }
+  if (status.ok()) return channels;
+  for (const auto& c : channels) aborts_.emplace_back(c->id(), AbortReason::kClientGone);
+  return status;
 }
 
 void EngineLoop::Abort(RequestId id, AbortReason reason) {
@@ -227,6 +257,9 @@ void EngineLoop::Run() {
 void EngineLoop::Admit(std::vector<std::shared_ptr<Pending>>& pending) {
   const std::string& fingerprint = engine_->kv_cache_fingerprint();
   for (const std::shared_ptr<Pending>& p : pending) {
+    if (p->prompt_source != nullptr && p->prompt_source->channel != nullptr) {
+      p->request.prompt_source = p->prompt_source->channel->id();
+    }
     const std::string salt = p->request.cache_salt;
     const int64_t prompt_tokens = static_cast<int64_t>(p->request.prompt_tokens.size());
     absl::StatusOr<RequestId> id =

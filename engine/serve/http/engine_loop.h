@@ -103,6 +103,12 @@ class EngineLoop {
   // when the queue is full, Unavailable while draining or after an engine failure, the
   // engine's InvalidArgument for a request it refuses.
   absl::StatusOr<std::shared_ptr<RequestChannel>> Submit(GenerationRequest request);
+  // The samples of one prompt (OpenAI's `n`), queued together and added in one pass between two
+  // steps: samples 1.. take their prompt KV from sample 0 (GenerationRequest::prompt_source is set
+  // to its id). Channels in order. The queue check counts them all; on any error none stays
+  // (those added are aborted) and the first error is returned.
+  absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> SubmitSamples(
+      std::vector<GenerationRequest> samples);
 
   // Why a request is ended early (counted apart in the metrics).
   enum class AbortReason {
@@ -133,6 +139,10 @@ class EngineLoop {
   void Run();
   Work TakeWork();
   void Admit(std::vector<std::shared_ptr<Pending>>& pending);
+  // SubmitSamples' answer once `group` is done: its channels, or its first error (the others
+  // aborted).
+  absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> TakeChannels(
+      const std::vector<std::shared_ptr<Pending>>& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAborts(const std::vector<std::pair<RequestId, AbortReason>>& aborts, bool all);
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StepOnce();

@@ -295,27 +295,17 @@ void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response
 
 absl::StatusOr<std::vector<std::shared_ptr<RequestChannel>>> HttpServer::SubmitChoices(
     const ApiRequest& api, EngineLoop* loop, std::vector<TokenId>* prompt) {
-  std::vector<std::shared_ptr<RequestChannel>> channels;
-  auto abort_all = [&] {
-    for (const auto& c : channels) loop->Abort(c->id(), EngineLoop::AbortReason::kClientGone);
-  };
   // The prompt is encoded once; choice i draws from the request's seed (given or random) + i, so
-  // each is reproducible and they differ. Choices 1.. take the prompt's KV from choice 0 (the
-  // engine's prompt_source: full blocks shared, the partial last block copied).
+  // each is reproducible and they differ. Added together, choices 1.. take the prompt's KV from
+  // choice 0 (the engine's prompt_source: full blocks shared, the partial last block copied).
   PAGEDKV_ASSIGN_OR_RETURN(const GenerationRequest generation, ToGenerationRequest(api, model_));
   *prompt = generation.prompt_tokens;
+  std::vector<GenerationRequest> choices;
   for (int32_t i = 0; i < api.n; ++i) {
-    GenerationRequest choice = generation;
-    choice.sampling.seed += static_cast<uint64_t>(i);
-    if (i > 0) choice.prompt_source = channels[0]->id();
-    absl::StatusOr<std::shared_ptr<RequestChannel>> channel = loop->Submit(std::move(choice));
-    if (!channel.ok()) {
-      abort_all();
-      return channel.status();
-    }
-    channels.push_back(*std::move(channel));
+    choices.push_back(generation);
+    choices.back().sampling.seed += static_cast<uint64_t>(i);
   }
-  return channels;
+  return loop->SubmitSamples(std::move(choices));
 }
 
 void HttpServer::RespondWhole(const std::vector<std::shared_ptr<CompletionJob>>& jobs,

@@ -117,6 +117,40 @@ TEST_F(EngineLoopTest, LiveArrivalsFromManyThreadsGiveTheLoneEnginesOutputs) {
   EXPECT_THAT(text, HasSubstr("pagedkv_time_to_first_token_seconds_count 6\n"));
 }
 
+// OpenAI's n: the samples are added in one pass, samples 1.. take the prompt's KV from sample 0,
+// and each samples what it would alone.
+TEST_F(EngineLoopTest, SamplesOfOnePromptAreAddedTogetherAndTakeItsKv) {
+  std::unique_ptr<Engine> lone = MakeEngine();
+  std::vector<GenerationRequest> samples;
+  for (uint64_t i = 0; i < 4; ++i) {
+    samples.push_back(Request(*lone, "Once upon a time there was a little", 24));
+    samples.back().sampling = {.temperature = 0.9f, .seed = 5 + i};
+  }
+  std::vector<std::vector<TokenId>> expected;
+  for (const GenerationRequest& s : samples) {
+    absl::StatusOr<std::vector<GenerationResult>> r = MakeEngine()->Generate({s});
+    ASSERT_TRUE(r.ok()) << r.status();
+    expected.push_back((*r)[0].output_tokens);
+  }
+  auto loop = EngineLoop::Start(MakeEngine(), {.max_queued_requests = 4});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  auto channels = (*loop)->SubmitSamples(samples);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  ASSERT_EQ(channels->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(Drain(*(*channels)[i]).first, expected[i]) << i;
+  int64_t copied = 0;
+  ASSERT_TRUE((*loop)
+                  ->RunOnLoop([&](Engine& e) { copied = e.scheduler().stats().num_copied_tokens; })
+                  .ok());
+  // The full blocks are prefix hits; the partial block's tokens but the last are copied.
+  const auto prompt_len = static_cast<int64_t>(samples[0].prompt_tokens.size());
+  const int64_t block = (*loop)->engine().options().block_size;
+  EXPECT_EQ(copied, 3 * ((prompt_len - 1) % block));
+  EXPECT_EQ(UsedBlocks(**loop), 0);
+  samples.push_back(samples[0]);  // five: more than the queue takes
+  EXPECT_EQ((*loop)->SubmitSamples(samples).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(EngineLoopTest, AbortEndsTheRequestAndFreesItsBlocks) {
   auto loop = EngineLoop::Start(MakeEngine(64, /*long_running=*/true), {});
   ASSERT_TRUE(loop.ok());
