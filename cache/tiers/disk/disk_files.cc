@@ -65,18 +65,6 @@ int WriteAll(int fd, std::span<const std::byte> bytes) {
   return 0;
 }
 
-int ReadAll(int fd, std::span<std::byte> out) {
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;  // shorter than fstat said: truncated under us
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 std::string TempName(const std::string& name) {
   static std::atomic<uint64_t> sequence{0};
   return absl::StrCat(".", name, ".", ::getpid(), ".", sequence.fetch_add(1), ".tmp");
@@ -110,10 +98,19 @@ void ListShard(const std::string& shard, int64_t stale_before_ns, std::vector<Va
   }
 }
 
+// Writes `value` as `digits` lower-case hex digits ending just before `end`.
+void WriteHex(uint64_t value, int digits, char* end) {
+  for (int i = 1; i <= digits; ++i, value >>= 4) end[-i] = "0123456789abcdef"[value & 0xF];
+}
+
 }  // namespace
 
 std::string ValueFileName(const BlockHash& hash) {
-  return absl::StrFormat("%016x%016x.kv", hash.high, hash.low);
+  std::string name(32 + kValueSuffix.size(), '.');
+  WriteHex(hash.high, 16, name.data() + 16);
+  WriteHex(hash.low, 16, name.data() + 32);
+  name.replace(32, kValueSuffix.size(), kValueSuffix);
+  return name;
 }
 
 std::optional<BlockHash> ParseValueFileName(std::string_view name) {
@@ -138,7 +135,13 @@ std::string ShardDir(const std::string& model_dir, const BlockHash& hash) {
 }
 
 std::string ValuePath(const std::string& model_dir, const BlockHash& hash) {
-  return absl::StrCat(ShardDir(model_dir, hash), "/", ValueFileName(hash));
+  return absl::StrCat(model_dir, "/", ValueRelativePath(hash));
+}
+
+std::string ValueRelativePath(const BlockHash& hash) {
+  std::string path = "00/" + ValueFileName(hash);
+  WriteHex(hash.high >> 56, 2, path.data() + 2);
+  return path;
 }
 
 absl::Status MakeDirectories(const std::string& path) {
@@ -194,25 +197,37 @@ absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::stri
   return PublishTemporary(temp, absl::StrCat(dir, "/", name));
 }
 
-absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
+absl::Status ReadValueFile(int dir_fd, const std::string& path, size_t expected_bytes,
                            std::vector<std::byte>* out, ReadRecency recency) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::openat(dir_fd, path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
     return ErrnoError(errno, "cannot open", path);
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != expected_bytes) {
+  out->resize(expected_bytes + 1);  // one byte more: a read that fills it finds a longer file
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd.get(), out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EISDIR) return absl::DataLossError(absl::StrCat(path, " is a folder"));
+    if (n < 0) return ErrnoError(errno, "cannot read", path);
+    if (n == 0) break;  // the end of the file
+    done += static_cast<size_t>(n);
+    // A short read of a regular file ends at its end: the read that would return 0 is saved.
+    // (Were it short for another reason, the value read is still whole, and the caller checks it.)
+    if (done == expected_bytes) break;
+  }
+  if (done != expected_bytes) {
     return absl::DataLossError(
-        absl::StrCat(path, " holds ", st.st_size, " bytes, expected ", expected_bytes));
+        done > expected_bytes
+            ? absl::StrCat(path, " holds more than ", expected_bytes, " bytes")
+            : absl::StrCat(path, " holds ", done, " bytes, expected ", expected_bytes));
   }
   out->resize(expected_bytes);
-  const int error = ReadAll(fd.get(), std::span<std::byte>(*out));
-  if (error == EIO) return absl::DataLossError(absl::StrCat(path, " is shorter than its size"));
-  if (error != 0) return ErrnoError(error, "cannot read", path);
-  const bool stale = FileClockNowNs() - MtimeNs(st) > kTouchGranularityNs;
-  if (recency == ReadRecency::kTouch && stale && ::futimens(fd.get(), nullptr) != 0) {
+  struct stat st;
+  const bool old = recency == ReadRecency::kTouchIfOld && ::fstat(fd.get(), &st) == 0 &&
+                   FileClockNowNs() - MtimeNs(st) > kTouchGranularityNs;
+  if ((recency == ReadRecency::kTouch || old) && ::futimens(fd.get(), nullptr) != 0) {
     // Only the order a restart rebuilds suffers (a read-only folder, another owner): not a fault.
   }
   return absl::OkStatus();

@@ -10,7 +10,7 @@
 //
 // Example:
 //   PAGEDKV_RETURN_IF_ERROR(WriteFileAtomically(shard_dir, ValueFileName(hash), bytes));
-//   absl::Status read = ReadValueFile(ValuePath(model_dir, hash), expected_bytes, &buffer);
+//   absl::Status read = ReadValueFile(model_fd, ValueRelativePath(hash), expected_bytes, &buffer);
 //   if (absl::IsNotFound(read)) ...;  // a miss
 #ifndef PAGEDKV_CACHE_TIERS_DISK_DISK_FILES_H_
 #define PAGEDKV_CACHE_TIERS_DISK_DISK_FILES_H_
@@ -37,6 +37,8 @@ std::optional<BlockHash> ParseValueFileName(std::string_view name);
 std::string ShardDir(const std::string& model_dir, const BlockHash& hash);
 // ShardDir + "/" + ValueFileName.
 std::string ValuePath(const std::string& model_dir, const BlockHash& hash);
+// "<2 hex digits>/<32 hex digits>.kv": ValuePath relative to the model folder.
+std::string ValueRelativePath(const BlockHash& hash);
 
 // mkdir -p `path` (mode 0755). The error names the path and errno.
 absl::Status MakeDirectories(const std::string& path);
@@ -58,19 +60,22 @@ absl::StatusOr<bool> PublishTemporary(const std::string& temp, const std::string
 absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::string& name,
                                          std::span<const std::byte> bytes);
 
-// Whether a read refreshes the file's modification time (its recency after a restart).
-enum class ReadRecency { kKeep, kTouch };
+// Whether a read refreshes the file's modification time (its recency after a restart): never,
+// always, or when it is older than kTouchGranularityNs (a file the caller knows nothing of; this
+// costs an fstat(2)).
+enum class ReadRecency { kKeep, kTouch, kTouchIfOld };
 
-// The resolution of the recency a read leaves: a file touched less than this ago is not touched.
+// The resolution of the recency a read leaves: the tier touches a file it touched less than this
+// ago no more (a block read again and again dirties its inode once a second at most).
 inline constexpr int64_t kTouchGranularityNs = 1'000'000'000;
 
-// Reads the file at `path` into `out` (resized to `expected_bytes`); with kTouch, then sets its
-// modification time to now when it is older than kTouchGranularityNs (on the open descriptor; a
-// failure to do so is ignored): a block read again and again dirties its inode once a second at
-// most. NotFound when
-// there is no file (a miss), DataLoss when its size is not `expected_bytes` (truncated or
-// foreign), another error for an I/O failure.
-absl::Status ReadValueFile(const std::string& path, size_t expected_bytes,
+// Reads the file `path` (relative to the open folder `dir_fd`, or any path with AT_FDCWD) into
+// `out` (resized to `expected_bytes`) without stat(2): one read(2) of one byte more than expected
+// finds a longer file. Then sets the file's modification time to now as `recency` says (on the
+// open descriptor; a failure to do so is ignored). NotFound when there is no file (a miss), DataLoss
+// when it holds other than `expected_bytes` bytes (truncated, even while it is read, or foreign),
+// another error for an I/O failure.
+absl::Status ReadValueFile(int dir_fd, const std::string& path, size_t expected_bytes,
                            std::vector<std::byte>* out, ReadRecency recency = ReadRecency::kKeep);
 
 // The modification time of the file at `path` (its last store, or a hit); nullopt when there is

@@ -4,6 +4,8 @@
 // thread and the shared index updates are in disk_tier_writer.cc.
 #include "pagedkv/tiers/disk_tier.h"
 
+#include <fcntl.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +81,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(DiskTierOptions optio
     std::lock_guard lock(impl->mu);
     impl->FaultLocked(&DiskTierStats::write_errors, made);
   }
+  impl->model_fd = ::open(impl->model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (impl->options.scan_at_start) {
     // The saves first, before any lookup (a request naming a save must find its links); they are
     // few. The value files, maybe millions, are indexed by the writer thread.

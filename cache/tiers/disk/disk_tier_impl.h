@@ -14,6 +14,8 @@
 #ifndef PAGEDKV_CACHE_TIERS_DISK_DISK_TIER_IMPL_H_
 #define PAGEDKV_CACHE_TIERS_DISK_DISK_TIER_IMPL_H_
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,9 @@ struct DiskTier::Impl {
   struct Entry {
     std::shared_ptr<const std::string> pending;  // the encoded value until its file is written
     bool announced = false;                      // a kBlockStored event went out for it
+    // When this process last set its file's modification time (a write or a touching hit), or
+    // the time the start scan found: a hit touches the file again only a second later.
+    int64_t touched_ns = 0;
   };
   struct Job {
     enum class Kind { kScan, kWrite, kRecount } kind;
@@ -58,6 +63,11 @@ struct DiskTier::Impl {
         file_bytes(bytes),
         usage(model_dir, file_bytes),
         policy(std::move(p)) {}
+  ~Impl() {
+    if (model_fd >= 0) ::close(model_fd);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   // Where FetchValue found a value.
   enum class ValueSource { kQueue, kFile, kSave };
@@ -66,6 +76,15 @@ struct DiskTier::Impl {
   // read_buffer).
   std::optional<std::span<const std::byte>> FetchValue(const TierBlock& block, ValueSource* source,
                                                        std::vector<BlockHash>* removed);
+  // Engine thread: reads and checks `block`'s file (`path`: relative to the model folder when
+  // `in_model_dir`, else a full path) into read_buffer; its payload, or the error (NotFound for
+  // no file, DataLoss for a bad one).
+  absl::StatusOr<std::span<const std::byte>> ReadChecked(const TierBlock& block, bool in_model_dir,
+                                                         const std::string& path,
+                                                         ReadRecency recency);
+  // Engine thread: after a file was not found, reopens model_fd when the model folder it names
+  // was removed (or was never opened); whether the read is worth trying again.
+  bool ReopenModelFolder();
 
   // Writer thread: runs jobs until `stop` and no job is left.
   void WriterLoop();
@@ -191,6 +210,8 @@ struct DiskTier::Impl {
   // The engine thread's own (no lock): the value LoadPrefix hands out lives in one of these.
   std::vector<std::byte> read_buffer;
   std::shared_ptr<const std::string> held;
+  // The model folder, open (-1 when it could not be opened): value files open relative to it.
+  int model_fd = -1;
 };
 
 }  // namespace pagedkv

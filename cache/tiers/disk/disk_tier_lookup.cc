@@ -1,6 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // DiskTier's lookup and store (pagedkv/tiers/disk_tier.h), called from the engine thread.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,6 +26,31 @@
 
 namespace pagedkv {
 
+bool DiskTier::Impl::ReopenModelFolder() {
+  struct stat st;
+  if (model_fd >= 0 && ::fstat(model_fd, &st) == 0 && st.st_nlink > 0) return false;  // still there
+  if (model_fd >= 0) ::close(model_fd);
+  model_fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return model_fd >= 0;
+}
+
+absl::StatusOr<std::span<const std::byte>> DiskTier::Impl::ReadChecked(const TierBlock& block,
+                                                                       bool in_model_dir,
+                                                                       const std::string& path,
+                                                                       ReadRecency recency) {
+  for (int attempt = 0;; ++attempt) {
+    const bool relative = in_model_dir && model_fd >= 0;
+    const absl::Status read = ReadValueFile(
+        relative ? model_fd : AT_FDCWD, relative || !in_model_dir ? path : model_dir + "/" + path,
+        file_bytes, &read_buffer, recency);
+    if (read.ok()) return DecodeTierValue(options.format, block.tokens, read_buffer);
+    // The model folder deleted and made again (by a store) since model_fd was opened.
+    if (!absl::IsNotFound(read) || !in_model_dir || attempt > 0 || !ReopenModelFolder()) {
+      return read;
+    }
+  }
+}
+
 // Reads `block`'s value: from the writer's queue while its file is not written yet, else from a
 // named save that pins it, else from its file. A miss (no file, a bad file, an I/O error) is
 // nullopt, with the index and counters updated; `*source` says where a value came from. The value
@@ -30,6 +59,7 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
     const TierBlock& block, ValueSource* source, std::vector<BlockHash>* removed) {
   bool indexed = false;
   std::string path;
+  ReadRecency recency = ReadRecency::kKeep;
   {
     std::lock_guard lock(mu);
     ++stats.queried_blocks;
@@ -44,19 +74,22 @@ std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
       return std::nullopt;  // evicted, its file about to go
     }
     if (*source == ValueSource::kSave) path = SavePath(pin->second, block.hash);
-    if (*source == ValueSource::kFile) path = ValuePath(model_dir, block.hash);
+    if (*source == ValueSource::kFile) {
+      path = ValueRelativePath(block.hash);
+      const int64_t now = FileClockNowNs();
+      if (!indexed) {
+        recency = ReadRecency::kTouchIfOld;  // another process's: LoadPrefix adopts it with `now`
+      } else if (now - it->second.touched_ns > kTouchGranularityNs) {
+        recency = ReadRecency::kTouch;
+        it->second.touched_ns = now;
+      }
+    }
   }
-  absl::StatusOr<std::span<const std::byte>> payload = absl::UnknownError("unread");
-  if (*source == ValueSource::kQueue) {
-    payload =
-        DecodeTierValue(options.format, block.tokens, std::as_bytes(std::span<const char>(*held)));
-  } else {
-    const absl::Status read =
-        ReadValueFile(path, file_bytes, &read_buffer,
-                      *source == ValueSource::kFile ? ReadRecency::kTouch : ReadRecency::kKeep);
-    payload = read.ok() ? DecodeTierValue(options.format, block.tokens, read_buffer)
-                        : absl::StatusOr<std::span<const std::byte>>(read);
-  }
+  const absl::StatusOr<std::span<const std::byte>> payload =
+      *source == ValueSource::kQueue
+          ? DecodeTierValue(options.format, block.tokens,
+                            std::as_bytes(std::span<const char>(*held)))
+          : ReadChecked(block, *source == ValueSource::kFile, path, recency);
   if (payload.ok()) return *payload;
   std::lock_guard lock(mu);
   if (*source == ValueSource::kSave) {  // a save's file deleted or damaged by hand: unpinned
@@ -109,7 +142,7 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
     if (it == impl.entries.end() && source == Impl::ValueSource::kSave) continue;  // unbudgeted
     if (it == impl.entries.end()) {  // another process's file: ours now too
       ++impl.disk.adopted;
-      impl.InsertLocked(b.hash, Impl::Entry{}, &removed);
+      impl.InsertLocked(b.hash, Impl::Entry{.touched_ns = FileClockNowNs()}, &removed);
       it = impl.entries.find(b.hash);
     } else {
       impl.policy->Hit(b.hash);

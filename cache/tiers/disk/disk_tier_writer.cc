@@ -158,6 +158,7 @@ void DiskTier::Impl::RunWrite(const Job& job) {
   --disk.pending_blocks;
   if (written.ok()) {  // published, or the same value was there already
     entry.pending = nullptr;
+    entry.touched_ns = FileClockNowNs();
     ++stats.stored_blocks;
     stats.stored_bytes += static_cast<int64_t>(job.bytes->size());
     SuccessLocked();
@@ -231,7 +232,7 @@ void DiskTier::Impl::IndexScanned(std::vector<ValueFileInfo>& files) {
         }
         // Stored or adopted since the start, or evicted since (its removal is queued).
         if (entries.contains(f.hash) || removing.contains(f.hash)) continue;
-        InsertLocked(f.hash, Entry{}, nullptr);
+        InsertLocked(f.hash, Entry{.touched_ns = f.mtime_ns}, nullptr);
         ++disk.scanned_files;
       }
     }

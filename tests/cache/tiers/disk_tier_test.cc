@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cache/tiers/disk/disk_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/events/kv_events.h"
@@ -174,6 +175,67 @@ TEST(DiskTierTest, CorruptTruncatedAndForeignValuesAreMissesAndRemoved) {
   EXPECT_THAT(reports[0], HasSubstr("checksum"));
   EXPECT_EQ(Load(*tier, Blocks({1})), 1);  // a success ends the incident
   EXPECT_EQ(reports.size(), 2u);
+}
+
+// ReadValueFile reads a file relative to an open folder in one read(2) with no stat(2): a file
+// shorter or longer than expected (cut short or grown by another process) is DataLoss, a missing
+// one NotFound.
+TEST(DiskTierTest, ReadValueFileFindsShortAndLongFilesWithoutStat) {
+  TempDir dir;
+  const int dir_fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  const size_t bytes = 300000;
+  std::vector<std::byte> out;
+  for (const size_t size : {bytes, bytes - 1, bytes + 1, size_t{0}}) {
+    std::ofstream(dir.path() + "/v.kv", std::ios::binary | std::ios::trunc)
+        << std::string(size, 'v');
+    const absl::Status read = ReadValueFile(dir_fd, "v.kv", bytes, &out);
+    EXPECT_EQ(read.ok(), size == bytes) << size << " " << read;
+    EXPECT_EQ(absl::IsDataLoss(read), size != bytes) << read;
+  }
+  ASSERT_TRUE(ReadValueFile(AT_FDCWD, dir.path() + "/v.kv", 0, &out).ok());
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(absl::IsNotFound(ReadValueFile(dir_fd, "w.kv", bytes, &out)));
+  ::close(dir_fd);
+}
+
+// A value file with bytes appended (the right header, a longer file) is a miss and removed.
+TEST(DiskTierTest, AValueFileLongerThanItsValueIsAMiss) {
+  TempDir dir;
+  std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 8));
+  ASSERT_TRUE(StoreBlocks(*tier, Blocks({1, 2})).ok());
+  tier->Flush();
+  std::ofstream(tier->PathOf(MakeBlock(2).hash), std::ios::binary | std::ios::app) << "x";
+  EXPECT_EQ(Load(*tier, Blocks({1, 2})), 1);
+  tier->Flush();
+  EXPECT_EQ(tier->disk_stats().corrupt_values, 1);
+  EXPECT_FALSE(fs::exists(tier->PathOf(MakeBlock(2).hash)));
+}
+
+// A hit sets an old file's time to now (its recency after a restart), and this process touches
+// a file again only a second after its last touch (no stat per read: it remembers the time).
+TEST(DiskTierTest, AHitRefreshesAnOldFileTimeOncePerSecond) {
+  TempDir dir;
+  {
+    std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 8));
+    ASSERT_TRUE(StoreBlocks(*tier, Blocks({1, 2})).ok());
+    tier->Flush();
+    SetMtime(tier->PathOf(MakeBlock(1).hash), 1'000'000);
+    SetMtime(tier->PathOf(MakeBlock(2).hash), 1'000'000);
+  }
+  std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 8));
+  tier->Flush();  // the scan indexes both with their old times
+  const auto seconds = [&](uint64_t id) {
+    struct stat st;
+    EXPECT_EQ(::stat(tier->PathOf(MakeBlock(id).hash).c_str(), &st), 0);
+    return int64_t{st.st_mtim.tv_sec};
+  };
+  EXPECT_EQ(Load(*tier, Blocks({1})), 1);
+  EXPECT_GT(seconds(1), 1'000'000);
+  EXPECT_EQ(seconds(2), 1'000'000);  // not read
+  SetMtime(tier->PathOf(MakeBlock(1).hash), 1'000'000);
+  EXPECT_EQ(Load(*tier, Blocks({1})), 1);
+  EXPECT_EQ(seconds(1), 1'000'000);  // touched less than a second ago
 }
 
 TEST(DiskTierTest, FailedWritesDropTheStoreAndCount) {
