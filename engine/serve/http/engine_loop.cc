@@ -380,6 +380,7 @@ void EngineLoop::UpdateGauges() {
   // After waiting_: a reader of the gauges sees what Submit already counts.
   if (options_.metrics != nullptr) {
     options_.metrics->SetQueue(running, waiting);
+    options_.metrics->SetCopiedPromptTokens(engine_->scheduler().stats().num_copied_tokens);
     options_.metrics->SetTiers(engine_->tier_stats());
   }
 }

@@ -52,6 +52,11 @@ void ServerMetrics::SetQueue(int32_t running, int32_t waiting) {
   waiting_ = waiting;
 }
 
+void ServerMetrics::SetCopiedPromptTokens(int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  copied_prompt_tokens_ = tokens;
+}
+
 void ServerMetrics::ObserveFirstToken(double seconds) {
   absl::MutexLock lock(&mu_);
   ttft_.Observe(seconds);
@@ -147,6 +152,10 @@ void ServerMetrics::WritePrometheus(std::string* out) const {
             "Requests answered with an error before reaching the engine.", rejected_);
   w.Counter("pagedkv_prompt_tokens_total", "Prompt tokens of received requests.", prompt_tokens_);
   w.Counter("pagedkv_generation_tokens_total", "Tokens generated.", generated_tokens_);
+  w.Counter("pagedkv_prompt_copied_tokens_total",
+            "Prompt tokens the samples of n > 1 took from the first sample's KV (copied, not "
+            "computed; its full blocks count as prefix cache hits).",
+            copied_prompt_tokens_);
   w.Gauge("pagedkv_num_requests_running", "Requests running after the last step.", running_);
   w.Gauge("pagedkv_num_requests_waiting", "Requests waiting after the last step.", waiting_);
   w.Histogram("pagedkv_time_to_first_token_seconds",

@@ -51,6 +51,9 @@ class ServerMetrics {
   void CountRejected();
   void CountGenerated(int64_t tokens);
   void SetQueue(int32_t running, int32_t waiting);
+  // Prompt tokens the samples of n > 1 took from their prompt source since the start
+  // (SchedulerStats::num_copied_tokens): copied, not computed.
+  void SetCopiedPromptTokens(int64_t tokens);
   void ObserveFirstToken(double seconds);
   void ObserveInterToken(double seconds);
   void ObserveEndToEnd(double seconds);
@@ -79,6 +82,7 @@ class ServerMetrics {
   int64_t generated_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t running_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t copied_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   Histogram ttft_ ABSL_GUARDED_BY(mu_);
   Histogram itl_ ABSL_GUARDED_BY(mu_);
   Histogram e2e_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,8 @@
-"""`n` > 1 through the real `openai` client: n samples of one prompt, admitted together so the
-later ones share the first one's prompt blocks (the prefix cache's hit counter shows the prompt's
-full blocks read n - 1 times, not computed n times), seeded choices reproducible, streamed chunks
-carrying their choice's index, usage counting the prompt once."""
+"""`n` > 1 through the real `openai` client: n samples of one prompt, added together so the
+later ones take the first one's prompt KV (the prefix cache's hit counter shows the prompt's full
+blocks read n - 1 times, not computed n times, and pagedkv_prompt_copied_tokens_total the partial
+block copied), seeded choices reproducible, streamed chunks carrying their choice's index, usage
+counting the prompt once."""
 
 from __future__ import annotations
 
@@ -22,24 +23,32 @@ def tinystories(cli_module, tinystories_args):
     assert server.stop() == 0
 
 
-def _prefix_hits(server: Server) -> int:
+def _counter(server: Server, name: str) -> int:
     status, _, text = server.request("GET", "/metrics")
     assert status == 200
-    return int(float(re.search(r"^pagedkv_prefix_cache_hits_total (\S+)$", text, re.M).group(1)))
+    return int(float(re.search(rf"^{name} (\S+)$", text, re.M).group(1)))
+
+
+def _prefix_hits(server: Server) -> int:
+    return _counter(server, "pagedkv_prefix_cache_hits_total")
 
 
 def test_n_samples_share_the_prompt_blocks(tinystories, openai_module):
     client = openai_module.OpenAI(base_url=tinystories.base_url + "/v1", api_key="unused")
     before = _prefix_hits(tinystories)
+    copied_before = _counter(tinystories, "pagedkv_prompt_copied_tokens_total")
     r = client.completions.create(model="", prompt=PROMPT + " A", max_tokens=12, n=4,
                                   temperature=0, extra_body={"ignore_eos": True})
     hits = _prefix_hits(tinystories) - before
+    copied = _counter(tinystories, "pagedkv_prompt_copied_tokens_total") - copied_before
     assert [c.index for c in r.choices] == [0, 1, 2, 3]
     assert len({c.text for c in r.choices}) == 1  # greedy: the same sample four times
     assert r.usage.completion_tokens == 4 * 12
     assert r.usage.prompt_tokens > 32
     full_blocks = r.usage.prompt_tokens // 16 * 16
     assert hits >= 3 * full_blocks, (hits, full_blocks)  # read 3 times, computed once
+    # The partial last block (all of it but the last token) copied into each later choice's own.
+    assert copied == 3 * ((r.usage.prompt_tokens - 1) % 16), (copied, r.usage.prompt_tokens)
 
 
 def test_seeded_choices_differ_and_reproduce(tinystories, openai_module):
