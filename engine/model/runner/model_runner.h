@@ -280,10 +280,12 @@ class PAGEDKV_EXPORT ModelRunner {
   // x_ [num_tokens, dim] = the embedding rows of token_ids_ (a block-format table when the
   // weights keep it native).
   absl::Status GatherEmbeddings(int64_t num_tokens);
-  // args.w's product, or QuantLinear over `native` when that holds the matrix.
   // Declares the block-format matrices constant on a host-memory backend and has the backend
-  // prepare them (the CPU backend's Int8Tiles, at load rather than in the first step).
+  // prepare them (the CPU backend's Int8Tiles, at load rather than in the first step); rows read
+  // in place from the model file whose prepared copy alone is read then let their pages go
+  // (ModelWeights::ReleaseInPlaceRows).
   absl::Status PrepareNativeMatrices();
+  // args.w's product, or QuantLinear over `native` when that holds the matrix.
   absl::Status MatMul(const LinearArgs& args, const NativeMatrix& native);
   // RoPE of q and k of `rows` at their positions with the runner's table, K/V to their slots.
   ReshapeAndCacheArgs KvWrite(int32_t layer, const StepRows& rows) const;
