@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -197,17 +198,33 @@ absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::stri
   return PublishTemporary(temp, absl::StrCat(dir, "/", name));
 }
 
-absl::Status ReadValueFile(int dir_fd, const std::string& path, size_t expected_bytes,
-                           std::vector<std::byte>* out, ReadRecency recency) {
+void ReadBuffer::Free::operator()(std::byte* p) const { std::free(p); }
+
+std::span<std::byte> ReadBuffer::Reserve(size_t bytes) {
+  constexpr size_t kPage = 4096;
+  if (capacity_ < bytes) {
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
+    capacity_ = data_ != nullptr ? rounded : 0;
+    if (data_ == nullptr) return {};
+  }
+  return std::span<std::byte>(data_.get(), bytes);
+}
+
+absl::StatusOr<std::span<const std::byte>> ReadValueFile(int dir_fd, const std::string& path,
+                                                         size_t expected_bytes, ReadBuffer* buffer,
+                                                         ReadRecency recency) {
   Fd fd(::openat(dir_fd, path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
     return ErrnoError(errno, "cannot open", path);
   }
-  out->resize(expected_bytes + 1);  // one byte more: a read that fills it finds a longer file
+  // One byte more than the value: a read that fills it finds a longer file.
+  const std::span<std::byte> out = buffer->Reserve(expected_bytes + 1);
+  if (out.empty()) return absl::ResourceExhaustedError("out of memory for a value read");
   size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = ::read(fd.get(), out->data() + done, out->size() - done);
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EISDIR) return absl::DataLossError(absl::StrCat(path, " is a folder"));
     if (n < 0) return ErrnoError(errno, "cannot read", path);
@@ -223,14 +240,13 @@ absl::Status ReadValueFile(int dir_fd, const std::string& path, size_t expected_
             ? absl::StrCat(path, " holds more than ", expected_bytes, " bytes")
             : absl::StrCat(path, " holds ", done, " bytes, expected ", expected_bytes));
   }
-  out->resize(expected_bytes);
   struct stat st;
   const bool old = recency == ReadRecency::kTouchIfOld && ::fstat(fd.get(), &st) == 0 &&
                    FileClockNowNs() - MtimeNs(st) > kTouchGranularityNs;
   if ((recency == ReadRecency::kTouch || old) && ::futimens(fd.get(), nullptr) != 0) {
     // Only the order a restart rebuilds suffers (a read-only folder, another owner): not a fault.
   }
-  return absl::OkStatus();
+  return out.first(expected_bytes);
 }
 
 std::optional<int64_t> FileMtimeNs(const std::string& path) {

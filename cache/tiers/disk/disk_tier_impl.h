@@ -208,7 +208,7 @@ struct DiskTier::Impl {
   std::thread writer;
 
   // The engine thread's own (no lock): the value LoadPrefix hands out lives in one of these.
-  std::vector<std::byte> read_buffer;
+  ReadBuffer read_buffer;
   std::shared_ptr<const std::string> held;
   // The model folder, open (-1 when it could not be opened): value files open relative to it.
   int model_fd = -1;

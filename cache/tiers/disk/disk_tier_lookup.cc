@@ -40,13 +40,13 @@ absl::StatusOr<std::span<const std::byte>> DiskTier::Impl::ReadChecked(const Tie
                                                                        ReadRecency recency) {
   for (int attempt = 0;; ++attempt) {
     const bool relative = in_model_dir && model_fd >= 0;
-    const absl::Status read = ReadValueFile(
+    const absl::StatusOr<std::span<const std::byte>> read = ReadValueFile(
         relative ? model_fd : AT_FDCWD, relative || !in_model_dir ? path : model_dir + "/" + path,
         file_bytes, &read_buffer, recency);
-    if (read.ok()) return DecodeTierValue(options.format, block.tokens, read_buffer);
+    if (read.ok()) return DecodeTierValue(options.format, block.tokens, *read);
     // The model folder deleted and made again (by a store) since model_fd was opened.
-    if (!absl::IsNotFound(read) || !in_model_dir || attempt > 0 || !ReopenModelFolder()) {
-      return read;
+    if (!absl::IsNotFound(read.status()) || !in_model_dir || attempt > 0 || !ReopenModelFolder()) {
+      return read.status();
     }
   }
 }

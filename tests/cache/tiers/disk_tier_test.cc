@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -185,17 +186,24 @@ TEST(DiskTierTest, ReadValueFileFindsShortAndLongFilesWithoutStat) {
   const int dir_fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(dir_fd, 0);
   const size_t bytes = 300000;
-  std::vector<std::byte> out;
+  ReadBuffer buffer;
   for (const size_t size : {bytes, bytes - 1, bytes + 1, size_t{0}}) {
     std::ofstream(dir.path() + "/v.kv", std::ios::binary | std::ios::trunc)
         << std::string(size, 'v');
-    const absl::Status read = ReadValueFile(dir_fd, "v.kv", bytes, &out);
-    EXPECT_EQ(read.ok(), size == bytes) << size << " " << read;
-    EXPECT_EQ(absl::IsDataLoss(read), size != bytes) << read;
+    const absl::StatusOr<std::span<const std::byte>> read =
+        ReadValueFile(dir_fd, "v.kv", bytes, &buffer);
+    EXPECT_EQ(read.ok(), size == bytes) << size << " " << read.status();
+    EXPECT_EQ(absl::IsDataLoss(read.status()), size != bytes) << read.status();
+    if (!read.ok()) continue;
+    EXPECT_EQ(read->size(), bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(read->data()) % 4096, 0u);  // the kernel's fast copy
+    EXPECT_EQ(static_cast<char>(read->back()), 'v');
   }
-  ASSERT_TRUE(ReadValueFile(AT_FDCWD, dir.path() + "/v.kv", 0, &out).ok());
-  EXPECT_TRUE(out.empty());
-  EXPECT_TRUE(absl::IsNotFound(ReadValueFile(dir_fd, "w.kv", bytes, &out)));
+  const absl::StatusOr<std::span<const std::byte>> empty =
+      ReadValueFile(AT_FDCWD, dir.path() + "/v.kv", 0, &buffer);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->empty());
+  EXPECT_TRUE(absl::IsNotFound(ReadValueFile(dir_fd, "w.kv", bytes, &buffer).status()));
   ::close(dir_fd);
 }
 
