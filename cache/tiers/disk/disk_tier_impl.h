@@ -171,14 +171,17 @@ struct DiskTier::Impl {
   int64_t evictions_since_listing = 0;
   bool usage_broken = false;  // the last LockUsage failed (one fault per run of failures)
 
-  // Encoded-value buffers for reuse (a fresh multi-MiB allocation page-faults on every store):
-  // AcquireBuffer hands one out as a shared_ptr whose deleter gives it back, keeping at most
-  // kMaxSpareBuffers. Declared before everything that holds buffers (destroyed after them); its
+  // Encoded-value buffers for reuse (a fresh multi-MiB allocation page-faults on every store and
+  // is unmapped after its write): AcquireBuffer hands one out as a shared_ptr whose deleter gives
+  // it back, keeping spares while they hold at most max_pending_bytes. A new one is made only
+  // when no spare is left, so spares and queued values together stay near what the queue may
+  // hold anyway (max_pending_bytes; a value dropped from the index stays in its job until the
+  // writer reaches it). Declared before everything that holds buffers (destroyed after them); its
   // own lock, since a buffer may be released with `mu` held.
-  static constexpr size_t kMaxSpareBuffers = 8;
   std::shared_ptr<std::string> AcquireBuffer();
   std::mutex spare_mu;
   std::vector<std::unique_ptr<std::string>> spare;
+  int64_t spare_bytes = 0;  // the spares' capacity
 
   mutable std::mutex mu;
   std::condition_variable work_cv;  // a job was queued, or stop

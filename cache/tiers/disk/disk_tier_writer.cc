@@ -35,13 +35,17 @@ std::shared_ptr<std::string> DiskTier::Impl::AcquireBuffer() {
     if (!spare.empty()) {
       buffer = std::move(spare.back());
       spare.pop_back();
+      spare_bytes -= static_cast<int64_t>(buffer->capacity());
     }
   }
   if (buffer == nullptr) buffer = std::make_unique<std::string>();
   return std::shared_ptr<std::string>(buffer.release(), [this](std::string* released) {
     std::unique_ptr<std::string> owned(released);
     std::lock_guard lock(spare_mu);
-    if (spare.size() < kMaxSpareBuffers) spare.push_back(std::move(owned));
+    const int64_t bytes = static_cast<int64_t>(owned->capacity());
+    if (spare_bytes + bytes > options.max_pending_bytes) return;
+    spare_bytes += bytes;
+    spare.push_back(std::move(owned));
   });
 }
 
