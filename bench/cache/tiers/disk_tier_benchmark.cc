@@ -75,10 +75,10 @@ void BM_DiskTierStore(benchmark::State& state) {
   auto tier = MakeTier(dir, bytes);
   Chain chain(kBlocks, bytes, 1, 0x5EED);
   uint64_t next = 1;
+  ::sync();  // start without other runs' dirty pages (each side of the comparison does)
   for (TierStoreItem& item : chain.items) item.block.hash = BlockHash{next++, 0x5EED};
   if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
   tier->Flush();
-  ::sync();  // start without other runs' dirty pages (each side of the comparison does)
   for (auto _ : state) {
     for (TierStoreItem& item : chain.items) item.block.hash = BlockHash{next++, 0x5EED};
     benchmark::DoNotOptimize(tier->Store(chain.items));
@@ -154,8 +154,8 @@ void BM_PlainNewFilesWrite(benchmark::State& state) {
   const std::string dir = TempFolder();
   std::vector<std::byte> value(static_cast<size_t>(bytes), std::byte{3});
   int64_t next = 0;
-  WriteNewFiles(state, dir, value, &next);
   ::sync();
+  WriteNewFiles(state, dir, value, &next);
   for (auto _ : state) WriteNewFiles(state, dir, value, &next);
   state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
   std::filesystem::remove_all(dir);
