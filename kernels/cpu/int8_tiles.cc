@@ -86,6 +86,26 @@ void AnyTileBlock(const unsigned char* w, WeightType type, int64_t k, int64_t t,
 
 }  // namespace
 
+void Int8Tiles::CopyRow(int64_t j, unsigned char* out) const {
+  const int64_t bb = QuantBlockBytes(type_);
+  const int64_t values_bytes = type_ == WeightType::kQ8_0 ? 512 : 256;
+  const int vectors = type_ == WeightType::kQ8_0 ? 8 : 4;
+  const uint32_t flip = type_ == WeightType::kQ8_0 ? 0x80808080u : 0u;
+  const int64_t c = j % kInt8TileRows;
+  for (int64_t b = 0; b < k_ / kQuantBlockValues; ++b) {  // TileBlock, backwards
+    const unsigned char* at = block(j / kInt8TileRows, b);
+    unsigned char* dst = out + b * bb;
+    std::memcpy(dst, at + values_bytes + 2 * c, 2);  // d
+    if (type_ == WeightType::kQ4_1) std::memcpy(dst + 2, at + values_bytes + 32 + 2 * c, 2);
+    for (int v = 0; v < vectors; ++v) {
+      uint32_t word;
+      std::memcpy(&word, at + 64 * v + 4 * c, 4);
+      word ^= flip;
+      std::memcpy(dst + ValuesOffset(type_) + 4 * v, &word, 4);
+    }
+  }
+}
+
 int64_t Int8TileBlockBytes(WeightType type) {
   switch (type) {
     case WeightType::kQ4_0:

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cpu/thread_pool.h"
 #include "pagedkv/export.h"
+#include "pagedkv/kernels/int8_activations.h"
 #include "pagedkv/kernels/quant_blocks.h"
 
 namespace pagedkv::cpu {
@@ -63,6 +64,13 @@ class PAGEDKV_EXPORT Int8Tiles {
   const unsigned char* block(int64_t t, int64_t b) const {
     return data_.get() + (t * (k_ / kQuantBlockValues) + b) * block_bytes_;
   }
+  // True for Q4_0, Q4_1 and Q8_0, whose tiles hold the file's bytes exactly, so that CopyRow gives
+  // W's rows back (Q4_K / Q6_K tiles hold decoded scales).
+  bool holds_rows() const { return !Int8SuperBlockType(type_); }
+  // Writes row j of W, the file's WeightRowBytes(type(), k()) bytes, to `out` (the embedding
+  // gather of a table whose rows are no longer resident reads them this way).
+  // REQUIRES: holds_rows(), 0 <= j < n().
+  void CopyRow(int64_t j, unsigned char* out) const;
   const void* source() const { return source_; }  // the W it was built from
   WeightType type() const { return type_; }
   int64_t n() const { return n_; }

@@ -133,4 +133,10 @@ absl::StatusOr<const Int8Tiles*> PackedWeightCache::FindInt8Tiles(const void* w,
   return result;
 }
 
+const Int8Tiles* PackedWeightCache::BuiltInt8Tiles(const void* w, WeightType type, int64_t n,
+                                                   int64_t k) const {
+  const auto it = int8_tiles_.find(std::make_tuple(w, type, n, k));
+  return it == int8_tiles_.end() ? nullptr : it->second.get();
+}
+
 }  // namespace pagedkv::cpu

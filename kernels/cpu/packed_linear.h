@@ -76,6 +76,8 @@ class PAGEDKV_EXPORT PackedWeightCache {
   // allocate (nothing kept).
   absl::StatusOr<const Int8Tiles*> FindInt8Tiles(const void* w, WeightType type, int64_t n,
                                                  int64_t k, ThreadPool* pool = nullptr);
+  // W's Int8Tiles when FindInt8Tiles has built them, else null (never builds).
+  const Int8Tiles* BuiltInt8Tiles(const void* w, WeightType type, int64_t n, int64_t k) const;
   int64_t num_packed() const { return static_cast<int64_t>(packed_.size()); }
   int64_t num_int8_tiles() const { return static_cast<int64_t>(int8_tiles_.size()); }
 

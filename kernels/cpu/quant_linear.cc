@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -82,7 +83,7 @@ absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
   return absl::OkStatus();
 }
 
-absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& a) {
+absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& a, const Int8Tiles* tiles) {
   const int type = static_cast<int>(a.table_type);
   const bool block_type = a.table_type != WeightType::kF32 && type >= 0 && type < kWeightTypeCount;
   if (a.table == nullptr || a.token_ids == nullptr || a.out == nullptr || a.num_tokens < 0 ||
@@ -100,8 +101,21 @@ absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& a) {
                                                      a.vocab_size, ")"));
     }
   }
+  if (tiles != nullptr && (tiles->source() != a.table || tiles->type() != a.table_type ||
+                           tiles->n() != a.vocab_size || tiles->k() != a.dim)) {
+    return absl::InvalidArgumentError(
+        "QuantEmbeddingGather: tiles were not built from args.table (its pointer, type, "
+        "vocab_size and dim)");
+  }
+  if (tiles != nullptr && !tiles->holds_rows()) tiles = nullptr;
+  std::vector<unsigned char> copied(
+      tiles != nullptr ? static_cast<size_t>(WeightRowBytes(a.table_type, a.dim)) : 0);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const unsigned char* row = QuantRow(a.table, a.table_type, a.dim, a.token_ids[t]);
+    if (tiles != nullptr) {
+      tiles->CopyRow(a.token_ids[t], copied.data());
+      row = copied.data();
+    }
     float* out = a.out + t * a.dim;
     for (int64_t i = 0; i < a.dim; ++i) out[i] = QuantValue(a.table_type, row, i);
   }

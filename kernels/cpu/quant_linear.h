@@ -41,9 +41,13 @@ inline constexpr int64_t kQuantPanelMinRows = 16;
 PAGEDKV_EXPORT absl::Status QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
                                         const Int8Tiles* int8_tiles = nullptr);
 
-// Decodes the tokens' rows (QuantValue, element by element). InvalidArgument (out untouched) for
-// null pointers, a bad type or dim, or a token id outside [0, vocab_size).
-PAGEDKV_EXPORT absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args);
+// Decodes the tokens' rows (QuantValue, element by element). With `tiles` (the table's Int8Tiles
+// that hold rows, Int8Tiles::holds_rows) the rows' bytes are copied from the tiles, so the
+// table's own rows are not read: the same bytes, the same bits. Tiles that hold no rows are
+// ignored. InvalidArgument (out untouched) for null pointers, a bad type or dim, a token id
+// outside [0, vocab_size), or tiles not built from args.table (source, type, vocab_size, dim).
+PAGEDKV_EXPORT absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args,
+                                                 const Int8Tiles* tiles = nullptr);
 
 }  // namespace pagedkv::cpu
 

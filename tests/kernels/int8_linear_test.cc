@@ -272,6 +272,44 @@ TEST_F(Int8LinearTest, TilesHoldTheBlocksBytesWhereTheLayoutSays) {
   }
 }
 
+// Q4_0 / Q4_1 / Q8_0 tiles give W's rows back byte for byte, and the embedding gather from them
+// gives the rows' bits; Q4_K / Q6_K tiles hold no rows and the gather reads the table then.
+TEST_F(Int8LinearTest, TilesGiveTheRowsBackAndTheGatherTheirBits) {
+  constexpr int64_t n = 48, k = 256;
+  const std::vector<int32_t> ids = {0, 47, 16, 3, 3, 31};
+  const auto m = static_cast<int64_t>(ids.size());
+  for (WeightType type : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ8_0,
+                          WeightType::kQ4_K, WeightType::kQ6_K}) {
+    const auto w = RandomRows(type, n, k, 83);
+    absl::StatusOr<cpu::Int8Tiles> tiles = cpu::Int8Tiles::Build(w.data(), type, n, k);
+    ASSERT_TRUE(tiles.ok()) << tiles.status();
+    EXPECT_EQ(tiles->holds_rows(), !Int8SuperBlockType(type));
+    const auto row_bytes = static_cast<size_t>(WeightRowBytes(type, k));
+    std::vector<unsigned char> row(row_bytes);
+    for (int64_t j = 0; tiles->holds_rows() && j < n; ++j) {
+      tiles->CopyRow(j, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), QuantRow(w.data(), type, k, j), row_bytes)) << j;
+    }
+    std::vector<float> want(static_cast<size_t>(m * k)), got(want.size(), -1.0f);
+    QuantEmbeddingGatherArgs args{.table = w.data(),
+                                  .table_type = type,
+                                  .token_ids = ids.data(),
+                                  .out = want.data(),
+                                  .num_tokens = m,
+                                  .vocab_size = n,
+                                  .dim = k};
+    ASSERT_TRUE(cpu::QuantEmbeddingGather(args).ok());
+    args.out = got.data();
+    ASSERT_TRUE(cpu::QuantEmbeddingGather(args, &*tiles).ok());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+    std::fill(got.begin(), got.end(), -1.0f);
+    args.table = w.data() + row_bytes;  // another table: its tiles are refused, out untouched
+    args.vocab_size = n - 1;
+    EXPECT_EQ(cpu::QuantEmbeddingGather(args, &*tiles).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(got, std::vector<float>(want.size(), -1.0f));
+  }
+}
+
 // Every kernel given W's tiles gives the chain's bits (the VNNI kernel multiplies the tiles, the
 // others read the rows), for every row-group size and accumulate.
 TEST_F(Int8LinearTest, TilesGiveTheChainsBits) {

@@ -128,8 +128,15 @@ class CpuBackend final : public Backend {
     }
     return cpu::QuantLinear(args, pool(), tiles);
   }
+  // From the table's Int8Tiles when it has them (a table tied to the LM head): its rows, which
+  // may have been let go (ModelWeights::ReleaseInPlaceRows), are then not read back.
   absl::Status QuantEmbeddingGather(const QuantEmbeddingGatherArgs& args) override {
-    return cpu::QuantEmbeddingGather(args);
+    const cpu::Int8Tiles* tiles = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(weights_mu_);
+      tiles = weights_.BuiltInt8Tiles(args.table, args.table_type, args.vocab_size, args.dim);
+    }
+    return cpu::QuantEmbeddingGather(args, tiles);
   }
   absl::Status EmbeddingGather(const EmbeddingGatherArgs& args) override {
     return cpu::EmbeddingGather(args);
