@@ -3,9 +3,11 @@
 // GGUF `llama` metadata and tensors -> ModelConfig and ModelWeights (see gguf_checkpoint.h).
 #include "engine/model/formats/gguf_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/formats/gguf_dequant.h"
+#include "engine/model/formats/mapped_file.h"
 #include "engine/model/tokenizers/gguf_tokenizer.h"
 #include "pagedkv/status_macros.h"
 
@@ -319,6 +322,21 @@ class GgufPacker {
   void Pad(int64_t n) { out_->payload.resize(out_->payload.size() + static_cast<size_t>(n), 0.0f); }
   bool Used(const std::string& name) const { return used_.contains(name); }
 
+  // Gives back the pages of the file's mapping outside the matrices kept in place: the header
+  // (parsed into the GgufFile at Open) and the tensors converted or copied above are not read
+  // there again (a later read maps them back, the same bytes).
+  absl::Status ReleaseAllButKept() {
+    std::sort(kept_.begin(), kept_.end(),
+              [](std::string_view a, std::string_view b) { return a.data() < b.data(); });
+    const std::string_view file = f_.bytes();
+    const char* from = file.data();
+    for (std::string_view k : kept_) {
+      PAGEDKV_RETURN_IF_ERROR(ReleaseMappedPages(from, static_cast<size_t>(k.data() - from)));
+      from = k.data() + k.size();
+    }
+    return ReleaseMappedPages(from, static_cast<size_t>(file.data() + file.size() - from));
+  }
+
  private:
   absl::Status CheckFinite(const std::string& name, const float* v, int64_t n, int64_t first) {
     for (int64_t i = 0; i < n; ++i) {
@@ -344,6 +362,7 @@ class GgufPacker {
     }
     if (qk_head_dim == 0) {
       out_->in_place.back() = reinterpret_cast<const unsigned char*>(bytes.data());
+      kept_.push_back(bytes);
       return absl::OkStatus();
     }
     std::vector<unsigned char>& native = out_->native;
@@ -357,6 +376,7 @@ class GgufPacker {
   WeightStorage storage_;
   NativeWeightParts* out_;
   absl::flat_hash_set<std::string> used_;
+  std::vector<std::string_view> kept_;  // the bytes of the matrices kept in place
 };
 
 struct LayerKind {
@@ -409,7 +429,10 @@ absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& f, WeightStorage st
   if (storage == WeightStorage::kF32)
     return ModelWeights::FromParts(c, std::move(parts.payload), {});
   parts.mapping = f.mapping();  // the in-place matrices' rows
-  return ModelWeights::FromNativeParts(c, std::move(parts));
+  PAGEDKV_ASSIGN_OR_RETURN(ModelWeights weights,
+                           ModelWeights::FromNativeParts(c, std::move(parts)));
+  PAGEDKV_RETURN_IF_ERROR(packer.ReleaseAllButKept());
+  return weights;
 }
 
 }  // namespace pagedkv::model_internal

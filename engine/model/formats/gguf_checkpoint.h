@@ -44,7 +44,9 @@ PAGEDKV_EXPORT absl::StatusOr<ModelConfig> ReadGgufLlamaConfig(const GgufFile& f
 // misshapen, unsupported-type, non-finite or unexpected tensor. With kNative, matrices of a type
 // the kernels take keep their blocks, read in place from `file`'s mapping (the weights share it,
 // GgufFile::mapping; NativeWeightParts::in_place), except Q / K, whose rows are un-permuted
-// (whole blocks at a time) into a copy.
+// (whole blocks at a time) into a copy; the pages of the mapping outside those matrices (the
+// header, the tensors converted or copied) are then given back (a later read of them maps the
+// same bytes back), so only what the weights read stays resident.
 PAGEDKV_EXPORT absl::StatusOr<ModelWeights> LoadGgufWeights(
     const GgufFile& file, WeightStorage storage = WeightStorage::kF32);
 

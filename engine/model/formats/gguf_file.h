@@ -117,6 +117,8 @@ class PAGEDKV_EXPORT GgufFile {
   const GgufTensorInfo* FindTensor(absl::string_view name) const;
   // The tensor's raw bytes (inside the mapping).
   std::string_view TensorBytes(const GgufTensorInfo& t) const;
+  // The whole file's bytes (the mapping; the metadata above was parsed out of them at Open).
+  std::string_view bytes() const { return file_->bytes(); }
   // Shares the mapping: TensorBytes stay valid while a copy of this lives, also after this
   // GgufFile is gone (ModelWeights keeps GGUF matrices in place this way).
   std::shared_ptr<const void> mapping() const { return file_; }

@@ -2,20 +2,26 @@
 //
 // GGUF matrices read in place (NativeWeightParts::in_place): with native storage the loader keeps
 // every block-format matrix whose rows it does not reorder in the file's read-only mapping (Q / K,
-// un-permuted, are copies); ModelWeights::ReleaseInPlaceRows lets their pages go and a later read
-// maps the same bytes back; a runner with int8 activations does that for the matrices the int8
-// kernel reads from its tiles, and the rows then still give fp32 activations the same bits.
+// un-permuted, are copies) and gives back the mapping's other pages; ReleaseInPlaceRows lets a
+// matrix's pages go and a later read maps the same bytes back; a runner with int8 activations
+// does that for the matrices the int8 kernel reads from its tiles, and the rows then still give
+// fp32 activations the same bits; a table tied to the LM head is gathered from its tiles, so its
+// pages stay out.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "engine/model/formats/gguf_checkpoint.h"
+#include "engine/model/formats/gguf_file.h"
 #include "engine/model/runner/model_runner.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/int8_tiles.h"
@@ -37,16 +43,22 @@ using ::pagedkv::testing::PrefillLogits;
 using ::pagedkv::testing::WriteGgufModel;
 
 // dim 256: w1 is 256 x 256 Q8_0, 68 KiB, so it spans whole pages; 16-row tiles fit every matrix.
-HfTestSpec Spec() {
+// tied: the embedding is the LM head (one matrix, tiled for the LM head).
+HfTestSpec Spec(bool tied) {
   HfTestSpec s;
   s.dim = 256;
   s.hidden = 256;
+  if (tied) {
+    s.tie = true;
+    s.stored_tied = "model.embed_tokens.weight";
+  }
   return s;
 }
 
 std::shared_ptr<const ModelWeights> Load(uint32_t type, const std::string& name,
-                                         WeightStorage storage = WeightStorage::kNative) {
-  HfTestModel model = MakeHfTestModel(Spec(), 7);
+                                         WeightStorage storage = WeightStorage::kNative,
+                                         bool tied = false) {
+  HfTestModel model = MakeHfTestModel(Spec(tied), 7);
   absl::StatusOr<LoadedModel> loaded =
       LoadModel(WriteGgufModel(&model, type, name).string(), {.weights = storage});
   EXPECT_TRUE(loaded.ok()) << loaded.status();
@@ -115,6 +127,32 @@ TEST(GgufInPlaceTest, UnreorderedMatricesStayInTheFileAndTheirPagesComeBackTheSa
   EXPECT_FALSE(*w->ReleaseInPlaceRows(nullptr, 0));
 }
 
+// The loader gives back the pages it will not read again: the header and the Q / K tensors it
+// copied; the in-place matrices stay as loaded (their rows were read to check them).
+TEST(GgufInPlaceTest, TheLoaderLetsGoOfWhatItCopied) {
+  HfTestModel model = MakeHfTestModel(Spec(/*tied=*/false), 7);
+  absl::StatusOr<model_internal::GgufFile> f =
+      model_internal::GgufFile::Open(WriteGgufModel(&model, kGgufQ8_0, "in_place_loader").string());
+  ASSERT_TRUE(f.ok()) << f.status();
+  const model_internal::GgufTensorInfo* q = f->FindTensor("blk.0.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  const std::string_view q_bytes = f->TensorBytes(*q);
+  if (!PresentPages(q_bytes.data(), static_cast<int64_t>(q_bytes.size())).has_value()) {
+    GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  }
+  absl::StatusOr<ModelWeights> w = model_internal::LoadGgufWeights(*f, WeightStorage::kNative);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(*PresentPages(q_bytes.data(), static_cast<int64_t>(q_bytes.size())), 0);
+  int64_t data_start = f->tensors().front().begin;
+  for (const model_internal::GgufTensorInfo& t : f->tensors()) {
+    data_start = std::min(data_start, t.begin);
+  }
+  EXPECT_EQ(*PresentPages(f->bytes().data(), data_start), 0);  // the header
+  const NativeMatrix& w1 = w->layer(0).native_w1;
+  const int64_t w1_bytes = Bytes(w1, w->config().hidden_dim, w->config().dim);
+  EXPECT_GT(*PresentPages(w1.data, w1_bytes), 0);
+}
+
 TEST(GgufInPlaceTest, F32StorageKeepsNothingInPlace) {
   std::shared_ptr<const ModelWeights> w = Load(kGgufQ8_0, "in_place_f32", WeightStorage::kF32);
   ASSERT_NE(w, nullptr);
@@ -165,6 +203,39 @@ TEST(GgufInPlaceTest, Int8RunnerReleasesTiledRowsAndTheyStillGiveTheSameBits) {
     ASSERT_TRUE(got.ok() && want.ok());
     EXPECT_EQ(*got, *want);
   }
+}
+
+// The embedding gather of a table tied to the LM head copies the rows from the LM head's tiles:
+// after a prefill the table's pages are still out, and the logits are those of weights whose
+// pages never went.
+TEST(GgufInPlaceTest, TiedTableIsGatheredFromTheTilesAndStaysOut) {
+  if (!cpu::Int8TilesUsable(WeightType::kQ8_0, 64, 256)) {
+    GTEST_SKIP() << "the int8 kernel here reads no tiles (no AVX-512 VNNI)";
+  }
+  std::shared_ptr<const ModelWeights> w =
+      Load(kGgufQ8_0, "in_place_tied", WeightStorage::kNative, /*tied=*/true);
+  std::shared_ptr<const ModelWeights> untouched =
+      Load(kGgufQ8_0, "in_place_tied_control", WeightStorage::kNative, /*tied=*/true);
+  ASSERT_NE(w, nullptr);
+  ASSERT_NE(untouched, nullptr);
+  const ModelConfig& c = w->config();
+  ASSERT_TRUE(c.shared_classifier);
+  const NativeMatrix& table = w->native_token_embedding();
+  const int64_t table_bytes = Bytes(table, c.vocab_size, c.dim);
+  if (!PresentPages(table.data, table_bytes).has_value()) {
+    GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  }
+  absl::StatusOr<std::unique_ptr<ModelRunner>> a = Runner(w, ActivationType::kInt8);
+  absl::StatusOr<std::unique_ptr<ModelRunner>> b = Runner(untouched, ActivationType::kInt8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<TokenId> ids(16);
+  for (size_t t = 0; t < ids.size(); ++t) ids[t] = static_cast<TokenId>((t * 37 + 1) % 64);
+  absl::StatusOr<std::vector<float>> got = PrefillLogits(**a, ids, AllRows(ids.size()));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*PresentPages(table.data, table_bytes), 0) << "the gather read the table's rows";
+  absl::StatusOr<std::vector<float>> want = PrefillLogits(**b, ids, AllRows(ids.size()));
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(*got, *want);
 }
 
 }  // namespace
