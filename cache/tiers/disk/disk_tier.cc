@@ -42,6 +42,10 @@ absl::Status ValidateOptions(const DiskTierOptions& o) {
         "DiskTierOptions needs max_pending_bytes > 0 (got ", o.max_pending_bytes,
         "), store.threshold >= 0 (got ", o.store.threshold, ") and a non-empty medium"));
   }
+  if (o.spare_buffer_idle.count() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DiskTierOptions needs spare_buffer_idle > 0 (got ", o.spare_buffer_idle.count(), " ms)"));
+  }
   return absl::OkStatus();
 }
 
@@ -125,8 +129,14 @@ TierStats DiskTier::stats() const {
 }
 
 DiskTierStats DiskTier::disk_stats() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->disk;
+  DiskTierStats stats;
+  {
+    std::lock_guard lock(impl_->mu);
+    stats = impl_->disk;
+  }
+  std::lock_guard lock(impl_->spare_mu);
+  stats.spare_buffer_bytes = impl_->spare_bytes;
+  return stats;
 }
 
 void DiskTier::Flush() {

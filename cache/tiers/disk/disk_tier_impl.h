@@ -177,8 +177,12 @@ struct DiskTier::Impl {
   // when no spare is left, so spares and queued values together stay near what the queue may
   // hold anyway (max_pending_bytes; a value dropped from the index stays in its job until the
   // writer reaches it). Declared before everything that holds buffers (destroyed after them); its
-  // own lock, since a buffer may be released with `mu` held.
+  // own lock, since a buffer may be released with `mu` held. The writer frees the spares once it
+  // has had nothing to do for options.spare_buffer_idle (DropSpares), so an idle server does not
+  // keep a burst's buffers resident.
   std::shared_ptr<std::string> AcquireBuffer();
+  bool HoldsSpares();
+  void DropSpares();
   std::mutex spare_mu;
   std::vector<std::unique_ptr<std::string>> spare;
   int64_t spare_bytes = 0;  // the spares' capacity

@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 //
 // DiskTier's writer thread and the index updates both threads share (disk_tier_impl.h).
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -47,6 +48,26 @@ std::shared_ptr<std::string> DiskTier::Impl::AcquireBuffer() {
     spare_bytes += bytes;
     spare.push_back(std::move(owned));
   });
+}
+
+bool DiskTier::Impl::HoldsSpares() {
+  std::lock_guard lock(spare_mu);
+  return !spare.empty();
+}
+
+void DiskTier::Impl::DropSpares() {
+  std::vector<std::unique_ptr<std::string>> dropped;
+  {
+    std::lock_guard lock(spare_mu);
+    dropped.swap(spare);
+    spare_bytes = 0;
+  }
+  dropped.clear();
+#ifdef __GLIBC__
+  // glibc keeps freed multi-MiB chunks in its heaps once its mmap threshold has risen to their
+  // size; hand those pages back to the system too.
+  malloc_trim(0);
+#endif
 }
 
 void DiskTier::Impl::Report(std::string_view line) const {
@@ -106,8 +127,15 @@ void DiskTier::Impl::InsertLocked(const BlockHash& hash, Entry entry,
 
 void DiskTier::Impl::WriterLoop() {
   std::unique_lock lock(mu);
+  const auto has_work = [this] { return stop || !jobs.empty() || !removals.empty(); };
   while (true) {
-    work_cv.wait(lock, [this] { return stop || !jobs.empty() || !removals.empty(); });
+    if (HoldsSpares() && !work_cv.wait_for(lock, options.spare_buffer_idle, has_work)) {
+      lock.unlock();  // idle for spare_buffer_idle: no lookup waits on the frees
+      DropSpares();
+      lock.lock();
+      continue;
+    }
+    work_cv.wait(lock, has_work);
     if (jobs.empty() && removals.empty()) break;  // stop, and nothing left to do
     // Removals wait for a store that needs the room (MakeRoomLocked), for a write of their own
     // hash (which must not find the evicted file still there), or for an empty job queue; then

@@ -53,6 +53,7 @@
 #ifndef PAGEDKV_TIERS_DISK_TIER_H_
 #define PAGEDKV_TIERS_DISK_TIER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -79,6 +80,9 @@ struct PAGEDKV_EXPORT DiskTierOptions {
   std::string medium = "DISK";    // KvTier::medium(), the events' medium
   int64_t max_pending_bytes = int64_t{256} << 20;  // > 0: queued bytes beyond which stores drop
   bool scan_at_start = true;  // index the saves (at once) and the files (in the writer thread)
+  // The writer keeps the encode buffers of finished stores for reuse (at most max_pending_bytes)
+  // and frees them once it has had nothing to write for this long. > 0.
+  std::chrono::milliseconds spare_buffer_idle{5000};
   // One line per incident and per recovery; null: to stderr ("pagedkv: disk tier ...").
   std::function<void(std::string_view)> report = nullptr;
 };
@@ -97,6 +101,7 @@ struct PAGEDKV_EXPORT DiskTierStats {
   int64_t scan_ms = 0;          // how long it took
   bool scan_done = false;       // whether it finished (or was not asked for)
   int64_t pinned_blocks = 0;    // blocks of named saves (Pin), outside the budget
+  int64_t spare_buffer_bytes = 0;  // encode buffers kept for reuse (DiskTierOptions)
   // Value files in the folder, every process's, as the usage file said when the writer last held
   // it (-1 before that, or while it cannot be used); TierStats::shared_resident_bytes in bytes.
   int64_t folder_files = -1;

@@ -6,13 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -335,6 +338,31 @@ TEST(DiskTierTest, StoresBeyondTheWriteBacklogAreDropped) {
   EXPECT_EQ(CountFiles(*tier), 0);
 }
 
+// Polls `tier`'s spare encode buffers until `done` holds of their bytes or 10 s pass.
+bool SpareBytesReach(const DiskTier& tier, const std::function<bool(int64_t)>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done(tier.disk_stats().spare_buffer_bytes)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(DiskTierTest, SpareEncodeBuffersAreFreedOnceTheWriterIdles) {
+  TempDir dir;
+  DiskTierOptions o = Options(dir.path(), 8);
+  o.spare_buffer_idle = std::chrono::milliseconds(1500);
+  std::unique_ptr<DiskTier> tier = Open(o);
+  ASSERT_TRUE(StoreBlocks(*tier, Blocks({1, 2, 3})).ok());
+  tier->Flush();
+  EXPECT_TRUE(SpareBytesReach(*tier, [](int64_t bytes) { return bytes >= FileBytes(); }))
+      << "a written value's buffer is kept for the next store";
+  EXPECT_TRUE(SpareBytesReach(*tier, [](int64_t bytes) { return bytes == 0; }))
+      << "the spares are freed after spare_buffer_idle without writes";
+  ASSERT_TRUE(StoreBlocks(*tier, Blocks({4})).ok());  // a store after that makes a new buffer
+  tier->Flush();
+  EXPECT_EQ(Load(*tier, Blocks({1, 2, 3, 4})), 4);
+}
+
 TEST(DiskTierTest, EventsCarryTheDiskMedium) {
   TempDir dir;
   std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 2));
@@ -425,6 +453,9 @@ TEST(DiskTierTest, BadOptionsAndValuesAreRefused) {
   o = Options(dir.path(), 8);
   o.format.value_bytes = 0;
   EXPECT_EQ(DiskTier::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(dir.path(), 8);
+  o.spare_buffer_idle = std::chrono::milliseconds(0);
+  EXPECT_THAT(DiskTier::Create(o).status().message(), HasSubstr("spare_buffer_idle"));
   std::unique_ptr<DiskTier> tier = Open(Options(dir.path(), 8));
   Block good = MakeBlock(1), bad = MakeBlock(2);
   bad.value.pop_back();
