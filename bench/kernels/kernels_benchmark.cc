@@ -334,6 +334,7 @@ void BM_PagedAttentionSharedPrefix(benchmark::State& state) {
 BENCHMARK(BM_PagedAttentionSharedPrefix)
     ->ArgNames({"seqs", "prefixes", "prefix", "own"})
     ->Args({8, 1, 992, 40})     // n = 8 samples of a 1,000-token prompt
+    ->Args({4, 1, 992, 40})     // half of them: what each of two threads gets
     ->Args({32, 4, 512, 96})    // vLLM's prefix-repetition load at concurrency 32
     ->Args({32, 32, 512, 96});  // the same lengths, nothing shared
 

@@ -59,8 +59,44 @@ int64_t ColumnGroup(Kernel kernel, WeightType type, bool tiled) {
 // The quantized x's buffer (ThreadScratch): the largest m * k of a step, about 1.25 bytes a value.
 struct QuantizedXTag {};
 
-// Lays the quantized rows out in one buffer: q, then scale, sum, qsum and qsum_lo per block.
-bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
+// Work of quantizing one block, in ParallelFor's multiply-add units (MinItemsPerRange): about
+// what 1,024 multiply-adds of the matmul cost, so that 8 rows of k = 576 go to two threads.
+constexpr double kQuantizeWorkPerBlock = 1024;
+
+// The arrays of a quantized x, writable (Int8Rows reads them).
+struct Int8RowsOut {
+  int8_t* q;
+  float* scale;
+  float* sum;
+  int32_t* qsum;
+  int32_t* qsum_lo;  // null unless W is Q6_K
+};
+
+// Blocks [begin, end) of x into `rows`.
+void QuantizeBlocks(const QuantLinearArgs& a, const Int8RowsOut& rows, int64_t begin, int64_t end) {
+  constexpr int64_t kValues = kQuantBlockValues;
+  if (Chosen() != Kernel::kPortable) {  // the VNNI kernel runs on AVX2 CPUs only
+    int8_kernels::Avx2QuantizeBlocks(a.x + begin * kValues, end - begin, rows.q + begin * kValues,
+                                     rows.scale + begin, rows.qsum + begin);
+  } else {
+    for (int64_t b = begin; b < end; ++b) {
+      QuantizeActivationBlock(a.x + b * kValues, rows.q + b * kValues, &rows.scale[b],
+                              &rows.qsum[b]);
+    }
+  }
+  for (int64_t b = begin; b < end; ++b) {
+    rows.sum[b] = rows.scale[b] * static_cast<float>(rows.qsum[b]);
+  }
+  for (int64_t b = begin; rows.qsum_lo != nullptr && b < end; ++b) {
+    int32_t lo = 0;
+    for (int c = 0; c < 16; ++c) lo += rows.q[b * kValues + c];
+    rows.qsum_lo[b] = lo;
+  }
+}
+
+// Lays the quantized rows out in one buffer: q, then scale, sum, qsum and qsum_lo per block;
+// the blocks are quantized over `pool`'s threads (each block alone: the same bits).
+bool QuantizeX(const QuantLinearArgs& a, ThreadPool* pool, Int8Rows* rows) {
   const int64_t blocks = a.m * (a.k / kQuantBlockValues);
   const size_t q_bytes = static_cast<size_t>(a.m * a.k + 63) / 64 * 64;
   const size_t per_block = sizeof(float) * 2 + sizeof(int32_t) * 2;
@@ -71,27 +107,15 @@ bool QuantizeX(const QuantLinearArgs& a, Int8Rows* rows) {
   auto* scale = reinterpret_cast<float*>(base + q_bytes);
   auto* sum = scale + blocks;
   auto* qsum = reinterpret_cast<int32_t*>(sum + blocks);
-  auto* qsum_lo = qsum + blocks;
-  if (Chosen() != Kernel::kPortable) {  // the VNNI kernel runs on AVX2 CPUs only
-    int8_kernels::Avx2QuantizeRows(a.x, a.m, a.k, q, scale, qsum);
-  } else {
-    for (int64_t b = 0; b < blocks; ++b) {
-      QuantizeActivationBlock(a.x + b * kQuantBlockValues, q + b * kQuantBlockValues, &scale[b],
-                              &qsum[b]);
-    }
-  }
-  for (int64_t b = 0; b < blocks; ++b) sum[b] = scale[b] * static_cast<float>(qsum[b]);
-  const bool halves = a.w_type == WeightType::kQ6_K;
-  for (int64_t b = 0; halves && b < blocks; ++b) {
-    int32_t lo = 0;
-    for (int c = 0; c < 16; ++c) lo += q[b * kQuantBlockValues + c];
-    qsum_lo[b] = lo;
-  }
+  auto* qsum_lo = a.w_type == WeightType::kQ6_K ? qsum + blocks : nullptr;
+  const Int8RowsOut out{.q = q, .scale = scale, .sum = sum, .qsum = qsum, .qsum_lo = qsum_lo};
+  ParallelFor(pool, blocks, MinItemsPerRange(kQuantizeWorkPerBlock),
+              [&](int64_t begin, int64_t end) { QuantizeBlocks(a, out, begin, end); });
   *rows = {.q = q,
            .scale = scale,
            .sum = sum,
            .qsum = qsum,
-           .qsum_lo = halves ? qsum_lo : nullptr,
+           .qsum_lo = qsum_lo,
            .blocks_per_row = a.k / kQuantBlockValues};
   return true;
 }
@@ -172,7 +196,7 @@ absl::Status Int8QuantLinear(const QuantLinearArgs& args, ThreadPool* pool,
                              const Int8Tiles* tiles) {
   if (args.m == 0) return absl::OkStatus();
   Int8Rows x;
-  if (!QuantizeX(args, &x)) {
+  if (!QuantizeX(args, pool, &x)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("QuantLinear: cannot allocate the int8 copy of x (", args.m, " x ", args.k,
                      "); use ActivationType::kF32 or fewer rows per step"));

@@ -91,8 +91,9 @@ void WithInt8Type(WeightType type, Fn&& fn) {
 // Columns [j_begin, j_end) of every row of y; j_begin a multiple of 8.
 void Avx2Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);
 bool Avx2Supported();
-// Quantizes rows [0, m) of x (the AVX2 form of QuantizeActivationBlock, same bits).
-void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* scale, int32_t* qsum);
+// Quantizes `blocks` consecutive 32-value blocks of x (the AVX2 form of QuantizeActivationBlock,
+// same bits).
+void Avx2QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* qsum);
 
 // Columns [j_begin, j_end) of every row of y; j_begin a multiple of 16.
 void VnniColumns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j_begin, int64_t j_end);

@@ -340,9 +340,7 @@ bool Avx2Supported() {
   return supported;
 }
 
-void Avx2QuantizeRows(const float* x, int64_t m, int64_t k, int8_t* q, float* scale,
-                      int32_t* qsum) {
-  const int64_t blocks = m * (k / kQuantBlockValues);
+void Avx2QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* qsum) {
   for (int64_t b = 0; b < blocks; ++b) {
     QuantizeBlock(x + b * kQuantBlockValues, q + b * kQuantBlockValues, &scale[b], &qsum[b]);
   }
