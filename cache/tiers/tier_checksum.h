@@ -1,10 +1,10 @@
 // Copyright 2026 The pagedkv Authors.
 //
-// The checksum of a tier value (tier_value_codec.h): XXH3-64 over the header's first 40 bytes,
-// the token ids and the payload, as one stream. On x86-64 CPUs it runs XXH3's widest kernel the
-// CPU has, chosen once at run time: AVX-512 (tier_checksum_avx512.cc), else AVX2
-// (tier_checksum_avx2.cc, about 1.7x the SSE2 kernel's speed on a multi-MiB payload); the result
-// is the same on every path, so values move between machines.
+// The checksum of a tier value (tier_value_codec.h): XXH3-64 over the token ids and the payload,
+// as one stream, seeded with XXH3-64 of the header's first 40 bytes. On x86-64 CPUs it runs
+// XXH3's widest kernel the CPU has, chosen once at run time: AVX-512 (tier_checksum_avx512.cc),
+// else AVX2 (tier_checksum_avx2.cc, about 1.7x the SSE2 kernel's speed on a multi-MiB payload); the
+// result is the same on every path, so values move between machines.
 //
 // Example:
 //   const uint64_t sum = TierValueChecksum(header_bytes, tokens, payload);

@@ -29,6 +29,7 @@ struct Header {
   uint64_t layout_digest;
   uint64_t payload_bytes;
   uint64_t checksum;
+  uint64_t reserved_tail[2];  // 0: the tokens start 64 bytes in
 };
 static_assert(sizeof(Header) == kTierValueHeaderBytes);
 
@@ -58,7 +59,8 @@ void EncodeTierValueInto(const TierValueFormat& format, std::span<const TokenId>
            .reserved = 0,
            .layout_digest = format.layout_digest,
            .payload_bytes = payload.size(),
-           .checksum = 0};
+           .checksum = 0,
+           .reserved_tail = {0, 0}};
   const auto head = std::as_bytes(std::span<const Header>(&h, 1)).first(offsetof(Header, checksum));
   h.checksum = TierValueChecksum(head, tokens, payload);
   out->resize(kTierValueHeaderBytes + tokens.size_bytes() + payload.size());
@@ -86,6 +88,9 @@ absl::StatusOr<std::span<const std::byte>> DecodeTierValue(const TierValueFormat
   }
   if (h.num_layers != static_cast<uint32_t>(format.num_layers)) {
     return Mismatch("layer count", h.num_layers, static_cast<uint64_t>(format.num_layers));
+  }
+  if (h.reserved_tail[0] != 0 || h.reserved_tail[1] != 0) {
+    return absl::DataLossError("value header: its reserved bytes 48-63 are not 0");
   }
   if (h.layout_digest != format.layout_digest) {
     return Mismatch("layout digest", h.layout_digest, format.layout_digest);

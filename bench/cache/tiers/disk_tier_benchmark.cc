@@ -25,6 +25,7 @@
 #include "bench/cache/tiers/tier_bench_chain.h"
 #include "benchmark/benchmark.h"
 #include "cache/tiers/disk/folder_usage.h"
+#include "cache/tiers/tier_value_codec.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
 
@@ -53,7 +54,8 @@ std::string TempFolder() {
 }
 
 std::unique_ptr<DiskTier> MakeTier(const std::string& dir, int64_t value_bytes) {
-  const int64_t file_bytes = 48 + 4 * kBlockSize + value_bytes;
+  const int64_t file_bytes =
+      static_cast<int64_t>(kTierValueHeaderBytes) + 4 * kBlockSize + value_bytes;
   return DiskTier::Create({.directory = dir,
                            .capacity_bytes = kBlocks * file_bytes,
                            .model_fingerprint = "bench",
@@ -276,7 +278,7 @@ void BM_DiskTierStartScan(benchmark::State& state) {
 // 2 KiB table, write it back, unlock).
 void BM_FolderUsageUpdate(benchmark::State& state) {
   const std::string dir = TempFolder();
-  FolderUsage usage(dir, 48 + 4 * kBlockSize + (64 << 10));
+  FolderUsage usage(dir, static_cast<int64_t>(kTierValueHeaderBytes) + 4 * kBlockSize + (64 << 10));
   int shard = 0;
   for (auto _ : state) {
     bool rebuilt = false;

@@ -49,10 +49,11 @@ absl::Status ValidateOptions(const DiskTierOptions& o) {
   return absl::OkStatus();
 }
 
-// "<directory>/<16 hex digits>": XXH3-64 of the fingerprint and every field of the format.
+// "<directory>/<16 hex digits>": XXH3-64 of the fingerprint and every field of the format,
+// seeded with the value format's version (a folder of another version is never read).
 std::string ModelDirectory(const DiskTierOptions& o) {
   XXH3_state_t state;
-  XXH3_64bits_reset(&state);
+  XXH3_64bits_reset_withSeed(&state, kTierValueVersion);
   XXH3_64bits_update(&state, o.model_fingerprint.data(), o.model_fingerprint.size());
   const TierValueFormat& f = o.format;
   const int64_t fields[] = {f.dtype, f.layout, f.block_size, f.num_layers, f.value_bytes};

@@ -96,8 +96,10 @@ absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions op
   auto impl = std::make_unique<Impl>(std::move(options), [emit_to](const KvEvent& e) {
     if (*emit_to != nullptr) (*emit_to)->Emit(e);
   });
+  // Seeded with the value format's version: engines that write another version never meet.
   const uint64_t model =
-      XXH3_64bits(impl->options.model_fingerprint.data(), impl->options.model_fingerprint.size());
+      XXH3_64bits_withSeed(impl->options.model_fingerprint.data(),
+                           impl->options.model_fingerprint.size(), kTierValueVersion);
   impl->key_head = absl::StrFormat("%s:%016x:", impl->options.key_prefix, model);
   auto tier = std::unique_ptr<RedisTier>(new RedisTier(std::move(impl)));
   *emit_to = tier.get();

@@ -5,14 +5,15 @@
 // -DPAGEDKV_BUILD_REDIS=ON (the default), and linked by the engine only then.
 //
 // Keys: "<key_prefix>:<model>:<hash>", where <model> is 16 hex digits of XXH3-64 of the model
-// fingerprint and <hash> the block's 128-bit chain hash in 32 hex digits. The chain hash is
-// portable (its root is fixed and holds the salt and the fingerprint), so two processes that
-// compute the same block use the same key, and tenants with other salts or engines with other
-// models never meet. Values: a 48-byte header (magic "PKVB", format version, dtype, layout,
-// block size, layer count, token count, layout digest, payload bytes, and an XXH3-64 checksum of
-// the rest of the header, the tokens and the payload), the block's token ids, then the payload
-// (cache/tiers/tier_value_codec.h). Reads check all of it against the
-// request: anything else is a miss, the key is deleted, and the incident is reported once.
+// fingerprint (seeded with the value format's version) and <hash> the block's 128-bit chain hash in
+// 32 hex digits. The chain hash is portable (its root is fixed and holds the salt and the
+// fingerprint), so two processes that compute the same block use the same key, and tenants with
+// other salts or engines with other models never meet. Values: a 64-byte header (magic "PKVB",
+// format version, dtype, layout, block size, layer count, token count, layout digest, payload
+// bytes, and an XXH3-64 checksum of the tokens and the payload seeded with the rest of the header),
+// the block's token ids, then the payload (cache/tiers/tier_value_codec.h). Reads check all of it
+// against the request: anything else is a miss, the key is deleted, and the incident is reported
+// once.
 //
 // Traffic: LoadPrefix is one MGET of every key asked for; Store is one pipeline of
 // SET key value NX [EX ttl]. Connection: connect and I/O timeouts; AUTH user password (or the

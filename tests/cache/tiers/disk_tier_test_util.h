@@ -32,8 +32,8 @@ inline TierValueFormat Format() {
           .layout_digest = 42};
 }
 
-// Bytes of one file for Format() (header 48 + tokens + value).
-inline int64_t FileBytes() { return 48 + 4 * kBlockSize + kValueBytes; }
+// Bytes of one file for Format() (header 64 + tokens + value).
+inline int64_t FileBytes() { return 64 + 4 * kBlockSize + kValueBytes; }
 
 struct Block {
   BlockHash hash;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <span>
 #include <string>
@@ -12,6 +13,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pagedkv/tiers/kv_tier.h"
+
+#define XXH_INLINE_ALL  // header-only xxHash, as the library uses it
+#include <xxhash.h>
 
 namespace pagedkv {
 namespace {
@@ -61,6 +65,21 @@ TEST(TierValueCodecTest, RoundTripsAndRejectsEveryMismatch) {
   }
   EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, v.size() - 1))).ok());
   EXPECT_FALSE(DecodeTierValue(Format(), tokens, Bytes(v.substr(0, 10))).ok());
+}
+
+// The checksum as tier_value_codec.h defines it, computed here with xxHash itself: XXH3-64 of
+// the tokens and the payload (contiguous from byte 64) seeded with XXH3-64 of bytes [0, 40).
+TEST(TierValueCodecTest, TheChecksumIsTheDocumentedOne) {
+  const std::vector<TokenId> tokens = {5, 9, 11, 13};
+  std::vector<std::byte> payload(1000);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 13 + 1);
+  const std::string v = EncodeTierValue(Format(), tokens, payload);
+  uint64_t stored = 0;
+  std::memcpy(&stored, v.data() + 40, sizeof(stored));
+  const uint64_t seed = XXH3_64bits(v.data(), 40);
+  EXPECT_EQ(stored, XXH3_64bits_withSeed(v.data() + kTierValueHeaderBytes,
+                                         v.size() - kTierValueHeaderBytes, seed));
+  EXPECT_EQ(kTierValueHeaderBytes % 64, 0u) << "the checksummed bytes start on a cache line";
 }
 
 // The AVX2 kernel (where the CPU has it) gives the portable kernel's checksum on every size,
