@@ -288,9 +288,8 @@ PAGEDKV_AVX2 void Columns(const QuantLinearArgs& a, const Int8Rows& x, int64_t j
   for (int64_t j = whole_end; j < j_end; ++j) TailColumn(a, x, j);
 }
 
-// 8 fp32 lanes' largest |value|.
-PAGEDKV_AVX2 inline float MaxAbs8(__m256 v) {
-  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+// The largest of 8 fp32 lanes (each >= 0).
+PAGEDKV_AVX2 inline float Max8(__m256 a) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
@@ -301,8 +300,11 @@ PAGEDKV_AVX2 inline float MaxAbs8(__m256 v) {
 PAGEDKV_AVX2 void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* qsum) {
   __m256 v[4];
   for (int g = 0; g < 4; ++g) v[g] = _mm256_loadu_ps(x + 8 * g);
-  const float amax =
-      std::max(std::max(MaxAbs8(v[0]), MaxAbs8(v[1])), std::max(MaxAbs8(v[2]), MaxAbs8(v[3])));
+  // The block's largest |value| (max is exact: any order gives the same bits).
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const float amax = Max8(
+      _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]))));
   const float d = amax / 127.0f;
   const __m256 inv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
   __m256i i32[4];
