@@ -9,9 +9,9 @@
 //   24 u64 layout digest        32 u64 payload bytes   40 u64 checksum    48 16 bytes reserved (0)
 // The checksum is XXH3-64 of the tokens and the payload, seeded with XXH3-64 of bytes [0, 40)
 // (tier_checksum.h). Version 2 padded the header to 64 bytes so that the checksummed bytes begin
-// on a cache line of a page-aligned read buffer: XXH3's vector loads are then aligned (a 2 MiB
-// load ran 1.17x faster). Version 1 (48 bytes, one XXH3 stream over the header's first 40 bytes,
-// the tokens and the payload) is not read.
+// on a cache line of a page-aligned read buffer: XXH3's vector loads are then aligned (disk-tier
+// loads of 2 MiB went from 0.70x to 0.75x of a plain read). Version 1 (48 bytes, one XXH3 stream
+// over the header's first 40 bytes, the tokens and the payload) is not read.
 //
 // Example:
 //   std::string v = EncodeTierValue(format, tokens, payload);
