@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "cache/tiers/disk/disk_files.h"
 #include "cache/tiers/disk/disk_tier_impl.h"
+#include "cache/tiers/disk/read_helpers.h"
 #include "cache/tiers/tier_value_codec.h"
 #include "pagedkv/status_macros.h"
 #define XXH_INLINE_ALL
@@ -46,6 +48,10 @@ absl::Status ValidateOptions(const DiskTierOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DiskTierOptions needs spare_buffer_idle > 0 (got ", o.spare_buffer_idle.count(), " ms)"));
   }
+  if (o.read_threads < 1 || o.read_threads > kMaxDiskReadThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("DiskTierOptions.read_threads must be in [1, ",
+                                                   kMaxDiskReadThreads, "], got ", o.read_threads));
+  }
   return absl::OkStatus();
 }
 
@@ -64,6 +70,16 @@ std::string ModelDirectory(const DiskTierOptions& o) {
   return absl::StrFormat("%s/%016x", root, XXH3_64bits_digest(&state));
 }
 
+// Values LoadPrefix reads per batch: a few per helper thread when they are small, so that one
+// fork and join serves at least kReadBatchBytes per thread (at most kMaxReadsPerThread values).
+constexpr int64_t kReadBatchBytes = int64_t{256} << 10;
+constexpr int64_t kMaxReadsPerThread = 8;
+// One thread reads one value at a time: a read ahead of the value it settles gains nothing.
+int64_t ReadBatchValues(int32_t read_threads, int64_t file_bytes) {
+  if (read_threads == 1) return 1;
+  return read_threads * std::clamp<int64_t>(kReadBatchBytes / file_bytes, 1, kMaxReadsPerThread);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(DiskTierOptions options) {
@@ -79,9 +95,14 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(DiskTierOptions optio
   PAGEDKV_ASSIGN_OR_RETURN(
       std::unique_ptr<EvictingTierPolicy> policy,
       MakeEvictingTierPolicy(options.policy, options.capacity_bytes / file_bytes));
+  PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ReadHelpers> readers,
+                           ReadHelpers::Create(options.read_threads - 1));
   std::string model_dir = ModelDirectory(options);
   auto impl = std::make_unique<Impl>(std::move(options), std::move(model_dir), file_bytes,
                                      std::move(policy));
+  impl->readers = std::move(readers);
+  impl->read_buffers.resize(
+      static_cast<size_t>(ReadBatchValues(impl->options.read_threads, file_bytes)));
   if (const absl::Status made = MakeDirectories(impl->model_dir); !made.ok()) {
     std::lock_guard lock(impl->mu);
     impl->FaultLocked(&DiskTierStats::write_errors, made);

@@ -36,6 +36,7 @@
 #include "cache/policies/tier_policies.h"
 #include "cache/tiers/disk/disk_files.h"
 #include "cache/tiers/disk/folder_usage.h"
+#include "cache/tiers/disk/read_helpers.h"
 #include "pagedkv/cache/block_hash.h"
 #include "pagedkv/tiers/disk_tier.h"
 #include "pagedkv/tiers/kv_tier.h"
@@ -69,19 +70,44 @@ struct DiskTier::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  // Where FetchValue found a value.
+  // Where a lookup found a value.
   enum class ValueSource { kQueue, kFile, kSave };
-  // Engine thread: `block`'s value from the writer's queue, a named save or its file; nullopt
-  // for a miss, with the index and counters updated. Valid until the next call (held /
-  // read_buffer).
-  std::optional<std::span<const std::byte>> FetchValue(const TierBlock& block, ValueSource* source,
-                                                       std::vector<BlockHash>* removed);
-  // Engine thread: reads and checks `block`'s file (`path`: relative to the model folder when
-  // `in_model_dir`, else a full path) into read_buffer; its payload, or the error (NotFound for
-  // no file, DataLoss for a bad one).
-  absl::StatusOr<std::span<const std::byte>> ReadChecked(const TierBlock& block, bool in_model_dir,
-                                                         const std::string& path,
-                                                         ReadRecency recency);
+  // Where Locate found a block's value: what ReadLocated reads and Settle settles.
+  struct Located {
+    ValueSource source = ValueSource::kFile;
+    bool indexed = false;  // in `entries` when located
+    std::string path;      // kFile: relative to the model folder; kSave: the full path
+    ReadRecency recency = ReadRecency::kKeep;  // what a kFile read does to the file's time
+    std::shared_ptr<const std::string> held;   // kQueue: the queued encoded value
+  };
+  // Engine thread: says where `block`'s value is: in the writer's queue while its file is not
+  // written yet, else in a named save that pins it, else in its file. nullopt for a miss known
+  // without reading (evicted, its file about to go).
+  std::optional<Located> Locate(const TierBlock& block);
+  // Any thread (it changes no tier state, only the file's time as at.recency says): reads and
+  // checks `block`'s value into `buffer` (unused for kQueue); its payload (valid until `buffer`
+  // or at.held changes), or NotFound (no file), DataLoss (a bad one) or the I/O error.
+  absl::StatusOr<std::span<const std::byte>> ReadLocated(const TierBlock& block, const Located& at,
+                                                         ReadBuffer* buffer) const;
+  // Engine thread, while no ReadLocated runs: the value, or nullopt for a miss. A file that was
+  // not found is read once more after reopening model_fd when the model folder was removed and
+  // made again; a failed read is then counted and the index updated (a vanished file dropped, a
+  // bad one removed, a save's bad file unpinned).
+  std::optional<std::span<const std::byte>> Settle(const TierBlock& block, const Located& at,
+                                                   absl::StatusOr<std::span<const std::byte>> read,
+                                                   ReadBuffer* buffer,
+                                                   std::vector<BlockHash>* removed);
+  // Engine thread: locates the leading run of `blocks` (up to the first Locate miss) into
+  // *located and reads them at once (value i into read_buffers[i], on the engine thread and the
+  // readers' helpers) into *reads; the located run. REQUIRES: blocks.size() <= read_buffers.size().
+  std::span<const Located> ReadBatch(
+      std::span<const TierBlock> blocks, std::vector<Located>* located,
+      std::vector<absl::StatusOr<std::span<const std::byte>>>* reads);
+  // Engine thread: counts a value LoadPrefix's sink took (from `source`, `bytes` long): a hit, the
+  // policy's, and the adoption of another process's file; adds it to *announced when `announce`
+  // and no kBlockStored event went out for it yet.
+  void CountHit(const TierBlock& block, ValueSource source, int64_t bytes, bool announce,
+                std::vector<BlockHash>* removed, std::vector<const TierBlock*>* announced);
   // Engine thread: after a file was not found, reopens model_fd when the model folder it names
   // was removed (or was never opened); whether the read is worth trying again.
   bool ReopenModelFolder();
@@ -214,10 +240,14 @@ struct DiskTier::Impl {
   DiskTierStats disk;
   std::thread writer;
 
-  // The engine thread's own (no lock): the value LoadPrefix hands out lives in one of these.
-  ReadBuffer read_buffer;
-  std::shared_ptr<const std::string> held;
+  // The engine thread's own (no lock). LoadPrefix reads a batch of read_buffers.size() values
+  // (a few per thread when values are small) at once, value i of a batch into read_buffers[i], on
+  // the engine thread and `readers`' options.read_threads - 1 helpers; the value it hands out
+  // lives there or in a Located's held bytes until the next batch.
+  std::vector<ReadBuffer> read_buffers;
+  std::unique_ptr<ReadHelpers> readers;
   // The model folder, open (-1 when it could not be opened): value files open relative to it.
+  // Reopened (ReopenModelFolder) only while no read runs.
   int model_fd = -1;
 };
 

@@ -34,84 +34,118 @@ bool DiskTier::Impl::ReopenModelFolder() {
   return model_fd >= 0;
 }
 
-absl::StatusOr<std::span<const std::byte>> DiskTier::Impl::ReadChecked(const TierBlock& block,
-                                                                       bool in_model_dir,
-                                                                       const std::string& path,
-                                                                       ReadRecency recency) {
-  for (int attempt = 0;; ++attempt) {
-    const bool relative = in_model_dir && model_fd >= 0;
-    const absl::StatusOr<std::span<const std::byte>> read = ReadValueFile(
-        relative ? model_fd : AT_FDCWD, relative || !in_model_dir ? path : model_dir + "/" + path,
-        file_bytes, &read_buffer, recency);
-    if (read.ok()) return DecodeTierValue(options.format, block.tokens, *read);
-    // The model folder deleted and made again (by a store) since model_fd was opened.
-    if (!absl::IsNotFound(read.status()) || !in_model_dir || attempt > 0 || !ReopenModelFolder()) {
-      return read.status();
-    }
-  }
-}
-
-// Reads `block`'s value: from the writer's queue while its file is not written yet, else from a
-// named save that pins it, else from its file. A miss (no file, a bad file, an I/O error) is
-// nullopt, with the index and counters updated; `*source` says where a value came from. The value
-// lives in held or read_buffer until the next call.
-std::optional<std::span<const std::byte>> DiskTier::Impl::FetchValue(
-    const TierBlock& block, ValueSource* source, std::vector<BlockHash>* removed) {
-  bool indexed = false;
-  std::string path;
-  ReadRecency recency = ReadRecency::kKeep;
-  {
-    std::lock_guard lock(mu);
-    ++stats.queried_blocks;
-    auto it = entries.find(block.hash);
-    indexed = it != entries.end();
-    held = indexed ? it->second.pending : nullptr;
-    auto pin = pinned.find(block.hash);
-    *source = held != nullptr       ? ValueSource::kQueue
+std::optional<DiskTier::Impl::Located> DiskTier::Impl::Locate(const TierBlock& block) {
+  Located at;
+  std::lock_guard lock(mu);
+  auto it = entries.find(block.hash);
+  at.indexed = it != entries.end();
+  at.held = at.indexed ? it->second.pending : nullptr;
+  auto pin = pinned.find(block.hash);
+  at.source = at.held != nullptr    ? ValueSource::kQueue
               : pin != pinned.end() ? ValueSource::kSave
                                     : ValueSource::kFile;
-    if (*source == ValueSource::kFile && !indexed && removing.contains(block.hash)) {
-      return std::nullopt;  // evicted, its file about to go
-    }
-    if (*source == ValueSource::kSave) path = SavePath(pin->second, block.hash);
-    if (*source == ValueSource::kFile) {
-      path = ValueRelativePath(block.hash);
-      const int64_t now = FileClockNowNs();
-      if (!indexed) {
-        recency = ReadRecency::kTouchIfOld;  // another process's: LoadPrefix adopts it with `now`
-      } else if (now - it->second.touched_ns > kTouchGranularityNs) {
-        recency = ReadRecency::kTouch;
-        it->second.touched_ns = now;
-      }
+  if (at.source == ValueSource::kFile && !at.indexed && removing.contains(block.hash)) {
+    return std::nullopt;  // evicted, its file about to go
+  }
+  if (at.source == ValueSource::kSave) at.path = SavePath(pin->second, block.hash);
+  if (at.source == ValueSource::kFile) {
+    at.path = ValueRelativePath(block.hash);
+    const int64_t now = FileClockNowNs();
+    if (!at.indexed) {
+      at.recency = ReadRecency::kTouchIfOld;  // another process's: LoadPrefix adopts it with `now`
+    } else if (now - it->second.touched_ns > kTouchGranularityNs) {
+      at.recency = ReadRecency::kTouch;
+      it->second.touched_ns = now;
     }
   }
-  const absl::StatusOr<std::span<const std::byte>> payload =
-      *source == ValueSource::kQueue
-          ? DecodeTierValue(options.format, block.tokens,
-                            std::as_bytes(std::span<const char>(*held)))
-          : ReadChecked(block, *source == ValueSource::kFile, path, recency);
-  if (payload.ok()) return *payload;
+  return at;
+}
+
+absl::StatusOr<std::span<const std::byte>> DiskTier::Impl::ReadLocated(const TierBlock& block,
+                                                                       const Located& at,
+                                                                       ReadBuffer* buffer) const {
+  if (at.source == ValueSource::kQueue) {
+    return DecodeTierValue(options.format, block.tokens,
+                           std::as_bytes(std::span<const char>(*at.held)));
+  }
+  const bool relative = at.source == ValueSource::kFile && model_fd >= 0;
+  const std::string full_path =
+      at.source == ValueSource::kFile && !relative ? model_dir + "/" + at.path : std::string();
+  PAGEDKV_ASSIGN_OR_RETURN(
+      const std::span<const std::byte> read,
+      ReadValueFile(relative ? model_fd : AT_FDCWD, full_path.empty() ? at.path : full_path,
+                    file_bytes, buffer, at.recency));
+  return DecodeTierValue(options.format, block.tokens, read);
+}
+
+std::optional<std::span<const std::byte>> DiskTier::Impl::Settle(
+    const TierBlock& block, const Located& at, absl::StatusOr<std::span<const std::byte>> read,
+    ReadBuffer* buffer, std::vector<BlockHash>* removed) {
+  // The model folder deleted and made again (by a store) since model_fd was opened.
+  if (absl::IsNotFound(read.status()) && at.source == ValueSource::kFile && ReopenModelFolder()) {
+    read = ReadLocated(block, at, buffer);
+  }
+  if (read.ok()) return *read;
   std::lock_guard lock(mu);
-  if (*source == ValueSource::kSave) {  // a save's file deleted or damaged by hand: unpinned
+  if (at.source == ValueSource::kSave) {  // a save's file deleted or damaged by hand: unpinned
     pinned.erase(block.hash);
     disk.pinned_blocks = static_cast<int64_t>(pinned.size());
   }
-  if (absl::IsNotFound(payload.status())) {
-    if (indexed && *source == ValueSource::kFile) {  // evicted elsewhere, or removed by hand
+  if (absl::IsNotFound(read.status())) {
+    if (at.indexed && at.source == ValueSource::kFile) {  // evicted elsewhere, or removed by hand
       ++disk.vanished;
       jobs.push_back({.kind = Job::Kind::kRecount, .hash = block.hash});  // heals the usage
       work_cv.notify_one();
     }
-    if (*source == ValueSource::kFile) DropLocked(block.hash, /*remove_file=*/false, removed);
-  } else if (absl::IsDataLoss(payload.status())) {
-    if (*source != ValueSource::kSave) DropLocked(block.hash, /*remove_file=*/false, removed);
-    if (*source == ValueSource::kFile) QueueRemoveLocked(block.hash, /*written=*/true);
-    if (*source == ValueSource::kSave) RemoveFile(path).IgnoreError();  // counted below
-    FaultLocked(&DiskTierStats::corrupt_values, payload.status());
+    if (at.source == ValueSource::kFile) DropLocked(block.hash, /*remove_file=*/false, removed);
+  } else if (absl::IsDataLoss(read.status())) {
+    if (at.source != ValueSource::kSave) DropLocked(block.hash, /*remove_file=*/false, removed);
+    if (at.source == ValueSource::kFile) QueueRemoveLocked(block.hash, /*written=*/true);
+    if (at.source == ValueSource::kSave) RemoveFile(at.path).IgnoreError();  // counted below
+    FaultLocked(&DiskTierStats::corrupt_values, read.status());
   } else {
-    FaultLocked(&DiskTierStats::read_errors, payload.status());
+    FaultLocked(&DiskTierStats::read_errors, read.status());
   }
   return std::nullopt;
+}
+
+std::span<const DiskTier::Impl::Located> DiskTier::Impl::ReadBatch(
+    std::span<const TierBlock> blocks, std::vector<Located>* located,
+    std::vector<absl::StatusOr<std::span<const std::byte>>>* reads) {
+  located->clear();
+  reads->clear();
+  for (const TierBlock& b : blocks) {
+    std::optional<Located> at = Locate(b);
+    if (!at.has_value()) break;
+    located->push_back(*std::move(at));
+    reads->emplace_back(absl::UnknownError("not read"));
+  }
+  readers->Run(located->size(), [&](size_t i) {
+    (*reads)[i] = ReadLocated(blocks[i], (*located)[i], &read_buffers[i]);
+  });
+  return *located;
+}
+
+void DiskTier::Impl::CountHit(const TierBlock& block, ValueSource source, int64_t bytes,
+                              bool announce, std::vector<BlockHash>* removed,
+                              std::vector<const TierBlock*>* announced) {
+  std::lock_guard lock(mu);
+  ++stats.hit_blocks;
+  stats.loaded_bytes += bytes;
+  SuccessLocked();
+  auto it = entries.find(block.hash);
+  if (it == entries.end() && source == ValueSource::kSave) return;  // unbudgeted
+  if (it == entries.end()) {  // another process's file: ours now too
+    ++disk.adopted;
+    InsertLocked(block.hash, Entry{.touched_ns = FileClockNowNs()}, removed);
+    it = entries.find(block.hash);
+  } else {
+    policy->Hit(block.hash);
+  }
+  if (announce && !it->second.announced) {
+    it->second.announced = true;
+    announced->push_back(&block);
+  }
 }
 
 absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
@@ -126,31 +160,38 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
   std::vector<BlockHash> removed;
   std::vector<const TierBlock*> announce;
   absl::Status sink_error;
-  for (const TierBlock& b : blocks) {
-    Impl::ValueSource source = Impl::ValueSource::kFile;
-    const std::optional<std::span<const std::byte>> value = impl.FetchValue(b, &source, &removed);
-    if (!value.has_value()) break;
-    absl::StatusOr<bool> took = sink(taken, *value);
-    if (!took.ok()) sink_error = took.status();
-    if (!took.ok() || !*took) break;
-    ++taken;
+  std::vector<Impl::Located> located;
+  std::vector<absl::StatusOr<std::span<const std::byte>>> reads;
+  int64_t examined = 0;  // blocks looked at in chain order (not those read ahead of a miss)
+  const size_t batch = impl.read_buffers.size();
+  for (bool go_on = true; go_on && taken < static_cast<int64_t>(blocks.size());) {
+    const std::span<const TierBlock> rest = blocks.subspan(static_cast<size_t>(taken));
+    const std::span<const TierBlock> next = rest.first(std::min(batch, rest.size()));
+    const std::span<const Impl::Located> at = impl.ReadBatch(next, &located, &reads);
+    for (size_t i = 0; go_on && i < at.size(); ++i) {
+      ++examined;
+      const std::optional<std::span<const std::byte>> value =
+          impl.Settle(next[i], at[i], std::move(reads[i]), &impl.read_buffers[i], &removed);
+      if (!value.has_value()) {
+        go_on = false;
+        break;
+      }
+      absl::StatusOr<bool> took = sink(taken, *value);
+      if (!took.ok()) sink_error = took.status();
+      go_on = took.ok() && *took;
+      if (!go_on) break;
+      ++taken;
+      impl.CountHit(next[i], at[i].source, static_cast<int64_t>(value->size()), HasListeners(),
+                    &removed, &announce);
+    }
+    if (go_on && at.size() < next.size()) {  // Locate's miss, known without a read
+      ++examined;
+      go_on = false;
+    }
+  }
+  {
     std::lock_guard lock(impl.mu);
-    ++impl.stats.hit_blocks;
-    impl.stats.loaded_bytes += static_cast<int64_t>(value->size());
-    impl.SuccessLocked();
-    auto it = impl.entries.find(b.hash);
-    if (it == impl.entries.end() && source == Impl::ValueSource::kSave) continue;  // unbudgeted
-    if (it == impl.entries.end()) {  // another process's file: ours now too
-      ++impl.disk.adopted;
-      impl.InsertLocked(b.hash, Impl::Entry{.touched_ns = FileClockNowNs()}, &removed);
-      it = impl.entries.find(b.hash);
-    } else {
-      impl.policy->Hit(b.hash);
-    }
-    if (HasListeners() && !it->second.announced) {
-      it->second.announced = true;
-      announce.push_back(&b);
-    }
+    impl.stats.queried_blocks += examined;
   }
   for (const BlockHash& h : removed) {
     Emit(KvEvent{.type = KvEventType::kBlockRemoved, .hash = h, .medium = medium()});

@@ -70,6 +70,9 @@
 
 namespace pagedkv {
 
+// The most threads DiskTierOptions::read_threads takes.
+inline constexpr int32_t kMaxDiskReadThreads = 64;
+
 struct PAGEDKV_EXPORT DiskTierOptions {
   std::string directory;          // root folder (created if missing); files under <model>/
   int64_t capacity_bytes = 0;     // > 0: bytes of this model's files (headers and tokens too)
@@ -83,6 +86,11 @@ struct PAGEDKV_EXPORT DiskTierOptions {
   // The writer keeps the encode buffers of finished stores for reuse (at most max_pending_bytes)
   // and frees them once it has had nothing to write for this long. > 0.
   std::chrono::milliseconds spare_buffer_idle{5000};
+  // Threads that read and check LoadPrefix's values: the calling thread and read_threads - 1
+  // helpers (which sleep while no lookup runs). With more than one, values are read a batch at a
+  // time (a few per thread when they are small), so reads ahead of a miss are wasted and touch
+  // their files' times as hits do; the answer is the same. In [1, kMaxDiskReadThreads].
+  int32_t read_threads = 2;
   // One line per incident and per recovery; null: to stderr ("pagedkv: disk tier ...").
   std::function<void(std::string_view)> report = nullptr;
 };
@@ -110,9 +118,11 @@ struct PAGEDKV_EXPORT DiskTierStats {
 class PAGEDKV_EXPORT DiskTier final : public KvTier {
  public:
   // InvalidArgument for an empty directory, capacity_bytes below one file, a format without
-  // value_bytes or block_size, an unknown policy, max_pending_bytes <= 0, a negative threshold
-  // or an empty medium. A folder that cannot be created is not an error here (a fault: reported,
-  // and every store retries it), so a full or read-only disk never stops the engine starting.
+  // value_bytes or block_size, an unknown policy, max_pending_bytes <= 0, a negative threshold,
+  // an empty medium, or read_threads outside [1, kMaxDiskReadThreads]; ResourceExhausted when
+  // the read helper threads cannot be started. A folder that cannot be created is not an error
+  // here (a fault: reported, and every store retries it), so a full or read-only disk never stops
+  // the engine starting.
   static absl::StatusOr<std::unique_ptr<DiskTier>> Create(DiskTierOptions options);
   // Writes what is queued, then stops the writer thread.
   ~DiskTier() override;
