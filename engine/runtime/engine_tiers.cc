@@ -75,6 +75,7 @@ absl::Status Engine::CreateTiers() {
                           .policy = d.policy,
                           .store = d.store,
                           .max_pending_bytes = d.max_pending_bytes,
+                          .read_threads = d.read_threads,
                           .report = d.report}));
     tiers.push_back(std::move(disk));
   }

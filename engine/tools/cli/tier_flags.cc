@@ -67,6 +67,9 @@ void AddTierFlags(CLI::App* cmd, TierFlags* flags) {
                   "shared by every process using the folder: give them all the same");
   cmd->add_option("--disk-cache-policy", flags->disk_cache_policy,
                   "disk tier eviction policy: lru or arc");
+  cmd->add_option("--disk-cache-read-threads", flags->disk_cache_read_threads,
+                  "values a disk tier lookup reads and checks at once (1-64; threads beyond "
+                  "the engine's own sleep between lookups)");
 }
 
 absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
@@ -81,6 +84,7 @@ absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
     PAGEDKV_ASSIGN_OR_RETURN(options->disk_tier.capacity_bytes,
                              ParseByteSize("--disk-cache-size", flags.disk_cache_size));
     options->disk_tier.policy = flags.disk_cache_policy;
+    options->disk_tier.read_threads = flags.disk_cache_read_threads;
   }
   options->remote_cache_url = flags.remote_cache;
   options->remote_tier.key_prefix = flags.remote_cache_prefix;

@@ -37,6 +37,7 @@ struct TierFlags {
   std::string disk_cache;                          // --disk-cache: folder; empty = no disk tier
   std::string disk_cache_size = "10G";             // --disk-cache-size: byte budget
   std::string disk_cache_policy = "lru";           // --disk-cache-policy: lru or arc
+  int32_t disk_cache_read_threads = 2;             // --disk-cache-read-threads
 };
 
 // Registers the flags on `cmd`; `flags` must outlive the parse.

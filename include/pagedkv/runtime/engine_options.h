@@ -92,6 +92,9 @@ struct PAGEDKV_EXPORT DiskCacheOptions {
   std::string policy = "lru";   // "lru" or "arc"
   TierStoreOptions store = {};  // when blocks go to disk (write-through by default)
   int64_t max_pending_bytes = int64_t{256} << 20;  // > 0: queued writes beyond this are dropped
+  // Values a lookup reads and checks at once, on the engine thread and read_threads - 1 helper
+  // threads that sleep between lookups; in [1, 64] (DiskTierOptions::read_threads).
+  int32_t read_threads = 2;
   // One line per incident and recovery; null: stderr.
   std::function<void(std::string_view)> report = nullptr;
 };

@@ -80,7 +80,9 @@ TEST_F(EngineDiskTierTest, ARestartedEngineLoadsThePrefixFromDisk) {
     EXPECT_EQ(first.num_prefix_hit_tokens, 0);
     first_tokens = first.output_tokens;
   }  // the engine and its disk tier go: the files stay
-  auto engine = MakeEngine(Options());
+  EngineOptions o = Options();
+  o.disk_tier.read_threads = 4;  // the 7 blocks read at once: the same answer
+  auto engine = MakeEngine(o);
   const GenerationResult second = Run(*engine, prompt);
   EXPECT_EQ(second.num_prefix_hit_tokens, 28);
   EXPECT_EQ(second.num_disk_hit_tokens, 28);
@@ -188,6 +190,9 @@ TEST_F(EngineDiskTierTest, BadDiskOptionsAreInvalidArgument) {
   absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(weights_, o);
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(e.status().message(), HasSubstr("capacity_bytes"));
+  o = Options();
+  o.disk_tier.read_threads = 0;
+  EXPECT_THAT(Engine::Create(weights_, o).status().message(), HasSubstr("read_threads"));
   o = Options();
   o.enable_prefix_caching = false;
   EXPECT_THAT(Engine::Create(weights_, o).status().message(), HasSubstr("disk_tier"));
