@@ -53,14 +53,16 @@ std::string TempFolder() {
   return ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
 }
 
-std::unique_ptr<DiskTier> MakeTier(const std::string& dir, int64_t value_bytes) {
+std::unique_ptr<DiskTier> MakeTier(const std::string& dir, int64_t value_bytes,
+                                   int32_t read_threads = 1) {
   const int64_t file_bytes =
       static_cast<int64_t>(kTierValueHeaderBytes) + 4 * kBlockSize + value_bytes;
   return DiskTier::Create({.directory = dir,
                            .capacity_bytes = kBlocks * file_bytes,
                            .model_fingerprint = "bench",
                            .format = {.block_size = kBlockSize, .value_bytes = value_bytes},
-                           .max_pending_bytes = 2 * kBlocks * file_bytes})
+                           .max_pending_bytes = 2 * kBlocks * file_bytes,
+                           .read_threads = read_threads})
       .value();
 }
 
@@ -92,11 +94,12 @@ void BM_DiskTierStore(benchmark::State& state) {
 }
 
 // Loads a held chain of kBlocks from its files (the sink reads each value's first and last
-// byte: the copy to the device is the engine's, not the tier's).
+// byte: the copy to the device is the engine's, not the tier's), reading range(1) values at once
+// (DiskTierOptions::read_threads).
 void BM_DiskTierLoad(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
-  auto tier = MakeTier(dir, bytes);
+  auto tier = MakeTier(dir, bytes, static_cast<int32_t>(state.range(1)));
   Chain chain(kBlocks, bytes, 1, 0x5EED);
   if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
   tier->Flush();
@@ -185,7 +188,9 @@ class PageAlignedBytes {
   std::byte* data_;
 };
 
-// The floor of a load as files: each value read from its own file (open, read, close).
+// The floor of a load as files: each value read from its own file (open, read, close). With
+// several threads (->Threads), each reads a folder of its own: the floor of a tier that reads
+// that many values at once.
 void BM_PlainFilesRead(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
@@ -302,9 +307,9 @@ BENCHMARK(BM_DiskTierStartScan)
 BENCHMARK(BM_DiskTierStore)->VALUE_SIZES;
 BENCHMARK(BM_PlainFileWrite)->VALUE_SIZES;
 BENCHMARK(BM_PlainNewFilesWrite)->VALUE_SIZES;
-BENCHMARK(BM_DiskTierLoad)->VALUE_SIZES;
+BENCHMARK(BM_DiskTierLoad)->ArgsProduct({{64 << 10, 256 << 10, 2 << 20}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_PlainFileRead)->VALUE_SIZES;
-BENCHMARK(BM_PlainFilesRead)->VALUE_SIZES;
+BENCHMARK(BM_PlainFilesRead)->VALUE_SIZES->Threads(1)->Threads(2);
 
 }  // namespace
 }  // namespace pagedkv
