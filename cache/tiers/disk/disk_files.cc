@@ -14,6 +14,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,6 +66,12 @@ int WriteAll(int fd, std::span<const std::byte> bytes) {
   }
   return 0;
 }
+
+// Whether WriteTemporary tries O_TMPFILE (SetUnnamedTemporaries).
+std::atomic<bool> unnamed_temporaries{true};
+
+// open(2)'s errors that say the file system has no unnamed files (or the kernel has no O_TMPFILE).
+bool NoUnnamedFiles(int error) { return error == EOPNOTSUPP || error == EISDIR || error == EINVAL; }
 
 std::string TempName(const std::string& name) {
   static std::atomic<uint64_t> sequence{0};
@@ -162,40 +169,82 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& name,
-                                           std::span<const std::byte> bytes) {
-  std::string temp = absl::StrCat(dir, "/", TempName(name));
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return ErrnoError(errno, "cannot create", temp);
-  int error = WriteAll(fd.get(), bytes);
-  const int close_error = fd.Close();
-  if (error == 0) error = close_error;
-  if (error != 0) {
-    ::unlink(temp.c_str());  // best effort: the write already failed
-    return ErrnoError(error, "cannot write", absl::StrCat(dir, "/", name));
+TempFile::TempFile(TempFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {
+  other.path_.clear();
+}
+
+TempFile& TempFile::operator=(TempFile&& other) noexcept {
+  if (this != &other) {
+    Remove();
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    other.path_.clear();
   }
+  return *this;
+}
+
+TempFile::~TempFile() { Remove(); }
+
+void TempFile::Remove() {
+  if (fd_ >= 0) ::close(fd_);  // an unnamed file goes with its last descriptor
+  if (!path_.empty()) ::unlink(path_.c_str());
+  fd_ = -1;
+  path_.clear();
+}
+
+void SetUnnamedTemporaries(bool enabled) { unnamed_temporaries.store(enabled); }
+
+absl::StatusOr<TempFile> WriteTemporary(const std::string& dir, const std::string& name,
+                                        std::span<const std::byte> bytes) {
+  TempFile temp;
+  if (unnamed_temporaries.load(std::memory_order_relaxed)) {
+    temp.fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (temp.fd_ < 0 && !NoUnnamedFiles(errno)) {
+      return ErrnoError(errno, "cannot create", absl::StrCat(dir, "/", name));
+    }
+    if (temp.fd_ < 0) unnamed_temporaries.store(false);  // this file system has none
+  }
+  if (temp.fd_ < 0) {
+    const std::string path = absl::StrCat(dir, "/", TempName(name));
+    temp.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (temp.fd_ < 0) return ErrnoError(errno, "cannot create", path);
+    temp.path_ = path;
+  }
+  int error = WriteAll(temp.fd_, bytes);
+  if (!temp.path_.empty()) {  // a named file is closed now; an unnamed one stays open to be linked
+    const int close_rc = ::close(std::exchange(temp.fd_, -1));
+    if (error == 0 && close_rc != 0) error = errno;
+  }
+  if (error != 0) return ErrnoError(error, "cannot write", absl::StrCat(dir, "/", name));
   return temp;
 }
 
-absl::StatusOr<bool> PublishTemporary(const std::string& temp, const std::string& path) {
-  int rc = ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+absl::StatusOr<bool> PublishTemporary(TempFile& temp, const std::string& path) {
+  if (temp.fd_ >= 0) {
+    const std::string proc = absl::StrCat("/proc/self/fd/", temp.fd_);
+    const int rc = ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+    const int error = errno;
+    temp.Remove();
+    if (rc == 0) return true;
+    if (error == EEXIST) return false;
+    if (error == ENOENT && ::access("/proc/self/fd", F_OK) != 0) {
+      unnamed_temporaries.store(false);  // no /proc: later values get temporary names
+    }
+    return ErrnoError(error, "cannot write", path);
+  }
+  int rc = ::renameat2(AT_FDCWD, temp.path_.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
   if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
     // No RENAME_NOREPLACE here: link(2) fails with EEXIST just the same.
-    rc = ::link(temp.c_str(), path.c_str());
-    if (rc == 0 || errno == EEXIST) ::unlink(temp.c_str());
-    if (rc != 0 && errno != EEXIST) rc = ::rename(temp.c_str(), path.c_str());  // no hard links
+    rc = ::link(temp.path_.c_str(), path.c_str());
+    if (rc != 0 && errno != EEXIST) rc = ::rename(temp.path_.c_str(), path.c_str());  // no links
   }
-  if (rc == 0) return true;
   const int error = errno;
-  ::unlink(temp.c_str());  // the value is there already, or it cannot be published
+  if (rc == 0 && ::access(temp.path_.c_str(), F_OK) != 0) temp.path_.clear();  // renamed
+  temp.Remove();  // unlinks what link(2) left, or the temporary of a failed publish
+  if (rc == 0) return true;
   if (error == EEXIST) return false;
   return ErrnoError(error, "cannot write", path);
-}
-
-absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::string& name,
-                                         std::span<const std::byte> bytes) {
-  PAGEDKV_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(dir, name, bytes));
-  return PublishTemporary(temp, absl::StrCat(dir, "/", name));
 }
 
 void ReadBuffer::Free::operator()(std::byte* p) const { std::free(p); }

@@ -4,12 +4,15 @@
 // status that names the path and the errno, so the tier can count and report the fault and go on.
 // Layout under a model folder: 256 shard folders named by the first two hex digits of a block's
 // chain hash, each holding one file per value, "<32 hex digits of the hash>.kv". A value is
-// written to a temporary name in its shard (".<name>.<pid>.<seq>.tmp") and renamed, so a reader
-// sees either no file or the whole value; temporaries left by a crash are removed by the next
-// scan once they are old.
+// written to an unnamed file in its shard (open(2) with O_TMPFILE) and then linked to its name,
+// so a reader sees either no file or the whole value, and a crash leaves nothing behind. On a
+// file system without unnamed files it is written to a temporary name
+// (".<name>.<pid>.<seq>.tmp") and renamed; such temporaries left by a crash are removed by the
+// next scan once they are old.
 //
 // Example:
-//   PAGEDKV_RETURN_IF_ERROR(WriteFileAtomically(shard_dir, ValueFileName(hash), bytes));
+//   PAGEDKV_ASSIGN_OR_RETURN(TempFile temp, WriteTemporary(shard_dir, ValueFileName(hash), bytes));
+//   PAGEDKV_ASSIGN_OR_RETURN(bool created, PublishTemporary(temp, shard_dir + "/" + name));
 //   absl::StatusOr<std::span<const std::byte>> read =
 //       ReadValueFile(model_fd, ValueRelativePath(hash), expected_bytes, &buffer);
 //   if (absl::IsNotFound(read.status())) ...;  // a miss
@@ -45,22 +48,46 @@ std::string ValueRelativePath(const BlockHash& hash);
 // mkdir -p `path` (mode 0755). The error names the path and errno.
 absl::Status MakeDirectories(const std::string& path);
 
-// Writes `bytes` to a new temporary file in `dir` (".<name>.<pid>.<seq>.tmp") and returns its
-// path. On failure nothing is left behind and the error names errno (ENOSPC, EROFS, EACCES, ENOENT
-// when `dir` is gone: the caller may recreate it).
-absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& name,
-                                           std::span<const std::byte> bytes);
+// A value written and not yet published: an unnamed file, open, or a file under a temporary
+// name. Dropped unpublished, it is removed (closed, or unlinked).
+class TempFile {
+ public:
+  TempFile() = default;
+  TempFile(TempFile&& other) noexcept;
+  TempFile& operator=(TempFile&& other) noexcept;
+  ~TempFile();
 
-// Renames the temporary `temp` to `path` unless `path` exists (renameat2 with RENAME_NOREPLACE;
-// link + unlink on a file system without it): readers see the whole file or none, and exactly
-// one of several processes publishing the same name creates it. True when this call created
-// `path`; false when a file was already there (same name, same content: the temporary is
-// removed). On failure the temporary is removed and the error names errno.
-absl::StatusOr<bool> PublishTemporary(const std::string& temp, const std::string& path);
+  bool unnamed() const { return fd_ >= 0; }
+  // Removes the file now (closes an unnamed one, unlinks a named one); then it holds nothing.
+  void Remove();
 
-// WriteTemporary + PublishTemporary.
-absl::StatusOr<bool> WriteFileAtomically(const std::string& dir, const std::string& name,
-                                         std::span<const std::byte> bytes);
+ private:
+  friend absl::StatusOr<TempFile> WriteTemporary(const std::string& dir, const std::string& name,
+                                                 std::span<const std::byte> bytes);
+  friend absl::StatusOr<bool> PublishTemporary(TempFile& temp, const std::string& path);
+
+  int fd_ = -1;       // an unnamed file (O_TMPFILE), open until published
+  std::string path_;  // else a named temporary; empty once published or dropped
+};
+
+// Writes `bytes` to a new unnamed file in `dir` or, where the file system has none (or
+// SetUnnamedTemporaries(false)), to a temporary name (".<name>.<pid>.<seq>.tmp"). On failure
+// nothing is left behind and the error names errno (ENOSPC, EROFS, EACCES, ENOENT when `dir` is
+// gone: the caller may recreate it).
+absl::StatusOr<TempFile> WriteTemporary(const std::string& dir, const std::string& name,
+                                        std::span<const std::byte> bytes);
+
+// Publishes `temp` as `path` unless `path` exists: an unnamed file is linked to it (linkat(2)
+// through /proc/self/fd), a named one renamed (renameat2 with RENAME_NOREPLACE; link + unlink on
+// a file system without it). Readers see the whole file or none, and exactly one of several
+// processes publishing the same name creates it. True when this call created `path`; false when a
+// file was already there (same name, same content). Either way, and on failure (the error names
+// errno), `temp` holds nothing afterwards.
+absl::StatusOr<bool> PublishTemporary(TempFile& temp, const std::string& path);
+
+// Whether WriteTemporary tries unnamed files (on by default; turned off for the process the
+// first time a file system refuses them, or linking one fails for want of /proc). For tests.
+void SetUnnamedTemporaries(bool enabled);
 
 // Whether a read refreshes the file's modification time (its recency after a restart): never,
 // always, or when it is older than kTouchGranularityNs (a file the caller knows nothing of; this

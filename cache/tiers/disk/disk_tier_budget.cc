@@ -80,14 +80,14 @@ absl::Status DiskTier::Impl::UnlinkCounted(const BlockHash& hash, bool recount_i
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const std::string& temp) {
+absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, TempFile* temp) {
   const std::string path = ValuePath(model_dir, job.hash);
-  if (!LockUsage()) return PublishTemporary(temp, path);  // this process's own budget only
+  if (!LockUsage()) return PublishTemporary(*temp, path);  // this process's own budget only
   Room room = MakeRoomLocked(/*may_list=*/true);
   for (int listings = 0; room != Room::kRoom && listings < kMaxListingsPerStore; ++listings) {
     UnlockUsage();  // list the folder without holding the others up
     RefillCandidates();
-    if (!LockUsage()) return PublishTemporary(temp, path);
+    if (!LockUsage()) return PublishTemporary(*temp, path);
     room = MakeRoomLocked(/*may_list=*/false);
   }
   bool live = false;
@@ -103,12 +103,12 @@ absl::StatusOr<bool> DiskTier::Impl::PublishWithinBudget(const Job& job, const s
                      " is at its byte budget and holds no file this process can "
                      "evict (all are being written); the value is dropped"));
   } else if (live) {
-    published = PublishTemporary(temp, path);
+    published = PublishTemporary(*temp, path);
     if (published.ok() && *published) usage.Add(ShardOf(job.hash), 1);
   }
   // Inside the lock, as a publish is: while another process holds it, each writer has at most
-  // one temporary (a leftover is removed by the next scan once old).
-  if (room != Room::kRoom || !live) RemoveFile(temp).IgnoreError();
+  // one temporary (a named one left by a crash is removed by the next scan once old).
+  if (room != Room::kRoom || !live) temp->Remove();
   UnlockUsage();
   return published;
 }

@@ -122,8 +122,9 @@ struct DiskTier::Impl {
 
   // The shared budget (disk_tier_budget.cc), writer thread only.
   // Publishes `temp` as `job`'s file once the folder has room for it under the budget; false
-  // when the file was there already or the entry was dropped meanwhile (`temp` removed then).
-  absl::StatusOr<bool> PublishWithinBudget(const Job& job, const std::string& temp);
+  // when the file was there already or the entry was dropped meanwhile. `temp` holds nothing
+  // afterwards.
+  absl::StatusOr<bool> PublishWithinBudget(const Job& job, TempFile* temp);
   enum class Room { kRoom, kNeedListing, kNoVictim };
   // REQUIRES: usage locked. Runs the queued removals, then evicts until one more file fits: each
   // victim is the older (by file time) of this process's policy's next victim with a written

@@ -177,12 +177,12 @@ void DiskTier::Impl::RunWrite(const Job& job) {
   }
   const std::string shard = ShardDir(model_dir, job.hash);
   const auto bytes = std::as_bytes(std::span<const char>(*job.bytes));
-  absl::StatusOr<std::string> temp = WriteTemporary(shard, ValueFileName(job.hash), bytes);
+  absl::StatusOr<TempFile> temp = WriteTemporary(shard, ValueFileName(job.hash), bytes);
   if (absl::IsNotFound(temp.status()) && MakeDirectories(shard).ok()) {  // the folder was deleted
     temp = WriteTemporary(shard, ValueFileName(job.hash), bytes);
   }
   absl::Status written = temp.status();
-  if (temp.ok()) written = PublishWithinBudget(job, *temp).status();
+  if (temp.ok()) written = PublishWithinBudget(job, &*temp).status();
   std::lock_guard lock(mu);
   if (!live()) return;  // evicted while it was written: the removal queued then takes the file
   Entry& entry = entries.at(job.hash);
