@@ -214,6 +214,68 @@ void BM_PlainFilesRead(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 
+// Drops the file's pages from the page cache (clean ones: the caller synced), so that its next
+// read goes to the device, as after a reboot.
+void DropFromPageCache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// BM_DiskTierLoad with every value file out of the page cache before each iteration (untimed):
+// reads from the device, range(1) values at once.
+void BM_DiskTierLoadCold(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const std::string dir = TempFolder();
+  auto tier = MakeTier(dir, bytes, static_cast<int32_t>(state.range(1)));
+  Chain chain(kBlocks, bytes, 1, 0x5EED);
+  if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
+  tier->Flush();
+  ::sync();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (const TierBlock& b : chain.blocks) DropFromPageCache(tier->PathOf(b.hash));
+    state.ResumeTiming();
+    auto n = tier->LoadPrefix(chain.blocks, [&](int64_t, std::span<const std::byte> v) {
+      benchmark::DoNotOptimize(v.front());
+      return true;
+    });
+    if (!n.ok() || *n != kBlocks) state.SkipWithError("lookup missed");
+  }
+  state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
+  tier.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// BM_PlainFilesRead from the device: every file out of the page cache before each iteration.
+void BM_PlainFilesReadCold(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const std::string dir = TempFolder();
+  PageAlignedBytes value(bytes);
+  for (int64_t i = 0; i < kBlocks; ++i) {
+    const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd < 0 || ::write(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
+      state.SkipWithError("write failed");
+    }
+  }
+  ::sync();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int64_t i = 0; i < kBlocks; ++i) DropFromPageCache(dir + "/" + std::to_string(i));
+    state.ResumeTiming();
+    for (int64_t i = 0; i < kBlocks; ++i) {
+      const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_RDONLY);
+      if (fd < 0 || ::read(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
+        state.SkipWithError("read failed");
+      }
+      benchmark::ClobberMemory();
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
+  std::filesystem::remove_all(dir);
+}
+
 // The floor of a load: pread(2) of the same bytes from one open file into one buffer.
 void BM_PlainFileRead(benchmark::State& state) {
   const int64_t bytes = state.range(0);
@@ -310,6 +372,15 @@ BENCHMARK(BM_PlainNewFilesWrite)->VALUE_SIZES;
 BENCHMARK(BM_DiskTierLoad)->ArgsProduct({{64 << 10, 256 << 10, 2 << 20}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_PlainFileRead)->VALUE_SIZES;
 BENCHMARK(BM_PlainFilesRead)->VALUE_SIZES->Threads(1)->Threads(2);
+BENCHMARK(BM_DiskTierLoadCold)
+    ->ArgsProduct({{256 << 10, 2 << 20}, {1, 2, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlainFilesReadCold)
+    ->Arg(256 << 10)
+    ->Arg(2 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pagedkv
