@@ -189,6 +189,7 @@ absl::StatusOr<int64_t> DiskTier::LoadPrefix(std::span<const TierBlock> blocks,
       go_on = false;
     }
   }
+  impl.readers->Rest();
   {
     std::lock_guard lock(impl.mu);
     impl.stats.queried_blocks += examined;

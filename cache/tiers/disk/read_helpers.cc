@@ -81,6 +81,7 @@ void ReadHelpers::Run(size_t num_jobs, absl::FunctionRef<void(size_t)> job) {
     std::lock_guard lock(mu_);
     job_ = &job;
     num_jobs_ = num_jobs;
+    resting_.store(false, std::memory_order_relaxed);
     next_job_ = 0;
     unfinished_.store(num_jobs, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
@@ -119,7 +120,8 @@ void ReadHelpers::Loop() {
   uint64_t seen = 0;
   for (;;) {
     const auto moved = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    if (!SpinUntil(moved)) {
+    SpinUntil([&] { return moved() || resting_.load(std::memory_order_relaxed); });
+    if (!moved()) {
       std::unique_lock lock(mu_);
       batch_cv_.wait(lock, [&] { return stop_ || moved(); });
       if (stop_) return;

@@ -7,7 +7,8 @@
 // job. Every job must be safe on any of the threads.
 //
 // A helper spins for a while after a batch (LoadPrefix's next batch follows within microseconds)
-// and then sleeps until the next Run, so an idle tier costs no CPU.
+// and then sleeps until the next Run, so an idle tier costs no CPU; after Rest() (a lookup's last
+// batch) it sleeps at once, leaving the core to the engine's next step.
 //
 // Example:
 //   PAGEDKV_ASSIGN_OR_RETURN(std::unique_ptr<ReadHelpers> helpers, ReadHelpers::Create(1));
@@ -46,6 +47,8 @@ class ReadHelpers {
   // Runs job(i) once for every i in [0, num_jobs) (here or on a helper); returns when all have
   // returned.
   void Run(size_t num_jobs, absl::FunctionRef<void(size_t)> job);
+  // No batch follows soon: helpers sleep now instead of spinning (the next Run wakes them).
+  void Rest() { resting_.store(true, std::memory_order_relaxed); }
 
  private:
   ReadHelpers() = default;
@@ -62,6 +65,7 @@ class ReadHelpers {
   size_t next_job_ = 0;                                   // under mu_: the first unclaimed
   std::atomic<size_t> unfinished_{0};                     // the batch's jobs not yet returned
   std::atomic<uint64_t> generation_{0};                   // batches started (set under mu_)
+  std::atomic<bool> resting_{false};                      // Rest() since the last Run
   bool stop_ = false;                                     // under mu_
   std::vector<std::thread> threads_;
 };

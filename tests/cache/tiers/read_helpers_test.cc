@@ -32,10 +32,10 @@ TEST(ReadHelpersTest, RunsEveryJobOnceAndJoins) {
 }
 
 // With a helper and jobs that wait for each other, both run at once (the batch would never end
-// otherwise); after the helper sleeps (past its spin), the next Run wakes it.
+// otherwise); after the helper sleeps (past its spin, or told to Rest), the next Run wakes it.
 TEST(ReadHelpersTest, HelpersRunJobsAtOnceAndWakeAfterSleeping) {
   std::unique_ptr<ReadHelpers> pool = ReadHelpers::Create(1).value();
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
     std::atomic<int> arrived{0};
     std::vector<std::thread::id> ids(2);
     pool->Run(2, [&](size_t i) {
@@ -44,6 +44,7 @@ TEST(ReadHelpersTest, HelpersRunJobsAtOnceAndWakeAfterSleeping) {
       while (arrived.load() < 2) std::this_thread::yield();
     });
     EXPECT_NE(ids[0], ids[1]);
+    if (round % 2 == 0) pool->Rest();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the helper goes to sleep
   }
 }
