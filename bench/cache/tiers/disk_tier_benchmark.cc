@@ -93,29 +93,6 @@ void BM_DiskTierStore(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 
-// Loads a held chain of kBlocks from its files (the sink reads each value's first and last
-// byte: the copy to the device is the engine's, not the tier's), reading range(1) values at once
-// (DiskTierOptions::read_threads).
-void BM_DiskTierLoad(benchmark::State& state) {
-  const int64_t bytes = state.range(0);
-  const std::string dir = TempFolder();
-  auto tier = MakeTier(dir, bytes, static_cast<int32_t>(state.range(1)));
-  Chain chain(kBlocks, bytes, 1, 0x5EED);
-  if (!tier->Store(chain.items).ok()) state.SkipWithError("store failed");
-  tier->Flush();
-  for (auto _ : state) {
-    auto n = tier->LoadPrefix(chain.blocks, [&](int64_t, std::span<const std::byte> v) {
-      benchmark::DoNotOptimize(v.front());
-      benchmark::DoNotOptimize(v.back());
-      return true;
-    });
-    if (!n.ok() || *n != kBlocks) state.SkipWithError("lookup missed");
-  }
-  state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
-  tier.reset();
-  std::filesystem::remove_all(dir);
-}
-
 // The floor of a store: write(2) of the same bytes (kBlocks values) into one open file.
 void BM_PlainFileWrite(benchmark::State& state) {
   const int64_t bytes = state.range(0);
@@ -188,32 +165,6 @@ class PageAlignedBytes {
   std::byte* data_;
 };
 
-// The floor of a load as files: each value read from its own file (open, read, close). With
-// several threads (->Threads), each reads a folder of its own: the floor of a tier that reads
-// that many values at once.
-void BM_PlainFilesRead(benchmark::State& state) {
-  const int64_t bytes = state.range(0);
-  const std::string dir = TempFolder();
-  PageAlignedBytes value(bytes);
-  for (int64_t i = 0; i < kBlocks; ++i) {
-    const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_WRONLY | O_CREAT, 0644);
-    if (fd < 0 || ::write(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
-      state.SkipWithError("write failed");
-    }
-  }
-  for (auto _ : state) {
-    for (int64_t i = 0; i < kBlocks; ++i) {
-      const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_RDONLY);
-      if (fd < 0 || ::read(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
-        state.SkipWithError("read failed");
-      }
-      benchmark::ClobberMemory();
-    }
-  }
-  state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
-  std::filesystem::remove_all(dir);
-}
-
 // Drops the file's pages from the page cache (clean ones: the caller synced), so that its next
 // read goes to the device, as after a reboot.
 void DropFromPageCache(const std::string& path) {
@@ -223,9 +174,11 @@ void DropFromPageCache(const std::string& path) {
   ::close(fd);
 }
 
-// BM_DiskTierLoad with every value file out of the page cache before each iteration (untimed):
-// reads from the device, range(1) values at once.
-void BM_DiskTierLoadCold(benchmark::State& state) {
+// Loads a held chain of kBlocks from its files (the sink reads each value's first and last
+// byte: the copy to the device is the engine's, not the tier's), reading range(1) values at once
+// (DiskTierOptions::read_threads). `from_device`: the files are dropped from the page cache
+// before each iteration (untimed).
+void TierLoads(benchmark::State& state, bool from_device) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
   auto tier = MakeTier(dir, bytes, static_cast<int32_t>(state.range(1)));
@@ -234,11 +187,14 @@ void BM_DiskTierLoadCold(benchmark::State& state) {
   tier->Flush();
   ::sync();
   for (auto _ : state) {
-    state.PauseTiming();
-    for (const TierBlock& b : chain.blocks) DropFromPageCache(tier->PathOf(b.hash));
-    state.ResumeTiming();
+    if (from_device) {
+      state.PauseTiming();
+      for (const TierBlock& b : chain.blocks) DropFromPageCache(tier->PathOf(b.hash));
+      state.ResumeTiming();
+    }
     auto n = tier->LoadPrefix(chain.blocks, [&](int64_t, std::span<const std::byte> v) {
       benchmark::DoNotOptimize(v.front());
+      benchmark::DoNotOptimize(v.back());
       return true;
     });
     if (!n.ok() || *n != kBlocks) state.SkipWithError("lookup missed");
@@ -247,25 +203,32 @@ void BM_DiskTierLoadCold(benchmark::State& state) {
   tier.reset();
   std::filesystem::remove_all(dir);
 }
+void BM_DiskTierLoad(benchmark::State& state) { TierLoads(state, /*from_device=*/false); }
+void BM_DiskTierLoadCold(benchmark::State& state) { TierLoads(state, /*from_device=*/true); }
 
-// BM_PlainFilesRead from the device: every file out of the page cache before each iteration.
-void BM_PlainFilesReadCold(benchmark::State& state) {
+// The floor of a load as files: each value read from its own file (open, read, close). With
+// several threads (->Threads), each reads a folder of its own: the floor of a tier that reads
+// that many values at once. `from_device` as in TierLoads.
+void PlainFileReads(benchmark::State& state, bool from_device) {
   const int64_t bytes = state.range(0);
   const std::string dir = TempFolder();
   PageAlignedBytes value(bytes);
+  const auto path = [&](int64_t i) { return dir + "/" + std::to_string(i); };
   for (int64_t i = 0; i < kBlocks; ++i) {
-    const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_WRONLY | O_CREAT, 0644);
+    const int fd = ::open(path(i).c_str(), O_WRONLY | O_CREAT, 0644);
     if (fd < 0 || ::write(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
       state.SkipWithError("write failed");
     }
   }
   ::sync();
   for (auto _ : state) {
-    state.PauseTiming();
-    for (int64_t i = 0; i < kBlocks; ++i) DropFromPageCache(dir + "/" + std::to_string(i));
-    state.ResumeTiming();
+    if (from_device) {
+      state.PauseTiming();
+      for (int64_t i = 0; i < kBlocks; ++i) DropFromPageCache(path(i));
+      state.ResumeTiming();
+    }
     for (int64_t i = 0; i < kBlocks; ++i) {
-      const int fd = ::open((dir + "/" + std::to_string(i)).c_str(), O_RDONLY);
+      const int fd = ::open(path(i).c_str(), O_RDONLY);
       if (fd < 0 || ::read(fd, value.data(), value.size()) != bytes || ::close(fd) != 0) {
         state.SkipWithError("read failed");
       }
@@ -275,6 +238,8 @@ void BM_PlainFilesReadCold(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBlocks * bytes);
   std::filesystem::remove_all(dir);
 }
+void BM_PlainFilesRead(benchmark::State& state) { PlainFileReads(state, /*from_device=*/false); }
+void BM_PlainFilesReadCold(benchmark::State& state) { PlainFileReads(state, /*from_device=*/true); }
 
 // The floor of a load: pread(2) of the same bytes from one open file into one buffer.
 void BM_PlainFileRead(benchmark::State& state) {

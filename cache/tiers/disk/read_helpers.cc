@@ -25,22 +25,15 @@ namespace {
 // longer than the gap between LoadPrefix's batches, short enough not to hold a core between steps.
 constexpr std::chrono::microseconds kSpin{50};
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
-// Polls `done` for up to kSpin; whether it turned true.
+// Polls `done` for up to kSpin, yielding the core between polls (a thread of the engine's step
+// may want it); whether it turned true.
 template <typename Done>
 bool SpinUntil(Done done) {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 0;; ++i) {
+  for (;;) {
     if (done()) return true;
-    CpuRelax();
-    if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() > deadline) return done();
   }
 }
 
