@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -100,7 +101,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.host, ":", options.port,
                                                " (in use, or not an address here)"));
   }
-  server->listener_ = std::thread([raw = server.get()] { raw->http_->listen_after_bind(); });
+  server->listener_ = std::thread([raw = server.get()] {
+    raw->http_->listen_after_bind();
+    raw->listener_done_.store(true);
+  });
   return server;
 }
 
@@ -122,6 +126,11 @@ void HttpServer::Attach(EngineLoop* loop, const ServedModel& model) {
 
 void HttpServer::Stop() {
   if (stopped_.exchange(true)) return;
+  // httplib's stop() does nothing before the listener's loop has begun (it would then accept
+  // forever): a server stopped right after Start (a model that fails to load) waits for it.
+  while (listener_.joinable() && !http_->is_running() && !listener_done_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   http_->stop();
   if (listener_.joinable()) listener_.join();
 }

@@ -123,6 +123,7 @@ class HttpServer {
   ServerMetrics* metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::atomic<bool> listener_done_{false};  // the listener's listen_after_bind returned
   int32_t port_ = 0;
   std::atomic<EngineLoop*> loop_{nullptr};
   ServedModel model_;  // written once by Attach, before loop_ is published
