@@ -6,7 +6,7 @@
 // one at a time, so a helper that the OS has not scheduled yet delays nothing: the caller takes its
 // job. Every job must be safe on any of the threads.
 //
-// A helper spins for a while after a batch (LoadPrefix's next batch follows within microseconds)
+// A helper polls for a while after a batch (LoadPrefix's next batch follows within microseconds)
 // and then sleeps until the next Run, so an idle tier costs no CPU; after Rest() (a lookup's last
 // batch) it sleeps at once, leaving the core to the engine's next step.
 //

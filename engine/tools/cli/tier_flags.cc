@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/tools/cli/engine_flags.h"
 #include "nlohmann/json.hpp"
 #include "pagedkv/status_macros.h"
+#include "pagedkv/tiers/disk_tier.h"
 #include "pagedkv/tiers/kv_tier.h"
 
 namespace pagedkv::cli {
@@ -84,6 +86,11 @@ absl::Status ApplyTierFlags(const TierFlags& flags, EngineOptions* options) {
     PAGEDKV_ASSIGN_OR_RETURN(options->disk_tier.capacity_bytes,
                              ParseByteSize("--disk-cache-size", flags.disk_cache_size));
     options->disk_tier.policy = flags.disk_cache_policy;
+    if (flags.disk_cache_read_threads < 1 || flags.disk_cache_read_threads > kMaxDiskReadThreads) {
+      return absl::InvalidArgumentError(absl::StrCat("--disk-cache-read-threads must be in [1, ",
+                                                     kMaxDiskReadThreads, "], got ",
+                                                     flags.disk_cache_read_threads));
+    }
     options->disk_tier.read_threads = flags.disk_cache_read_threads;
   }
   options->remote_cache_url = flags.remote_cache;

@@ -5,6 +5,8 @@ folder answers the same request with cached_tokens from the disk tier and the sa
 
 from __future__ import annotations
 
+import subprocess
+
 from prometheus_client.parser import text_string_to_metric_families
 from serve_util import Server
 
@@ -59,7 +61,7 @@ def test_a_restarted_server_answers_from_the_disk_tier(cli_module, tinystories_a
             assert second.stop() == 0
     finally:
         assert first.stop() == 0
-    restarted = Server(cli_module, args)
+    restarted = Server(cli_module, [*args, "--disk-cache-read-threads", "3"])  # 3 values at once
     try:
         warm = _complete(restarted)
         cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
@@ -73,6 +75,15 @@ def test_a_restarted_server_answers_from_the_disk_tier(cli_module, tinystories_a
         assert tiers[("pagedkv_tier_shared_resident_bytes", "disk")] >= -1
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_bad_read_thread_count_names_the_flag(cli_module, tinystories_args, tmp_path):
+    run = subprocess.run([str(cli_module), "serve", "--port", "0", *tinystories_args, "--disk-cache",
+                          str(tmp_path / "kv"), "--disk-cache-read-threads", "0"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode != 0
+    assert "--disk-cache-read-threads must be in [1, 64], got 0" in run.stderr
+    assert not (tmp_path / "kv").exists()  # nothing made
 
 
 # A prompt that leaves the saved one after two of its three parts.
