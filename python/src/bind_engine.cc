@@ -16,6 +16,7 @@
 #include "pagedkv/model/backend_kind.h"
 #include "pagedkv/model/tokenizer.h"
 #include "pagedkv/runtime/engine.h"
+#include "pagedkv/tiers/disk_tier.h"
 
 namespace pagedkv::python {
 namespace {
@@ -378,7 +379,8 @@ std::unique_ptr<PyEngine> LoadEngine(
     bool collect_block_metrics, bool enable_cache_priorities, const std::string& weights,
     int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
     const std::string& int8_kernel, const std::string& kv_cache_dtype,
-    const std::string& disk_cache, int64_t disk_cache_size, const std::string& kv_cache_dtype_v) {
+    const std::string& disk_cache, int64_t disk_cache_size, const std::string& kv_cache_dtype_v,
+    int32_t disk_cache_read_threads) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -428,6 +430,12 @@ std::unique_ptr<PyEngine> LoadEngine(
   o.enable_cache_priorities = enable_cache_priorities;
   o.disk_tier.directory = disk_cache;
   o.disk_tier.capacity_bytes = disk_cache_size;
+  if (disk_cache_read_threads < 1 || disk_cache_read_threads > kMaxDiskReadThreads) {
+    ThrowInvalidArgument(
+        "Engine.load: disk_cache_read_threads = " + std::to_string(disk_cache_read_threads) +
+        " must be in [1, " + std::to_string(kMaxDiskReadThreads) + "]");
+  }
+  o.disk_tier.read_threads = disk_cache_read_threads;
   absl::StatusOr<std::unique_ptr<Engine>> engine;
   {
     py::gil_scoped_release release;
@@ -575,7 +583,7 @@ void BindEngineClass(py::module_& m) {
       arg("weights") = "native", arg("kv_cache_memory") = 0, arg("hybrid_kv_cache") = "auto",
       arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
       arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
-      arg("kv_cache_dtype_v") = "",
+      arg("kv_cache_dtype_v") = "", arg("disk_cache_read_threads") = 2,
       "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
       "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
       "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
@@ -590,7 +598,8 @@ void BindEngineClass(py::module_& m) {
       "q4_0, q4_1; overrides kv_dtype; see kv_pool); kv_cache_dtype_v: V's own "
       "dtype when it differs (llama.cpp's -ctv; '' = K's). disk_cache: a folder for the disk "
       "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
-      "byte budget (shared by every process using the folder).");
+      "byte budget (shared by every process using the folder), disk_cache_read_threads the "
+      "values a lookup reads at once (1-64; helper threads sleep between lookups).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

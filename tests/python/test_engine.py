@@ -99,7 +99,8 @@ def test_disk_cache_survives_a_new_engine(aidreams, tmp_path):
     assert first.tier_stats["disk"]["stored_blocks"] + first.tier_stats["disk"]["resident_blocks"] > 0
     del first  # its writer finishes the files
     second = pagedkv.Engine.load(model, tok, backend="cpu", block_size=8,
-                                 disk_cache=str(tmp_path), disk_cache_size=1 << 26)
+                                 disk_cache=str(tmp_path), disk_cache_size=1 << 26,
+                                 disk_cache_read_threads=3)
     warm = second.generate([request])[0]
     assert warm.num_disk_hit_tokens == warm.num_prefix_hit_tokens >= 8 * (len(warm.prompt_tokens) // 8 - 1)
     assert warm.output_tokens == cold.output_tokens
@@ -107,6 +108,9 @@ def test_disk_cache_survives_a_new_engine(aidreams, tmp_path):
     assert second.tier_stats["disk"]["hit_blocks"] == warm.num_disk_hit_tokens // 8
     with pytest.raises(pagedkv.InvalidArgumentError, match="capacity_bytes"):
         pagedkv.Engine.load(model, tok, backend="cpu", disk_cache=str(tmp_path), disk_cache_size=1)
+    with pytest.raises(pagedkv.InvalidArgumentError, match="disk_cache_read_threads = 0"):
+        pagedkv.Engine.load(model, tok, backend="cpu", disk_cache=str(tmp_path),
+                            disk_cache_read_threads=0)
 
 
 def test_generate_matches_cli(engine, aidreams, cli):
