@@ -37,8 +37,9 @@
 // Version of the table below; the loader and the plugin must agree on it. 2: PagedAttentionArgs
 // gained sliding_window (same size, so the args fingerprint alone would not catch it). 3:
 // SamplingParams gained top_k and min_p (issue 42). 4: PagedKvLayout gained v_dtype and V's
-// strides (issue 41: K and V in different dtypes).
-inline constexpr uint32_t kPagedkvPluginAbiVersion = 4;
+// strides (issue 41: K and V in different dtypes). 5: ReshapeAndCacheArgs gained rotated_k and
+// ReRotateArgs src_keys (issue 41: float keys kept until a move).
+inline constexpr uint32_t kPagedkvPluginAbiVersion = 5;
 // Name of the exported entry point.
 inline constexpr const char kPagedkvPluginEntryName[] = "pagedkv_backend_plugin";
 

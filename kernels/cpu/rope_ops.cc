@@ -65,6 +65,9 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args) {
     for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
       std::memcpy(head, args.k + t * k_stride + h * hd, sizeof(float) * hd);
       if (args.rotate) simd::RotateHeads(r, head, 1, hd);
+      if (args.rotated_k != nullptr) {
+        std::memcpy(args.rotated_k + (t * cache.num_kv_heads + h) * hd, head, sizeof(float) * hd);
+      }
       StoreKvRow(cache.k, cache.dtype, slot_base + h * cache.head_stride, hd, head);
       StoreKvRow(v_side.k, v_side.dtype, v_slot_base + h * v_side.head_stride, hd,
                  args.v + t * v_stride + h * hd);
@@ -103,6 +106,16 @@ void ReRotateToken(const ReRotateArgs& args, const PagedKvLayout& cache,
   const int64_t src_slot_base = cache.SlotOffset(src);
   const int64_t dst_slot_base = cache.SlotOffset(dst);
   if (src != dst) CopySlotRows(v_side, src, dst);
+  if (args.src_keys != nullptr) {  // the float keys: rotated and rounded once
+    const float* keys = args.src_keys + t * cache.num_kv_heads * hd;
+    float head[kMaxHeadDim];
+    for (int32_t h = 0; h < cache.num_kv_heads; ++h) {
+      std::memcpy(head, keys + int64_t{h} * hd, sizeof(float) * hd);
+      simd::RotateHeads(r, head, 1, hd);
+      StoreKvRow(cache.k, cache.dtype, dst_slot_base + h * cache.head_stride, hd, head);
+    }
+    return;
+  }
   if (cache.dtype == DType::kF32) {  // copy K to dst, then rotate dst's K heads in place
     if (src != dst) CopySlotRows(cache, src, dst);  // CopySlotRows reads k only
     simd::RotateHeads(r, static_cast<float*>(cache.k) + dst_slot_base, cache.num_kv_heads,

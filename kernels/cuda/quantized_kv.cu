@@ -37,11 +37,15 @@ __global__ void QuantizedKvWriteKernel(ReshapeAndCacheArgs a, int64_t k_stride, 
   float row[kMaxHeadDim];
   for (int32_t d = 0; d < hd; ++d) row[d] = in[d];
   if (is_k && a.rotate) RopeRotateHead(a.rope, a.positions[t], row);
+  if (is_k && a.rotated_k != nullptr) {
+    float* out = a.rotated_k + (t * cache.num_kv_heads + h) * hd;
+    for (int32_t d = 0; d < hd; ++d) out[d] = row[d];
+  }
   const PagedKvLayout side = is_k ? cache.KSide() : cache.VSide();
   StoreKvRow(side.k, side.dtype, side.SlotOffset(slot) + h * side.head_stride, hd, row);
 }
 
-// Thread i moves row i: token i / heads, head i % heads.
+// Thread i moves row i: token i / heads, head i % heads. Its key comes from a.src_keys when set.
 __global__ void QuantizedReRotateKernel(ReRotateArgs a) {
   const PagedKvLayout& cache = a.cache;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -58,7 +62,12 @@ __global__ void QuantizedReRotateKernel(ReRotateArgs a) {
   const int64_t from = cache.SlotOffset(src) + h * cache.head_stride;
   const int64_t to = cache.SlotOffset(dst) + h * cache.head_stride;
   float row[kMaxHeadDim];
-  LoadKvRow(cache.k, cache.dtype, from, hd, row);
+  if (a.src_keys != nullptr) {  // the float key, rounded once below
+    const float* key = a.src_keys + (t * cache.num_kv_heads + h) * hd;
+    for (int32_t d = 0; d < hd; ++d) row[d] = key[d];
+  } else {
+    LoadKvRow(cache.k, cache.dtype, from, hd, row);
+  }
   for (int32_t pair = 0; pair < a.rope.NumPairs(); ++pair) {
     float c, s;
     ReRotateCosSin(a.rope, a.mode, old_position, new_position, pair, &c, &s);

@@ -509,7 +509,9 @@ absl::Status ReshapeAndCache(const ReshapeAndCacheArgs& args, cudaStream_t strea
   }
   ReshapeAndCacheArgs launch = args;
   launch.cache = args.cache.Resolved();
-  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes()) {  // row by row
+  // Row by row: quantized rows, and any row whose rotated float key is wanted.
+  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes() ||
+      launch.rotated_k != nullptr) {
     return LaunchQuantizedKvWrite(launch, k_stride, v_stride, stream);
   }
   const int n = KvWriteWidth(launch, k_stride, v_stride);
@@ -536,7 +538,9 @@ absl::Status ReRotate(const ReRotateArgs& args, cudaStream_t stream, const Launc
   }
   ReRotateArgs launch = args;
   launch.cache = args.cache.Resolved();
-  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes()) {  // row by row
+  // Row by row: quantized rows, and moves from float keys.
+  if (IsQuantizedDType(launch.cache.dtype) || launch.cache.MixedDTypes() ||
+      launch.src_keys != nullptr) {
     return LaunchQuantizedReRotate(launch, stream);
   }
   const int n = ReRotateWidth(launch);

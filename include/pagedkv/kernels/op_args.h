@@ -146,11 +146,18 @@ struct PAGEDKV_EXPORT ReshapeAndCacheArgs {
   bool rotate = true;       // false: no RoPE (k written as given, q untouched)
   RopeTableView rope;       // ignored when rotate is false
   PagedKvLayout cache;      // destination layer
+  // Nullable; [num_tokens, cache.num_kv_heads, head_dim], contiguous: receives each stored
+  // token's key as the cache row rounds it (rotated, before the storage rounding), so a caller
+  // can keep the float key of a quantized row (ReRotateArgs::src_keys). Rows of tokens with slot
+  // -1 are left as they are.
+  float* rotated_k = nullptr;
 };
 
 // Shifted reuse: for each token t, cache[dst_slots[t]].k = R(new) R(old)^T cache[src_slots[t]].k
 // (in fp32, rounded once to the storage dtype) and cache[dst].v = cache[src].v. In place when
 // src == dst. The YaRN attention factor is already in the cached key and is not applied again.
+// With src_keys, the key rotated is token t's float key there instead of the cached one (which a
+// quantized dtype has rounded): one rounding in all, as when the key was first written.
 // REQUIRES: no token's dst slot is another token's src slot (each token reads its own source).
 struct PAGEDKV_EXPORT ReRotateArgs {
   const int64_t* src_slots = nullptr;      // [num_tokens], in [0, cache.NumSlots())
@@ -161,6 +168,10 @@ struct PAGEDKV_EXPORT ReRotateArgs {
   ReRotateMode mode = ReRotateMode::kCompose;
   RopeTableView rope;   // the table the keys were written with
   PagedKvLayout cache;  // the layer (src and dst in the same pool)
+  // Nullable; [num_tokens, cache.num_kv_heads, head_dim], contiguous: token t's float key,
+  // rotated for old_positions[t] (ReshapeAndCacheArgs::rotated_k of the pass that computed it).
+  // V is still copied from src_slots[t].
+  const float* src_keys = nullptr;
 };
 
 // Paged attention over a flat batch: sequence s owns query tokens

@@ -28,11 +28,14 @@
 #include "pagedkv/kernels/fp8_convert.h"
 #include "pagedkv/kernels/quant_blocks.h"
 #include "pagedkv/kernels/rope_table.h"
+#include "tests/kernels/dtypes/quant_pages.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace pagedkv {
 namespace {
 
+using ::pagedkv::testing::Quantize;
+using ::pagedkv::testing::QuantPages;
 using ::pagedkv::testing::RandomFloats;
 using ::pagedkv::testing::ReferenceAttentionFactor;
 using ::pagedkv::testing::ReferenceDenseAttention;
@@ -131,12 +134,6 @@ std::vector<unsigned char> Reference(DType dtype, const std::vector<float>& x) {
   std::vector<unsigned char> row(static_cast<size_t>(KvRowBytes(dtype, n)));
   const int64_t block = KvRowBytes(dtype, 32);
   for (int32_t b = 0; b < n / 32; ++b) ReferenceBlock(dtype, &x[b * 32], &row[b * block]);
-  return row;
-}
-
-std::vector<unsigned char> Quantize(DType dtype, const std::vector<float>& x) {
-  std::vector<unsigned char> row(static_cast<size_t>(KvRowBytes(dtype, std::ssize(x))), 0xee);
-  QuantizeKvRow(dtype, x.data(), static_cast<int32_t>(x.size()), row.data());
   return row;
 }
 
@@ -315,33 +312,6 @@ TEST(KvQuantTest, RowSizesAgainstBf16) {
   EXPECT_EQ(KvRowValuesMultiple(DType::kQ4_0), 32);
   EXPECT_EQ(KvRowValuesMultiple(DType::kInt8), 1);
 }
-
-// Quantized pages of one layer, contiguous NHD.
-struct QuantPages {
-  QuantPages(DType dtype, int32_t num_blocks, int32_t block_size, int32_t heads, int32_t hd) {
-    layout = PagedKvLayout{.dtype = dtype,
-                           .num_blocks = num_blocks,
-                           .block_size = block_size,
-                           .num_kv_heads = heads,
-                           .head_dim = hd};
-    bytes.assign(static_cast<size_t>(2 * layout.NumBytes()), 0x5a);
-    layout.k = bytes.data();
-    layout.v = bytes.data() + layout.NumBytes();
-  }
-  std::vector<float> Row(const void* base, int64_t slot, int32_t head) const {
-    std::vector<float> out(static_cast<size_t>(layout.head_dim));
-    LoadKvRow(base, layout.dtype, layout.SlotOffset(slot) + head * layout.HeadStride(),
-              layout.head_dim, out.data());
-    return out;
-  }
-  std::vector<unsigned char> RowBytes(const void* base, int64_t slot, int32_t head) const {
-    const auto* p = static_cast<const unsigned char*>(base) + layout.SlotOffset(slot) +
-                    head * layout.HeadStride();
-    return std::vector<unsigned char>(p, p + layout.RowUnits());
-  }
-  std::vector<unsigned char> bytes;
-  PagedKvLayout layout;
-};
 
 // The KV write stores each rotated key row quantized once: the bytes of QuantizeKvRow applied to
 // the f32 KV write's row (the same rotation), and V's row quantized as given.

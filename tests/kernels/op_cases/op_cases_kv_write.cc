@@ -171,6 +171,62 @@ absl::StatusOr<OpRun> RunKvWriteOverLayout(OpBackend& b, const LayoutCase& c, DT
   return run;
 }
 
+// The float-key path (issue 41): the KV write of 6 tokens hands back its rotated keys, then 4
+// of them move from those floats (one in place, one unshifted) rather than from the pages.
+absl::StatusOr<OpRun> RunFloatKeyMove(OpBackend& b, DType dtype) {
+  RopeConfig config;
+  config.head_dim = 64;
+  const int32_t nkv = 2, hd = config.head_dim;
+  const int64_t n = 6, row = int64_t{nkv} * hd;
+  PAGEDKV_ASSIGN_OR_RETURN(BackendRope rope, UploadRope(b, config, 1024));
+  PagedKvLayout layout{
+      .dtype = dtype, .num_blocks = 4, .block_size = 4, .num_kv_heads = nkv, .head_dim = hd};
+  const int64_t page_bytes = layout.NumElements() * DTypeSize(dtype);
+  PAGEDKV_ASSIGN_OR_RETURN(auto pages, OpBuffer<uint8_t>::Filled(b, 2 * page_bytes, 0));
+  layout.k = pages.data();
+  layout.v = pages.data() + page_bytes;
+  PAGEDKV_ASSIGN_OR_RETURN(auto k, Upload(b, RandomFloats(n * row, 91)));
+  PAGEDKV_ASSIGN_OR_RETURN(auto v, Upload(b, RandomFloats(n * row, 92)));
+  PAGEDKV_ASSIGN_OR_RETURN(auto rotated, OpBuffer<float>::Filled(b, n * row, 0.0f));
+  PAGEDKV_ASSIGN_OR_RETURN(auto positions, Upload(b, std::vector<int32_t>{0, 9, 40, 700, 3, 5}));
+  PAGEDKV_ASSIGN_OR_RETURN(auto slots, Upload(b, std::vector<int64_t>{0, 1, 2, 3, -1, 5}));
+  OpRun run;
+  run.status = b.Run(ReshapeAndCacheArgs{.k = k.data(),
+                                         .v = v.data(),
+                                         .positions = positions.data(),
+                                         .slot_mapping = slots.data(),
+                                         .num_tokens = n,
+                                         .rope = rope.view,
+                                         .cache = layout,
+                                         .rotated_k = rotated.data()});
+  if (!run.status.ok()) return run;
+  PAGEDKV_RETURN_IF_ERROR(AddOutput(rotated, "rotated keys", {1e-6, 1e-6}, run));
+  PAGEDKV_ASSIGN_OR_RETURN(std::vector<float> host_rotated, rotated.Download());
+  const std::vector<int64_t> token = {0, 1, 2, 3};  // moved tokens: their keys, in move order
+  std::vector<float> host_keys;
+  for (int64_t t : token) {
+    host_keys.insert(host_keys.end(), host_rotated.begin() + t * row,
+                     host_rotated.begin() + (t + 1) * row);
+  }
+  PAGEDKV_ASSIGN_OR_RETURN(auto keys, Upload(b, host_keys));
+  PAGEDKV_ASSIGN_OR_RETURN(auto src, Upload(b, std::vector<int64_t>{0, 1, 2, 3}));
+  PAGEDKV_ASSIGN_OR_RETURN(auto dst, Upload(b, std::vector<int64_t>{8, 1, 10, 11}));
+  PAGEDKV_ASSIGN_OR_RETURN(auto old_pos, Upload(b, std::vector<int32_t>{0, 9, 40, 700}));
+  PAGEDKV_ASSIGN_OR_RETURN(auto new_pos, Upload(b, std::vector<int32_t>{33, 20, 40, 2}));
+  run.status = b.Run(ReRotateArgs{.src_slots = src.data(),
+                                  .dst_slots = dst.data(),
+                                  .old_positions = old_pos.data(),
+                                  .new_positions = new_pos.data(),
+                                  .num_tokens = 4,
+                                  .rope = rope.view,
+                                  .cache = layout,
+                                  .src_keys = keys.data()});
+  if (!run.status.ok()) return run;
+  PAGEDKV_RETURN_IF_ERROR(
+      AddPages(pages, layout, " after a move from float keys", PageRounding(dtype), run));
+  return run;
+}
+
 }  // namespace
 
 void AddKvWriteCases(std::vector<OpCase>& cases) {
@@ -196,6 +252,11 @@ void AddKvWriteCases(std::vector<OpCase>& cases) {
              return RunKvWriteAndReRotate(b, config, dtype);
            }});
     }
+  }
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8, DType::kFp8E4M3, DType::kQ4_1}) {
+    cases.push_back({.name = absl::StrCat("kv_write_float_key_move/", DTypeName(dtype)),
+                     .ops = ops,
+                     .run = [dtype](OpBackend& b) { return RunFloatKeyMove(b, dtype); }});
   }
   for (DType dtype : kDTypes) {
     for (const LayoutCase& layout : AllLayoutCases()) {

@@ -56,8 +56,9 @@ TEST_F(CopyStreamExtensionTest, VersionedOnItsOwnBesideAnUnchangedMainTable) {
   EXPECT_EQ(copy_->abi_version, kPagedkvCopyStreamAbiVersion);
   EXPECT_EQ(copy_->table_size, sizeof(PagedkvCopyStreamPlugin));
   // The extension did not bump the main table (2 is PagedAttentionArgs::sliding_window's bump, 3
-  // SamplingParams' top_k and min_p, 4 PagedKvLayout's V dtype and strides).
-  EXPECT_EQ(kPagedkvPluginAbiVersion, 4u);
+  // SamplingParams' top_k and min_p, 4 PagedKvLayout's V dtype and strides, 5 the KV write's
+  // rotated_k and re-rotation's src_keys).
+  EXPECT_EQ(kPagedkvPluginAbiVersion, 5u);
   // The loader takes a plugin with the extension as before.
   EXPECT_TRUE(BackendPlugin::Load(FAKE_PLUGIN_OK, BackendKind::kCuda).ok());
 }
