@@ -147,12 +147,19 @@ struct PAGEDKV_EXPORT ForwardOptions {
   absl::Span<const RowLogitEdits> logit_edits = {};
   // Called at fixed points of every layer (see layer_hook.h); null: a plain pass. Not owned.
   LayerHook* hook = nullptr;
+  // Input rows (strictly increasing, each with a slot) whose keys the KV write hands back as it
+  // rotated them, before the storage rounding, to ModelOutput::rotated_keys: the float keys a
+  // caller keeps to move a chunk later without a second rounding (ReRotateArgs::src_keys). A hook
+  // must not drop them (FailedPrecondition). Empty: none.
+  absl::Span<const int32_t> key_rows = {};
 };
 
 struct PAGEDKV_EXPORT ModelOutput {
   std::vector<float> logits;      // [logits_indices.size(), vocab_size] when return_logits
   std::vector<TokenId> sampled;   // [logits_indices.size()] when sampling was requested
   std::vector<float> row_logits;  // [copy_rows.size(), vocab_size]
+  // [n_layers, key_rows.size(), n_kv_heads * head_dim] when ForwardOptions::key_rows is set.
+  std::vector<float> rotated_keys;
 };
 
 class PAGEDKV_EXPORT ModelRunner {
@@ -292,6 +299,13 @@ class PAGEDKV_EXPORT ModelRunner {
   // RoPE + K/V write, with the hook's calls around it; *num_rows follows a compaction.
   absl::Status WriteKv(const ModelInput& input, int32_t layer, LayerHook* hook, ActiveRows* active,
                        int64_t* num_rows);
+  // Sets up this Forward's key_rows (none: nothing): rotated_k_ grown to num_tokens rows and
+  // output->rotated_keys sized.
+  absl::Status PrepareKeyRows(absl::Span<const int32_t> key_rows, int64_t num_tokens,
+                              ModelOutput* output);
+  // After layer `layer`'s K/V write: the rotated keys of key_rows_ from rotated_k_ to
+  // key_output_->rotated_keys. FailedPrecondition when a hook has dropped one of them.
+  absl::Status CopyRotatedKeys(int32_t layer, const ActiveRows& active);
   // The K/V write of `all` split into runs of sequences that StepRope rotates alike (dynamic NTK
   // scaling past max_position_embeddings).
   absl::Status WriteKvPerSequence(const ReshapeAndCacheArgs& all, const ActiveRows& active);
@@ -347,8 +361,14 @@ class PAGEDKV_EXPORT ModelRunner {
       logits_indices_, sampling_params_, sampled_;
   DeviceBuffer zero_ids_;  // [token capacity] zeros (qkv_bias): broadcasts a bias row
   DeviceBuffer gather_rows_, gather_scratch_;  // compaction: kept rows (int64), gathered rows
-  int64_t kv_read_capacity_ = 0;               // slots kv_read_slots_ holds
-  DeviceBuffer kv_read_slots_, kv_read_out_;   // ReadKv on a device: slots, K then V rows
+  // ForwardOptions::key_rows of the running Forward, where their keys go, and the KV write's
+  // rotated keys ([rows, kv_dim], allocated for the first Forward that asks).
+  absl::Span<const int32_t> key_rows_;
+  ModelOutput* key_output_ = nullptr;
+  int64_t rotated_k_capacity_ = 0;
+  DeviceBuffer rotated_k_;
+  int64_t kv_read_capacity_ = 0;              // slots kv_read_slots_ holds
+  DeviceBuffer kv_read_slots_, kv_read_out_;  // ReadKv on a device: slots, K then V rows
 };
 
 }  // namespace pagedkv

@@ -30,6 +30,7 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   output->logits.clear();
   output->sampled.clear();
   output->row_logits.clear();
+  output->rotated_keys.clear();
   Backend& b = *backend_;
   const auto num_tokens = static_cast<int64_t>(in.token_ids.size());
   const auto num_logits = static_cast<int64_t>(in.logits_indices.size());
@@ -51,10 +52,13 @@ absl::Status ModelRunner::Forward(const ModelInput& in, const ForwardOptions& op
   PAGEDKV_RETURN_IF_ERROR(UploadGroups(in));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Prepare(b, rope_config_, rope_view_, in.kv_lens));
   PAGEDKV_RETURN_IF_ERROR(GatherEmbeddings(num_tokens));
+  PAGEDKV_RETURN_IF_ERROR(PrepareKeyRows(options.key_rows, num_tokens, output));
   ActiveRows active = AllRows(in);
   const std::vector<BatchPart> parts = PlanParts(in, options);
   PAGEDKV_RETURN_IF_ERROR(parts.size() > 1 ? RunLayersInParts(in, parts)
                                            : RunLayers(in, options.hook, &active));
+  key_rows_ = {};
+  key_output_ = nullptr;
   last_forward_parts_ = std::max<int32_t>(1, static_cast<int32_t>(parts.size()));
   if (num_logits == 0) return b.Synchronize();
   PAGEDKV_RETURN_IF_ERROR(RunHead(active.logits_rows));

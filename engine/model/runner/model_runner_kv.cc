@@ -40,6 +40,7 @@ absl::Status ModelRunner::WriteKv(const ModelInput& in, int32_t layer, LayerHook
   const ReshapeAndCacheArgs write = KvWrite(layer, WholeBatch(*num_rows, 0, 0));
   PAGEDKV_RETURN_IF_ERROR(step_rope_.Uniform() ? backend_->ReshapeAndCache(write)
                                                : WriteKvPerSequence(write, *active));
+  if (!key_rows_.empty()) PAGEDKV_RETURN_IF_ERROR(CopyRotatedKeys(layer, *active));
   if (hook == nullptr) return absl::OkStatus();
   std::optional<std::vector<int32_t>> keep;
   PAGEDKV_RETURN_IF_ERROR(hook->AfterKvWrite(view(), &keep));
@@ -62,7 +63,52 @@ ReshapeAndCacheArgs ModelRunner::KvWrite(int32_t layer, const StepRows& rows) co
   write.rotate = true;
   write.rope = rope_view_;
   write.cache = kv_layouts_[static_cast<size_t>(layer)];
+  if (!key_rows_.empty()) write.rotated_k = rotated_k_.as<float>() + rows.row0 * c.kv_dim();
   return write;
+}
+
+absl::Status ModelRunner::PrepareKeyRows(absl::Span<const int32_t> key_rows, int64_t num_tokens,
+                                         ModelOutput* output) {
+  key_rows_ = key_rows;
+  key_output_ = output;
+  if (key_rows.empty()) return absl::OkStatus();
+  const int64_t width = config().kv_dim();
+  if (num_tokens > rotated_k_capacity_) {
+    const int64_t capacity = Grow(rotated_k_capacity_, num_tokens);
+    PAGEDKV_ASSIGN_OR_RETURN(
+        rotated_k_,
+        DeviceBuffer::Create(*backend_, static_cast<size_t>(capacity * width) * sizeof(float)));
+    rotated_k_capacity_ = capacity;
+  }
+  output->rotated_keys.assign(
+      static_cast<size_t>(config().n_layers) * key_rows.size() * static_cast<size_t>(width), 0.0f);
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::CopyRotatedKeys(int32_t layer, const ActiveRows& active) {
+  const auto width = static_cast<size_t>(config().kv_dim());
+  const size_t num_rows = active.rows.size();
+  const float* rotated = rotated_k_.as<const float>();
+  std::vector<float> host;  // a device backend's rows, copied down whole (a capture is rare)
+  if (!backend_->host_memory()) {
+    host.resize(num_rows * width);
+    PAGEDKV_RETURN_IF_ERROR(
+        backend_->CopyToHost(host.data(), rotated_k_.data(), host.size() * sizeof(float)));
+    rotated = host.data();
+  }
+  float* out =
+      key_output_->rotated_keys.data() + static_cast<size_t>(layer) * key_rows_.size() * width;
+  size_t current = 0;  // both lists ascend: the current row of each key row
+  for (size_t i = 0; i < key_rows_.size(); ++i) {
+    while (current < num_rows && active.rows[current] < key_rows_[i]) ++current;
+    if (current == num_rows || active.rows[current] != key_rows_[i]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("LayerHook dropped batch row ", key_rows_[i], " before layer ", layer,
+                       ", whose keys ForwardOptions::key_rows asked for; keep it"));
+    }
+    std::copy_n(rotated + current * width, width, out + i * width);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ModelRunner::WriteKvPerSequence(const ReshapeAndCacheArgs& all,
@@ -82,6 +128,7 @@ absl::Status ModelRunner::WriteKvPerSequence(const ReshapeAndCacheArgs& all,
     write.v = all.v + begin * c.kv_dim();
     write.positions = all.positions + begin;
     write.slot_mapping = all.slot_mapping + begin;
+    if (all.rotated_k != nullptr) write.rotated_k = all.rotated_k + begin * c.kv_dim();
     write.num_tokens = end - begin;
     write.rope = *view;
     PAGEDKV_RETURN_IF_ERROR(backend_->ReshapeAndCache(write));

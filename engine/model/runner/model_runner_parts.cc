@@ -33,7 +33,7 @@ std::vector<BatchPart> ModelRunner::PlanParts(const ModelInput& in,
                                               const ForwardOptions& options) const {
   const int32_t threads = backend_->max_concurrent_parts();
   if (threads <= 1 || !backend_->host_memory() || options.hook != nullptr ||
-      !step_rope_.Uniform() || in.query_start_loc.size() < 3) {
+      !options.key_rows.empty() || !step_rope_.Uniform() || in.query_start_loc.size() < 3) {
     return {};
   }
   const ModelConfig& c = config();

@@ -147,6 +147,25 @@ absl::Status ValidateLogitEdits(absl::Span<const RowLogitEdits> edits, int32_t n
   return absl::OkStatus();
 }
 
+// ForwardOptions::key_rows: strictly increasing input rows, each with a slot (written).
+absl::Status ValidateKeyRows(absl::Span<const int32_t> key_rows,
+                             absl::Span<const int64_t> slot_mapping) {
+  const auto num_tokens = static_cast<int64_t>(slot_mapping.size());
+  for (size_t i = 0; i < key_rows.size(); ++i) {
+    const int32_t row = key_rows[i];
+    if (row < 0 || row >= num_tokens || (i > 0 && row <= key_rows[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat("ForwardOptions: key_rows[", i, "] = ", row,
+                                                     " is not a strictly increasing row in [0, ",
+                                                     num_tokens, ")"));
+    }
+    if (slot_mapping[static_cast<size_t>(row)] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("ForwardOptions: key_rows[", i, "] = ", row,
+                                                     " has no slot: its key is not written"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
@@ -181,6 +200,7 @@ absl::Status ModelRunner::ValidateOutputs(const ModelInput& in,
                        " is outside [0, ", num_logits, ") (the logits rows)"));
     }
   }
+  PAGEDKV_RETURN_IF_ERROR(ValidateKeyRows(options.key_rows, in.slot_mapping));
   return ValidateLogitEdits(options.logit_edits, num_logits, config().vocab_size);
 }
 

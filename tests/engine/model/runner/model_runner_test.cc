@@ -294,6 +294,72 @@ TEST(ModelRunnerBatchTest, ReadKvReturnsTheLayerZeroValues) {
   EXPECT_EQ((*runner)->ReadKv(2, {0}, &k, &v).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// ForwardOptions::key_rows hands back each asked row's keys as the KV write rotated them: the
+// f32 pages' keys bit for bit, which an int8 cache stores rounded (layer 0, where both runs
+// compute the same keys). Bad rows are refused before anything is written.
+TEST(ModelRunnerBatchTest, KeyRowsHandBackTheRotatedKeys) {
+  const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 28);
+  auto weights = LoadThroughFile(m);
+  const std::vector<int32_t> tokens = RandomTokens(10, 64, 9);
+  const std::vector<int32_t> rows = {1, 4, 9};
+  std::vector<float> layer0[2];
+  for (DType dtype : {DType::kF32, DType::kInt8}) {
+    auto runner = ModelRunner::Create(
+        weights,
+        {.backend = BackendKind::kCpu, .num_blocks = 8, .block_size = 4, .kv_dtype = dtype});
+    ASSERT_TRUE(runner.ok());
+    const ModelConfig& c = (*runner)->config();
+    const auto width = static_cast<size_t>(c.kv_dim());
+    Batch batch({{&tokens, 0, 10, {2, 0, 5}}}, 4);
+    ModelOutput out;
+    ASSERT_TRUE((*runner)->Forward(batch.Input(), {.key_rows = rows}, &out).ok());
+    ASSERT_EQ(out.rotated_keys.size(), c.n_layers * rows.size() * width);
+    std::vector<int64_t> slots;
+    for (int32_t r : rows) slots.push_back(batch.slots[static_cast<size_t>(r)]);
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      std::vector<float> k, v;
+      ASSERT_TRUE((*runner)->ReadKv(l, slots, &k, &v).ok());
+      const auto first = out.rotated_keys.begin() + l * rows.size() * width;
+      const std::vector<float> handed(first, first + rows.size() * width);
+      if (l == 0) layer0[dtype == DType::kInt8] = handed;
+      if (dtype == DType::kF32) {
+        EXPECT_EQ(handed, k) << "layer " << l;
+        continue;
+      }
+      double worst = 0, amax = 0;
+      for (size_t i = 0; i < k.size(); ++i) {
+        worst = std::max<double>(worst, std::abs(handed[i] - k[i]));
+        amax = std::max<double>(amax, std::abs(handed[i]));
+      }
+      EXPECT_GT(worst, 0.0) << "layer " << l << ": the pages hold the keys rounded";
+      EXPECT_LE(worst, amax / 127.0) << "layer " << l;  // within one int8 step of the row
+    }
+  }
+  EXPECT_EQ(layer0[0], layer0[1]);
+
+  auto runner = ModelRunner::Create(
+      weights, {.backend = BackendKind::kCpu, .num_blocks = 8, .block_size = 4});
+  ASSERT_TRUE(runner.ok());
+  std::vector<float> k_before, v_before, k_after, v_after;
+  const std::vector<int64_t> all_slots = {8, 9, 10, 11, 0, 1};
+  ASSERT_TRUE((*runner)->ReadKv(0, all_slots, &k_before, &v_before).ok());
+  const std::pair<std::vector<int32_t>, const char*> bad[] = {
+      {{4, 1}, "key_rows[1] = 1 is not a strictly increasing row"},
+      {{10}, "key_rows[0] = 10 is not a strictly increasing row in [0, 10)"},
+      {{2, 3}, "key_rows[1] = 3 has no slot"}};
+  for (const auto& [key_rows, message] : bad) {
+    Batch batch({{&tokens, 0, 10, {2, 0, 5}}}, 4);
+    batch.slots[3] = -1;
+    ModelOutput out;
+    const absl::Status s = (*runner)->Forward(batch.Input(), {.key_rows = key_rows}, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(s.message(), HasSubstr(message));
+  }
+  ASSERT_TRUE((*runner)->ReadKv(0, all_slots, &k_after, &v_after).ok());
+  EXPECT_EQ(k_before, k_after);
+  EXPECT_EQ(v_before, v_after);
+}
+
 TEST(ModelRunnerCudaTest, CudaBackendMatchesTheReference) {
   if (!CudaBackendAvailable()) GTEST_SKIP() << "no CUDA backend (not built with CUDA or no device)";
   const TinyLlama2c m = MakeTinyLlama2c(TinyShape{}, 29);
