@@ -12,6 +12,8 @@
 //    public:
 //     std::string RopeFingerprint() const override { return "rope"; }
 //     absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override { ... }
+//     absl::Status MoveSlotsFromKeys(int32_t group, std::span<const KvSlotMove> moves,
+//                                    std::span<const float> keys) override { ... }
 //     absl::Status CopySlots(int32_t group, std::span<const int64_t> src,
 //                            std::span<const int64_t> dst, int32_t first_position) override { ... }
 //
@@ -46,6 +48,14 @@ class PAGEDKV_EXPORT ChunkKvMover {
   // the keys re-rotated to new_position, on the layers of KV cache group `group`; values copied.
   // REQUIRES: `moves` is not empty; 0 <= group < the manager's groups.
   virtual absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) = 0;
+
+  // MoveSlots with each key re-rotated from its float key in `keys` ([layers of group `group`
+  // (ascending), moves.size(), n_kv_heads * head_dim]: the key as the KV write rotated it for
+  // old_position, before the storage rounding) instead of the rounded key in src_slot: a key of
+  // a quantized cache is then rounded once, as when it was written. Values are copied from
+  // src_slot. REQUIRES: as MoveSlots; keys has that size (InvalidArgument otherwise).
+  virtual absl::Status MoveSlotsFromKeys(int32_t group, std::span<const KvSlotMove> moves,
+                                         std::span<const float> keys) = 0;
 
   // Copies the KV of `src` into `dst` unchanged ([n] slots each) on the layers of group `group`;
   // token i was computed at position first_position + i. REQUIRES: src.size() == dst.size() > 0;

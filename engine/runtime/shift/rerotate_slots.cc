@@ -1,6 +1,7 @@
 // Copyright 2026 The pagedkv Authors.
 #include "engine/runtime/shift/rerotate_slots.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -49,6 +50,17 @@ absl::StatusOr<std::vector<int32_t>> LayersOf(const SlotMove& move, const ModelR
   return range;
 }
 
+// The float keys of tokens `tokens` (of n) in layer slice `li` of `keys` ([layers, n, width]).
+std::vector<float> KeysOf(std::span<const float> keys, size_t li, size_t n, size_t width,
+                          const std::vector<size_t>& tokens) {
+  std::vector<float> out(tokens.size() * width);
+  const float* layer = keys.data() + li * n * width;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::copy_n(layer + tokens[i] * width, width, out.data() + i * width);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
@@ -59,13 +71,21 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
         move.dst.size(), ", ", move.old_positions.size(), ", ", move.new_positions.size()));
   }
   PAGEDKV_ASSIGN_OR_RETURN(const std::vector<int32_t> layers, LayersOf(move, runner));
+  const auto width = static_cast<size_t>(runner.config().kv_dim());
+  if (!move.src_keys.empty() && move.src_keys.size() != layers.size() * n * width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReRotateSlots: src_keys has ", move.src_keys.size(), " floats, expected ", layers.size(),
+        " layers x ", n, " tokens x ", width, " (n_kv_heads * head_dim)"));
+  }
   Backend& backend = runner.backend();
   // Pass 0: unshifted tokens through R(0) (exact copy); pass 1: shifted ones in `move.mode`.
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<int64_t> s, d;
     std::vector<int32_t> o, p;
+    std::vector<size_t> tokens;
     for (size_t i = 0; i < n; ++i) {
       if ((move.old_positions[i] == move.new_positions[i]) != (pass == 0)) continue;
+      tokens.push_back(i);
       s.push_back(move.src[i]);
       d.push_back(move.dst[i]);
       o.push_back(move.old_positions[i]);
@@ -77,8 +97,15 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
     PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr, Place(backend, d, &db));
     PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr, Place(backend, o, &ob));
     PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr, Place(backend, p, &pb));
-    for (const int32_t l : layers) {
+    for (size_t li = 0; li < layers.size(); ++li) {
+      const int32_t l = layers[li];
+      std::vector<float> keys;
+      DeviceBuffer kb;
       ReRotateArgs args;
+      if (!move.src_keys.empty()) {
+        keys = KeysOf(move.src_keys, li, n, width, tokens);
+        PAGEDKV_ASSIGN_OR_RETURN(args.src_keys, Place(backend, keys, &kb));
+      }
       args.src_slots = s_ptr;
       args.dst_slots = d_ptr;
       args.old_positions = o_ptr;
@@ -88,6 +115,10 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
       args.rope = runner.rope_view();
       args.cache = runner.kv_layout(l);
       PAGEDKV_RETURN_IF_ERROR(backend.ReRotate(args));
+      // A device copy of the keys must outlive the launch that reads it.
+      if (!backend.host_memory() && args.src_keys != nullptr) {
+        PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
+      }
     }
     PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
   }

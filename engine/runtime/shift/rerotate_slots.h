@@ -35,9 +35,15 @@ struct PAGEDKV_EXPORT SlotMove {
   int32_t num_layers = -1;                      // -1: through the last layer
   // When not empty, these layers instead of the range above (e.g. one KV cache group's).
   std::span<const int32_t> layers = {};
+  // When not empty: [layers moved, n, n_kv_heads * head_dim], layer by layer in the order moved,
+  // each token's float key rotated for its old position (ModelOutput::rotated_keys): the keys
+  // are re-rotated from these and rounded once, rather than from src's rounded keys
+  // (ReRotateArgs::src_keys); V is still copied from src.
+  std::span<const float> src_keys = {};
 };
 
-// InvalidArgument for lists of different sizes, a bad layer range or a layer outside the model;
+// InvalidArgument for lists of different sizes, src_keys of another size, a bad layer range or
+// a layer outside the model;
 // kernel errors (slots out of
 // range, negative positions) are passed through before anything is written.
 PAGEDKV_EXPORT absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move);

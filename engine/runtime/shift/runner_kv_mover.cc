@@ -67,6 +67,11 @@ absl::StatusOr<std::span<const int32_t>> RunnerKvMover::LayersOf(int32_t group) 
 }
 
 absl::Status RunnerKvMover::MoveSlots(int32_t group, std::span<const KvSlotMove> moves) {
+  return MoveSlotsFromKeys(group, moves, {});
+}
+
+absl::Status RunnerKvMover::MoveSlotsFromKeys(int32_t group, std::span<const KvSlotMove> moves,
+                                              std::span<const float> keys) {
   PAGEDKV_ASSIGN_OR_RETURN(const std::span<const int32_t> layers, LayersOf(group));
   std::vector<int64_t> src, dst;
   std::vector<int32_t> old_pos, new_pos;
@@ -84,7 +89,8 @@ absl::Status RunnerKvMover::MoveSlots(int32_t group, std::span<const KvSlotMove>
                                   .dst = dst,
                                   .old_positions = old_pos,
                                   .new_positions = new_pos,
-                                  .layers = layers});
+                                  .layers = layers,
+                                  .src_keys = keys});
 }
 
 absl::Status RunnerKvMover::CopySlots(int32_t group, std::span<const int64_t> src,

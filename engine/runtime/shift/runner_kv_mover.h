@@ -47,6 +47,9 @@ class PAGEDKV_EXPORT RunnerKvMover final : public ChunkKvMover {
   // every layer over one group); backend errors are passed through. InvalidArgument for a group
   // the runner does not have.
   absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override;
+  // MoveSlots with the keys re-rotated from `keys` (ReRotateSlots' src_keys).
+  absl::Status MoveSlotsFromKeys(int32_t group, std::span<const KvSlotMove> moves,
+                                 std::span<const float> keys) override;
   // ReRotateSlots from and to positions first_position..: K and V copied on group `group`'s
   // layers.
   absl::Status CopySlots(int32_t group, std::span<const int64_t> src, std::span<const int64_t> dst,

@@ -66,6 +66,12 @@ absl::Status ValidateOptions(const ShiftedChunkReuseOptions& options, bool has_m
         "ShiftedChunkReuse: recompute_fraction > 0 (CacheBlend) needs a ChunkKvMover: without "
         "one there is no KV to recompute; set it to 0");
   }
+  if (options.float_keys_bytes < 0 || (options.float_keys_bytes > 0 && !has_mover)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShiftedChunkReuse: float_keys_bytes must be >= 0 (0: off) and needs a ChunkKvMover "
+        "(without one there are no keys to keep), got ",
+        options.float_keys_bytes));
+  }
   if (options.deviation_layer < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ShiftedChunkReuse: deviation_layer must be >= 0, got ", options.deviation_layer));
@@ -94,7 +100,10 @@ ShiftedChunkReuse::ShiftedChunkReuse(std::unique_ptr<ChunkIndex> index,
       rope_fingerprint_(mover_ != nullptr ? mover_->RopeFingerprint()
                                           : std::string(kNoMoverRopeFingerprint)),
       index_(std::move(index)),
-      pins_(index_.get()) {}
+      pins_(index_.get()),
+      float_keys_(options.float_keys_bytes > 0
+                      ? std::make_unique<ChunkFloatKeys>(options.float_keys_bytes)
+                      : nullptr) {}
 
 ShiftedChunkReuse::~ShiftedChunkReuse() = default;
 
@@ -131,11 +140,14 @@ std::optional<AcquiredChunk> ShiftedChunkReuse::Acquire(std::span<const TokenId>
                      .first_token = first});
   }
   std::optional<AcquiredChunk> chunk = pins_.Acquire(parts, length);
-  if (chunk.has_value()) ++stats_.acquired;
+  if (!chunk.has_value()) return chunk;
+  ++stats_.acquired;
+  if (float_keys_ != nullptr) AddFloatKeySources(key, length, *chunk);
   return chunk;
 }
 
 void ShiftedChunkReuse::Release(int64_t handle) {
+  float_key_sources_.Remove(handle);
   if (pins_.Release(handle)) ++stats_.released_unused;
 }
 
@@ -147,12 +159,13 @@ absl::Status ShiftedChunkReuse::RunMoves(std::span<const KvSlotMove> moves,
         "ShiftedChunkReuse::RunMoves: ", group_moves.size(), " lists of group slot moves for ",
         num_groups(), " KV cache groups (at most one per group past the first)"));
   } else if (mover_ != nullptr) {
-    if (!moves.empty()) status = mover_->MoveSlots(0, moves);
+    if (!moves.empty()) status = MoveGroup(0, moves);
     for (size_t g = 0; g < group_moves.size() && status.ok(); ++g) {
       if (group_moves[g].empty()) continue;
-      status = mover_->MoveSlots(static_cast<int32_t>(g + 1), group_moves[g]);
+      status = MoveGroup(static_cast<int32_t>(g + 1), group_moves[g]);
     }
   }
+  float_key_sources_.Clear();
   status.Update(pins_.ReleaseAll());
   return status;
 }
@@ -188,11 +201,14 @@ absl::Status ShiftedChunkReuse::ValidateRegister(
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> ShiftedChunkReuse::Register(
-    std::span<const TokenId> tokens, std::string_view cache_salt, uint64_t adapter_id,
-    int32_t position, std::span<const int64_t> slots,
-    std::span<const std::vector<int64_t>> group_slots) {
+absl::StatusOr<bool> ShiftedChunkReuse::Register(std::span<const TokenId> tokens,
+                                                 std::string_view cache_salt, uint64_t adapter_id,
+                                                 int32_t position, std::span<const int64_t> slots,
+                                                 std::span<const std::vector<int64_t>> group_slots,
+                                                 const ChunkFloatKeysInput& float_keys) {
   PAGEDKV_RETURN_IF_ERROR(ValidateRegister(tokens, position, slots, group_slots));
+  const auto length = static_cast<int32_t>(tokens.size());
+  PAGEDKV_RETURN_IF_ERROR(ValidateFloatKeys(length, float_keys));
   const BlockHash key = KeyOf(tokens, cache_salt, adapter_id);
   ChunkCopyResult result = ChunkCopyResult::kAlreadyRegistered;
   std::vector<int32_t> inserted;
@@ -205,10 +221,13 @@ absl::StatusOr<bool> ShiftedChunkReuse::Register(
       status.Update(ForgetGroups(key, inserted));
       return status;
     }
-    if (*r == ChunkCopyResult::kInserted) inserted.push_back(g);
+    if (*r == ChunkCopyResult::kInserted) {
+      inserted.push_back(g);
+      KeepFloatKeys(g, key, position, length, float_keys);
+    }
     result = g == 0 ? *r : Combine(result, *r);
   }
-  Count(result, static_cast<int64_t>(tokens.size()));
+  Count(result, length);
   return result == ChunkCopyResult::kInserted;
 }
 
@@ -300,6 +319,10 @@ absl::StatusOr<ChunkCopyResult> ShiftedChunkReuse::RegisterKey(const BlockHash& 
                                                   if (before_unpin) before_unpin(blocks);
                                                   return absl::OkStatus();
                                                 }));
+    // A copy without KV of its own: no float keys of an earlier copy may move it.
+    if (r == ChunkCopyResult::kInserted && float_keys_ != nullptr) {
+      float_keys_->Erase(GroupKey(key, g));
+    }
     result = g == 0 ? r : Combine(result, r);
   }
   Count(result, num_tokens);

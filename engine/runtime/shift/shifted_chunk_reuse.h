@@ -36,6 +36,12 @@
 // false). A BeforeUnpin callback sees a chunk's blocks while they are still pinned, right before
 // they are unpinned: a clairvoyant eviction policy learns their next use there.
 //
+// Float keys (options.float_keys_bytes > 0, only with a mover): Register also takes the chunk's
+// float keys and keeps each group copy's in a ChunkFloatKeys store of that many bytes
+// (chunk_float_keys.h); a move of a token whose copy still has its float keys re-rotates the float
+// key (ChunkKvMover::MoveSlotsFromKeys), so a quantized key is rounded once, not twice. A copy
+// registered without float keys drops its old entry; the others move from their rounded keys.
+//
 // CacheBlend (options.recompute_fraction > 0, only with a mover): the scheduler also schedules the
 // reused tokens (blend_reused_tokens()); the engine turns them into a CacheBlendHook with
 // MakeBlendHook (cache_blend_hook.h).
@@ -72,8 +78,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/runtime/shift/chunk_float_keys.h"
 #include "engine/runtime/shift/chunk_kv_mover.h"
 #include "engine/runtime/shift/chunk_pins.h"
+#include "engine/runtime/shift/float_key_sources.h"
 #include "pagedkv/cache/chunk_index.h"
 #include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/export.h"
@@ -95,6 +103,17 @@ struct PAGEDKV_EXPORT ShiftedChunkReuseOptions {
   // The KvCacheManager's KV cache groups (KvCacheManagerOptions::groups; see the banner); empty:
   // one full-attention group. Group 0 must be full attention; CacheBlend needs one group.
   std::vector<KvCacheGroupSpec> groups;
+  // Host memory for registered chunks' float keys (see the banner), in bytes; >= 0; 0: off.
+  // Needs a mover.
+  int64_t float_keys_bytes = 0;
+};
+
+// A chunk's float keys for Register: the keys as the KV write rotated them, before the storage
+// rounding (ModelOutput::rotated_keys of the passes that computed the chunk). groups[g] is
+// [layers of group g (ascending), chunk tokens, width]. Empty groups: none.
+struct PAGEDKV_EXPORT ChunkFloatKeysInput {
+  int64_t width = 0;  // n_kv_heads * head_dim
+  std::span<const std::vector<float>> groups = {};
 };
 
 // Counters since construction.
@@ -105,6 +124,7 @@ struct PAGEDKV_EXPORT ShiftedChunkReuseStats {
   int64_t registered_tokens = 0;   // the chunk tokens of those calls
   int64_t register_failures = 0;   // Register(Key) calls that made none, a group finding no block
   int64_t already_registered = 0;  // Register(Key) calls for a chunk every group had cached
+  int64_t float_key_moves = 0;     // token moves (per group) re-rotated from kept float keys
 };
 
 // Sees a chunk's blocks (in order) while they are pinned, right before ShiftedChunkReuse unpins
@@ -158,10 +178,13 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   // do not match or a negative slot that a group's copy reads; the mover's errors are passed
   // through (the copies of other groups this call made are forgotten again; their blocks stay
   // cached and evictable until the pool evicts them, as after ChunkIndex::Erase).
+  // With float keys on, `float_keys` (if not empty) are the chunk's; a group copy made keeps its
+  // tokens' (ignored with float keys off). InvalidArgument also for float keys of the wrong shape.
   absl::StatusOr<bool> Register(std::span<const TokenId> tokens, std::string_view cache_salt,
                                 uint64_t adapter_id, int32_t position,
                                 std::span<const int64_t> slots,
-                                std::span<const std::vector<int64_t>> group_slots = {});
+                                std::span<const std::vector<int64_t>> group_slots = {},
+                                const ChunkFloatKeysInput& float_keys = {});
 
   // Hash level (see the banner). Looks chunk `key` of `num_tokens` tokens up; when it is cached
   // (every group's copy), pins its blocks, calls `before_unpin` (once per group) and unpins them
@@ -187,6 +210,8 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   const ChunkIndex& index() const { return *index_; }
   const ShiftedChunkReuseOptions& options() const { return options_; }
   bool has_mover() const { return mover_ != nullptr; }
+  // The float keys kept (null with float keys off).
+  const ChunkFloatKeys* float_keys() const { return float_keys_.get(); }
   // KV cache groups (1 when options.groups is empty).
   int32_t num_groups() const { return std::max<int32_t>(1, options_.groups.size()); }
 
@@ -203,6 +228,15 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   absl::Status ValidateRegister(std::span<const TokenId> tokens, int32_t position,
                                 std::span<const int64_t> slots,
                                 std::span<const std::vector<int64_t>> group_slots) const;
+  absl::Status ValidateFloatKeys(int32_t num_tokens, const ChunkFloatKeysInput& float_keys) const;
+  // With float keys on: keeps group g's copy's float keys (from `float_keys`, the chunk of
+  // `num_tokens` tokens computed at `position`), or drops its old entry when there are none.
+  void KeepFloatKeys(int32_t g, const BlockHash& key, int32_t position, int32_t num_tokens,
+                     const ChunkFloatKeysInput& float_keys);
+  // With float keys on: the float key sources of the chunk `acquired` under `key`.
+  void AddFloatKeySources(const BlockHash& key, int32_t num_tokens, const AcquiredChunk& acquired);
+  // Group g's moves through the mover: from float keys where they are kept.
+  absl::Status MoveGroup(int32_t g, std::span<const KvSlotMove> moves);
   // Registers group g's copy of chunk `key` (`tokens`, computed at `position`), its KV copied
   // from `slots` ([tokens.size()]; empty without a mover) by the mover.
   absl::StatusOr<ChunkCopyResult> RegisterGroup(int32_t g, const BlockHash& key,
@@ -222,7 +256,9 @@ class PAGEDKV_EXPORT ShiftedChunkReuse final : public ChunkReuseProvider {
   std::unique_ptr<ChunkKvMover> mover_;  // null: nothing moves
   std::string rope_fingerprint_;
   std::unique_ptr<ChunkIndex> index_;
-  ChunkPins pins_;  // after index_: released before the index goes
+  ChunkPins pins_;                              // after index_: released before the index goes
+  std::unique_ptr<ChunkFloatKeys> float_keys_;  // null: float keys off
+  FloatKeySources float_key_sources_;           // this step's acquired chunks' float keys
   ShiftedChunkReuseStats stats_;
   std::vector<TokenId> placeholder_;  // zeros; the hash-level calls' tokens
 };

@@ -28,52 +28,19 @@
 #include "pagedkv/cache/kv_cache_groups.h"
 #include "pagedkv/cache/kv_cache_manager.h"
 #include "pagedkv/runtime/scheduler.h"
+#include "tests/engine/runtime/shift/recording_mover.h"
 
 namespace pagedkv {
 namespace {
+
+using ::pagedkv::testing::MoverLog;
+using ::pagedkv::testing::RecordingMover;
 
 std::vector<TokenId> Tokens(TokenId first, int n) {
   std::vector<TokenId> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = first + i;
   return t;
 }
-
-// What a RecordingMover was asked to do, and the errors it returns.
-struct MoverLog {
-  std::vector<KvSlotMove> moves;        // every MoveSlots move, in order
-  int32_t move_calls = 0;               // MoveSlots calls
-  std::vector<int64_t> copy_src;        // every CopySlots source slot, in order
-  std::vector<int64_t> copy_dst;        // every CopySlots destination slot, in order
-  std::vector<int32_t> copy_positions;  // first_position of each CopySlots call
-  std::vector<int32_t> move_groups;     // the group of each MoveSlots call
-  std::vector<int32_t> copy_groups;     // the group of each CopySlots call
-  absl::Status move_error;              // returned by MoveSlots
-  absl::Status copy_error;              // returned by CopySlots
-};
-
-// A ChunkKvMover that moves nothing and records its calls in a MoverLog the test keeps.
-class RecordingMover final : public ChunkKvMover {
- public:
-  explicit RecordingMover(MoverLog* log) : log_(log) {}
-  std::string RopeFingerprint() const override { return "recording rope"; }
-  absl::Status MoveSlots(int32_t group, std::span<const KvSlotMove> moves) override {
-    ++log_->move_calls;
-    log_->move_groups.push_back(group);
-    log_->moves.insert(log_->moves.end(), moves.begin(), moves.end());
-    return log_->move_error;
-  }
-  absl::Status CopySlots(int32_t group, std::span<const int64_t> src, std::span<const int64_t> dst,
-                         int32_t first_position) override {
-    log_->copy_groups.push_back(group);
-    log_->copy_src.insert(log_->copy_src.end(), src.begin(), src.end());
-    log_->copy_dst.insert(log_->copy_dst.end(), dst.begin(), dst.end());
-    log_->copy_positions.push_back(first_position);
-    return log_->copy_error;
-  }
-
- private:
-  MoverLog* log_;
-};
 
 TEST(ShiftedChunkReuseTest, RegisterAcquireReleaseAndEviction) {
   auto pool = BlockPool::Create({.num_blocks = 6, .block_size = 4}).value();
@@ -165,7 +132,7 @@ TEST(ShiftedChunkReuseTest, UnderTheSchedulerPoolStaysConsistent) {
       {.kind = KvCacheGroupKind::kFullAttention},
       {.kind = KvCacheGroupKind::kSlidingWindow, .sliding_window = 6}};
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
     const std::vector<KvCacheGroupSpec> groups =
         seed > 4 ? hybrid : std::vector<KvCacheGroupSpec>{};
     auto manager =
