@@ -64,6 +64,13 @@ absl::Status ValidateEngineOptions(const EngineOptions& options, const ModelConf
     return absl::InvalidArgumentError(
         "EngineOptions.chunk_reuse.recompute_fraction > 0 (CacheBlend) needs mode kReRotate");
   }
+  if (reuse.float_keys_memory < 0 ||
+      (reuse.float_keys_memory > 0 && reuse.mode != ChunkReuseMode::kReRotate)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EngineOptions.chunk_reuse.float_keys_memory must be >= 0 (0: off) and needs mode "
+        "kReRotate, got ",
+        reuse.float_keys_memory));
+  }
   const SpeculativeOptions& spec = options.speculative;
   if (spec.num_speculative_tokens < 0 || spec.num_speculative_tokens > 64 ||
       spec.prompt_lookup_min < 1 || spec.prompt_lookup_max < spec.prompt_lookup_min ||
@@ -217,7 +224,8 @@ absl::Status Engine::CreateChunkReuse() {
                                   .recompute_fraction = reuse.recompute_fraction,
                                   .deviation_layer = reuse.deviation_layer,
                                   .model_fingerprint = cache_->options().model_fingerprint,
-                                  .groups = cache_->options().groups}));
+                                  .groups = cache_->options().groups,
+                                  .float_keys_bytes = reuse.float_keys_memory}));
       scheduler_->SetChunkReuseProvider(internals_->reuse.get());
       return absl::OkStatus();
     }

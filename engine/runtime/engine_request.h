@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/tiers/tier_chain.h"
+#include "engine/runtime/shift/chunk_key_buffer.h"
 #include "pagedkv/runtime/engine.h"
 
 namespace pagedkv {
@@ -60,6 +61,9 @@ struct Engine::RequestRecord {
   // Per chunk: reused (fully or in part) in the current admission, so its KV may be approximate
   // and it is never registered from this request.
   std::vector<char> chunk_reused;
+  // With chunk float keys on: per chunk, its float keys as the steps computing it hand them back
+  // (sized at the first; freed when the chunk is registered).
+  std::vector<ChunkKeyBuffer> chunk_keys;
   // With a repetition penalty: the prompt's distinct tokens, ascending (logit_edit_builder.h).
   std::vector<TokenId> prompt_set;
   std::vector<std::pair<TokenId, float>> logit_bias;  // GenerationRequest::logit_bias

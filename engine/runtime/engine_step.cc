@@ -95,6 +95,7 @@ absl::StatusOr<StepOutput> Engine::Step() {
   if (tiers != nullptr) PAGEDKV_RETURN_IF_ERROR(tiers->FlushWriteThrough());
   const int32_t n = batch_.num_sequences();
   if (reuse != nullptr) {
+    if (!step.key_rows.empty()) StoreChunkKeys(step, model_out);
     for (int32_t i = 0; i < n; ++i) PAGEDKV_RETURN_IF_ERROR(RegisterChunks(i));
   }
   PAGEDKV_RETURN_IF_ERROR(CollectOutputs(step, model_out, &out));
@@ -131,6 +132,7 @@ Engine::StepBatch Engine::BuildStepBatch() {
     }
     RequestRecord& record = *requests_.at(s.request_id);
     RecordAdmission(s, record);
+    PlanKeyRows(s, record, &step);
     if (!s.samples) continue;
     // One row per draft token too: row j predicts the token after the j-th scheduled draft.
     const int32_t rows = 1 + s.num_draft_tokens;
@@ -222,7 +224,8 @@ absl::Status Engine::RunModel(const StepBatch& step, ModelOutput* model_out) {
                                    .sampling = step.sampling,
                                    .copy_rows = step.copy_rows,
                                    .logit_edits = step.logit_edits,
-                                   .hook = blend.has_value() ? &*blend : nullptr},
+                                   .hook = blend.has_value() ? &*blend : nullptr,
+                                   .key_rows = step.key_rows},
                                   model_out));
   const auto num_kept = blend.has_value() ? static_cast<int64_t>(blend->kept_rows().size()) : 0;
   stats_.num_blend_recomputed_tokens += num_kept;
@@ -249,7 +252,7 @@ void Engine::RecordStepStats(int32_t num_seqs, StepOutput* out) {
 
 absl::Status Engine::RegisterChunks(int32_t i) {
   const ScheduledSequence& s = batch_.sequences[static_cast<size_t>(i)];
-  const RequestRecord& record = *requests_.at(s.request_id);
+  RequestRecord& record = *requests_.at(s.request_id);
   for (size_t c = 0; c < record.chunks.size(); ++c) {
     const PromptChunk& chunk = record.chunks[c];
     const int32_t end = chunk.offset + chunk.length;
@@ -262,9 +265,11 @@ absl::Status Engine::RegisterChunks(int32_t i) {
     const auto tokens =
         std::span<const TokenId>(record.prompt)
             .subspan(static_cast<size_t>(chunk.offset), static_cast<size_t>(chunk.length));
+    std::vector<std::vector<float>> keys;
+    const ChunkFloatKeysInput float_keys = FloatKeysOf(record, c, &keys);
     PAGEDKV_RETURN_IF_ERROR(internals_->reuse
                                 ->Register(tokens, record.cache_salt, /*adapter_id=*/0,
-                                           chunk.offset, slots, group_slots)
+                                           chunk.offset, slots, group_slots, float_keys)
                                 .status());
   }
   return absl::OkStatus();

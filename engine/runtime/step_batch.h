@@ -48,6 +48,15 @@ struct Engine::StepBatch {
     int32_t copied = 0;  // its index among copy_rows
   };
   std::vector<PromptRow> prompt_rows;
+  // With chunk float keys on: the batch rows holding tokens of chunks their requests will
+  // register (ForwardOptions::key_rows, ascending), and per row the chunk token it is.
+  struct KeyTarget {
+    RequestId request_id = 0;
+    int32_t chunk = 0;  // index into the request's chunks
+    int32_t token = 0;  // token of the chunk
+  };
+  std::vector<int32_t> key_rows;
+  std::vector<KeyTarget> key_targets;
 };
 
 }  // namespace pagedkv

@@ -91,6 +91,7 @@ namespace pagedkv {
 class KvCacheManager;
 class ModelRunner;
 struct ModelOutput;
+struct ChunkFloatKeysInput;
 
 class PAGEDKV_EXPORT Engine {
  public:
@@ -200,6 +201,14 @@ class PAGEDKV_EXPORT Engine {
   absl::Status CreateKvCache(const std::string& fingerprint);
   // Registers every chunk span that sequence `i` of batch_ finished computing in this step.
   absl::Status RegisterChunks(int32_t i);
+  // With chunk float keys on: the rows of sequence `s` (of `record`) holding tokens of chunks it
+  // will register, appended to step->key_rows / key_targets.
+  void PlanKeyRows(const ScheduledSequence& s, RequestRecord& record, StepBatch* step) const;
+  // Those rows' float keys (model_out.rotated_keys) into their requests' chunk key buffers.
+  void StoreChunkKeys(const StepBatch& step, const ModelOutput& model_out);
+  // The float keys chunk `c` of `record` registers with (none unless every token's is known).
+  ChunkFloatKeysInput FloatKeysOf(RequestRecord& record, size_t c,
+                                  std::vector<std::vector<float>>* storage) const;
   // Marks the chunk of `record` that sequence `s` reused tokens of in this step.
   static void MarkReusedChunk(const ScheduledSequence& s, RequestRecord& record);
   // The scheduler's prompt source for `request` (its prompt encoded as `prompt`): its

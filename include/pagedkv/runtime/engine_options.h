@@ -63,6 +63,12 @@ struct PAGEDKV_EXPORT ChunkReuseOptions {
   // The layer whose K/V deviation picks them (CacheBlend uses an early one); >= 0, and below the
   // model's n_layers when recompute_fraction > 0.
   int32_t deviation_layer = 1;
+  // With kReRotate: host memory, in bytes, that keeps registered chunks' float keys (as the KV
+  // write rotated them, before the KV dtype's rounding) until they move, so a moved key of a
+  // quantized (or 16-bit) cache is rounded once rather than twice (docs/kernels.md). Least
+  // recently used chunks' keys go first; a chunk without them moves from its rounded keys.
+  // >= 0; 0: off. Costs n_layers * n_kv_heads * head_dim * 4 bytes per chunk token.
+  int64_t float_keys_memory = 0;
 };
 
 // The shared Redis tier's settings (pagedkv/tiers/redis_tier.h's RedisTierOptions without what the

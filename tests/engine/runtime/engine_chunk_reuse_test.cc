@@ -201,6 +201,54 @@ TEST_F(EngineChunkReuseTest, ReusedLayer0KeysEqualFreshAtAlignedAndUnalignedShif
   }
 }
 
+// An int8 KV cache: a chunk moved from its kept float keys (ChunkReuseOptions::float_keys_memory)
+// holds the layer-0 keys a fresh computation at the new position stores (one rounding, up to the
+// rare fp32 rounding of the rotation); moved from its rounded keys, many differ by a step. A
+// budget too small for the chunk's keys keeps none.
+TEST_F(EngineChunkReuseTest, QuantizedKeysMovedFromFloatKeysMatchFreshKeys) {
+  const GenerationRequest a = WithDoc(0, 5, 3, 2);   // document at position 6
+  const GenerationRequest b = WithDoc(2, 10, 4, 4);  // at position 11: shift +5
+  const int32_t p1 = b.chunks[0].offset;
+  EngineOptions options = Options(ChunkReuseMode::kOff);
+  options.kv_dtype = DType::kInt8;
+  auto fresh_engine = MakeEngine(options);
+  absl::StatusOr<RequestId> fresh_id = fresh_engine->AddRequest(b);
+  ASSERT_TRUE(fresh_id.ok());
+  ASSERT_TRUE(fresh_engine->Step().ok());
+  const std::vector<float> fresh = Layer0Keys(*fresh_engine, *fresh_id, p1, kDocLength);
+  // Budgets: off, too small for the chunk's keys, enough.
+  const int64_t budgets[] = {0, 64, 1 << 20};
+  double equal[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(budgets[i]);
+    options.chunk_reuse.mode = ChunkReuseMode::kReRotate;
+    options.chunk_reuse.float_keys_memory = budgets[i];
+    auto engine = MakeEngine(options);
+    ASSERT_TRUE(engine->AddRequest(a).ok());
+    Drain(*engine);
+    absl::StatusOr<RequestId> id = engine->AddRequest(b);
+    ASSERT_TRUE(id.ok());
+    while (engine->stats().num_shifted_hit_tokens == 0 && engine->HasUnfinishedRequests()) {
+      ASSERT_TRUE(engine->Step().ok());
+    }
+    ASSERT_EQ(engine->stats().num_shifted_hit_tokens, kDocLength);
+    const ShiftedChunkReuse& reuse = *EngineInternal::ChunkReuse(*engine);
+    EXPECT_EQ(reuse.stats().float_key_moves, i == 2 ? kDocLength : 0);
+    if (i > 0) {
+      EXPECT_EQ(reuse.float_keys()->stats().too_large, i == 1 ? 1 : 0);
+    }
+    const std::vector<float> got = Layer0Keys(*engine, *id, p1, kDocLength);
+    ASSERT_EQ(got.size(), fresh.size());
+    for (size_t d = 0; d < fresh.size(); ++d) equal[i] += got[d] == fresh[d];
+    equal[i] /= static_cast<double>(fresh.size());
+    Drain(*engine);
+    ExpectAllBlocksAvailable(*engine);
+  }
+  EXPECT_GE(equal[2], 0.97);
+  EXPECT_LT(equal[0], equal[2] - 0.1) << "a rounded key moved is rounded again";
+  EXPECT_EQ(equal[1], equal[0]);
+}
+
 TEST_F(EngineChunkReuseTest, NoShiftGivesOutputsIdenticalToPrefixReuse) {
   const GenerationRequest a = WithDoc(0, 5, 3, 3);
   GenerationRequest b = WithDoc(0, 5, 0, 10);  // same tokens through the document, then its own
@@ -337,6 +385,13 @@ TEST_F(EngineChunkReuseTest, BadChunksAndOptionsAreInvalidArgument) {
   EngineOptions bad = Options(ChunkReuseMode::kReRotate);
   bad.chunk_reuse.first_k = -1;
   EXPECT_EQ(Engine::Create(weights_, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  for (const ChunkReuseMode mode : {ChunkReuseMode::kReRotate, ChunkReuseMode::kOff}) {
+    bad = Options(mode);
+    bad.chunk_reuse.float_keys_memory = mode == ChunkReuseMode::kOff ? 1 << 20 : -1;
+    const absl::Status status = Engine::Create(weights_, bad).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("float_keys_memory"), std::string::npos) << status;
+  }
 }
 
 }  // namespace

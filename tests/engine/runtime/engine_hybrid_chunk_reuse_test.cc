@@ -73,9 +73,13 @@ GenerationRequest WithDoc(const std::vector<TokenId>& head, const std::vector<To
   return r;
 }
 
+// `kv_dtype` and `float_keys_memory` (ChunkReuseOptions) as given, the rest as in every test.
 std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const ModelWeights> weights, bool hybrid,
-                                   bool reuse, int32_t block_size) {
+                                   bool reuse, int32_t block_size, DType kv_dtype = DType::kF32,
+                                   int64_t float_keys_memory = 0) {
   EngineOptions o;
+  o.kv_dtype = kv_dtype;
+  o.chunk_reuse.float_keys_memory = float_keys_memory;
   o.backend = BackendKind::kCpu;
   o.block_size = block_size;
   o.num_kv_blocks = 96;
@@ -203,6 +207,34 @@ TEST(EngineHybridChunkReuseTest, ShiftedLayer0KeysEqualFreshOnesInTheirGroup) {
       ASSERT_NEAR(k_moved[i], k_fresh[i], 1e-4 * (1 + std::fabs(k_fresh[i]))) << i;
     }
     EXPECT_EQ(reuse->stats().num_shifted_hit_tokens, kDocLength);
+  }
+}
+
+// An int8 cache over a full and a window group with float keys kept: each group's copy moves
+// from its own float keys (a window group's: the document's last kWindow tokens), so layer 0's
+// moved keys are the fresh ones but for the rare fp32 rounding of the rotation.
+TEST(EngineHybridChunkReuseTest, FloatKeysMoveEachGroupsCopyWithOneRounding) {
+  for (const std::string types : {"fsfs", "sfsf"}) {
+    SCOPED_TRACE(types);
+    std::shared_ptr<const ModelWeights> weights = Qwen2(types, 74);
+    ASSERT_NE(weights, nullptr);
+    const GenerationRequest a = WithDoc(Span(5, 5, 2), Span(3, 3, 9), 2);
+    const GenerationRequest b = WithDoc(Span(11, 9, 6), Span(3, 13, 1), 4);
+    auto reuse = MakeEngine(weights, true, true, 4, DType::kInt8, 1 << 20);
+    auto fresh = MakeEngine(weights, true, false, 4, DType::kInt8);
+    ASSERT_TRUE(reuse && fresh);
+    const int32_t first = types[0] == 's' ? kDocLength - kWindow : 0;
+    ASSERT_TRUE(reuse->Generate({a}).ok());
+    const RequestId moved = RunPrompt(*reuse, b);
+    const RequestId computed = RunPrompt(*fresh, b);
+    const std::vector<float> k_moved = Layer0Keys(*reuse, moved, 11 + first, kDocLength - first);
+    const std::vector<float> k_fresh = Layer0Keys(*fresh, computed, 11 + first, kDocLength - first);
+    ASSERT_EQ(k_moved.size(), k_fresh.size());
+    ASSERT_FALSE(k_moved.empty());
+    double equal = 0;
+    for (size_t i = 0; i < k_moved.size(); ++i) equal += k_moved[i] == k_fresh[i];
+    EXPECT_GE(equal / static_cast<double>(k_moved.size()), 0.97);
+    EXPECT_EQ(EngineInternal::ChunkReuse(*reuse)->stats().float_key_moves, kDocLength + kWindow);
   }
 }
 
