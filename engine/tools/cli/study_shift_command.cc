@@ -450,9 +450,10 @@ void AddModelAndShiftOptions(CLI::App* sub, StudyShiftFlags& flags) {
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--variants", flags.variants,
-                  "one-chunk: rerotated, naive, firstk, selective; independent-chunks: full, "
-                  "naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: all "
-                  "of these), engine")
+                  "one-chunk: rerotated, naive, firstk, selective (the default), floatkeys "
+                  "(re-rotated from the float keys kept at registration); independent-chunks: "
+                  "full, naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: "
+                  "all of these), engine")
       ->delimiter(',')
       ->capture_default_str();
 }

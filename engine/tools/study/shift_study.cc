@@ -264,6 +264,7 @@ ShiftedReuseOptions VariantOptions(const ShiftStudyOptions& o, ShiftVariant vari
   ShiftedReuseOptions options{.register_chunks = false};
   if (variant == ShiftVariant::kNaive) options.rerotate = false;
   if (variant == ShiftVariant::kFirstK) options.recompute_first = o.recompute_first;
+  if (variant == ShiftVariant::kFloatKeys) options.from_float_keys = true;
   if (variant == ShiftVariant::kSelective) {
     options.recompute_fraction = o.recompute_fraction;
     options.deviation_layer = o.deviation_layer;
@@ -582,6 +583,8 @@ const char* ShiftVariantName(ShiftVariant variant) {
       return "rerotated+firstk";
     case ShiftVariant::kSelective:
       return "rerotated+selective";
+    case ShiftVariant::kFloatKeys:
+      return "rerotated+floatkeys";
   }
   return "invalid";
 }
@@ -591,8 +594,10 @@ absl::StatusOr<ShiftVariant> ParseShiftVariant(std::string_view name) {
   if (name == "naive") return ShiftVariant::kNaive;
   if (name == "firstk" || name == "rerotated+firstk") return ShiftVariant::kFirstK;
   if (name == "selective" || name == "rerotated+selective") return ShiftVariant::kSelective;
-  return absl::InvalidArgumentError(absl::StrCat("unknown variant '", std::string(name),
-                                                 "': use rerotated, naive, firstk or selective"));
+  if (name == "floatkeys" || name == "rerotated+floatkeys") return ShiftVariant::kFloatKeys;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown variant '", std::string(name),
+                   "': use rerotated, naive, firstk, selective or floatkeys"));
 }
 
 bool ShiftStudyReport::AllLayerZeroChecksPass() const {

@@ -43,11 +43,14 @@ enum class ShiftVariant {
   kNaive,      // copy keys without re-rotation (baseline)
   kFirstK,     // re-rotate, recompute the first k tokens (EPIC)
   kSelective,  // re-rotate, recompute the tokens with the largest K/V deviation (CacheBlend)
+  // re-rotate from the float keys kept when the chunk was registered (one rounding of a quantized
+  // or 16-bit key instead of two; ChunkReuseOptions::float_keys_memory in the engine)
+  kFloatKeys,
 };
 
-// "rerotated", "naive", "rerotated+firstk", "rerotated+selective".
+// "rerotated", "naive", "rerotated+firstk", "rerotated+selective", "rerotated+floatkeys".
 PAGEDKV_EXPORT const char* ShiftVariantName(ShiftVariant variant);
-// Accepts the names above and "firstk", "selective".
+// Accepts the names above and "firstk", "selective", "floatkeys".
 PAGEDKV_EXPORT absl::StatusOr<ShiftVariant> ParseShiftVariant(std::string_view name);
 
 struct PAGEDKV_EXPORT ShiftStudyOptions {

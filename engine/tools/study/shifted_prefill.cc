@@ -21,29 +21,12 @@
 #include "engine/runtime/shift/cache_blend_hook.h"
 #include "engine/runtime/shift/rerotate_slots.h"
 #include "engine/tools/study/layer_prefix_weights.h"
+#include "engine/tools/study/shifted_prefill_state.h"
 #include "pagedkv/kernels/op_args.h"
 #include "pagedkv/status_macros.h"
 #include "pagedkv/types.h"
 
 namespace pagedkv {
-
-struct ShiftedPrefill::Hit {
-  size_t span = 0;              // index into input.chunks
-  ChunkLocation location;       // pinned while the Hit lives in the guard
-  std::vector<int32_t> reused;  // chunk-relative indices filled from the cache
-};
-
-// The state of one Run, passed between its steps.
-struct ShiftedPrefill::RunState {
-  const ShiftedPrefillInput& input;
-  const ShiftedReuseOptions& options;
-  int32_t num_tokens = 0;               // of the prompt
-  int32_t logits_from = 0;              // first position whose logits are returned
-  std::vector<char> computed;           // [num_tokens] 1: the forward pass computes the token
-  std::vector<Hit> hits;                // cached chunks found and pinned
-  std::vector<ChunkLocation> acquired;  // pinned locations, released by the guard
-  ShiftedPrefillResult result;
-};
 
 namespace {
 
@@ -74,7 +57,8 @@ int64_t SlotAt(std::span<const BlockId> table, int32_t block_size, int64_t posit
 // holds kv_len tokens afterwards; logits for the batch rows `logits_rows`.
 absl::Status ForwardTokens(ModelRunner& runner, const ShiftedPrefillInput& input,
                            std::span<const int32_t> indices, int32_t kv_len,
-                           std::span<const int32_t> logits_rows, ModelOutput* output) {
+                           std::span<const int32_t> logits_rows, ModelOutput* output,
+                           std::span<const int32_t> key_rows = {}) {
   const int32_t bs = runner.options().block_size;
   std::vector<TokenId> ids;
   std::vector<int32_t> positions;
@@ -94,7 +78,10 @@ absl::Status ForwardTokens(ModelRunner& runner, const ShiftedPrefillInput& input
       .block_tables = absl::MakeConstSpan(input.block_table.data(), input.block_table.size()),
       .max_blocks_per_seq = static_cast<int32_t>(input.block_table.size()),
       .logits_indices = absl::MakeConstSpan(logits_rows.data(), logits_rows.size())};
-  return runner.Forward(model_input, {.return_logits = !logits_rows.empty()}, output);
+  return runner.Forward(model_input,
+                        {.return_logits = !logits_rows.empty(),
+                         .key_rows = absl::MakeConstSpan(key_rows.data(), key_rows.size())},
+                        output);
 }
 
 }  // namespace
@@ -359,6 +346,8 @@ absl::Status ShiftedPrefill::ReuseHits(RunState& run) {
   std::vector<int64_t> src, dst;
   std::vector<int32_t> old_pos, new_pos;
   for (const Hit& hit : run.hits) {
+    PAGEDKV_ASSIGN_OR_RETURN(const bool moved, MoveFromFloatKeys(run, hit));
+    if (moved) continue;
     const ChunkSpan& span = run.input.chunks[hit.span];
     for (int32_t i : hit.reused) {
       src.push_back(hit.location.SlotOf(i, bs));
@@ -403,10 +392,12 @@ absl::Status ShiftedPrefill::ComputeRest(RunState& run, int32_t done) {
     indices.push_back(t);
   }
   ModelOutput output;
+  const std::vector<int32_t> key_rows = KeyRows(run, indices);
   PAGEDKV_RETURN_IF_ERROR(
-      ForwardTokens(*runner_, run.input, indices, run.num_tokens, logits_rows, &output));
+      ForwardTokens(*runner_, run.input, indices, run.num_tokens, logits_rows, &output, key_rows));
   run.result.num_computed_tokens = done + static_cast<int64_t>(indices.size());
   run.result.logits = std::move(output.logits);
+  run.rotated_keys = std::move(output.rotated_keys);
   return absl::OkStatus();
 }
 
@@ -414,7 +405,12 @@ absl::Status ShiftedPrefill::RegisterComputed(RunState& run) {
   if (!run.options.register_chunks) return absl::OkStatus();
   for (size_t s = 0; s < run.input.chunks.size(); ++s) {
     if (run.result.chunks[s].hit) continue;
-    PAGEDKV_RETURN_IF_ERROR(RegisterChunk(run.input, run.input.chunks[s], run.result.chunks[s]));
+    const ChunkSpan& span = run.input.chunks[s];
+    PAGEDKV_RETURN_IF_ERROR(RegisterChunk(run.input, span, run.result.chunks[s]));
+    if (!run.result.chunks[s].registered) continue;
+    const std::span<const TokenId> tokens =
+        run.input.tokens.subspan(static_cast<size_t>(span.begin), static_cast<size_t>(span.length));
+    KeepFloatKeys(run, span, KeyOf(tokens, run.input.cache_salt, run.input.adapter_id));
   }
   return absl::OkStatus();
 }

@@ -22,7 +22,10 @@
 //             two passes with selective recompute, split at the first reused chunk);
 //   5. register: each marked span computed fresh here is copied (exactly) into blocks of its own
 //             and registered in the ChunkIndex at its position; those blocks are then unpinned,
-//             evictable in the pool's order.
+//             evictable in the pool's order. When the compute pass produced every one of the
+//             span's keys, their float values (as the KV write rotated them, before the storage
+//             rounding) are kept too; options.from_float_keys then moves the chunk from them in
+//             step 2: one rounding instead of two for a quantized or 16-bit KV dtype.
 // The last prompt token and every token whose logits are wanted are always computed.
 //
 // The naive baseline (options.rerotate = false) copies cached keys WITHOUT re-rotation (they keep
@@ -52,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/runner/model_runner.h"
+#include "engine/runtime/shift/chunk_float_keys.h"
 #include "pagedkv/cache/block_pool.h"
 #include "pagedkv/cache/chunk_index.h"
 #include "pagedkv/export.h"
@@ -75,6 +79,9 @@ struct PAGEDKV_EXPORT ShiftedReuseOptions {
                                     // tokens, those with the largest K/V deviation
   int32_t deviation_layer = 1;      // layer whose K/V deviation ranks tokens (clamped to the last)
   bool register_chunks = true;      // register spans computed fresh in the ChunkIndex
+  // Reuse: re-rotate a cached chunk from the float keys kept when it was registered (step 5), when
+  // there are some; its rounded keys otherwise.
+  bool from_float_keys = false;
 };
 
 struct PAGEDKV_EXPORT ShiftedPrefillInput {
@@ -167,6 +174,14 @@ class PAGEDKV_EXPORT ShiftedPrefill {
   absl::Status RegisterComputed(RunState& run);
   absl::Status RegisterChunk(const ShiftedPrefillInput& input, const ChunkSpan& span,
                              ChunkReuseRecord& record);
+  // Float keys (shifted_prefill_float_keys.cc). The rows of the compute pass over `indices` whose
+  // keys are kept: the tokens of spans this run will register. Records them in `run`.
+  std::vector<int32_t> KeyRows(RunState& run, std::span<const int32_t> indices) const;
+  // Keeps chunk `key`'s float keys (span `span`, registered now) from the compute pass, or drops
+  // an older copy's when the pass did not compute all of them.
+  void KeepFloatKeys(const RunState& run, const ChunkSpan& span, const BlockHash& key);
+  // With options.from_float_keys: moves `hit` from its kept float keys; false when it has none.
+  absl::StatusOr<bool> MoveFromFloatKeys(const RunState& run, const Hit& hit);
 
   ModelRunner* runner_;
   BlockPool* pool_;
@@ -174,6 +189,8 @@ class PAGEDKV_EXPORT ShiftedPrefill {
   std::string model_fingerprint_;
   std::string rope_fingerprint_;
   std::unique_ptr<ModelRunner> probe_;  // first deviation_layer + 1 layers, built on demand
+  // Registered chunks' float keys, by chunk key (a study registers few chunks: all are kept).
+  ChunkFloatKeys float_keys_{int64_t{1} << 30};
 };
 
 }  // namespace pagedkv

@@ -70,6 +70,28 @@ TEST(ShiftStudyTest, SmallStudyPassesTheLayerZeroCheckAndFillsEveryReport) {
   }
 }
 
+// The float-keys variant: on f32 pages the kept float keys are the pages' keys, so it is the
+// re-rotated variant bit for bit; on int8 pages it saves the same compute and is scored too.
+TEST(ShiftStudyTest, FloatKeysVariantEqualsReRotationOnF32Pages) {
+  ShiftStudyOptions o = SmallStudy();
+  o.dtypes = {DType::kF32, DType::kInt8};
+  o.variants = {ShiftVariant::kReRotated, ShiftVariant::kFloatKeys};
+  absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->quality.size(), o.dtypes.size() * o.shifts.size() * 2);
+  for (size_t i = 0; i < report->quality.size(); i += 2) {
+    const QualityRow& rerotated = report->quality[i];
+    const QualityRow& float_keys = report->quality[i + 1];
+    ASSERT_EQ(rerotated.variant, "rerotated");
+    ASSERT_EQ(float_keys.variant, "rerotated+floatkeys");
+    EXPECT_EQ(float_keys.compute_saved, rerotated.compute_saved);
+    if (rerotated.dtype == DType::kF32) {
+      EXPECT_EQ(float_keys.mean_kl, rerotated.mean_kl) << "shift " << rerotated.shift;
+    }
+    EXPECT_GE(float_keys.mean_kl, 0.0);
+  }
+}
+
 TEST(ShiftStudyTest, BadOptionsAreRejected) {
   ShiftStudyOptions o = SmallStudy();
   o.shifts = {-6};  // p1 < 0
@@ -95,6 +117,8 @@ TEST(ShiftStudyTest, BadOptionsAreRejected) {
   EXPECT_NE(status.message().find("exceeds the chunk length"), std::string::npos) << status;
   EXPECT_EQ(ParseShiftVariant("bogus").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseShiftVariant("firstk").value(), ShiftVariant::kFirstK);
+  EXPECT_EQ(ParseShiftVariant("floatkeys").value(), ShiftVariant::kFloatKeys);
+  EXPECT_STREQ(ShiftVariantName(ShiftVariant::kFloatKeys), "rerotated+floatkeys");
 }
 
 TEST(NextTokenMetricsTest, MatchesAFloat64Reference) {

@@ -199,6 +199,49 @@ TEST(ShiftedPrefillTest, ReRotatedLayer0KeysMatchFreshForEveryDtypeAndAlignment)
   }
 }
 
+// from_float_keys: a chunk registered with its float keys moves from them, so an int8 or bf16
+// key is rounded once, as the fresh key is (equal to it but for the rare fp32 rounding of the
+// rotation), where the move from the rounded key differs from it in many elements.
+TEST(ShiftedPrefillTest, FloatKeysMoveAQuantizedKeyWithOneRounding) {
+  const std::vector<TokenId> doc = RandomTokens(12, 4);
+  for (DType dtype : {DType::kInt8, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Rig rig = Rig::Make(dtype);
+    const std::vector<TokenId> donor = Concat({RandomTokens(5, 2), doc, {7}});
+    const std::vector<TokenId> target = Concat({RandomTokens(11, 3), doc, {9, 11}});
+    const std::vector<ChunkSpan> donor_span = {{.begin = 5, .length = 12}};
+    const std::vector<ChunkSpan> target_span = {{.begin = 11, .length = 12}};
+    const std::vector<BlockId> donor_table = rig.Table(static_cast<int32_t>(donor.size()));
+    ASSERT_TRUE(
+        rig.prefill->Run({.tokens = donor, .chunks = donor_span, .block_table = donor_table}, {})
+            .ok());
+    rig.Free(donor_table);
+    const std::vector<BlockId> fresh_table = rig.Table(static_cast<int32_t>(target.size()));
+    ASSERT_TRUE(rig.prefill
+                    ->Run({.tokens = target, .chunks = target_span, .block_table = fresh_table},
+                          {.enable_reuse = false, .register_chunks = false})
+                    .ok());
+    const std::vector<float> fresh = rig.Kv(fresh_table, 0, 11, 12).first;
+    double equal[2] = {0, 0};
+    for (const bool from_float_keys : {false, true}) {
+      const std::vector<BlockId> table = rig.Table(static_cast<int32_t>(target.size()));
+      auto reused =
+          rig.prefill->Run({.tokens = target, .chunks = target_span, .block_table = table},
+                           {.register_chunks = false, .from_float_keys = from_float_keys});
+      ASSERT_TRUE(reused.ok()) << reused.status();
+      ASSERT_TRUE(reused->chunks[0].hit);
+      const auto [k, v] = rig.Kv(table, 0, 11, 12);
+      const auto [k_fresh, v_fresh] = rig.Kv(fresh_table, 0, 11, 12);
+      EXPECT_EQ(v, v_fresh);  // values are copied as bytes either way
+      for (size_t d = 0; d < k.size(); ++d) equal[from_float_keys] += k[d] == fresh[d];
+      equal[from_float_keys] /= static_cast<double>(k.size());
+      rig.Free(table);
+    }
+    EXPECT_GE(equal[1], 0.97);
+    EXPECT_LT(equal[0], equal[1] - 0.1);
+  }
+}
+
 // Re-rotation honours every RoPE variant the KV write uses (pair layout, partial rotary, scaling,
 // YaRN's attention factor applied once): layer-0 keys still equal fresh ones.
 TEST(ShiftedPrefillTest, ReRotationHonoursRopeVariants) {
