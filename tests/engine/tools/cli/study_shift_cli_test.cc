@@ -36,9 +36,10 @@ Result RunStudyShift(const std::string& args) {
 TEST(StudyShiftCliTest, IndependentChunksWritesTheTableAndCsv) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "study_shift_cli_chunks";
+  std::filesystem::remove_all(dir);  // no CSV of an earlier run may pass for this one's
   const Result r = RunStudyShift(
       "--setting independent-chunks --chunks 2,3 --chunk-len 8 --continuation 6 --documents 1 "
-      "--fractions 0.25,1 --out-dir " +
+      "--fractions 0.25,1 --kv-cache-dtype f32 --out-dir " +
       dir.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("cacheblend"), std::string::npos) << r.output;
@@ -49,6 +50,20 @@ TEST(StudyShiftCliTest, IndependentChunksWritesTheTableAndCsv) {
   int rows = 0;
   for (std::string line; std::getline(csv, line);) ++rows;
   EXPECT_EQ(rows, 2 * (3 + 5 * 2));  // per k: full, naive, rerotated, 5 selectors x 2 fractions
+}
+
+TEST(StudyShiftCliTest, IndependentChunksWritesACsvPerDtype) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "study_shift_cli_chunks_dtypes";
+  std::filesystem::remove_all(dir);
+  const Result r = RunStudyShift(
+      "--setting independent-chunks --chunks 2 --chunk-len 8 --continuation 6 --documents 1 "
+      "--fractions 0.25 --kv-cache-dtype f32,int8 --out-dir " +
+      dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "chunks_quality_f32.csv"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "chunks_quality_int8.csv"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "chunks_quality.csv"));
 }
 
 TEST(StudyShiftCliTest, BadFlagsExitTwoAndSayWhatToFix) {
