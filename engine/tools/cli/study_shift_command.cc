@@ -105,12 +105,13 @@ void PrintReport(const ShiftStudyReport& report, const ShiftStudyOptions& o, int
         IsQuantizedDType(check.dtype) ? "info" : (check.pass ? "PASS" : "FAIL"), check.worst_ratio);
   }
 
-  std::cout << "\n2. Rotation forms R(p1)R(p0)^T (compose) vs R(p1-p0) (delta), and drift after n "
-               "successive shifts (layer-0 keys vs fresh)\n";
-  std::cout << absl::StrFormat("%-5s %-8s %-6s %6s %6s %12s %12s\n", "dtype", "form", "kind",
+  std::cout << "\n2. Rotation forms R(p1)R(p0)^T (compose) vs R(p1-p0) (delta), compose from the "
+               "float keys (floatkeys, with that variant), and drift after n successive shifts "
+               "(layer-0 keys vs fresh)\n";
+  std::cout << absl::StrFormat("%-8s %-9s %-6s %6s %6s %12s %12s\n", "dtype", "form", "kind",
                                "step", "steps", "max|err|", "rel RMS");
   for (const RotationRow& row : report.rotations) {
-    std::cout << absl::StrFormat("%-5s %-8s %-6s %+6d %6d %12.3e %12.3e\n", DTypeName(row.dtype),
+    std::cout << absl::StrFormat("%-8s %-9s %-6s %+6d %6d %12.3e %12.3e\n", DTypeName(row.dtype),
                                  row.form, row.drift ? "drift" : "single", row.shift_per_step,
                                  row.steps, row.max_abs_error, row.rel_rms_error);
   }

@@ -292,6 +292,7 @@ class DtypeStudy {
         worst_ratio_(options.shifts.size(), 0.0),
         compose_errors_(options.shifts.size()),
         delta_errors_(options.shifts.size()),
+        float_key_errors_(options.shifts.size()),
         drift_compose_(options.drift_counts.size()),
         drift_delta_(options.drift_counts.size()) {}
 
@@ -329,6 +330,7 @@ class DtypeStudy {
   std::vector<std::vector<ErrorSum>> key_errors_;        // [shift][layer]
   std::vector<double> worst_ratio_;                      // [shift] layer-0 check
   std::vector<ErrorSum> compose_errors_, delta_errors_;  // [shift] single-shift forms
+  std::vector<ErrorSum> float_key_errors_;               // [shift] the floatkeys variant's
   std::map<std::pair<size_t, ShiftVariant>, NextTokenMetrics> metrics_;
   std::map<std::pair<size_t, ShiftVariant>, double> compute_saved_;
   std::vector<ErrorSum> drift_compose_, drift_delta_;  // [drift count]
@@ -439,6 +441,13 @@ absl::Status DtypeStudy::MeasureVariant(size_t shift_index, ShiftVariant variant
   PAGEDKV_RETURN_IF_ERROR(metrics_[key].Add(reference.run.result.logits, run.result.logits,
                                             config_.vocab_size, reference.targets));
   compute_saved_[key] += 1.0 - run.result.compute_fraction;
+  if (variant == ShiftVariant::kFloatKeys) {  // layer-0 keys moved from the float keys
+    std::vector<float> keys, values, ref_keys, ref_values;
+    const std::vector<int64_t> slots = rig_.Slots(run.table, target_position, o_.chunk_length);
+    PAGEDKV_RETURN_IF_ERROR(rig_.runner().ReadKv(0, slots, &keys, &values));
+    PAGEDKV_RETURN_IF_ERROR(rig_.runner().ReadKv(0, reference.chunk_slots, &ref_keys, &ref_values));
+    float_key_errors_[shift_index].Add(keys, ref_keys);
+  }
   return rig_.Free(run.table);
 }
 
@@ -535,7 +544,11 @@ void DtypeStudy::AppendShiftRows(size_t shift_index, ShiftStudyReport& report) {
                                       .worst_ratio = worst,
                                       .pass = worst <= 1.0 || IsQuantizedDType(dtype_)});
   for (const auto& [form, error] : {std::pair{"compose", &compose_errors_[shift_index]},
-                                    std::pair{"delta", &delta_errors_[shift_index]}}) {
+                                    std::pair{"delta", &delta_errors_[shift_index]},
+                                    std::pair{"floatkeys", &float_key_errors_[shift_index]}}) {
+    if (error == &float_key_errors_[shift_index] && !HasVariant(o_, ShiftVariant::kFloatKeys)) {
+      continue;
+    }
     report.rotations.push_back({.dtype = dtype_,
                                 .form = form,
                                 .shift_per_step = shift,

@@ -97,7 +97,9 @@ struct PAGEDKV_EXPORT LayerZeroCheck {
 // Report 2: rotation forms and drift, layer-0 keys against fresh ones at the final position.
 struct PAGEDKV_EXPORT RotationRow {
   DType dtype = DType::kF32;
-  std::string form;            // "compose" (R(p1) R(p0)^T) or "delta" (R(p1 - p0))
+  // "compose" (R(p1) R(p0)^T), "delta" (R(p1 - p0)), or "floatkeys" (compose from the float keys
+  // kept at registration: the floatkeys variant's keys)
+  std::string form;
   bool drift = false;          // true: n successive shifts in place; false: one shift of a run
   int32_t shift_per_step = 0;  // shift of each step
   int32_t steps = 1;           // successive shifts applied (1: a single shift)

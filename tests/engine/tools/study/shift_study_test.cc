@@ -79,6 +79,20 @@ TEST(ShiftStudyTest, FloatKeysVariantEqualsReRotationOnF32Pages) {
   absl::StatusOr<ShiftStudyReport> report = RunShiftStudy(o);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->quality.size(), o.dtypes.size() * o.shifts.size() * 2);
+  // A floatkeys row beside each shift's compose and delta rows: on f32 pages, compose's error.
+  ASSERT_EQ(report->rotations.size(), o.dtypes.size() * (3 * o.shifts.size() + 2 * 2));
+  for (size_t i = 0; i + 2 < report->rotations.size(); ++i) {
+    const RotationRow& row = report->rotations[i];
+    if (row.form != "compose" || row.drift) continue;
+    const RotationRow& float_keys = report->rotations[i + 2];
+    ASSERT_EQ(float_keys.form, "floatkeys");
+    if (row.dtype == DType::kF32) {
+      EXPECT_EQ(float_keys.rel_rms_error, row.rel_rms_error);
+    }
+    if (row.dtype == DType::kInt8 && row.shift_per_step != 0) {
+      EXPECT_LT(float_keys.rel_rms_error, 0.5 * row.rel_rms_error) << row.shift_per_step;
+    }
+  }
   for (size_t i = 0; i < report->quality.size(); i += 2) {
     const QualityRow& rerotated = report->quality[i];
     const QualityRow& float_keys = report->quality[i + 1];
