@@ -14,9 +14,17 @@
 // token's distribution and top-1 agreement (random tokens: a smoke measure of quality, the
 // study-shift tool measures it properly).
 //
+// BM_EngineChunkFloatKeys: the same over int8 KV pages with ChunkReuseOptions::float_keys_memory
+// off or on (float_keys 0 / 1): `reuse` requests move the document (from its float keys when
+// kept), `register` requests bring a new document each time (computed, its float keys captured
+// and kept): what keeping them costs in time, and the first token's KL against full recompute
+// over the same int8 pages.
+//
 //   build/bench/engine/runtime/shift/engine_chunk_reuse_benchmark --benchmark_counters_tabular=true
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,7 +48,8 @@ std::vector<TokenId> RandomTokens(int n, int vocab, std::mt19937& rng) {
 }
 
 // fraction_percent < 0: chunk reuse off; 0: plain re-rotation; > 0: CacheBlend at that percent.
-EngineOptions Options(int64_t fraction_percent) {
+// float_keys: int8 pages, with the chunks' float keys kept (64 MiB) when true.
+EngineOptions Options(int64_t fraction_percent, std::optional<bool> float_keys = std::nullopt) {
   EngineOptions o;
   o.backend = BackendKind::kCpu;
   o.num_threads = 1;
@@ -50,6 +59,10 @@ EngineOptions Options(int64_t fraction_percent) {
     o.chunk_reuse.mode = ChunkReuseMode::kReRotate;
     o.chunk_reuse.recompute_fraction = static_cast<double>(fraction_percent) / 100.0;
     o.chunk_reuse.deviation_layer = kDeviationLayer;
+  }
+  if (float_keys.has_value()) {
+    o.kv_dtype = DType::kInt8;
+    if (fraction_percent >= 0 && *float_keys) o.chunk_reuse.float_keys_memory = int64_t{64} << 20;
   }
   return o;
 }
@@ -80,6 +93,15 @@ Workload MakeWorkload(const ModelConfig& c) {
   w.first = with_head(3);
   for (int i = 0; i < kHeads; ++i) w.requests.push_back(with_head(head_len - i));
   return w;
+}
+
+// Request `i` of a register run: the workload's i-th request with a new random document.
+GenerationRequest WithNewDocument(const GenerationRequest& r, int vocab, std::mt19937& rng) {
+  GenerationRequest out = r;
+  const PromptChunk& chunk = r.chunks[0];
+  const std::vector<TokenId> doc = RandomTokens(chunk.length, vocab, rng);
+  std::copy(doc.begin(), doc.end(), out.prompt_tokens.begin() + chunk.offset);
+  return out;
 }
 
 // The first generated token's logits of each request (after `first`), on a fresh engine.
@@ -145,6 +167,43 @@ void BM_EngineChunkReusePrefill(benchmark::State& state, const std::string& mode
   state.counters["top1_agree"] = metrics.Top1Agreement();
 }
 
+void BM_EngineChunkFloatKeys(benchmark::State& state, const std::string& model) {
+  std::shared_ptr<const ModelWeights> w = BenchModel(model);
+  if (w == nullptr) return state.SkipWithError("model not available");
+  const bool float_keys = state.range(0) != 0, register_runs = state.range(1) != 0;
+  const Workload workload = MakeWorkload(w->config());
+  auto engine = Engine::Create(w, Options(0, float_keys));
+  if (!engine.ok()) return state.SkipWithError(std::string(engine.status().message()).c_str());
+  if (!(*engine)->Generate({workload.first}).ok()) return state.SkipWithError("first failed");
+  std::mt19937 rng(23);
+  size_t next = 0;
+  for (auto _ : state) {
+    GenerationRequest r = workload.requests[next];
+    if (register_runs) {
+      state.PauseTiming();
+      r = WithNewDocument(r, w->config().vocab_size, rng);
+      state.ResumeTiming();
+    }
+    auto out = (*engine)->Generate({r});
+    if (!out.ok()) return state.SkipWithError(std::string(out.status().message()).c_str());
+    benchmark::DoNotOptimize(out->data());
+    next = (next + 1) % workload.requests.size();
+  }
+  state.counters["shifted_hits"] =
+      benchmark::Counter(static_cast<double>((*engine)->stats().num_shifted_hit_tokens),
+                         benchmark::Counter::kAvgIterations);
+  const auto exact = FirstTokenLogits(w, Options(-1, false), workload);
+  const auto approx = FirstTokenLogits(w, Options(0, float_keys), workload);
+  NextTokenMetrics metrics;
+  for (size_t i = 0; i < exact.size() && i < approx.size(); ++i) {
+    if (!metrics.Add(exact[i], approx[i], w->config().vocab_size, {}).ok()) {
+      return state.SkipWithError("metrics failed");
+    }
+  }
+  state.counters["kl_first_token"] = metrics.MeanKl();
+  state.counters["top1_agree"] = metrics.Top1Agreement();
+}
+
 BENCHMARK_CAPTURE(BM_EngineChunkReusePrefill, aidreams260K, "aidreams260K")
     ->ArgName("blend_pct")
     ->Arg(-1)
@@ -168,6 +227,14 @@ BENCHMARK_CAPTURE(BM_EngineChunkReusePrefill, random15M, "random15M")
     ->Arg(15)
     ->Arg(50)
     ->Arg(100)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineChunkFloatKeys, tinystories656K, "tinystories656K")
+    ->ArgNames({"float_keys", "register"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EngineChunkFloatKeys, random15M, "random15M")
+    ->ArgNames({"float_keys", "register"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
