@@ -131,6 +131,30 @@ class EngineChunkReuseTest : public ::testing::Test {
     EXPECT_TRUE(EngineInternal::Runner(engine).ReadKv(0, slots, &k, &v).ok());
     return k;
   }
+  // Layer-0 K of `b`'s document computed fresh: `b` alone on an engine with `options`, read
+  // after its prefill step.
+  std::vector<float> FreshLayer0Keys(const EngineOptions& options, const GenerationRequest& b) {
+    auto engine = MakeEngine(options);
+    absl::StatusOr<RequestId> id = engine->AddRequest(b);
+    EXPECT_TRUE(id.ok()) << id.status();
+    EXPECT_TRUE(engine->Step().ok());
+    return id.ok() ? Layer0Keys(*engine, *id, b.chunks[0].offset, kDocLength)
+                   : std::vector<float>();
+  }
+  // Layer-0 K of `b`'s document moved on `engine`: `a` runs to completion, then `b` steps until
+  // it has reused the document (its KV then still held).
+  std::vector<float> MovedLayer0Keys(Engine& engine, const GenerationRequest& a,
+                                     const GenerationRequest& b) {
+    EXPECT_TRUE(engine.AddRequest(a).ok());
+    Drain(engine);
+    absl::StatusOr<RequestId> id = engine.AddRequest(b);
+    EXPECT_TRUE(id.ok()) << id.status();
+    while (engine.stats().num_shifted_hit_tokens == 0 && engine.HasUnfinishedRequests()) {
+      if (!engine.Step().ok()) break;
+    }
+    EXPECT_EQ(engine.stats().num_shifted_hit_tokens, kDocLength);
+    return id.ok() ? Layer0Keys(engine, *id, b.chunks[0].offset, kDocLength) : std::vector<float>();
+  }
   static void ExpectAllBlocksAvailable(Engine& engine) {
     EXPECT_EQ(engine.kv_cache_manager().NumRequests(), 0);
     EXPECT_EQ(engine.kv_cache_manager().NumAvailableBlocks(),
@@ -170,24 +194,9 @@ TEST_F(EngineChunkReuseTest, ReusedLayer0KeysEqualFreshAtAlignedAndUnalignedShif
   for (int before : {10, 9, 1, 5, 6}) {
     SCOPED_TRACE(before);
     const GenerationRequest b = WithDoc(2, before, 4, 8);
-    const int32_t p1 = b.chunks[0].offset;
-    // Fresh: B alone with reuse off, read after its prefill step.
-    auto fresh_engine = MakeEngine(Options(ChunkReuseMode::kOff));
-    absl::StatusOr<RequestId> fresh_id = fresh_engine->AddRequest(b);
-    ASSERT_TRUE(fresh_id.ok());
-    ASSERT_TRUE(fresh_engine->Step().ok());
-    const std::vector<float> fresh = Layer0Keys(*fresh_engine, *fresh_id, p1, kDocLength);
-
+    const std::vector<float> fresh = FreshLayer0Keys(Options(ChunkReuseMode::kOff), b);
     auto engine = MakeEngine(Options(ChunkReuseMode::kReRotate));
-    ASSERT_TRUE(engine->AddRequest(a).ok());
-    Drain(*engine);
-    absl::StatusOr<RequestId> id = engine->AddRequest(b);
-    ASSERT_TRUE(id.ok());
-    while (engine->stats().num_shifted_hit_tokens == 0 && engine->HasUnfinishedRequests()) {
-      ASSERT_TRUE(engine->Step().ok());
-    }
-    ASSERT_EQ(engine->stats().num_shifted_hit_tokens, kDocLength);
-    const std::vector<float> got = Layer0Keys(*engine, *id, p1, kDocLength);
+    const std::vector<float> got = MovedLayer0Keys(*engine, a, b);
     ASSERT_EQ(got.size(), fresh.size());
     // f32 storage, interleaved pairs: |diff| <= (3u + 1e-6) |pair| (two roundings + trig).
     const double u = std::ldexp(1.0, -24);
@@ -208,14 +217,9 @@ TEST_F(EngineChunkReuseTest, ReusedLayer0KeysEqualFreshAtAlignedAndUnalignedShif
 TEST_F(EngineChunkReuseTest, QuantizedKeysMovedFromFloatKeysMatchFreshKeys) {
   const GenerationRequest a = WithDoc(0, 5, 3, 2);   // document at position 6
   const GenerationRequest b = WithDoc(2, 10, 4, 4);  // at position 11: shift +5
-  const int32_t p1 = b.chunks[0].offset;
   EngineOptions options = Options(ChunkReuseMode::kOff);
   options.kv_dtype = DType::kInt8;
-  auto fresh_engine = MakeEngine(options);
-  absl::StatusOr<RequestId> fresh_id = fresh_engine->AddRequest(b);
-  ASSERT_TRUE(fresh_id.ok());
-  ASSERT_TRUE(fresh_engine->Step().ok());
-  const std::vector<float> fresh = Layer0Keys(*fresh_engine, *fresh_id, p1, kDocLength);
+  const std::vector<float> fresh = FreshLayer0Keys(options, b);
   // Budgets: off, too small for the chunk's keys, enough.
   const int64_t budgets[] = {0, 64, 1 << 20};
   double equal[3] = {0, 0, 0};
@@ -224,21 +228,13 @@ TEST_F(EngineChunkReuseTest, QuantizedKeysMovedFromFloatKeysMatchFreshKeys) {
     options.chunk_reuse.mode = ChunkReuseMode::kReRotate;
     options.chunk_reuse.float_keys_memory = budgets[i];
     auto engine = MakeEngine(options);
-    ASSERT_TRUE(engine->AddRequest(a).ok());
-    Drain(*engine);
-    absl::StatusOr<RequestId> id = engine->AddRequest(b);
-    ASSERT_TRUE(id.ok());
-    while (engine->stats().num_shifted_hit_tokens == 0 && engine->HasUnfinishedRequests()) {
-      ASSERT_TRUE(engine->Step().ok());
-    }
-    ASSERT_EQ(engine->stats().num_shifted_hit_tokens, kDocLength);
+    const std::vector<float> got = MovedLayer0Keys(*engine, a, b);
+    ASSERT_EQ(got.size(), fresh.size());
     const ShiftedChunkReuse& reuse = *EngineInternal::ChunkReuse(*engine);
     EXPECT_EQ(reuse.stats().float_key_moves, i == 2 ? kDocLength : 0);
     if (i > 0) {
       EXPECT_EQ(reuse.float_keys()->stats().too_large, i == 1 ? 1 : 0);
     }
-    const std::vector<float> got = Layer0Keys(*engine, *id, p1, kDocLength);
-    ASSERT_EQ(got.size(), fresh.size());
     for (size_t d = 0; d < fresh.size(); ++d) equal[i] += got[d] == fresh[d];
     equal[i] /= static_cast<double>(fresh.size());
     Drain(*engine);

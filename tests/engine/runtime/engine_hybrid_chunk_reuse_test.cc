@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -183,24 +184,31 @@ RequestId RunPrompt(Engine& engine, const GenerationRequest& r) {
   return *id;
 }
 
+// Layer 0's K of a document moved on `reuse` (computed at 5 by a first request, reused at 11)
+// and computed fresh at 11 on `fresh`, over the tokens layer 0's group keeps: a window group
+// (`windowed`) only the document's last kWindow.
+std::pair<std::vector<float>, std::vector<float>> MovedAndFreshKeys(Engine& reuse, Engine& fresh,
+                                                                    bool windowed) {
+  const GenerationRequest a = WithDoc(Span(5, 5, 2), Span(3, 3, 9), 2);
+  const GenerationRequest b = WithDoc(Span(11, 9, 6), Span(3, 13, 1), 4);
+  const int32_t first = windowed ? kDocLength - kWindow : 0;
+  EXPECT_TRUE(reuse.Generate({a}).ok());
+  const RequestId moved = RunPrompt(reuse, b);
+  const RequestId computed = RunPrompt(fresh, b);
+  return {Layer0Keys(reuse, moved, 11 + first, kDocLength - first),
+          Layer0Keys(fresh, computed, 11 + first, kDocLength - first)};
+}
+
 TEST(EngineHybridChunkReuseTest, ShiftedLayer0KeysEqualFreshOnesInTheirGroup) {
   for (const std::string types : {"fsfs", "sfsf"}) {
     SCOPED_TRACE(types);
     std::shared_ptr<const ModelWeights> weights = Qwen2(types, 73);
     ASSERT_NE(weights, nullptr);
-    const GenerationRequest a = WithDoc(Span(5, 5, 2), Span(3, 3, 9), 2);
-    const GenerationRequest b = WithDoc(Span(11, 9, 6), Span(3, 13, 1), 4);
     auto reuse = MakeEngine(weights, true, true, 4);
     auto fresh = MakeEngine(weights, true, false, 4);
     ASSERT_TRUE(reuse && fresh);
-    const bool windowed = types[0] == 's';
     // A window group keeps (and moves) only the document's last kWindow tokens.
-    const int32_t first = windowed ? kDocLength - kWindow : 0;
-    ASSERT_TRUE(reuse->Generate({a}).ok());
-    const RequestId moved = RunPrompt(*reuse, b);
-    const RequestId computed = RunPrompt(*fresh, b);
-    const std::vector<float> k_moved = Layer0Keys(*reuse, moved, 11 + first, kDocLength - first);
-    const std::vector<float> k_fresh = Layer0Keys(*fresh, computed, 11 + first, kDocLength - first);
+    const auto [k_moved, k_fresh] = MovedAndFreshKeys(*reuse, *fresh, types[0] == 's');
     ASSERT_EQ(k_moved.size(), k_fresh.size());
     ASSERT_FALSE(k_moved.empty());
     for (size_t i = 0; i < k_moved.size(); ++i) {
@@ -218,17 +226,10 @@ TEST(EngineHybridChunkReuseTest, FloatKeysMoveEachGroupsCopyWithOneRounding) {
     SCOPED_TRACE(types);
     std::shared_ptr<const ModelWeights> weights = Qwen2(types, 74);
     ASSERT_NE(weights, nullptr);
-    const GenerationRequest a = WithDoc(Span(5, 5, 2), Span(3, 3, 9), 2);
-    const GenerationRequest b = WithDoc(Span(11, 9, 6), Span(3, 13, 1), 4);
     auto reuse = MakeEngine(weights, true, true, 4, DType::kInt8, 1 << 20);
     auto fresh = MakeEngine(weights, true, false, 4, DType::kInt8);
     ASSERT_TRUE(reuse && fresh);
-    const int32_t first = types[0] == 's' ? kDocLength - kWindow : 0;
-    ASSERT_TRUE(reuse->Generate({a}).ok());
-    const RequestId moved = RunPrompt(*reuse, b);
-    const RequestId computed = RunPrompt(*fresh, b);
-    const std::vector<float> k_moved = Layer0Keys(*reuse, moved, 11 + first, kDocLength - first);
-    const std::vector<float> k_fresh = Layer0Keys(*fresh, computed, 11 + first, kDocLength - first);
+    const auto [k_moved, k_fresh] = MovedAndFreshKeys(*reuse, *fresh, types[0] == 's');
     ASSERT_EQ(k_moved.size(), k_fresh.size());
     ASSERT_FALSE(k_moved.empty());
     double equal = 0;

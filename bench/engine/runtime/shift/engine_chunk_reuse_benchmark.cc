@@ -122,6 +122,23 @@ std::vector<std::vector<float>> FirstTokenLogits(std::shared_ptr<const ModelWeig
   return rows;
 }
 
+// The counters kl_first_token and top1_agree: the first token of each request under `approx`
+// against `exact`, measured outside the timing.
+void AddQualityCounters(std::shared_ptr<const ModelWeights> w, const EngineOptions& exact_options,
+                        const EngineOptions& approx_options, const Workload& workload,
+                        benchmark::State& state) {
+  const auto exact = FirstTokenLogits(w, exact_options, workload);
+  const auto approx = FirstTokenLogits(w, approx_options, workload);
+  NextTokenMetrics metrics;
+  for (size_t i = 0; i < exact.size() && i < approx.size(); ++i) {
+    if (!metrics.Add(exact[i], approx[i], w->config().vocab_size, {}).ok()) {
+      return state.SkipWithError("metrics failed");
+    }
+  }
+  state.counters["kl_first_token"] = metrics.MeanKl();
+  state.counters["top1_agree"] = metrics.Top1Agreement();
+}
+
 void BM_EngineChunkReusePrefill(benchmark::State& state, const std::string& model) {
   std::shared_ptr<const ModelWeights> w = BenchModel(model);
   if (w == nullptr) return state.SkipWithError("model not available");
@@ -155,16 +172,7 @@ void BM_EngineChunkReusePrefill(benchmark::State& state, const std::string& mode
   state.counters["work_fraction"] =
       (computed * layers - partial * (layers - kDeviationLayer - 1)) / (prompt * layers);
 
-  const auto exact = FirstTokenLogits(w, Options(-1), workload);
-  const auto approx = FirstTokenLogits(w, Options(percent), workload);
-  NextTokenMetrics metrics;
-  for (size_t i = 0; i < exact.size() && i < approx.size(); ++i) {
-    if (!metrics.Add(exact[i], approx[i], w->config().vocab_size, {}).ok()) {
-      return state.SkipWithError("metrics failed");
-    }
-  }
-  state.counters["kl_first_token"] = metrics.MeanKl();
-  state.counters["top1_agree"] = metrics.Top1Agreement();
+  AddQualityCounters(w, Options(-1), Options(percent), workload, state);
 }
 
 void BM_EngineChunkFloatKeys(benchmark::State& state, const std::string& model) {
@@ -192,16 +200,7 @@ void BM_EngineChunkFloatKeys(benchmark::State& state, const std::string& model) 
   state.counters["shifted_hits"] =
       benchmark::Counter(static_cast<double>((*engine)->stats().num_shifted_hit_tokens),
                          benchmark::Counter::kAvgIterations);
-  const auto exact = FirstTokenLogits(w, Options(-1, false), workload);
-  const auto approx = FirstTokenLogits(w, Options(0, float_keys), workload);
-  NextTokenMetrics metrics;
-  for (size_t i = 0; i < exact.size() && i < approx.size(); ++i) {
-    if (!metrics.Add(exact[i], approx[i], w->config().vocab_size, {}).ok()) {
-      return state.SkipWithError("metrics failed");
-    }
-  }
-  state.counters["kl_first_token"] = metrics.MeanKl();
-  state.counters["top1_agree"] = metrics.Top1Agreement();
+  AddQualityCounters(w, Options(-1, false), Options(0, float_keys), workload, state);
 }
 
 BENCHMARK_CAPTURE(BM_EngineChunkReusePrefill, aidreams260K, "aidreams260K")
