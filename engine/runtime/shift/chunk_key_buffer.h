@@ -19,16 +19,18 @@
 #include <span>
 #include <vector>
 
+#include "pagedkv/export.h"
+
 namespace pagedkv {
 
 // The shape of a chunk's keys.
-struct ChunkKeyShape {
+struct PAGEDKV_EXPORT ChunkKeyShape {
   int32_t num_layers = 0;
   int32_t num_tokens = 0;  // the chunk's length
   int64_t width = 0;       // n_kv_heads * head_dim
 };
 
-class ChunkKeyBuffer {
+class PAGEDKV_EXPORT ChunkKeyBuffer {
  public:
   // Stores chunk token `token`'s keys from row `row` of `rotated` ([num_layers, num_rows,
   // width]), sizing the buffer for `shape` at the first call. REQUIRES: token and row in range;

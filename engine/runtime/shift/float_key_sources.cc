@@ -18,7 +18,10 @@ void FloatKeySources::Add(int64_t handle, int32_t group, std::shared_ptr<const C
   Held& held = held_[handle];
   auto& sources = by_group_[static_cast<size_t>(group)];
   for (size_t j = 0; j < slots.size(); ++j) {
-    sources[slots[j]] = Source{.keys = keys.get(), .token = static_cast<int32_t>(j)};
+    Source& source = sources[slots[j]];
+    source.keys = keys.get();
+    source.token = static_cast<int32_t>(j);
+    ++source.handles;
     held.slots.emplace_back(group, slots[j]);
   }
   held.keys.push_back(std::move(keys));
@@ -28,7 +31,9 @@ void FloatKeySources::Remove(int64_t handle) {
   const auto it = held_.find(handle);
   if (it == held_.end()) return;
   for (const auto& [group, slot] : it->second.slots) {
-    by_group_[static_cast<size_t>(group)].erase(slot);
+    auto& sources = by_group_[static_cast<size_t>(group)];
+    const auto source = sources.find(slot);
+    if (--source->second.handles == 0) sources.erase(source);
   }
   held_.erase(it);
 }

@@ -42,7 +42,7 @@ class PAGEDKV_EXPORT FloatKeySources {
   // `handle`. REQUIRES: slots.size() == keys->num_tokens.
   void Add(int64_t handle, int32_t group, std::shared_ptr<const ChunkKeys> keys,
            std::span<const int64_t> slots);
-  // Forgets the sources of `handle`'s chunk.
+  // Forgets the sources of `handle`'s chunk (those another handle of the same chunk added stay).
   void Remove(int64_t handle);
   void Clear();
   bool empty() const { return held_.empty(); }
@@ -55,6 +55,7 @@ class PAGEDKV_EXPORT FloatKeySources {
   struct Source {
     const ChunkKeys* keys = nullptr;  // owned by held_
     int32_t token = 0;
+    int32_t handles = 0;  // acquisitions of the chunk that added it (one chunk, several handles)
   };
   struct Held {
     std::vector<std::shared_ptr<const ChunkKeys>> keys;

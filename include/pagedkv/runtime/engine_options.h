@@ -67,7 +67,8 @@ struct PAGEDKV_EXPORT ChunkReuseOptions {
   // write rotated them, before the KV dtype's rounding) until they move, so a moved key of a
   // quantized (or 16-bit) cache is rounded once rather than twice (docs/kernels.md). Least
   // recently used chunks' keys go first; a chunk without them moves from its rounded keys.
-  // >= 0; 0: off. Costs n_layers * n_kv_heads * head_dim * 4 bytes per chunk token.
+  // >= 0; 0: off. Costs n_layers * n_kv_heads * head_dim * 4 bytes per chunk token, kept within
+  // this budget; a request computing a chunk also holds its keys until the chunk registers.
   int64_t float_keys_memory = 0;
 };
 

@@ -117,13 +117,22 @@ TEST_F(FloatKeysReuseTest, MovesOfKeptTokensGoFromTheirFloatKeys) {
   EXPECT_EQ(reuse_->stats().float_key_moves, 2);
   EXPECT_EQ(reuse_->num_acquired(), 0);
 
+  // The same chunk acquired twice, one released unused: the other still moves from float keys.
+  chunk = reuse_->Acquire(doc_, "", 0);
+  std::optional<AcquiredChunk> unused = reuse_->Acquire(doc_, "", 0);
+  ASSERT_TRUE(chunk.has_value() && unused.has_value());
+  reuse_->Release(unused->handle);
+  ASSERT_TRUE(reuse_->RunMoves(moves).ok());
+  EXPECT_EQ(log_.key_moves.size(), 4u);
+  EXPECT_EQ(log_.moves.size(), 4u);
+
   // A chunk released unused leaves no source behind: its slots move from their rounded keys.
   chunk = reuse_->Acquire(doc_, "", 0);
   ASSERT_TRUE(chunk.has_value());
   reuse_->Release(chunk->handle);
   ASSERT_TRUE(reuse_->RunMoves(moves).ok());
-  EXPECT_EQ(log_.key_moves.size(), 2u);
-  EXPECT_EQ(log_.moves.size(), 6u);
+  EXPECT_EQ(log_.key_moves.size(), 4u);
+  EXPECT_EQ(log_.moves.size(), 8u);
 }
 
 TEST_F(FloatKeysReuseTest, ACopyMadeWithoutKeysDropsTheOldOnes) {
