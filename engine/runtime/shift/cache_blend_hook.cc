@@ -120,8 +120,10 @@ absl::Status CacheBlendHook::AfterKvWrite(const LayerView& view,
                                           std::optional<std::vector<int32_t>>* keep) {
   if (groups_.empty() || view.layer != deviation_layer_) return absl::OkStatus();
   std::vector<float> k_new, v_new;
-  PAGEDKV_RETURN_IF_ERROR(view.runner->ReadKv(view.layer, GroupSlots(*view.input), &k_new, &v_new));
-  const int64_t width = view.kv->TokenStride();
+  const std::vector<int64_t> slots = GroupSlots(*view.input);  // not empty: groups have rows
+  PAGEDKV_RETURN_IF_ERROR(view.runner->ReadKv(view.layer, slots, &k_new, &v_new));
+  // Floats per token as ReadKv returns them (a quantized row is decoded: not its stored units).
+  const auto width = static_cast<int64_t>(k_new.size() / slots.size());
   // Input rows that continue: every row outside the groups, and the picked rows of each group.
   std::vector<char> continues(view.input->token_ids.size(), 1);
   size_t offset = 0;  // group rows before the current group

@@ -106,12 +106,13 @@ std::vector<int64_t> ChunkSlots(const std::vector<BlockId>& table) {
   return slots;
 }
 
-BlendRig MakeBlendRig() {
+BlendRig MakeBlendRig(DType kv_dtype = DType::kF32) {
   TinyShape shape;
   shape.n_layers = kLayers;
   auto weights = TinyWeights(shape, 77, "blend_runner_model.bin");
   BlendRig rig;
-  ModelRunnerOptions options{.backend = BackendKind::kCpu, .num_blocks = 32, .block_size = 4};
+  ModelRunnerOptions options{
+      .backend = BackendKind::kCpu, .num_blocks = 32, .block_size = 4, .kv_dtype = kv_dtype};
   rig.runner = ModelRunner::Create(weights, options).value();
   rig.fresh = ModelRunner::Create(weights, options).value();
   std::mt19937 rng(5);
@@ -227,6 +228,25 @@ TEST(ModelRunnerBlendTest, KeepsTheMostDeviatingRowsAndLeavesTheOthersKvAboveThe
         }
       }
     }
+  }
+}
+
+// Quantized pages: the hook ranks the rows by their decoded K/V (ReadKv's floats, not the pages'
+// stored bytes per token), so it keeps the same rows a float64 ranking of the decoded values does.
+TEST(ModelRunnerBlendTest, QuantizedPagesRankTheDecodedRows) {
+  for (DType dtype : {DType::kInt8, DType::kFp8E4M3}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    BlendRig rig = MakeBlendRig(dtype);
+    const std::vector<int64_t> slots = ChunkSlots(rig.table);
+    const Kv before = Read(*rig.runner, 1, slots);
+    const Kv fresh = Read(*rig.fresh, 1, slots);
+    const std::vector<BlendGroup> groups = {{.first_row = 0, .num_rows = kChunkLen, .num_keep = 5}};
+    ModelOutput out;
+    std::vector<int32_t> kept_rows;
+    ASSERT_TRUE(Forward(*rig.runner, rig.tokens, kChunkBegin, kLen, 0, rig.table, &out, groups,
+                        /*blend_layer=*/1, /*logits=*/true, &kept_rows)
+                    .ok());
+    EXPECT_EQ(kept_rows, BruteForceTop(before, fresh, kChunkLen, 5));
   }
 }
 
