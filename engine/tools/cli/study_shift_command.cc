@@ -454,7 +454,7 @@ void AddModelAndShiftOptions(CLI::App* sub, StudyShiftFlags& flags) {
                   "one-chunk: rerotated, naive, firstk, selective (the default), floatkeys "
                   "(re-rotated from the float keys kept at registration); independent-chunks: "
                   "full, naive, rerotated, deviation, oracle, random, firstk, cacheblend (default: "
-                  "all of these), engine")
+                  "all of these), engine, floatkeys")
       ->delimiter(',')
       ->capture_default_str();
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,8 @@ const char* ChunkVariantName(ChunkVariant variant) {
       return "cacheblend";
     case ChunkVariant::kEngine:
       return "engine";
+    case ChunkVariant::kFloatKeys:
+      return "floatkeys";
   }
   return "invalid";
 }
@@ -76,19 +79,20 @@ const char* ChunkVariantName(ChunkVariant variant) {
 absl::StatusOr<ChunkVariant> ParseChunkVariant(std::string_view name) {
   for (ChunkVariant v : {ChunkVariant::kFull, ChunkVariant::kNaive, ChunkVariant::kReRotated,
                          ChunkVariant::kDeviation, ChunkVariant::kOracle, ChunkVariant::kRandom,
-                         ChunkVariant::kFirstK, ChunkVariant::kCacheBlend, ChunkVariant::kEngine}) {
+                         ChunkVariant::kFirstK, ChunkVariant::kCacheBlend, ChunkVariant::kEngine,
+                         ChunkVariant::kFloatKeys}) {
     if (name == ChunkVariantName(v)) return v;
   }
   if (name == "selective") return ChunkVariant::kDeviation;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown independent-chunks variant '", std::string(name),
                    "': use full, naive, rerotated, deviation, oracle, random, firstk, "
-                   "cacheblend or engine"));
+                   "cacheblend, engine or floatkeys"));
 }
 
 bool IsSelector(ChunkVariant variant) {
   return variant != ChunkVariant::kFull && variant != ChunkVariant::kNaive &&
-         variant != ChunkVariant::kReRotated;
+         variant != ChunkVariant::kReRotated && variant != ChunkVariant::kFloatKeys;
 }
 
 std::vector<int32_t> FirstKTokens(const ChunkedPrompt& prompt, int32_t k) {
@@ -198,10 +202,16 @@ absl::Status IndependentChunksRig::PrefillDonors(const ChunkedPrompt& prompt) {
   std::vector<int32_t> positions, qsl = {0}, kv_lens;
   std::vector<int64_t> slots;
   std::vector<BlockId> tables;
+  std::vector<int32_t> key_rows;  // the chunk tokens, chunk by chunk (the floatkeys variant)
+  const bool float_keys = std::find(options_.variants.begin(), options_.variants.end(),
+                                    ChunkVariant::kFloatKeys) != options_.variants.end();
   for (int32_t c = 0; c < prompt.num_chunks; ++c) {
     for (int32_t p = 0; p < length; ++p) {
       const int32_t t =
           p < prompt.system_prefix ? p : prompt.ChunkBegin(c) + p - prompt.system_prefix;
+      if (float_keys && p >= prompt.system_prefix) {
+        key_rows.push_back(static_cast<int32_t>(ids.size()));
+      }
       ids.push_back(prompt.tokens[static_cast<size_t>(t)]);
       positions.push_back(p);
       slots.push_back(Slot(c, p));
@@ -211,15 +221,17 @@ absl::Status IndependentChunksRig::PrefillDonors(const ChunkedPrompt& prompt) {
     const std::vector<BlockId> table = Table(c);
     tables.insert(tables.end(), table.begin(), table.end());
   }
-  ModelOutput unused;
-  return runner_->Forward({.token_ids = ids,
-                           .positions = positions,
-                           .slot_mapping = slots,
-                           .query_start_loc = qsl,
-                           .kv_lens = kv_lens,
-                           .block_tables = tables,
-                           .max_blocks_per_seq = blocks_per_seq_},
-                          {}, &unused);
+  ModelOutput output;
+  PAGEDKV_RETURN_IF_ERROR(runner_->Forward({.token_ids = ids,
+                                            .positions = positions,
+                                            .slot_mapping = slots,
+                                            .query_start_loc = qsl,
+                                            .kv_lens = kv_lens,
+                                            .block_tables = tables,
+                                            .max_blocks_per_seq = blocks_per_seq_},
+                                           {.key_rows = key_rows}, &output));
+  donor_keys_ = std::move(output.rotated_keys);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> IndependentChunksRig::PrefillReference(
@@ -244,9 +256,14 @@ absl::Status IndependentChunksRig::FillChunks(const ChunkedPrompt& prompt, Chunk
       new_positions.push_back(naive ? prompt.system_prefix + i : prompt.ChunkBegin(c) + i);
     }
   }
-  return ReRotateSlots(
-      *runner_,
-      {.src = src, .dst = dst, .old_positions = old_positions, .new_positions = new_positions});
+  // The donors' float keys are in the moves' order: chunk by chunk, token by token.
+  return ReRotateSlots(*runner_, {.src = src,
+                                  .dst = dst,
+                                  .old_positions = old_positions,
+                                  .new_positions = new_positions,
+                                  .src_keys = variant == ChunkVariant::kFloatKeys
+                                                  ? std::span<const float>(donor_keys_)
+                                                  : std::span<const float>()});
 }
 
 absl::StatusOr<std::vector<int32_t>> IndependentChunksRig::OracleTokens(const ChunkedPrompt& prompt,

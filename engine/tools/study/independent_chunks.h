@@ -67,9 +67,12 @@ enum class ChunkVariant {
   kCacheBlend,  // selector: CacheBlend's code (V deviation at layer 1, layers 0-1 fresh)
   kEngine,      // selector: the Engine's CacheBlendHook path (K+V at deviation_layer, per chunk,
                 // layers 0..deviation_layer fresh); not in the default list
+  kFloatKeys,   // reuse, keys re-rotated from the donors' float keys (rounded once, as fresh keys
+                // are), no recompute; not in the default list
 };
 
-// "full", "naive", "rerotated", "deviation", "oracle", "random", "firstk", "cacheblend", "engine".
+// "full", "naive", "rerotated", "deviation", "oracle", "random", "firstk", "cacheblend", "engine",
+// "floatkeys".
 PAGEDKV_EXPORT const char* ChunkVariantName(ChunkVariant variant);
 PAGEDKV_EXPORT absl::StatusOr<ChunkVariant> ParseChunkVariant(std::string_view name);
 // True for the selectors (the variants run once per recompute fraction).
@@ -159,7 +162,8 @@ class PAGEDKV_EXPORT IndependentChunksRig {
       std::shared_ptr<const ModelWeights> weights, const ChunksStudyOptions& options,
       int32_t max_tokens, int32_t max_chunks);
 
-  // Computes every chunk independently: the k sequences S ‖ Ci in one batched forward pass.
+  // Computes every chunk independently: the k sequences S ‖ Ci in one batched forward pass (with
+  // the floatkeys variant asked for, keeping the chunk tokens' float keys).
   absl::Status PrefillDonors(const ChunkedPrompt& prompt);
   // The full prefill of the prompt (the reference); logits of the Q rows.
   absl::StatusOr<std::vector<float>> PrefillReference(const ChunkedPrompt& prompt);
@@ -206,6 +210,9 @@ class PAGEDKV_EXPORT IndependentChunksRig {
   int32_t blocks_per_seq_ = 0;
   int32_t max_chunks_ = 0;
   std::unique_ptr<ModelRunner> runner_;
+  // With the floatkeys variant: the donors' chunk keys as the KV write rotated them,
+  // [n_layers, chunks x chunk tokens, kv_dim] (ModelOutput::rotated_keys of PrefillDonors).
+  std::vector<float> donor_keys_;
 };
 
 }  // namespace pagedkv

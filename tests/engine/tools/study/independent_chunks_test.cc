@@ -96,6 +96,34 @@ TEST(IndependentChunksTest, FractionZeroIsReRotatedReuse) {
   EXPECT_NEAR(blend.compute_fraction, ((2.0 + 6.0) * 3 + 24.0 * 2) / (32.0 * 3), 1e-12);
 }
 
+// The floatkeys variant moves the donors' float keys: on f32 pages they are the pages' keys, so
+// it is re-rotated reuse bit for bit; on int8 pages it differs (one rounding instead of two) and
+// saves the same compute.
+TEST(IndependentChunksTest, FloatKeysVariantIsReRotationOnF32Pages) {
+  for (DType dtype : {DType::kF32, DType::kInt8}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    ChunksStudyOptions o = SmallOptions();
+    o.kv_dtype = dtype;
+    o.variants = {ChunkVariant::kReRotated, ChunkVariant::kFloatKeys};
+    const ChunkedPrompt prompt = MakePrompt(o, 3);
+    auto rig = IndependentChunksRig::Create(o.weights, o, prompt.size(), 3).value();
+    ASSERT_TRUE(rig->PrefillDonors(prompt).ok());
+    const ChunkVariantResult rerotated =
+        rig->RunVariant(prompt, ChunkVariant::kReRotated, 0.0, 7).value();
+    absl::StatusOr<ChunkVariantResult> float_keys =
+        rig->RunVariant(prompt, ChunkVariant::kFloatKeys, 0.0, 7);
+    ASSERT_TRUE(float_keys.ok()) << float_keys.status();
+    EXPECT_EQ(float_keys->compute_fraction, rerotated.compute_fraction);
+    EXPECT_TRUE(float_keys->recomputed.empty());
+    if (dtype == DType::kF32) {
+      EXPECT_EQ(float_keys->logits, rerotated.logits);
+    } else {
+      EXPECT_NE(float_keys->logits, rerotated.logits);
+    }
+  }
+  EXPECT_EQ(ParseChunkVariant("floatkeys").value(), ChunkVariant::kFloatKeys);
+}
+
 TEST(IndependentChunksTest, IndependentChunkPrefillEqualsTheChunkAlone) {
   for (int32_t system_prefix : {0, 2}) {
     Fixture f;
