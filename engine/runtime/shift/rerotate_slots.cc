@@ -19,10 +19,9 @@ namespace {
 // A host array placed where `backend` computes: the host pointer itself on a host backend, a
 // device copy otherwise.
 template <typename T>
-absl::StatusOr<const T*> Place(Backend& backend, const std::vector<T>& host,
-                               DeviceBuffer* storage) {
+absl::StatusOr<const T*> Place(Backend& backend, std::span<const T> host, DeviceBuffer* storage) {
   if (backend.host_memory()) return host.data();
-  const size_t bytes = host.size() * sizeof(T);
+  const size_t bytes = host.size_bytes();
   PAGEDKV_ASSIGN_OR_RETURN(*storage, DeviceBuffer::Create(backend, bytes));
   PAGEDKV_RETURN_IF_ERROR(backend.CopyToDevice(storage->data(), host.data(), bytes));
   return storage->as<const T>();
@@ -50,15 +49,18 @@ absl::StatusOr<std::vector<int32_t>> LayersOf(const SlotMove& move, const ModelR
   return range;
 }
 
-// The float keys of tokens `tokens` (of n) in layer slice `li` of `keys` ([layers, n, width]).
-std::vector<float> KeysOf(std::span<const float> keys, size_t li, size_t n, size_t width,
-                          const std::vector<size_t>& tokens) {
-  std::vector<float> out(tokens.size() * width);
-  const float* layer = keys.data() + li * n * width;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    std::copy_n(layer + tokens[i] * width, width, out.data() + i * width);
+// This pass's float keys, [layers, tokens.size(), width], from `keys` ([layers, n, width]): the
+// span itself when the pass moves every token (nothing copied), else a gather into `storage`.
+std::span<const float> PassKeys(std::span<const float> keys, size_t n, size_t width,
+                                const std::vector<size_t>& tokens, std::vector<float>* storage) {
+  if (keys.empty() || tokens.size() == n) return keys;
+  const size_t layers = keys.size() / (n * width);
+  storage->resize(layers * tokens.size() * width);
+  float* out = storage->data();
+  for (size_t l = 0; l < layers; ++l) {
+    for (const size_t t : tokens) out = std::copy_n(keys.data() + (l * n + t) * width, width, out);
   }
-  return out;
+  return *storage;
 }
 
 }  // namespace
@@ -93,19 +95,21 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
     }
     if (s.empty()) continue;
     DeviceBuffer sb, db, ob, pb;
-    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* s_ptr, Place(backend, s, &sb));
-    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr, Place(backend, d, &db));
-    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr, Place(backend, o, &ob));
-    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr, Place(backend, p, &pb));
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* s_ptr, Place<int64_t>(backend, s, &sb));
+    PAGEDKV_ASSIGN_OR_RETURN(const int64_t* d_ptr, Place<int64_t>(backend, d, &db));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* o_ptr, Place<int32_t>(backend, o, &ob));
+    PAGEDKV_ASSIGN_OR_RETURN(const int32_t* p_ptr, Place<int32_t>(backend, p, &pb));
+    std::vector<float> gathered;
+    const std::span<const float> keys = PassKeys(move.src_keys, n, width, tokens, &gathered);
+    DeviceBuffer kb;  // lives through the pass's launches
+    const float* k_ptr = nullptr;
+    if (!keys.empty()) {
+      PAGEDKV_ASSIGN_OR_RETURN(k_ptr, Place<float>(backend, keys, &kb));
+    }
     for (size_t li = 0; li < layers.size(); ++li) {
       const int32_t l = layers[li];
-      std::vector<float> keys;
-      DeviceBuffer kb;
       ReRotateArgs args;
-      if (!move.src_keys.empty()) {
-        keys = KeysOf(move.src_keys, li, n, width, tokens);
-        PAGEDKV_ASSIGN_OR_RETURN(args.src_keys, Place(backend, keys, &kb));
-      }
+      if (k_ptr != nullptr) args.src_keys = k_ptr + li * s.size() * width;
       args.src_slots = s_ptr;
       args.dst_slots = d_ptr;
       args.old_positions = o_ptr;
@@ -115,10 +119,6 @@ absl::Status ReRotateSlots(ModelRunner& runner, const SlotMove& move) {
       args.rope = runner.rope_view();
       args.cache = runner.kv_layout(l);
       PAGEDKV_RETURN_IF_ERROR(backend.ReRotate(args));
-      // A device copy of the keys must outlive the launch that reads it.
-      if (!backend.host_memory() && args.src_keys != nullptr) {
-        PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
-      }
     }
     PAGEDKV_RETURN_IF_ERROR(backend.Synchronize());
   }
