@@ -48,11 +48,6 @@ class ReleaseGuard {
   std::vector<ChunkLocation>* acquired_;
 };
 
-int64_t SlotAt(std::span<const BlockId> table, int32_t block_size, int64_t position) {
-  return int64_t{table[static_cast<size_t>(position / block_size)]} * block_size +
-         position % block_size;
-}
-
 // One forward pass over the prompt tokens `indices` (ascending) of `input`'s sequence, whose KV
 // holds kv_len tokens afterwards; logits for the batch rows `logits_rows`.
 absl::Status ForwardTokens(ModelRunner& runner, const ShiftedPrefillInput& input,

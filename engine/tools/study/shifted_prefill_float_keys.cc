@@ -70,8 +70,7 @@ absl::StatusOr<bool> ShiftedPrefill::MoveFromFloatKeys(const RunState& run, cons
   std::vector<float> src_keys;  // [layers, reused tokens, width]
   for (int32_t i : hit.reused) {
     src.push_back(hit.location.SlotOf(i, bs));
-    dst.push_back(int64_t{run.input.block_table[static_cast<size_t>((begin + i) / bs)]} * bs +
-                  (begin + i) % bs);
+    dst.push_back(SlotAt(run.input.block_table, bs, begin + i));
     old_pos.push_back(hit.location.PositionOf(i));
     new_pos.push_back(begin + i);
   }
