@@ -85,8 +85,14 @@ ChunkIndex::~ChunkIndex() { pool_->RemoveEventListener(listener_id_); }
 void ChunkIndex::OnPoolEvent(const KvEvent& event) {
   if (event.type == KvEventType::kAllBlocksCleared) {
     stats_.invalidations += static_cast<int64_t>(chunks_.size());
+    std::vector<BlockHash> keys;
+    keys.reserve(chunks_.size());
+    for (const auto& [key, entry] : chunks_) keys.push_back(key);
     chunks_.clear();
     block_chunks_.clear();
+    if (drop_listener_) {
+      for (const BlockHash& key : keys) drop_listener_(key);
+    }
     return;
   }
   if (event.type != KvEventType::kBlockRemoved) return;
@@ -127,7 +133,9 @@ void ChunkIndex::Drop(const BlockHash& key) {
     keys.erase(std::remove(keys.begin(), keys.end(), key), keys.end());
     if (keys.empty()) block_chunks_.erase(b);
   }
+  const BlockHash dropped = key;  // `key` may be the erased entry's own
   chunks_.erase(it);
+  if (drop_listener_) drop_listener_(dropped);
 }
 
 bool ChunkIndex::StillValid(const Entry& entry) const {

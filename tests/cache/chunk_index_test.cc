@@ -443,6 +443,37 @@ TEST(ChunkIndexTest, ResetPrefixCacheDropsEveryChunk) {
                   .value());
 }
 
+TEST(ChunkIndexTest, TheDropListenerLearnsEveryForgottenChunk) {
+  auto pool = MakePool(4);
+  auto index = ChunkIndex::Create(pool.get()).value();
+  std::vector<BlockHash> dropped;
+  index->SetDropListener([&](const BlockHash& key) { dropped.push_back(key); });
+  const std::vector<TokenId> a = Tokens(4, 1), b = Tokens(4, 50), c = Tokens(4, 90);
+  auto copy = [&](const std::vector<TokenId>& doc) {
+    return index->InsertCopy({.key = ChunkKey(doc, {}), .tokens = doc, .position = 0},
+                             [](std::span<const BlockId>) { return absl::OkStatus(); });
+  };
+  ASSERT_EQ(copy(a).value(), ChunkCopyResult::kInserted);
+  ASSERT_EQ(copy(b).value(), ChunkCopyResult::kInserted);
+  EXPECT_TRUE(dropped.empty());
+  ASSERT_TRUE(index->Erase(ChunkKey(a, {})).ok());
+  EXPECT_EQ(dropped, std::vector<BlockHash>{ChunkKey(a, {})});
+  std::vector<BlockId> others;  // every block taken: b's copy is evicted
+  ASSERT_TRUE(pool->Allocate(4, &others).ok());
+  EXPECT_EQ(index->size(), 0);
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[1], ChunkKey(b, {}));
+  ASSERT_TRUE(pool->Unpin(others).ok());
+  ASSERT_EQ(copy(c).value(), ChunkCopyResult::kInserted);
+  pool->ResetPrefixCache();  // reset
+  ASSERT_EQ(dropped.size(), 3u);
+  EXPECT_EQ(dropped[2], ChunkKey(c, {}));
+  index->SetDropListener({});  // nobody told
+  ASSERT_EQ(copy(c).value(), ChunkCopyResult::kInserted);
+  ASSERT_TRUE(index->Erase(ChunkKey(c, {})).ok());
+  EXPECT_EQ(dropped.size(), 3u);
+}
+
 // Randomised differential test: a brute-force model says a chunk is findable iff every one of its
 // blocks is still cached under the generation it had at registration.
 TEST(ChunkIndexTest, RandomOperationsMatchBruteForce) {

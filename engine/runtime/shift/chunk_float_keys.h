@@ -6,9 +6,10 @@
 // copy; a move that starts from the key as the KV write rotated it, before the rounding, rounds
 // it once, as a fresh key is (docs/kernels.md). ShiftedChunkReuse puts an entry when Register
 // makes a KV cache group's copy of a chunk with the chunk's float keys, erases it when a copy is
-// made without them, and finds it when the scheduler acquires the chunk. Entries are evicted
-// least recently used first to stay within the byte budget; an entry whose copy the pool evicted
-// stays until then (Find checks the copy's position and length, and a new copy replaces it).
+// made without them, erases it when the chunk index forgets the copy (the pool evicted its KV:
+// ChunkIndex::SetDropListener), and finds it when the scheduler acquires the chunk. Entries are
+// evicted least recently used first to stay within the byte budget (Find also checks the copy's
+// position and length).
 //
 // Example:
 //   ChunkFloatKeys store(64 << 20);

@@ -103,9 +103,13 @@ ShiftedChunkReuse::ShiftedChunkReuse(std::unique_ptr<ChunkIndex> index,
       pins_(index_.get()),
       float_keys_(options.float_keys_bytes > 0
                       ? std::make_unique<ChunkFloatKeys>(options.float_keys_bytes)
-                      : nullptr) {}
+                      : nullptr) {
+  if (float_keys_ != nullptr) {  // a copy's float keys go with its KV
+    index_->SetDropListener([keys = float_keys_.get()](const BlockHash& key) { keys->Erase(key); });
+  }
+}
 
-ShiftedChunkReuse::~ShiftedChunkReuse() = default;
+ShiftedChunkReuse::~ShiftedChunkReuse() { index_->SetDropListener({}); }
 
 BlockHash ShiftedChunkReuse::KeyOf(std::span<const TokenId> tokens, std::string_view cache_salt,
                                    uint64_t adapter_id) const {

@@ -29,6 +29,9 @@
 //   * Acquire pins a location's blocks (reference +1 each) for as long as they are read; Release
 //     unpins them (tail first). A chunk evicted before Acquire is reported stale and never read.
 //
+// A drop listener (SetDropListener) learns each chunk the index forgets, so a holder of per-chunk
+// data (ShiftedChunkReuse's float keys) frees it together with the chunk's KV.
+//
 // Not thread-safe. The pool must outlive the index.
 //
 // Example:
@@ -50,10 +53,12 @@
 #define PAGEDKV_CACHE_CHUNK_INDEX_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -129,6 +134,10 @@ struct PAGEDKV_EXPORT ChunkCopy {
   int32_t position = 0;                  // position token 0 was computed at; >= 0
 };
 
+// Called with the key of each chunk the index forgets: the pool dropped one of its blocks
+// (eviction, replacement, reset) or Erase was called. It must not call the index.
+using ChunkDropListener = std::function<void(const BlockHash& key)>;
+
 // How ChunkIndex::InsertCopy ended when it returned no error.
 enum class ChunkCopyResult {
   kInserted,           // registered in blocks of its own, now evictable in the pool's order
@@ -184,6 +193,9 @@ class PAGEDKV_EXPORT ChunkIndex {
   // Forgets chunk `key` (its blocks stay cached in the pool). NotFound when it is not registered.
   absl::Status Erase(const BlockHash& key);
 
+  // Replaces the drop listener (see ChunkDropListener); an empty one: nobody is told.
+  void SetDropListener(ChunkDropListener listener) { drop_listener_ = std::move(listener); }
+
   // Registered chunks.
   int32_t size() const { return static_cast<int32_t>(chunks_.size()); }
   bool Contains(const BlockHash& key) const { return chunks_.contains(key); }
@@ -207,7 +219,7 @@ class PAGEDKV_EXPORT ChunkIndex {
 
   ChunkIndex(BlockPool* pool, const ChunkIndexOptions& options);
   void OnPoolEvent(const KvEvent& event);
-  // Removes `key` from chunks_ and block_chunks_.
+  // Removes `key` from chunks_ and block_chunks_ and tells the drop listener.
   void Drop(const BlockHash& key);
   // Insert's argument checks (nothing changes).
   absl::Status ValidateInsert(const ChunkInsert& insert) const;
@@ -228,6 +240,7 @@ class PAGEDKV_EXPORT ChunkIndex {
   absl::flat_hash_map<BlockHash, Entry, BlockHashMix> chunks_;
   absl::flat_hash_map<BlockId, std::vector<BlockHash>> block_chunks_;  // block -> chunk keys
   ChunkIndexStats stats_;
+  ChunkDropListener drop_listener_;
 };
 
 }  // namespace pagedkv

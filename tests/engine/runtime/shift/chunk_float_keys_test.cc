@@ -3,7 +3,8 @@
 // Chunk float keys (ShiftedChunkReuseOptions::float_keys_bytes): the ChunkFloatKeys store (least
 // recently used eviction within its byte budget, lookups that check the copy), and
 // ShiftedChunkReuse handing a recording mover each move of a token whose float key is kept, with
-// that key, and every other move as before; copies made without keys, bad keys and bad options.
+// that key, and every other move as before; copies made without keys or evicted, bad keys and bad
+// options.
 #include "engine/runtime/shift/chunk_float_keys.h"
 
 #include <cstdint>
@@ -151,6 +152,20 @@ TEST_F(FloatKeysReuseTest, ACopyMadeWithoutKeysDropsTheOldOnes) {
   ASSERT_TRUE(reuse_->RunMoves(moves).ok());
   EXPECT_TRUE(log_.key_moves.empty());
   EXPECT_EQ(log_.moves.size(), 1u);
+}
+
+TEST_F(FloatKeysReuseTest, AnEvictedCopyTakesItsFloatKeysWithIt) {
+  ASSERT_TRUE(*Register(3, true));
+  EXPECT_GT(reuse_->float_keys()->bytes(), 0);
+  std::vector<BlockId> all;  // the pool evicts the chunk's copy: its keys go at once
+  ASSERT_TRUE(pool_->Allocate(8, &all).ok());
+  EXPECT_EQ(reuse_->float_keys()->size(), 0);
+  EXPECT_EQ(reuse_->float_keys()->bytes(), 0);
+  ASSERT_TRUE(pool_->Unpin(all).ok());
+  ASSERT_TRUE(*Register(3, true));
+  EXPECT_EQ(reuse_->float_keys()->size(), 1);
+  pool_->ResetPrefixCache();
+  EXPECT_EQ(reuse_->float_keys()->size(), 0);
 }
 
 TEST_F(FloatKeysReuseTest, BadKeysAndOptionsAreInvalidArgument) {
