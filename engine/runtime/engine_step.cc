@@ -78,7 +78,9 @@ absl::StatusOr<StepOutput> Engine::Step() {
   ReportAborted(&out);
   ShiftedChunkReuse* reuse = internals_->reuse.get();
   if (reuse != nullptr) {
+    const int64_t float_key_moves = reuse->stats().float_key_moves;
     PAGEDKV_RETURN_IF_ERROR(reuse->RunMoves(batch_.slot_moves, batch_.group_slot_moves));
+    stats_.num_float_key_moves += reuse->stats().float_key_moves - float_key_moves;
   }
   for (const BlockCopy& copy : batch_.block_copies) {
     PAGEDKV_RETURN_IF_ERROR(internals_->copier->Copy(copy.src, copy.dst));

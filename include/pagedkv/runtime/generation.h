@@ -182,6 +182,10 @@ struct PAGEDKV_EXPORT EngineStats {
   // in num_computed_tokens; layer-token work saved = partial * (n_layers - deviation_layer - 1).
   int64_t num_blend_recomputed_tokens = 0;
   int64_t num_blend_partial_tokens = 0;
+  // ChunkReuseOptions::float_keys_memory: reused chunk tokens whose keys moved from the chunk's
+  // kept float keys (rounded once), counted per KV cache group; the other reused tokens moved
+  // from their stored, rounded keys.
+  int64_t num_float_key_moves = 0;
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled
   int64_t num_preemptions = 0;

@@ -232,6 +232,7 @@ TEST_F(EngineChunkReuseTest, QuantizedKeysMovedFromFloatKeysMatchFreshKeys) {
     ASSERT_EQ(got.size(), fresh.size());
     const ShiftedChunkReuse& reuse = *EngineInternal::ChunkReuse(*engine);
     EXPECT_EQ(reuse.stats().float_key_moves, i == 2 ? kDocLength : 0);
+    EXPECT_EQ(engine->stats().num_float_key_moves, reuse.stats().float_key_moves);
     if (i > 0) {
       EXPECT_EQ(reuse.float_keys()->stats().too_large, i == 1 ? 1 : 0);
     }

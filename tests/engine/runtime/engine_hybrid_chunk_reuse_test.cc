@@ -236,6 +236,7 @@ TEST(EngineHybridChunkReuseTest, FloatKeysMoveEachGroupsCopyWithOneRounding) {
     for (size_t i = 0; i < k_moved.size(); ++i) equal += k_moved[i] == k_fresh[i];
     EXPECT_GE(equal / static_cast<double>(k_moved.size()), 0.97);
     EXPECT_EQ(EngineInternal::ChunkReuse(*reuse)->stats().float_key_moves, kDocLength + kWindow);
+    EXPECT_EQ(reuse->stats().num_float_key_moves, kDocLength + kWindow);
   }
 }
 
