@@ -69,6 +69,7 @@ __all__ = [
     "ChunkIndex",
     "ChunkIndexStats",
     "ChunkLocation",
+    "ChunkReuseOptions",
     "ComputedBlocks",
     "DataLossError",
     "DeadlineExceededError",

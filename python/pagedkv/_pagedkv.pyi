@@ -484,10 +484,21 @@ class EngineStats:
     num_shifted_hit_tokens: int
     num_blend_recomputed_tokens: int
     num_blend_partial_tokens: int
+    num_float_key_moves: int
     max_step_num_tokens: int
     max_step_num_seqs: int
     step_num_tokens_histogram: List[int]
     def as_dict(self) -> Dict[str, Any]: ...
+
+class ChunkReuseOptions:
+    mode: str
+    first_k: int
+    recompute_fraction: float
+    deviation_layer: int
+    float_keys_memory: int
+    def __init__(self, *, mode: str = "rerotate", first_k: int = 0,
+                 recompute_fraction: float = 0.0, deviation_layer: int = 1,
+                 float_keys_memory: int = 0) -> None: ...
 
 class Engine:
     @staticmethod
@@ -503,7 +514,8 @@ class Engine:
              activations: str = "int8", int8_kernel: str = "",
              kv_cache_dtype: str = "", disk_cache: str = "",
              disk_cache_size: int = 10737418240, kv_cache_dtype_v: str = "",
-             disk_cache_read_threads: int = 2) -> Engine: ...
+             disk_cache_read_threads: int = 2,
+             chunk_reuse: Optional[ChunkReuseOptions] = None) -> Engine: ...
     def add_request(self, request: Optional[GenerationRequest] = None, **kwargs: Any) -> int: ...
     def step(self) -> StepOutput: ...
     def generate(self, requests: Sequence[GenerationRequest]) -> List[GenerationResult]: ...

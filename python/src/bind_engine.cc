@@ -324,6 +324,9 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly(
           "num_blend_partial_tokens", &EngineStats::num_blend_partial_tokens,
           "CacheBlend: reused chunk tokens run only through the layers up to deviation_layer.")
+      .def_readonly("num_float_key_moves", &EngineStats::num_float_key_moves,
+                    "Reused chunk tokens moved from their chunk's kept float keys "
+                    "(ChunkReuseOptions.float_keys_memory), per KV cache group.")
       .def_readonly("max_step_num_tokens", &EngineStats::max_step_num_tokens,
                     "Most tokens in one step's batch.")
       .def_readonly("max_step_num_seqs", &EngineStats::max_step_num_seqs,
@@ -331,13 +334,28 @@ void BindEngineTypes(py::module_& m) {
       .def_readonly(
           "step_num_tokens_histogram", &EngineStats::step_num_tokens_histogram,
           "Steps by batch tokens: bucket 0 holds 1 token, bucket b >= 1 holds [2^b, 2^(b+1)).");
-  AddDataclassMethods(st, {"num_steps", "num_requests", "num_finished", "num_prompt_tokens",
-                           "num_prefix_hit_tokens", "num_computed_tokens", "num_generated_tokens",
-                           "num_preemptions", "num_draft_tokens", "num_accepted_draft_tokens",
-                           "num_host_hit_tokens", "num_remote_hit_tokens", "num_readmissions",
-                           "num_readmission_tokens", "num_readmission_hit_tokens",
-                           "num_readmission_host_hit_tokens", "num_readmission_remote_hit_tokens",
-                           "num_disk_hit_tokens"});
+  AddDataclassMethods(st, {"num_steps",
+                           "num_requests",
+                           "num_finished",
+                           "num_prompt_tokens",
+                           "num_prefix_hit_tokens",
+                           "num_computed_tokens",
+                           "num_generated_tokens",
+                           "num_preemptions",
+                           "num_draft_tokens",
+                           "num_accepted_draft_tokens",
+                           "num_host_hit_tokens",
+                           "num_remote_hit_tokens",
+                           "num_readmissions",
+                           "num_readmission_tokens",
+                           "num_readmission_hit_tokens",
+                           "num_readmission_host_hit_tokens",
+                           "num_readmission_remote_hit_tokens",
+                           "num_disk_hit_tokens",
+                           "num_shifted_hit_tokens",
+                           "num_blend_recomputed_tokens",
+                           "num_blend_partial_tokens",
+                           "num_float_key_moves"});
 }
 
 // An Engine and whether a call that released the GIL is running on it. `running` is read and
@@ -380,7 +398,7 @@ std::unique_ptr<PyEngine> LoadEngine(
     int64_t kv_cache_memory, const std::string& hybrid_kv_cache, const std::string& activations,
     const std::string& int8_kernel, const std::string& kv_cache_dtype,
     const std::string& disk_cache, int64_t disk_cache_size, const std::string& kv_cache_dtype_v,
-    int32_t disk_cache_read_threads) {
+    int32_t disk_cache_read_threads, const std::optional<ChunkReuseOptions>& chunk_reuse) {
   if (weights != "native" && weights != "f32") {
     ThrowInvalidArgument("Engine.load: weights = '" + weights + "': expected 'native' or 'f32'");
   }
@@ -436,6 +454,7 @@ std::unique_ptr<PyEngine> LoadEngine(
         " must be in [1, " + std::to_string(kMaxDiskReadThreads) + "]");
   }
   o.disk_tier.read_threads = disk_cache_read_threads;
+  if (chunk_reuse.has_value()) o.chunk_reuse = *chunk_reuse;
   absl::StatusOr<std::unique_ptr<Engine>> engine;
   {
     py::gil_scoped_release release;
@@ -584,6 +603,7 @@ void BindEngineClass(py::module_& m) {
       arg("activations") = "int8", arg("int8_kernel") = "", arg("kv_cache_dtype") = "",
       arg("disk_cache") = "", arg("disk_cache_size") = int64_t{10} << 30,
       arg("kv_cache_dtype_v") = "", arg("disk_cache_read_threads") = 2,
+      arg("chunk_reuse") = std::optional<ChunkReuseOptions>{},
       "Loads a model (llama2.c checkpoint, Hugging Face directory or GGUF file) and its "
       "tokenizer into a new Engine; keyword arguments are EngineOptions. weights: "
       "'native' keeps a GGUF / safetensors file's quantized or half matrices in their "
@@ -599,7 +619,9 @@ void BindEngineClass(py::module_& m) {
       "dtype when it differs (llama.cpp's -ctv; '' = K's). disk_cache: a folder for the disk "
       "KV tier ('' = none; it survives restarts, see tier_stats), disk_cache_size its "
       "byte budget (shared by every process using the folder), disk_cache_read_threads the "
-      "values a lookup reads at once (1-64; helper threads sleep between lookups).");
+      "values a lookup reads at once (1-64; helper threads sleep between lookups). "
+      "chunk_reuse: a ChunkReuseOptions turning on shifted-position reuse of the spans requests "
+      "mark with chunks= (None: off).");
   e.def(
       "add_request",
       [](PyEngine& self, GenerationRequest request) {

@@ -113,6 +113,8 @@ void BindEngine(py::module_& m);
 void BindGguf(py::module_& m);
 // bind_cache_groups.cc: KvCacheGroupSpec and AllocationPlan (before BindCache).
 void BindCacheGroupTypes(py::module_& m);
+// bind_chunk_reuse.cc: ChunkReuseOptions (before BindEngine, whose load takes one).
+void BindChunkReuseOptions(py::module_& m);
 
 }  // namespace pagedkv::python
 

@@ -20,6 +20,7 @@ PYBIND11_MODULE(_pagedkv, m) {
   python::BindPool(m);
   python::BindScheduler(m);
   python::BindReplay(m);
+  python::BindChunkReuseOptions(m);
   python::BindEngine(m);
   python::BindGguf(m);
 }
