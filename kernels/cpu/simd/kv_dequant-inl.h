@@ -45,6 +45,45 @@ HWY_INLINE void DecodeInt8(const int8_t* src, int32_t n, float d, float* dst) {
   for (; i < n; ++i) dst[i] = KvMul(static_cast<float>(src[i]), d);
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// DecodeFp8's vector loop through F16C (AVX2 and up); returns the values it decoded (whole
+// vectors; none when the E4M3 scale is too large to take 2^8). An fp8 code is a binary16 with
+// fewer bits, so a few 16-bit ops make it one and vcvtph2ps widens it exactly (binary16
+// subnormals included, whatever MXCSR's flush-to-zero / denormals-are-zero bits say):
+//   E5M2: the code is the top byte of its binary16 (the same exponent bias, 15);
+//   E4M3: sign to bit 15, exponent and mantissa to bits 13..7: the binary16 is the value times
+//         2^-8 (bias 7 against 15), so the scale is taken times 2^8, exactly.
+// The product with the scale is the same real number as DecodeFp8's, so the same bits. The NaN
+// codes become binary16's quiet NaN with their sign, which widens to DecodeFp8's.
+template <int kMantissaBits>
+HWY_INLINE int32_t DecodeFp8ByF16(const uint8_t* src, int32_t n, float d, float* dst) {
+  constexpr bool kE4M3 = kMantissaBits == 3;
+  if (kE4M3 && !(d > -0x1p100f && d < 0x1p100f)) return 0;  // d * 2^8 could overflow; or NaN
+  const KvDF df;
+  const hn::Rebind<int16_t, KvDF> d16;
+  const hn::Rebind<int8_t, KvDF> d8;
+  const hn::Rebind<hwy::float16_t, KvDF> dh;
+  const auto vd = hn::Set(df, kE4M3 ? d * 256.0f : d);
+  // The largest |binary16| that is not a NaN code (E4M3's 0x7E; E5M2's infinity).
+  const auto below_nan = hn::Set(d16, int16_t{kE4M3 ? 0x3F7F : 0x7C00});
+  const auto quiet_nan = hn::Set(d16, int16_t{0x7E00});
+  const auto sign_bit = hn::Set(d16, int16_t{-32768});
+  const auto lanes = static_cast<int32_t>(hn::Lanes(df));
+  int32_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto code = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const int8_t*>(src) + i));
+    // E4M3: the code sign-extended and shifted by 7; bit 14, a copy of the sign, cleared.
+    const auto half = kE4M3 ? hn::AndNot(hn::Set(d16, int16_t{0x4000}), hn::ShiftLeft<7>(code))
+                            : hn::ShiftLeft<8>(code);
+    const auto sign = hn::And(half, sign_bit);
+    const auto is_nan = hn::Gt(hn::AndNot(sign_bit, half), below_nan);
+    const auto bits = hn::IfThenElse(is_nan, hn::Or(sign, quiet_nan), half);
+    hn::StoreU(hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, bits)), vd), df, dst + i);
+  }
+  return i;
+}
+#endif
+
 // dst[i] = fp8 src[i] * d, i < n, with Fp8ToF32's bits: the code's exponent and mantissa bits
 // placed at the top of an fp32's, times 2^(127 - bias) (exact); a subnormal code (exponent 0) is
 // its mantissa times the subnormal step instead, so no intermediate is an fp32 subnormal (a
@@ -62,7 +101,11 @@ HWY_INLINE void DecodeFp8(const uint8_t* src, int32_t n, float d, float* dst) {
   const hn::RebindToSigned<KvDF> di;  // magnitudes are < 128: signed compares and conversions
   const auto vd = hn::Set(df, d);
   constexpr int kShift = 23 - kMantissaBits;  // the mantissa just below the fp32 exponent
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  int32_t i = DecodeFp8ByF16<kMantissaBits>(src, n, d, dst);
+#else
   int32_t i = 0;
+#endif
   for (; i + lanes <= n; i += lanes) {
     const auto c = hn::PromoteTo(du, hn::LoadU(d8, src + i));
     const auto magnitude = hn::And(c, hn::Set(du, 0x7Fu));

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/dtype.h"
 #include "pagedkv/kernels/cpu_ops.h"
@@ -225,10 +226,24 @@ TEST(KvQuantTest, RowAndValueDecodesAgree) {
   }
 }
 
+// Runs `check` with each x86 SIMD target this CPU runs forced (the fp8 decode has an F16C path
+// on AVX2 and up and a plain one below), then once more on the CPU's own best target.
+template <typename Check>
+void OnEverySimdTarget(Check check) {
+  for (int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_SCALAR}) {
+    if ((hwy::SupportedTargets() & target) == 0 && target != HWY_SCALAR) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check();
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to what the CPU supports
+  check();
+}
+
 // The CPU attention's vector decode (kv_dequant-inl.h) gives LoadKvRow's bits for rows of
 // random bytes, whose scales and codes cover every fp8 code (subnormals, NaN, E5M2's infinities),
 // every int8 and nibble value, and tails shorter than a vector (head_dim 40, 136).
-TEST(KvQuantTest, AttentionDecodeGivesTheScalarBits) {
+void CheckAttentionDecodeAgainstScalar() {
   std::mt19937 rng(71);
   for (DType dtype : {DType::kBF16, DType::kInt8, DType::kFp8E4M3, DType::kFp8E5M2, DType::kQ8_0,
                       DType::kQ4_0, DType::kQ4_1}) {
@@ -255,11 +270,15 @@ TEST(KvQuantTest, AttentionDecodeGivesTheScalarBits) {
   }
 }
 
+TEST(KvQuantTest, AttentionDecodeGivesTheScalarBits) {
+  OnEverySimdTarget(CheckAttentionDecodeAgainstScalar);
+}
+
 #if defined(__x86_64__)
 // With flush-to-zero and denormals-are-zero set (-ffast-math programs, torch.set_flush_denormal),
 // the CPU attention's fp8 decode still gives every code's value, subnormal codes included: no
 // intermediate is an fp32 subnormal. The scale is 1, so every product is the code's value.
-TEST(KvQuantTest, Fp8DecodeKeepsSubnormalCodesUnderFlushToZero) {
+void CheckFp8DecodeUnderFlushToZero() {
   constexpr int32_t kValues = 256;
   for (DType dtype : {DType::kFp8E4M3, DType::kFp8E5M2}) {
     std::vector<unsigned char> row(4 * kValues);  // the row (kValues + 2 bytes), then slack
@@ -276,6 +295,10 @@ TEST(KvQuantTest, Fp8DecodeKeepsSubnormalCodesUnderFlushToZero) {
       ASSERT_EQ(FloatToBits(got[c]), FloatToBits(want[c])) << DTypeName(dtype) << " code " << c;
     }
   }
+}
+
+TEST(KvQuantTest, Fp8DecodeKeepsSubnormalCodesUnderFlushToZero) {
+  OnEverySimdTarget(CheckFp8DecodeUnderFlushToZero);
 }
 // f16 pages decode a vector at a time (vcvtph2ps): every code equals the software decode, its
 // subnormals too with MXCSR's flush-to-zero and denormals-are-zero bits set.
