@@ -13,6 +13,7 @@
 
 #include "bench/kernels/plain_rerotate.h"
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/simd/simd_kernels.h"
 #include "pagedkv/kernels/cpu_ops.h"
 #include "pagedkv/kernels/dtype_convert.h"
 #include "pagedkv/kernels/kv_quant.h"
@@ -270,6 +271,30 @@ BENCHMARK(BM_PagedAttentionDecode)->ArgNames({"dtype", "kv_len"})->Apply([](auto
   b->Args({0, 1024})->Args({2, 1024})->Args({2, 4096});
   for (int dtype = 0; dtype <= 8; ++dtype) b->Args({dtype, 2048});
 });
+
+// Args: dtype. The attention's row decode alone (DecodeKvRowForAttention on this CPU's target):
+// 4,096 stored rows of head_dim 128, each decoded to fp32, as AttendGroup does for every key and
+// value it reads. Reports decoded values per second ("items/s").
+void BM_KvRowDecode(benchmark::State& state) {
+  const auto dtype = static_cast<DType>(state.range(0));
+  constexpr int32_t kRows = 4096;
+  const int64_t units = KvRowUnits(dtype, kHeadDim);
+  std::vector<unsigned char> rows(static_cast<size_t>(kRows * units * DTypeSize(dtype)));
+  const auto fill = Random(static_cast<size_t>(kRows) * kHeadDim, 14);
+  for (int32_t r = 0; r < kRows; ++r) {
+    StoreKvRow(rows.data(), dtype, r * units, kHeadDim, fill.data() + int64_t{r} * kHeadDim);
+  }
+  std::vector<float> out(kHeadDim);
+  for (auto _ : state) {
+    for (int32_t r = 0; r < kRows; ++r) {
+      cpu::simd::DecodeKvRowForAttention(rows.data(), dtype, r * units, kHeadDim, out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRows * kHeadDim);
+  state.SetLabel(DTypeName(dtype));
+}
+BENCHMARK(BM_KvRowDecode)->ArgName("dtype")->DenseRange(1, 8);
 
 // Times attention of `batch` over random fp32 pages of kv_heads heads (seed) and reports keys x
 // query heads per second ("key_heads/s").
